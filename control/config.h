@@ -1,0 +1,81 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Agent configuration: YAML per the DESIGN contract, parsed with libyaml. Unknown keys are
+ * errors; a bad value names the key path and line.
+ */
+#ifndef NDC_CONFIG_H
+#define NDC_CONFIG_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/socket.h>
+
+#include "k8s_objects.h"
+
+#define NDC_CFG_MAX_ADDRS 8
+
+enum ndc_pods_mode { NDC_PODS_DISABLED = 0, NDC_PODS_INSECURE, NDC_PODS_VERIFIED };
+enum ndc_source_kind { NDC_SOURCE_EMBEDDED = 0, NDC_SOURCE_SNAPSHOT, NDC_SOURCE_KUBERNETES };
+enum ndc_dp_mode { NDC_DP_TC = 0, NDC_DP_XDP, NDC_DP_SOCKET, NDC_DP_DPDK };
+
+struct ndc_config {
+	char *cluster_domain; /* "cluster.local", no trailing dot */
+	size_t n_listen;
+	struct ndc_ip listen[NDC_CFG_MAX_ADDRS];
+	uint16_t port;
+	size_t n_upstream;
+	struct sockaddr_storage upstream[NDC_CFG_MAX_ADDRS]; /* "ip:port", "[v6]:port", or ip (53) */
+	struct {
+		enum ndc_source_kind kind; /* no source section: the embedded sample cluster */
+		char *snapshot;		   /* source.snapshot */
+		char *kubeconfig;	   /* source.kubernetes.kubeconfig; NULL: in-cluster */
+	} source;
+	struct {
+		uint32_t ttl; /* 5 (CoreDNS default); 0..3600 */
+		enum ndc_pods_mode pods;
+		bool endpoint_pod_names;
+		bool ignore_empty_service;
+		size_t n_namespaces;
+		char **namespaces; /* empty: all */
+	} records;
+	struct {
+		enum ndc_dp_mode mode;
+		size_t n_interfaces;
+		char **interfaces;
+	} dataplane;
+	struct {
+		char *listen; /* "127.0.0.1:9254" */
+	} http;
+	struct {
+		uint32_t max_entries; /* 100000 */
+		uint64_t max_bytes;   /* 64 MiB */
+		uint32_t max_ttl;     /* 86400: longer upstream TTLs are capped */
+		uint32_t neg_max_ttl; /* 3600: RFC 2308 5 suggests 1-3 hours at most */
+		uint32_t stale_max;   /* 86400: RFC 8767 suggests 1-3 days of serving stale */
+	} cache;
+	struct {
+		uint32_t timeout_ms; /* per upstream attempt, 1000 */
+	} forward;
+	uint32_t workers;	  /* 0: one per online CPU */
+	uint32_t tcp_idle_ms;	  /* 10000 (RFC 7766 6.2.3 suggests seconds) */
+	uint32_t tcp_max_conns;	  /* per worker, 1024 */
+};
+
+/* Fills cfg with the defaults above (listen 169.254.20.10, port 53, upstream none). */
+void ndc_config_defaults(struct ndc_config *cfg);
+
+/*
+ * Parses YAML text over the defaults. Returns 0, or -EINVAL with a one-line reason naming the
+ * key path and line in err ("line 4: records.ttl: expected an integer 0..3600, got 'x'").
+ * On error cfg holds the defaults plus whatever was parsed; free it with ndc_config_free.
+ */
+int ndc_config_parse(const char *text, size_t len, struct ndc_config *cfg, char *err,
+		     size_t errlen);
+
+/* Reads the file and parses it; -errno with the reason in err if it cannot be read. */
+int ndc_config_load(const char *path, struct ndc_config *cfg, char *err, size_t errlen);
+
+void ndc_config_free(struct ndc_config *cfg);
+
+#endif

@@ -1,0 +1,112 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The Kubernetes objects DNS needs, reduced to the fields the record builder reads. Filled from a
+ * snapshot (a List, JSON or YAML) today and from list/watch later. All strings are heap copies
+ * owned by the containing struct ndc_k8s_objects and freed by ndc_k8s_objects_free.
+ */
+#ifndef NDC_K8S_OBJECTS_H
+#define NDC_K8S_OBJECTS_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+struct json_object;
+
+struct ndc_ip {
+	uint8_t family; /* AF_INET or AF_INET6 */
+	uint8_t addr[16];
+};
+
+struct ndc_k8s_port {
+	char *name;	/* may be NULL (unnamed ports get no SRV record) */
+	uint16_t port;
+	uint8_t proto; /* IPPROTO_TCP, IPPROTO_UDP or IPPROTO_SCTP */
+};
+
+enum ndc_svc_type {
+	NDC_SVC_CLUSTER_IP = 0,
+	NDC_SVC_NODE_PORT,
+	NDC_SVC_LOAD_BALANCER,
+	NDC_SVC_EXTERNAL_NAME,
+};
+
+#define NDC_K8S_MAX_CLUSTER_IPS 2 /* spec.clusterIPs: one per family at most */
+
+struct ndc_k8s_service {
+	char *ns;
+	char *name;
+	enum ndc_svc_type type;
+	bool headless;		/* spec.clusterIP == "None" */
+	bool publish_not_ready; /* spec.publishNotReadyAddresses */
+	char *external_name;	/* spec.externalName (ExternalName only), else NULL */
+	size_t n_ips;		/* spec.clusterIPs, falling back to spec.clusterIP */
+	struct ndc_ip ips[NDC_K8S_MAX_CLUSTER_IPS];
+	size_t n_ports;
+	struct ndc_k8s_port *ports;
+};
+
+struct ndc_k8s_endpoint {
+	size_t n_addrs;
+	struct ndc_ip *addrs; /* all of the slice's addressType */
+	char *hostname;	      /* endpoints[].hostname or NULL */
+	char *pod_name;	      /* targetRef.name when targetRef.kind == "Pod", else NULL */
+	bool ready;	      /* conditions.ready; absent means ready (API reference) */
+};
+
+struct ndc_k8s_slice {
+	char *ns;
+	char *name;
+	char *service; /* metadata.labels["kubernetes.io/service-name"]; NULL: slice ignored */
+	int family;    /* addressType: AF_INET, AF_INET6, or 0 for FQDN (ignored by DNS) */
+	size_t n_ports;
+	struct ndc_k8s_port *ports;
+	size_t n_endpoints;
+	struct ndc_k8s_endpoint *endpoints;
+};
+
+struct ndc_k8s_pod {
+	char *ns;
+	char *name;
+	size_t n_ips; /* status.podIPs, falling back to status.podIP */
+	struct ndc_ip ips[2];
+};
+
+struct ndc_k8s_objects {
+	size_t n_namespaces;
+	char **namespaces;
+	size_t n_services;
+	struct ndc_k8s_service *services;
+	size_t n_slices;
+	struct ndc_k8s_slice *slices;
+	size_t n_pods;
+	struct ndc_k8s_pod *pods;
+};
+
+void ndc_k8s_objects_free(struct ndc_k8s_objects *o);
+
+/*
+ * Adds one object (a Namespace, Service, EndpointSlice or Pod as the API server returns it) to o.
+ * Other kinds are ignored (0). A object of a known kind with a field of the wrong type or a
+ * missing name gives -EINVAL and a one-line reason in err; o is unchanged then.
+ */
+int ndc_k8s_object_add(struct ndc_k8s_objects *o, struct json_object *obj, char *err,
+		       size_t errlen);
+
+/*
+ * Parses a snapshot: a Kubernetes List ({"kind":"List","items":[...]}, or any *List kind) or a
+ * single object, in JSON or YAML (detected from the first non-space byte: '{' means JSON).
+ * Returns 0 and fills *o (zeroed first), or -EINVAL with a reason (line number for YAML) in err.
+ * Items that fail ndc_k8s_object_add fail the whole snapshot: a snapshot is all or nothing.
+ */
+int ndc_snapshot_parse(const char *buf, size_t len, struct ndc_k8s_objects *o, char *err,
+		       size_t errlen);
+
+/* Reads and parses a snapshot file; -errno from open/read, else as ndc_snapshot_parse. */
+int ndc_snapshot_load(const char *path, struct ndc_k8s_objects *o, char *err, size_t errlen);
+
+/* The sample cluster compiled into the binary (deploy/examples/sample-cluster.json). */
+extern const char ndc_sample_cluster[];
+extern const size_t ndc_sample_cluster_len;
+
+#endif

@@ -1,0 +1,71 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The socket server: UDP and TCP (RFC 7766: length-prefixed, pipelined, idle timeout) on every
+ * listen address, v4 and v6, one worker thread per core. Each worker owns one SO_REUSEPORT UDP
+ * socket per address (read with recvmmsg, answered with sendmmsg) and accepts TCP on a shared
+ * listener. Replies leave from the address the query arrived on (IP_PKTINFO/IPV6_RECVPKTINFO).
+ */
+#ifndef NDC_SERVER_H
+#define NDC_SERVER_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+struct ndc_ip;
+struct ndc_server;
+struct ndc_server_req;	/* a query in hand on a worker: valid during the handler call */
+struct ndc_pending;	/* a query detained for a later answer */
+
+enum ndc_verdict { NDC_SEND = 0, NDC_DROP, NDC_PENDING };
+
+#define NDC_SERVER_BATCH 32 /* datagrams per recvmmsg/sendmmsg */
+
+struct ndc_server_opts {
+	size_t n_addrs;
+	const struct ndc_ip *addrs;
+	uint16_t port;		/* 0: ephemeral (tests; read back with ndc_server_port) */
+	unsigned workers;	/* 0: one per online CPU */
+	uint32_t tcp_idle_ms;
+	uint32_t tcp_max_conns; /* per worker */
+};
+
+/*
+ * Called on a worker for each query (msg, len). Write the reply into out (cap bytes) and set
+ * *ret_len for NDC_SEND; NDC_DROP sends nothing; NDC_PENDING means the handler called
+ * ndc_server_detain(req) and will answer through ndc_server_complete. The handler must not block.
+ */
+typedef enum ndc_verdict (*ndc_server_handler)(void *ctx, struct ndc_server_req *req,
+					       const uint8_t *msg, size_t len, uint8_t *out,
+					       size_t cap, size_t *ret_len);
+
+bool ndc_server_req_is_tcp(const struct ndc_server_req *req);
+
+/* Keeps what is needed to answer req later (client address, local address, socket, or the TCP
+ * connection). NULL on -ENOMEM. */
+struct ndc_pending *ndc_server_detain(struct ndc_server_req *req);
+
+/*
+ * Sends msg as the answer to p and frees p. Any thread. len 0 drops it. A TCP connection that
+ * closed meanwhile silently loses the answer.
+ */
+void ndc_server_complete(struct ndc_pending *p, const uint8_t *msg, size_t len);
+
+/* Binds every socket (errors: -errno of the failing bind, with the address logged) and starts
+ * the workers. */
+int ndc_server_start(const struct ndc_server_opts *opts, ndc_server_handler handler, void *ctx,
+		     struct ndc_server **ret);
+
+/* The bound port (the ephemeral one when opts.port was 0). */
+uint16_t ndc_server_port(const struct ndc_server *s);
+
+/* Stops and joins the workers, closes every socket. Detained queries must be completed first
+ * or are dropped. */
+void ndc_server_stop(struct ndc_server *s);
+
+struct ndc_server_stats {
+	uint64_t udp_queries, tcp_queries, tcp_conns, replies, drops, pending;
+};
+void ndc_server_stats(struct ndc_server *s, struct ndc_server_stats *ret);
+
+#endif
