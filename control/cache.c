@@ -1,1 +1,351 @@
-/* placeholder: being written */
+// SPDX-License-Identifier: MIT
+/*
+ * Answer cache. The table is split into shards by key hash, each shard with its own mutex, hash
+ * buckets and LRU list, so concurrent lookups of different names rarely contend. One entry is one
+ * allocation: bookkeeping, then the struct ndc_answer with its data, then the key name.
+ *
+ * Bounds: max_entries and max_bytes are divided evenly between the shards. The shard count is a
+ * power of two up to 64, lowered for small caches so that every shard can hold at least
+ * NDC_SHARD_MIN_ENTRIES entries and the largest possible entry; a small cache is therefore one
+ * shard with an exact global LRU, a big one has per-shard LRU order (the usual approximation).
+ */
+#include <errno.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "cache.h"
+
+#define NDC_SHARDS_MAX 64
+#define NDC_SHARD_MIN_ENTRIES 64
+/* Entries looked at from the LRU tail for dead (expired past stale_max) ones before evicting a
+ * live one: bounded so that a put stays O(1). Lookups remove dead entries they meet as well. */
+#define NDC_DEAD_SCAN 8
+
+struct entry {
+	struct entry *hnext;
+	struct entry *prev, *next; /* LRU: shard head is the most recently used */
+	uint64_t hash;
+	uint64_t stored_ms;
+	uint64_t expire_ms;
+	size_t size; /* what the entry counts against max_bytes */
+	uint16_t qtype, qclass;
+	uint8_t nlen;
+	struct ndc_answer ans; /* data follows, then the nlen bytes of the name */
+};
+
+struct shard {
+	pthread_mutex_t lock;
+	struct entry **buckets;
+	uint32_t nbuckets; /* power of two */
+	uint32_t count, max_entries;
+	uint64_t bytes, max_bytes;
+	struct entry lru; /* sentinel */
+	uint64_t hits, misses, stale_hits, inserts, evictions;
+} __attribute__((aligned(64)));
+
+struct ndc_cache {
+	struct ndc_cache_opts opts;
+	uint32_t nshards;
+	struct shard *shards;
+};
+
+uint64_t ndc_now_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
+}
+
+static size_t entry_size(size_t data_len, size_t nlen)
+{
+	return sizeof(struct entry) + data_len + nlen;
+}
+
+static const uint8_t *entry_name(const struct entry *e)
+{
+	return e->ans.data + e->ans.len;
+}
+
+/* FNV-1a, then a final mix so that both the low (bucket) and high (shard) bits are good. */
+static uint64_t key_hash(const uint8_t *lname, size_t nlen, uint16_t qtype, uint16_t qclass)
+{
+	uint64_t h = 0xcbf29ce484222325ULL;
+
+	for (size_t i = 0; i < nlen; i++)
+		h = (h ^ lname[i]) * 0x100000001b3ULL;
+	h = (h ^ qtype) * 0x100000001b3ULL;
+	h = (h ^ qclass) * 0x100000001b3ULL;
+	h ^= h >> 33;
+	h *= 0xff51afd7ed558ccdULL;
+	h ^= h >> 33;
+	return h;
+}
+
+static struct shard *shard_of(struct ndc_cache *c, uint64_t hash)
+{
+	return &c->shards[(hash >> 48) & (c->nshards - 1)];
+}
+
+static void lru_unlink(struct entry *e)
+{
+	e->prev->next = e->next;
+	e->next->prev = e->prev;
+}
+
+static void lru_push_front(struct shard *s, struct entry *e)
+{
+	e->next = s->lru.next;
+	e->prev = &s->lru;
+	s->lru.next->prev = e;
+	s->lru.next = e;
+}
+
+static struct entry **bucket_find(struct shard *s, uint64_t hash, const uint8_t *lname, size_t nlen,
+				  uint16_t qtype, uint16_t qclass)
+{
+	struct entry **pp = &s->buckets[hash & (s->nbuckets - 1)];
+
+	for (; *pp; pp = &(*pp)->hnext) {
+		struct entry *e = *pp;
+
+		if (e->hash == hash && e->nlen == nlen && e->qtype == qtype &&
+		    e->qclass == qclass && memcmp(entry_name(e), lname, nlen) == 0)
+			return pp;
+	}
+	return pp;
+}
+
+static void entry_remove(struct shard *s, struct entry *e)
+{
+	struct entry **pp = &s->buckets[e->hash & (s->nbuckets - 1)];
+
+	while (*pp != e)
+		pp = &(*pp)->hnext;
+	*pp = e->hnext;
+	lru_unlink(e);
+	s->count--;
+	s->bytes -= e->size;
+	free(e);
+}
+
+static bool entry_dead(const struct ndc_cache *c, const struct entry *e, uint64_t now_ms)
+{
+	return now_ms >= e->expire_ms &&
+	       now_ms - e->expire_ms >= (uint64_t)c->opts.stale_max * 1000;
+}
+
+static bool shard_full(const struct shard *s, size_t need)
+{
+	return s->count + 1 > s->max_entries || s->bytes + need > s->max_bytes;
+}
+
+/* Makes room for an entry of need bytes: dead entries near the tail first, then the LRU tail. */
+static void shard_make_room(struct ndc_cache *c, struct shard *s, size_t need, uint64_t now_ms)
+{
+	struct entry *e = s->lru.prev;
+
+	for (int i = 0; i < NDC_DEAD_SCAN && e != &s->lru && shard_full(s, need); i++) {
+		struct entry *prev = e->prev;
+
+		if (entry_dead(c, e, now_ms)) {
+			entry_remove(s, e);
+			s->evictions++;
+		}
+		e = prev;
+	}
+	while (s->lru.prev != &s->lru && shard_full(s, need)) {
+		entry_remove(s, s->lru.prev);
+		s->evictions++;
+	}
+}
+
+int ndc_cache_new(const struct ndc_cache_opts *opts, struct ndc_cache **ret)
+{
+	struct ndc_cache *c;
+	uint32_t n = NDC_SHARDS_MAX, i;
+	uint64_t biggest = entry_size(NDC_ANSWER_DATA_MAX, NDC_NAME_MAX);
+
+	if (!opts || !ret || !opts->max_entries || !opts->max_bytes)
+		return -EINVAL;
+	while (n > 1 &&
+	       (opts->max_entries / n < NDC_SHARD_MIN_ENTRIES || opts->max_bytes / n < biggest))
+		n /= 2;
+
+	c = calloc(1, sizeof(*c));
+	if (!c)
+		return -ENOMEM;
+	c->opts = *opts;
+	c->nshards = n;
+	if (posix_memalign((void **)&c->shards, 64, n * sizeof(*c->shards)))
+		goto err_cache;
+	memset(c->shards, 0, n * sizeof(*c->shards));
+	for (i = 0; i < n; i++) {
+		struct shard *s = &c->shards[i];
+		uint64_t fit;
+		uint32_t nb = 16;
+
+		s->max_entries = opts->max_entries / n;
+		s->max_bytes = opts->max_bytes / n;
+		fit = s->max_bytes / sizeof(struct entry);
+		/* Load factor at most 1 when full; no resizing, ever. */
+		while (nb < s->max_entries && nb < fit && nb < (1u << 24))
+			nb *= 2;
+		s->nbuckets = nb;
+		s->buckets = calloc(nb, sizeof(*s->buckets));
+		if (!s->buckets)
+			goto err_shards;
+		s->lru.next = s->lru.prev = &s->lru;
+		pthread_mutex_init(&s->lock, NULL);
+	}
+	*ret = c;
+	return 0;
+
+err_shards:
+	while (i--) {
+		pthread_mutex_destroy(&c->shards[i].lock);
+		free(c->shards[i].buckets);
+	}
+	free(c->shards);
+err_cache:
+	free(c);
+	return -ENOMEM;
+}
+
+void ndc_cache_free(struct ndc_cache *c)
+{
+	if (!c)
+		return;
+	for (uint32_t i = 0; i < c->nshards; i++) {
+		struct shard *s = &c->shards[i];
+
+		while (s->lru.next != &s->lru) {
+			struct entry *e = s->lru.next;
+
+			lru_unlink(e);
+			free(e);
+		}
+		free(s->buckets);
+		pthread_mutex_destroy(&s->lock);
+	}
+	free(c->shards);
+	free(c);
+}
+
+static bool answer_negative(const struct ndc_answer *a)
+{
+	return a->rcode == NDC_RCODE_NXDOMAIN || (a->rcode == NDC_RCODE_NOERROR && !a->ancount);
+}
+
+int ndc_cache_put(struct ndc_cache *c, const uint8_t *lname, size_t nlen, uint16_t qtype,
+		  uint16_t qclass, const struct ndc_answer *a, uint32_t ttl, uint64_t now_ms)
+{
+	uint32_t cap = answer_negative(a) ? c->opts.neg_max_ttl : c->opts.max_ttl;
+	size_t size = entry_size(a->len, nlen);
+	uint64_t hash;
+	struct shard *s;
+	struct entry *e, **pp;
+
+	if (!nlen || nlen > NDC_NAME_MAX)
+		return -EINVAL;
+	if (ttl > cap)
+		ttl = cap;
+	if (!ttl)
+		return 0;
+	if (a->len > NDC_ANSWER_DATA_MAX || size > c->opts.max_bytes)
+		return -E2BIG;
+
+	/* Built outside the lock: only the table update is serialised. */
+	e = malloc(size);
+	if (!e)
+		return -ENOMEM;
+	hash = key_hash(lname, nlen, qtype, qclass);
+	e->hash = hash;
+	e->stored_ms = now_ms;
+	e->expire_ms = now_ms + (uint64_t)ttl * 1000;
+	e->size = size;
+	e->qtype = qtype;
+	e->qclass = qclass;
+	e->nlen = (uint8_t)nlen;
+	memcpy(&e->ans, a, ndc_answer_size(a));
+	memcpy(e->ans.data + a->len, lname, nlen);
+
+	s = shard_of(c, hash);
+	pthread_mutex_lock(&s->lock);
+	pp = bucket_find(s, hash, lname, nlen, qtype, qclass);
+	if (*pp)
+		entry_remove(s, *pp);
+	shard_make_room(c, s, size, now_ms);
+	pp = &s->buckets[hash & (s->nbuckets - 1)];
+	e->hnext = *pp;
+	*pp = e;
+	lru_push_front(s, e);
+	s->count++;
+	s->bytes += size;
+	s->inserts++;
+	pthread_mutex_unlock(&s->lock);
+	return 0;
+}
+
+int ndc_cache_get(struct ndc_cache *c, const uint8_t *lname, size_t nlen, uint16_t qtype,
+		  uint16_t qclass, uint64_t now_ms, bool allow_stale, struct ndc_answer *out,
+		  size_t cap, uint32_t *ret_age)
+{
+	uint64_t hash = key_hash(lname, nlen, qtype, qclass);
+	struct shard *s = shard_of(c, hash);
+	struct entry *e;
+	int r;
+
+	pthread_mutex_lock(&s->lock);
+	e = *bucket_find(s, hash, lname, nlen, qtype, qclass);
+	if (!e) {
+		r = -ENOENT;
+	} else if (now_ms < e->expire_ms) {
+		r = 0;
+	} else if (entry_dead(c, e, now_ms)) {
+		entry_remove(s, e);
+		s->evictions++;
+		e = NULL;
+		r = -ENOENT;
+	} else {
+		r = allow_stale ? -ESTALE : -ENOENT;
+	}
+	if (r != -ENOENT && e->ans.len > cap)
+		r = -ENOSPC;
+	if (r == 0 || r == -ESTALE) {
+		memcpy(out, &e->ans, ndc_answer_size(&e->ans));
+		if (ret_age)
+			*ret_age =
+			    now_ms > e->stored_ms ? (uint32_t)((now_ms - e->stored_ms) / 1000) : 0;
+		lru_unlink(e);
+		lru_push_front(s, e);
+		if (r == 0)
+			s->hits++;
+		else
+			s->stale_hits++;
+	} else {
+		s->misses++;
+	}
+	pthread_mutex_unlock(&s->lock);
+	return r;
+}
+
+void ndc_cache_stats(struct ndc_cache *c, struct ndc_cache_stats *ret)
+{
+	memset(ret, 0, sizeof(*ret));
+	for (uint32_t i = 0; i < c->nshards; i++) {
+		struct shard *s = &c->shards[i];
+
+		pthread_mutex_lock(&s->lock);
+		ret->hits += s->hits;
+		ret->misses += s->misses;
+		ret->stale_hits += s->stale_hits;
+		ret->inserts += s->inserts;
+		ret->evictions += s->evictions;
+		ret->entries += s->count;
+		ret->bytes += s->bytes;
+		pthread_mutex_unlock(&s->lock);
+	}
+}

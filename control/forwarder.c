@@ -1,1 +1,816 @@
-/* placeholder: being written */
+// SPDX-License-Identifier: MIT
+/*
+ * Upstream forwarder. ndc_forwarder_resolve (any thread) finds or creates the in-flight request
+ * for a key under f->lock and hands new ones to the forwarder thread through a queue and an
+ * eventfd; the thread owns every socket and timer and calls the waiters.
+ *
+ * Choices the header leaves open:
+ * - Upstreams are tried in configured order, each once per request: the list is a primary and
+ *   fallbacks (resolv.conf semantics); the kube-dns ClusterIP behind it already spreads load.
+ * - Every attempt has timeout_ms (0: NDC_FWD_TIMEOUT_MS); a TC retry over TCP to the same upstream
+ *   gets a fresh timeout_ms of its own. All deadlines are now + the same timeout, so the timer
+ *   list is kept sorted by appending, and one epoll timeout covers it.
+ * - max_inflight 0 means NDC_FWD_INFLIGHT_MAX. Beyond it, and with no upstreams (-ENOTCONN),
+ *   resolve returns the error and never calls done.
+ * - A request fails over to the next upstream on timeout, ICMP unreachable on the connected
+ *   socket (-ECONNREFUSED), a broken TCP exchange, or an rcode other than NOERROR/NXDOMAIN
+ *   (-EREMOTEIO: SERVFAIL, REFUSED, FORMERR, NOTIMP are never cached). When all fail, a cached
+ *   (possibly stale, RFC 8767) answer is the result, else the last attempt's error.
+ * - Query names carry 0x20 random case; a UDP response must echo it exactly. An upstream that
+ *   answers with the right ID and question in other case gets asked again once without it.
+ * - Stats: queries = attempts sent (UDP and TCP), coalesced = resolves that joined a request in
+ *   flight, responses = answers accepted, timeouts = attempts that timed out, tcp_retries = TC
+ *   retries, errors = other failed attempts, stale_served = failed requests served stale.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <sys/eventfd.h>
+#include <sys/random.h>
+#include <unistd.h>
+
+#include <ndc/log.h>
+
+#include "forwarder.h"
+
+#define NDC_FWD_TIMEOUT_MS 1000
+#define NDC_FWD_INFLIGHT_MAX 4096
+#define NDC_FWD_EVENTS 64
+#define NDC_FWD_QUERY_MAX (NDC_DNS_HDR_LEN + NDC_NAME_MAX + 4 + 11 + 64)
+
+enum att_state { ATT_NONE, ATT_UDP, ATT_TCP_CONNECT, ATT_TCP_SEND, ATT_TCP_RECV };
+
+struct waiter {
+	struct waiter *next;
+	ndc_fwd_done_fn done;
+	void *arg;
+};
+
+struct request {
+	struct request *hnext;	       /* in-flight table, under f->lock */
+	struct request *qnext;	       /* submit queue, under f->lock */
+	struct request *tprev, *tnext; /* timer list: every started request, thread only */
+	uint64_t hash;
+	struct waiter *waiters, **wtail; /* under f->lock */
+	uint16_t qtype, qclass;
+	uint8_t nlen;
+	uint8_t lname[NDC_NAME_MAX];
+	uint8_t qname[NDC_NAME_MAX]; /* lname with 0x20 random case while caps */
+	bool caps;
+	/* The current attempt (thread only). */
+	size_t up;
+	int fd;
+	enum att_state st;
+	uint16_t id;
+	int last_err;
+	uint64_t deadline;
+	uint8_t *tbuf; /* TCP: framed query while sending, then the response */
+	size_t tlen, toff;
+	uint8_t tlenbuf[2];
+};
+
+struct ndc_forwarder {
+	size_t n_up;
+	struct sockaddr_storage *up;
+	uint32_t timeout_ms;
+	uint32_t max_inflight;
+	struct ndc_cache *cache;
+
+	pthread_mutex_t lock;
+	struct request **table;
+	uint32_t nbuckets;
+	uint32_t inflight;
+	struct request *queue, **qtail;
+	bool stop;
+
+	/* Thread only. */
+	pthread_t thread;
+	bool started;
+	int epfd, evfd;
+	struct request timers;	/* sentinel */
+	uint8_t *msg;		/* receive buffer, NDC_MSG_MAX */
+	struct ndc_answer *ans; /* NDC_MSG_MAX bytes of data */
+
+	struct ndc_forwarder_stats stats; /* updated atomically */
+};
+
+#define STAT_INC(f, field) __atomic_fetch_add(&(f)->stats.field, 1, __ATOMIC_RELAXED)
+
+static uint64_t key_hash(const uint8_t *lname, size_t nlen, uint16_t qtype, uint16_t qclass)
+{
+	uint64_t h = 0xcbf29ce484222325ULL;
+
+	for (size_t i = 0; i < nlen; i++)
+		h = (h ^ lname[i]) * 0x100000001b3ULL;
+	h = (h ^ qtype) * 0x100000001b3ULL;
+	h = (h ^ qclass) * 0x100000001b3ULL;
+	return h ^ (h >> 32);
+}
+
+static struct request **table_find(struct ndc_forwarder *f, uint64_t hash, const uint8_t *lname,
+				   size_t nlen, uint16_t qtype, uint16_t qclass)
+{
+	struct request **pp = &f->table[hash & (f->nbuckets - 1)];
+
+	for (; *pp; pp = &(*pp)->hnext) {
+		struct request *r = *pp;
+
+		if (r->hash == hash && r->nlen == nlen && r->qtype == qtype &&
+		    r->qclass == qclass && !memcmp(r->lname, lname, nlen))
+			return pp;
+	}
+	return pp;
+}
+
+static void timer_unlink(struct request *r)
+{
+	if (!r->tnext)
+		return;
+	r->tprev->tnext = r->tnext;
+	r->tnext->tprev = r->tprev;
+	r->tprev = r->tnext = NULL;
+}
+
+static void timer_append(struct ndc_forwarder *f, struct request *r)
+{
+	r->deadline = ndc_now_ms() + f->timeout_ms;
+	r->tnext = &f->timers;
+	r->tprev = f->timers.tprev;
+	f->timers.tprev->tnext = r;
+	f->timers.tprev = r;
+}
+
+/* Removes r from the table and calls every waiter with res; frees r. */
+static void finish(struct ndc_forwarder *f, struct request *r, const struct ndc_fwd_result *res)
+{
+	struct request **pp;
+	struct waiter *w;
+
+	pthread_mutex_lock(&f->lock);
+	pp = &f->table[r->hash & (f->nbuckets - 1)];
+	while (*pp && *pp != r)
+		pp = &(*pp)->hnext;
+	if (*pp)
+		*pp = r->hnext;
+	w = r->waiters;
+	r->waiters = NULL;
+	f->inflight--;
+	pthread_mutex_unlock(&f->lock);
+
+	/* Unlocked: a callback may call ndc_forwarder_resolve, even for this very key. */
+	while (w) {
+		struct waiter *next = w->next;
+
+		w->done(w->arg, res);
+		free(w);
+		w = next;
+	}
+	free(r->tbuf);
+	free(r);
+}
+
+static void attempt_end(struct request *r)
+{
+	if (r->fd >= 0)
+		close(r->fd); /* also leaves the epoll set: the fd is never dup'ed */
+	r->fd = -1;
+	r->st = ATT_NONE;
+	timer_unlink(r);
+	free(r->tbuf);
+	r->tbuf = NULL;
+	r->tlen = r->toff = 0;
+}
+
+static int random_bytes(void *p, size_t n)
+{
+	ssize_t got = getrandom(p, n, 0);
+
+	if (got < 0)
+		return -errno;
+	return (size_t)got == n ? 0 : -EIO;
+}
+
+/* New ID, and (while caps) new random case for the letters of the name: draft-vixie-dnsext-dns0x20.
+ */
+static int attempt_prepare(struct request *r)
+{
+	uint8_t rnd[2 + 32];
+	size_t i = 0;
+	int err;
+
+	err = random_bytes(rnd, sizeof(rnd));
+	if (err)
+		return err;
+	r->id = ndc_get16(rnd);
+	memcpy(r->qname, r->lname, r->nlen);
+	if (!r->caps)
+		return 0;
+	while (i < r->nlen && r->qname[i]) {
+		size_t llen = r->qname[i++];
+
+		for (size_t j = 0; j < llen && i < r->nlen; j++, i++) {
+			uint8_t c = r->qname[i];
+
+			if (c >= 'a' && c <= 'z' && (((rnd[2 + (i / 8) % 32] >> (i % 8)) & 1)))
+				r->qname[i] = (uint8_t)(c - 'a' + 'A');
+		}
+	}
+	return 0;
+}
+
+static socklen_t addr_len(const struct sockaddr_storage *ss)
+{
+	return ss->ss_family == AF_INET6 ? sizeof(struct sockaddr_in6) : sizeof(struct sockaddr_in);
+}
+
+static int start_udp(struct ndc_forwarder *f, struct request *r)
+{
+	const struct sockaddr_storage *ss = &f->up[r->up];
+	struct epoll_event ev = {.events = EPOLLIN, .data.ptr = r};
+	uint8_t q[NDC_FWD_QUERY_MAX];
+	size_t qlen;
+	int fd, err;
+
+	err = attempt_prepare(r);
+	if (err)
+		return err;
+	err = ndc_dns_write_query(r->id, r->qname, r->nlen, r->qtype, r->qclass, NDC_EDNS_UDP_MAX,
+				  q, sizeof(q), &qlen);
+	if (err)
+		return err;
+	fd = socket(ss->ss_family, SOCK_DGRAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+	if (fd < 0)
+		return -errno;
+	/* Connected: the kernel drops datagrams from any other address and port for us, and
+	 * reports ICMP errors as ECONNREFUSED. The ephemeral source port is random (Linux). */
+	if (connect(fd, (const struct sockaddr *)ss, addr_len(ss)) < 0 ||
+	    send(fd, q, qlen, 0) < 0 || epoll_ctl(f->epfd, EPOLL_CTL_ADD, fd, &ev) < 0) {
+		err = -errno;
+		close(fd);
+		return err;
+	}
+	r->fd = fd;
+	r->st = ATT_UDP;
+	timer_append(f, r);
+	STAT_INC(f, queries);
+	return 0;
+}
+
+static int start_tcp(struct ndc_forwarder *f, struct request *r)
+{
+	const struct sockaddr_storage *ss = &f->up[r->up];
+	struct epoll_event ev = {.events = EPOLLOUT, .data.ptr = r};
+	size_t qlen;
+	int fd, err;
+
+	err = attempt_prepare(r);
+	if (err)
+		return err;
+	r->tbuf = malloc(2 + NDC_FWD_QUERY_MAX);
+	if (!r->tbuf)
+		return -ENOMEM;
+	err = ndc_dns_write_query(r->id, r->qname, r->nlen, r->qtype, r->qclass, NDC_EDNS_UDP_MAX,
+				  r->tbuf + 2, NDC_FWD_QUERY_MAX, &qlen);
+	if (err)
+		return err;
+	ndc_put16(r->tbuf, (uint16_t)qlen); /* RFC 1035 4.2.2 framing */
+	r->tlen = qlen + 2;
+	r->toff = 0;
+	fd = socket(ss->ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+	if (fd < 0)
+		return -errno;
+	if ((connect(fd, (const struct sockaddr *)ss, addr_len(ss)) < 0 && errno != EINPROGRESS) ||
+	    epoll_ctl(f->epfd, EPOLL_CTL_ADD, fd, &ev) < 0) {
+		err = -errno;
+		close(fd);
+		return err;
+	}
+	r->fd = fd;
+	r->st = ATT_TCP_CONNECT;
+	timer_append(f, r);
+	STAT_INC(f, queries);
+	STAT_INC(f, tcp_retries);
+	return 0;
+}
+
+/* Serves a cached answer, stale if need be (RFC 8767), or the last error. */
+static void fail_request(struct ndc_forwarder *f, struct request *r)
+{
+	struct ndc_fwd_result res = {.status = r->last_err ? r->last_err : -ETIMEDOUT};
+	uint32_t age = 0;
+	int err;
+
+	if (f->cache) {
+		err = ndc_cache_get(f->cache, r->lname, r->nlen, r->qtype, r->qclass, ndc_now_ms(),
+				    true, f->ans, NDC_MSG_MAX, &age);
+		if (err == 0 || err == -ESTALE) {
+			res.status = 0;
+			res.answer = f->ans;
+			res.age = age;
+			res.stale = err == -ESTALE;
+			if (res.stale)
+				STAT_INC(f, stale_served);
+		}
+	}
+	finish(f, r, &res);
+}
+
+/* Starts an attempt on r->up or the next upstream that can be tried; fails r when none is left. */
+static void start_next(struct ndc_forwarder *f, struct request *r)
+{
+	for (; r->up < f->n_up; r->up++) {
+		int err = start_udp(f, r);
+
+		if (!err)
+			return;
+		attempt_end(r);
+		r->last_err = err;
+		STAT_INC(f, errors);
+		ndc_debug("forwarder: upstream %zu: %s", r->up, strerror(-err));
+	}
+	fail_request(f, r);
+}
+
+static void attempt_fail(struct ndc_forwarder *f, struct request *r, int err)
+{
+	attempt_end(r);
+	r->last_err = err;
+	if (err == -ETIMEDOUT)
+		STAT_INC(f, timeouts);
+	else
+		STAT_INC(f, errors);
+	r->up++;
+	start_next(f, r);
+}
+
+/*
+ * RFC 2308 5: a negative answer is cached for min(SOA TTL, SOA MINIMUM) of the SOA in the
+ * authority section. Owner names are only skipped, never decompressed, and MINIMUM is the last
+ * field of the RDATA, so compression pointers (relative to the message, RFC 1035 4.1.4) never
+ * need following here.
+ */
+static int negative_ttl(const struct ndc_answer *a, uint32_t *ret_ttl)
+{
+	const uint8_t *p = a->data, *end = a->data + a->len;
+	unsigned n = a->ancount + a->nscount;
+
+	for (unsigned i = 0; i < n; i++) {
+		uint16_t type, rdlen;
+		uint32_t ttl;
+
+		while (p < end && *p && (*p & 0xc0) != 0xc0)
+			p += 1 + *p;
+		if (p >= end || ((*p & 0xc0) == 0xc0 && end - p < 2))
+			return -EBADMSG;
+		p += (*p & 0xc0) == 0xc0 ? 2 : 1;
+		if (end - p < 10)
+			return -EBADMSG;
+		type = ndc_get16(p);
+		ttl = ndc_get32(p + 4);
+		rdlen = ndc_get16(p + 8);
+		p += 10;
+		if (end - p < rdlen)
+			return -EBADMSG;
+		/* Two names of at least one byte each, then five 32-bit fields. */
+		if (i >= a->ancount && type == NDC_T_SOA && rdlen >= 22) {
+			uint32_t minimum = ndc_get32(p + rdlen - 4);
+
+			*ret_ttl = ttl < minimum ? ttl : minimum;
+			return 0;
+		}
+		p += rdlen;
+	}
+	return -ENOENT;
+}
+
+static void accept_answer(struct ndc_forwarder *f, struct request *r, struct ndc_answer *a)
+{
+	struct ndc_fwd_result res = {.status = 0, .answer = a};
+	uint32_t ttl = 0;
+
+	/* RFC 1035 4.1.1: AA speaks for the responding server; a cache is not the authority. */
+	a->aa = 0;
+
+	if (a->rcode != NDC_RCODE_NOERROR && a->rcode != NDC_RCODE_NXDOMAIN) {
+		attempt_fail(f, r, -EREMOTEIO);
+		return;
+	}
+	attempt_end(r);
+	STAT_INC(f, responses);
+	if (f->cache) {
+		if (a->rcode == NDC_RCODE_NOERROR && a->ancount)
+			ttl = a->min_ttl;
+		else if (negative_ttl(a, &ttl))
+			ttl = 0; /* RFC 2308 5: no SOA, no negative caching */
+		if (ttl)
+			ndc_cache_put(f->cache, r->lname, r->nlen, r->qtype, r->qclass, a, ttl,
+				      ndc_now_ms());
+	}
+	finish(f, r, &res);
+}
+
+enum qmatch { Q_NO, Q_CASE, Q_YES };
+
+/* Is msg a response to our question? Q_CASE: yes, but the 0x20 case was not echoed. */
+static enum qmatch question_match(const struct request *r, const uint8_t *msg, size_t len)
+{
+	const uint8_t *q = msg + NDC_DNS_HDR_LEN;
+	uint8_t lower[NDC_NAME_MAX];
+
+	if (len < NDC_DNS_HDR_LEN + (size_t)r->nlen + 4 || !(ndc_get16(msg + 2) & NDC_F_QR) ||
+	    ndc_get16(msg + 4) != 1)
+		return Q_NO;
+	if (ndc_get16(q + r->nlen) != r->qtype || ndc_get16(q + r->nlen + 2) != r->qclass)
+		return Q_NO;
+	ndc_name_lower(lower, q, r->nlen);
+	if (memcmp(lower, r->lname, r->nlen))
+		return Q_NO;
+	return memcmp(q, r->qname, r->nlen) ? Q_CASE : Q_YES;
+}
+
+static void on_udp(struct ndc_forwarder *f, struct request *r)
+{
+	for (;;) {
+		ssize_t n = recv(r->fd, f->msg, NDC_MSG_MAX, 0);
+		enum qmatch m;
+		bool tc = false;
+		int err;
+
+		if (n < 0) {
+			if (errno == EAGAIN || errno == EINTR)
+				return;
+			attempt_fail(f, r, -errno);
+			return;
+		}
+		/* Anything that is not our answer is ignored: a spoofer must not end the attempt.
+		 */
+		if ((size_t)n < NDC_DNS_HDR_LEN || ndc_get16(f->msg) != r->id)
+			continue;
+		m = question_match(r, f->msg, (size_t)n);
+		if (m == Q_NO)
+			continue;
+		if (m == Q_CASE && r->caps) {
+			attempt_end(r);
+			r->caps = false;
+			start_next(f, r);
+			return;
+		}
+		if (ndc_get16(f->msg + 2) & NDC_F_TC) {
+			attempt_end(r);
+			err = start_tcp(f, r);
+			if (err)
+				attempt_fail(f, r, err);
+			return;
+		}
+		err = ndc_dns_parse_response(f->msg, (size_t)n, r->lname, r->nlen, r->qtype,
+					     r->qclass, f->ans, NDC_MSG_MAX, &tc);
+		if (err)
+			continue;
+		accept_answer(f, r, f->ans);
+		return;
+	}
+}
+
+static void on_tcp_message(struct ndc_forwarder *f, struct request *r)
+{
+	bool tc = false;
+	int err;
+
+	/* Our own connection: a wrong answer here is a broken upstream, not a spoofer. */
+	if (r->tlen < NDC_DNS_HDR_LEN || ndc_get16(r->tbuf) != r->id ||
+	    question_match(r, r->tbuf, r->tlen) == Q_NO) {
+		attempt_fail(f, r, -EBADMSG);
+		return;
+	}
+	err = ndc_dns_parse_response(r->tbuf, r->tlen, r->lname, r->nlen, r->qtype, r->qclass,
+				     f->ans, NDC_MSG_MAX, &tc);
+	if (err) {
+		attempt_fail(f, r, err);
+		return;
+	}
+	accept_answer(f, r, f->ans);
+}
+
+static void on_tcp(struct ndc_forwarder *f, struct request *r, uint32_t events)
+{
+	if (r->st == ATT_TCP_CONNECT) {
+		int soerr = 0;
+		socklen_t sl = sizeof(soerr);
+
+		if (getsockopt(r->fd, SOL_SOCKET, SO_ERROR, &soerr, &sl) < 0)
+			soerr = errno;
+		if (soerr) {
+			attempt_fail(f, r, -soerr);
+			return;
+		}
+		r->st = ATT_TCP_SEND;
+	}
+	if (r->st == ATT_TCP_SEND) {
+		struct epoll_event ev = {.events = EPOLLIN, .data.ptr = r};
+		ssize_t n = send(r->fd, r->tbuf + r->toff, r->tlen - r->toff, MSG_NOSIGNAL);
+
+		if (n < 0) {
+			if (errno != EAGAIN && errno != EINTR)
+				attempt_fail(f, r, -errno);
+			return;
+		}
+		r->toff += (size_t)n;
+		if (r->toff < r->tlen)
+			return;
+		free(r->tbuf);
+		r->tbuf = NULL;
+		r->tlen = r->toff = 0;
+		r->st = ATT_TCP_RECV;
+		if (epoll_ctl(f->epfd, EPOLL_CTL_MOD, r->fd, &ev) < 0)
+			attempt_fail(f, r, -errno);
+		return;
+	}
+	if (r->st != ATT_TCP_RECV || !(events & (EPOLLIN | EPOLLERR | EPOLLHUP)))
+		return;
+	for (;;) {
+		uint8_t *dst = r->tbuf ? r->tbuf + r->toff : r->tlenbuf + r->toff;
+		size_t want = r->tbuf ? r->tlen - r->toff : 2 - r->toff;
+		ssize_t n = recv(r->fd, dst, want, 0);
+
+		if (n < 0) {
+			if (errno != EAGAIN && errno != EINTR)
+				attempt_fail(f, r, -errno);
+			return;
+		}
+		if (n == 0) {
+			attempt_fail(f, r, -ECONNRESET);
+			return;
+		}
+		r->toff += (size_t)n;
+		if ((size_t)n < want)
+			continue;
+		if (r->tbuf) {
+			on_tcp_message(f, r);
+			return;
+		}
+		r->tlen = ndc_get16(r->tlenbuf);
+		r->toff = 0;
+		r->tbuf = r->tlen ? malloc(r->tlen) : NULL;
+		if (!r->tbuf) {
+			attempt_fail(f, r, r->tlen ? -ENOMEM : -EBADMSG);
+			return;
+		}
+	}
+}
+
+static void take_queue(struct ndc_forwarder *f, bool *ret_stop, struct request **ret_q)
+{
+	pthread_mutex_lock(&f->lock);
+	*ret_q = f->queue;
+	f->queue = NULL;
+	f->qtail = &f->queue;
+	*ret_stop = f->stop;
+	pthread_mutex_unlock(&f->lock);
+}
+
+static void cancel_all(struct ndc_forwarder *f, struct request *queued)
+{
+	const struct ndc_fwd_result res = {.status = -ECANCELED};
+
+	while (f->timers.tnext != &f->timers) {
+		struct request *r = f->timers.tnext;
+
+		attempt_end(r);
+		finish(f, r, &res);
+	}
+	while (queued) {
+		struct request *next = queued->qnext;
+
+		finish(f, queued, &res);
+		queued = next;
+	}
+}
+
+static void *forwarder_thread(void *arg)
+{
+	struct ndc_forwarder *f = arg;
+	struct epoll_event evs[NDC_FWD_EVENTS];
+	struct request *q;
+	bool stop = false;
+
+	while (!stop) {
+		int timeout = -1, n;
+		uint64_t now;
+
+		if (f->timers.tnext != &f->timers) {
+			now = ndc_now_ms();
+			timeout = f->timers.tnext->deadline > now
+				      ? (int)(f->timers.tnext->deadline - now)
+				      : 0;
+		}
+		n = epoll_wait(f->epfd, evs, NDC_FWD_EVENTS, timeout);
+		if (n < 0 && errno != EINTR) {
+			ndc_err("forwarder: epoll_wait: %s", strerror(errno));
+			pthread_mutex_lock(&f->lock);
+			f->stop = true;
+			pthread_mutex_unlock(&f->lock);
+			n = 0;
+		}
+		/* One fd per request at a time and one event per fd per batch: a request freed
+		 * while handling its event cannot appear later in the same batch. */
+		for (int i = 0; i < n; i++) {
+			struct request *r = evs[i].data.ptr;
+
+			if (!r) {
+				uint64_t v;
+
+				if (read(f->evfd, &v, sizeof(v)) < 0 && errno != EAGAIN)
+					ndc_warn("forwarder: eventfd: %s", strerror(errno));
+			} else if (r->st == ATT_UDP) {
+				on_udp(f, r);
+			} else {
+				on_tcp(f, r, evs[i].events);
+			}
+		}
+		take_queue(f, &stop, &q);
+		if (stop) {
+			cancel_all(f, q);
+			break;
+		}
+		while (q) {
+			struct request *next = q->qnext;
+
+			start_next(f, q);
+			q = next;
+		}
+		now = ndc_now_ms();
+		while (f->timers.tnext != &f->timers && f->timers.tnext->deadline <= now)
+			attempt_fail(f, f->timers.tnext, -ETIMEDOUT);
+	}
+	return NULL;
+}
+
+int ndc_forwarder_new(const struct ndc_forwarder_opts *opts, struct ndc_cache *cache,
+		      struct ndc_forwarder **ret)
+{
+	struct epoll_event ev = {.events = EPOLLIN, .data.ptr = NULL};
+	struct ndc_forwarder *f;
+	uint32_t nb = 16;
+	int err = -ENOMEM;
+
+	if (!opts || !ret || (opts->n_upstreams && !opts->upstreams))
+		return -EINVAL;
+	for (size_t i = 0; i < opts->n_upstreams; i++)
+		if (opts->upstreams[i].ss_family != AF_INET &&
+		    opts->upstreams[i].ss_family != AF_INET6)
+			return -EAFNOSUPPORT;
+
+	f = calloc(1, sizeof(*f));
+	if (!f)
+		return -ENOMEM;
+	f->epfd = f->evfd = -1;
+	f->cache = cache;
+	f->timeout_ms = opts->timeout_ms ? opts->timeout_ms : NDC_FWD_TIMEOUT_MS;
+	f->max_inflight = opts->max_inflight ? opts->max_inflight : NDC_FWD_INFLIGHT_MAX;
+	f->n_up = opts->n_upstreams;
+	f->queue = NULL;
+	f->qtail = &f->queue;
+	f->timers.tnext = f->timers.tprev = &f->timers;
+	pthread_mutex_init(&f->lock, NULL);
+	if (f->n_up) {
+		f->up = calloc(f->n_up, sizeof(*f->up));
+		if (!f->up)
+			goto err;
+		memcpy(f->up, opts->upstreams, f->n_up * sizeof(*f->up));
+	}
+	while (nb < f->max_inflight && nb < 65536)
+		nb *= 2;
+	f->nbuckets = nb;
+	f->table = calloc(nb, sizeof(*f->table));
+	f->msg = malloc(NDC_MSG_MAX);
+	f->ans = malloc(sizeof(*f->ans) + NDC_MSG_MAX);
+	if (!f->table || !f->msg || !f->ans)
+		goto err;
+	f->epfd = epoll_create1(EPOLL_CLOEXEC);
+	f->evfd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+	if (f->epfd < 0 || f->evfd < 0 || epoll_ctl(f->epfd, EPOLL_CTL_ADD, f->evfd, &ev) < 0) {
+		err = -errno;
+		ndc_err("forwarder: epoll/eventfd: %s", strerror(errno));
+		goto err;
+	}
+	err = -pthread_create(&f->thread, NULL, forwarder_thread, f);
+	if (err) {
+		ndc_err("forwarder: thread: %s", strerror(-err));
+		goto err;
+	}
+	f->started = true;
+	*ret = f;
+	return 0;
+
+err:
+	ndc_forwarder_free(f);
+	return err;
+}
+
+int ndc_forwarder_resolve(struct ndc_forwarder *f, const uint8_t *lname, size_t nlen,
+			  uint16_t qtype, uint16_t qclass, ndc_fwd_done_fn done, void *arg)
+{
+	uint64_t hash = key_hash(lname, nlen, qtype, qclass);
+	struct request **pp, *r;
+	struct waiter *w;
+	uint64_t one = 1;
+	int err = 0;
+
+	if (!f->n_up)
+		return -ENOTCONN;
+	if (!nlen || nlen > NDC_NAME_MAX || !done)
+		return -EINVAL;
+	w = malloc(sizeof(*w));
+	if (!w)
+		return -ENOMEM;
+	w->next = NULL;
+	w->done = done;
+	w->arg = arg;
+
+	pthread_mutex_lock(&f->lock);
+	if (f->stop) {
+		err = -ECANCELED;
+		goto out_unlock;
+	}
+	pp = table_find(f, hash, lname, nlen, qtype, qclass);
+	if (*pp) {
+		r = *pp;
+		*r->wtail = w;
+		r->wtail = &w->next;
+		STAT_INC(f, coalesced);
+		pthread_mutex_unlock(&f->lock);
+		return 0;
+	}
+	if (f->inflight >= f->max_inflight) {
+		err = -EBUSY;
+		goto out_unlock;
+	}
+	r = calloc(1, sizeof(*r));
+	if (!r) {
+		err = -ENOMEM;
+		goto out_unlock;
+	}
+	r->hash = hash;
+	r->qtype = qtype;
+	r->qclass = qclass;
+	r->nlen = (uint8_t)nlen;
+	memcpy(r->lname, lname, nlen);
+	r->caps = true;
+	r->fd = -1;
+	r->waiters = w;
+	r->wtail = &w->next;
+	*pp = r;
+	*f->qtail = r;
+	f->qtail = &r->qnext;
+	f->inflight++;
+	pthread_mutex_unlock(&f->lock);
+	if (write(f->evfd, &one, sizeof(one)) < 0 && errno != EAGAIN)
+		ndc_warn("forwarder: eventfd: %s", strerror(errno));
+	return 0;
+
+out_unlock:
+	pthread_mutex_unlock(&f->lock);
+	free(w);
+	return err;
+}
+
+void ndc_forwarder_free(struct ndc_forwarder *f)
+{
+	uint64_t one = 1;
+
+	if (!f)
+		return;
+	if (f->started) {
+		pthread_mutex_lock(&f->lock);
+		f->stop = true;
+		pthread_mutex_unlock(&f->lock);
+		if (write(f->evfd, &one, sizeof(one)) < 0)
+			ndc_warn("forwarder: eventfd: %s", strerror(errno));
+		pthread_join(f->thread, NULL);
+	}
+	if (f->epfd >= 0)
+		close(f->epfd);
+	if (f->evfd >= 0)
+		close(f->evfd);
+	pthread_mutex_destroy(&f->lock);
+	free(f->ans);
+	free(f->msg);
+	free(f->table);
+	free(f->up);
+	free(f);
+}
+
+void ndc_forwarder_stats(struct ndc_forwarder *f, struct ndc_forwarder_stats *ret)
+{
+	ret->queries = __atomic_load_n(&f->stats.queries, __ATOMIC_RELAXED);
+	ret->coalesced = __atomic_load_n(&f->stats.coalesced, __ATOMIC_RELAXED);
+	ret->responses = __atomic_load_n(&f->stats.responses, __ATOMIC_RELAXED);
+	ret->timeouts = __atomic_load_n(&f->stats.timeouts, __ATOMIC_RELAXED);
+	ret->tcp_retries = __atomic_load_n(&f->stats.tcp_retries, __ATOMIC_RELAXED);
+	ret->errors = __atomic_load_n(&f->stats.errors, __ATOMIC_RELAXED);
+	ret->stale_served = __atomic_load_n(&f->stats.stale_served, __ATOMIC_RELAXED);
+}

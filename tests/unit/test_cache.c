@@ -1,1 +1,521 @@
-int main(void) { return 1; } /* placeholder */
+// SPDX-License-Identifier: MIT
+#include <errno.h>
+#include <pthread.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include <stdarg.h>
+#include <stddef.h>
+#include <setjmp.h>
+#include <cmocka.h>
+
+#include "cache.h"
+
+/* The cache never interprets answer data: these tests fill it with a recognisable pattern. */
+struct test_answer {
+	struct ndc_answer a;
+	uint8_t data[NDC_ANSWER_DATA_MAX + 16];
+};
+
+#define T0 1000000 /* an arbitrary "now" in ms: the cache must only use what it is given */
+
+static void make_answer(struct test_answer *t, uint8_t rcode, uint16_t ancount, uint16_t len,
+			uint8_t fill)
+{
+	memset(t, 0, sizeof(*t));
+	t->a.rcode = rcode;
+	t->a.ancount = ancount;
+	t->a.qname_len = 13;
+	t->a.len = len;
+	t->a.min_ttl = 300;
+	for (uint16_t i = 0; i < len; i++)
+		t->a.data[i] = (uint8_t)(fill + i);
+}
+
+/* Wire name "<label>.test." from a short text label. */
+static size_t make_name(uint8_t *out, const char *label)
+{
+	size_t l = strlen(label);
+
+	out[0] = (uint8_t)l;
+	memcpy(out + 1, label, l);
+	memcpy(out + 1 + l, "\4test", 6);
+	return l + 7;
+}
+
+static struct ndc_cache *new_cache(uint32_t entries, uint64_t bytes, uint32_t max_ttl,
+				   uint32_t neg_max_ttl, uint32_t stale_max)
+{
+	struct ndc_cache_opts o = {
+	    .max_entries = entries,
+	    .max_bytes = bytes,
+	    .max_ttl = max_ttl,
+	    .neg_max_ttl = neg_max_ttl,
+	    .stale_max = stale_max,
+	};
+	struct ndc_cache *c = NULL;
+
+	assert_int_equal(ndc_cache_new(&o, &c), 0);
+	assert_non_null(c);
+	return c;
+}
+
+static int get(struct ndc_cache *c, const char *label, uint16_t qtype, uint64_t now,
+	       bool allow_stale, struct test_answer *out, uint32_t *age)
+{
+	uint8_t n[64];
+	size_t nl = make_name(n, label);
+
+	return ndc_cache_get(c, n, nl, qtype, NDC_C_IN, now, allow_stale, &out->a,
+			     sizeof(out->data), age);
+}
+
+static int put(struct ndc_cache *c, const char *label, uint16_t qtype, const struct test_answer *a,
+	       uint32_t ttl, uint64_t now)
+{
+	uint8_t n[64];
+	size_t nl = make_name(n, label);
+
+	return ndc_cache_put(c, n, nl, qtype, NDC_C_IN, &a->a, ttl, now);
+}
+
+static void test_new_invalid(void **state)
+{
+	struct ndc_cache_opts o = {.max_entries = 0, .max_bytes = 1000};
+	struct ndc_cache *c = NULL;
+
+	(void)state;
+	assert_int_equal(ndc_cache_new(&o, &c), -EINVAL);
+	o.max_entries = 10;
+	o.max_bytes = 0;
+	assert_int_equal(ndc_cache_new(&o, &c), -EINVAL);
+	assert_null(c);
+}
+
+static void test_put_get(void **state)
+{
+	struct ndc_cache *c = new_cache(1000, 1 << 20, 3600, 600, 0);
+	struct test_answer a, out;
+	struct ndc_cache_stats st;
+	uint32_t age = 99;
+
+	(void)state;
+	make_answer(&a, NDC_RCODE_NOERROR, 2, 100, 7);
+	a.a.aa = 1;
+	assert_int_equal(put(c, "www", NDC_T_A, &a, 300, T0), 0);
+	memset(&out, 0xee, sizeof(out));
+	assert_int_equal(get(c, "www", NDC_T_A, T0, false, &out, &age), 0);
+	assert_int_equal(age, 0);
+	assert_memory_equal(&out.a, &a.a, ndc_answer_size(&a.a));
+	assert_int_equal(out.a.aa, 1);
+	assert_int_equal(out.a.ancount, 2);
+
+	/* Other type, other class, other name: different keys. */
+	assert_int_equal(get(c, "www", NDC_T_AAAA, T0, false, &out, &age), -ENOENT);
+	assert_int_equal(get(c, "wwx", NDC_T_A, T0, false, &out, &age), -ENOENT);
+	{
+		uint8_t n[64];
+		size_t nl = make_name(n, "www");
+
+		assert_int_equal(
+		    ndc_cache_get(c, n, nl, NDC_T_A, 3, T0, false, &out.a, sizeof(out.data), &age),
+		    -ENOENT);
+	}
+
+	ndc_cache_stats(c, &st);
+	assert_int_equal(st.hits, 1);
+	assert_int_equal(st.misses, 3);
+	assert_int_equal(st.inserts, 1);
+	assert_int_equal(st.entries, 1);
+	assert_true(st.bytes >= 100 + 9);
+	ndc_cache_free(c);
+}
+
+/* The key is the bytes the caller passes: lowercasing is the caller's job (lname). */
+static void test_key_case(void **state)
+{
+	struct ndc_cache *c = new_cache(1000, 1 << 20, 3600, 600, 0);
+	struct test_answer a, out;
+	uint32_t age;
+
+	(void)state;
+	make_answer(&a, NDC_RCODE_NOERROR, 1, 10, 1);
+	assert_int_equal(put(c, "www", NDC_T_A, &a, 300, T0), 0);
+	assert_int_equal(get(c, "WwW", NDC_T_A, T0, false, &out, &age), -ENOENT);
+	assert_int_equal(get(c, "www", NDC_T_A, T0, false, &out, &age), 0);
+	ndc_cache_free(c);
+}
+
+static void test_replace(void **state)
+{
+	struct ndc_cache *c = new_cache(1000, 1 << 20, 3600, 600, 0);
+	struct test_answer a, b, out;
+	struct ndc_cache_stats st;
+	uint32_t age;
+
+	(void)state;
+	make_answer(&a, NDC_RCODE_NOERROR, 1, 10, 1);
+	make_answer(&b, NDC_RCODE_NOERROR, 3, 50, 9);
+	assert_int_equal(put(c, "www", NDC_T_A, &a, 300, T0), 0);
+	assert_int_equal(put(c, "www", NDC_T_A, &b, 300, T0 + 5000), 0);
+	assert_int_equal(get(c, "www", NDC_T_A, T0 + 6000, false, &out, &age), 0);
+	assert_memory_equal(&out.a, &b.a, ndc_answer_size(&b.a));
+	assert_int_equal(age, 1);
+	ndc_cache_stats(c, &st);
+	assert_int_equal(st.entries, 1);
+	ndc_cache_free(c);
+}
+
+static void test_age(void **state)
+{
+	struct ndc_cache *c = new_cache(1000, 1 << 20, 3600, 600, 0);
+	struct test_answer a, out;
+	uint32_t age = 99;
+
+	(void)state;
+	make_answer(&a, NDC_RCODE_NOERROR, 1, 10, 1);
+	assert_int_equal(put(c, "www", NDC_T_A, &a, 300, T0), 0);
+	assert_int_equal(get(c, "www", NDC_T_A, T0 + 999, false, &out, &age), 0);
+	assert_int_equal(age, 0);
+	assert_int_equal(get(c, "www", NDC_T_A, T0 + 1000, false, &out, &age), 0);
+	assert_int_equal(age, 1);
+	assert_int_equal(get(c, "www", NDC_T_A, T0 + 2999, false, &out, &age), 0);
+	assert_int_equal(age, 2);
+	assert_int_equal(get(c, "www", NDC_T_A, T0 + 299999, false, &out, &age), 0);
+	assert_int_equal(age, 299);
+	/* A clock reading before the store (another thread's older now_ms) is age 0, not a wrap. */
+	assert_int_equal(get(c, "www", NDC_T_A, T0 - 5, false, &out, &age), 0);
+	assert_int_equal(age, 0);
+	ndc_cache_free(c);
+}
+
+static void test_expiry_and_stale(void **state)
+{
+	struct ndc_cache *c = new_cache(1000, 1 << 20, 3600, 600, 60);
+	struct test_answer a, out;
+	struct ndc_cache_stats st;
+	uint32_t age;
+
+	(void)state;
+	make_answer(&a, NDC_RCODE_NOERROR, 1, 20, 3);
+	assert_int_equal(put(c, "www", NDC_T_A, &a, 10, T0), 0);
+	assert_int_equal(get(c, "www", NDC_T_A, T0 + 9999, false, &out, &age), 0);
+	assert_int_equal(age, 9);
+	assert_int_equal(get(c, "www", NDC_T_A, T0 + 10000, false, &out, &age), -ENOENT);
+	memset(&out, 0, sizeof(out));
+	assert_int_equal(get(c, "www", NDC_T_A, T0 + 10000, true, &out, &age), -ESTALE);
+	assert_memory_equal(&out.a, &a.a, ndc_answer_size(&a.a));
+	assert_int_equal(age, 10);
+	assert_int_equal(get(c, "www", NDC_T_A, T0 + 69999, true, &out, &age), -ESTALE);
+	/* stale_max past expiry: gone, and removed on the way. */
+	assert_int_equal(get(c, "www", NDC_T_A, T0 + 70000, true, &out, &age), -ENOENT);
+	ndc_cache_stats(c, &st);
+	assert_int_equal(st.hits, 1);
+	assert_int_equal(st.stale_hits, 2);
+	assert_int_equal(st.misses, 2);
+	assert_int_equal(st.entries, 0);
+	assert_int_equal(st.bytes, 0);
+	ndc_cache_free(c);
+}
+
+static void test_no_stale_window(void **state)
+{
+	struct ndc_cache *c = new_cache(1000, 1 << 20, 3600, 600, 0);
+	struct test_answer a, out;
+	uint32_t age;
+
+	(void)state;
+	make_answer(&a, NDC_RCODE_NOERROR, 1, 20, 3);
+	assert_int_equal(put(c, "www", NDC_T_A, &a, 10, T0), 0);
+	assert_int_equal(get(c, "www", NDC_T_A, T0 + 10000, true, &out, &age), -ENOENT);
+	ndc_cache_free(c);
+}
+
+static void test_ttl_caps(void **state)
+{
+	struct ndc_cache *c = new_cache(1000, 1 << 20, 50, 5, 0);
+	struct test_answer pos, nx, nodata, out;
+	struct ndc_cache_stats st;
+	uint32_t age;
+
+	(void)state;
+	make_answer(&pos, NDC_RCODE_NOERROR, 1, 20, 1);
+	make_answer(&nx, NDC_RCODE_NXDOMAIN, 0, 20, 2);
+	make_answer(&nodata, NDC_RCODE_NOERROR, 0, 20, 3);
+	assert_int_equal(put(c, "pos", NDC_T_A, &pos, 100, T0), 0);
+	assert_int_equal(put(c, "nx", NDC_T_A, &nx, 100, T0), 0);
+	assert_int_equal(put(c, "nodata", NDC_T_A, &nodata, 100, T0), 0);
+	/* Below the caps a TTL is kept as given. */
+	assert_int_equal(put(c, "short", NDC_T_A, &nx, 2, T0), 0);
+
+	assert_int_equal(get(c, "pos", NDC_T_A, T0 + 49999, false, &out, &age), 0);
+	assert_int_equal(get(c, "pos", NDC_T_A, T0 + 50000, false, &out, &age), -ENOENT);
+	assert_int_equal(get(c, "nx", NDC_T_A, T0 + 4999, false, &out, &age), 0);
+	assert_int_equal(out.a.rcode, NDC_RCODE_NXDOMAIN);
+	assert_int_equal(get(c, "nx", NDC_T_A, T0 + 5000, false, &out, &age), -ENOENT);
+	assert_int_equal(get(c, "nodata", NDC_T_A, T0 + 4999, false, &out, &age), 0);
+	assert_int_equal(get(c, "nodata", NDC_T_A, T0 + 5000, false, &out, &age), -ENOENT);
+	assert_int_equal(get(c, "short", NDC_T_A, T0 + 1999, false, &out, &age), 0);
+	assert_int_equal(get(c, "short", NDC_T_A, T0 + 2000, false, &out, &age), -ENOENT);
+
+	/* TTL 0 is not stored at all. */
+	assert_int_equal(put(c, "zero", NDC_T_A, &pos, 0, T0), 0);
+	assert_int_equal(get(c, "zero", NDC_T_A, T0, true, &out, &age), -ENOENT);
+	ndc_cache_stats(c, &st);
+	assert_int_equal(st.inserts, 4);
+	ndc_cache_free(c);
+}
+
+static void test_entry_bound_lru(void **state)
+{
+	struct ndc_cache *c = new_cache(3, 1 << 20, 3600, 600, 0);
+	struct test_answer a, out;
+	struct ndc_cache_stats st;
+	uint32_t age;
+
+	(void)state;
+	make_answer(&a, NDC_RCODE_NOERROR, 1, 20, 1);
+	assert_int_equal(put(c, "a", NDC_T_A, &a, 300, T0), 0);
+	assert_int_equal(put(c, "b", NDC_T_A, &a, 300, T0), 0);
+	assert_int_equal(put(c, "c", NDC_T_A, &a, 300, T0), 0);
+	/* Reading "a" makes "b" the least recently used. */
+	assert_int_equal(get(c, "a", NDC_T_A, T0, false, &out, &age), 0);
+	assert_int_equal(put(c, "d", NDC_T_A, &a, 300, T0), 0);
+	assert_int_equal(get(c, "b", NDC_T_A, T0, false, &out, &age), -ENOENT);
+	assert_int_equal(get(c, "a", NDC_T_A, T0, false, &out, &age), 0);
+	assert_int_equal(get(c, "c", NDC_T_A, T0, false, &out, &age), 0);
+	assert_int_equal(get(c, "d", NDC_T_A, T0, false, &out, &age), 0);
+	ndc_cache_stats(c, &st);
+	assert_int_equal(st.entries, 3);
+	assert_int_equal(st.evictions, 1);
+	/* Now "a" is the oldest read: it goes next. */
+	assert_int_equal(put(c, "e", NDC_T_A, &a, 300, T0), 0);
+	assert_int_equal(get(c, "a", NDC_T_A, T0, false, &out, &age), -ENOENT);
+	assert_int_equal(get(c, "c", NDC_T_A, T0, false, &out, &age), 0);
+	ndc_cache_free(c);
+}
+
+/* A dead entry (expired past stale_max) goes before a live one, even a less recent live one. */
+static void test_dead_evicted_first(void **state)
+{
+	struct ndc_cache *c = new_cache(3, 1 << 20, 3600, 600, 10);
+	struct test_answer a, out;
+	uint32_t age;
+
+	(void)state;
+	make_answer(&a, NDC_RCODE_NOERROR, 1, 20, 1);
+	assert_int_equal(put(c, "old", NDC_T_A, &a, 300, T0), 0);
+	assert_int_equal(put(c, "dead", NDC_T_A, &a, 1, T0 + 1), 0);
+	assert_int_equal(put(c, "live", NDC_T_A, &a, 300, T0 + 2), 0);
+	assert_int_equal(put(c, "new", NDC_T_A, &a, 300, T0 + 20000), 0);
+	assert_int_equal(get(c, "old", NDC_T_A, T0 + 20000, false, &out, &age), 0);
+	assert_int_equal(get(c, "live", NDC_T_A, T0 + 20000, false, &out, &age), 0);
+	assert_int_equal(get(c, "new", NDC_T_A, T0 + 20000, false, &out, &age), 0);
+	assert_int_equal(get(c, "dead", NDC_T_A, T0 + 1001, true, &out, &age), -ENOENT);
+	ndc_cache_free(c);
+}
+
+static void test_byte_bound_lru(void **state)
+{
+	struct ndc_cache *probe = new_cache(10, 1 << 20, 3600, 600, 0);
+	struct test_answer a, out;
+	struct ndc_cache_stats st;
+	uint64_t one;
+	uint32_t age;
+	struct ndc_cache *c;
+
+	(void)state;
+	make_answer(&a, NDC_RCODE_NOERROR, 1, 200, 1);
+	/* Bookkeeping per entry is the cache's business: measure it with one name of the same
+	 * length as the names below. */
+	assert_int_equal(put(probe, "x", NDC_T_A, &a, 300, T0), 0);
+	ndc_cache_stats(probe, &st);
+	one = st.bytes;
+	assert_true(one >= 200 + 7);
+	ndc_cache_free(probe);
+
+	c = new_cache(1000, 3 * one + one / 2, 3600, 600, 0);
+	assert_int_equal(put(c, "a", NDC_T_A, &a, 300, T0), 0);
+	assert_int_equal(put(c, "b", NDC_T_A, &a, 300, T0), 0);
+	assert_int_equal(put(c, "c", NDC_T_A, &a, 300, T0), 0);
+	assert_int_equal(get(c, "a", NDC_T_A, T0, false, &out, &age), 0);
+	assert_int_equal(put(c, "d", NDC_T_A, &a, 300, T0), 0);
+	assert_int_equal(get(c, "b", NDC_T_A, T0, false, &out, &age), -ENOENT);
+	assert_int_equal(get(c, "a", NDC_T_A, T0, false, &out, &age), 0);
+	assert_int_equal(get(c, "c", NDC_T_A, T0, false, &out, &age), 0);
+	assert_int_equal(get(c, "d", NDC_T_A, T0, false, &out, &age), 0);
+	ndc_cache_stats(c, &st);
+	assert_int_equal(st.entries, 3);
+	assert_int_equal(st.bytes, 3 * one);
+	assert_true(st.bytes <= 3 * one + one / 2);
+
+	/* A bigger entry pushes out as many of the oldest as it needs. */
+	{
+		struct test_answer big;
+
+		make_answer(&big, NDC_RCODE_NOERROR, 1, 200 + (uint16_t)one, 5);
+		assert_int_equal(put(c, "e", NDC_T_A, &big, 300, T0), 0);
+		ndc_cache_stats(c, &st);
+		assert_int_equal(st.entries, 2);
+		assert_true(st.bytes <= 3 * one + one / 2);
+		assert_int_equal(get(c, "c", NDC_T_A, T0, false, &out, &age), -ENOENT);
+		assert_int_equal(get(c, "a", NDC_T_A, T0, false, &out, &age), -ENOENT);
+		assert_int_equal(get(c, "d", NDC_T_A, T0, false, &out, &age), 0);
+		assert_int_equal(get(c, "e", NDC_T_A, T0, false, &out, &age), 0);
+	}
+	ndc_cache_free(c);
+}
+
+static void test_too_big(void **state)
+{
+	struct ndc_cache *c = new_cache(1000, 100, 3600, 600, 0);
+	struct ndc_cache *c2 = new_cache(1000, 1 << 24, 3600, 600, 0);
+	struct test_answer a, out;
+	uint32_t age;
+
+	(void)state;
+	make_answer(&a, NDC_RCODE_NOERROR, 1, 200, 1);
+	assert_int_equal(put(c, "a", NDC_T_A, &a, 300, T0), -E2BIG);
+	assert_int_equal(get(c, "a", NDC_T_A, T0, false, &out, &age), -ENOENT);
+	/* Bigger than an answer is allowed to be, whatever max_bytes says. */
+	make_answer(&a, NDC_RCODE_NOERROR, 1, NDC_ANSWER_DATA_MAX + 1, 1);
+	assert_int_equal(put(c2, "a", NDC_T_A, &a, 300, T0), -E2BIG);
+	make_answer(&a, NDC_RCODE_NOERROR, 1, NDC_ANSWER_DATA_MAX, 1);
+	assert_int_equal(put(c2, "a", NDC_T_A, &a, 300, T0), 0);
+	assert_int_equal(get(c2, "a", NDC_T_A, T0, false, &out, &age), 0);
+	assert_int_equal(out.a.len, NDC_ANSWER_DATA_MAX);
+	ndc_cache_free(c);
+	ndc_cache_free(c2);
+}
+
+static void test_out_too_small(void **state)
+{
+	struct ndc_cache *c = new_cache(1000, 1 << 20, 3600, 600, 60);
+	struct test_answer a;
+	struct {
+		struct ndc_answer a;
+		uint8_t data[16];
+	} small;
+	uint8_t n[64];
+	size_t nl = make_name(n, "a");
+	uint32_t age;
+
+	(void)state;
+	make_answer(&a, NDC_RCODE_NOERROR, 1, 17, 1);
+	assert_int_equal(put(c, "a", NDC_T_A, &a, 300, T0), 0);
+	assert_int_equal(ndc_cache_get(c, n, nl, NDC_T_A, NDC_C_IN, T0, false, &small.a,
+				       sizeof(small.data), &age),
+			 -ENOSPC);
+	assert_int_equal(ndc_cache_get(c, n, nl, NDC_T_A, NDC_C_IN, T0 + 310000, true, &small.a,
+				       sizeof(small.data), &age),
+			 -ENOSPC);
+	make_answer(&a, NDC_RCODE_NOERROR, 1, 16, 1);
+	assert_int_equal(put(c, "a", NDC_T_A, &a, 300, T0), 0);
+	assert_int_equal(ndc_cache_get(c, n, nl, NDC_T_A, NDC_C_IN, T0, false, &small.a,
+				       sizeof(small.data), &age),
+			 0);
+	assert_memory_equal(small.data, a.a.data, 16);
+	ndc_cache_free(c);
+}
+
+#define CONC_NAMES 8000
+#define CONC_ITERS 40000
+
+struct conc_arg {
+	struct ndc_cache *c;
+	unsigned seed;
+	int bad;
+	int hits;
+};
+
+static void *conc_thread(void *p)
+{
+	struct conc_arg *arg = p;
+	struct test_answer a, out;
+	char label[16];
+	uint32_t age;
+
+	for (int i = 0; i < CONC_ITERS; i++) {
+		unsigned k = (unsigned)rand_r(&arg->seed) % CONC_NAMES;
+		int r;
+
+		snprintf(label, sizeof(label), "n%u", k);
+		if (i % 3 == 0) {
+			make_answer(&a, NDC_RCODE_NOERROR, 1, (uint16_t)(8 + k % 64), (uint8_t)k);
+			if (put(arg->c, label, NDC_T_A, &a, 300, T0))
+				arg->bad++;
+			continue;
+		}
+		r = get(arg->c, label, NDC_T_A, T0, false, &out, &age);
+		if (r == -ENOENT)
+			continue;
+		/* Every hit must be the entry of exactly this key, intact. */
+		make_answer(&a, NDC_RCODE_NOERROR, 1, (uint16_t)(8 + k % 64), (uint8_t)k);
+		if (r != 0 || memcmp(&out.a, &a.a, ndc_answer_size(&a.a)))
+			arg->bad++;
+		else
+			arg->hits++;
+	}
+	return NULL;
+}
+
+static void test_concurrent(void **state)
+{
+	/* Big enough for 64 shards, small enough that the threads also evict. */
+	struct ndc_cache *c = new_cache(64 * 64, 64 * 16384, 3600, 600, 0);
+	struct conc_arg args[2] = {{.c = c, .seed = 1}, {.c = c, .seed = 2}};
+	struct ndc_cache_stats st;
+	pthread_t t[2];
+
+	(void)state;
+	for (int i = 0; i < 2; i++)
+		assert_int_equal(pthread_create(&t[i], NULL, conc_thread, &args[i]), 0);
+	for (int i = 0; i < 2; i++)
+		pthread_join(t[i], NULL);
+	assert_int_equal(args[0].bad, 0);
+	assert_int_equal(args[1].bad, 0);
+	assert_true(args[0].hits + args[1].hits > 1000);
+	ndc_cache_stats(c, &st);
+	assert_int_equal(st.hits, (uint64_t)(args[0].hits + args[1].hits));
+	assert_true(st.entries <= 64 * 64);
+	assert_true(st.bytes <= 64 * 16384);
+	ndc_cache_free(c);
+}
+
+static void test_now_ms_monotonic(void **state)
+{
+	uint64_t a = ndc_now_ms(), b;
+	struct timespec ts = {.tv_nsec = 20 * 1000 * 1000};
+
+	(void)state;
+	nanosleep(&ts, NULL);
+	b = ndc_now_ms();
+	assert_true(b >= a + 19);
+	assert_true(b < a + 5000);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+	    cmocka_unit_test(test_new_invalid),
+	    cmocka_unit_test(test_put_get),
+	    cmocka_unit_test(test_key_case),
+	    cmocka_unit_test(test_replace),
+	    cmocka_unit_test(test_age),
+	    cmocka_unit_test(test_expiry_and_stale),
+	    cmocka_unit_test(test_no_stale_window),
+	    cmocka_unit_test(test_ttl_caps),
+	    cmocka_unit_test(test_entry_bound_lru),
+	    cmocka_unit_test(test_dead_evicted_first),
+	    cmocka_unit_test(test_byte_bound_lru),
+	    cmocka_unit_test(test_too_big),
+	    cmocka_unit_test(test_out_too_small),
+	    cmocka_unit_test(test_concurrent),
+	    cmocka_unit_test(test_now_ms_monotonic),
+	};
+
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}

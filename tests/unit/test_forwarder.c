@@ -1,1 +1,995 @@
-int main(void) { return 1; } /* placeholder */
+// SPDX-License-Identifier: MIT
+/*
+ * Forwarder against a scripted fake upstream on 127.0.0.1 (UDP and TCP on the same ephemeral
+ * port), with replies built by the wire helpers. No packet leaves loopback.
+ */
+#include <arpa/inet.h>
+#include <errno.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <pthread.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <stdarg.h>
+#include <stddef.h>
+#include <setjmp.h>
+#include <cmocka.h>
+
+#include "forwarder.h"
+
+enum fake_mode {
+	M_ANSWER,     /* one A record, TTL 300 */
+	M_NX_SOA,     /* NXDOMAIN, SOA TTL soa_ttl, MINIMUM soa_min */
+	M_NODATA_SOA, /* NOERROR, no answer, same SOA */
+	M_NX_NOSOA,   /* NXDOMAIN, empty authority */
+	M_WRONG_ID,   /* a reply with another ID (and address), then the right one */
+	M_OTHER_Q,    /* a reply for another name with our ID, then the right one */
+	M_LOWERCASE,  /* echoes the question lowercased: 0x20 not preserved */
+	M_TC,	      /* UDP: truncated; TCP: BIG_COUNT A records */
+	M_SILENT,     /* never answers */
+	M_SERVFAIL,
+	M_DELAY, /* answers after delay_ms */
+};
+
+#define BIG_COUNT 40
+
+static const uint8_t IP_GOOD[4] = {192, 0, 2, 1}; /* data only: never an address we send to */
+static const uint8_t IP_SPOOF[4] = {192, 0, 2, 66};
+
+struct fake {
+	int udp, tcp;
+	uint16_t port;
+	enum fake_mode mode;
+	uint32_t soa_ttl, soa_min;
+	int delay_ms;
+	pthread_t thread;
+	int stop;
+	/* Written by the fake thread, read by the test after a callback: atomics. */
+	int udp_queries, tcp_queries;
+	int bad_queries; /* no EDNS 1232, no RD, or not parseable */
+	uint8_t last_qname[NDC_NAME_MAX];
+	size_t last_qlen;
+	pthread_mutex_t lock;
+};
+
+static size_t build_answer(const struct ndc_query *q, enum fake_mode mode, const uint8_t *ip,
+			   struct ndc_answer *a, size_t cap, uint32_t soa_ttl, uint32_t soa_min)
+{
+	static const uint8_t zone[] = "\4test";
+	struct ndc_ab b;
+	uint8_t soa[64];
+	size_t sl = 0;
+
+	ndc_ab_init(&b, a, cap, q->lname, q->qname_len);
+	memcpy(soa + sl, "\2ns\4test", 9);
+	sl += 9;
+	memcpy(soa + sl, "\5admin\4test", 12);
+	sl += 12;
+	ndc_put32(soa + sl, 2024010101);
+	ndc_put32(soa + sl + 4, 3600);
+	ndc_put32(soa + sl + 8, 600);
+	ndc_put32(soa + sl + 12, 86400);
+	ndc_put32(soa + sl + 16, soa_min);
+	sl += 20;
+	switch (mode) {
+	case M_NX_SOA:
+	case M_NODATA_SOA:
+		ndc_ab_rr(&b, NDC_SEC_AUTHORITY, zone, sizeof(zone), NDC_T_SOA, NDC_C_IN, soa_ttl,
+			  soa, sl);
+		assert_int_equal(ndc_ab_finish(&b, mode == M_NX_SOA ? NDC_RCODE_NXDOMAIN : 0, true),
+				 0);
+		break;
+	case M_NX_NOSOA:
+		assert_int_equal(ndc_ab_finish(&b, NDC_RCODE_NXDOMAIN, false), 0);
+		break;
+	case M_SERVFAIL:
+		assert_int_equal(ndc_ab_finish(&b, NDC_RCODE_SERVFAIL, false), 0);
+		break;
+	case M_TC:
+		for (int i = 0; i < BIG_COUNT; i++) {
+			uint8_t rd[4] = {192, 0, 2, (uint8_t)i};
+
+			ndc_ab_rr(&b, NDC_SEC_ANSWER, q->lname, q->qname_len, NDC_T_A, NDC_C_IN,
+				  300, rd, 4);
+		}
+		assert_int_equal(ndc_ab_finish(&b, 0, false), 0);
+		break;
+	default:
+		ndc_ab_rr(&b, NDC_SEC_ANSWER, q->lname, q->qname_len, NDC_T_A, NDC_C_IN, 300, ip,
+			  4);
+		assert_int_equal(ndc_ab_finish(&b, 0, false), 0);
+		break;
+	}
+	return ndc_answer_size(a);
+}
+
+static void fake_reply(struct fake *fk, const struct ndc_query *q, enum fake_mode mode,
+		       const uint8_t *ip, size_t limit, const struct sockaddr_in *to, int tcp_fd)
+{
+	struct {
+		struct ndc_answer a;
+		uint8_t data[2048];
+	} ans;
+	uint8_t out[2 + 4096];
+	size_t len;
+
+	build_answer(q, mode, ip, &ans.a, sizeof(ans.data), fk->soa_ttl, fk->soa_min);
+	assert_int_equal(
+	    ndc_dns_write_reply(q, &ans.a, 0, 0, limit, out + 2, sizeof(out) - 2, &len), 0);
+	if (tcp_fd >= 0) {
+		ndc_put16(out, (uint16_t)len);
+		assert_int_equal(write(tcp_fd, out, len + 2), (ssize_t)(len + 2));
+	} else {
+		sendto(fk->udp, out + 2, len, 0, (const struct sockaddr *)to, sizeof(*to));
+	}
+}
+
+static void note_query(struct fake *fk, const struct ndc_query *q, bool tcp)
+{
+	pthread_mutex_lock(&fk->lock);
+	if (tcp)
+		fk->tcp_queries++;
+	else
+		fk->udp_queries++;
+	if (!q->has_edns || q->udp_size != NDC_EDNS_UDP_MAX || !(q->flags & NDC_F_RD))
+		fk->bad_queries++;
+	memcpy(fk->last_qname, q->qname, q->qname_len);
+	fk->last_qlen = q->qname_len;
+	pthread_mutex_unlock(&fk->lock);
+}
+
+static void fake_udp(struct fake *fk)
+{
+	uint8_t pkt[4096];
+	struct sockaddr_in from;
+	socklen_t fl = sizeof(from);
+	struct ndc_query q, other;
+	ssize_t n = recvfrom(fk->udp, pkt, sizeof(pkt), 0, (struct sockaddr *)&from, &fl);
+
+	if (n < 0)
+		return;
+	if (ndc_dns_parse_query(pkt, (size_t)n, &q)) {
+		pthread_mutex_lock(&fk->lock);
+		fk->bad_queries++;
+		pthread_mutex_unlock(&fk->lock);
+		return;
+	}
+	note_query(fk, &q, false);
+	switch (fk->mode) {
+	case M_SILENT:
+		return;
+	case M_WRONG_ID:
+		q.id ^= 0x5a5a;
+		fake_reply(fk, &q, M_ANSWER, IP_SPOOF, 4096, &from, -1);
+		q.id ^= 0x5a5a;
+		fake_reply(fk, &q, M_ANSWER, IP_GOOD, 4096, &from, -1);
+		return;
+	case M_OTHER_Q: {
+		size_t l;
+
+		other = q;
+		assert_int_equal(ndc_name_from_text("other.test", other.qname, NDC_NAME_MAX, &l),
+				 0);
+		memcpy(other.lname, other.qname, l);
+		other.qname_len = (uint8_t)l;
+		fake_reply(fk, &other, M_ANSWER, IP_SPOOF, 4096, &from, -1);
+		/* Same name, other type: also not our question. */
+		other = q;
+		other.qtype = NDC_T_AAAA;
+		fake_reply(fk, &other, M_ANSWER, IP_SPOOF, 4096, &from, -1);
+		fake_reply(fk, &q, M_ANSWER, IP_GOOD, 4096, &from, -1);
+		return;
+	}
+	case M_LOWERCASE:
+		memcpy(q.qname, q.lname, q.qname_len);
+		fake_reply(fk, &q, M_ANSWER, IP_GOOD, 4096, &from, -1);
+		return;
+	case M_TC:
+		fake_reply(fk, &q, M_TC, IP_GOOD, 200, &from, -1);
+		return;
+	case M_DELAY: {
+		struct timespec ts = {.tv_nsec = (long)fk->delay_ms * 1000000};
+
+		nanosleep(&ts, NULL);
+		fake_reply(fk, &q, M_ANSWER, IP_GOOD, 4096, &from, -1);
+		return;
+	}
+	default:
+		fake_reply(fk, &q, fk->mode, IP_GOOD, 4096, &from, -1);
+		return;
+	}
+}
+
+static int read_full(int fd, uint8_t *p, size_t n)
+{
+	while (n) {
+		ssize_t r = read(fd, p, n);
+
+		if (r <= 0)
+			return -1;
+		p += r;
+		n -= (size_t)r;
+	}
+	return 0;
+}
+
+static void fake_tcp(struct fake *fk)
+{
+	struct timeval tv = {.tv_sec = 2};
+	uint8_t pkt[4096];
+	struct ndc_query q;
+	int c = accept(fk->tcp, NULL, NULL);
+	uint16_t len;
+
+	if (c < 0)
+		return;
+	setsockopt(c, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+	if (read_full(c, pkt, 2) == 0) {
+		len = ndc_get16(pkt);
+		if (read_full(c, pkt, len) == 0 && ndc_dns_parse_query(pkt, len, &q) == 0) {
+			note_query(fk, &q, true);
+			if (fk->mode != M_SILENT)
+				fake_reply(fk, &q, fk->mode, IP_GOOD, NDC_MSG_MAX, NULL, c);
+		}
+	}
+	close(c);
+}
+
+static void *fake_thread(void *arg)
+{
+	struct fake *fk = arg;
+
+	while (!__atomic_load_n(&fk->stop, __ATOMIC_ACQUIRE)) {
+		struct pollfd p[2] = {{.fd = fk->udp, .events = POLLIN},
+				      {.fd = fk->tcp, .events = POLLIN}};
+
+		if (poll(p, 2, 20) <= 0)
+			continue;
+		if (p[0].revents & POLLIN)
+			fake_udp(fk);
+		if (p[1].revents & POLLIN)
+			fake_tcp(fk);
+	}
+	return NULL;
+}
+
+/* Sockets only: set soa_ttl etc., then fake_run. */
+static struct fake *fake_open(enum fake_mode mode)
+{
+	struct fake *fk = calloc(1, sizeof(*fk));
+	struct sockaddr_in sa = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+	socklen_t sl = sizeof(sa);
+	int one = 1;
+
+	assert_non_null(fk);
+	fk->mode = mode;
+	fk->soa_ttl = 600;
+	fk->soa_min = 60;
+	fk->delay_ms = 200;
+	pthread_mutex_init(&fk->lock, NULL);
+	/* TC retries go to the same address and port over TCP: bind both to one port. */
+	for (int tries = 0;; tries++) {
+		assert_true(tries < 20);
+		fk->tcp = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+		assert_true(fk->tcp >= 0);
+		setsockopt(fk->tcp, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+		sa.sin_port = 0;
+		assert_int_equal(bind(fk->tcp, (struct sockaddr *)&sa, sizeof(sa)), 0);
+		assert_int_equal(listen(fk->tcp, 16), 0);
+		assert_int_equal(getsockname(fk->tcp, (struct sockaddr *)&sa, &sl), 0);
+		fk->udp = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+		assert_true(fk->udp >= 0);
+		if (bind(fk->udp, (struct sockaddr *)&sa, sizeof(sa)) == 0)
+			break;
+		close(fk->udp);
+		close(fk->tcp);
+	}
+	fk->port = ntohs(sa.sin_port);
+	return fk;
+}
+
+static struct fake *fake_run(struct fake *fk)
+{
+	assert_int_equal(pthread_create(&fk->thread, NULL, fake_thread, fk), 0);
+	return fk;
+}
+
+static struct fake *fake_start(enum fake_mode mode)
+{
+	return fake_run(fake_open(mode));
+}
+
+static void fake_stop(struct fake *fk)
+{
+	__atomic_store_n(&fk->stop, 1, __ATOMIC_RELEASE);
+	pthread_join(fk->thread, NULL);
+	close(fk->udp);
+	close(fk->tcp);
+	pthread_mutex_destroy(&fk->lock);
+	free(fk);
+}
+
+enum { CNT_UDP, CNT_TCP, CNT_BAD };
+
+static int fake_count(struct fake *fk, int which)
+{
+	int n;
+
+	pthread_mutex_lock(&fk->lock);
+	n = which == CNT_UDP   ? fk->udp_queries
+	    : which == CNT_TCP ? fk->tcp_queries
+			       : fk->bad_queries;
+	pthread_mutex_unlock(&fk->lock);
+	return n;
+}
+
+/* The last query's name as sent (0x20 case included). */
+static size_t fake_last_qname(struct fake *fk, uint8_t *out)
+{
+	size_t n;
+
+	pthread_mutex_lock(&fk->lock);
+	n = fk->last_qlen;
+	memcpy(out, fk->last_qname, n);
+	pthread_mutex_unlock(&fk->lock);
+	return n;
+}
+
+static struct sockaddr_storage loopback(uint16_t port)
+{
+	struct sockaddr_storage ss;
+	struct sockaddr_in *sin = (struct sockaddr_in *)&ss;
+
+	memset(&ss, 0, sizeof(ss));
+	sin->sin_family = AF_INET;
+	sin->sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+	sin->sin_port = htons(port);
+	return ss;
+}
+
+/* A loopback UDP port nobody listens on: the kernel answers with ICMP port unreachable. */
+static uint16_t closed_port(void)
+{
+	struct sockaddr_in sa = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+	socklen_t sl = sizeof(sa);
+	int s = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+
+	assert_true(s >= 0);
+	assert_int_equal(bind(s, (struct sockaddr *)&sa, sizeof(sa)), 0);
+	assert_int_equal(getsockname(s, (struct sockaddr *)&sa, &sl), 0);
+	close(s);
+	return ntohs(sa.sin_port);
+}
+
+/* ------------------------------------------------------------------------------------------- */
+
+#define MAX_RESULTS 64
+
+struct box {
+	pthread_mutex_t m;
+	pthread_cond_t c;
+	int n;
+	int status[MAX_RESULTS];
+	bool stale[MAX_RESULTS];
+	uint32_t age[MAX_RESULTS];
+	bool had_answer[MAX_RESULTS];
+	struct {
+		struct ndc_answer a;
+		uint8_t data[4096];
+	} first; /* the first callback's answer */
+};
+
+static void box_init(struct box *b)
+{
+	memset(b, 0, sizeof(*b));
+	pthread_mutex_init(&b->m, NULL);
+	pthread_cond_init(&b->c, NULL);
+}
+
+static void on_done(void *arg, const struct ndc_fwd_result *res)
+{
+	struct box *b = arg;
+
+	pthread_mutex_lock(&b->m);
+	if (b->n < MAX_RESULTS) {
+		b->status[b->n] = res->status;
+		b->stale[b->n] = res->stale;
+		b->age[b->n] = res->age;
+		b->had_answer[b->n] = res->answer != NULL;
+		if (b->n == 0 && res->answer && ndc_answer_size(res->answer) <= sizeof(b->first))
+			memcpy(&b->first, res->answer, ndc_answer_size(res->answer));
+	}
+	b->n++;
+	pthread_cond_broadcast(&b->c);
+	pthread_mutex_unlock(&b->m);
+}
+
+/* Waits until n callbacks arrived (or 5 s); returns how many did. */
+static int box_wait(struct box *b, int n)
+{
+	struct timespec ts;
+	int got;
+
+	clock_gettime(CLOCK_REALTIME, &ts);
+	ts.tv_sec += 5;
+	pthread_mutex_lock(&b->m);
+	while (b->n < n && pthread_cond_timedwait(&b->c, &b->m, &ts) == 0)
+		;
+	got = b->n;
+	pthread_mutex_unlock(&b->m);
+	return got;
+}
+
+struct env {
+	struct ndc_cache *cache;
+	struct ndc_forwarder *fwd;
+	struct fake *fk[2];
+	uint8_t name[NDC_NAME_MAX];
+	size_t nlen;
+	struct box box;
+};
+
+static struct ndc_cache *new_cache(void)
+{
+	struct ndc_cache_opts o = {.max_entries = 1000,
+				   .max_bytes = 1 << 20,
+				   .max_ttl = 86400,
+				   .neg_max_ttl = 3600,
+				   .stale_max = 3600};
+	struct ndc_cache *c;
+
+	assert_int_equal(ndc_cache_new(&o, &c), 0);
+	return c;
+}
+
+/* Forwarder over the given upstream ports (0: a closed port), timeout_ms per attempt. */
+static void env_init(struct env *e, const uint16_t *ports, size_t n, uint32_t timeout_ms,
+		     uint32_t max_inflight, const char *name)
+{
+	struct sockaddr_storage ups[4];
+	struct ndc_forwarder_opts o = {.n_upstreams = n,
+				       .upstreams = ups,
+				       .timeout_ms = timeout_ms,
+				       .max_inflight = max_inflight};
+
+	for (size_t i = 0; i < n; i++)
+		ups[i] = loopback(ports[i]);
+	e->cache = new_cache();
+	assert_int_equal(ndc_forwarder_new(&o, e->cache, &e->fwd), 0);
+	assert_int_equal(ndc_name_from_text(name, e->name, sizeof(e->name), &e->nlen), 0);
+	box_init(&e->box);
+}
+
+static void env_free(struct env *e)
+{
+	ndc_forwarder_free(e->fwd);
+	ndc_cache_free(e->cache);
+	for (int i = 0; i < 2; i++)
+		if (e->fk[i])
+			fake_stop(e->fk[i]);
+	pthread_mutex_destroy(&e->box.m);
+	pthread_cond_destroy(&e->box.c);
+}
+
+static int resolve(struct env *e, uint16_t qtype)
+{
+	return ndc_forwarder_resolve(e->fwd, e->name, e->nlen, qtype, NDC_C_IN, on_done, &e->box);
+}
+
+/* One upstream fk, one resolve of (name, A), its first callback awaited. */
+static void env_one(struct env *e, struct fake *fk, const char *name)
+{
+	e->fk[0] = fk;
+	env_init(e, &fk->port, 1, 1000, 0, name);
+	assert_int_equal(resolve(e, NDC_T_A), 0);
+	assert_int_equal(box_wait(&e->box, 1), 1);
+}
+
+/* Looks (name, A) up in the cache at a chosen time: how TTLs were applied shows in when the
+ * entry stops being fresh. */
+static int cache_get_at(struct env *e, uint64_t now, bool stale)
+{
+	struct {
+		struct ndc_answer a;
+		uint8_t data[4096];
+	} out;
+	uint32_t age;
+
+	return ndc_cache_get(e->cache, e->name, e->nlen, NDC_T_A, NDC_C_IN, now, stale, &out.a,
+			     sizeof(out.data), &age);
+}
+
+static void assert_ip(const struct ndc_answer *a, const uint8_t *ip)
+{
+	assert_int_equal(a->rcode, NDC_RCODE_NOERROR);
+	assert_int_equal(a->ancount, 1);
+	assert_true(a->len >= 4);
+	assert_memory_equal(a->data + a->len - 4, ip, 4);
+}
+
+static void test_simple_answer(void **state)
+{
+	struct env e = {0};
+	struct ndc_forwarder_stats st;
+	uint64_t now;
+
+	(void)state;
+	env_one(&e, fake_start(M_ANSWER), "abcdefghijklmnopqrstuvwxyz.example.test");
+	assert_int_equal(e.box.status[0], 0);
+	assert_false(e.box.stale[0]);
+	assert_int_equal(e.box.age[0], 0);
+	assert_ip(&e.box.first.a, IP_GOOD);
+	assert_int_equal(e.box.first.a.min_ttl, 300);
+
+	/* It is in the cache now, for the answer's TTL. */
+	now = ndc_now_ms();
+	assert_int_equal(cache_get_at(&e, now, false), 0);
+	assert_int_equal(cache_get_at(&e, now + 290000, false), 0);
+	assert_int_equal(cache_get_at(&e, now + 301000, false), -ENOENT);
+
+	/* The query: EDNS 1232 with RD, and the name in 0x20 mixed case (26 letters: all lower
+	 * by chance is 2^-26). */
+	assert_int_equal(fake_count(e.fk[0], CNT_UDP), 1);
+	assert_int_equal(fake_count(e.fk[0], CNT_BAD), 0);
+	{
+		uint8_t sent[NDC_NAME_MAX], lower[NDC_NAME_MAX];
+
+		assert_int_equal(fake_last_qname(e.fk[0], sent), e.nlen);
+		assert_memory_not_equal(sent, e.name, e.nlen);
+		ndc_name_lower(lower, sent, e.nlen);
+		assert_memory_equal(lower, e.name, e.nlen);
+	}
+	ndc_forwarder_stats(e.fwd, &st);
+	assert_int_equal(st.queries, 1);
+	assert_int_equal(st.responses, 1);
+	assert_int_equal(st.timeouts, 0);
+	env_free(&e);
+}
+
+static void test_nxdomain_soa_cached(void **state)
+{
+	struct env e = {0};
+	struct fake *fk;
+	uint64_t now;
+
+	(void)state;
+	fk = fake_open(M_NX_SOA);
+	fk->soa_ttl = 600;
+	fk->soa_min = 60;
+	env_one(&e, fake_run(fk), "nope.test");
+	assert_int_equal(e.box.status[0], 0);
+	assert_int_equal(e.box.first.a.rcode, NDC_RCODE_NXDOMAIN);
+	assert_int_equal(e.box.first.a.nscount, 1);
+	/* RFC 2308 5: min(SOA TTL 600, MINIMUM 60) = 60 s. */
+	now = ndc_now_ms();
+	assert_int_equal(cache_get_at(&e, now + 58000, false), 0);
+	assert_int_equal(cache_get_at(&e, now + 61000, false), -ENOENT);
+	env_free(&e);
+
+	/* And the other way round: SOA TTL 30 below MINIMUM 900. */
+	memset(&e, 0, sizeof(e));
+	fk = fake_open(M_NX_SOA);
+	fk->soa_ttl = 30;
+	fk->soa_min = 900;
+	env_one(&e, fake_run(fk), "nope.test");
+	now = ndc_now_ms();
+	assert_int_equal(cache_get_at(&e, now + 28000, false), 0);
+	assert_int_equal(cache_get_at(&e, now + 31000, false), -ENOENT);
+	env_free(&e);
+}
+
+static void test_nodata_soa_cached(void **state)
+{
+	struct env e = {0};
+	struct fake *fk;
+	uint64_t now;
+
+	(void)state;
+	fk = fake_open(M_NODATA_SOA);
+	fk->soa_ttl = 120;
+	fk->soa_min = 300;
+	env_one(&e, fake_run(fk), "www.sub.zone.test");
+	assert_int_equal(e.box.status[0], 0);
+	assert_int_equal(e.box.first.a.rcode, 0);
+	assert_int_equal(e.box.first.a.ancount, 0);
+	now = ndc_now_ms();
+	assert_int_equal(cache_get_at(&e, now + 118000, false), 0);
+	assert_int_equal(cache_get_at(&e, now + 121000, false), -ENOENT);
+	env_free(&e);
+}
+
+static void test_nxdomain_no_soa_not_cached(void **state)
+{
+	struct env e = {0};
+	struct ndc_cache_stats cst;
+
+	(void)state;
+	env_one(&e, fake_start(M_NX_NOSOA), "nope.test");
+	assert_int_equal(e.box.status[0], 0);
+	assert_int_equal(e.box.first.a.rcode, NDC_RCODE_NXDOMAIN);
+	assert_int_equal(cache_get_at(&e, ndc_now_ms(), true), -ENOENT);
+	ndc_cache_stats(e.cache, &cst);
+	assert_int_equal(cst.inserts, 0);
+	env_free(&e);
+}
+
+static void test_wrong_id_ignored(void **state)
+{
+	struct env e = {0};
+
+	(void)state;
+	env_one(&e, fake_start(M_WRONG_ID), "www.example.test");
+	assert_int_equal(e.box.status[0], 0);
+	assert_ip(&e.box.first.a, IP_GOOD);
+	assert_int_equal(fake_count(e.fk[0], CNT_UDP), 1);
+	env_free(&e);
+}
+
+static void test_other_question_ignored(void **state)
+{
+	struct env e = {0};
+
+	(void)state;
+	env_one(&e, fake_start(M_OTHER_Q), "www.example.test");
+	assert_int_equal(e.box.status[0], 0);
+	assert_ip(&e.box.first.a, IP_GOOD);
+	assert_int_equal(fake_count(e.fk[0], CNT_UDP), 1);
+	env_free(&e);
+}
+
+/* An upstream that does not echo 0x20 case is asked once more, without it. */
+static void test_case_not_echoed(void **state)
+{
+	struct env e = {0};
+
+	(void)state;
+	env_one(&e, fake_start(M_LOWERCASE), "abcdefghijklmnopqrstuvwxyz.example.test");
+	assert_int_equal(e.box.status[0], 0);
+	assert_ip(&e.box.first.a, IP_GOOD);
+	assert_int_equal(fake_count(e.fk[0], CNT_UDP), 2);
+	{
+		uint8_t sent[NDC_NAME_MAX];
+
+		assert_int_equal(fake_last_qname(e.fk[0], sent), e.nlen);
+		assert_memory_equal(sent, e.name, e.nlen);
+	}
+	env_free(&e);
+}
+
+static void test_tc_tcp_retry(void **state)
+{
+	struct env e = {0};
+	struct ndc_forwarder_stats st;
+
+	(void)state;
+	env_one(&e, fake_start(M_TC), "big.example.test");
+	assert_int_equal(e.box.status[0], 0);
+	assert_int_equal(e.box.first.a.ancount, BIG_COUNT);
+	assert_int_equal(fake_count(e.fk[0], CNT_UDP), 1);
+	assert_int_equal(fake_count(e.fk[0], CNT_TCP), 1);
+	assert_int_equal(fake_count(e.fk[0], CNT_BAD), 0);
+	assert_int_equal(cache_get_at(&e, ndc_now_ms(), false), 0);
+	ndc_forwarder_stats(e.fwd, &st);
+	assert_int_equal(st.tcp_retries, 1);
+	assert_int_equal(st.queries, 2);
+	env_free(&e);
+}
+
+static void test_timeout_then_second(void **state)
+{
+	struct env e = {0};
+	struct ndc_forwarder_stats st;
+	uint16_t ports[2];
+	uint64_t t0, dt;
+
+	(void)state;
+	e.fk[0] = fake_start(M_SILENT);
+	e.fk[1] = fake_start(M_ANSWER);
+	ports[0] = e.fk[0]->port;
+	ports[1] = e.fk[1]->port;
+	env_init(&e, ports, 2, 100, 0, "www.example.test");
+	t0 = ndc_now_ms();
+	assert_int_equal(resolve(&e, NDC_T_A), 0);
+	assert_int_equal(box_wait(&e.box, 1), 1);
+	dt = ndc_now_ms() - t0;
+	assert_int_equal(e.box.status[0], 0);
+	assert_ip(&e.box.first.a, IP_GOOD);
+	assert_true(dt >= 99);
+	assert_true(dt < 2000);
+	assert_int_equal(fake_count(e.fk[0], CNT_UDP), 1);
+	assert_int_equal(fake_count(e.fk[1], CNT_UDP), 1);
+	ndc_forwarder_stats(e.fwd, &st);
+	assert_int_equal(st.timeouts, 1);
+	assert_int_equal(st.responses, 1);
+	env_free(&e);
+}
+
+static void test_refused_then_second(void **state)
+{
+	struct env e = {0};
+	struct ndc_forwarder_stats st;
+	uint16_t ports[2];
+	uint64_t t0;
+
+	(void)state;
+	e.fk[1] = fake_start(M_ANSWER);
+	ports[0] = closed_port();
+	ports[1] = e.fk[1]->port;
+	/* A long timeout: the move to the second upstream must come from ECONNREFUSED. */
+	env_init(&e, ports, 2, 3000, 0, "www.example.test");
+	t0 = ndc_now_ms();
+	assert_int_equal(resolve(&e, NDC_T_A), 0);
+	assert_int_equal(box_wait(&e.box, 1), 1);
+	assert_true(ndc_now_ms() - t0 < 1500);
+	assert_int_equal(e.box.status[0], 0);
+	assert_ip(&e.box.first.a, IP_GOOD);
+	ndc_forwarder_stats(e.fwd, &st);
+	assert_int_equal(st.errors, 1);
+	assert_int_equal(st.timeouts, 0);
+	env_free(&e);
+}
+
+static void test_servfail_then_second(void **state)
+{
+	struct env e = {0};
+	uint16_t ports[2];
+
+	(void)state;
+	e.fk[0] = fake_start(M_SERVFAIL);
+	e.fk[1] = fake_start(M_ANSWER);
+	ports[0] = e.fk[0]->port;
+	ports[1] = e.fk[1]->port;
+	env_init(&e, ports, 2, 3000, 0, "www.example.test");
+	assert_int_equal(resolve(&e, NDC_T_A), 0);
+	assert_int_equal(box_wait(&e.box, 1), 1);
+	assert_int_equal(e.box.status[0], 0);
+	assert_ip(&e.box.first.a, IP_GOOD);
+	assert_int_equal(fake_count(e.fk[0], CNT_UDP), 1);
+	env_free(&e);
+
+	/* SERVFAIL from the only upstream: an error, nothing cached. */
+	memset(&e, 0, sizeof(e));
+	e.fk[0] = fake_start(M_SERVFAIL);
+	ports[0] = e.fk[0]->port;
+	env_init(&e, ports, 1, 3000, 0, "www.example.test");
+	assert_int_equal(resolve(&e, NDC_T_A), 0);
+	assert_int_equal(box_wait(&e.box, 1), 1);
+	assert_true(e.box.status[0] < 0);
+	assert_false(e.box.had_answer[0]);
+	assert_int_equal(cache_get_at(&e, ndc_now_ms(), true), -ENOENT);
+	env_free(&e);
+}
+
+static void test_all_dead_stale(void **state)
+{
+	struct env e = {0};
+	struct ndc_forwarder_stats st;
+	struct {
+		struct ndc_answer a;
+		uint8_t data[64];
+	} old;
+	uint16_t ports[2] = {closed_port(), closed_port()};
+
+	(void)state;
+	env_init(&e, ports, 2, 100, 0, "www.example.test");
+	memset(&old, 0, sizeof(old));
+	old.a.ancount = 1;
+	old.a.qname_len = (uint8_t)e.nlen;
+	old.a.len = 16;
+	old.a.min_ttl = 1;
+	for (int i = 0; i < 16; i++)
+		old.a.data[i] = (uint8_t)(0xa0 + i);
+	/* Stored 10 s ago for 1 s: expired, within stale_max. */
+	assert_int_equal(ndc_cache_put(e.cache, e.name, e.nlen, NDC_T_A, NDC_C_IN, &old.a, 1,
+				       ndc_now_ms() - 10000),
+			 0);
+	assert_int_equal(resolve(&e, NDC_T_A), 0);
+	assert_int_equal(box_wait(&e.box, 1), 1);
+	assert_int_equal(e.box.status[0], 0);
+	assert_true(e.box.stale[0]);
+	assert_true(e.box.age[0] >= 10);
+	assert_memory_equal(&e.box.first.a, &old.a, ndc_answer_size(&old.a));
+	ndc_forwarder_stats(e.fwd, &st);
+	assert_int_equal(st.stale_served, 1);
+	assert_int_equal(st.errors, 2);
+	env_free(&e);
+}
+
+static void test_all_dead_no_stale(void **state)
+{
+	struct env e = {0};
+	struct ndc_forwarder_stats st;
+	uint16_t ports[2];
+
+	(void)state;
+	e.fk[0] = fake_start(M_SILENT);
+	e.fk[1] = fake_start(M_SILENT);
+	ports[0] = e.fk[0]->port;
+	ports[1] = e.fk[1]->port;
+	env_init(&e, ports, 2, 100, 0, "www.example.test");
+	assert_int_equal(resolve(&e, NDC_T_A), 0);
+	assert_int_equal(box_wait(&e.box, 1), 1);
+	assert_int_equal(e.box.status[0], -ETIMEDOUT);
+	assert_false(e.box.stale[0]);
+	assert_false(e.box.had_answer[0]);
+	assert_int_equal(fake_count(e.fk[0], CNT_UDP), 1);
+	assert_int_equal(fake_count(e.fk[1], CNT_UDP), 1);
+	ndc_forwarder_stats(e.fwd, &st);
+	assert_int_equal(st.timeouts, 2);
+	assert_int_equal(st.stale_served, 0);
+	env_free(&e);
+
+	/* Refused everywhere: the last error. */
+	memset(&e, 0, sizeof(e));
+	ports[0] = closed_port();
+	env_init(&e, ports, 1, 1000, 0, "www.example.test");
+	assert_int_equal(resolve(&e, NDC_T_A), 0);
+	assert_int_equal(box_wait(&e.box, 1), 1);
+	assert_int_equal(e.box.status[0], -ECONNREFUSED);
+	env_free(&e);
+}
+
+#define CONC_THREADS 4
+#define CONC_PER_THREAD 5
+
+static void *resolve_thread(void *arg)
+{
+	struct env *e = arg;
+
+	for (int i = 0; i < CONC_PER_THREAD; i++)
+		if (resolve(e, NDC_T_A))
+			return (void *)1;
+	return NULL;
+}
+
+static void test_coalesce(void **state)
+{
+	struct env e = {0};
+	struct ndc_forwarder_stats st;
+	pthread_t t[CONC_THREADS];
+	uint16_t port;
+	int n = CONC_THREADS * CONC_PER_THREAD;
+
+	(void)state;
+	e.fk[0] = fake_open(M_DELAY);
+	e.fk[0]->delay_ms = 300;
+	fake_run(e.fk[0]);
+	port = e.fk[0]->port;
+	env_init(&e, &port, 1, 2000, 0, "www.example.test");
+	for (int i = 0; i < CONC_THREADS; i++)
+		assert_int_equal(pthread_create(&t[i], NULL, resolve_thread, &e), 0);
+	for (int i = 0; i < CONC_THREADS; i++) {
+		void *rv;
+
+		pthread_join(t[i], &rv);
+		assert_null(rv);
+	}
+	assert_int_equal(box_wait(&e.box, n), n);
+	for (int i = 0; i < n; i++) {
+		assert_int_equal(e.box.status[i], 0);
+		assert_true(e.box.had_answer[i]);
+	}
+	assert_ip(&e.box.first.a, IP_GOOD);
+	assert_int_equal(fake_count(e.fk[0], CNT_UDP), 1);
+	ndc_forwarder_stats(e.fwd, &st);
+	assert_int_equal(st.queries, 1);
+	assert_int_equal(st.coalesced, n - 1);
+	/* No extra callbacks later. */
+	usleep(50000);
+	assert_int_equal(e.box.n, n);
+	env_free(&e);
+}
+
+static void test_no_upstreams(void **state)
+{
+	struct env e = {0};
+
+	(void)state;
+	env_init(&e, NULL, 0, 100, 0, "www.example.test");
+	assert_int_equal(resolve(&e, NDC_T_A), -ENOTCONN);
+	usleep(20000);
+	assert_int_equal(e.box.n, 0);
+	env_free(&e);
+}
+
+static void test_free_in_flight(void **state)
+{
+	struct env e = {0};
+	uint16_t port;
+	uint64_t t0;
+
+	(void)state;
+	e.fk[0] = fake_start(M_SILENT);
+	port = e.fk[0]->port;
+	env_init(&e, &port, 1, 10000, 2, "www.example.test");
+	assert_int_equal(resolve(&e, NDC_T_A), 0);
+	assert_int_equal(resolve(&e, NDC_T_AAAA), 0);
+	/* max_inflight 2: a third distinct request is refused, joining one is not. */
+	assert_int_equal(resolve(&e, NDC_T_TXT), -EBUSY);
+	assert_int_equal(resolve(&e, NDC_T_A), 0);
+	/* Let the thread send them before tearing down. */
+	for (int i = 0; i < 100 && fake_count(e.fk[0], CNT_UDP) < 2; i++)
+		usleep(10000);
+	assert_int_equal(fake_count(e.fk[0], CNT_UDP), 2);
+	assert_int_equal(e.box.n, 0);
+	t0 = ndc_now_ms();
+	ndc_forwarder_free(e.fwd);
+	e.fwd = NULL;
+	assert_true(ndc_now_ms() - t0 < 1000);
+	assert_int_equal(e.box.n, 3);
+	for (int i = 0; i < 3; i++) {
+		assert_int_equal(e.box.status[i], -ECANCELED);
+		assert_false(e.box.had_answer[i]);
+	}
+	env_free(&e);
+}
+
+/* A callback may resolve again from the forwarder thread, even the same key. */
+struct chain {
+	struct env *e;
+	int calls;
+	int second_status;
+};
+
+static void chain_done(void *arg, const struct ndc_fwd_result *res)
+{
+	struct chain *c = arg;
+
+	if (c->calls++ == 0) {
+		c->second_status = ndc_forwarder_resolve(c->e->fwd, c->e->name, c->e->nlen, NDC_T_A,
+							 NDC_C_IN, on_done, &c->e->box);
+		return;
+	}
+	(void)res;
+}
+
+static void test_resolve_from_callback(void **state)
+{
+	struct env e = {0};
+	struct chain c = {.e = &e};
+	uint16_t port;
+
+	(void)state;
+	e.fk[0] = fake_start(M_ANSWER);
+	port = e.fk[0]->port;
+	env_init(&e, &port, 1, 1000, 0, "www.example.test");
+	assert_int_equal(
+	    ndc_forwarder_resolve(e.fwd, e.name, e.nlen, NDC_T_A, NDC_C_IN, chain_done, &c), 0);
+	assert_int_equal(box_wait(&e.box, 1), 1);
+	assert_int_equal(c.calls, 1);
+	assert_int_equal(c.second_status, 0);
+	assert_int_equal(e.box.status[0], 0);
+	assert_int_equal(fake_count(e.fk[0], CNT_UDP), 2);
+	env_free(&e);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+	    cmocka_unit_test(test_simple_answer),
+	    cmocka_unit_test(test_nxdomain_soa_cached),
+	    cmocka_unit_test(test_nodata_soa_cached),
+	    cmocka_unit_test(test_nxdomain_no_soa_not_cached),
+	    cmocka_unit_test(test_wrong_id_ignored),
+	    cmocka_unit_test(test_other_question_ignored),
+	    cmocka_unit_test(test_case_not_echoed),
+	    cmocka_unit_test(test_tc_tcp_retry),
+	    cmocka_unit_test(test_timeout_then_second),
+	    cmocka_unit_test(test_refused_then_second),
+	    cmocka_unit_test(test_servfail_then_second),
+	    cmocka_unit_test(test_all_dead_stale),
+	    cmocka_unit_test(test_all_dead_no_stale),
+	    cmocka_unit_test(test_coalesce),
+	    cmocka_unit_test(test_no_upstreams),
+	    cmocka_unit_test(test_free_in_flight),
+	    cmocka_unit_test(test_resolve_from_callback),
+	};
+
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
