@@ -1,1 +1,1193 @@
-/* placeholder: being written */
+// SPDX-License-Identifier: MIT
+/*
+ * Socket server. Threading model: each worker thread owns an epoll instance, one UDP socket and
+ * one TCP listener per listen address (all SO_REUSEPORT, so the kernel spreads datagrams and
+ * connections by flow hash), its TCP connections and a completion queue fed by other threads.
+ * Nothing on the query path is shared between workers except the relaxed stats counters, which
+ * are per worker too.
+ *
+ * Detained queries reach back to their worker through a small refcounted hub, not through the
+ * server itself: ndc_server_complete may run after ndc_server_stop (a caller bug, but one that
+ * must not turn into a use-after-free), and then finds the hub marked dead and drops the answer.
+ */
+#include <arpa/inet.h>
+#include <errno.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <sys/eventfd.h>
+#include <sys/socket.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <ndc/log.h>
+
+#include "k8s_objects.h"
+#include "server.h"
+
+/*
+ * Per-datagram buffer, query and reply alike. Replies over UDP are bounded by the client's EDNS
+ * size (1232 by DNS Flag Day 2020, at most 4096 in practice) or 512 without EDNS, so the handler
+ * gets cap 4096; longer queries (MSG_TRUNC) are dropped: a DNS query is one question plus OPT.
+ */
+#define NDC_UDP_SLOT 4096
+#define NDC_TCP_MSG_MAX 65535 /* RFC 1035 4.2.2: the length prefix is 16 bits */
+/* A TCP query longer than this closes the connection: no real query comes near it. */
+#define NDC_TCP_QUERY_MAX 4096
+/* Room for one whole maximal query plus the start of the next one after compaction. */
+#define NDC_TCP_RBUF (2 * (2 + NDC_TCP_QUERY_MAX))
+/* Unsent reply bytes above which a connection's pipelined queries wait (client not reading). */
+#define NDC_TCP_WBUF_HIGH (64 * 1024)
+#define NDC_TCP_IDLE_DEFAULT_MS 10000 /* RFC 7766 6.2.3: "on the order of seconds" */
+#define NDC_TCP_MAX_CONNS_DEFAULT 1024
+/* Outstanding detained replies keep a connection past its idle timeout by at most this much. */
+#define NDC_TCP_PENDING_GRACE_MS 30000
+#define NDC_UDP_SOCKBUF (4 << 20)
+#define NDC_UDP_BATCHES 8 /* recvmmsg rounds per wakeup while batches come back full */
+#define NDC_EVENTS 64
+#define NDC_ACCEPT_BATCH 16
+#define NDC_BIND_TRIES 8 /* fresh ephemeral ports to try when TCP cannot take UDP's port */
+#define NDC_MAX_WORKERS 1024
+
+enum sock_kind { SK_EVENT, SK_UDP, SK_LISTEN, SK_CONN };
+
+/* What an epoll event points at; first member of struct conn. */
+struct sock {
+	int kind;
+	int fd;
+};
+
+struct stats {
+	uint64_t udp_queries, tcp_queries, tcp_conns, replies, drops, pending;
+};
+
+#define stat_add(st, field, n) __atomic_fetch_add(&(st)->field, (n), __ATOMIC_RELAXED)
+
+struct conn {
+	struct sock s;
+	struct conn *prev, *next; /* activity order, oldest first; next also links the dead list */
+	uint64_t last_active;	  /* ms: accept, complete query, reply bytes written */
+	uint32_t slot;
+	uint32_t n_pending; /* detained queries not yet completed */
+	uint32_t events;    /* what is registered with epoll */
+	bool closed;
+	bool eof;    /* client half-closed: finish what is owed, then close */
+	bool paused; /* too many reply bytes unsent: leave queries in rbuf */
+	size_t rlen;
+	uint8_t *wbuf;
+	size_t woff, wlen, wcap;
+	uint8_t rbuf[NDC_TCP_RBUF];
+};
+
+/* A completion names its connection by slot and generation, never by pointer: the conn may be
+ * freed and its memory reused before the answer comes back. */
+struct slot {
+	struct conn *c;
+	uint64_t gen;
+};
+
+struct hub {
+	pthread_rwlock_t lock; /* read: a completion in flight; write: stop marking dead */
+	unsigned long refs;    /* the server's plus one per detained query */
+	bool dead;
+	struct ndc_server *srv;
+};
+
+struct worker {
+	struct ndc_server *srv;
+	unsigned id;
+	bool started;
+	pthread_t thread;
+	int epfd;
+	struct sock ev; /* eventfd: stop and completions */
+	struct sock *udp, *lis;
+
+	struct slot *slots;
+	uint32_t *free_slots;
+	uint32_t n_free, n_conns;
+	struct conn *oldest, *newest, *dead;
+
+	pthread_mutex_t qlock;
+	struct ndc_pending *qhead, *qtail;
+
+	struct stats st;
+
+	struct mmsghdr rx[NDC_SERVER_BATCH], tx[NDC_SERVER_BATCH];
+	struct iovec rx_iov[NDC_SERVER_BATCH], tx_iov[NDC_SERVER_BATCH];
+	struct sockaddr_storage peer[NDC_SERVER_BATCH];
+	uint8_t rx_buf[NDC_SERVER_BATCH][NDC_UDP_SLOT];
+	uint8_t tx_buf[NDC_SERVER_BATCH][NDC_UDP_SLOT];
+	uint8_t tcp_out[2 + NDC_TCP_MSG_MAX];
+};
+
+struct ndc_server {
+	ndc_server_handler handler;
+	void *ctx;
+	struct hub *hub;
+	struct ndc_ip *addrs;
+	size_t n_addrs;
+	uint16_t port;
+	unsigned n_workers;
+	uint32_t idle_ms, max_conns;
+	bool stopping;
+	struct worker **workers;
+	struct stats st; /* UDP completions, sent from the completing thread */
+};
+
+struct ndc_server_req {
+	struct worker *w;
+	struct conn *c; /* NULL for UDP */
+	int fd;
+	socklen_t peer_len;
+	const struct sockaddr_storage *peer;
+};
+
+struct ndc_pending {
+	struct ndc_pending *next;
+	struct hub *hub;
+	bool tcp;
+	/* UDP: answered straight from the completing thread on the worker's socket */
+	int fd;
+	socklen_t peer_len;
+	struct sockaddr_storage peer;
+	/* TCP: handed to the worker */
+	unsigned worker;
+	uint32_t slot;
+	uint64_t gen;
+	size_t len;
+	uint8_t frame[]; /* length prefix and message */
+};
+
+static uint64_t now_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
+}
+
+static void hub_unref(struct hub *h)
+{
+	if (__atomic_sub_fetch(&h->refs, 1, __ATOMIC_ACQ_REL) == 0) {
+		pthread_rwlock_destroy(&h->lock);
+		free(h);
+	}
+}
+
+static void free_pending(struct ndc_pending *p)
+{
+	struct hub *h = p->hub;
+
+	free(p);
+	hub_unref(h);
+}
+
+/* ---- TCP connections ---- */
+
+static size_t unsent(const struct conn *c)
+{
+	return c->wlen - c->woff;
+}
+
+static void lru_unlink(struct worker *w, struct conn *c)
+{
+	if (c->prev)
+		c->prev->next = c->next;
+	else
+		w->oldest = c->next;
+	if (c->next)
+		c->next->prev = c->prev;
+	else
+		w->newest = c->prev;
+	c->prev = c->next = NULL;
+}
+
+static void lru_append(struct worker *w, struct conn *c)
+{
+	c->prev = w->newest;
+	c->next = NULL;
+	if (w->newest)
+		w->newest->next = c;
+	else
+		w->oldest = c;
+	w->newest = c;
+}
+
+static void touch(struct worker *w, struct conn *c, uint64_t now)
+{
+	c->last_active = now;
+	if (w->newest != c) {
+		lru_unlink(w, c);
+		lru_append(w, c);
+	}
+}
+
+/* The memory stays until reap(): later events of the same epoll batch may still point at it. */
+static void conn_close(struct worker *w, struct conn *c)
+{
+	if (c->closed)
+		return;
+	c->closed = true;
+	close(c->s.fd);
+	w->slots[c->slot].c = NULL;
+	w->free_slots[w->n_free++] = c->slot;
+	lru_unlink(w, c);
+	w->n_conns--;
+	c->next = w->dead;
+	w->dead = c;
+}
+
+static void reap(struct worker *w)
+{
+	while (w->dead) {
+		struct conn *c = w->dead;
+
+		w->dead = c->next;
+		free(c->wbuf);
+		free(c);
+	}
+}
+
+static void conn_update(struct worker *w, struct conn *c)
+{
+	uint32_t want = (c->paused || c->eof ? 0 : EPOLLIN) | (unsent(c) ? EPOLLOUT : 0);
+	struct epoll_event ev = {.events = want, .data.ptr = c};
+
+	if (want == c->events)
+		return;
+	if (epoll_ctl(w->epfd, EPOLL_CTL_MOD, c->s.fd, &ev) < 0) {
+		conn_close(w, c);
+		return;
+	}
+	c->events = want;
+}
+
+/* A half-closed connection goes once every answer it is owed has been written. */
+static void conn_check_done(struct worker *w, struct conn *c)
+{
+	if (!c->closed && c->eof && !c->n_pending && !unsent(c))
+		conn_close(w, c);
+}
+
+static int buffer_append(struct conn *c, const uint8_t *data, size_t len)
+{
+	if (c->woff && c->woff == c->wlen)
+		c->woff = c->wlen = 0;
+	if (c->wlen + len > c->wcap) {
+		size_t cap = c->wcap ? c->wcap : 4096;
+		uint8_t *b;
+
+		if (c->woff) {
+			memmove(c->wbuf, c->wbuf + c->woff, unsent(c));
+			c->wlen -= c->woff;
+			c->woff = 0;
+		}
+		while (cap < c->wlen + len)
+			cap *= 2;
+		if (cap != c->wcap) {
+			b = realloc(c->wbuf, cap);
+			if (!b)
+				return -ENOMEM;
+			c->wbuf = b;
+			c->wcap = cap;
+		}
+	}
+	memcpy(c->wbuf + c->wlen, data, len);
+	c->wlen += len;
+	return 0;
+}
+
+/* Writes a framed message, buffering what the socket does not take. Closes c on failure. */
+static void conn_send(struct worker *w, struct conn *c, const uint8_t *frame, size_t len,
+		      uint64_t now)
+{
+	if (!unsent(c)) {
+		ssize_t r = send(c->s.fd, frame, len, MSG_DONTWAIT | MSG_NOSIGNAL);
+
+		if (r < 0) {
+			if (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)
+				goto fail;
+			r = 0;
+		}
+		if (r > 0)
+			touch(w, c, now);
+		frame += r;
+		len -= (size_t)r;
+		if (!len)
+			return;
+	}
+	if (buffer_append(c, frame, len) < 0)
+		goto fail;
+	conn_update(w, c);
+	return;
+
+fail:
+	stat_add(&w->st, drops, 1);
+	conn_close(w, c);
+}
+
+static void tcp_query(struct worker *w, struct conn *c, const uint8_t *msg, size_t len,
+		      uint64_t now)
+{
+	struct ndc_server *s = w->srv;
+	struct ndc_server_req req = {.w = w, .c = c, .fd = c->s.fd};
+	size_t out_len = 0;
+
+	stat_add(&w->st, tcp_queries, 1);
+	touch(w, c, now);
+	switch (s->handler(s->ctx, &req, msg, len, w->tcp_out + 2, NDC_TCP_MSG_MAX, &out_len)) {
+	case NDC_SEND:
+		if (!out_len || out_len > NDC_TCP_MSG_MAX)
+			break;
+		w->tcp_out[0] = (uint8_t)(out_len >> 8);
+		w->tcp_out[1] = (uint8_t)out_len;
+		stat_add(&w->st, replies, 1);
+		conn_send(w, c, w->tcp_out, out_len + 2, now);
+		return;
+	case NDC_PENDING:
+		stat_add(&w->st, pending, 1);
+		return;
+	case NDC_DROP:
+		break;
+	}
+	stat_add(&w->st, drops, 1);
+}
+
+/*
+ * RFC 7766 6.2.1.1: pipelined queries are handled in arrival order; the answers to synchronous
+ * ones go out at once, detained ones whenever they complete (6.2.1.2 allows that order).
+ */
+static void conn_process(struct worker *w, struct conn *c, uint64_t now)
+{
+	size_t off = 0;
+
+	while (!c->closed && !c->paused && c->rlen - off >= 2) {
+		size_t n = (size_t)c->rbuf[off] << 8 | c->rbuf[off + 1];
+
+		/* Length 0 or beyond any query: not a DNS client, or out of sync. */
+		if (!n || n > NDC_TCP_QUERY_MAX) {
+			conn_close(w, c);
+			return;
+		}
+		if (c->rlen - off < 2 + n)
+			break;
+		tcp_query(w, c, c->rbuf + off + 2, n, now);
+		off += 2 + n;
+		if (unsent(c) > NDC_TCP_WBUF_HIGH)
+			c->paused = true;
+	}
+	if (c->closed)
+		return;
+	if (off) {
+		memmove(c->rbuf, c->rbuf + off, c->rlen - off);
+		c->rlen -= off;
+	}
+	conn_update(w, c);
+	conn_check_done(w, c);
+}
+
+static void conn_flush(struct worker *w, struct conn *c, uint64_t now)
+{
+	ssize_t r = send(c->s.fd, c->wbuf + c->woff, unsent(c), MSG_DONTWAIT | MSG_NOSIGNAL);
+
+	if (r < 0) {
+		if (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)
+			return;
+		conn_close(w, c);
+		return;
+	}
+	if (r > 0)
+		touch(w, c, now);
+	c->woff += (size_t)r;
+	if (c->woff == c->wlen)
+		c->woff = c->wlen = 0;
+	if (c->paused && unsent(c) <= NDC_TCP_WBUF_HIGH) {
+		c->paused = false;
+		conn_process(w, c, now);
+		return;
+	}
+	conn_update(w, c);
+	conn_check_done(w, c);
+}
+
+static void conn_read(struct worker *w, struct conn *c, uint64_t now)
+{
+	ssize_t r = recv(c->s.fd, c->rbuf + c->rlen, sizeof(c->rbuf) - c->rlen, MSG_DONTWAIT);
+
+	if (r < 0) {
+		if (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)
+			conn_close(w, c);
+		return;
+	}
+	if (r == 0)
+		c->eof = true;
+	c->rlen += (size_t)r;
+	conn_process(w, c, now);
+}
+
+static void conn_event(struct worker *w, struct conn *c, uint32_t events, uint64_t now)
+{
+	if (c->closed)
+		return;
+	/* HUP: both directions are gone (RST, or shut down both ways): nothing can be delivered. */
+	if (events & (EPOLLERR | EPOLLHUP)) {
+		conn_close(w, c);
+		return;
+	}
+	if (events & EPOLLOUT)
+		conn_flush(w, c, now);
+	if (!c->closed && (events & EPOLLIN) && !c->paused && !c->eof)
+		conn_read(w, c, now);
+}
+
+/*
+ * When full, the least recently active connection without detained replies makes room; when
+ * every connection waits for one, the newcomer is refused.
+ */
+static bool evict_one(struct worker *w)
+{
+	for (struct conn *c = w->oldest; c; c = c->next) {
+		if (!c->n_pending) {
+			conn_close(w, c);
+			return true;
+		}
+	}
+	return false;
+}
+
+static void tcp_accept(struct worker *w, struct sock *lis, uint64_t now)
+{
+	static const int one = 1;
+
+	for (int i = 0; i < NDC_ACCEPT_BATCH; i++) {
+		int fd = accept4(lis->fd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
+		struct epoll_event ev = {.events = EPOLLIN};
+		struct conn *c;
+		uint32_t slot;
+
+		if (fd < 0) {
+			if (errno == ECONNABORTED || errno == EINTR)
+				continue;
+			return;
+		}
+		if (w->n_conns >= w->srv->max_conns && !evict_one(w))
+			goto refuse;
+		c = malloc(sizeof(*c));
+		if (!c)
+			goto refuse;
+		memset(c, 0, offsetof(struct conn, rbuf));
+		c->s.kind = SK_CONN;
+		c->s.fd = fd;
+		c->events = EPOLLIN;
+		/* Replies are written whole; Nagle would hold a pipelined second one for an ACK. */
+		setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+		ev.data.ptr = c;
+		if (epoll_ctl(w->epfd, EPOLL_CTL_ADD, fd, &ev) < 0) {
+			free(c);
+			goto refuse;
+		}
+		slot = w->free_slots[--w->n_free];
+		c->slot = slot;
+		w->slots[slot].c = c;
+		w->slots[slot].gen++;
+		c->last_active = now;
+		lru_append(w, c);
+		w->n_conns++;
+		stat_add(&w->st, tcp_conns, 1);
+		continue;
+	refuse:
+		close(fd);
+	}
+}
+
+/* Closes idle connections; returns the epoll timeout until the next one is due. */
+static int sweep(struct worker *w, uint64_t now)
+{
+	uint64_t next = UINT64_MAX;
+	struct conn *c, *nx;
+
+	for (c = w->oldest; c; c = nx) {
+		uint64_t due = c->last_active + w->srv->idle_ms;
+
+		nx = c->next;
+		if (now < due) {
+			if (due < next)
+				next = due;
+			break;
+		}
+		if (c->n_pending && now < due + NDC_TCP_PENDING_GRACE_MS) {
+			if (due + NDC_TCP_PENDING_GRACE_MS < next)
+				next = due + NDC_TCP_PENDING_GRACE_MS;
+			continue;
+		}
+		conn_close(w, c);
+	}
+	if (next == UINT64_MAX)
+		return -1;
+	return next - now > INT32_MAX ? INT32_MAX : (int)(next - now);
+}
+
+/* ---- completions ---- */
+
+static void tcp_completion(struct worker *w, struct ndc_pending *p, uint64_t now)
+{
+	struct slot *sl = &w->slots[p->slot];
+	struct conn *c = sl->c;
+
+	if (!c || sl->gen != p->gen) {
+		/* The connection closed (and its slot may serve another one by now). */
+		stat_add(&w->st, drops, 1);
+		return;
+	}
+	c->n_pending--;
+	if (p->len) {
+		stat_add(&w->st, replies, 1);
+		conn_send(w, c, p->frame, p->len, now);
+	} else {
+		stat_add(&w->st, drops, 1);
+	}
+	conn_check_done(w, c);
+}
+
+/* Returns true when the server is stopping. */
+static bool event_ready(struct worker *w, uint64_t now)
+{
+	struct ndc_pending *p, *next;
+	uint64_t v;
+
+	if (read(w->ev.fd, &v, sizeof(v)) < 0 && errno != EAGAIN)
+		return false;
+	if (__atomic_load_n(&w->srv->stopping, __ATOMIC_ACQUIRE))
+		return true;
+	pthread_mutex_lock(&w->qlock);
+	p = w->qhead;
+	w->qhead = w->qtail = NULL;
+	pthread_mutex_unlock(&w->qlock);
+	for (; p; p = next) {
+		next = p->next;
+		tcp_completion(w, p, now);
+		free_pending(p);
+	}
+	return false;
+}
+
+/* ---- UDP ---- */
+
+static void udp_ready(struct worker *w, struct sock *sk)
+{
+	struct ndc_server *s = w->srv;
+
+	for (int round = 0; round < NDC_UDP_BATCHES; round++) {
+		unsigned n_tx = 0, n_drop = 0, n_pending = 0, sent = 0;
+		int n;
+
+		for (int i = 0; i < NDC_SERVER_BATCH; i++)
+			w->rx[i].msg_hdr.msg_namelen = sizeof(w->peer[i]);
+		n = recvmmsg(sk->fd, w->rx, NDC_SERVER_BATCH, MSG_DONTWAIT, NULL);
+		if (n <= 0)
+			return;
+		for (int i = 0; i < n; i++) {
+			struct msghdr *h = &w->rx[i].msg_hdr;
+			struct ndc_server_req req = {
+			    .w = w, .fd = sk->fd, .peer_len = h->msg_namelen, .peer = &w->peer[i]};
+			size_t out_len = 0;
+			enum ndc_verdict v;
+
+			if (h->msg_flags & MSG_TRUNC) {
+				n_drop++;
+				continue;
+			}
+			v = s->handler(s->ctx, &req, w->rx_buf[i], w->rx[i].msg_len, w->tx_buf[i],
+				       NDC_UDP_SLOT, &out_len);
+			if (v == NDC_PENDING) {
+				n_pending++;
+				continue;
+			}
+			if (v != NDC_SEND || !out_len || out_len > NDC_UDP_SLOT) {
+				n_drop++;
+				continue;
+			}
+			w->tx_iov[n_tx].iov_base = w->tx_buf[i];
+			w->tx_iov[n_tx].iov_len = out_len;
+			w->tx[n_tx].msg_hdr.msg_name = &w->peer[i];
+			w->tx[n_tx].msg_hdr.msg_namelen = h->msg_namelen;
+			n_tx++;
+		}
+		/* sendmmsg stops at the first failing message (say, a client port of 0): skip it.
+		 */
+		while (sent < n_tx) {
+			int r = sendmmsg(sk->fd, w->tx + sent, n_tx - sent, MSG_DONTWAIT);
+
+			if (r <= 0) {
+				if (r < 0 && errno == EINTR)
+					continue;
+				n_drop++;
+				sent++;
+				continue;
+			}
+			stat_add(&w->st, replies, (unsigned)r);
+			sent += (unsigned)r;
+		}
+		stat_add(&w->st, udp_queries, (unsigned)n);
+		if (n_drop)
+			stat_add(&w->st, drops, n_drop);
+		if (n_pending)
+			stat_add(&w->st, pending, n_pending);
+		if (n < NDC_SERVER_BATCH)
+			return;
+	}
+}
+
+static void *worker_main(void *arg)
+{
+	struct worker *w = arg;
+	struct epoll_event evs[NDC_EVENTS];
+	int timeout = -1;
+	bool stop = false;
+
+	while (!stop) {
+		int n = epoll_wait(w->epfd, evs, NDC_EVENTS, timeout);
+		uint64_t now = now_ms();
+
+		for (int i = 0; i < n; i++) {
+			struct sock *sk = evs[i].data.ptr;
+
+			switch (sk->kind) {
+			case SK_EVENT:
+				stop |= event_ready(w, now);
+				break;
+			case SK_UDP:
+				udp_ready(w, sk);
+				break;
+			case SK_LISTEN:
+				tcp_accept(w, sk, now);
+				break;
+			case SK_CONN:
+				conn_event(w, (struct conn *)sk, evs[i].events, now);
+				break;
+			}
+		}
+		timeout = sweep(w, now);
+		reap(w);
+	}
+	return NULL;
+}
+
+/* ---- setup ---- */
+
+static socklen_t make_sockaddr(const struct ndc_ip *ip, uint16_t port, struct sockaddr_storage *ss)
+{
+	memset(ss, 0, sizeof(*ss));
+	if (ip->family == AF_INET) {
+		struct sockaddr_in *sin = (struct sockaddr_in *)ss;
+
+		sin->sin_family = AF_INET;
+		sin->sin_port = htons(port);
+		memcpy(&sin->sin_addr, ip->addr, 4);
+		return sizeof(*sin);
+	}
+	struct sockaddr_in6 *sin6 = (struct sockaddr_in6 *)ss;
+
+	sin6->sin6_family = AF_INET6;
+	sin6->sin6_port = htons(port);
+	memcpy(&sin6->sin6_addr, ip->addr, 16);
+	return sizeof(*sin6);
+}
+
+/* Best effort: FORCE passes net.core.rmem_max/wmem_max with CAP_NET_ADMIN. */
+static void grow_buffers(int fd)
+{
+	int size = NDC_UDP_SOCKBUF;
+
+	if (setsockopt(fd, SOL_SOCKET, SO_RCVBUFFORCE, &size, sizeof(size)) < 0)
+		setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &size, sizeof(size));
+	if (setsockopt(fd, SOL_SOCKET, SO_SNDBUFFORCE, &size, sizeof(size)) < 0)
+		setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &size, sizeof(size));
+}
+
+/* Returns the fd or -errno, with *ret_step naming the call that failed. */
+static int open_socket(const struct ndc_ip *ip, uint16_t port, int type, const char **ret_step)
+{
+	static const int one = 1;
+	struct sockaddr_storage ss;
+	socklen_t len = make_sockaddr(ip, port, &ss);
+	int fd, err;
+
+	*ret_step = "socket";
+	fd = socket(ip->family, type | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+	if (fd < 0)
+		return -errno;
+	*ret_step = "setsockopt";
+	if (setsockopt(fd, SOL_SOCKET, SO_REUSEPORT, &one, sizeof(one)) < 0)
+		goto fail;
+	/* Without V6ONLY a v6 socket on :: would also take v4; keep each family to its socket. */
+	if (ip->family == AF_INET6 &&
+	    setsockopt(fd, IPPROTO_IPV6, IPV6_V6ONLY, &one, sizeof(one)) < 0)
+		goto fail;
+	/* TCP keeps kernel autotuning (a fixed SO_RCVBUF turns it off); UDP gets room for bursts.
+	 */
+	if (type == SOCK_DGRAM)
+		grow_buffers(fd);
+	else if (setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one)) < 0)
+		goto fail;
+	*ret_step = "bind";
+	if (bind(fd, (struct sockaddr *)&ss, len) < 0)
+		goto fail;
+	*ret_step = "listen";
+	if (type == SOCK_STREAM && listen(fd, SOMAXCONN) < 0)
+		goto fail;
+	return fd;
+
+fail:
+	err = -errno;
+	close(fd);
+	return err;
+}
+
+static int bound_port(int fd, uint16_t *ret_port)
+{
+	struct sockaddr_storage ss;
+	socklen_t len = sizeof(ss);
+
+	if (getsockname(fd, (struct sockaddr *)&ss, &len) < 0)
+		return -errno;
+	if (ss.ss_family == AF_INET)
+		*ret_port = ntohs(((struct sockaddr_in *)&ss)->sin_port);
+	else
+		*ret_port = ntohs(((struct sockaddr_in6 *)&ss)->sin6_port);
+	return 0;
+}
+
+static void close_sockets(struct ndc_server *s)
+{
+	for (unsigned i = 0; i < s->n_workers; i++) {
+		struct worker *w = s->workers[i];
+
+		for (size_t a = 0; a < s->n_addrs; a++) {
+			if (w->udp[a].fd >= 0)
+				close(w->udp[a].fd);
+			if (w->lis[a].fd >= 0)
+				close(w->lis[a].fd);
+			w->udp[a].fd = w->lis[a].fd = -1;
+		}
+	}
+}
+
+/*
+ * Every worker binds its own sockets on the same port. With port 0 the first UDP bind picks it;
+ * when TCP (or another address) cannot have that port, everything starts over on a new one.
+ */
+static int bind_all(struct ndc_server *s, uint16_t want)
+{
+	char addr[INET6_ADDRSTRLEN] = "?";
+	const struct ndc_ip *ip = NULL;
+	const char *step = NULL;
+	int type = SOCK_DGRAM;
+	uint16_t port = want;
+	int fd, err = 0;
+
+	for (int attempt = 0; attempt < NDC_BIND_TRIES; attempt++) {
+		port = want;
+		for (unsigned i = 0; i < s->n_workers; i++) {
+			struct worker *w = s->workers[i];
+
+			for (size_t a = 0; a < s->n_addrs; a++) {
+				ip = &s->addrs[a];
+				type = SOCK_DGRAM;
+				fd = open_socket(ip, port, type, &step);
+				if (fd < 0)
+					goto next;
+				w->udp[a].fd = fd;
+				step = "getsockname";
+				if (!port && (fd = bound_port(fd, &port)) < 0)
+					goto next;
+				type = SOCK_STREAM;
+				fd = open_socket(ip, port, type, &step);
+				if (fd < 0)
+					goto next;
+				w->lis[a].fd = fd;
+			}
+		}
+		s->port = port;
+		return 0;
+	next:
+		err = fd;
+		close_sockets(s);
+		if (err != -EADDRINUSE || want)
+			break;
+	}
+	inet_ntop(ip->family, ip->addr, addr, sizeof(addr));
+	ndc_err("server: %s %s port %u (%s): %s", step, addr, port,
+		type == SOCK_DGRAM ? "udp" : "tcp", strerror(-err));
+	return err;
+}
+
+static void worker_free(struct worker *w, size_t n_addrs)
+{
+	struct ndc_pending *p, *next;
+
+	if (!w)
+		return;
+	while (w->oldest)
+		conn_close(w, w->oldest);
+	reap(w);
+	for (p = w->qhead; p; p = next) {
+		next = p->next;
+		free_pending(p);
+	}
+	for (size_t a = 0; w->udp && a < n_addrs; a++) {
+		if (w->udp[a].fd >= 0)
+			close(w->udp[a].fd);
+		if (w->lis[a].fd >= 0)
+			close(w->lis[a].fd);
+	}
+	if (w->ev.fd >= 0)
+		close(w->ev.fd);
+	if (w->epfd >= 0)
+		close(w->epfd);
+	pthread_mutex_destroy(&w->qlock);
+	free(w->udp);
+	free(w->lis);
+	free(w->slots);
+	free(w->free_slots);
+	free(w);
+}
+
+static int worker_new(struct ndc_server *s, unsigned id, struct worker **ret)
+{
+	struct epoll_event ev = {.events = EPOLLIN};
+	struct worker *w;
+	int err = -ENOMEM;
+
+	w = calloc(1, sizeof(*w));
+	if (!w)
+		return -ENOMEM;
+	w->srv = s;
+	w->id = id;
+	w->epfd = w->ev.fd = -1;
+	w->ev.kind = SK_EVENT;
+	pthread_mutex_init(&w->qlock, NULL);
+	w->udp = malloc(s->n_addrs * sizeof(*w->udp));
+	w->lis = malloc(s->n_addrs * sizeof(*w->lis));
+	if (!w->udp || !w->lis) {
+		free(w->udp);
+		free(w->lis);
+		w->udp = w->lis = NULL;
+		goto fail;
+	}
+	for (size_t a = 0; a < s->n_addrs; a++) {
+		w->udp[a] = (struct sock){.kind = SK_UDP, .fd = -1};
+		w->lis[a] = (struct sock){.kind = SK_LISTEN, .fd = -1};
+	}
+	w->slots = calloc(s->max_conns, sizeof(*w->slots));
+	w->free_slots = calloc(s->max_conns, sizeof(*w->free_slots));
+	if (!w->slots || !w->free_slots)
+		goto fail;
+	/* Lowest slots first: a reused slot is the common case the generation check is for. */
+	for (uint32_t i = 0; i < s->max_conns; i++)
+		w->free_slots[i] = s->max_conns - 1 - i;
+	w->n_free = s->max_conns;
+	for (int i = 0; i < NDC_SERVER_BATCH; i++) {
+		w->rx_iov[i] = (struct iovec){.iov_base = w->rx_buf[i], .iov_len = NDC_UDP_SLOT};
+		w->rx[i].msg_hdr.msg_name = &w->peer[i];
+		w->rx[i].msg_hdr.msg_iov = &w->rx_iov[i];
+		w->rx[i].msg_hdr.msg_iovlen = 1;
+		w->tx[i].msg_hdr.msg_iov = &w->tx_iov[i];
+		w->tx[i].msg_hdr.msg_iovlen = 1;
+	}
+	w->epfd = epoll_create1(EPOLL_CLOEXEC);
+	if (w->epfd < 0)
+		goto fail_errno;
+	w->ev.fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+	if (w->ev.fd < 0)
+		goto fail_errno;
+	ev.data.ptr = &w->ev;
+	if (epoll_ctl(w->epfd, EPOLL_CTL_ADD, w->ev.fd, &ev) < 0)
+		goto fail_errno;
+	*ret = w;
+	return 0;
+
+fail_errno:
+	err = -errno;
+fail:
+	worker_free(w, s->n_addrs);
+	return err;
+}
+
+static int watch_sockets(struct worker *w, size_t n_addrs)
+{
+	for (size_t a = 0; a < n_addrs; a++) {
+		struct epoll_event u = {.events = EPOLLIN, .data.ptr = &w->udp[a]};
+		struct epoll_event l = {.events = EPOLLIN, .data.ptr = &w->lis[a]};
+
+		if (epoll_ctl(w->epfd, EPOLL_CTL_ADD, w->udp[a].fd, &u) < 0 ||
+		    epoll_ctl(w->epfd, EPOLL_CTL_ADD, w->lis[a].fd, &l) < 0)
+			return -errno;
+	}
+	return 0;
+}
+
+static void server_free(struct ndc_server *s)
+{
+	/* From here on completions drop their answer instead of touching workers or sockets. */
+	if (s->hub) {
+		pthread_rwlock_wrlock(&s->hub->lock);
+		s->hub->dead = true;
+		pthread_rwlock_unlock(&s->hub->lock);
+	}
+	__atomic_store_n(&s->stopping, true, __ATOMIC_RELEASE);
+	for (unsigned i = 0; s->workers && i < s->n_workers; i++) {
+		struct worker *w = s->workers[i];
+		uint64_t one = 1;
+
+		if (w && w->started && write(w->ev.fd, &one, sizeof(one)) < 0)
+			ndc_err("server: waking worker %u: %s", i, strerror(errno));
+	}
+	for (unsigned i = 0; s->workers && i < s->n_workers; i++) {
+		if (s->workers[i] && s->workers[i]->started)
+			pthread_join(s->workers[i]->thread, NULL);
+		worker_free(s->workers[i], s->n_addrs);
+	}
+	free(s->workers);
+	free(s->addrs);
+	if (s->hub)
+		hub_unref(s->hub);
+	free(s);
+}
+
+static int hub_new(struct ndc_server *s)
+{
+	pthread_rwlockattr_t attr;
+	struct hub *h = calloc(1, sizeof(*h));
+
+	if (!h)
+		return -ENOMEM;
+	/* Completions keep coming under load; stop must not starve behind them. */
+	pthread_rwlockattr_init(&attr);
+	pthread_rwlockattr_setkind_np(&attr, PTHREAD_RWLOCK_PREFER_WRITER_NONRECURSIVE_NP);
+	pthread_rwlock_init(&h->lock, &attr);
+	pthread_rwlockattr_destroy(&attr);
+	h->refs = 1;
+	h->srv = s;
+	s->hub = h;
+	return 0;
+}
+
+static int start_workers(struct ndc_server *s)
+{
+	sigset_t all, old;
+	int err = 0;
+
+	/* Signals belong to the thread that waits for them (main's sigwait), never to a worker. */
+	sigfillset(&all);
+	pthread_sigmask(SIG_SETMASK, &all, &old);
+	for (unsigned i = 0; i < s->n_workers; i++) {
+		struct worker *w = s->workers[i];
+		char name[16];
+
+		err = -pthread_create(&w->thread, NULL, worker_main, w);
+		if (err) {
+			ndc_err("server: starting worker %u: %s", i, strerror(-err));
+			break;
+		}
+		w->started = true;
+		snprintf(name, sizeof(name), "ndc-srv-%u", i & 0xffff);
+		pthread_setname_np(w->thread, name);
+	}
+	pthread_sigmask(SIG_SETMASK, &old, NULL);
+	return err;
+}
+
+int ndc_server_start(const struct ndc_server_opts *opts, ndc_server_handler handler, void *ctx,
+		     struct ndc_server **ret)
+{
+	struct ndc_server *s;
+	long cpus;
+	int err;
+
+	if (!opts || !handler || !ret || !opts->n_addrs || !opts->addrs)
+		return -EINVAL;
+	for (size_t a = 0; a < opts->n_addrs; a++) {
+		if (opts->addrs[a].family != AF_INET && opts->addrs[a].family != AF_INET6) {
+			ndc_err("server: listen address %zu: unknown family %u", a,
+				opts->addrs[a].family);
+			return -EAFNOSUPPORT;
+		}
+	}
+	s = calloc(1, sizeof(*s));
+	if (!s)
+		return -ENOMEM;
+	s->handler = handler;
+	s->ctx = ctx;
+	s->n_addrs = opts->n_addrs;
+	s->idle_ms = opts->tcp_idle_ms ? opts->tcp_idle_ms : NDC_TCP_IDLE_DEFAULT_MS;
+	s->max_conns = opts->tcp_max_conns ? opts->tcp_max_conns : NDC_TCP_MAX_CONNS_DEFAULT;
+	cpus = sysconf(_SC_NPROCESSORS_ONLN);
+	s->n_workers = opts->workers ? opts->workers : cpus > 0 ? (unsigned)cpus : 1;
+	if (s->n_workers > NDC_MAX_WORKERS)
+		s->n_workers = NDC_MAX_WORKERS;
+
+	err = -ENOMEM;
+	s->addrs = malloc(opts->n_addrs * sizeof(*s->addrs));
+	s->workers = calloc(s->n_workers, sizeof(*s->workers));
+	if (!s->addrs || !s->workers || hub_new(s) < 0)
+		goto fail;
+	memcpy(s->addrs, opts->addrs, opts->n_addrs * sizeof(*s->addrs));
+	for (unsigned i = 0; i < s->n_workers; i++) {
+		err = worker_new(s, i, &s->workers[i]);
+		if (err < 0) {
+			ndc_err("server: worker %u: %s", i, strerror(-err));
+			goto fail;
+		}
+	}
+	err = bind_all(s, opts->port);
+	if (err < 0)
+		goto fail;
+	for (unsigned i = 0; i < s->n_workers; i++) {
+		err = watch_sockets(s->workers[i], s->n_addrs);
+		if (err < 0) {
+			ndc_err("server: epoll: %s", strerror(-err));
+			goto fail;
+		}
+	}
+	err = start_workers(s);
+	if (err < 0)
+		goto fail;
+	*ret = s;
+	return 0;
+
+fail:
+	server_free(s);
+	return err;
+}
+
+uint16_t ndc_server_port(const struct ndc_server *s)
+{
+	return s->port;
+}
+
+void ndc_server_stop(struct ndc_server *s)
+{
+	if (s)
+		server_free(s);
+}
+
+bool ndc_server_req_is_tcp(const struct ndc_server_req *req)
+{
+	return req->c != NULL;
+}
+
+struct ndc_pending *ndc_server_detain(struct ndc_server_req *req)
+{
+	struct worker *w = req->w;
+	struct ndc_pending *p = malloc(sizeof(*p));
+
+	if (!p)
+		return NULL;
+	p->next = NULL;
+	p->hub = w->srv->hub;
+	__atomic_add_fetch(&p->hub->refs, 1, __ATOMIC_RELAXED);
+	p->len = 0;
+	p->tcp = req->c != NULL;
+	if (p->tcp) {
+		p->worker = w->id;
+		p->slot = req->c->slot;
+		p->gen = w->slots[p->slot].gen;
+		req->c->n_pending++;
+	} else {
+		p->fd = req->fd;
+		p->peer_len = req->peer_len;
+		memcpy(&p->peer, req->peer, req->peer_len);
+	}
+	return p;
+}
+
+static void push_completion(struct worker *w, struct ndc_pending *p)
+{
+	static const uint64_t one = 1;
+	bool was_empty;
+
+	pthread_mutex_lock(&w->qlock);
+	was_empty = !w->qhead;
+	if (w->qtail)
+		w->qtail->next = p;
+	else
+		w->qhead = p;
+	w->qtail = p;
+	pthread_mutex_unlock(&w->qlock);
+	/* A non-empty queue has a wakeup outstanding already. */
+	if (was_empty && write(w->ev.fd, &one, sizeof(one)) < 0)
+		ndc_warn("server: waking worker %u: %s", w->id, strerror(errno));
+}
+
+void ndc_server_complete(struct ndc_pending *p, const uint8_t *msg, size_t len)
+{
+	struct hub *h;
+	struct ndc_server *s;
+
+	if (!p)
+		return;
+	h = p->hub;
+	pthread_rwlock_rdlock(&h->lock);
+	if (h->dead)
+		goto drop;
+	s = h->srv;
+	if (!p->tcp) {
+		/* sendto on one socket from several threads is safe; the worker's socket is bound
+		 * to the address the query came to, so the answer leaves from there. */
+		if (len && sendto(p->fd, msg, len, MSG_DONTWAIT, (struct sockaddr *)&p->peer,
+				  p->peer_len) == (ssize_t)len)
+			stat_add(&s->st, replies, 1);
+		else
+			stat_add(&s->st, drops, 1);
+		goto drop;
+	}
+	/* Even an empty completion goes to the worker: the connection stops waiting for it. */
+	if (len && len <= NDC_TCP_MSG_MAX) {
+		struct ndc_pending *q = realloc(p, sizeof(*p) + 2 + len);
+
+		if (q) {
+			p = q;
+			p->frame[0] = (uint8_t)(len >> 8);
+			p->frame[1] = (uint8_t)len;
+			memcpy(p->frame + 2, msg, len);
+			p->len = 2 + len;
+		}
+	}
+	push_completion(s->workers[p->worker], p);
+	pthread_rwlock_unlock(&h->lock);
+	return;
+
+drop:
+	pthread_rwlock_unlock(&h->lock);
+	free_pending(p);
+}
+
+void ndc_server_stats(struct ndc_server *s, struct ndc_server_stats *ret)
+{
+	struct stats sum = {0};
+
+	for (unsigned i = 0; i <= s->n_workers; i++) {
+		struct stats *st = i < s->n_workers ? &s->workers[i]->st : &s->st;
+
+		sum.udp_queries += __atomic_load_n(&st->udp_queries, __ATOMIC_RELAXED);
+		sum.tcp_queries += __atomic_load_n(&st->tcp_queries, __ATOMIC_RELAXED);
+		sum.tcp_conns += __atomic_load_n(&st->tcp_conns, __ATOMIC_RELAXED);
+		sum.replies += __atomic_load_n(&st->replies, __ATOMIC_RELAXED);
+		sum.drops += __atomic_load_n(&st->drops, __ATOMIC_RELAXED);
+		sum.pending += __atomic_load_n(&st->pending, __ATOMIC_RELAXED);
+	}
+	*ret = (struct ndc_server_stats){
+	    .udp_queries = sum.udp_queries,
+	    .tcp_queries = sum.tcp_queries,
+	    .tcp_conns = sum.tcp_conns,
+	    .replies = sum.replies,
+	    .drops = sum.drops,
+	    .pending = sum.pending,
+	};
+}

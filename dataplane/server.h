@@ -1,9 +1,15 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * The socket server: UDP and TCP (RFC 7766: length-prefixed, pipelined, idle timeout) on every
- * listen address, v4 and v6, one worker thread per core. Each worker owns one SO_REUSEPORT UDP
- * socket per address (read with recvmmsg, answered with sendmmsg) and accepts TCP on a shared
- * listener. Replies leave from the address the query arrived on (IP_PKTINFO/IPV6_RECVPKTINFO).
+ * listen address, v4 and v6, one worker thread per core. Each worker owns, per address, one
+ * SO_REUSEPORT UDP socket (read with recvmmsg, answered with sendmmsg) and one SO_REUSEPORT TCP
+ * listener, so the kernel spreads datagrams and connections over the workers. Every socket is
+ * bound to its specific address, so replies leave from the address the query arrived on with no
+ * IP_PKTINFO. Protocol-agnostic: the handler sees whole messages and writes whole replies.
+ *
+ * Limits: UDP queries over 4096 bytes are dropped and the handler's cap is 4096 (the EDNS limit
+ * bounds UDP replies well below that); TCP queries over 4096 bytes or of length 0 close the
+ * connection, TCP replies may use the full 65535.
  */
 #ifndef NDC_SERVER_H
 #define NDC_SERVER_H
@@ -14,8 +20,8 @@
 
 struct ndc_ip;
 struct ndc_server;
-struct ndc_server_req;	/* a query in hand on a worker: valid during the handler call */
-struct ndc_pending;	/* a query detained for a later answer */
+struct ndc_server_req; /* a query in hand on a worker: valid during the handler call */
+struct ndc_pending;    /* a query detained for a later answer */
 
 enum ndc_verdict { NDC_SEND = 0, NDC_DROP, NDC_PENDING };
 
@@ -24,10 +30,14 @@ enum ndc_verdict { NDC_SEND = 0, NDC_DROP, NDC_PENDING };
 struct ndc_server_opts {
 	size_t n_addrs;
 	const struct ndc_ip *addrs;
-	uint16_t port;		/* 0: ephemeral (tests; read back with ndc_server_port) */
-	unsigned workers;	/* 0: one per online CPU */
+	uint16_t port;	  /* 0: ephemeral (tests; read back with ndc_server_port) */
+	unsigned workers; /* 0: one per online CPU */
+	/* 0: 10000. A connection with no complete query and no reply written for this long is
+	 * closed; one owing detained replies is kept up to 30 s longer for them. */
 	uint32_t tcp_idle_ms;
-	uint32_t tcp_max_conns; /* per worker */
+	/* per worker; 0: 1024. When full, the least recently active connection that owes no
+	 * detained reply is closed to make room; if all owe one, the newcomer is refused. */
+	uint32_t tcp_max_conns;
 };
 
 /*
@@ -60,9 +70,13 @@ int ndc_server_start(const struct ndc_server_opts *opts, ndc_server_handler hand
 uint16_t ndc_server_port(const struct ndc_server *s);
 
 /* Stops and joins the workers, closes every socket. Detained queries must be completed first
- * or are dropped. */
+ * or are dropped: completing one after stop is safe and sends nothing (it must still be
+ * completed once, to free it). */
 void ndc_server_stop(struct ndc_server *s);
 
+/* Counters since start (relaxed reads, not a consistent snapshot). tcp_conns: accepted;
+ * pending: detained; drops: NDC_DROP, oversized or failed sends, answers for closed
+ * connections, empty completions. */
 struct ndc_server_stats {
 	uint64_t udp_queries, tcp_queries, tcp_conns, replies, drops, pending;
 };
