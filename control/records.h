@@ -55,4 +55,7 @@ bool ndc_records_is_local(const struct ndc_records *r, const uint8_t *lname, siz
 /* Number of (name, type) RRsets in the table, for metrics and tests. */
 size_t ndc_records_count(const struct ndc_records *r);
 
+/* Heap bytes the table holds (blob, index, handle), for metrics and sizing. */
+size_t ndc_records_bytes(const struct ndc_records *r);
+
 #endif
