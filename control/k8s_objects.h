@@ -2,7 +2,9 @@
 /*
  * The Kubernetes objects DNS needs, reduced to the fields the record builder reads. Filled from a
  * snapshot (a List, JSON or YAML) today and from list/watch later. All strings are heap copies
- * owned by the containing struct ndc_k8s_objects and freed by ndc_k8s_objects_free.
+ * owned by the containing struct ndc_k8s_objects and freed by ndc_k8s_objects_free. Optional
+ * strings (port names, hostname, pod_name, service, external_name) are NULL when the field is
+ * absent, null or empty.
  */
 #ifndef NDC_K8S_OBJECTS_H
 #define NDC_K8S_OBJECTS_H
@@ -19,7 +21,7 @@ struct ndc_ip {
 };
 
 struct ndc_k8s_port {
-	char *name;	/* may be NULL (unnamed ports get no SRV record) */
+	char *name; /* NULL when absent or "" (unnamed ports get no SRV record) */
 	uint16_t port;
 	uint8_t proto; /* IPPROTO_TCP, IPPROTO_UDP or IPPROTO_SCTP */
 };
@@ -48,10 +50,10 @@ struct ndc_k8s_service {
 
 struct ndc_k8s_endpoint {
 	size_t n_addrs;
-	struct ndc_ip *addrs; /* all of the slice's addressType */
+	struct ndc_ip *addrs; /* all of the slice's addressType; none for FQDN */
 	char *hostname;	      /* endpoints[].hostname or NULL */
 	char *pod_name;	      /* targetRef.name when targetRef.kind == "Pod", else NULL */
-	bool ready;	      /* conditions.ready; absent means ready (API reference) */
+	bool ready;	      /* conditions.ready; absent or null means ready (API reference) */
 };
 
 struct ndc_k8s_slice {
@@ -81,6 +83,11 @@ struct ndc_k8s_objects {
 	struct ndc_k8s_slice *slices;
 	size_t n_pods;
 	struct ndc_k8s_pod *pods;
+	/*
+	 * Allocated lengths of the arrays above, for ndc_k8s_object_add only. Leave them 0 when
+	 * filling the struct by hand: a capacity below the count means "unknown, reallocate".
+	 */
+	size_t cap_namespaces, cap_services, cap_slices, cap_pods;
 };
 
 void ndc_k8s_objects_free(struct ndc_k8s_objects *o);
@@ -94,10 +101,20 @@ int ndc_k8s_object_add(struct ndc_k8s_objects *o, struct json_object *obj, char 
 		       size_t errlen);
 
 /*
+ * As ndc_k8s_object_add, with where (e.g. "items[3]", or NULL) prefixed to the reason:
+ * "items[3] (Service shop/cart): spec.ports[1].port: expected integer 1..65535".
+ */
+int ndc_k8s_object_add_at(struct ndc_k8s_objects *o, struct json_object *obj, const char *where,
+			  char *err, size_t errlen);
+
+/*
  * Parses a snapshot: a Kubernetes List ({"kind":"List","items":[...]}, or any *List kind) or a
- * single object, in JSON or YAML (detected from the first non-space byte: '{' means JSON).
- * Returns 0 and fills *o (zeroed first), or -EINVAL with a reason (line number for YAML) in err.
- * Items that fail ndc_k8s_object_add fail the whole snapshot: a snapshot is all or nothing.
+ * single object, in JSON or YAML (detected from the first non-space byte: '{' means JSON). YAML
+ * must be one document without aliases; plain scalars resolve as in the YAML 1.2 core schema
+ * (booleans, nulls, integers; anything else, and every quoted scalar, is a string).
+ * Returns 0 and fills *o (zeroed first), or -EINVAL (-ENOMEM) with a one-line reason in err: byte
+ * offset and line for JSON, line for YAML. Items that fail ndc_k8s_object_add fail the whole
+ * snapshot: a snapshot is all or nothing, and *o is empty after a failure.
  */
 int ndc_snapshot_parse(const char *buf, size_t len, struct ndc_k8s_objects *o, char *err,
 		       size_t errlen);
