@@ -1,1 +1,196 @@
-/* placeholder: being written */
+// SPDX-License-Identifier: MIT
+#include <errno.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <ndc/dns_wire.h>
+#include <ndc/log.h>
+
+#include "resolver.h"
+
+struct ndc_resolver {
+	const struct ndc_records *records;
+	struct ndc_cache *cache;
+	struct ndc_forwarder *fwd;
+	_Atomic uint64_t queries, local, cache_hits, forwarded, servfail, errors, dropped;
+};
+
+/* A query waiting for the forwarder: what is needed to write its reply later. */
+struct waiter {
+	struct ndc_resolver *r;
+	struct ndc_pending *pending;
+	size_t limit;
+	struct ndc_query q;
+};
+
+/*
+ * Per-thread scratch for answers: workers and the forwarder thread each get their own, so the
+ * query path never allocates. Sized for the largest message (TCP).
+ */
+struct scratch {
+	struct ndc_answer a;
+	uint8_t data[NDC_MSG_MAX];
+};
+static _Thread_local struct scratch scratch;
+static _Thread_local uint8_t reply_buf[NDC_MSG_MAX];
+
+#define count(r, field) atomic_fetch_add_explicit(&(r)->field, 1, memory_order_relaxed)
+
+static enum ndc_verdict error_reply(struct ndc_resolver *r, const struct ndc_query *q,
+				    uint16_t rcode, uint8_t *out, size_t cap, size_t *ret_len)
+{
+	if (ndc_dns_write_error(q, rcode, out, cap, ret_len) < 0) {
+		count(r, dropped);
+		return NDC_DROP;
+	}
+	return NDC_SEND;
+}
+
+static void forward_done(void *arg, const struct ndc_fwd_result *res)
+{
+	struct waiter *w = arg;
+	struct ndc_resolver *r = w->r;
+	size_t len = 0;
+	int err = -1;
+
+	if (res->status == 0 && res->answer->qname_len == w->q.qname_len) {
+		/* RFC 8767 4: a stale answer goes out with TTL 30, not its remaining (zero) TTL. */
+		uint32_t sub = res->stale ? 0 : res->age;
+		uint32_t cap = res->stale ? NDC_STALE_TTL : 0;
+		err = ndc_dns_write_reply(&w->q, res->answer, sub, cap, w->limit, reply_buf,
+					  sizeof(reply_buf), &len);
+	}
+	if (err < 0) {
+		count(r, servfail);
+		if (ndc_dns_write_error(&w->q, NDC_RCODE_SERVFAIL, reply_buf, sizeof(reply_buf),
+					&len) < 0)
+			len = 0;
+	}
+	ndc_server_complete(w->pending, reply_buf, len);
+	free(w);
+}
+
+static enum ndc_verdict forward(struct ndc_resolver *r, struct ndc_server_req *req,
+				const struct ndc_query *q, size_t limit, uint8_t *out, size_t cap,
+				size_t *ret_len)
+{
+	struct waiter *w;
+	int err;
+
+	if (!r->fwd)
+		goto servfail;
+	w = malloc(sizeof(*w));
+	if (!w)
+		goto servfail;
+	w->pending = ndc_server_detain(req);
+	if (!w->pending) {
+		free(w);
+		goto servfail;
+	}
+	w->r = r;
+	w->limit = limit;
+	w->q = *q;
+	/* Options live in the request buffer, which is gone by the time the answer comes back. */
+	w->q.edns_opts_len = 0;
+	err = ndc_forwarder_resolve(r->fwd, q->lname, q->qname_len, q->qtype, q->qclass,
+				    forward_done, w);
+	if (err < 0) {
+		struct ndc_fwd_result res = {.status = err};
+		forward_done(w, &res);
+	} else {
+		count(r, forwarded);
+	}
+	return NDC_PENDING;
+
+servfail:
+	count(r, servfail);
+	return error_reply(r, q, NDC_RCODE_SERVFAIL, out, cap, ret_len);
+}
+
+enum ndc_verdict ndc_resolver_handle(void *ctx, struct ndc_server_req *req, const uint8_t *msg,
+				     size_t len, uint8_t *out, size_t cap, size_t *ret_len)
+{
+	struct ndc_resolver *r = ctx;
+	struct ndc_answer *a = &scratch.a;
+	struct ndc_query q;
+	uint32_t age;
+	size_t limit;
+	int err;
+
+	count(r, queries);
+	err = ndc_dns_parse_query(msg, len, &q);
+	if (err == -EPROTO) {
+		count(r, dropped);
+		return NDC_DROP;
+	}
+	if (err < 0) {
+		count(r, errors);
+		return error_reply(r, &q, q.rcode, out, cap, ret_len);
+	}
+	/* Only class IN exists in a cluster; CHAOS and friends are not ours to answer. */
+	if (q.qclass != NDC_C_IN)
+		return error_reply(r, &q, NDC_RCODE_REFUSED, out, cap, ret_len);
+
+	limit = ndc_server_req_is_tcp(req) ? NDC_MSG_MAX : ndc_dns_udp_limit(&q);
+	if (limit > cap)
+		limit = cap;
+
+	err = ndc_records_lookup(r->records, q.lname, q.qname_len, q.qtype, a,
+				 sizeof(scratch.data));
+	if (err == 0) {
+		count(r, local);
+		goto reply;
+	}
+	if (err != -ENOENT) {
+		count(r, servfail);
+		return error_reply(r, &q, NDC_RCODE_SERVFAIL, out, cap, ret_len);
+	}
+
+	if (r->cache && ndc_cache_get(r->cache, q.lname, q.qname_len, q.qtype, q.qclass,
+				      ndc_now_ms(), false, a, sizeof(scratch.data), &age) == 0) {
+		count(r, cache_hits);
+		if (ndc_dns_write_reply(&q, a, age, 0, limit, out, cap, ret_len) < 0)
+			return error_reply(r, &q, NDC_RCODE_SERVFAIL, out, cap, ret_len);
+		return NDC_SEND;
+	}
+	return forward(r, req, &q, limit, out, cap, ret_len);
+
+reply:
+	if (ndc_dns_write_reply(&q, a, 0, 0, limit, out, cap, ret_len) < 0) {
+		count(r, servfail);
+		return error_reply(r, &q, NDC_RCODE_SERVFAIL, out, cap, ret_len);
+	}
+	return NDC_SEND;
+}
+
+int ndc_resolver_new(const struct ndc_records *records, struct ndc_cache *cache,
+		     struct ndc_forwarder *fwd, struct ndc_resolver **ret)
+{
+	struct ndc_resolver *r = calloc(1, sizeof(*r));
+
+	if (!r)
+		return -ENOMEM;
+	r->records = records;
+	r->cache = cache;
+	r->fwd = fwd;
+	*ret = r;
+	return 0;
+}
+
+void ndc_resolver_free(struct ndc_resolver *r)
+{
+	free(r);
+}
+
+void ndc_resolver_stats(struct ndc_resolver *r, struct ndc_resolver_stats *ret)
+{
+	ret->queries = atomic_load(&r->queries);
+	ret->local = atomic_load(&r->local);
+	ret->cache_hits = atomic_load(&r->cache_hits);
+	ret->forwarded = atomic_load(&r->forwarded);
+	ret->servfail = atomic_load(&r->servfail);
+	ret->errors = atomic_load(&r->errors);
+	ret->dropped = atomic_load(&r->dropped);
+}

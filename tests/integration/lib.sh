@@ -1,0 +1,150 @@
+# shellcheck shell=bash
+# Test topology shared by the demo, the integration tests and the benchmarks. Source it, then
+# call topo_up. Everything it creates is removed by topo_down, which an EXIT trap runs even when
+# the caller fails or is interrupted.
+#
+#   pod netns  (169.254.100.2/24, default route via .1)
+#      |  veth ndcp<id> <-> ndcn<id>
+#   node netns (169.254.100.1/24 on the veth; on lo: 169.254.20.10 node-local address,
+#               169.254.53.1 upstream DNS, ::1)
+#
+# Only 169.254.0.0/16 and loopback addresses are used: no packet can leave these namespaces,
+# which have no other interfaces and no other routes.
+
+TOPO_ID=${TOPO_ID:-$$}
+NS_NODE="ndc-node-$TOPO_ID"
+NS_POD="ndc-pod-$TOPO_ID"
+NODE_LOCAL=169.254.20.10
+UPSTREAM_ADDR=169.254.53.1
+POD_ADDR=169.254.100.2
+NODE_VETH_ADDR=169.254.100.1
+TOPO_DIR=""
+TOPO_PIDS=()
+
+in_node() { ip netns exec "$NS_NODE" "$@"; }
+in_pod() { ip netns exec "$NS_POD" "$@"; }
+
+topo_down() {
+	local pid
+	for pid in "${TOPO_PIDS[@]}"; do
+		kill "$pid" 2>/dev/null
+	done
+	for pid in "${TOPO_PIDS[@]}"; do
+		# Give each process a moment, then make sure.
+		for _ in 1 2 3 4 5 6 7 8 9 10; do
+			kill -0 "$pid" 2>/dev/null || break
+			sleep 0.1
+		done
+		kill -9 "$pid" 2>/dev/null
+		wait "$pid" 2>/dev/null
+	done
+	TOPO_PIDS=()
+	ip netns del "$NS_POD" 2>/dev/null
+	ip netns del "$NS_NODE" 2>/dev/null
+	[ -n "$TOPO_DIR" ] && rm -rf "$TOPO_DIR"
+	TOPO_DIR=""
+}
+
+topo_up() {
+	if [ "$(id -u)" != 0 ]; then
+		echo "topology: needs root (network namespaces)" >&2
+		return 1
+	fi
+	trap 'topo_down' EXIT
+	trap 'exit 130' INT TERM
+	TOPO_DIR=$(mktemp -d /tmp/ndc-topo.XXXXXX)
+	ip netns add "$NS_NODE" || return 1
+	ip netns add "$NS_POD" || return 1
+	ip link add "ndcp$TOPO_ID" type veth peer name "ndcn$TOPO_ID" || return 1
+	ip link set "ndcp$TOPO_ID" netns "$NS_POD"
+	ip link set "ndcn$TOPO_ID" netns "$NS_NODE"
+	in_node ip link set lo up
+	in_node ip addr add "$NODE_LOCAL/32" dev lo
+	in_node ip addr add "$UPSTREAM_ADDR/32" dev lo
+	in_node ip link set "ndcn$TOPO_ID" name eth-pod
+	in_node ip addr add "$NODE_VETH_ADDR/24" dev eth-pod
+	in_node ip link set eth-pod up
+	in_pod ip link set lo up
+	in_pod ip link set "ndcp$TOPO_ID" name eth0
+	in_pod ip addr add "$POD_ADDR/24" dev eth0
+	in_pod ip link set eth0 up
+	in_pod ip route add default via "$NODE_VETH_ADDR"
+}
+
+# Waits until a UDP DNS server answers in the node netns: wait_dns ADDR PORT NAME [SECONDS]
+wait_dns() {
+	local addr=$1 port=$2 name=$3 secs=${4:-10} i
+	for ((i = 0; i < secs * 10; i++)); do
+		if in_node dig +time=1 +tries=1 -p "$port" "@$addr" "$name" >/dev/null 2>&1; then
+			return 0
+		fi
+		sleep 0.1
+	done
+	echo "topology: no DNS answer from $addr port $port after ${secs}s" >&2
+	return 1
+}
+
+# N TXT records of 200 bytes each at NAME, as unbound local-data lines: answers bigger than
+# 512 (4 of them) and than 1232 bytes (8), to exercise truncation and the TCP retry.
+txt_rrs() {
+	local name=$1 n=$2 i
+	for ((i = 0; i < n; i++)); do
+		printf "\tlocal-data: '%s 300 IN TXT \"%d%s\"'\n" "$name" "$i" "$(printf 'x%.0s' $(seq 1 199))"
+	done
+}
+
+# Starts unbound as the upstream (kube-dns stand-in) on $UPSTREAM_ADDR:53 in the node netns,
+# authoritative for example.com and example.org from local-data. "." is a static local zone, so
+# unbound never recurses: nothing outside these namespaces is ever asked.
+# Extra local-data lines may be passed in UNBOUND_EXTRA.
+upstream_up() {
+	local conf="$TOPO_DIR/unbound.conf"
+	cat >"$conf" <<EOF
+server:
+	interface: $UPSTREAM_ADDR
+	port: 53
+	do-daemonize: no
+	use-syslog: no
+	logfile: ""
+	verbosity: 1
+	log-queries: yes
+	chroot: ""
+	username: ""
+	directory: "$TOPO_DIR"
+	pidfile: ""
+	access-control: 169.254.0.0/16 allow
+	access-control: 127.0.0.0/8 allow
+	num-threads: 1
+	do-ip6: no
+	local-zone: "." static
+	local-zone: "example.com." static
+	local-data: "example.com. 300 IN SOA ns.example.com. hostmaster.example.com. 1 3600 600 86400 60"
+	local-data: "www.example.com. 300 IN A 192.0.2.10"
+	local-data: "www.example.com. 300 IN AAAA 2001:db8::10"
+	local-data: "api.example.com. 300 IN A 192.0.2.20"
+	local-data: "payments.example.com. 300 IN A 192.0.2.30"
+$(txt_rrs mid.example.com 4)
+$(txt_rrs big.example.com 8)
+	local-zone: "example.org." static
+	local-data: "example.org. 300 IN SOA ns.example.org. hostmaster.example.org. 1 3600 600 86400 60"
+	local-data: "www.example.org. 120 IN A 198.51.100.7"
+$(for rr in "${UNBOUND_EXTRA[@]}"; do printf '\tlocal-data: "%s"\n' "$rr"; done)
+EOF
+	# Not through in_node: a backgrounded function is a subshell, and $! must be the daemon.
+	ip netns exec "$NS_NODE" unbound -d -c "$conf" >"$TOPO_DIR/unbound.log" 2>&1 &
+	TOPO_PIDS+=($!)
+	wait_dns "$UPSTREAM_ADDR" 53 www.example.com
+}
+
+# Starts ndcache in the node netns: ndcache_up BINARY CONFIG [extra args]
+ndcache_up() {
+	local bin=$1 conf=$2
+	shift 2
+	ip netns exec "$NS_NODE" "$bin" --config "$conf" "$@" >"$TOPO_DIR/ndcache.log" 2>&1 &
+	NDCACHE_PID=$!
+	TOPO_PIDS+=("$NDCACHE_PID")
+	wait_dns "$NODE_LOCAL" 53 kubernetes.default.svc.cluster.local || {
+		cat "$TOPO_DIR/ndcache.log" >&2
+		return 1
+	}
+}
