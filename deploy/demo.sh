@@ -42,7 +42,7 @@ ask() {
 	echo "== $title"
 	echo "   pod\$ dig $*"
 	in_pod dig +time=2 +tries=1 +noall +comments +answer +authority +additional \
-		"@$NODE_LOCAL" "$@" 2>&1 | grep -Ev '^;; (Got answer|OPT PSEUDOSECTION)|^; EDNS|^$' |
+		"@$NODE_LOCAL" "$@" 2>&1 | grep -Ev '^;; (Got answer|OPT PSEUDOSECTION|WARNING: .local|You are currently testing)|^; EDNS|^$' |
 		sed 's/^/   /'
 }
 
