@@ -4,7 +4,8 @@
  * one TCP listener per listen address (all SO_REUSEPORT, so the kernel spreads datagrams and
  * connections by flow hash), its TCP connections and a completion queue fed by other threads.
  * Nothing on the query path is shared between workers except the relaxed stats counters, which
- * are per worker too.
+ * are per worker too. This file has setup and teardown, the public API, the worker loop and the
+ * UDP path; server_tcp.c has everything TCP.
  *
  * Detained queries reach back to their worker through a small refcounted hub, not through the
  * server itself: ndc_server_complete may run after ndc_server_stop (a caller bug, but one that
@@ -13,7 +14,6 @@
 #include <arpa/inet.h>
 #include <errno.h>
 #include <netinet/in.h>
-#include <netinet/tcp.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
@@ -29,138 +29,21 @@
 
 #include "k8s_objects.h"
 #include "server.h"
+#include "server_internal.h"
 
-/*
- * Per-datagram buffer, query and reply alike. Replies over UDP are bounded by the client's EDNS
- * size (1232 by DNS Flag Day 2020, at most 4096 in practice) or 512 without EDNS, so the handler
- * gets cap 4096; longer queries (MSG_TRUNC) are dropped: a DNS query is one question plus OPT.
- */
-#define NDC_UDP_SLOT 4096
-#define NDC_TCP_MSG_MAX 65535 /* RFC 1035 4.2.2: the length prefix is 16 bits */
-/* A TCP query longer than this closes the connection: no real query comes near it. */
-#define NDC_TCP_QUERY_MAX 4096
-/* Room for one whole maximal query plus the start of the next one after compaction. */
-#define NDC_TCP_RBUF (2 * (2 + NDC_TCP_QUERY_MAX))
-/* Unsent reply bytes above which a connection's pipelined queries wait (client not reading). */
-#define NDC_TCP_WBUF_HIGH (64 * 1024)
 #define NDC_TCP_IDLE_DEFAULT_MS 10000 /* RFC 7766 6.2.3: "on the order of seconds" */
 #define NDC_TCP_MAX_CONNS_DEFAULT 1024
-/* Outstanding detained replies keep a connection past its idle timeout by at most this much. */
-#define NDC_TCP_PENDING_GRACE_MS 30000
 #define NDC_UDP_SOCKBUF (4 << 20)
 #define NDC_UDP_BATCHES 8 /* recvmmsg rounds per wakeup while batches come back full */
 #define NDC_EVENTS 64
-#define NDC_ACCEPT_BATCH 16
 #define NDC_BIND_TRIES 8 /* fresh ephemeral ports to try when TCP cannot take UDP's port */
 #define NDC_MAX_WORKERS 1024
-
-enum sock_kind { SK_EVENT, SK_UDP, SK_LISTEN, SK_CONN };
-
-/* What an epoll event points at; first member of struct conn. */
-struct sock {
-	int kind;
-	int fd;
-};
-
-struct stats {
-	uint64_t udp_queries, tcp_queries, tcp_conns, replies, drops, pending;
-};
-
-#define stat_add(st, field, n) __atomic_fetch_add(&(st)->field, (n), __ATOMIC_RELAXED)
-
-struct conn {
-	struct sock s;
-	struct conn *prev, *next; /* activity order, oldest first; next also links the dead list */
-	uint64_t last_active;	  /* ms: accept, complete query, reply bytes written */
-	uint32_t slot;
-	uint32_t n_pending; /* detained queries not yet completed */
-	uint32_t events;    /* what is registered with epoll */
-	bool closed;
-	bool eof;    /* client half-closed: finish what is owed, then close */
-	bool paused; /* too many reply bytes unsent: leave queries in rbuf */
-	size_t rlen;
-	uint8_t *wbuf;
-	size_t woff, wlen, wcap;
-	uint8_t rbuf[NDC_TCP_RBUF];
-};
-
-/* A completion names its connection by slot and generation, never by pointer: the conn may be
- * freed and its memory reused before the answer comes back. */
-struct slot {
-	struct conn *c;
-	uint64_t gen;
-};
 
 struct hub {
 	pthread_rwlock_t lock; /* read: a completion in flight; write: stop marking dead */
 	unsigned long refs;    /* the server's plus one per detained query */
 	bool dead;
 	struct ndc_server *srv;
-};
-
-struct worker {
-	struct ndc_server *srv;
-	unsigned id;
-	bool started;
-	pthread_t thread;
-	int epfd;
-	struct sock ev; /* eventfd: stop and completions */
-	struct sock *udp, *lis;
-
-	struct slot *slots;
-	uint32_t *free_slots;
-	uint32_t n_free, n_conns;
-	struct conn *oldest, *newest, *dead;
-
-	pthread_mutex_t qlock;
-	struct ndc_pending *qhead, *qtail;
-
-	struct stats st;
-
-	struct mmsghdr rx[NDC_SERVER_BATCH], tx[NDC_SERVER_BATCH];
-	struct iovec rx_iov[NDC_SERVER_BATCH], tx_iov[NDC_SERVER_BATCH];
-	struct sockaddr_storage peer[NDC_SERVER_BATCH];
-	uint8_t rx_buf[NDC_SERVER_BATCH][NDC_UDP_SLOT];
-	uint8_t tx_buf[NDC_SERVER_BATCH][NDC_UDP_SLOT];
-	uint8_t tcp_out[2 + NDC_TCP_MSG_MAX];
-};
-
-struct ndc_server {
-	ndc_server_handler handler;
-	void *ctx;
-	struct hub *hub;
-	struct ndc_ip *addrs;
-	size_t n_addrs;
-	uint16_t port;
-	unsigned n_workers;
-	uint32_t idle_ms, max_conns;
-	bool stopping;
-	struct worker **workers;
-	struct stats st; /* UDP completions, sent from the completing thread */
-};
-
-struct ndc_server_req {
-	struct worker *w;
-	struct conn *c; /* NULL for UDP */
-	int fd;
-	socklen_t peer_len;
-	const struct sockaddr_storage *peer;
-};
-
-struct ndc_pending {
-	struct ndc_pending *next;
-	struct hub *hub;
-	bool tcp;
-	/* UDP: answered straight from the completing thread on the worker's socket */
-	int fd;
-	socklen_t peer_len;
-	struct sockaddr_storage peer;
-	/* TCP: handed to the worker */
-	unsigned worker;
-	uint32_t slot;
-	uint64_t gen;
-	size_t len;
-	uint8_t frame[]; /* length prefix and message */
 };
 
 static uint64_t now_ms(void)
@@ -179,7 +62,7 @@ static void hub_unref(struct hub *h)
 	}
 }
 
-static void free_pending(struct ndc_pending *p)
+void ndc_srv_pending_free(struct ndc_pending *p)
 {
 	struct hub *h = p->hub;
 
@@ -187,392 +70,16 @@ static void free_pending(struct ndc_pending *p)
 	hub_unref(h);
 }
 
-/* ---- TCP connections ---- */
-
-static size_t unsent(const struct conn *c)
-{
-	return c->wlen - c->woff;
-}
-
-static void lru_unlink(struct worker *w, struct conn *c)
-{
-	if (c->prev)
-		c->prev->next = c->next;
-	else
-		w->oldest = c->next;
-	if (c->next)
-		c->next->prev = c->prev;
-	else
-		w->newest = c->prev;
-	c->prev = c->next = NULL;
-}
-
-static void lru_append(struct worker *w, struct conn *c)
-{
-	c->prev = w->newest;
-	c->next = NULL;
-	if (w->newest)
-		w->newest->next = c;
-	else
-		w->oldest = c;
-	w->newest = c;
-}
-
-static void touch(struct worker *w, struct conn *c, uint64_t now)
-{
-	c->last_active = now;
-	if (w->newest != c) {
-		lru_unlink(w, c);
-		lru_append(w, c);
-	}
-}
-
-/* The memory stays until reap(): later events of the same epoll batch may still point at it. */
-static void conn_close(struct worker *w, struct conn *c)
-{
-	if (c->closed)
-		return;
-	c->closed = true;
-	close(c->s.fd);
-	w->slots[c->slot].c = NULL;
-	w->free_slots[w->n_free++] = c->slot;
-	lru_unlink(w, c);
-	w->n_conns--;
-	c->next = w->dead;
-	w->dead = c;
-}
-
-static void reap(struct worker *w)
-{
-	while (w->dead) {
-		struct conn *c = w->dead;
-
-		w->dead = c->next;
-		free(c->wbuf);
-		free(c);
-	}
-}
-
-static void conn_update(struct worker *w, struct conn *c)
-{
-	uint32_t want = (c->paused || c->eof ? 0 : EPOLLIN) | (unsent(c) ? EPOLLOUT : 0);
-	struct epoll_event ev = {.events = want, .data.ptr = c};
-
-	if (want == c->events)
-		return;
-	if (epoll_ctl(w->epfd, EPOLL_CTL_MOD, c->s.fd, &ev) < 0) {
-		conn_close(w, c);
-		return;
-	}
-	c->events = want;
-}
-
-/* A half-closed connection goes once every answer it is owed has been written. */
-static void conn_check_done(struct worker *w, struct conn *c)
-{
-	if (!c->closed && c->eof && !c->n_pending && !unsent(c))
-		conn_close(w, c);
-}
-
-static int buffer_append(struct conn *c, const uint8_t *data, size_t len)
-{
-	if (c->woff && c->woff == c->wlen)
-		c->woff = c->wlen = 0;
-	if (c->wlen + len > c->wcap) {
-		size_t cap = c->wcap ? c->wcap : 4096;
-		uint8_t *b;
-
-		if (c->woff) {
-			memmove(c->wbuf, c->wbuf + c->woff, unsent(c));
-			c->wlen -= c->woff;
-			c->woff = 0;
-		}
-		while (cap < c->wlen + len)
-			cap *= 2;
-		if (cap != c->wcap) {
-			b = realloc(c->wbuf, cap);
-			if (!b)
-				return -ENOMEM;
-			c->wbuf = b;
-			c->wcap = cap;
-		}
-	}
-	memcpy(c->wbuf + c->wlen, data, len);
-	c->wlen += len;
-	return 0;
-}
-
-/* Writes a framed message, buffering what the socket does not take. Closes c on failure. */
-static void conn_send(struct worker *w, struct conn *c, const uint8_t *frame, size_t len,
-		      uint64_t now)
-{
-	if (!unsent(c)) {
-		ssize_t r = send(c->s.fd, frame, len, MSG_DONTWAIT | MSG_NOSIGNAL);
-
-		if (r < 0) {
-			if (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)
-				goto fail;
-			r = 0;
-		}
-		if (r > 0)
-			touch(w, c, now);
-		frame += r;
-		len -= (size_t)r;
-		if (!len)
-			return;
-	}
-	if (buffer_append(c, frame, len) < 0)
-		goto fail;
-	conn_update(w, c);
-	return;
-
-fail:
-	stat_add(&w->st, drops, 1);
-	conn_close(w, c);
-}
-
-static void tcp_query(struct worker *w, struct conn *c, const uint8_t *msg, size_t len,
-		      uint64_t now)
-{
-	struct ndc_server *s = w->srv;
-	struct ndc_server_req req = {.w = w, .c = c, .fd = c->s.fd};
-	size_t out_len = 0;
-
-	stat_add(&w->st, tcp_queries, 1);
-	touch(w, c, now);
-	switch (s->handler(s->ctx, &req, msg, len, w->tcp_out + 2, NDC_TCP_MSG_MAX, &out_len)) {
-	case NDC_SEND:
-		if (!out_len || out_len > NDC_TCP_MSG_MAX)
-			break;
-		w->tcp_out[0] = (uint8_t)(out_len >> 8);
-		w->tcp_out[1] = (uint8_t)out_len;
-		stat_add(&w->st, replies, 1);
-		conn_send(w, c, w->tcp_out, out_len + 2, now);
-		return;
-	case NDC_PENDING:
-		stat_add(&w->st, pending, 1);
-		return;
-	case NDC_DROP:
-		break;
-	}
-	stat_add(&w->st, drops, 1);
-}
-
-/*
- * RFC 7766 6.2.1.1: pipelined queries are handled in arrival order; the answers to synchronous
- * ones go out at once, detained ones whenever they complete (6.2.1.2 allows that order).
- */
-static void conn_process(struct worker *w, struct conn *c, uint64_t now)
-{
-	size_t off = 0;
-
-	while (!c->closed && !c->paused && c->rlen - off >= 2) {
-		size_t n = (size_t)c->rbuf[off] << 8 | c->rbuf[off + 1];
-
-		/* Length 0 or beyond any query: not a DNS client, or out of sync. */
-		if (!n || n > NDC_TCP_QUERY_MAX) {
-			conn_close(w, c);
-			return;
-		}
-		if (c->rlen - off < 2 + n)
-			break;
-		tcp_query(w, c, c->rbuf + off + 2, n, now);
-		off += 2 + n;
-		if (unsent(c) > NDC_TCP_WBUF_HIGH)
-			c->paused = true;
-	}
-	if (c->closed)
-		return;
-	if (off) {
-		memmove(c->rbuf, c->rbuf + off, c->rlen - off);
-		c->rlen -= off;
-	}
-	conn_update(w, c);
-	conn_check_done(w, c);
-}
-
-static void conn_flush(struct worker *w, struct conn *c, uint64_t now)
-{
-	ssize_t r = send(c->s.fd, c->wbuf + c->woff, unsent(c), MSG_DONTWAIT | MSG_NOSIGNAL);
-
-	if (r < 0) {
-		if (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)
-			return;
-		conn_close(w, c);
-		return;
-	}
-	if (r > 0)
-		touch(w, c, now);
-	c->woff += (size_t)r;
-	if (c->woff == c->wlen)
-		c->woff = c->wlen = 0;
-	if (c->paused && unsent(c) <= NDC_TCP_WBUF_HIGH) {
-		c->paused = false;
-		conn_process(w, c, now);
-		return;
-	}
-	conn_update(w, c);
-	conn_check_done(w, c);
-}
-
-static void conn_read(struct worker *w, struct conn *c, uint64_t now)
-{
-	ssize_t r = recv(c->s.fd, c->rbuf + c->rlen, sizeof(c->rbuf) - c->rlen, MSG_DONTWAIT);
-
-	if (r < 0) {
-		if (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)
-			conn_close(w, c);
-		return;
-	}
-	if (r == 0)
-		c->eof = true;
-	c->rlen += (size_t)r;
-	conn_process(w, c, now);
-}
-
-static void conn_event(struct worker *w, struct conn *c, uint32_t events, uint64_t now)
-{
-	if (c->closed)
-		return;
-	/* HUP: both directions are gone (RST, or shut down both ways): nothing can be delivered. */
-	if (events & (EPOLLERR | EPOLLHUP)) {
-		conn_close(w, c);
-		return;
-	}
-	if (events & EPOLLOUT)
-		conn_flush(w, c, now);
-	if (!c->closed && (events & EPOLLIN) && !c->paused && !c->eof)
-		conn_read(w, c, now);
-}
-
-/*
- * When full, the least recently active connection without detained replies makes room; when
- * every connection waits for one, the newcomer is refused.
- */
-static bool evict_one(struct worker *w)
-{
-	for (struct conn *c = w->oldest; c; c = c->next) {
-		if (!c->n_pending) {
-			conn_close(w, c);
-			return true;
-		}
-	}
-	return false;
-}
-
-static void tcp_accept(struct worker *w, struct sock *lis, uint64_t now)
-{
-	static const int one = 1;
-
-	for (int i = 0; i < NDC_ACCEPT_BATCH; i++) {
-		int fd = accept4(lis->fd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
-		struct epoll_event ev = {.events = EPOLLIN};
-		struct conn *c;
-		uint32_t slot;
-
-		if (fd < 0) {
-			if (errno == ECONNABORTED || errno == EINTR)
-				continue;
-			return;
-		}
-		if (w->n_conns >= w->srv->max_conns && !evict_one(w))
-			goto refuse;
-		c = malloc(sizeof(*c));
-		if (!c)
-			goto refuse;
-		memset(c, 0, offsetof(struct conn, rbuf));
-		c->s.kind = SK_CONN;
-		c->s.fd = fd;
-		c->events = EPOLLIN;
-		/* Replies are written whole; Nagle would hold a pipelined second one for an ACK. */
-		setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
-		ev.data.ptr = c;
-		if (epoll_ctl(w->epfd, EPOLL_CTL_ADD, fd, &ev) < 0) {
-			free(c);
-			goto refuse;
-		}
-		slot = w->free_slots[--w->n_free];
-		c->slot = slot;
-		w->slots[slot].c = c;
-		w->slots[slot].gen++;
-		c->last_active = now;
-		lru_append(w, c);
-		w->n_conns++;
-		stat_add(&w->st, tcp_conns, 1);
-		continue;
-	refuse:
-		close(fd);
-	}
-}
-
-/* Closes idle connections; returns the epoll timeout until the next one is due. */
-static int sweep(struct worker *w, uint64_t now)
-{
-	uint64_t next = UINT64_MAX;
-	struct conn *c, *nx;
-
-	for (c = w->oldest; c; c = nx) {
-		uint64_t due = c->last_active + w->srv->idle_ms;
-
-		nx = c->next;
-		if (now < due) {
-			if (due < next)
-				next = due;
-			break;
-		}
-		if (c->n_pending && now < due + NDC_TCP_PENDING_GRACE_MS) {
-			if (due + NDC_TCP_PENDING_GRACE_MS < next)
-				next = due + NDC_TCP_PENDING_GRACE_MS;
-			continue;
-		}
-		conn_close(w, c);
-	}
-	if (next == UINT64_MAX)
-		return -1;
-	return next - now > INT32_MAX ? INT32_MAX : (int)(next - now);
-}
-
-/* ---- completions ---- */
-
-static void tcp_completion(struct worker *w, struct ndc_pending *p, uint64_t now)
-{
-	struct slot *sl = &w->slots[p->slot];
-	struct conn *c = sl->c;
-
-	if (!c || sl->gen != p->gen) {
-		/* The connection closed (and its slot may serve another one by now). */
-		stat_add(&w->st, drops, 1);
-		return;
-	}
-	c->n_pending--;
-	if (p->len) {
-		stat_add(&w->st, replies, 1);
-		conn_send(w, c, p->frame, p->len, now);
-	} else {
-		stat_add(&w->st, drops, 1);
-	}
-	conn_check_done(w, c);
-}
-
 /* Returns true when the server is stopping. */
 static bool event_ready(struct worker *w, uint64_t now)
 {
-	struct ndc_pending *p, *next;
 	uint64_t v;
 
 	if (read(w->ev.fd, &v, sizeof(v)) < 0 && errno != EAGAIN)
 		return false;
 	if (__atomic_load_n(&w->srv->stopping, __ATOMIC_ACQUIRE))
 		return true;
-	pthread_mutex_lock(&w->qlock);
-	p = w->qhead;
-	w->qhead = w->qtail = NULL;
-	pthread_mutex_unlock(&w->qlock);
-	for (; p; p = next) {
-		next = p->next;
-		tcp_completion(w, p, now);
-		free_pending(p);
-	}
+	ndc_srv_tcp_deliver(w, now);
 	return false;
 }
 
@@ -665,15 +172,15 @@ static void *worker_main(void *arg)
 				udp_ready(w, sk);
 				break;
 			case SK_LISTEN:
-				tcp_accept(w, sk, now);
+				ndc_srv_tcp_accept(w, sk, now);
 				break;
 			case SK_CONN:
-				conn_event(w, (struct conn *)sk, evs[i].events, now);
+				ndc_srv_tcp_event(w, sk, evs[i].events, now);
 				break;
 			}
 		}
-		timeout = sweep(w, now);
-		reap(w);
+		timeout = ndc_srv_tcp_sweep(w, now);
+		ndc_srv_tcp_reap(w);
 	}
 	return NULL;
 }
@@ -829,17 +336,9 @@ static int bind_all(struct ndc_server *s, uint16_t want)
 
 static void worker_free(struct worker *w, size_t n_addrs)
 {
-	struct ndc_pending *p, *next;
-
 	if (!w)
 		return;
-	while (w->oldest)
-		conn_close(w, w->oldest);
-	reap(w);
-	for (p = w->qhead; p; p = next) {
-		next = p->next;
-		free_pending(p);
-	}
+	ndc_srv_tcp_fini(w);
 	for (size_t a = 0; w->udp && a < n_addrs; a++) {
 		if (w->udp[a].fd >= 0)
 			close(w->udp[a].fd);
@@ -850,11 +349,8 @@ static void worker_free(struct worker *w, size_t n_addrs)
 		close(w->ev.fd);
 	if (w->epfd >= 0)
 		close(w->epfd);
-	pthread_mutex_destroy(&w->qlock);
 	free(w->udp);
 	free(w->lis);
-	free(w->slots);
-	free(w->free_slots);
 	free(w);
 }
 
@@ -862,7 +358,7 @@ static int worker_new(struct ndc_server *s, unsigned id, struct worker **ret)
 {
 	struct epoll_event ev = {.events = EPOLLIN};
 	struct worker *w;
-	int err = -ENOMEM;
+	int err;
 
 	w = calloc(1, sizeof(*w));
 	if (!w)
@@ -871,7 +367,10 @@ static int worker_new(struct ndc_server *s, unsigned id, struct worker **ret)
 	w->id = id;
 	w->epfd = w->ev.fd = -1;
 	w->ev.kind = SK_EVENT;
-	pthread_mutex_init(&w->qlock, NULL);
+	err = ndc_srv_tcp_init(w);
+	if (err < 0)
+		goto fail;
+	err = -ENOMEM;
 	w->udp = malloc(s->n_addrs * sizeof(*w->udp));
 	w->lis = malloc(s->n_addrs * sizeof(*w->lis));
 	if (!w->udp || !w->lis) {
@@ -884,14 +383,6 @@ static int worker_new(struct ndc_server *s, unsigned id, struct worker **ret)
 		w->udp[a] = (struct sock){.kind = SK_UDP, .fd = -1};
 		w->lis[a] = (struct sock){.kind = SK_LISTEN, .fd = -1};
 	}
-	w->slots = calloc(s->max_conns, sizeof(*w->slots));
-	w->free_slots = calloc(s->max_conns, sizeof(*w->free_slots));
-	if (!w->slots || !w->free_slots)
-		goto fail;
-	/* Lowest slots first: a reused slot is the common case the generation check is for. */
-	for (uint32_t i = 0; i < s->max_conns; i++)
-		w->free_slots[i] = s->max_conns - 1 - i;
-	w->n_free = s->max_conns;
 	for (int i = 0; i < NDC_SERVER_BATCH; i++) {
 		w->rx_iov[i] = (struct iovec){.iov_base = w->rx_buf[i], .iov_len = NDC_UDP_SLOT};
 		w->rx[i].msg_hdr.msg_name = &w->peer[i];
@@ -1095,34 +586,13 @@ struct ndc_pending *ndc_server_detain(struct ndc_server_req *req)
 	p->len = 0;
 	p->tcp = req->c != NULL;
 	if (p->tcp) {
-		p->worker = w->id;
-		p->slot = req->c->slot;
-		p->gen = w->slots[p->slot].gen;
-		req->c->n_pending++;
+		ndc_srv_tcp_detain(req, p);
 	} else {
 		p->fd = req->fd;
 		p->peer_len = req->peer_len;
 		memcpy(&p->peer, req->peer, req->peer_len);
 	}
 	return p;
-}
-
-static void push_completion(struct worker *w, struct ndc_pending *p)
-{
-	static const uint64_t one = 1;
-	bool was_empty;
-
-	pthread_mutex_lock(&w->qlock);
-	was_empty = !w->qhead;
-	if (w->qtail)
-		w->qtail->next = p;
-	else
-		w->qhead = p;
-	w->qtail = p;
-	pthread_mutex_unlock(&w->qlock);
-	/* A non-empty queue has a wakeup outstanding already. */
-	if (was_empty && write(w->ev.fd, &one, sizeof(one)) < 0)
-		ndc_warn("server: waking worker %u: %s", w->id, strerror(errno));
 }
 
 void ndc_server_complete(struct ndc_pending *p, const uint8_t *msg, size_t len)
@@ -1147,25 +617,13 @@ void ndc_server_complete(struct ndc_pending *p, const uint8_t *msg, size_t len)
 			stat_add(&s->st, drops, 1);
 		goto drop;
 	}
-	/* Even an empty completion goes to the worker: the connection stops waiting for it. */
-	if (len && len <= NDC_TCP_MSG_MAX) {
-		struct ndc_pending *q = realloc(p, sizeof(*p) + 2 + len);
-
-		if (q) {
-			p = q;
-			p->frame[0] = (uint8_t)(len >> 8);
-			p->frame[1] = (uint8_t)len;
-			memcpy(p->frame + 2, msg, len);
-			p->len = 2 + len;
-		}
-	}
-	push_completion(s->workers[p->worker], p);
+	ndc_srv_tcp_complete(s, p, msg, len);
 	pthread_rwlock_unlock(&h->lock);
 	return;
 
 drop:
 	pthread_rwlock_unlock(&h->lock);
-	free_pending(p);
+	ndc_srv_pending_free(p);
 }
 
 void ndc_server_stats(struct ndc_server *s, struct ndc_server_stats *ret)
