@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * Agent configuration: YAML per the DESIGN contract, parsed with libyaml. Unknown keys are
- * errors; a bad value names the key path and line.
+ * errors; a bad value names the key path and line. deploy/examples/ndcache.yaml is the reference
+ * for every key, its default and its accepted values.
  */
 #ifndef NDC_CONFIG_H
 #define NDC_CONFIG_H
@@ -25,7 +26,8 @@ struct ndc_config {
 	struct ndc_ip listen[NDC_CFG_MAX_ADDRS];
 	uint16_t port;
 	size_t n_upstream;
-	struct sockaddr_storage upstream[NDC_CFG_MAX_ADDRS]; /* "ip:port", "[v6]:port", or ip (53) */
+	struct sockaddr_storage
+	    upstream[NDC_CFG_MAX_ADDRS]; /* "ip:port", "[v6]:port", or ip (53) */
 	struct {
 		enum ndc_source_kind kind; /* no source section: the embedded sample cluster */
 		char *snapshot;		   /* source.snapshot */
@@ -57,25 +59,36 @@ struct ndc_config {
 	struct {
 		uint32_t timeout_ms; /* per upstream attempt, 1000 */
 	} forward;
-	uint32_t workers;	  /* 0: one per online CPU */
-	uint32_t tcp_idle_ms;	  /* 10000 (RFC 7766 6.2.3 suggests seconds) */
-	uint32_t tcp_max_conns;	  /* per worker, 1024 */
+	uint32_t workers;	/* 0: one per online CPU */
+	uint32_t tcp_idle_ms;	/* 10000 (RFC 7766 6.2.3 suggests seconds) */
+	uint32_t tcp_max_conns; /* per worker, 1024 */
 };
 
-/* Fills cfg with the defaults above (listen 169.254.20.10, port 53, upstream none). */
+/*
+ * Fills cfg with the defaults above (listen 169.254.20.10, port 53, upstream none). Cannot fail:
+ * the default strings and arrays (cluster_domain, dataplane.interfaces, http.listen) are static,
+ * and ndc_config_free leaves them alone. source.snapshot and source.kubeconfig are always NULL or
+ * heap, so a caller may free and replace them (--kubeconfig).
+ */
 void ndc_config_defaults(struct ndc_config *cfg);
 
 /*
- * Parses YAML text over the defaults. Returns 0, or -EINVAL with a one-line reason naming the
- * key path and line in err ("line 4: records.ttl: expected an integer 0..3600, got 'x'").
- * On error cfg holds the defaults plus whatever was parsed; free it with ndc_config_free.
+ * Sets cfg to the defaults (what it held before is overwritten, not freed), then applies the YAML
+ * text. Empty text or an empty document is valid: all defaults. Returns 0, or -EINVAL with a
+ * one-line reason naming the key path and line in err ("line 4: records.ttl: expected an integer
+ * 0..3600, got 'x'"), or -ENOMEM. err may be NULL. On error cfg holds the defaults plus whatever
+ * was parsed; free it with ndc_config_free either way.
  */
 int ndc_config_parse(const char *text, size_t len, struct ndc_config *cfg, char *err,
 		     size_t errlen);
 
-/* Reads the file and parses it; -errno with the reason in err if it cannot be read. */
+/*
+ * Reads the file (at most 1 MiB, else -EFBIG) and parses it; -errno with "PATH: reason" in err if
+ * it cannot be read. Parse errors are prefixed with the path too. cfg is always initialized.
+ */
 int ndc_config_load(const char *path, struct ndc_config *cfg, char *err, size_t errlen);
 
+/* Frees what parsing allocated and zeroes cfg, so freeing twice (or NULL) is harmless. */
 void ndc_config_free(struct ndc_config *cfg);
 
 #endif
