@@ -1,0 +1,114 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The one contract between the BPF fast path (bpf/) and user space (dataplane/fastpath.c).
+ * Included by both: fixed-width kernel types only, network order marked __be, explicit padding,
+ * sizes pinned with _Static_assert. Any change to a struct here bumps NDC_ABI_VERSION; the loader
+ * refuses pinned maps of another version.
+ *
+ * How a query is answered in the kernel (UDP to port 53 of a node-local address, QDCOUNT 1,
+ * no EDNS options, DO clear, not a fragment):
+ *   1. key = (lowercase qname, qtype); found and not expired: that answer.
+ *   2. else key = (lowercase qname, NDC_FP_QTYPE_OTHER): the answer for any other type at an
+ *      existing name (NODATA with SOA, or the CNAME of an ExternalName service).
+ *   3. else, when the config says the store is synced and the name is under the zone but not
+ *      under the pass-through suffix (pod.<zone> when pods are computed at lookup): NXDOMAIN with
+ *      the SOA template of map ndc_nx.
+ *   4. else pass to the stack (user space answers), counting why.
+ * Everything after the question comes from the value's data; the question is echoed as received.
+ */
+#ifndef NDC_ABI_H
+#define NDC_ABI_H
+
+#include <linux/types.h>
+
+#define NDC_ABI_VERSION 1
+
+#define NDC_FP_NAME_MAX 128 /* longer wire names go to user space */
+#define NDC_FP_DATA_MAX 512 /* bigger answers go to user space */
+#define NDC_FP_TTL_MAX 16   /* RRs whose TTL the fast path counts down */
+#define NDC_FP_MAX_ADDRS 4  /* node-local addresses per family */
+
+/* qtype of the "any other type at this existing name" entry (type 0 is reserved, RFC 6895). */
+#define NDC_FP_QTYPE_OTHER 0
+
+/* Map names, also the file names under the pin directory. */
+#define NDC_FP_PIN_DIR "/sys/fs/bpf/ndcache"
+#define NDC_FP_MAP_ANSWERS ndc_answers
+#define NDC_FP_MAP_NX ndc_nx
+#define NDC_FP_MAP_CONFIG ndc_config
+#define NDC_FP_MAP_COUNTERS ndc_counters
+
+struct ndc_fp_key {
+	__u8 name[NDC_FP_NAME_MAX]; /* lowercase wire name, zero bytes after its end */
+	__u16 qtype;		    /* host order */
+	__u16 pad;		    /* zero */
+};
+
+/* value flags */
+#define NDC_FP_V_AA 0x01 /* set AA in the reply */
+
+struct ndc_fp_value {
+	__u64 insert_ns; /* bpf_ktime_get_ns() (CLOCK_MONOTONIC) at which data's TTLs were exact */
+	__u64 expire_ns; /* 0: never expires (cluster records); else pass once now >= expire_ns */
+	__u16 len;	 /* bytes used in data */
+	__u16 ancount;
+	__u16 nscount;
+	__u16 arcount;
+	__u8 rcode; /* header RCODE (4 bits) */
+	__u8 flags; /* NDC_FP_V_* */
+	__u8 n_ttl; /* entries used in ttl_off; 0 with expire_ns 0 (TTLs never change) */
+	__u8 pad;
+	__u32 pad2;
+	__u16 ttl_off[NDC_FP_TTL_MAX]; /* offsets in data of RR TTL fields to count down */
+	/*
+	 * Answer, authority and additional RRs as they follow the question. Compression pointers
+	 * assume the question name at offset 12 (its length is the key's name length), exactly
+	 * like struct ndc_answer in user space.
+	 */
+	__u8 data[NDC_FP_DATA_MAX];
+};
+
+/* config flags */
+#define NDC_FP_C_SYNCED 0x01	    /* the store is complete: synthesise NXDOMAIN */
+#define NDC_FP_C_REDIRECT_PEER 0x02 /* tc: reply with bpf_redirect_peer instead of bpf_redirect */
+
+struct ndc_fp_config {
+	__u32 abi_version; /* NDC_ABI_VERSION, or the program passes everything */
+	__u32 flags;	   /* NDC_FP_C_* */
+	__be32 addr4[NDC_FP_MAX_ADDRS];
+	__u8 addr6[NDC_FP_MAX_ADDRS][16];
+	__u8 n_addr4;
+	__u8 n_addr6;
+	__be16 port;		   /* 53 */
+	__u8 zone[NDC_FP_NAME_MAX]; /* lowercase wire form of the cluster domain */
+	__u8 zone_len;		   /* 0: no NXDOMAIN synthesis */
+	__u8 pass_len;		   /* 0: none */
+	__u16 pad;
+	__u8 pass[NDC_FP_NAME_MAX]; /* names under this suffix are never synthesised */
+};
+
+/* Per-CPU counters, indexed by enum ndc_fp_counter. */
+enum ndc_fp_counter {
+	NDC_FP_HIT = 0,	     /* answered from an exact entry */
+	NDC_FP_NODATA,	     /* answered from a NDC_FP_QTYPE_OTHER entry */
+	NDC_FP_NXDOMAIN,     /* synthesised NXDOMAIN */
+	NDC_FP_PASS_MISS,    /* not in the table */
+	NDC_FP_PASS_EXPIRED, /* entry expired: user space refreshes it */
+	NDC_FP_PASS_EDNS,    /* EDNS options, DO bit, version > 0 */
+	NDC_FP_PASS_SIZE,    /* reply would exceed the client's limit or the buffer */
+	NDC_FP_PASS_FORMAT,  /* QDCOUNT != 1, not a plain query, malformed, name too long */
+	NDC_FP_PASS_FRAG,    /* IP fragment or IPv4 options / IPv6 extension headers */
+	NDC_FP_PASS_CONFIG,  /* no config or ABI mismatch */
+	NDC_FP_COUNTER_MAX,
+};
+
+#ifndef __cplusplus
+_Static_assert(sizeof(struct ndc_fp_key) == NDC_FP_NAME_MAX + 4, "ndc_fp_key layout");
+_Static_assert(sizeof(struct ndc_fp_value) == 32 + 2 * NDC_FP_TTL_MAX + NDC_FP_DATA_MAX,
+	       "ndc_fp_value layout");
+_Static_assert(sizeof(struct ndc_fp_config) ==
+		       16 + 4 * NDC_FP_MAX_ADDRS + 16 * NDC_FP_MAX_ADDRS + 2 * NDC_FP_NAME_MAX,
+	       "ndc_fp_config layout");
+#endif
+
+#endif
