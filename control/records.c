@@ -552,3 +552,94 @@ int ndc_records_lookup(const struct ndc_records *r, const uint8_t *lname, size_t
 		a = node_answer(nd, NDC_T_CNAME); /* RFC 1034 3.6.2: the alias answers any type */
 	return a ? copy_answer(a, out, cap) : negative(r, nlen, NDC_RCODE_NOERROR, out, cap);
 }
+
+/* ---------------------------------------------------------------------------------------------
+ * Iteration, for the fast-path publisher.
+ */
+/* The whole name of nd into out (NDC_NAME_MAX bytes); returns its length. */
+static size_t node_name(const struct ndc_records *r, const struct rnode *nd, uint8_t *out)
+{
+	size_t len = nd->nlen, pos = 0;
+
+	for (;;) {
+		memcpy(out + pos, nd->name, nd->llen);
+		pos += nd->llen;
+		if (!nd->parent)
+			return len;
+		nd = (const struct rnode *)(r->blob + nd->parent);
+	}
+}
+
+int ndc_records_foreach(const struct ndc_records *r, ndc_records_fn fn, void *arg)
+{
+	union {
+		struct ndc_answer a;
+		uint8_t b[sizeof(r->neg)];
+	} neg;
+	uint8_t name[NDC_NAME_MAX];
+
+	for (uint32_t i = 0; i <= r->mask; i++) {
+		const struct rnode *nd;
+		const struct ndc_answer *other;
+		const uint8_t *e;
+		size_t nlen;
+		int err;
+
+		if (!r->slots[i])
+			continue;
+		nd = (const struct rnode *)(r->blob + r->slots[i]);
+		nlen = node_name(r, nd, name);
+		e = (const uint8_t *)nd + ALIGN4(sizeof(*nd) + nd->llen);
+		for (int t = 0; t < nd->ntypes; t++) {
+			const struct ndc_answer *a = (const struct ndc_answer *)e;
+
+			err = fn(arg, name, nlen, a->pad, a);
+			if (err)
+				return err;
+			e += ALIGN4(ndc_answer_size(a));
+		}
+		if (!ndc_name_in_zone(name, nlen, r->zone, r->zlen))
+			continue; /* reverse names: other types are forwarded, not answered */
+		/* ANY gets the first RRset (RFC 8482), as ndc_records_lookup answers it. */
+		if (nd->ntypes) {
+			err = fn(arg, name, nlen, NDC_T_ANY, node_answer(nd, 0));
+			if (err)
+				return err;
+		}
+		other = node_answer(nd, NDC_T_CNAME);
+		if (!other) {
+			err = negative(r, nlen, NDC_RCODE_NOERROR, &neg.a,
+				       sizeof(neg) - sizeof(neg.a));
+			if (err)
+				return err;
+			other = &neg.a;
+		}
+		err = fn(arg, name, nlen, 0, other);
+		if (err)
+			return err;
+	}
+	return 0;
+}
+
+int ndc_records_nxdomain(const struct ndc_records *r, struct ndc_answer *out, size_t cap)
+{
+	struct ndc_wbuf w;
+
+	/* Nothing compressed: the same bytes must follow any question name. */
+	ndc_wbuf_init(&w, out->data, cap);
+	ndc_wbuf_bytes(&w, r->zone, r->zlen);
+	ndc_wbuf_u16(&w, NDC_T_SOA);
+	ndc_wbuf_u16(&w, NDC_C_IN);
+	ndc_wbuf_u32(&w, r->neg_ttl);
+	ndc_wbuf_u16(&w, (uint16_t)r->soa_len);
+	ndc_wbuf_bytes(&w, r->soa, r->soa_len);
+	if (w.err)
+		return -ENOSPC;
+	memset(out, 0, sizeof(*out));
+	out->rcode = NDC_RCODE_NXDOMAIN;
+	out->aa = 1;
+	out->nscount = 1;
+	out->len = (uint16_t)w.len;
+	out->min_ttl = r->neg_ttl;
+	return 0;
+}

@@ -52,6 +52,22 @@ int ndc_records_lookup(const struct ndc_records *r, const uint8_t *lname, size_t
 /* True when lname is inside the cluster zone (answered authoritatively, never forwarded). */
 bool ndc_records_is_local(const struct ndc_records *r, const uint8_t *lname, size_t nlen);
 
+/*
+ * Calls fn for every answer the table holds: each (name, type) RRset; for names inside the zone
+ * also (name, ANY) with the answer ndc_records_lookup gives for ANY, and (name, 0) with the
+ * answer to every type the name does not have (NODATA with SOA, or the CNAME). Reverse names get
+ * only their PTR. A non-zero return from fn stops the walk and is returned.
+ */
+typedef int (*ndc_records_fn)(void *arg, const uint8_t *lname, size_t nlen, uint16_t qtype,
+			      const struct ndc_answer *a);
+int ndc_records_foreach(const struct ndc_records *r, ndc_records_fn fn, void *arg);
+
+/*
+ * The NXDOMAIN answer (SOA in authority) with no name compressed against the question, so the
+ * same bytes follow any question: the fast path's template. -ENOSPC if cap is too small.
+ */
+int ndc_records_nxdomain(const struct ndc_records *r, struct ndc_answer *out, size_t cap);
+
 /* Number of (name, type) RRsets in the table, for metrics and tests. */
 size_t ndc_records_count(const struct ndc_records *r);
 

@@ -1037,19 +1037,125 @@ static void test_scale(void **state)
 	free(ips);
 }
 
+/*
+ * The fast-path publisher serves what ndc_records_foreach yields; the socket path serves
+ * ndc_records_lookup. They must agree on every question, byte for byte.
+ */
+struct walk {
+	const struct ndc_records *r;
+	size_t n, n_other, n_any;
+	bool saw_cname_other, saw_nodata_other, saw_reverse;
+};
+
+static int walk_fn(void *arg, const uint8_t *lname, size_t nlen, uint16_t qtype,
+		   const struct ndc_answer *a)
+{
+	static union {
+		struct ndc_answer a;
+		uint8_t b[sizeof(struct ndc_answer) + 65536];
+	} got;
+	struct walk *w = arg;
+	/* For the "any other type" entry ask a type no name in the table has. */
+	uint16_t ask = qtype ? qtype : NDC_T_MX;
+
+	assert_int_equal(ndc_records_lookup(w->r, lname, nlen, ask, &got.a, 65536), 0);
+	assert_int_equal(got.a.len, a->len);
+	assert_int_equal(got.a.rcode, a->rcode);
+	assert_int_equal(got.a.aa, a->aa);
+	assert_int_equal(got.a.ancount, a->ancount);
+	assert_int_equal(got.a.nscount, a->nscount);
+	assert_int_equal(got.a.arcount, a->arcount);
+	assert_int_equal(got.a.qname_len, nlen);
+	assert_memory_equal(got.a.data, a->data, a->len);
+	w->n++;
+	w->n_any += qtype == NDC_T_ANY;
+	if (!qtype) {
+		w->n_other++;
+		w->saw_cname_other |= a->ancount == 1 && a->nscount == 0;
+		w->saw_nodata_other |= a->ancount == 0 && a->nscount == 1;
+	}
+	w->saw_reverse |= qtype == NDC_T_PTR;
+	return 0;
+}
+
+static int stop_fn(void *arg, const uint8_t *lname, size_t nlen, uint16_t qtype,
+		   const struct ndc_answer *a)
+{
+	(void)lname, (void)nlen, (void)qtype, (void)a;
+	return ++*(int *)arg == 3 ? -EINTR : 0;
+}
+
+static void test_foreach_matches_lookup(void **state)
+{
+	struct ndc_records *r = build_default();
+	struct walk w = {.r = r};
+	int calls = 0;
+
+	(void)state;
+	assert_int_equal(ndc_records_foreach(r, walk_fn, &w), 0);
+	/* Every RRset once, plus an ANY and an "other" entry per name in the zone. */
+	assert_true(w.n >= ndc_records_count(r) + w.n_other);
+	assert_true(w.n_other > 10 && w.n_any > 5);
+	assert_true(w.saw_cname_other && w.saw_nodata_other && w.saw_reverse);
+	assert_int_equal(ndc_records_foreach(r, stop_fn, &calls), -EINTR);
+	assert_int_equal(calls, 3);
+	ndc_records_free(r);
+}
+
+static void test_nxdomain_template(void **state)
+{
+	static union {
+		struct ndc_answer a;
+		uint8_t b[sizeof(struct ndc_answer) + 512];
+	} nx, got;
+	struct ndc_records *r = build_default();
+	uint8_t name[NDC_NAME_MAX];
+	size_t nlen = wire("api.example.com.default.svc.cluster.local", name);
+	struct dec d1, d2;
+
+	(void)state;
+	assert_int_equal(ndc_records_nxdomain(r, &nx.a, 512), 0);
+	assert_int_equal(ndc_records_nxdomain(r, &nx.a, 10), -ENOSPC);
+	assert_int_equal(ndc_records_nxdomain(r, &nx.a, 512), 0);
+	assert_int_equal(nx.a.rcode, NDC_RCODE_NXDOMAIN);
+	assert_int_equal(nx.a.nscount, 1);
+	assert_int_equal(nx.a.ancount, 0);
+	/* Decoded, it says what the socket path's compressed NXDOMAIN says. */
+	assert_int_equal(ndc_records_lookup(r, name, nlen, NDC_T_A, &got.a, 512), 0);
+	nx.a.qname_len = (uint8_t)nlen;
+	decode(&nx.a, name, nlen, &d1);
+	decode(&got.a, name, nlen, &d2);
+	assert_int_equal(d1.n, d2.n);
+	for (int i = 0; i < d1.n; i++)
+		assert_string_equal(d1.line[i], d2.line[i]);
+	ndc_records_free(r);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-	    cmocka_unit_test(test_cluster_ip),	      cmocka_unit_test(test_dual_stack),
-	    cmocka_unit_test(test_headless),	      cmocka_unit_test(test_hostnames),
-	    cmocka_unit_test(test_srv_cluster_ip),    cmocka_unit_test(test_srv_headless),
-	    cmocka_unit_test(test_external_name),     cmocka_unit_test(test_ptr),
-	    cmocka_unit_test(test_ptr_details),	      cmocka_unit_test(test_apex),
-	    cmocka_unit_test(test_negative),	      cmocka_unit_test(test_outside_zone),
-	    cmocka_unit_test(test_pods_insecure),     cmocka_unit_test(test_pods_verified),
-	    cmocka_unit_test(test_namespaces_filter), cmocka_unit_test(test_ignore_empty_service),
-	    cmocka_unit_test(test_ttl_and_enospc),    cmocka_unit_test(test_big_rrset),
-	    cmocka_unit_test(test_opts_from_config),  cmocka_unit_test(test_scale),
+	    cmocka_unit_test(test_cluster_ip),
+	    cmocka_unit_test(test_dual_stack),
+	    cmocka_unit_test(test_headless),
+	    cmocka_unit_test(test_hostnames),
+	    cmocka_unit_test(test_srv_cluster_ip),
+	    cmocka_unit_test(test_srv_headless),
+	    cmocka_unit_test(test_external_name),
+	    cmocka_unit_test(test_ptr),
+	    cmocka_unit_test(test_ptr_details),
+	    cmocka_unit_test(test_apex),
+	    cmocka_unit_test(test_negative),
+	    cmocka_unit_test(test_outside_zone),
+	    cmocka_unit_test(test_pods_insecure),
+	    cmocka_unit_test(test_pods_verified),
+	    cmocka_unit_test(test_namespaces_filter),
+	    cmocka_unit_test(test_ignore_empty_service),
+	    cmocka_unit_test(test_ttl_and_enospc),
+	    cmocka_unit_test(test_big_rrset),
+	    cmocka_unit_test(test_opts_from_config),
+	    cmocka_unit_test(test_scale),
+	    cmocka_unit_test(test_foreach_matches_lookup),
+	    cmocka_unit_test(test_nxdomain_template),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
