@@ -49,6 +49,8 @@ struct ndc_cache {
 	struct ndc_cache_opts opts;
 	uint32_t nshards;
 	struct shard *shards;
+	ndc_cache_hook_fn hook; /* set before the cache is shared, never changed after */
+	void *hook_arg;
 };
 
 uint64_t ndc_now_ms(void)
@@ -118,9 +120,12 @@ static struct entry **bucket_find(struct shard *s, uint64_t hash, const uint8_t 
 	return pp;
 }
 
-static void entry_remove(struct shard *s, struct entry *e)
+static void entry_remove(struct ndc_cache *c, struct shard *s, struct entry *e, bool replaced)
 {
 	struct entry **pp = &s->buckets[e->hash & (s->nbuckets - 1)];
+
+	if (c->hook && !replaced)
+		c->hook(c->hook_arg, NULL, entry_name(e), e->nlen, e->qtype, e->qclass, 0);
 
 	while (*pp != e)
 		pp = &(*pp)->hnext;
@@ -151,13 +156,13 @@ static void shard_make_room(struct ndc_cache *c, struct shard *s, size_t need, u
 		struct entry *prev = e->prev;
 
 		if (entry_dead(c, e, now_ms)) {
-			entry_remove(s, e);
+			entry_remove(c, s, e, false);
 			s->evictions++;
 		}
 		e = prev;
 	}
 	while (s->lru.prev != &s->lru && shard_full(s, need)) {
-		entry_remove(s, s->lru.prev);
+		entry_remove(c, s, s->lru.prev, false);
 		s->evictions++;
 	}
 }
@@ -276,7 +281,7 @@ int ndc_cache_put(struct ndc_cache *c, const uint8_t *lname, size_t nlen, uint16
 	pthread_mutex_lock(&s->lock);
 	pp = bucket_find(s, hash, lname, nlen, qtype, qclass);
 	if (*pp)
-		entry_remove(s, *pp);
+		entry_remove(c, s, *pp, true);
 	shard_make_room(c, s, size, now_ms);
 	pp = &s->buckets[hash & (s->nbuckets - 1)];
 	e->hnext = *pp;
@@ -285,6 +290,9 @@ int ndc_cache_put(struct ndc_cache *c, const uint8_t *lname, size_t nlen, uint16
 	s->count++;
 	s->bytes += size;
 	s->inserts++;
+	/* Under the shard lock, so a hook never sees a put and a remove of one key reordered. */
+	if (c->hook)
+		c->hook(c->hook_arg, &e->ans, lname, nlen, qtype, qclass, ttl);
 	pthread_mutex_unlock(&s->lock);
 	return 0;
 }
@@ -305,7 +313,7 @@ int ndc_cache_get(struct ndc_cache *c, const uint8_t *lname, size_t nlen, uint16
 	} else if (now_ms < e->expire_ms) {
 		r = 0;
 	} else if (entry_dead(c, e, now_ms)) {
-		entry_remove(s, e);
+		entry_remove(c, s, e, false);
 		s->evictions++;
 		e = NULL;
 		r = -ENOENT;
@@ -348,4 +356,10 @@ void ndc_cache_stats(struct ndc_cache *c, struct ndc_cache_stats *ret)
 		ret->bytes += s->bytes;
 		pthread_mutex_unlock(&s->lock);
 	}
+}
+
+void ndc_cache_set_hook(struct ndc_cache *c, ndc_cache_hook_fn fn, void *arg)
+{
+	c->hook = fn;
+	c->hook_arg = arg;
 }

@@ -52,6 +52,17 @@ int ndc_cache_get(struct ndc_cache *c, const uint8_t *lname, size_t nlen, uint16
 
 void ndc_cache_stats(struct ndc_cache *c, struct ndc_cache_stats *ret);
 
+/*
+ * Told of every change, under the shard's lock (keep it short, never call back into the cache):
+ * a stored with ttl seconds to live, or a NULL when the key left the cache (evicted, or dead past
+ * stale_max). A replaced entry is reported as the new put only. For the fast-path publisher.
+ */
+typedef void (*ndc_cache_hook_fn)(void *arg, const struct ndc_answer *a, const uint8_t *lname,
+				  size_t nlen, uint16_t qtype, uint16_t qclass, uint32_t ttl);
+
+/* Sets the hook; call before the cache is used by other threads. */
+void ndc_cache_set_hook(struct ndc_cache *c, ndc_cache_hook_fn fn, void *arg);
+
 /* Monotonic milliseconds, the clock every now_ms argument uses. */
 uint64_t ndc_now_ms(void);
 

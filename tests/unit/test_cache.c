@@ -497,6 +497,68 @@ static void test_now_ms_monotonic(void **state)
 	assert_true(b < a + 5000);
 }
 
+/* The hook sees every put, and a removal for every key that leaves, never for a replacement. */
+struct hook_log {
+	int puts, drops;
+	char last[32];
+	uint32_t last_ttl;
+	uint16_t last_len;
+};
+
+static void hook(void *arg, const struct ndc_answer *a, const uint8_t *lname, size_t nlen,
+		 uint16_t qtype, uint16_t qclass, uint32_t ttl)
+{
+	struct hook_log *h = arg;
+
+	assert_int_equal(qtype, NDC_T_A);
+	assert_int_equal(qclass, NDC_C_IN);
+	assert_true(nlen > 7 && lname[0] < sizeof(h->last));
+	memcpy(h->last, lname + 1, lname[0]);
+	h->last[lname[0]] = 0;
+	if (a) {
+		h->puts++;
+		h->last_ttl = ttl;
+		h->last_len = a->len;
+	} else {
+		h->drops++;
+	}
+}
+
+static void test_hook(void **state)
+{
+	struct ndc_cache *c = new_cache(2, 1 << 20, 600, 600, 10);
+	struct test_answer a, out;
+	struct hook_log h = {0};
+	uint32_t age;
+
+	(void)state;
+	ndc_cache_set_hook(c, hook, &h);
+	make_answer(&a, NDC_RCODE_NOERROR, 1, 20, 1);
+	assert_int_equal(put(c, "a", NDC_T_A, &a, 300, T0), 0);
+	assert_int_equal(h.puts, 1);
+	assert_string_equal(h.last, "a");
+	assert_int_equal(h.last_ttl, 300);
+	assert_int_equal(h.last_len, 20);
+	/* TTLs are reported after the cap. */
+	assert_int_equal(put(c, "a", NDC_T_A, &a, 9000, T0), 0);
+	assert_int_equal(h.puts, 2);
+	assert_int_equal(h.drops, 0);
+	assert_int_equal(h.last_ttl, 600);
+	/* A TTL of 0 stores nothing and reports nothing. */
+	assert_int_equal(put(c, "z", NDC_T_A, &a, 0, T0), 0);
+	assert_int_equal(h.puts, 2);
+	/* The third entry evicts the least recently used. */
+	assert_int_equal(put(c, "b", NDC_T_A, &a, 300, T0), 0);
+	assert_int_equal(put(c, "c", NDC_T_A, &a, 300, T0), 0);
+	assert_int_equal(h.drops, 1);
+	assert_string_equal(h.last, "c");
+	/* A lookup that finds an entry dead past stale_max removes it and says so. */
+	assert_int_equal(get(c, "b", NDC_T_A, T0 + 311 * 1000, true, &out, &age), -ENOENT);
+	assert_int_equal(h.drops, 2);
+	assert_string_equal(h.last, "b");
+	ndc_cache_free(c);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -515,6 +577,7 @@ int main(void)
 	    cmocka_unit_test(test_out_too_small),
 	    cmocka_unit_test(test_concurrent),
 	    cmocka_unit_test(test_now_ms_monotonic),
+	    cmocka_unit_test(test_hook),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
