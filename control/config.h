@@ -45,6 +45,8 @@ struct ndc_config {
 		enum ndc_dp_mode mode;
 		size_t n_interfaces;
 		char **interfaces;
+		uint32_t table_size; /* fast-path answer table entries, 65536 */
+		bool redirect_peer; /* tc replies with bpf_redirect_peer (faster; skips peer XDP) */
 	} dataplane;
 	struct {
 		char *listen; /* "127.0.0.1:9254" */

@@ -111,6 +111,8 @@ static void assert_defaults(const struct ndc_config *c)
 	assert_int_equal(c->records.n_namespaces, 0);
 	assert_int_equal(c->dataplane.mode, NDC_DP_TC);
 	assert_strv(c->dataplane.interfaces, c->dataplane.n_interfaces, ifaces, 4);
+	assert_int_equal(c->dataplane.table_size, 65536);
+	assert_false(c->dataplane.redirect_peer);
 	assert_string_equal(c->http.listen, "127.0.0.1:9254");
 	assert_int_equal(c->cache.max_entries, 100000);
 	assert_int_equal(c->cache.max_bytes, 64ULL << 20);
@@ -284,10 +286,11 @@ static void test_value_forms(void **state)
 
 	(void)state;
 	/* Single scalars for the address lists; other enum values; no/false. */
-	expect_ok("listen: fd00::53\nupstream: 10.0.0.1:54\n"
-		  "records: {pods: insecure, endpoint_pod_names: No, ignore_empty_service: false}\n"
-		  "dataplane: {mode: socket, interfaces: []}\n",
-		  &cfg);
+	expect_ok(
+	    "listen: fd00::53\nupstream: 10.0.0.1:54\n"
+	    "records: {pods: insecure, endpoint_pod_names: No, ignore_empty_service: false}\n"
+	    "dataplane: {mode: socket, interfaces: [], table_size: 1024, redirect_peer: yes}\n",
+	    &cfg);
 	assert_int_equal(cfg.n_listen, 1);
 	assert_v6(&cfg.listen[0], "fd00::53");
 	assert_int_equal(cfg.n_upstream, 1);
@@ -297,7 +300,11 @@ static void test_value_forms(void **state)
 	assert_false(cfg.records.ignore_empty_service);
 	assert_int_equal(cfg.dataplane.mode, NDC_DP_SOCKET);
 	assert_int_equal(cfg.dataplane.n_interfaces, 0);
+	assert_int_equal(cfg.dataplane.table_size, 1024);
+	assert_true(cfg.dataplane.redirect_peer);
 	ndc_config_free(&cfg);
+	expect_error("dataplane:\n  table_size: 100\n",
+		     "line 2: dataplane.table_size: expected an integer 1024..16777216, got '100'");
 
 	expect_ok("dataplane: {mode: dpdk}\ncache: {max_bytes: 65536}\nupstream: ~\n", &cfg);
 	assert_int_equal(cfg.dataplane.mode, NDC_DP_DPDK);
