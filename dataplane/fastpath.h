@@ -18,7 +18,14 @@
 #include <ndc/dns_wire.h>
 
 struct ndc_ip;
-struct ndc_fastpath;
+struct ndc_fp; /* not "ndc_fastpath": that is the libbpf skeleton's struct name */
+
+/*
+ * The tc filter's identity on clsact ingress (`tc filter show dev X ingress` shows it as
+ * "pref 7 ... handle 0x6e6463"): re-attaching replaces our filter and never another one.
+ */
+#define NDC_FP_TC_HANDLE 0x6e6463 /* "ndc" */
+#define NDC_FP_TC_PRIO 7
 
 enum ndc_fp_attach { NDC_FP_ATTACH_TC = 0, NDC_FP_ATTACH_XDP, NDC_FP_ATTACH_NONE };
 
@@ -28,21 +35,30 @@ struct ndc_fastpath_opts {
 	char *const *patterns;
 	size_t n_addrs; /* node-local addresses the fast path answers for */
 	const struct ndc_ip *addrs;
-	uint16_t port;
+	uint16_t port;	     /* host order; 0: 53 */
 	const uint8_t *zone; /* lowercase wire cluster domain: NXDOMAIN synthesis below it */
 	size_t zone_len;
 	const uint8_t *pass; /* lowercase wire suffix never synthesised (pod.<zone>), or NULL */
 	size_t pass_len;
-	uint32_t max_entries;  /* answer table size */
-	bool redirect_peer;    /* tc replies with bpf_redirect_peer */
-	const char *pin_dir;   /* NULL: NDC_FP_PIN_DIR */
+	uint32_t max_entries; /* answer table size; 0: 65536 */
+	bool redirect_peer;   /* tc replies with bpf_redirect_peer */
+	const char *pin_dir;  /* NULL: NDC_FP_PIN_DIR; must be on bpffs */
 };
 
-/* -EOPNOTSUPP without BPF in the build; -EPERM without the privileges; -errno from libbpf. */
-int ndc_fastpath_open(const struct ndc_fastpath_opts *opts, struct ndc_fastpath **ret);
+/*
+ * Loads, pins the four maps as <pin_dir>/<map name> (the pins are for inspection with bpftool;
+ * pins left by an earlier run are removed first: a restart starts from an empty table and user
+ * space republishes), writes the config (abi_version, addresses, port, zone, pass, flags; not
+ * synced), and for TC/XDP attaches to the matching links present now before returning, then to
+ * new ones as they appear (within ~100 ms). -EOPNOTSUPP without BPF in the build; -EPERM without
+ * the privileges (CAP_BPF or CAP_SYS_ADMIN, and CAP_NET_ADMIN); -E2BIG: more than
+ * NDC_FP_MAX_ADDRS addresses of one family; -ENAMETOOLONG: zone or pass over NDC_FP_NAME_MAX;
+ * -EINVAL: bad options or pin_dir not on bpffs; -errno from libbpf.
+ */
+int ndc_fastpath_open(const struct ndc_fastpath_opts *opts, struct ndc_fp **ret);
 
 /* Detaches from every link, removes the pins, frees. NULL is fine. */
-void ndc_fastpath_close(struct ndc_fastpath *fp);
+void ndc_fastpath_close(struct ndc_fp *fp);
 
 /*
  * Publishes the answer for (lname, qtype); qtype NDC_FP_QTYPE_OTHER for the answer to every type
@@ -50,27 +66,50 @@ void ndc_fastpath_close(struct ndc_fastpath *fp);
  * the entry expires ttl_s seconds from now and every RR's TTL counts down from its value in a.
  * -E2BIG: too big for NDC_FP_DATA_MAX or more than NDC_FP_TTL_MAX RRs; -ENAMETOOLONG: name over
  * NDC_FP_NAME_MAX; -ENOSPC: the table is full. In all three cases user space keeps answering.
+ * -EINVAL: a->qname_len != nlen (the pointers in data would be wrong) or malformed data.
  */
-int ndc_fastpath_publish(struct ndc_fastpath *fp, const uint8_t *lname, size_t nlen,
-			 uint16_t qtype, const struct ndc_answer *a, uint32_t ttl_s);
+int ndc_fastpath_publish(struct ndc_fp *fp, const uint8_t *lname, size_t nlen, uint16_t qtype,
+			 const struct ndc_answer *a, uint32_t ttl_s);
+
+/*
+ * Publishes the pass marker at (lname, NDC_FP_QTYPE_OTHER): an entry with NDC_FP_V_PASS and no
+ * data, for a name one of whose answers could not be published. -ENAMETOOLONG, -ENOSPC as above.
+ */
+int ndc_fastpath_publish_pass(struct ndc_fp *fp, const uint8_t *lname, size_t nlen);
 
 /* Removes (lname, qtype); -ENOENT if it was not there. */
-int ndc_fastpath_unpublish(struct ndc_fastpath *fp, const uint8_t *lname, size_t nlen,
-			   uint16_t qtype);
+int ndc_fastpath_unpublish(struct ndc_fp *fp, const uint8_t *lname, size_t nlen, uint16_t qtype);
 
-/* The NXDOMAIN answer (its data must not compress against the question: it serves any name). */
-int ndc_fastpath_set_nx(struct ndc_fastpath *fp, const struct ndc_answer *nx);
+/*
+ * Removes the entry at k if it has expired (expire_ns set and passed): 0; -EAGAIN when it has not
+ * (published again since, or never expires); -ENOENT when it is not there. Not atomic: a publish
+ * of k between the check and the delete is lost, which costs a miss (user space answers and
+ * republishes), never a wrong answer.
+ */
+int ndc_fastpath_unpublish_expired(struct ndc_fp *fp, const struct ndc_fp_key *k);
+
+/*
+ * The NXDOMAIN answer. It serves questions of any length, and a pointer's target moves with the
+ * question's length, so its data must hold no compression pointer at all: -EINVAL when an owner
+ * name or a name in NS/CNAME/PTR/MX/SOA RDATA has one (ndc_ab compresses: write it uncompressed).
+ */
+int ndc_fastpath_set_nx(struct ndc_fp *fp, const struct ndc_answer *nx);
 
 /* Synced: the table holds every cluster name, so misses under the zone are NXDOMAIN. */
-int ndc_fastpath_set_synced(struct ndc_fastpath *fp, bool synced);
+int ndc_fastpath_set_synced(struct ndc_fp *fp, bool synced);
 
 /* Sums the per-CPU counters. */
-int ndc_fastpath_counters(struct ndc_fastpath *fp, uint64_t ret[NDC_FP_COUNTER_MAX]);
+int ndc_fastpath_counters(struct ndc_fp *fp, uint64_t ret[NDC_FP_COUNTER_MAX]);
 
 /* The program fds, for BPF_PROG_TEST_RUN in tests and benchmarks. */
-int ndc_fastpath_prog_fd(struct ndc_fastpath *fp, enum ndc_fp_attach which);
+int ndc_fastpath_prog_fd(struct ndc_fp *fp, enum ndc_fp_attach which);
 
-/* Conversions, exposed for tests. */
+/*
+ * Conversions, exposed for tests. value: ttl_s 0 gives expire_ns 0 and no TTL offsets; else
+ * insert_ns = now_ns, expire_ns = now_ns + ttl_s s, and every RR's TTL offset in data (-E2BIG
+ * over NDC_FP_TTL_MAX RRs or NDC_FP_DATA_MAX bytes, -EINVAL when data does not hold exactly the
+ * counted RRs).
+ */
 int ndc_fastpath_key(const uint8_t *lname, size_t nlen, uint16_t qtype, struct ndc_fp_key *ret);
 int ndc_fastpath_value(const struct ndc_answer *a, uint32_t ttl_s, uint64_t now_ns,
 		       struct ndc_fp_value *ret);

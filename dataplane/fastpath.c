@@ -1,0 +1,613 @@
+// SPDX-License-Identifier: MIT
+/*
+ * The fast path's loader, pins, config and publisher. The attach manager is link_watch.c.
+ */
+#include <errno.h>
+#include <limits.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/statfs.h>
+#include <sys/socket.h>
+#include <time.h>
+#include <unistd.h>
+#include <arpa/inet.h>
+
+#include <bpf/bpf.h>
+#include <bpf/libbpf.h>
+
+#include <ndc/log.h>
+
+#include "fastpath.h"
+#include "fastpath_internal.h"
+#include "k8s_objects.h"
+#include "ndc_fastpath.skel.h"
+
+#define DEFAULT_MAX_ENTRIES 65536
+#define DEFAULT_PORT 53
+#define BPF_FS_MAGIC_NR 0xcafe4a11 /* linux/magic.h BPF_FS_MAGIC */
+
+/* Capability numbers (linux/capability.h), read from /proc/self/status CapEff. */
+#define CAP_NET_ADMIN_NR 12
+#define CAP_SYS_ADMIN_NR 21
+#define CAP_BPF_NR 39
+
+struct ndc_fp {
+	struct ndc_fastpath *skel;
+	struct ndc_link_watch *watch;
+	char pin_dir[PATH_MAX];
+	bool made_dir; /* we created pin_dir: remove it on close if empty */
+	bool pinned;
+	int answers_fd;
+	int nx_fd;
+	int config_fd;
+	int counters_fd;
+	pthread_mutex_t config_lock; /* set_synced is read-modify-write */
+};
+
+/* ---------------------------------------------------------------------------------------------
+ * Conversions.
+ */
+
+int ndc_fastpath_key(const uint8_t *lname, size_t nlen, uint16_t qtype, struct ndc_fp_key *ret)
+{
+	if (nlen == 0)
+		return -EINVAL;
+	if (nlen > NDC_FP_NAME_MAX)
+		return -ENAMETOOLONG;
+	/* The whole key is hashed: bytes after the name and the padding must be zero. */
+	memset(ret, 0, sizeof(*ret));
+	memcpy(ret->name, lname, nlen);
+	ret->qtype = qtype;
+	return 0;
+}
+
+/*
+ * Skips a possibly compressed name at data[*pos]. A pointer ends the name (RFC 1035 4.1.4);
+ * label types 01 and 10 (RFC 6891 5) are not valid here. *ret_ptr says whether it had a pointer.
+ */
+static int skip_name(const uint8_t *data, size_t len, size_t *pos, bool *ret_ptr)
+{
+	size_t p = *pos, wire = 0;
+
+	*ret_ptr = false;
+	for (;;) {
+		if (p >= len)
+			return -EINVAL;
+		uint8_t b = data[p];
+		if ((b & 0xc0) == 0xc0) {
+			if (p + 2 > len)
+				return -EINVAL;
+			*pos = p + 2;
+			*ret_ptr = true;
+			return 0;
+		}
+		if (b & 0xc0)
+			return -EINVAL;
+		wire += 1u + b;
+		if (wire > NDC_NAME_MAX)
+			return -EINVAL;
+		if (b == 0) {
+			*pos = p + 1;
+			return 0;
+		}
+		p += 1u + b;
+	}
+}
+
+/* Whether an RR's RDATA holds names that may be compressed (RFC 3597 4), and where. */
+static int rdata_has_pointer(const uint8_t *rd, size_t rdlen, uint16_t type, bool *ret_ptr)
+{
+	size_t pos = 0;
+	bool ptr = false;
+	int n_names, r;
+
+	switch (type) {
+	case NDC_T_NS:
+	case NDC_T_CNAME:
+	case NDC_T_PTR:
+		n_names = 1;
+		break;
+	case NDC_T_MX:
+		pos = 2;
+		n_names = 1;
+		break;
+	case NDC_T_SOA:
+		n_names = 2;
+		break;
+	default:
+		*ret_ptr = false;
+		return 0;
+	}
+	*ret_ptr = false;
+	for (int i = 0; i < n_names; i++) {
+		r = skip_name(rd, rdlen, &pos, &ptr);
+		if (r < 0)
+			return r;
+		*ret_ptr |= ptr;
+	}
+	return 0;
+}
+
+/*
+ * Walks the RRs of data: exactly n_rr of them must fill it. Records TTL offsets when ttl_off is
+ * not NULL; with no_ptrs, any compression pointer is -EINVAL (an answer that serves any name).
+ */
+static int walk_rrs(const uint8_t *data, size_t len, unsigned int n_rr, uint16_t *ttl_off,
+		    bool no_ptrs)
+{
+	size_t pos = 0;
+	bool ptr;
+	int r;
+
+	for (unsigned int i = 0; i < n_rr; i++) {
+		r = skip_name(data, len, &pos, &ptr);
+		if (r < 0)
+			return r;
+		if (no_ptrs && ptr)
+			return -EINVAL;
+		/* type, class, TTL, RDLENGTH (RFC 1035 4.1.3) */
+		if (len - pos < 10)
+			return -EINVAL;
+		uint16_t type = ndc_get16(data + pos);
+		size_t rdlen = ndc_get16(data + pos + 8);
+		if (ttl_off)
+			ttl_off[i] = (uint16_t)(pos + 4);
+		pos += 10;
+		if (len - pos < rdlen)
+			return -EINVAL;
+		if (no_ptrs) {
+			r = rdata_has_pointer(data + pos, rdlen, type, &ptr);
+			if (r < 0)
+				return r;
+			if (ptr)
+				return -EINVAL;
+		}
+		pos += rdlen;
+	}
+	return pos == len ? 0 : -EINVAL;
+}
+
+int ndc_fastpath_value(const struct ndc_answer *a, uint32_t ttl_s, uint64_t now_ns,
+		       struct ndc_fp_value *ret)
+{
+	unsigned int n_rr = (unsigned int)a->ancount + a->nscount + a->arcount;
+	int r;
+
+	if (a->len > NDC_FP_DATA_MAX)
+		return -E2BIG;
+	memset(ret, 0, sizeof(*ret));
+	ret->len = a->len;
+	ret->ancount = a->ancount;
+	ret->nscount = a->nscount;
+	ret->arcount = a->arcount;
+	ret->rcode = a->rcode & 0x0f;
+	ret->flags = a->aa ? NDC_FP_V_AA : 0;
+	memcpy(ret->data, a->data, a->len);
+	if (ttl_s == 0)
+		return 0; /* cluster record: TTLs never change, nothing to count down */
+	if (n_rr > NDC_FP_TTL_MAX)
+		return -E2BIG;
+	r = walk_rrs(a->data, a->len, n_rr, ret->ttl_off, false);
+	if (r < 0)
+		return r;
+	ret->n_ttl = (uint8_t)n_rr;
+	ret->insert_ns = now_ns;
+	ret->expire_ns = now_ns + (uint64_t)ttl_s * 1000000000ull;
+	return 0;
+}
+
+/* ---------------------------------------------------------------------------------------------
+ * Loader.
+ */
+
+/* Effective capabilities of this process, from /proc/self/status (no libcap dependency). */
+static uint64_t effective_caps(void)
+{
+	char line[256];
+	unsigned long long caps = 0;
+	FILE *f = fopen("/proc/self/status", "re");
+
+	if (!f)
+		return 0;
+	while (fgets(line, sizeof(line), f))
+		if (sscanf(line, "CapEff: %llx", &caps) == 1)
+			break;
+	fclose(f);
+	return caps;
+}
+
+static bool have_privileges(void)
+{
+	uint64_t caps = effective_caps();
+
+	return (caps & (1ull << CAP_NET_ADMIN_NR)) &&
+	       (caps & ((1ull << CAP_BPF_NR) | (1ull << CAP_SYS_ADMIN_NR)));
+}
+
+/* mkdir -p; *ret_made says whether the last component was created by us. */
+static int mkdir_p(const char *path, bool *ret_made)
+{
+	char tmp[PATH_MAX];
+	size_t n = strlen(path);
+
+	*ret_made = false;
+	if (n == 0 || n >= sizeof(tmp))
+		return -EINVAL;
+	memcpy(tmp, path, n + 1);
+	while (n > 1 && tmp[n - 1] == '/')
+		tmp[--n] = '\0';
+	for (char *p = tmp + 1; *p; p++) {
+		if (*p != '/')
+			continue;
+		*p = '\0';
+		if (mkdir(tmp, 0700) < 0 && errno != EEXIST)
+			return -errno;
+		*p = '/';
+	}
+	if (mkdir(tmp, 0700) == 0) {
+		*ret_made = true;
+		return 0;
+	}
+	return errno == EEXIST ? 0 : -errno;
+}
+
+static struct bpf_map *const *maps_of(struct ndc_fastpath *skel, struct bpf_map *out[4])
+{
+	out[0] = skel->maps.ndc_answers;
+	out[1] = skel->maps.ndc_nx;
+	out[2] = skel->maps.ndc_config;
+	out[3] = skel->maps.ndc_counters;
+	return out;
+}
+
+static int pin_path(const struct ndc_fp *fp, const struct bpf_map *m, char *out, size_t cap)
+{
+	int n = snprintf(out, cap, "%s/%s", fp->pin_dir, bpf_map__name(m));
+
+	return n < 0 || (size_t)n >= cap ? -ENAMETOOLONG : 0;
+}
+
+static void unpin_all(struct ndc_fp *fp)
+{
+	struct bpf_map *maps[4];
+	char path[PATH_MAX];
+
+	maps_of(fp->skel, maps);
+	for (int i = 0; i < 4; i++)
+		if (pin_path(fp, maps[i], path, sizeof(path)) == 0 && unlink(path) < 0 &&
+		    errno != ENOENT)
+			ndc_warn("fast path: cannot remove pin %s: %s", path, strerror(errno));
+}
+
+static int pin_all(struct ndc_fp *fp)
+{
+	struct bpf_map *maps[4];
+	char path[PATH_MAX];
+	int r;
+
+	maps_of(fp->skel, maps);
+	/* A previous run's pins: the table starts empty, user space republishes everything. */
+	unpin_all(fp);
+	for (int i = 0; i < 4; i++) {
+		r = pin_path(fp, maps[i], path, sizeof(path));
+		if (r == 0)
+			r = bpf_map__pin(maps[i], path);
+		if (r < 0) {
+			ndc_err("fast path: cannot pin %s: %s", path, strerror(-r));
+			unpin_all(fp);
+			return r;
+		}
+	}
+	fp->pinned = true;
+	return 0;
+}
+
+static int build_config(const struct ndc_fastpath_opts *o, struct ndc_fp_config *c)
+{
+	memset(c, 0, sizeof(*c));
+	c->abi_version = NDC_ABI_VERSION;
+	c->flags = o->redirect_peer ? NDC_FP_C_REDIRECT_PEER : 0;
+	for (size_t i = 0; i < o->n_addrs; i++) {
+		const struct ndc_ip *ip = &o->addrs[i];
+
+		if (ip->family == AF_INET) {
+			if (c->n_addr4 == NDC_FP_MAX_ADDRS)
+				goto too_many;
+			memcpy(&c->addr4[c->n_addr4++], ip->addr, 4);
+		} else if (ip->family == AF_INET6) {
+			if (c->n_addr6 == NDC_FP_MAX_ADDRS)
+				goto too_many;
+			memcpy(c->addr6[c->n_addr6++], ip->addr, 16);
+		} else {
+			ndc_err("fast path: address of family %u", ip->family);
+			return -EINVAL;
+		}
+	}
+	c->port = htons(o->port ? o->port : DEFAULT_PORT);
+	if (o->zone_len > NDC_FP_NAME_MAX || o->pass_len > NDC_FP_NAME_MAX) {
+		ndc_err("fast path: zone or pass-through suffix longer than %d bytes",
+			NDC_FP_NAME_MAX);
+		return -ENAMETOOLONG;
+	}
+	if ((o->zone_len && !o->zone) || (o->pass_len && !o->pass))
+		return -EINVAL;
+	if (o->zone_len)
+		memcpy(c->zone, o->zone, o->zone_len);
+	c->zone_len = (uint8_t)o->zone_len;
+	if (o->pass_len)
+		memcpy(c->pass, o->pass, o->pass_len);
+	c->pass_len = (uint8_t)o->pass_len;
+	return 0;
+too_many:
+	ndc_err("fast path: more than %d node-local addresses of one family", NDC_FP_MAX_ADDRS);
+	return -E2BIG;
+}
+
+static int check_bpffs(const char *dir)
+{
+	struct statfs st;
+
+	if (statfs(dir, &st) < 0)
+		return -errno;
+	if ((uint32_t)st.f_type != BPF_FS_MAGIC_NR) {
+		ndc_err("fast path: %s is not on bpffs (mount -t bpf bpf /sys/fs/bpf)", dir);
+		return -EINVAL;
+	}
+	return 0;
+}
+
+int ndc_fastpath_open(const struct ndc_fastpath_opts *opts, struct ndc_fp **ret)
+{
+	const char *dir = opts->pin_dir ? opts->pin_dir : NDC_FP_PIN_DIR;
+	struct ndc_fp_config cfg;
+	uint32_t key = 0;
+	struct ndc_fp *fp;
+	int r;
+
+	*ret = NULL;
+	if (opts->attach > NDC_FP_ATTACH_NONE || strlen(dir) + 32 > PATH_MAX)
+		return -EINVAL;
+	if (!have_privileges()) {
+		ndc_err(
+		    "fast path: loading BPF needs CAP_BPF (or CAP_SYS_ADMIN) and CAP_NET_ADMIN; "
+		    "run as root or use the socket dataplane");
+		return -EPERM;
+	}
+	r = build_config(opts, &cfg);
+	if (r < 0)
+		return r;
+	fp = calloc(1, sizeof(*fp));
+	if (!fp)
+		return -ENOMEM;
+	pthread_mutex_init(&fp->config_lock, NULL);
+	snprintf(fp->pin_dir, sizeof(fp->pin_dir), "%s", dir);
+
+	r = mkdir_p(fp->pin_dir, &fp->made_dir);
+	if (r < 0) {
+		ndc_err("fast path: cannot create %s: %s", fp->pin_dir, strerror(-r));
+		goto fail;
+	}
+	r = check_bpffs(fp->pin_dir);
+	if (r < 0)
+		goto fail_dir;
+
+	fp->skel = ndc_fastpath__open();
+	if (!fp->skel) {
+		r = -errno;
+		ndc_err("fast path: cannot open the BPF object: %s", strerror(-r));
+		goto fail_dir;
+	}
+	r = bpf_map__set_max_entries(fp->skel->maps.ndc_answers,
+				     opts->max_entries ? opts->max_entries : DEFAULT_MAX_ENTRIES);
+	if (r < 0)
+		goto fail_skel;
+	r = ndc_fastpath__load(fp->skel);
+	if (r < 0) {
+		ndc_err("fast path: cannot load the BPF programs: %s", strerror(-r));
+		goto fail_skel;
+	}
+	fp->answers_fd = bpf_map__fd(fp->skel->maps.ndc_answers);
+	fp->nx_fd = bpf_map__fd(fp->skel->maps.ndc_nx);
+	fp->config_fd = bpf_map__fd(fp->skel->maps.ndc_config);
+	fp->counters_fd = bpf_map__fd(fp->skel->maps.ndc_counters);
+
+	r = pin_all(fp);
+	if (r < 0)
+		goto fail_skel;
+	r = bpf_map_update_elem(fp->config_fd, &key, &cfg, BPF_ANY);
+	if (r < 0) {
+		ndc_err("fast path: cannot write the config: %s", strerror(-r));
+		goto fail_pins;
+	}
+	if (opts->attach != NDC_FP_ATTACH_NONE) {
+		struct ndc_link_watch_opts lo = {
+		    .mode = opts->attach,
+		    .prog_fd = ndc_fastpath_prog_fd(fp, opts->attach),
+		    .n_patterns = opts->n_patterns,
+		    .patterns = opts->patterns,
+		};
+		r = ndc_link_watch_start(&lo, &fp->watch);
+		if (r < 0) {
+			ndc_err("fast path: cannot start the link watch: %s", strerror(-r));
+			goto fail_pins;
+		}
+	}
+	*ret = fp;
+	return 0;
+
+fail_pins:
+	unpin_all(fp);
+fail_skel:
+	ndc_fastpath__destroy(fp->skel);
+fail_dir:
+	if (fp->made_dir)
+		rmdir(fp->pin_dir);
+fail:
+	pthread_mutex_destroy(&fp->config_lock);
+	free(fp);
+	return r;
+}
+
+void ndc_fastpath_close(struct ndc_fp *fp)
+{
+	if (!fp)
+		return;
+	ndc_link_watch_stop(fp->watch);
+	if (fp->pinned)
+		unpin_all(fp);
+	ndc_fastpath__destroy(fp->skel);
+	/* Only when empty: someone may keep their own pins next to ours. */
+	if (rmdir(fp->pin_dir) < 0 && errno != ENOTEMPTY && errno != EEXIST && errno != ENOENT &&
+	    errno != EBUSY)
+		ndc_warn("fast path: cannot remove %s: %s", fp->pin_dir, strerror(errno));
+	pthread_mutex_destroy(&fp->config_lock);
+	free(fp);
+}
+
+/* ---------------------------------------------------------------------------------------------
+ * Publisher.
+ */
+
+static uint64_t monotonic_ns(void)
+{
+	struct timespec ts;
+
+	/* bpf_ktime_get_ns() is CLOCK_MONOTONIC: expiry compares against it in the kernel. */
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+int ndc_fastpath_publish(struct ndc_fp *fp, const uint8_t *lname, size_t nlen, uint16_t qtype,
+			 const struct ndc_answer *a, uint32_t ttl_s)
+{
+	struct ndc_fp_key key;
+	struct ndc_fp_value val;
+	int r;
+
+	r = ndc_fastpath_key(lname, nlen, qtype, &key);
+	if (r < 0)
+		return r;
+	if (a->qname_len != nlen)
+		return -EINVAL;
+	r = ndc_fastpath_value(a, ttl_s, ttl_s ? monotonic_ns() : 0, &val);
+	if (r < 0)
+		return r;
+	r = bpf_map_update_elem(fp->answers_fd, &key, &val, BPF_ANY);
+	/* A full hash map says E2BIG, which here already means "answer too big". */
+	return r == -E2BIG ? -ENOSPC : r;
+}
+
+int ndc_fastpath_publish_pass(struct ndc_fp *fp, const uint8_t *lname, size_t nlen)
+{
+	struct ndc_fp_key key;
+	struct ndc_fp_value val;
+	int r;
+
+	r = ndc_fastpath_key(lname, nlen, NDC_FP_QTYPE_OTHER, &key);
+	if (r < 0)
+		return r;
+	memset(&val, 0, sizeof(val));
+	val.flags = NDC_FP_V_PASS;
+	r = bpf_map_update_elem(fp->answers_fd, &key, &val, BPF_ANY);
+	return r == -E2BIG ? -ENOSPC : r;
+}
+
+int ndc_fastpath_unpublish_expired(struct ndc_fp *fp, const struct ndc_fp_key *k)
+{
+	struct ndc_fp_value val;
+	int r;
+
+	r = bpf_map_lookup_elem(fp->answers_fd, k, &val);
+	if (r < 0)
+		return r;
+	if (val.expire_ns == 0 || monotonic_ns() < val.expire_ns)
+		return -EAGAIN;
+	return bpf_map_delete_elem(fp->answers_fd, k);
+}
+
+int ndc_fastpath_unpublish(struct ndc_fp *fp, const uint8_t *lname, size_t nlen, uint16_t qtype)
+{
+	struct ndc_fp_key key;
+	int r;
+
+	r = ndc_fastpath_key(lname, nlen, qtype, &key);
+	if (r < 0)
+		return r;
+	return bpf_map_delete_elem(fp->answers_fd, &key);
+}
+
+int ndc_fastpath_set_nx(struct ndc_fp *fp, const struct ndc_answer *nx)
+{
+	struct ndc_fp_value val;
+	uint32_t key = 0;
+	int r;
+
+	r = ndc_fastpath_value(nx, 0, 0, &val);
+	if (r < 0)
+		return r;
+	r = walk_rrs(nx->data, nx->len, (unsigned int)nx->ancount + nx->nscount + nx->arcount, NULL,
+		     true);
+	if (r < 0)
+		return r;
+	return bpf_map_update_elem(fp->nx_fd, &key, &val, BPF_ANY);
+}
+
+int ndc_fastpath_set_synced(struct ndc_fp *fp, bool synced)
+{
+	struct ndc_fp_config cfg;
+	uint32_t key = 0;
+	int r;
+
+	/* Only flags change: the program may read a config mid-update, every other byte is equal.
+	 */
+	pthread_mutex_lock(&fp->config_lock);
+	r = bpf_map_lookup_elem(fp->config_fd, &key, &cfg);
+	if (r == 0) {
+		if (synced)
+			cfg.flags |= NDC_FP_C_SYNCED;
+		else
+			cfg.flags &= ~(uint32_t)NDC_FP_C_SYNCED;
+		r = bpf_map_update_elem(fp->config_fd, &key, &cfg, BPF_ANY);
+	}
+	pthread_mutex_unlock(&fp->config_lock);
+	return r;
+}
+
+int ndc_fastpath_counters(struct ndc_fp *fp, uint64_t ret[NDC_FP_COUNTER_MAX])
+{
+	int ncpu = libbpf_num_possible_cpus();
+	uint64_t *vals;
+	int r = 0;
+
+	if (ncpu <= 0)
+		return ncpu < 0 ? ncpu : -EINVAL;
+	/* Per-CPU values come back as one 8-byte-aligned slot per possible CPU. */
+	vals = calloc((size_t)ncpu, sizeof(*vals));
+	if (!vals)
+		return -ENOMEM;
+	for (uint32_t k = 0; k < NDC_FP_COUNTER_MAX; k++) {
+		r = bpf_map_lookup_elem(fp->counters_fd, &k, vals);
+		if (r < 0)
+			break;
+		ret[k] = 0;
+		for (int c = 0; c < ncpu; c++)
+			ret[k] += vals[c];
+	}
+	free(vals);
+	return r;
+}
+
+int ndc_fastpath_prog_fd(struct ndc_fp *fp, enum ndc_fp_attach which)
+{
+	switch (which) {
+	case NDC_FP_ATTACH_TC:
+		return bpf_program__fd(fp->skel->progs.ndc_tc_ingress);
+	case NDC_FP_ATTACH_XDP:
+		return bpf_program__fd(fp->skel->progs.ndc_xdp);
+	default:
+		return -EINVAL;
+	}
+}

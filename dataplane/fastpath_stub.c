@@ -1,0 +1,79 @@
+// SPDX-License-Identifier: MIT
+/* The fast path in a build without BPF: every call says so, callers need no #ifdef. */
+#include <errno.h>
+
+#include "fastpath.h"
+
+int ndc_fastpath_open(const struct ndc_fastpath_opts *opts, struct ndc_fp **ret)
+{
+	(void)opts;
+	*ret = NULL;
+	return -EOPNOTSUPP;
+}
+
+void ndc_fastpath_close(struct ndc_fp *fp)
+{
+	(void)fp;
+}
+
+int ndc_fastpath_publish(struct ndc_fp *fp, const uint8_t *lname, size_t nlen, uint16_t qtype,
+			 const struct ndc_answer *a, uint32_t ttl_s)
+{
+	(void)fp, (void)lname, (void)nlen, (void)qtype, (void)a, (void)ttl_s;
+	return -EOPNOTSUPP;
+}
+
+int ndc_fastpath_publish_pass(struct ndc_fp *fp, const uint8_t *lname, size_t nlen)
+{
+	(void)fp, (void)lname, (void)nlen;
+	return -EOPNOTSUPP;
+}
+
+int ndc_fastpath_unpublish_expired(struct ndc_fp *fp, const struct ndc_fp_key *k)
+{
+	(void)fp, (void)k;
+	return -EOPNOTSUPP;
+}
+
+int ndc_fastpath_unpublish(struct ndc_fp *fp, const uint8_t *lname, size_t nlen, uint16_t qtype)
+{
+	(void)fp, (void)lname, (void)nlen, (void)qtype;
+	return -EOPNOTSUPP;
+}
+
+int ndc_fastpath_set_nx(struct ndc_fp *fp, const struct ndc_answer *nx)
+{
+	(void)fp, (void)nx;
+	return -EOPNOTSUPP;
+}
+
+int ndc_fastpath_set_synced(struct ndc_fp *fp, bool synced)
+{
+	(void)fp, (void)synced;
+	return -EOPNOTSUPP;
+}
+
+int ndc_fastpath_counters(struct ndc_fp *fp, uint64_t ret[NDC_FP_COUNTER_MAX])
+{
+	(void)fp, (void)ret;
+	return -EOPNOTSUPP;
+}
+
+int ndc_fastpath_prog_fd(struct ndc_fp *fp, enum ndc_fp_attach which)
+{
+	(void)fp, (void)which;
+	return -EOPNOTSUPP;
+}
+
+int ndc_fastpath_key(const uint8_t *lname, size_t nlen, uint16_t qtype, struct ndc_fp_key *ret)
+{
+	(void)lname, (void)nlen, (void)qtype, (void)ret;
+	return -EOPNOTSUPP;
+}
+
+int ndc_fastpath_value(const struct ndc_answer *a, uint32_t ttl_s, uint64_t now_ns,
+		       struct ndc_fp_value *ret)
+{
+	(void)a, (void)ttl_s, (void)now_ns, (void)ret;
+	return -EOPNOTSUPP;
+}
