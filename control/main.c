@@ -17,8 +17,10 @@
 
 #include "cache.h"
 #include "config.h"
+#include "fastpath.h"
 #include "forwarder.h"
 #include "k8s_objects.h"
+#include "publisher.h"
 #include "records.h"
 #include "resolver.h"
 #include "server.h"
@@ -153,6 +155,88 @@ static void log_summary(const struct ndc_config *cfg, const struct ndc_records *
 		 cfg->n_upstream ? ups : "none (names outside the cluster get SERVFAIL)");
 }
 
+/*
+ * Loads and attaches the fast path and publishes the records into it. Failing here is not fatal:
+ * the socket path answers everything the kernel would have (fail open), so it is logged once.
+ */
+static void fastpath_start(const struct ndc_config *cfg, const struct ndc_records *rec,
+			   struct ndc_cache *cache, struct ndc_fp **ret_fp,
+			   struct ndc_publisher **ret_pub)
+{
+	uint8_t zone[NDC_NAME_MAX], pass[NDC_NAME_MAX];
+	struct ndc_fastpath_opts fo = {
+		.attach = cfg->dataplane.mode == NDC_DP_XDP ? NDC_FP_ATTACH_XDP : NDC_FP_ATTACH_TC,
+		.n_patterns = cfg->dataplane.n_interfaces,
+		.patterns = cfg->dataplane.interfaces,
+		.n_addrs = cfg->n_listen,
+		.addrs = cfg->listen,
+		.port = cfg->port,
+		.max_entries = cfg->dataplane.table_size,
+		.redirect_peer = cfg->dataplane.redirect_peer,
+	};
+	struct ndc_publisher_stats ps;
+	struct ndc_publisher *pub = NULL;
+	struct ndc_fp *fp = NULL;
+	size_t zlen;
+	int err;
+
+	*ret_fp = NULL;
+	*ret_pub = NULL;
+	err = ndc_name_from_text(cfg->cluster_domain, zone, sizeof(zone), &zlen);
+	if (err)
+		goto fail;
+	ndc_name_lower(zone, zone, zlen);
+	fo.zone = zone;
+	fo.zone_len = zlen;
+	/* Insecure pod names are computed per query in user space: never NXDOMAIN them here. */
+	if (cfg->records.pods == NDC_PODS_INSECURE && zlen + 4 <= sizeof(pass)) {
+		memcpy(pass, "\3pod", 4);
+		memcpy(pass + 4, zone, zlen);
+		fo.pass = pass;
+		fo.pass_len = zlen + 4;
+	}
+	err = ndc_fastpath_open(&fo, &fp);
+	if (err)
+		goto fail;
+	err = ndc_publisher_new(fp, &pub);
+	if (!err)
+		err = ndc_publisher_load_records(pub, rec);
+	if (err)
+		goto fail;
+	ndc_cache_set_hook(cache, ndc_publisher_cache_hook, pub);
+	ndc_publisher_stats(pub, &ps);
+	ndc_info("fast path: %s on links matching dataplane.interfaces, %lu answers published, "
+		 "%lu left to user space (too big), %lu did not fit the table",
+		 fo.attach == NDC_FP_ATTACH_XDP ? "xdp" : "tc", (unsigned long)ps.published,
+		 (unsigned long)ps.too_big, (unsigned long)ps.table_full);
+	*ret_fp = fp;
+	*ret_pub = pub;
+	return;
+fail:
+	ndc_publisher_free(pub);
+	ndc_fastpath_close(fp);
+	ndc_warn("fast path unavailable (%s); answering from sockets only",
+		 err == -EOPNOTSUPP ? "this build has no BPF support" : strerror(-err));
+}
+
+static void fastpath_stop(struct ndc_fp *fp, struct ndc_publisher *pub)
+{
+	uint64_t c[NDC_FP_COUNTER_MAX];
+
+	if (!fp)
+		return;
+	ndc_publisher_free(pub);
+	if (!ndc_fastpath_counters(fp, c))
+		ndc_info("fast path: %lu answered, %lu NODATA, %lu NXDOMAIN; passed: %lu miss, "
+			 "%lu expired, %lu EDNS, %lu size, %lu format, %lu fragment",
+			 (unsigned long)c[NDC_FP_HIT], (unsigned long)c[NDC_FP_NODATA],
+			 (unsigned long)c[NDC_FP_NXDOMAIN], (unsigned long)c[NDC_FP_PASS_MISS],
+			 (unsigned long)c[NDC_FP_PASS_EXPIRED], (unsigned long)c[NDC_FP_PASS_EDNS],
+			 (unsigned long)c[NDC_FP_PASS_SIZE], (unsigned long)c[NDC_FP_PASS_FORMAT],
+			 (unsigned long)c[NDC_FP_PASS_FRAG]);
+	ndc_fastpath_close(fp);
+}
+
 static int run(const struct ndc_config *cfg, const struct ndc_records *rec)
 {
 	struct ndc_cache_opts copts = {
@@ -179,6 +263,8 @@ static int run(const struct ndc_config *cfg, const struct ndc_records *rec)
 	struct ndc_forwarder *fwd = NULL;
 	struct ndc_resolver *res = NULL;
 	struct ndc_server *srv = NULL;
+	struct ndc_publisher *pub = NULL;
+	struct ndc_fp *fp = NULL;
 	sigset_t set;
 	int sig, ret;
 
@@ -194,6 +280,12 @@ static int run(const struct ndc_config *cfg, const struct ndc_records *rec)
 		ndc_err("cache: %s", strerror(-ret));
 		goto out;
 	}
+	/* Before the forwarder starts: the cache hook must be in place for its first answer. */
+	if (cfg->dataplane.mode == NDC_DP_TC || cfg->dataplane.mode == NDC_DP_XDP)
+		fastpath_start(cfg, rec, cache, &fp, &pub);
+	else if (cfg->dataplane.mode == NDC_DP_DPDK)
+		ndc_warn("dataplane.mode dpdk: the DPDK backend is not in this build; answering "
+			 "from sockets only");
 	ret = ndc_forwarder_new(&fopts, cache, &fwd);
 	if (ret < 0) {
 		ndc_err("forwarder: %s", strerror(-ret));
@@ -220,6 +312,7 @@ out:
 		ndc_forwarder_free(fwd);
 	if (srv)
 		ndc_server_stop(srv);
+	fastpath_stop(fp, pub);
 	if (res) {
 		struct ndc_resolver_stats st;
 		ndc_resolver_stats(res, &st);
@@ -263,9 +356,6 @@ int main(int argc, char **argv)
 		cfg.source.kubeconfig = strdup(o.kubeconfig);
 		cfg.source.kind = NDC_SOURCE_KUBERNETES;
 	}
-	if (cfg.dataplane.mode != NDC_DP_SOCKET)
-		ndc_warn("dataplane.mode: the fast path is not in this build yet; "
-			 "answering from sockets only");
 
 	ret = load_objects(&cfg, &objs);
 	if (ret < 0)

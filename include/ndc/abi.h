@@ -46,6 +46,12 @@ struct ndc_fp_key {
 
 /* value flags */
 #define NDC_FP_V_AA 0x01 /* set AA in the reply */
+/*
+ * Pass the query to user space. Published as the NDC_FP_QTYPE_OTHER entry of a name one of whose
+ * answers could not be published (too big, table full): without it the kernel would answer
+ * NODATA for a type the name has. Never a wrong answer.
+ */
+#define NDC_FP_V_PASS 0x02
 
 struct ndc_fp_value {
 	__u64 insert_ns; /* bpf_ktime_get_ns() (CLOCK_MONOTONIC) at which data's TTLs were exact */

@@ -1,0 +1,274 @@
+// SPDX-License-Identifier: MIT
+/*
+ * The fast-path publisher. Cluster records are published once per record table, each name's
+ * answers before its any-other-type entry, so that entry can become a pass marker when one of
+ * them did not make it. Upstream answers arrive through the cache hook. Their expiry is tracked
+ * in a timing wheel of one-second buckets: the sweep looks at the keys of each second that has
+ * passed and deletes those whose entry in the table has really expired (a key published again
+ * since then has a later expiry and stays).
+ */
+#include <errno.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include <ndc/log.h>
+
+#include "publisher.h"
+
+#define WHEEL_SECONDS 4096 /* longer TTLs go round more than once: the check catches them */
+
+struct bucket {
+	struct ndc_fp_key *keys;
+	uint32_t n, cap;
+};
+
+struct ndc_publisher {
+	struct ndc_fp *fp;
+	pthread_t thread;
+	bool started;
+	pthread_mutex_t lock; /* the wheel and stop */
+	pthread_cond_t cond;
+	bool stop;
+	uint64_t swept_sec; /* every second up to this one has been swept */
+	struct bucket wheel[WHEEL_SECONDS];
+	_Atomic uint64_t published, too_big, table_full, passed, removed;
+};
+
+#define count(p, field) atomic_fetch_add_explicit(&(p)->field, 1, memory_order_relaxed)
+
+static uint64_t now_sec(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec;
+}
+
+/* Publishes one answer, counting the outcome; returns the fast path's error. */
+static int publish(struct ndc_publisher *p, const uint8_t *lname, size_t nlen, uint16_t qtype,
+		   const struct ndc_answer *a, uint32_t ttl)
+{
+	int err = ndc_fastpath_publish(p->fp, lname, nlen, qtype, a, ttl);
+
+	if (!err)
+		count(p, published);
+	else if (err == -E2BIG || err == -ENAMETOOLONG)
+		count(p, too_big);
+	else if (err == -ENOSPC)
+		count(p, table_full);
+	return err;
+}
+
+/* ---------------------------------------------------------------------------------------------
+ * Cluster records.
+ */
+struct load {
+	struct ndc_publisher *p;
+	uint8_t name[NDC_NAME_MAX];
+	size_t nlen;
+	bool missing;	/* an answer of the current name is not in the table */
+	bool uncovered; /* some name is neither fully published nor marked */
+	int err;
+};
+
+static int load_one(void *arg, const uint8_t *lname, size_t nlen, uint16_t qtype,
+		    const struct ndc_answer *a)
+{
+	struct load *l = arg;
+	int err;
+
+	if (nlen != l->nlen || memcmp(lname, l->name, nlen)) {
+		memcpy(l->name, lname, nlen);
+		l->nlen = nlen;
+		l->missing = false;
+	}
+	if (qtype != NDC_FP_QTYPE_OTHER) {
+		err = publish(l->p, lname, nlen, qtype, a, 0);
+		if (err == -E2BIG || err == -ENAMETOOLONG || err == -ENOSPC)
+			l->missing = true;
+		else if (err)
+			return l->err = err;
+		return 0;
+	}
+	if (!l->missing) {
+		err = publish(l->p, lname, nlen, qtype, a, 0);
+		if (!err)
+			return 0;
+		if (err != -E2BIG && err != -ENAMETOOLONG && err != -ENOSPC)
+			return l->err = err;
+	}
+	/* Some answer of this name lives in user space only: send every other type there too. */
+	err = ndc_fastpath_publish_pass(l->p->fp, lname, nlen);
+	if (!err) {
+		count(l->p, passed);
+		return 0;
+	}
+	if (err != -ENOSPC && err != -ENAMETOOLONG)
+		return l->err = err;
+	/*
+	 * Not even the marker fits: this name would read as missing, so no NXDOMAIN may be
+	 * synthesised. A name too long for the table is never looked up by the kernel at all.
+	 */
+	if (err == -ENOSPC)
+		l->uncovered = true;
+	return 0;
+}
+
+int ndc_publisher_load_records(struct ndc_publisher *p, const struct ndc_records *r)
+{
+	union {
+		struct ndc_answer a;
+		uint8_t b[sizeof(struct ndc_answer) + NDC_FP_DATA_MAX];
+	} nx;
+	struct load l = {.p = p};
+	int err;
+
+	err = ndc_fastpath_set_synced(p->fp, false);
+	if (err)
+		return err;
+	err = ndc_records_foreach(r, load_one, &l);
+	if (err)
+		return l.err ? l.err : err;
+	err = ndc_records_nxdomain(r, &nx.a, NDC_FP_DATA_MAX);
+	if (!err)
+		err = ndc_fastpath_set_nx(p->fp, &nx.a);
+	if (err)
+		return err;
+	if (l.uncovered) {
+		ndc_warn("fast path: table too small for every cluster name; NXDOMAIN answers "
+			 "stay in user space (raise dataplane.table_size)");
+		return 0;
+	}
+	return ndc_fastpath_set_synced(p->fp, true);
+}
+
+/* ---------------------------------------------------------------------------------------------
+ * Upstream answers and their expiry.
+ */
+static void wheel_add(struct ndc_publisher *p, const struct ndc_fp_key *k, uint64_t expire_sec)
+{
+	struct bucket *b = &p->wheel[expire_sec % WHEEL_SECONDS];
+
+	if (b->n == b->cap) {
+		uint32_t cap = b->cap ? b->cap * 2 : 16;
+		struct ndc_fp_key *keys = realloc(b->keys, cap * sizeof(*keys));
+
+		if (!keys)
+			return; /* the entry then stays until the cache drops it: still correct */
+		b->keys = keys;
+		b->cap = cap;
+	}
+	b->keys[b->n++] = *k;
+}
+
+void ndc_publisher_cache_hook(void *arg, const struct ndc_answer *a, const uint8_t *lname,
+			      size_t nlen, uint16_t qtype, uint16_t qclass, uint32_t ttl)
+{
+	struct ndc_publisher *p = arg;
+	struct ndc_fp_key k;
+
+	/* The table has no class in its key: only IN is ever answered in the kernel. */
+	if (qclass != NDC_C_IN || ndc_fastpath_key(lname, nlen, qtype, &k))
+		return;
+	if (!a) {
+		if (!ndc_fastpath_unpublish(p->fp, lname, nlen, qtype))
+			count(p, removed);
+		return;
+	}
+	if (publish(p, lname, nlen, qtype, a, ttl))
+		return;
+	pthread_mutex_lock(&p->lock);
+	wheel_add(p, &k, now_sec() + ttl + 1);
+	pthread_mutex_unlock(&p->lock);
+}
+
+static void sweep_bucket(struct ndc_publisher *p, struct bucket *b)
+{
+	uint32_t keep = 0;
+
+	for (uint32_t i = 0; i < b->n; i++) {
+		int err = ndc_fastpath_unpublish_expired(p->fp, &b->keys[i]);
+
+		if (err == -EAGAIN) /* published again, or a TTL longer than the wheel */
+			b->keys[keep++] = b->keys[i];
+		else if (!err)
+			count(p, removed);
+	}
+	b->n = keep;
+}
+
+static void *sweep(void *arg)
+{
+	struct ndc_publisher *p = arg;
+
+	pthread_mutex_lock(&p->lock);
+	while (!p->stop) {
+		struct timespec ts;
+		uint64_t now = now_sec();
+
+		/* A long stall sweeps the whole wheel once, not once per missed second. */
+		if (now - p->swept_sec > WHEEL_SECONDS)
+			p->swept_sec = now - WHEEL_SECONDS;
+		while (p->swept_sec < now) {
+			p->swept_sec++;
+			sweep_bucket(p, &p->wheel[p->swept_sec % WHEEL_SECONDS]);
+		}
+		clock_gettime(CLOCK_REALTIME, &ts);
+		ts.tv_sec += 1;
+		pthread_cond_timedwait(&p->cond, &p->lock, &ts);
+	}
+	pthread_mutex_unlock(&p->lock);
+	return NULL;
+}
+
+int ndc_publisher_new(struct ndc_fp *fp, struct ndc_publisher **ret)
+{
+	struct ndc_publisher *p = calloc(1, sizeof(*p));
+	int err;
+
+	if (!p)
+		return -ENOMEM;
+	p->fp = fp;
+	p->swept_sec = now_sec();
+	pthread_mutex_init(&p->lock, NULL);
+	pthread_cond_init(&p->cond, NULL);
+	err = -pthread_create(&p->thread, NULL, sweep, p);
+	if (err) {
+		ndc_publisher_free(p);
+		return err;
+	}
+	p->started = true;
+	*ret = p;
+	return 0;
+}
+
+void ndc_publisher_free(struct ndc_publisher *p)
+{
+	if (!p)
+		return;
+	if (p->started) {
+		pthread_mutex_lock(&p->lock);
+		p->stop = true;
+		pthread_cond_signal(&p->cond);
+		pthread_mutex_unlock(&p->lock);
+		pthread_join(p->thread, NULL);
+	}
+	for (size_t i = 0; i < WHEEL_SECONDS; i++)
+		free(p->wheel[i].keys);
+	pthread_cond_destroy(&p->cond);
+	pthread_mutex_destroy(&p->lock);
+	free(p);
+}
+
+void ndc_publisher_stats(struct ndc_publisher *p, struct ndc_publisher_stats *ret)
+{
+	ret->published = atomic_load(&p->published);
+	ret->too_big = atomic_load(&p->too_big);
+	ret->table_full = atomic_load(&p->table_full);
+	ret->passed = atomic_load(&p->passed);
+	ret->removed = atomic_load(&p->removed);
+}

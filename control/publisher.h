@@ -1,0 +1,46 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Keeps the fast-path table equal to what the socket path answers: every cluster record from the
+ * record table, and every cacheable upstream answer as the cache stores and drops it. Expired
+ * upstream answers are deleted from the table by a sweep once a second (the fast path already
+ * passes them to user space from the moment they expire; the sweep frees their slots).
+ */
+#ifndef NDC_PUBLISHER_H
+#define NDC_PUBLISHER_H
+
+#include <stdint.h>
+
+#include "cache.h"
+#include "fastpath.h"
+#include "records.h"
+
+struct ndc_publisher;
+
+struct ndc_publisher_stats {
+	uint64_t published;  /* entries written */
+	uint64_t too_big;    /* answers left to user space: too big or too long a name */
+	uint64_t table_full; /* entries that did not fit the table */
+	uint64_t passed;     /* names marked NDC_FP_V_PASS because one of their answers is missing */
+	uint64_t removed;    /* cache drops and expiries deleted */
+};
+
+/* Starts the sweep thread. fp stays owned by the caller and must outlive the publisher. */
+int ndc_publisher_new(struct ndc_fp *fp, struct ndc_publisher **ret);
+
+/*
+ * Publishes every answer of r, the NXDOMAIN template, then marks the table synced, unless some
+ * name could not be covered (its pass marker did not fit): then NXDOMAIN synthesis stays off and
+ * misses go to user space. Returns 0 or -errno of a failure other than a full table.
+ */
+int ndc_publisher_load_records(struct ndc_publisher *p, const struct ndc_records *r);
+
+/* The ndc_cache_hook_fn to give ndc_cache_set_hook, with the publisher as arg. */
+void ndc_publisher_cache_hook(void *arg, const struct ndc_answer *a, const uint8_t *lname,
+			      size_t nlen, uint16_t qtype, uint16_t qclass, uint32_t ttl);
+
+void ndc_publisher_stats(struct ndc_publisher *p, struct ndc_publisher_stats *ret);
+
+/* Stops the sweep; the table keeps its entries (ndc_fastpath_close removes it). NULL is fine. */
+void ndc_publisher_free(struct ndc_publisher *p);
+
+#endif
