@@ -19,10 +19,10 @@
 #define NDC_DNS_HDR_LEN 12
 #define NDC_NAME_MAX 255 /* RFC 1035 2.3.4, wire form including the root label */
 #define NDC_LABEL_MAX 63
-#define NDC_UDP_MIN 512	       /* RFC 1035 4.2.1: the limit without EDNS */
-#define NDC_EDNS_UDP_MAX 1232  /* what we accept and advertise: DNS flag day 2020 */
-#define NDC_MSG_MAX 65535      /* TCP, RFC 1035 4.2.2 */
-#define NDC_STALE_TTL 30       /* RFC 8767 4: TTL of an answer served stale */
+#define NDC_UDP_MIN 512	      /* RFC 1035 4.2.1: the limit without EDNS */
+#define NDC_EDNS_UDP_MAX 1232 /* what we accept and advertise: DNS flag day 2020 */
+#define NDC_MSG_MAX 65535     /* TCP, RFC 1035 4.2.2 */
+#define NDC_STALE_TTL 30      /* RFC 8767 4: TTL of an answer served stale */
 
 enum ndc_rrtype {
 	NDC_T_A = 1,
@@ -153,12 +153,14 @@ static inline void ndc_put32(uint8_t *p, uint32_t v)
 
 /*
  * Text ("a.b.c" or "a.b.c.", "." for the root) to wire form. \DDD and \X escapes are not
- * supported (cluster names never need them). -EINVAL: empty label, label > 63, name > 255.
+ * supported (cluster names never need them). -EINVAL: empty text or label, label > 63,
+ * name > 255, a backslash. -ENOSPC: out too small.
  */
 int ndc_name_from_text(const char *text, uint8_t *out, size_t cap, size_t *ret_len);
 
-/* Wire form to text with a trailing dot; bytes outside [!-~] and '.' inside a label as \DDD.
- * -ENOSPC if cap is too small, -EINVAL for a malformed wire name. */
+/* Wire form to text with a trailing dot ("." for the root), NUL-terminated; inside a label '.'
+ * and '\' as \. and \\, bytes outside [!-~] as \DDD (RFC 1035 5.1). The name must end within
+ * len bytes. -ENOSPC if cap is too small, -EINVAL for a malformed wire name. */
 int ndc_name_to_text(const uint8_t *name, size_t len, char *out, size_t cap);
 
 /* ASCII lowercase copy (dst may equal src). */
@@ -170,16 +172,16 @@ int ndc_name_check(const uint8_t *name, size_t max, size_t *ret_len);
 /* True when name equals zone or ends with it at a label boundary; both lowercase wire. */
 bool ndc_name_in_zone(const uint8_t *name, size_t len, const uint8_t *zone, size_t zlen);
 
-/* Number of labels, not counting the root. */
+/* Number of labels, not counting the root; -EINVAL for a malformed name. */
 int ndc_name_labels(const uint8_t *name, size_t len);
 
 /*
  * Reads a possibly compressed name at msg[*pos], writes it uncompressed to out (NDC_NAME_MAX
  * bytes), advances *pos past the name as it stands in the message. Pointer loops, forward-only
- * tricks and overruns give -EBADMSG.
+ * tricks and overruns give -EBADMSG: a pointer must point before the labels that lead to it and
+ * not into the header.
  */
-int ndc_name_unpack(const uint8_t *msg, size_t msglen, size_t *pos, uint8_t *out,
-		    size_t *ret_len);
+int ndc_name_unpack(const uint8_t *msg, size_t msglen, size_t *pos, uint8_t *out, size_t *ret_len);
 
 /* ---------------------------------------------------------------------------------------------
  * Queries.
@@ -195,12 +197,12 @@ struct ndc_query {
 	bool has_edns;
 	bool do_bit;
 	uint8_t edns_version;
-	uint16_t udp_size;	  /* from OPT, 0 without EDNS */
-	uint16_t edns_opts_off;	  /* OPT RDATA (options) in the packet: valid while it is */
+	uint16_t udp_size;	/* from OPT, 0 without EDNS */
+	uint16_t edns_opts_off; /* OPT RDATA (options) in the packet: valid while it is */
 	uint16_t edns_opts_len;
-	uint8_t rcode;		  /* set when ndc_dns_parse_query fails: what to answer with */
-	bool hdr_ok;		  /* the 12-byte header was readable (id/flags valid) */
-	bool question_ok;	  /* the question was parsed (qname etc. valid) */
+	uint8_t rcode;	  /* set when ndc_dns_parse_query fails: what to answer with */
+	bool hdr_ok;	  /* the 12-byte header was readable (id/flags valid) */
+	bool question_ok; /* the question was parsed (qname etc. valid) */
 };
 
 /*
@@ -212,7 +214,10 @@ struct ndc_query {
  *   -EOPNOTSUPP opcode other than QUERY: NOTIMP
  *   -EPERM     AXFR/IXFR: REFUSED
  *   -ENOTSUP   EDNS version > 0: BADVERS (RFC 6891 6.1.3)
- *   -EPROTO    drop, nothing to send
+ *   -EPROTO    drop, nothing to send (hdr_ok is false only when len < 12)
+ * On Linux ENOTSUP and EOPNOTSUPP are the same number: tell NOTIMP from BADVERS by q->rcode.
+ * Precedence: drop, then NOTIMP (the rest is still parsed as far as it goes, for the echo), then
+ * FORMERR, BADVERS, REFUSED. hdr_ok / question_ok say what an error reply can echo.
  */
 int ndc_dns_parse_query(const uint8_t *pkt, size_t len, struct ndc_query *q);
 
@@ -298,19 +303,25 @@ int ndc_ab_finish(struct ndc_ab *b, uint8_t rcode, bool aa);
 /*
  * Parses an upstream response to the question (lname, qtype, qclass) into an answer: checks QR,
  * one question equal to ours (case-insensitive), RCODE; decompresses every RR and rebuilds it
- * with ndc_ab (the OPT RR is dropped). Returns 0, -EBADMSG (malformed or not our question),
- * -ENOSPC (does not fit cap). *ret_tc is set when the response had TC (retry over TCP).
+ * with ndc_ab (OPT, TSIG and SIG(0) are dropped). cap: bytes available in out->data, as for
+ * ndc_ab_init. Returns 0, -EBADMSG (malformed, not our question, or an extended RCODE in the OPT
+ * that the answer cannot carry), -ENOSPC (does not fit cap), -EINVAL (lname malformed).
+ * *ret_tc is set when the response had TC (retry over TCP, do not cache): then parsing stops at
+ * the first RR that does not parse (a cut message ends mid-RR) and 0 is returned with the RRs
+ * before it; trailing bytes are ignored too. TTLs with the top bit set become 0 (RFC 2181 8).
  */
 int ndc_dns_parse_response(const uint8_t *msg, size_t len, const uint8_t *lname, size_t nlen,
 			   uint16_t qtype, uint16_t qclass, struct ndc_answer *out, size_t cap,
 			   bool *ret_tc);
 
 /*
- * Writes the reply to q: header (ID and RD echoed, QR and RA set, AA and RCODE from a),
+ * Writes the reply to q: header (ID, RD and CD echoed, QR and RA set, AA and RCODE from a),
  * the question exactly as received, a's data with every TTL lowered by ttl_sub (floored at 0)
  * and, if ttl_cap is non-zero, capped at ttl_cap, then an OPT RR when the query had one.
- * When the reply exceeds limit, it is cut to header + question (+ OPT) with TC set.
- * a->qname_len must equal q->qname_len (-EINVAL otherwise).
+ * When the reply exceeds limit, the additional section is left out (RFC 2181 9: no TC for that);
+ * if it still does not fit, it is cut to header + question (+ OPT) with TC set, AN/NS counts 0.
+ * a->qname_len must equal q->qname_len (-EINVAL otherwise, also for inconsistent a->data);
+ * -ENOSPC when the reply does not fit cap, or not even the truncated reply fits limit.
  */
 int ndc_dns_write_reply(const struct ndc_query *q, const struct ndc_answer *a, uint32_t ttl_sub,
 			uint32_t ttl_cap, size_t limit, uint8_t *out, size_t cap, size_t *ret_len);
@@ -318,7 +329,8 @@ int ndc_dns_write_reply(const struct ndc_query *q, const struct ndc_answer *a, u
 /*
  * Writes an error reply with the given rcode (FORMERR, NOTIMP, REFUSED, SERVFAIL, BADVERS):
  * the question echoed when q->question_ok, header only otherwise; OPT when q->has_edns (and
- * always for BADVERS). Needs q->hdr_ok.
+ * always for BADVERS: low 4 bits in the header, the rest in the OPT TTL). ID, opcode, RD and CD
+ * are echoed, QR and RA set. Needs q->hdr_ok (-EINVAL otherwise).
  */
 int ndc_dns_write_error(const struct ndc_query *q, uint16_t rcode, uint8_t *out, size_t cap,
 			size_t *ret_len);
