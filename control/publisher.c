@@ -4,8 +4,9 @@
  * answers before its any-other-type entry, so that entry can become a pass marker when one of
  * them did not make it. Upstream answers arrive through the cache hook. Their expiry is tracked
  * in a timing wheel of one-second buckets: the sweep looks at the keys of each second that has
- * passed and deletes those whose entry in the table has really expired (a key published again
- * since then has a later expiry and stays).
+ * passed and deletes those whose entry in the table has really expired. A key published again
+ * since then has a later expiry and stays; that publish filed it again, so the earlier filing is
+ * dropped: a name refreshed all day long must not pile up filings.
  */
 #include <errno.h>
 #include <pthread.h>
@@ -19,10 +20,16 @@
 
 #include "publisher.h"
 
-#define WHEEL_SECONDS 4096 /* longer TTLs go round more than once: the check catches them */
+#define WHEEL_SECONDS 4096 /* longer TTLs stay filed for as many rounds as they need */
+
+/* due_sec: the second the entry has expired by; rounds of the wheel later for a long TTL */
+struct filing {
+	struct ndc_fp_key key;
+	uint64_t due_sec;
+};
 
 struct bucket {
-	struct ndc_fp_key *keys;
+	struct filing *keys;
 	uint32_t n, cap;
 };
 
@@ -149,20 +156,22 @@ int ndc_publisher_load_records(struct ndc_publisher *p, const struct ndc_records
 /* ---------------------------------------------------------------------------------------------
  * Upstream answers and their expiry.
  */
-static void wheel_add(struct ndc_publisher *p, const struct ndc_fp_key *k, uint64_t expire_sec)
+static void wheel_add(struct ndc_publisher *p, const struct ndc_fp_key *k, uint64_t due_sec)
 {
-	struct bucket *b = &p->wheel[expire_sec % WHEEL_SECONDS];
+	struct bucket *b = &p->wheel[due_sec % WHEEL_SECONDS];
 
 	if (b->n == b->cap) {
 		uint32_t cap = b->cap ? b->cap * 2 : 16;
-		struct ndc_fp_key *keys = realloc(b->keys, cap * sizeof(*keys));
+		struct filing *keys = realloc(b->keys, cap * sizeof(*keys));
 
 		if (!keys)
 			return; /* the entry then stays until the cache drops it: still correct */
 		b->keys = keys;
 		b->cap = cap;
 	}
-	b->keys[b->n++] = *k;
+	b->keys[b->n].key = *k;
+	b->keys[b->n].due_sec = due_sec;
+	b->n++;
 }
 
 void ndc_publisher_cache_hook(void *arg, const struct ndc_answer *a, const uint8_t *lname,
@@ -179,23 +188,37 @@ void ndc_publisher_cache_hook(void *arg, const struct ndc_answer *a, const uint8
 			count(p, removed);
 		return;
 	}
-	if (publish(p, lname, nlen, qtype, a, ttl))
+	if (publish(p, lname, nlen, qtype, a, ttl)) {
+		/*
+		 * The cache replaced the key's answer with one the table cannot hold (too big): the
+		 * earlier answer must not go on being served in the kernel instead of it.
+		 */
+		if (!ndc_fastpath_unpublish(p->fp, lname, nlen, qtype))
+			count(p, removed);
 		return;
+	}
 	pthread_mutex_lock(&p->lock);
 	wheel_add(p, &k, now_sec() + ttl + 1);
 	pthread_mutex_unlock(&p->lock);
 }
 
-static void sweep_bucket(struct ndc_publisher *p, struct bucket *b)
+static void sweep_bucket(struct ndc_publisher *p, struct bucket *b, uint64_t sec)
 {
 	uint32_t keep = 0;
 
 	for (uint32_t i = 0; i < b->n; i++) {
-		int err = ndc_fastpath_unpublish_expired(p->fp, &b->keys[i]);
+		int err;
 
-		if (err == -EAGAIN) /* published again, or a TTL longer than the wheel */
+		if (b->keys[i].due_sec > sec) { /* a TTL longer than the wheel: a later round */
 			b->keys[keep++] = b->keys[i];
-		else if (!err)
+			continue;
+		}
+		/*
+		 * -EAGAIN: published again since, and filed again by that publish; -ENOENT: the
+		 * cache dropped it. Either way this filing is done.
+		 */
+		err = ndc_fastpath_unpublish_expired(p->fp, &b->keys[i].key);
+		if (!err)
 			count(p, removed);
 	}
 	b->n = keep;
@@ -215,7 +238,7 @@ static void *sweep(void *arg)
 			p->swept_sec = now - WHEEL_SECONDS;
 		while (p->swept_sec < now) {
 			p->swept_sec++;
-			sweep_bucket(p, &p->wheel[p->swept_sec % WHEEL_SECONDS]);
+			sweep_bucket(p, &p->wheel[p->swept_sec % WHEEL_SECONDS], p->swept_sec);
 		}
 		clock_gettime(CLOCK_REALTIME, &ts);
 		ts.tv_sec += 1;
