@@ -1,14 +1,32 @@
 // SPDX-License-Identifier: (GPL-2.0-only OR MIT)
-/* Placeholder: maps and entry points of the fast path; the DNS core replaces the bodies. */
+/*
+ * The in-kernel DNS fast path: UDP queries to the node-local address are answered in the
+ * packet's own buffer from the answer table user space publishes (lookup order: include/ndc/abi.h
+ * top comment). Anything not fully understood goes up the stack untouched, with the reason
+ * counted. One core, two entry points: tc ingress (pod veths) and XDP (NICs).
+ */
 #include <linux/bpf.h>
 #include <linux/pkt_cls.h>
+#include <bpf/bpf_endian.h>
 #include <bpf/bpf_helpers.h>
 
 #include <ndc/abi.h>
 
+#include "ndc_ctx.h"
+#include "ndc_parse.h"
+#include "ndc_csum.h"
+#include "ndc_swap.h"
+#include "ndc_dns.h"
+
 struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
 	__uint(max_entries, 65536); /* the loader sets the configured size before load */
+	/*
+	 * Not preallocated: an update frees the old element only after an RCU grace period, so a
+	 * reply being built from it never reads a half-replaced answer (preallocated elements are
+	 * recycled at once).
+	 */
+	__uint(map_flags, BPF_F_NO_PREALLOC);
 	__type(key, struct ndc_fp_key);
 	__type(value, struct ndc_fp_value);
 } ndc_answers SEC(".maps");
@@ -34,18 +52,327 @@ struct {
 	__type(value, __u64);
 } ndc_counters SEC(".maps");
 
+/*
+ * Where the key is built: a map value, not the stack, because suffix matching reads it at
+ * variable offsets. Per CPU is enough: tc ingress and XDP run with bottom halves disabled and do
+ * not nest on one CPU.
+ */
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct ndc_fp_scratch);
+} ndc_scratch SEC(".maps");
+
+#define NDC_NOT_OURS NDC_FP_COUNTER_MAX /* pass without counting: not a query to us */
+#define NSEC_PER_SEC 1000000000ULL
+
+struct ndc_pkt {
+	__u32 l3_off;
+	__u32 l4_off;
+	__u32 udp_len;
+	int v6;
+};
+
+/* The largest offsets ndc_l4 can return: Ethernet, NDC_VLAN_MAX tags, IPv6. */
+#define NDC_L3_OFF_MAX (14 + 4 * NDC_VLAN_MAX)
+#define NDC_L4_OFF_MAX (NDC_L3_OFF_MAX + 40)
+
+/*
+ * verifier: a value that reaches a point along several paths (VLAN depth, IP version, where the
+ * name ends) has a different exact range on each, and everything after that point would be
+ * verified once per path (the product of them overflows the 1M instruction budget). Passing it
+ * through memory turns it into one unknown value, which the caller bounds again.
+ */
+static __always_inline __u32 launder(volatile __u32 *slot, __u32 v)
+{
+	*slot = v;
+	return *slot;
+}
+
+static __always_inline void count(__u32 idx)
+{
+	__u64 *c = bpf_map_lookup_elem(&ndc_counters, &idx);
+
+	if (c)
+		*c += 1;
+}
+
+static __always_inline int pass(const enum ndc_hook hook, __u32 why)
+{
+	if (why < NDC_FP_COUNTER_MAX)
+		count(why);
+	return ctx_pass(hook);
+}
+
+static __always_inline int addr4_ours(const struct ndc_fp_config *cfg, __be32 daddr)
+{
+	/* verifier: constant bound */
+	for (__u32 i = 0; i < NDC_FP_MAX_ADDRS; i++) {
+		if (i >= cfg->n_addr4)
+			break;
+		if (cfg->addr4[i] == daddr)
+			return 1;
+	}
+	return 0;
+}
+
+static __always_inline int addr6_ours(const struct ndc_fp_config *cfg, const struct in6_addr *d)
+{
+	__u64 d0 = ((const __u64 *)d)[0], d1 = ((const __u64 *)d)[1];
+
+	/* verifier: constant bound */
+	for (__u32 i = 0; i < NDC_FP_MAX_ADDRS; i++) {
+		const __u64 *a = (const __u64 *)cfg->addr6[i];
+
+		if (i >= cfg->n_addr6)
+			break;
+		if (a[0] == d0 && a[1] == d1)
+			return 1;
+	}
+	return 0;
+}
+
+static __always_inline const struct ndc_fp_config *config_get(void)
+{
+	__u32 zero = 0;
+	const struct ndc_fp_config *cfg = bpf_map_lookup_elem(&ndc_config, &zero);
+
+	return cfg && cfg->abi_version == NDC_ABI_VERSION ? cfg : NULL;
+}
+
+/*
+ * Layers 2 to 4: NDC_GO for a whole UDP datagram to config's port at one of its addresses (then
+ * readable in full from ctx_data), NDC_NOT_OURS for other traffic, or a pass reason. The
+ * ethertype and protocol come first: most packets leave after two compares.
+ */
+static __always_inline int ndc_l4(void *ctx, const enum ndc_hook hook, struct ndc_pkt *pk,
+				  const struct ndc_fp_config **ret_cfg)
+{
+	void *data = ctx_data(ctx, hook), *data_end = ctx_data_end(ctx, hook);
+	const struct ndc_fp_config *cfg;
+	struct ndc_cursor c;
+	struct udphdr *uh;
+	__u32 ip_payload;
+	int first_frag = 0;
+	__be16 proto;
+
+	cursor_init(&c, data, data_end);
+	proto = parse_eth(&c);
+	pk->l3_off = c.off;
+	if (proto == bpf_htons(ETH_P_IP)) {
+		struct iphdr *iph = parse_ipv4(&c);
+
+		if (!iph || iph->protocol != IPPROTO_UDP || iph->version != 4)
+			return NDC_NOT_OURS;
+		cfg = config_get();
+		if (!cfg)
+			return NDC_FP_PASS_CONFIG;
+		if (!addr4_ours(cfg, iph->daddr))
+			return NDC_NOT_OURS;
+		if (iph->ihl != 5)
+			return NDC_FP_PASS_FRAG; /* options: user space */
+		if (iph->frag_off & bpf_htons(NDC_IP_OFFSET))
+			return NDC_FP_PASS_FRAG; /* a later fragment: no UDP header to look at */
+		first_frag = (iph->frag_off & bpf_htons(NDC_IP_MF)) != 0;
+		ip_payload = (__u32)bpf_ntohs(iph->tot_len) - sizeof(*iph);
+		pk->v6 = 0;
+	} else if (proto == bpf_htons(ETH_P_IPV6)) {
+		struct ipv6hdr *ip6h = parse_ipv6(&c);
+
+		if (!ip6h || (ip6h->nexthdr != IPPROTO_UDP && !ipv6_is_ext(ip6h->nexthdr)))
+			return NDC_NOT_OURS;
+		cfg = config_get();
+		if (!cfg)
+			return NDC_FP_PASS_CONFIG;
+		if (!addr6_ours(cfg, &ip6h->daddr))
+			return NDC_NOT_OURS;
+		if (ip6h->nexthdr != IPPROTO_UDP)
+			return NDC_FP_PASS_FRAG; /* extension headers: user space */
+		ip_payload = bpf_ntohs(ip6h->payload_len);
+		pk->v6 = 1;
+	} else {
+		return NDC_NOT_OURS;
+	}
+	pk->l4_off = c.off;
+	uh = parse_udp(&c);
+	if (!uh)
+		return NDC_FP_PASS_FORMAT;
+	if (uh->dest != cfg->port)
+		return NDC_NOT_OURS;
+	if (first_frag)
+		return NDC_FP_PASS_FRAG;
+	pk->udp_len = bpf_ntohs(uh->len);
+	if (pk->udp_len != ip_payload || pk->udp_len < sizeof(*uh) + sizeof(struct ndc_dnshdr))
+		return NDC_FP_PASS_FORMAT; /* lengths disagree, or no room for a DNS header */
+	if (pk->l4_off + pk->udp_len > ctx_len(ctx, hook))
+		return NDC_FP_PASS_FORMAT; /* cut short */
+	/* tc: a query whose payload is not in the linear part (rare for a small datagram) */
+	if (data + pk->l4_off + pk->udp_len > data_end &&
+	    ctx_pull(ctx, hook, pk->l4_off + pk->udp_len))
+		return NDC_FP_PASS_FORMAT;
+	*ret_cfg = cfg;
+	return NDC_GO;
+}
+
+/* Steps 1 to 3 of the lookup in abi.h; NULL with *ret_why set when the query is passed. */
+static __always_inline const struct ndc_fp_value *ndc_lookup(const struct ndc_fp_config *cfg,
+							     struct ndc_fp_scratch *s,
+							     const struct ndc_question *q,
+							     __u32 *ret_hit, __u32 *ret_why)
+{
+	const struct ndc_fp_value *v;
+	__u32 zero = 0;
+
+	*ret_why = NDC_FP_PASS_MISS;
+	s->key.qtype = q->qtype;
+	s->key.pad = 0;
+	v = bpf_map_lookup_elem(&ndc_answers, &s->key);
+	if (v) {
+		*ret_hit = NDC_FP_HIT;
+		return v->flags & NDC_FP_V_PASS ? NULL : v;
+	}
+	s->key.qtype = NDC_FP_QTYPE_OTHER;
+	v = bpf_map_lookup_elem(&ndc_answers, &s->key);
+	if (v) {
+		/* A pass marker: some answer at this name lives in user space only. ANY: the
+		 * table has it when the name has records; without, user space answers. */
+		if (v->flags & NDC_FP_V_PASS || q->qtype == NDC_DNS_T_ANY)
+			return NULL;
+		*ret_hit = NDC_FP_NODATA;
+		return v;
+	}
+	if (!(cfg->flags & NDC_FP_C_SYNCED) || cfg->zone_len > NDC_FP_NAME_MAX ||
+	    cfg->pass_len > NDC_FP_NAME_MAX)
+		return NULL;
+	if (!dns_name_under(s->key.name, q, cfg->zone, cfg->zone_len))
+		return NULL; /* not ours: reverse names, the rest of the world */
+	if (dns_name_under(s->key.name, q, cfg->pass, cfg->pass_len))
+		return NULL; /* computed at lookup time in user space (pods) */
+	v = bpf_map_lookup_elem(&ndc_nx, &zero);
+	if (!v || v->rcode != NDC_DNS_RCODE_NXDOMAIN)
+		return NULL; /* no NXDOMAIN template published yet */
+	*ret_hit = NDC_FP_NXDOMAIN;
+	return v;
+}
+
+static __always_inline int ndc_handle(void *ctx, const enum ndc_hook hook)
+{
+	const struct ndc_fp_config *cfg = NULL;
+	const struct ndc_fp_value *v;
+	struct ndc_question q = {};
+	struct ndc_fp_scratch *s;
+	struct ndc_dnshdr *dh;
+	struct ndc_pkt pk;
+	__u32 zero = 0, hit = 0, why = 0, age = 0;
+	__u32 name_off, ans_off, dlen, reply_len, udp_len;
+	void *data, *data_end;
+	__u8 *p;
+
+	why = ndc_l4(ctx, hook, &pk, &cfg);
+	if (why != NDC_GO || !cfg)
+		return pass(hook, why);
+	s = bpf_map_lookup_elem(&ndc_scratch, &zero);
+	if (!s)
+		return pass(hook, NDC_FP_PASS_CONFIG);
+	pk.l3_off = launder(&s->launder[0], pk.l3_off);
+	pk.l4_off = launder(&s->launder[1], pk.l4_off);
+	if (pk.l3_off > NDC_L3_OFF_MAX || pk.l4_off > NDC_L4_OFF_MAX)
+		return pass(hook, NDC_FP_PASS_FORMAT);
+
+	/* the query: header, question, OPT; the name goes straight into the key */
+	data = ctx_data(ctx, hook);
+	data_end = ctx_data_end(ctx, hook);
+	dh = data + pk.l4_off + sizeof(struct udphdr);
+	if ((void *)(dh + 1) > data_end)
+		return pass(hook, NDC_FP_PASS_FORMAT);
+	why = dns_check_header(dh, &q);
+	if (why != NDC_GO)
+		return pass(hook, why);
+	name_off = pk.l4_off + sizeof(struct udphdr) + sizeof(*dh);
+	why = dns_walk_name(data, data_end, name_off, &q);
+	if (why != NDC_GO)
+		return pass(hook, why);
+	q.name_len = launder(&s->launder[2], q.name_len);
+	if (q.name_len == 0 || q.name_len > NDC_FP_NAME_MAX)
+		return pass(hook, NDC_FP_PASS_FORMAT);
+	why = dns_check_tail(data, data_end, name_off + q.name_len, pk.l4_off + pk.udp_len, &q);
+	if (why != NDC_GO)
+		return pass(hook, why);
+	why = dns_name_to_key(data, data_end, name_off, &q, (__u64 *)s->key.name);
+	if (why != NDC_GO)
+		return pass(hook, why);
+
+	v = ndc_lookup(cfg, s, &q, &hit, &why);
+	if (!v)
+		return pass(hook, why);
+	if (v->expire_ns) {
+		__u64 now = bpf_ktime_get_ns();
+
+		if (now >= v->expire_ns)
+			return pass(hook, NDC_FP_PASS_EXPIRED); /* user space refreshes it */
+		if (now > v->insert_ns)
+			age = (__u32)((now - v->insert_ns) / NSEC_PER_SEC);
+		why = dns_ttl_check(v);
+		if (why != NDC_GO)
+			return pass(hook, why);
+	}
+	dlen = v->len;
+	if (dlen > NDC_FP_DATA_MAX)
+		return pass(hook, NDC_FP_PASS_SIZE);
+	reply_len =
+	    sizeof(*dh) + q.name_len + NDC_DNS_QFIXED + dlen + (q.has_opt ? NDC_DNS_OPT_LEN : 0);
+	if (reply_len > dns_udp_limit(&q))
+		return pass(hook, NDC_FP_PASS_SIZE); /* user space drops additional or sets TC */
+	udp_len = sizeof(struct udphdr) + reply_len;
+
+	/*
+	 * The reply, in place. Resize first: a failure leaves the query as it was. The resize
+	 * invalidates packet pointers: everything after it is derived and checked anew.
+	 */
+	if (ctx_set_len(ctx, hook, ctx_len(ctx, hook), pk.l4_off + udp_len))
+		return pass(hook, NDC_FP_PASS_SIZE);
+	ans_off = name_off + q.name_len + NDC_DNS_QFIXED;
+	data = ctx_data(ctx, hook);
+	data_end = ctx_data_end(ctx, hook);
+	if (ctx_copy_in(data, data_end, ans_off, v->data, dlen, NDC_FP_DATA_MAX))
+		return pass(hook, NDC_FP_PASS_SIZE);
+	if (v->expire_ns && dns_ttl_countdown(data, data_end, ans_off, v, age) != NDC_GO)
+		return pass(hook, NDC_FP_PASS_SIZE);
+	/* nothing below fails once resized: these checks are for the verifier */
+	if (q.has_opt) {
+		p = data + ans_off + (dlen & (2 * NDC_FP_DATA_MAX - 1));
+		if ((void *)(p + NDC_DNS_OPT_LEN) > data_end)
+			return pass(hook, NDC_FP_PASS_SIZE);
+		dns_put_opt(p);
+	}
+	dh = data + pk.l4_off + sizeof(struct udphdr);
+	if ((void *)(dh + 1) > data_end)
+		return pass(hook, NDC_FP_PASS_SIZE);
+	dns_reply_header(dh, &q, v);
+	if (swap_eth(data, data_end))
+		return pass(hook, NDC_FP_PASS_SIZE);
+	if (pk.v6) {
+		if (swap_ipv6_udp(data, data_end, pk.l3_off, udp_len) ||
+		    ipv6_udp_csum_set(data, data_end, pk.l3_off, pk.l4_off, udp_len))
+			return pass(hook, NDC_FP_PASS_SIZE);
+	} else if (swap_ipv4_udp(data, data_end, pk.l3_off, udp_len)) {
+		return pass(hook, NDC_FP_PASS_SIZE);
+	}
+	count(hit);
+	return ctx_reply(ctx, hook, cfg->flags & NDC_FP_C_REDIRECT_PEER);
+}
+
 SEC("tc")
 int ndc_tc_ingress(struct __sk_buff *skb)
 {
-	(void)skb;
-	return TC_ACT_OK;
+	return ndc_handle(skb, NDC_HOOK_TC);
 }
 
 SEC("xdp")
 int ndc_xdp(struct xdp_md *ctx)
 {
-	(void)ctx;
-	return XDP_PASS;
+	return ndc_handle(ctx, NDC_HOOK_XDP);
 }
 
 char LICENSE[] SEC("license") = "Dual MIT/GPL";

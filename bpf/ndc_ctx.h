@@ -1,0 +1,139 @@
+/* SPDX-License-Identifier: (GPL-2.0-only OR MIT) */
+/*
+ * Context abstraction: one DNS core, two hooks. Every access to the packet context goes through
+ * these helpers, which take the hook as a compile-time constant. The core is __always_inline all
+ * the way down, so each entry point compiles to straight code for its own context type and the
+ * verifier never sees the other hook's context accesses or helpers.
+ */
+#ifndef NDC_CTX_H
+#define NDC_CTX_H
+
+#include <linux/bpf.h>
+#include <linux/pkt_cls.h>
+#include <bpf/bpf_helpers.h>
+
+#include "ndc_parse.h"
+
+enum ndc_hook { NDC_HOOK_TC, NDC_HOOK_XDP };
+
+static __always_inline void *ctx_data(void *ctx, const enum ndc_hook hook)
+{
+	if (hook == NDC_HOOK_XDP)
+		return (void *)(long)((struct xdp_md *)ctx)->data;
+	return (void *)(long)((struct __sk_buff *)ctx)->data;
+}
+
+static __always_inline void *ctx_data_end(void *ctx, const enum ndc_hook hook)
+{
+	if (hook == NDC_HOOK_XDP)
+		return (void *)(long)((struct xdp_md *)ctx)->data_end;
+	return (void *)(long)((struct __sk_buff *)ctx)->data_end;
+}
+
+/* Whole packet length from the link-layer header on (tc: linear part plus fragments). */
+static __always_inline __u32 ctx_len(void *ctx, const enum ndc_hook hook)
+{
+	if (hook == NDC_HOOK_XDP) {
+		__u32 len = (__u32)(ctx_data_end(ctx, hook) - ctx_data(ctx, hook));
+
+		/* verifier: keep clang from folding later arithmetic on len into pkt_end */
+		asm volatile("" : "+r"(len));
+		return len;
+	}
+	return ((struct __sk_buff *)ctx)->len;
+}
+
+/*
+ * Makes the first len bytes directly readable; 0 or negative. An XDP program without the frags
+ * flag only ever sees one linear buffer, so there a short linear part means a short packet.
+ */
+static __always_inline int ctx_pull(void *ctx, const enum ndc_hook hook, __u32 len)
+{
+	if (hook == NDC_HOOK_XDP)
+		return -1;
+	return (int)bpf_skb_pull_data(ctx, len);
+}
+
+/* Grows or shrinks the packet to new_len bytes; 0 or negative (the packet is unchanged then). */
+static __always_inline int ctx_set_len(void *ctx, const enum ndc_hook hook, __u32 cur_len,
+				       __u32 new_len)
+{
+	if (hook == NDC_HOOK_XDP)
+		return (int)bpf_xdp_adjust_tail(ctx, (int)new_len - (int)cur_len);
+	return (int)bpf_skb_change_tail(ctx, new_len, 0);
+}
+
+/*
+ * Copies len (<= max, a multiple of 8) bytes from src, a map value with at least max readable
+ * bytes, into the packet at off, which must end at or after off + len. 0 or -1.
+ *
+ * Direct writes, not bpf_skb_store_bytes / bpf_xdp_store_bytes: a helper costs a call and
+ * several returns inside the kernel, and on these machines (AMD, SRSO "safe RET" mitigation)
+ * each return is expensive; the store helper alone cost more than the whole copy of a typical
+ * answer.
+ */
+static __always_inline int ctx_copy_in(void *data, void *data_end, __u32 off, const __u8 *src,
+				       __u32 len, const __u32 max)
+{
+	__u32 words = len / 8, rest = len & 7, tail;
+	__u8 *t;
+
+	/* verifier: constant bound, every write checked right before it */
+	for (__u32 i = 0; i < max / 8; i++) {
+		__u64 *d;
+
+		if (i >= words)
+			break;
+		d = pkt_at(data, off + i * 8);
+		if ((void *)(d + 1) > data_end)
+			return -1;
+		*d = *(const __u64 *)(src + i * 8);
+	}
+	if (!rest)
+		return 0;
+	/* verifier: below max - 8 whenever there is a rest, which keeps src + tail + 8 inside */
+	tail = len & (max - 8);
+	t = pkt_at(data, off + tail);
+	src += tail;
+	if (rest & 4) {
+		if ((void *)(t + 4) > data_end)
+			return -1;
+		*(__u32 *)t = *(const __u32 *)src;
+		t += 4;
+		src += 4;
+	}
+	if (rest & 2) {
+		if ((void *)(t + 2) > data_end)
+			return -1;
+		*(__u16 *)t = *(const __u16 *)src;
+		t += 2;
+		src += 2;
+	}
+	if (rest & 1) {
+		if ((void *)(t + 1) > data_end)
+			return -1;
+		*t = *src;
+	}
+	return 0;
+}
+
+static __always_inline int ctx_pass(const enum ndc_hook hook)
+{
+	return hook == NDC_HOOK_XDP ? XDP_PASS : TC_ACT_OK;
+}
+
+/*
+ * Sends the rewritten packet back where it came from. tc ingress: out of the same device (to
+ * the pod behind a veth), or straight into the peer's ingress, which skips the host-side veth
+ * transmit (DESIGN: fastest for socket clients, but invisible to an XDP receiver in the pod).
+ */
+static __always_inline int ctx_reply(void *ctx, const enum ndc_hook hook, int peer)
+{
+	if (hook == NDC_HOOK_XDP)
+		return XDP_TX;
+	if (peer)
+		return (int)bpf_redirect_peer(((struct __sk_buff *)ctx)->ifindex, 0);
+	return (int)bpf_redirect(((struct __sk_buff *)ctx)->ifindex, 0);
+}
+
+#endif

@@ -1,0 +1,205 @@
+// SPDX-License-Identifier: MIT
+/*
+ * Nanoseconds per packet of the fast path and of the bare reflector, through BPF_PROG_TEST_RUN.
+ *
+ * Both programs rewrite the packet in place, and a test run with repeat > 1 runs the program
+ * again on the rewritten buffer (a reply, which every later run passes). So each case is measured
+ * as many single runs, averaging the duration the kernel reports for each. That duration includes
+ * the kernel's clock reads around the run: *_overhead_ns is the same figure for a program that
+ * returns at once (the reflector given a TCP packet), to subtract; *_repeat_ns measures a pass
+ * with repeat, where the clock reads are spread over the repetitions.
+ * Output: one "name value" line per case, plain text.
+ *
+ * Usage: bench_testrun [runs]   (default 200000 per case; needs root)
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include <sys/socket.h>
+#include <linux/bpf.h>
+#include <linux/pkt_cls.h>
+
+#include <bpf/bpf.h>
+#include <bpf/libbpf.h>
+
+#include <ndc/abi.h>
+#include <ndc/dns_wire.h>
+
+#include "../bpf/packets.h"
+#include "fastpath.h"
+#include "k8s_objects.h"
+#include "ndc_reflector.skel.h"
+#include "records.h"
+
+#define REPEAT_PASS 1000000
+
+static const uint8_t node4[16] = {169, 254, 20, 10};
+static const uint8_t client4[16] = {169, 254, 1, 2};
+
+struct frame {
+	uint8_t b[NDC_PKT_MAX];
+	size_t len;
+};
+
+static int query_frame(const char *name, uint16_t qtype, uint8_t protocol, uint16_t dport,
+		       struct frame *f)
+{
+	struct ndc_pkt_addrs a = {.sport = 40000,
+				  .dport = dport,
+				  .src_mac = {2, 0, 0, 0, 0, 2},
+				  .dst_mac = {2, 0, 0, 0, 0, 1}};
+	struct ndc_pkt_opts o = {.protocol = protocol};
+	struct ndc_pkt_query q = {.id = 0x1234, .flags = 0x0100, .name = name, .qtype = qtype};
+	uint8_t dns[NDC_PKT_MAX];
+	size_t dlen;
+	int err;
+
+	memcpy(a.saddr, client4, 4);
+	memcpy(a.daddr, node4, 4);
+	err = ndc_pkt_dns_query(&q, dns, sizeof(dns), &dlen);
+	if (!err)
+		err = ndc_pkt_build(&a, &o, dns, dlen, f->b, sizeof(f->b), &f->len);
+	return err;
+}
+
+/* Average ns of one program run over runs single test runs (or one run with repeat). */
+static int measure(int prog_fd, const struct frame *f, uint32_t want, unsigned int runs,
+		   unsigned int repeat, double *ret_ns)
+{
+	uint8_t out[NDC_PKT_MAX];
+	uint64_t total = 0;
+
+	for (unsigned int i = 0; i < runs; i++) {
+		LIBBPF_OPTS(bpf_test_run_opts, o, .data_in = f->b, .data_size_in = (uint32_t)f->len,
+			    .data_out = out, .data_size_out = sizeof(out), .repeat = repeat);
+		int err = bpf_prog_test_run_opts(prog_fd, &o);
+
+		if (err)
+			return err;
+		if (o.retval != want) {
+			fprintf(stderr, "bench_testrun: verdict %u, expected %u\n", o.retval, want);
+			return -EPROTO;
+		}
+		total += o.duration;
+	}
+	*ret_ns = (double)total / runs;
+	return 0;
+}
+
+int main(int argc, char **argv)
+{
+	unsigned int runs = argc > 1 ? (unsigned int)strtoul(argv[1], NULL, 10) : 200000;
+	struct ndc_ip addr = {.family = AF_INET};
+	uint8_t zone[NDC_NAME_MAX], lname[NDC_NAME_MAX];
+	union {
+		struct ndc_answer a;
+		uint8_t b[sizeof(struct ndc_answer) + NDC_ANSWER_DATA_MAX];
+	} ans;
+	struct ndc_k8s_objects objs = {0};
+	struct ndc_reflector *refl = NULL;
+	struct ndc_records *rec = NULL;
+	struct frame hit, nx, tcp;
+	struct ndc_fp *fp = NULL;
+	char pin_dir[64], err_text[256];
+	size_t zlen, nlen;
+	int err, tc, xdp;
+	struct {
+		const char *name;
+		int fd;
+		const struct frame *f;
+		uint32_t want;
+		unsigned int repeat;
+	} cases[12];
+	int n = 0;
+
+	if (geteuid() != 0) {
+		fprintf(stderr, "bench_testrun: needs root to load BPF programs\n");
+		return 77;
+	}
+	if (runs == 0)
+		runs = 1;
+	memcpy(addr.addr, node4, 4);
+	err = ndc_snapshot_parse(ndc_sample_cluster, ndc_sample_cluster_len, &objs, err_text,
+				 sizeof(err_text));
+	struct ndc_records_opts ro = {.zone = "cluster.local", .ttl = 5};
+	if (!err)
+		err = ndc_records_build(&objs, &ro, &rec);
+	if (!err)
+		err = ndc_name_from_text("cluster.local", zone, sizeof(zone), &zlen);
+	if (err)
+		goto out;
+	snprintf(pin_dir, sizeof(pin_dir), "/sys/fs/bpf/ndc-bench-%d", (int)getpid());
+	struct ndc_fastpath_opts fo = {.attach = NDC_FP_ATTACH_NONE,
+				       .n_addrs = 1,
+				       .addrs = &addr,
+				       .port = 53,
+				       .zone = zone,
+				       .zone_len = zlen,
+				       .pin_dir = pin_dir};
+	err = ndc_fastpath_open(&fo, &fp);
+	if (err)
+		goto out;
+
+	/* kubernetes.default.svc.cluster.local A, and the NXDOMAIN template, synced */
+	err =
+	    ndc_name_from_text("kubernetes.default.svc.cluster.local", lname, sizeof(lname), &nlen);
+	if (!err)
+		err = ndc_records_lookup(rec, lname, nlen, NDC_T_A, &ans.a, NDC_ANSWER_DATA_MAX);
+	if (!err)
+		err = ndc_fastpath_publish(fp, lname, nlen, NDC_T_A, &ans.a, 0);
+	if (!err)
+		err = ndc_records_nxdomain(rec, &ans.a, NDC_FP_DATA_MAX);
+	if (!err)
+		err = ndc_fastpath_set_nx(fp, &ans.a);
+	if (!err)
+		err = ndc_fastpath_set_synced(fp, true);
+	if (!err)
+		err = query_frame("kubernetes.default.svc.cluster.local", NDC_T_A, 0, 53, &hit);
+	if (!err)
+		err = query_frame("api.example.com.default.svc.cluster.local", NDC_T_A, 0, 53, &nx);
+	if (!err)
+		err = query_frame("kubernetes.default.svc.cluster.local", NDC_T_A, 6, 443, &tcp);
+	if (err)
+		goto out;
+	refl = ndc_reflector__open_and_load();
+	if (!refl) {
+		err = -errno;
+		goto out;
+	}
+
+	tc = ndc_fastpath_prog_fd(fp, NDC_FP_ATTACH_TC);
+	xdp = ndc_fastpath_prog_fd(fp, NDC_FP_ATTACH_XDP);
+#define CASE(nm, f_, p, w, r) cases[n++] = (typeof(cases[0])){nm, p, f_, w, r}
+	CASE("tc_a_hit_ns", &hit, tc, TC_ACT_REDIRECT, 1);
+	CASE("tc_nxdomain_ns", &nx, tc, TC_ACT_REDIRECT, 1);
+	CASE("xdp_a_hit_ns", &hit, xdp, XDP_TX, 1);
+	CASE("tc_nondns_pass_ns", &tcp, tc, TC_ACT_OK, 1);
+	CASE("tc_reflector_ns", &hit, bpf_program__fd(refl->progs.ndc_reflect_tc), TC_ACT_REDIRECT,
+	     1);
+	CASE("xdp_nxdomain_ns", &nx, xdp, XDP_TX, 1);
+	CASE("xdp_reflector_ns", &hit, bpf_program__fd(refl->progs.ndc_reflect_xdp), XDP_TX, 1);
+	CASE("tc_nondns_pass_repeat_ns", &tcp, tc, TC_ACT_OK, REPEAT_PASS);
+	CASE("tc_overhead_ns", &tcp, bpf_program__fd(refl->progs.ndc_reflect_tc), TC_ACT_OK, 1);
+	CASE("xdp_overhead_ns", &tcp, bpf_program__fd(refl->progs.ndc_reflect_xdp), XDP_PASS, 1);
+#undef CASE
+	for (int i = 0; i < n; i++) {
+		double ns;
+
+		err = measure(cases[i].fd, cases[i].f, cases[i].want,
+			      cases[i].repeat > 1 ? 1 : runs, cases[i].repeat, &ns);
+		if (err)
+			goto out;
+		printf("%s %.1f\n", cases[i].name, ns);
+	}
+
+out:
+	if (err)
+		fprintf(stderr, "bench_testrun: %s\n", strerror(err < 0 ? -err : err));
+	ndc_reflector__destroy(refl);
+	ndc_fastpath_close(fp);
+	ndc_records_free(rec);
+	ndc_k8s_objects_free(&objs);
+	return err ? 1 : 0;
+}

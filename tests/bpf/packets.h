@@ -1,0 +1,88 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Test packets for BPF_PROG_TEST_RUN: Ethernet + IPv4/IPv6 + UDP frames around a payload (DNS
+ * queries built here too), and the reverse: a frame taken apart with its checksums verified
+ * independently of the BPF code (RFC 1071 over the bytes, pseudo-header included).
+ */
+#ifndef NDC_TEST_PACKETS_H
+#define NDC_TEST_PACKETS_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#define NDC_PKT_MAX 2048 /* room for any frame the tests build or the fast path returns */
+
+struct ndc_pkt_addrs {
+	bool v6;
+	uint8_t src_mac[6];
+	uint8_t dst_mac[6];
+	uint8_t saddr[16]; /* IPv4: first 4 bytes */
+	uint8_t daddr[16];
+	uint16_t sport; /* host order */
+	uint16_t dport;
+};
+
+/* Frame options for odd packets: all zero gives a plain query datagram. */
+struct ndc_pkt_opts {
+	uint8_t protocol;    /* 0: UDP (17); e.g. 6 for a TCP-looking packet */
+	uint16_t frag_off;   /* IPv4 flags + fragment offset, host order (0x2000: MF) */
+	uint8_t ihl;	     /* 0: 5; 6 adds 4 bytes of IPv4 options (NOPs) */
+	uint8_t ip6_nexthdr; /* 0: protocol; else e.g. 44 puts a fragment header first */
+	int udp_len_delta;   /* added to the UDP length field */
+	size_t l2_pad;	     /* zero bytes after the IP packet (Ethernet padding) */
+	uint16_t vlan;	     /* 0: untagged; else an 802.1Q tag with this VID */
+};
+
+/*
+ * Builds the frame carrying payload. Returns 0 or -ENOSPC. UDP checksums are filled in
+ * (IPv4 and IPv6), so a reply that keeps them would be told apart from one that computes them.
+ */
+int ndc_pkt_build(const struct ndc_pkt_addrs *a, const struct ndc_pkt_opts *o,
+		  const uint8_t *payload, size_t plen, uint8_t *out, size_t cap, size_t *ret_len);
+
+/*
+ * A DNS query: header (id, flags), one question (text name, written as given: case survives),
+ * and when edns_size > 0 an OPT RR with that UDP size, the given TTL flags word (0x8000: DO) and
+ * version, and opt_len bytes of RDATA (options).
+ */
+struct ndc_pkt_query {
+	uint16_t id;
+	uint16_t flags; /* 0x0100: RD */
+	const char *name;
+	uint16_t qtype;
+	uint16_t qclass; /* 0: IN */
+	uint16_t edns_size;
+	uint8_t edns_version;
+	uint16_t edns_flags;
+	const uint8_t *opts;
+	size_t opt_len;
+};
+
+int ndc_pkt_dns_query(const struct ndc_pkt_query *q, uint8_t *out, size_t cap, size_t *ret_len);
+
+/* A frame taken apart. */
+struct ndc_pkt_parsed {
+	bool v6;
+	uint8_t src_mac[6];
+	uint8_t dst_mac[6];
+	uint8_t saddr[16];
+	uint8_t daddr[16];
+	uint16_t sport;
+	uint16_t dport;
+	uint8_t ttl;	   /* IPv4 TTL or IPv6 hop limit */
+	bool ip_csum_ok;   /* IPv4 header checksum; true for IPv6 */
+	uint16_t udp_csum; /* as received */
+	bool udp_csum_ok;  /* 0 (IPv4 only) or correct over pseudo-header and datagram */
+	const uint8_t *payload;
+	size_t plen;
+	size_t l2_pad; /* bytes after the IP packet */
+};
+
+/*
+ * Parses an untagged (or single-802.1Q) Ethernet + IPv4/IPv6 + UDP frame; checks that the IP and
+ * UDP lengths agree with each other and fit the frame (what follows is l2_pad). 0 or -EBADMSG.
+ */
+int ndc_pkt_parse(const uint8_t *frame, size_t len, struct ndc_pkt_parsed *ret);
+
+#endif

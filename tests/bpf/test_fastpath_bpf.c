@@ -1,0 +1,825 @@
+// SPDX-License-Identifier: MIT
+/*
+ * The fast path through BPF_PROG_TEST_RUN, both entry points (tc and XDP): the sample cluster's
+ * records are published with the real publisher calls (ndc_fastpath_publish, set_nx, set_synced),
+ * queries go in as Ethernet frames, and every reply must be byte-equal to what the socket path
+ * writes for the same query (ndc_dns_write_reply), with addresses, ports, lengths and checksums
+ * checked independently (packets.c). Every query the fast path must not answer must come back
+ * untouched with TC_ACT_OK / XDP_PASS and the right counter moved. Needs root (exit 77 otherwise).
+ */
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <setjmp.h>
+#include <cmocka.h>
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+#include <sys/socket.h>
+#include <linux/bpf.h>
+#include <linux/pkt_cls.h>
+
+#include <bpf/bpf.h>
+#include <bpf/libbpf.h>
+
+#include <ndc/abi.h>
+#include <ndc/dns_wire.h>
+
+#include "fastpath.h"
+#include "k8s_objects.h"
+#include "packets.h"
+#include "records.h"
+
+#define NONE (-1) /* no counter may move: not a query to us */
+#define RD 0x0100
+#define NS 1000000000ull
+
+enum hook { TC = 0, XDP = 1 };
+static const char *const hook_name[] = {"tc", "xdp"};
+
+static const uint8_t node4[16] = {169, 254, 20, 10};
+static const uint8_t client4[16] = {169, 254, 1, 2};
+static const uint8_t other4[16] = {169, 254, 20, 11};
+static const uint8_t node6[16] = {0xfe, 0x80, [14] = 0x20, [15] = 0x10};
+static const uint8_t client6[16] = {0xfe, 0x80, [15] = 0x02};
+static const uint8_t client_mac[6] = {0x02, 0, 0, 0, 0, 0x02};
+static const uint8_t node_mac[6] = {0x02, 0, 0, 0, 0, 0x01};
+
+static struct {
+	struct ndc_k8s_objects objs;
+	struct ndc_records *rec;
+	struct ndc_fp *fp;
+	char pin_dir[64];
+	int prog[2];
+	int answers_fd;
+	int config_fd;
+	union {
+		struct ndc_answer a;
+		uint8_t b[sizeof(struct ndc_answer) + NDC_FP_DATA_MAX];
+	} nx;
+} env;
+
+/* An answer with room for data, on the stack. */
+union answer {
+	struct ndc_answer a;
+	uint8_t b[sizeof(struct ndc_answer) + NDC_ANSWER_DATA_MAX];
+};
+
+struct row {
+	const char *what;
+	const char *name;
+	uint16_t qtype;
+	uint16_t edns; /* advertised UDP size; 0: no OPT */
+	uint16_t edns_flags;
+	uint8_t edns_version;
+	uint8_t opt_len; /* bytes of EDNS options (a client cookie) */
+	bool v6;
+	bool wrong_dst;
+	uint16_t dport; /* 0: 53 */
+	uint16_t qclass;
+	uint16_t flags_xor; /* query header flags: RD ^ this */
+	struct ndc_pkt_opts o;
+	void (*mutate)(uint8_t *dns, size_t *len); /* malformed queries */
+	int expect;				   /* the counter that moves, or NONE */
+};
+
+/* ---------------------------------------------------------------------------------------------
+ * Plumbing.
+ */
+
+static int publish_one(void *arg, const uint8_t *lname, size_t nlen, uint16_t qtype,
+		       const struct ndc_answer *a)
+{
+	(void)arg;
+	return ndc_fastpath_publish(env.fp, lname, nlen, qtype, a, 0);
+}
+
+static int setup(void **state)
+{
+	struct ndc_ip addrs[2] = {{.family = AF_INET}, {.family = AF_INET6}};
+	uint8_t zone[NDC_NAME_MAX], pass[NDC_NAME_MAX];
+	size_t zlen, plen;
+	char err[256], path[128];
+
+	(void)state;
+	memcpy(addrs[0].addr, node4, 4);
+	memcpy(addrs[1].addr, node6, 16);
+	assert_int_equal(ndc_snapshot_parse(ndc_sample_cluster, ndc_sample_cluster_len, &env.objs,
+					    err, sizeof(err)),
+			 0);
+	struct ndc_records_opts ro = {.zone = "cluster.local", .ttl = 5};
+	assert_int_equal(ndc_records_build(&env.objs, &ro, &env.rec), 0);
+
+	assert_int_equal(ndc_name_from_text("cluster.local", zone, sizeof(zone), &zlen), 0);
+	assert_int_equal(ndc_name_from_text("pod.cluster.local", pass, sizeof(pass), &plen), 0);
+	snprintf(env.pin_dir, sizeof(env.pin_dir), "/sys/fs/bpf/ndc-test-%d", (int)getpid());
+	struct ndc_fastpath_opts fo = {
+	    .attach = NDC_FP_ATTACH_NONE,
+	    .n_addrs = 2,
+	    .addrs = addrs,
+	    .port = 53,
+	    .zone = zone,
+	    .zone_len = zlen,
+	    .pass = pass,
+	    .pass_len = plen,
+	    .max_entries = 4096,
+	    .pin_dir = env.pin_dir,
+	};
+	assert_int_equal(ndc_fastpath_open(&fo, &env.fp), 0);
+	env.prog[TC] = ndc_fastpath_prog_fd(env.fp, NDC_FP_ATTACH_TC);
+	env.prog[XDP] = ndc_fastpath_prog_fd(env.fp, NDC_FP_ATTACH_XDP);
+	assert_true(env.prog[TC] >= 0 && env.prog[XDP] >= 0);
+	snprintf(path, sizeof(path), "%s/ndc_answers", env.pin_dir);
+	env.answers_fd = bpf_obj_get(path);
+	snprintf(path, sizeof(path), "%s/ndc_config", env.pin_dir);
+	env.config_fd = bpf_obj_get(path);
+	assert_true(env.answers_fd >= 0 && env.config_fd >= 0);
+
+	/* What the publisher does for a record table. */
+	assert_int_equal(ndc_records_foreach(env.rec, publish_one, NULL), 0);
+	assert_int_equal(ndc_records_nxdomain(env.rec, &env.nx.a, NDC_FP_DATA_MAX), 0);
+	assert_int_equal(ndc_fastpath_set_nx(env.fp, &env.nx.a), 0);
+	assert_int_equal(ndc_fastpath_set_synced(env.fp, true), 0);
+	return 0;
+}
+
+static int teardown(void **state)
+{
+	(void)state;
+	close(env.answers_fd);
+	close(env.config_fd);
+	ndc_fastpath_close(env.fp);
+	ndc_records_free(env.rec);
+	ndc_k8s_objects_free(&env.objs);
+	return 0;
+}
+
+/* The DNS payload of a row. */
+static void row_query(const struct row *r, uint8_t *dns, size_t *len)
+{
+	static const uint8_t cookie[12] = {0, 10, 0, 8, 1, 2, 3, 4, 5, 6, 7, 8};
+	struct ndc_pkt_query q = {
+	    .id = 0xbeef,
+	    .flags = RD ^ r->flags_xor,
+	    .name = r->name,
+	    .qtype = r->qtype,
+	    .qclass = r->qclass,
+	    .edns_size = r->edns,
+	    .edns_version = r->edns_version,
+	    .edns_flags = r->edns_flags,
+	    .opts = cookie,
+	    .opt_len = r->opt_len,
+	};
+
+	assert_int_equal(ndc_pkt_dns_query(&q, dns, NDC_PKT_MAX, len), 0);
+	if (r->mutate)
+		r->mutate(dns, len);
+}
+
+static void row_frame(const struct row *r, const uint8_t *dns, size_t dlen, uint8_t *frame,
+		      size_t *flen)
+{
+	struct ndc_pkt_addrs a = {.v6 = r->v6, .sport = 40000, .dport = r->dport ? r->dport : 53};
+
+	memcpy(a.src_mac, client_mac, 6);
+	memcpy(a.dst_mac, node_mac, 6);
+	memcpy(a.saddr, r->v6 ? client6 : client4, 16);
+	memcpy(a.daddr, r->v6 ? node6 : r->wrong_dst ? other4 : node4, 16);
+	assert_int_equal(ndc_pkt_build(&a, &r->o, dns, dlen, frame, NDC_PKT_MAX, flen), 0);
+}
+
+static uint32_t run(enum hook h, const uint8_t *in, size_t inlen, uint8_t *out, size_t *outlen)
+{
+	LIBBPF_OPTS(bpf_test_run_opts, o, .data_in = in, .data_size_in = (uint32_t)inlen,
+		    .data_out = out, .data_size_out = NDC_PKT_MAX, .repeat = 1);
+
+	assert_int_equal(bpf_prog_test_run_opts(env.prog[h], &o), 0);
+	*outlen = o.data_size_out;
+	return o.retval;
+}
+
+static void counters(uint64_t c[NDC_FP_COUNTER_MAX])
+{
+	assert_int_equal(ndc_fastpath_counters(env.fp, c), 0);
+}
+
+/* Exactly counter `which` moved by n (NONE: nothing moved). */
+static void assert_counted(const char *what, const uint64_t *before, int which, uint64_t n)
+{
+	uint64_t after[NDC_FP_COUNTER_MAX];
+
+	counters(after);
+	for (int i = 0; i < NDC_FP_COUNTER_MAX; i++) {
+		uint64_t want = before[i] + (i == which ? n : 0);
+
+		if (after[i] != want)
+			fail_msg("%s: counter %d is %llu, want %llu", what, i,
+				 (unsigned long long)after[i], (unsigned long long)want);
+	}
+}
+
+/*
+ * The socket path's reply to the query dns: the answer src (or, when NULL, what the record table
+ * answers), TTLs lowered by age, within the client's UDP limit.
+ */
+static size_t socket_reply(const uint8_t *dns, size_t len, const struct ndc_answer *src,
+			   uint32_t age, uint8_t *out)
+{
+	union answer ans;
+	struct ndc_query q;
+	size_t rlen;
+
+	assert_int_equal(ndc_dns_parse_query(dns, len, &q), 0);
+	if (!src) {
+		assert_int_equal(ndc_records_lookup(env.rec, q.lname, q.qname_len, q.qtype, &ans.a,
+						    NDC_ANSWER_DATA_MAX),
+				 0);
+		src = &ans.a;
+	}
+	if (src->qname_len != q.qname_len) {
+		/* the NXDOMAIN template serves every name */
+		memcpy(&ans, src, ndc_answer_size(src));
+		ans.a.qname_len = q.qname_len;
+		src = &ans.a;
+	}
+	assert_int_equal(
+	    ndc_dns_write_reply(&q, src, age, 0, ndc_dns_udp_limit(&q), out, NDC_PKT_MAX, &rlen),
+	    0);
+	return rlen;
+}
+
+/* The reply in out answers the query frame in, carrying exactly want. */
+static void assert_reply(const char *what, enum hook h, uint32_t verdict, const uint8_t *in,
+			 size_t inlen, const uint8_t *out, size_t outlen, const uint8_t *want,
+			 size_t wlen)
+{
+	struct ndc_pkt_parsed qp, rp;
+
+	if (verdict != (h == TC ? TC_ACT_REDIRECT : XDP_TX))
+		fail_msg("%s (%s): verdict %u, want a reply", what, hook_name[h], verdict);
+	assert_int_equal(ndc_pkt_parse(in, inlen, &qp), 0);
+	if (ndc_pkt_parse(out, outlen, &rp) != 0)
+		fail_msg("%s (%s): reply frame does not parse (%zu bytes)", what, hook_name[h],
+			 outlen);
+	assert_int_equal(rp.l2_pad, 0); /* the reply is sized to its datagram */
+	assert_memory_equal(rp.dst_mac, qp.src_mac, 6);
+	assert_memory_equal(rp.src_mac, qp.dst_mac, 6);
+	assert_int_equal(rp.v6, qp.v6);
+	assert_memory_equal(rp.saddr, qp.daddr, 16);
+	assert_memory_equal(rp.daddr, qp.saddr, 16);
+	assert_int_equal(rp.sport, qp.dport);
+	assert_int_equal(rp.dport, qp.sport);
+	assert_int_equal(rp.ttl, 64);
+	if (!rp.ip_csum_ok)
+		fail_msg("%s (%s): IPv4 header checksum wrong", what, hook_name[h]);
+	if (!rp.udp_csum_ok)
+		fail_msg("%s (%s): UDP checksum wrong (0x%04x)", what, hook_name[h], rp.udp_csum);
+	if (!rp.v6)
+		assert_int_equal(rp.udp_csum, 0);
+	if (rp.plen != wlen || memcmp(rp.payload, want, wlen)) {
+		size_t i = 0;
+
+		while (i < wlen && i < rp.plen && rp.payload[i] == want[i])
+			i++;
+		fail_msg("%s (%s): DNS reply differs from the socket path's at byte %zu "
+			 "(%zu vs %zu bytes)",
+			 what, hook_name[h], i, rp.plen, wlen);
+	}
+}
+
+/* Runs a row through both hooks: answered like the socket path (src as in socket_reply), or
+ * passed untouched. */
+static void check_row(const struct row *r, const struct ndc_answer *src, uint32_t age)
+{
+	uint8_t dns[NDC_PKT_MAX], in[NDC_PKT_MAX], out[NDC_PKT_MAX], want[NDC_PKT_MAX];
+	uint64_t before[NDC_FP_COUNTER_MAX];
+	size_t dlen, inlen, outlen, wlen = 0;
+	bool answered =
+	    r->expect == NDC_FP_HIT || r->expect == NDC_FP_NODATA || r->expect == NDC_FP_NXDOMAIN;
+
+	row_query(r, dns, &dlen);
+	row_frame(r, dns, dlen, in, &inlen);
+	if (answered)
+		wlen = socket_reply(dns, dlen, r->expect == NDC_FP_NXDOMAIN ? &env.nx.a : src, age,
+				    want);
+	counters(before);
+	for (int h = TC; h <= XDP; h++) {
+		uint32_t verdict = run(h, in, inlen, out, &outlen);
+
+		if (answered) {
+			assert_reply(r->what, h, verdict, in, inlen, out, outlen, want, wlen);
+			continue;
+		}
+		if (verdict != (h == TC ? TC_ACT_OK : XDP_PASS))
+			fail_msg("%s (%s): verdict %u, want pass", r->what, hook_name[h], verdict);
+		if (outlen != inlen || memcmp(out, in, inlen))
+			fail_msg("%s (%s): passed packet was modified", r->what, hook_name[h]);
+	}
+	assert_counted(r->what, before, r->expect, 2);
+}
+
+/* ---------------------------------------------------------------------------------------------
+ * Answers from the record table.
+ */
+
+static void test_answers(void **state)
+{
+	static const struct row rows[] = {
+	    {"A ClusterIP", "kubernetes.default.svc.cluster.local", NDC_T_A, .expect = NDC_FP_HIT},
+	    {"AAAA dual-stack", "frontend.shop.svc.cluster.local", NDC_T_AAAA,
+	     .expect = NDC_FP_HIT},
+	    {"A dual-stack", "frontend.shop.svc.cluster.local", NDC_T_A, .expect = NDC_FP_HIT},
+	    {"A headless set", "postgres.data.svc.cluster.local", NDC_T_A, .expect = NDC_FP_HIT},
+	    {"A headless publishNotReady", "kafka.data.svc.cluster.local", NDC_T_A,
+	     .expect = NDC_FP_HIT},
+	    {"A endpoint hostname", "postgres-0.postgres.data.svc.cluster.local", NDC_T_A,
+	     .expect = NDC_FP_HIT},
+	    {"SRV with additional", "_pg._tcp.postgres.data.svc.cluster.local", NDC_T_SRV,
+	     .expect = NDC_FP_HIT},
+	    {"SRV ClusterIP", "_https._tcp.kubernetes.default.svc.cluster.local", NDC_T_SRV,
+	     .expect = NDC_FP_HIT},
+	    {"PTR v4", "1.0.96.10.in-addr.arpa", NDC_T_PTR, .expect = NDC_FP_HIT},
+	    {"PTR v6", "4.3.2.1.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.6.9.0.0.0.1.0.0.0.0.d.f.ip6.arpa",
+	     NDC_T_PTR, .expect = NDC_FP_HIT},
+	    {"CNAME exact", "payments.shop.svc.cluster.local", NDC_T_CNAME, .expect = NDC_FP_HIT},
+	    {"CNAME via other-type entry", "payments.shop.svc.cluster.local", NDC_T_A,
+	     .expect = NDC_FP_NODATA},
+	    {"TXT dns-version", "dns-version.cluster.local", NDC_T_TXT, .expect = NDC_FP_HIT},
+	    {"SOA apex", "cluster.local", NDC_T_SOA, .expect = NDC_FP_HIT},
+	    {"NS apex", "cluster.local", NDC_T_NS, .expect = NDC_FP_HIT},
+	    {"NODATA AAAA of v4-only", "cart.shop.svc.cluster.local", NDC_T_AAAA,
+	     .expect = NDC_FP_NODATA},
+	    {"NODATA empty non-terminal", "shop.svc.cluster.local", NDC_T_A,
+	     .expect = NDC_FP_NODATA},
+	    {"ANY at a name with records", "kubernetes.default.svc.cluster.local", NDC_T_ANY,
+	     .expect = NDC_FP_HIT},
+	    {"NXDOMAIN search path", "api.example.com.default.svc.cluster.local", NDC_T_A,
+	     .expect = NDC_FP_NXDOMAIN},
+	    {"NXDOMAIN no such port", "_grpc._udp.cart.shop.svc.cluster.local", NDC_T_SRV,
+	     .expect = NDC_FP_NXDOMAIN},
+	    {"NXDOMAIN not-ready endpoint", "postgres-2.postgres.data.svc.cluster.local", NDC_T_A,
+	     .expect = NDC_FP_NXDOMAIN},
+	    {"0x20 mixed case", "KuBeRnEtEs.DeFaUlT.sVc.ClUsTeR.LoCaL", NDC_T_A,
+	     .expect = NDC_FP_HIT},
+	    {"0x20 NXDOMAIN", "NoSuCh.ShOp.SvC.cLuStEr.LoCaL", NDC_T_A, .expect = NDC_FP_NXDOMAIN},
+	    {"EDNS 1232", "kubernetes.default.svc.cluster.local", NDC_T_A, .edns = 1232,
+	     .expect = NDC_FP_HIT},
+	    {"EDNS 4096 (clamped)", "_pg._tcp.postgres.data.svc.cluster.local", NDC_T_SRV,
+	     .edns = 4096, .expect = NDC_FP_HIT},
+	    {"EDNS 100 (means 512)", "frontend.shop.svc.cluster.local", NDC_T_AAAA, .edns = 100,
+	     .expect = NDC_FP_HIT},
+	    {"EDNS NODATA", "cart.shop.svc.cluster.local", NDC_T_AAAA, .edns = 1232,
+	     .expect = NDC_FP_NODATA},
+	    {"EDNS NXDOMAIN", "x.cluster.local", NDC_T_A, .edns = 1232, .expect = NDC_FP_NXDOMAIN},
+	    {"IPv6 A", "kubernetes.default.svc.cluster.local", NDC_T_A, .v6 = true,
+	     .expect = NDC_FP_HIT},
+	    {"IPv6 SRV odd length", "_pg._tcp.postgres.data.svc.cluster.local", NDC_T_SRV,
+	     .v6 = true, .expect = NDC_FP_HIT},
+	    {"IPv6 EDNS NXDOMAIN", "a.b.cluster.local", NDC_T_AAAA, .v6 = true, .edns = 1232,
+	     .expect = NDC_FP_NXDOMAIN},
+	    {"IPv6 PTR", "1.0.96.10.in-addr.arpa", NDC_T_PTR, .v6 = true, .expect = NDC_FP_HIT},
+	    {"RD clear", "kubernetes.default.svc.cluster.local", NDC_T_A, .flags_xor = RD,
+	     .expect = NDC_FP_HIT},
+	    {"CD echoed", "kubernetes.default.svc.cluster.local", NDC_T_A, .flags_xor = 0x0010,
+	     .expect = NDC_FP_HIT},
+	    {"AD and Z not echoed", "cart.shop.svc.cluster.local", NDC_T_AAAA, .flags_xor = 0x0060,
+	     .expect = NDC_FP_NODATA},
+	    {"802.1Q tagged", "kubernetes.default.svc.cluster.local", NDC_T_A, .o.vlan = 7,
+	     .expect = NDC_FP_HIT},
+	    {"Ethernet padding", "a.cluster.local", NDC_T_A, .o.l2_pad = 10,
+	     .expect = NDC_FP_NXDOMAIN},
+	    {"padding longer than the answer (shrinks)", "kubernetes.default.svc.cluster.local",
+	     NDC_T_A, .o.l2_pad = 40, .expect = NDC_FP_HIT},
+	};
+
+	(void)state;
+	for (size_t i = 0; i < sizeof(rows) / sizeof(rows[0]); i++)
+		check_row(&rows[i], NULL, 0);
+}
+
+/* ---------------------------------------------------------------------------------------------
+ * Queries that go to user space.
+ */
+
+static void set_qr(uint8_t *d, size_t *l)
+{
+	(void)l;
+	d[2] |= 0x80;
+}
+static void set_opcode(uint8_t *d, size_t *l)
+{
+	(void)l;
+	d[2] |= 0x10; /* STATUS */
+}
+static void qd2(uint8_t *d, size_t *l)
+{
+	(void)l;
+	d[5] = 2;
+}
+static void qd0(uint8_t *d, size_t *l)
+{
+	(void)l;
+	d[5] = 0;
+}
+static void an1(uint8_t *d, size_t *l)
+{
+	(void)l;
+	d[7] = 1;
+}
+static void ns1(uint8_t *d, size_t *l)
+{
+	(void)l;
+	d[9] = 1;
+}
+static void ar2(uint8_t *d, size_t *l)
+{
+	(void)l;
+	d[11] = 2;
+}
+static void trailing(uint8_t *d, size_t *l)
+{
+	d[(*l)++] = 0;
+}
+static void header_only(uint8_t *d, size_t *l)
+{
+	(void)d;
+	*l = 12;
+}
+static void short_header(uint8_t *d, size_t *l)
+{
+	(void)d;
+	*l = 11;
+}
+static void cut_name(uint8_t *d, size_t *l)
+{
+	(void)d;
+	*l = 12 + 5;
+}
+static void cut_qclass(uint8_t *d, size_t *l)
+{
+	(void)d;
+	*l -= 2;
+}
+static void label64(uint8_t *d, size_t *l)
+{
+	(void)l;
+	d[12] = 64;
+}
+
+/* The question name replaced by a pointer to the header (nothing valid to point at). */
+static void pointer_name(uint8_t *d, size_t *l)
+{
+	d[12] = 0xc0;
+	d[13] = 0x0c;
+	memmove(d + 14, d + *l - 4, 4);
+	*l = 18;
+}
+
+/* A pointer after the first label: "a" + pointer. */
+static void pointer_tail(uint8_t *d, size_t *l)
+{
+	uint8_t tail[4];
+
+	memcpy(tail, d + *l - 4, 4);
+	d[12] = 1;
+	d[13] = 'a';
+	d[14] = 0xc0;
+	d[15] = 0x0c;
+	memcpy(d + 16, tail, 4);
+	*l = 20;
+}
+
+/* An A RR in the additional section instead of an OPT. */
+static void ar_not_opt(uint8_t *d, size_t *l)
+{
+	static const uint8_t rr[] = {0, 0, 1, 0, 1, 0, 0, 0, 5, 0, 4, 10, 0, 0, 1};
+
+	d[11] = 1;
+	memcpy(d + *l, rr, sizeof(rr));
+	*l += sizeof(rr);
+}
+
+/* An OPT whose owner is "x." instead of the root. */
+static void opt_owner(uint8_t *d, size_t *l)
+{
+	uint8_t opt[11];
+
+	memcpy(opt, d + *l - 11, 11);
+	d[*l - 11] = 1;
+	d[*l - 10] = 'x';
+	d[*l - 9] = 0;
+	memcpy(d + *l - 8, opt + 1, 10);
+	*l += 2;
+}
+
+static void test_passed(void **state)
+{
+	static const char *const k8s = "kubernetes.default.svc.cluster.local";
+	static const struct row rows[] = {
+	    /* not ours: no counter */
+	    {"other UDP port", k8s, NDC_T_A, .dport = 5353, .expect = NONE},
+	    {"TCP to 53", k8s, NDC_T_A, .o.protocol = 6, .expect = NONE},
+	    {"other destination", k8s, NDC_T_A, .wrong_dst = true, .expect = NONE},
+	    {"ICMPv6 to us", k8s, NDC_T_A, .v6 = true, .o.protocol = 58, .expect = NONE},
+	    /* misses */
+	    {"outside the zone", "example.org", NDC_T_A, .expect = NDC_FP_PASS_MISS},
+	    {"under the pass suffix", "10-244-1-10.shop.pod.cluster.local", NDC_T_A,
+	     .expect = NDC_FP_PASS_MISS},
+	    {"unknown reverse name", "9.9.9.9.in-addr.arpa", NDC_T_PTR, .expect = NDC_FP_PASS_MISS},
+	    {"zone lookalike", "notcluster.local", NDC_T_A, .expect = NDC_FP_PASS_MISS},
+	    {"root", ".", NDC_T_NS, .expect = NDC_FP_PASS_MISS},
+	    {"ANY at an empty non-terminal", "shop.svc.cluster.local", NDC_T_ANY,
+	     .expect = NDC_FP_PASS_MISS},
+	    /* EDNS */
+	    {"EDNS option (cookie)", k8s, NDC_T_A, .edns = 1232, .opt_len = 12,
+	     .expect = NDC_FP_PASS_EDNS},
+	    {"DO bit", k8s, NDC_T_A, .edns = 1232, .edns_flags = 0x8000,
+	     .expect = NDC_FP_PASS_EDNS},
+	    {"EDNS version 1", k8s, NDC_T_A, .edns = 1232, .edns_version = 1,
+	     .expect = NDC_FP_PASS_EDNS},
+	    /* not a plain query, or malformed */
+	    {"QR set", k8s, NDC_T_A, .mutate = set_qr, .expect = NDC_FP_PASS_FORMAT},
+	    {"opcode STATUS", k8s, NDC_T_A, .mutate = set_opcode, .expect = NDC_FP_PASS_FORMAT},
+	    {"QDCOUNT 2", k8s, NDC_T_A, .mutate = qd2, .expect = NDC_FP_PASS_FORMAT},
+	    {"QDCOUNT 0", k8s, NDC_T_A, .mutate = qd0, .expect = NDC_FP_PASS_FORMAT},
+	    {"ANCOUNT 1", k8s, NDC_T_A, .mutate = an1, .expect = NDC_FP_PASS_FORMAT},
+	    {"NSCOUNT 1", k8s, NDC_T_A, .mutate = ns1, .expect = NDC_FP_PASS_FORMAT},
+	    {"ARCOUNT 2", k8s, NDC_T_A, .edns = 1232, .mutate = ar2, .expect = NDC_FP_PASS_FORMAT},
+	    {"additional RR not OPT", k8s, NDC_T_A, .mutate = ar_not_opt,
+	     .expect = NDC_FP_PASS_FORMAT},
+	    {"OPT owner not root", k8s, NDC_T_A, .edns = 1232, .mutate = opt_owner,
+	     .expect = NDC_FP_PASS_FORMAT},
+	    {"trailing byte", k8s, NDC_T_A, .mutate = trailing, .expect = NDC_FP_PASS_FORMAT},
+	    {"trailing byte after OPT", k8s, NDC_T_A, .edns = 1232, .mutate = trailing,
+	     .expect = NDC_FP_PASS_FORMAT},
+	    {"header only", k8s, NDC_T_A, .mutate = header_only, .expect = NDC_FP_PASS_FORMAT},
+	    {"short header", k8s, NDC_T_A, .mutate = short_header, .expect = NDC_FP_PASS_FORMAT},
+	    {"name cut short", k8s, NDC_T_A, .mutate = cut_name, .expect = NDC_FP_PASS_FORMAT},
+	    {"QCLASS cut short", k8s, NDC_T_A, .mutate = cut_qclass, .expect = NDC_FP_PASS_FORMAT},
+	    {"label of 64", k8s, NDC_T_A, .mutate = label64, .expect = NDC_FP_PASS_FORMAT},
+	    {"pointer as name", k8s, NDC_T_A, .mutate = pointer_name, .expect = NDC_FP_PASS_FORMAT},
+	    {"pointer after a label", k8s, NDC_T_A, .mutate = pointer_tail,
+	     .expect = NDC_FP_PASS_FORMAT},
+	    {"name over 128 bytes",
+	     "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa."
+	     "bbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbb.svc.cluster.local",
+	     NDC_T_A, .expect = NDC_FP_PASS_FORMAT},
+	    {"class CH", "version.bind", NDC_T_TXT, .qclass = 3, .expect = NDC_FP_PASS_FORMAT},
+	    {"AXFR", "cluster.local", NDC_T_AXFR, .expect = NDC_FP_PASS_FORMAT},
+	    {"qtype 0", k8s, 0, .expect = NDC_FP_PASS_FORMAT},
+	    {"UDP length short of IP", k8s, NDC_T_A, .o.udp_len_delta = -1,
+	     .expect = NDC_FP_PASS_FORMAT},
+	    {"UDP length past IP", k8s, NDC_T_A, .o.udp_len_delta = 3,
+	     .expect = NDC_FP_PASS_FORMAT},
+	    /* fragments and IP options */
+	    {"IPv4 more fragments", k8s, NDC_T_A, .o.frag_off = 0x2000, .expect = NDC_FP_PASS_FRAG},
+	    {"IPv4 later fragment", k8s, NDC_T_A, .o.frag_off = 0x0010, .expect = NDC_FP_PASS_FRAG},
+	    {"IPv4 DF is fine", k8s, NDC_T_A, .o.frag_off = 0x4000, .expect = NDC_FP_HIT},
+	    {"IPv4 options", k8s, NDC_T_A, .o.ihl = 6, .expect = NDC_FP_PASS_FRAG},
+	    {"IPv6 fragment header", k8s, NDC_T_A, .v6 = true, .o.ip6_nexthdr = 44,
+	     .expect = NDC_FP_PASS_FRAG},
+	    {"IPv6 destination options", k8s, NDC_T_A, .v6 = true, .o.ip6_nexthdr = 60,
+	     .expect = NDC_FP_PASS_FRAG},
+	};
+
+	(void)state;
+	for (size_t i = 0; i < sizeof(rows) / sizeof(rows[0]); i++)
+		check_row(&rows[i], NULL, 0);
+}
+
+/* Synthesis needs the synced flag; without it the miss goes up. */
+static void test_not_synced(void **state)
+{
+	const struct row r = {"NXDOMAIN not synced", "api.example.com.default.svc.cluster.local",
+			      NDC_T_A, .expect = NDC_FP_PASS_MISS};
+	const struct row hit = {"hit not synced", "kubernetes.default.svc.cluster.local", NDC_T_A,
+				.expect = NDC_FP_HIT};
+
+	(void)state;
+	assert_int_equal(ndc_fastpath_set_synced(env.fp, false), 0);
+	check_row(&r, NULL, 0);
+	check_row(&hit, NULL, 0);
+	assert_int_equal(ndc_fastpath_set_synced(env.fp, true), 0);
+}
+
+/* A config of another ABI (or none) makes the program pass everything to us. */
+static void test_config_abi(void **state)
+{
+	const struct row r = {"ABI mismatch", "kubernetes.default.svc.cluster.local", NDC_T_A,
+			      .expect = NDC_FP_PASS_CONFIG};
+	const struct row other = {"ABI mismatch, other port",
+				  "kubernetes.default.svc.cluster.local", NDC_T_A, .dport = 5353,
+				  .expect = NDC_FP_PASS_CONFIG};
+	struct ndc_fp_config cfg, bad;
+	uint32_t key = 0;
+
+	(void)state;
+	assert_int_equal(bpf_map_lookup_elem(env.config_fd, &key, &cfg), 0);
+	bad = cfg;
+	bad.abi_version = NDC_ABI_VERSION + 1;
+	assert_int_equal(bpf_map_update_elem(env.config_fd, &key, &bad, BPF_ANY), 0);
+	check_row(&r, NULL, 0);
+	check_row(&other, NULL, 0);
+	assert_int_equal(bpf_map_update_elem(env.config_fd, &key, &cfg, BPF_ANY), 0);
+}
+
+/* tc replies with bpf_redirect_peer when asked; the verdict is the same redirect. */
+static void test_redirect_peer(void **state)
+{
+	const struct row r = {"redirect_peer", "kubernetes.default.svc.cluster.local", NDC_T_A,
+			      .expect = NDC_FP_HIT};
+	struct ndc_fp_config cfg, peer;
+	uint32_t key = 0;
+
+	(void)state;
+	assert_int_equal(bpf_map_lookup_elem(env.config_fd, &key, &cfg), 0);
+	peer = cfg;
+	peer.flags |= NDC_FP_C_REDIRECT_PEER;
+	assert_int_equal(bpf_map_update_elem(env.config_fd, &key, &peer, BPF_ANY), 0);
+	check_row(&r, NULL, 0);
+	assert_int_equal(bpf_map_update_elem(env.config_fd, &key, &cfg, BPF_ANY), 0);
+}
+
+/* ---------------------------------------------------------------------------------------------
+ * Cache entries (upstream answers): expiry, TTL countdown, size limits, pass markers.
+ */
+
+/* n A records at lname with the given TTL, as the cache would hold them. */
+static void a_records(struct ndc_answer *a, const uint8_t *lname, size_t nlen, int n, uint32_t ttl)
+{
+	struct ndc_ab b;
+
+	ndc_ab_init(&b, a, NDC_ANSWER_DATA_MAX, lname, nlen);
+	for (int i = 0; i < n; i++) {
+		uint8_t ip[4] = {192, 0, 2, (uint8_t)(i + 1)};
+
+		ndc_ab_rr(&b, NDC_SEC_ANSWER, lname, nlen, NDC_T_A, NDC_C_IN, ttl + (uint32_t)i, ip,
+			  4);
+	}
+	assert_int_equal(ndc_ab_finish(&b, NDC_RCODE_NOERROR, false), 0);
+}
+
+static uint64_t mono_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * NS + (uint64_t)ts.tv_nsec;
+}
+
+/* Writes an entry published ago_s seconds in the past with ttl_s to live. */
+static void publish_aged(const char *text, uint16_t qtype, const struct ndc_answer *a,
+			 uint32_t ttl_s, uint32_t ago_s)
+{
+	uint8_t lname[NDC_NAME_MAX];
+	struct ndc_fp_value v;
+	struct ndc_fp_key k;
+	size_t nlen;
+
+	assert_int_equal(ndc_name_from_text(text, lname, sizeof(lname), &nlen), 0);
+	assert_int_equal(ndc_fastpath_key(lname, nlen, qtype, &k), 0);
+	assert_int_equal(ndc_fastpath_value(a, ttl_s, mono_ns() - (uint64_t)ago_s * NS, &v), 0);
+	assert_int_equal(bpf_map_update_elem(env.answers_fd, &k, &v, BPF_ANY), 0);
+}
+
+static void test_cache_ttl(void **state)
+{
+	uint8_t lname[NDC_NAME_MAX];
+	union answer a;
+	size_t nlen;
+
+	(void)state;
+	assert_int_equal(ndc_name_from_text("example.com", lname, sizeof(lname), &nlen), 0);
+	a_records(&a.a, lname, nlen, 3, 300);
+
+	/* published 7 s ago: every TTL is 7 lower, exactly as the socket path writes it */
+	publish_aged("example.com", NDC_T_A, &a.a, 300, 7);
+	const struct row r = {"TTL countdown", "Example.COM", NDC_T_A, .expect = NDC_FP_HIT};
+	check_row(&r, &a.a, 7);
+	const struct row r6 = {
+	    "TTL countdown IPv6 EDNS", "example.com", NDC_T_A, .v6 = true, .edns = 1232,
+	    .expect = NDC_FP_HIT};
+	check_row(&r6, &a.a, 7);
+
+	/* TTLs floor at 0: RRs of 3 and 4 s in an entry published 8 s ago, 2 s left to live */
+	a_records(&a.a, lname, nlen, 2, 3);
+	publish_aged("example.com", NDC_T_A, &a.a, 10, 8);
+	const struct row z = {"TTL floor", "example.com", NDC_T_A, .expect = NDC_FP_HIT};
+	check_row(&z, &a.a, 8);
+
+	/* expired: user space refreshes it */
+	publish_aged("example.com", NDC_T_A, &a.a, 5, 6);
+	const struct row e = {"expired", "example.com", NDC_T_A, .expect = NDC_FP_PASS_EXPIRED};
+	check_row(&e, NULL, 0);
+
+	/* published through the real call: fresh, TTLs as they are */
+	a_records(&a.a, lname, nlen, 1, 60);
+	assert_int_equal(ndc_fastpath_publish(env.fp, lname, nlen, NDC_T_A, &a.a, 60), 0);
+	const struct row f = {"fresh cache entry", "example.com", NDC_T_A, .expect = NDC_FP_HIT};
+	check_row(&f, &a.a, 0);
+	assert_int_equal(ndc_fastpath_unpublish(env.fp, lname, nlen, NDC_T_A), 0);
+}
+
+/* A reply over the client's limit goes to user space (which drops additional or sets TC). */
+static void test_sizes(void **state)
+{
+	uint8_t lname[NDC_NAME_MAX];
+	union answer a;
+	size_t nlen;
+
+	(void)state;
+	assert_int_equal(ndc_name_from_text("big.example.com", lname, sizeof(lname), &nlen), 0);
+	a_records(&a.a, lname, nlen, 30, 300); /* 30 A RRs: 480 bytes of data */
+	assert_true(a.a.len > NDC_UDP_MIN - 12 - nlen - 4 && a.a.len <= NDC_FP_DATA_MAX);
+	assert_int_equal(ndc_fastpath_publish(env.fp, lname, nlen, NDC_T_A, &a.a, 0), 0);
+
+	const struct row r512 = {"over 512 without EDNS", "big.example.com", NDC_T_A,
+				 .expect = NDC_FP_PASS_SIZE};
+	check_row(&r512, NULL, 0);
+	const struct row small = {"over the advertised 512", "big.example.com", NDC_T_A,
+				  .edns = 512, .expect = NDC_FP_PASS_SIZE};
+	check_row(&small, NULL, 0);
+	const struct row edns = {"fits EDNS 1232", "big.example.com", NDC_T_A, .edns = 1232,
+				 .expect = NDC_FP_HIT};
+	check_row(&edns, &a.a, 0);
+	const struct row edns6 = {"fits EDNS 1232 IPv6", "BIG.example.com",   NDC_T_A, .v6 = true,
+				  .edns = 1232,		 .expect = NDC_FP_HIT};
+	check_row(&edns6, &a.a, 0);
+	assert_int_equal(ndc_fastpath_unpublish(env.fp, lname, nlen, NDC_T_A), 0);
+
+	/* the largest data the table takes: reply of 12 + 17 + 4 + 512 + 11 bytes */
+	assert_int_equal(ndc_name_from_text("max.example.com", lname, sizeof(lname), &nlen), 0);
+	struct ndc_ab b;
+	uint8_t txt[255];
+
+	memset(txt, 'x', sizeof(txt));
+	ndc_ab_init(&b, &a.a, NDC_ANSWER_DATA_MAX, lname, nlen);
+	txt[0] = 254;
+	ndc_ab_rr(&b, NDC_SEC_ANSWER, lname, nlen, NDC_T_TXT, NDC_C_IN, 30, txt, 255);
+	txt[0] = 232;
+	ndc_ab_rr(&b, NDC_SEC_ANSWER, lname, nlen, NDC_T_TXT, NDC_C_IN, 30, txt, 233);
+	assert_int_equal(ndc_ab_finish(&b, NDC_RCODE_NOERROR, false), 0);
+	assert_int_equal(a.a.len, NDC_FP_DATA_MAX);
+	assert_int_equal(ndc_fastpath_publish(env.fp, lname, nlen, NDC_T_TXT, &a.a, 30), 0);
+	const struct row max = {"data of NDC_FP_DATA_MAX", "max.example.com", NDC_T_TXT,
+				.edns = 1232, .expect = NDC_FP_HIT};
+	check_row(&max, &a.a, 0);
+	const struct row max6 = {"data of NDC_FP_DATA_MAX IPv6",
+				 "max.example.com",
+				 NDC_T_TXT,
+				 .v6 = true,
+				 .edns = 1400,
+				 .expect = NDC_FP_HIT};
+	check_row(&max6, &a.a, 0);
+	assert_int_equal(ndc_fastpath_unpublish(env.fp, lname, nlen, NDC_T_TXT), 0);
+}
+
+/* A pass marker at the other-type entry sends every unpublished type up, and blocks NXDOMAIN. */
+static void test_pass_marker(void **state)
+{
+	uint8_t lname[NDC_NAME_MAX];
+	size_t nlen;
+
+	(void)state;
+	assert_int_equal(
+	    ndc_name_from_text("kubernetes.default.svc.cluster.local", lname, sizeof(lname), &nlen),
+	    0);
+	assert_int_equal(ndc_fastpath_publish_pass(env.fp, lname, nlen), 0);
+	const struct row m = {"pass marker", "kubernetes.default.svc.cluster.local", NDC_T_AAAA,
+			      .expect = NDC_FP_PASS_MISS};
+	check_row(&m, NULL, 0);
+	const struct row h = {"published type next to a marker",
+			      "kubernetes.default.svc.cluster.local", NDC_T_A,
+			      .expect = NDC_FP_HIT};
+	check_row(&h, NULL, 0);
+	/* put the real other-type entry back, as the publisher had it */
+	union answer a;
+
+	assert_int_equal(
+	    ndc_records_lookup(env.rec, lname, nlen, NDC_T_AAAA, &a.a, NDC_ANSWER_DATA_MAX), 0);
+	assert_int_equal(ndc_fastpath_publish(env.fp, lname, nlen, NDC_FP_QTYPE_OTHER, &a.a, 0), 0);
+	const struct row back = {"other-type entry restored",
+				 "kubernetes.default.svc.cluster.local", NDC_T_AAAA,
+				 .expect = NDC_FP_NODATA};
+	check_row(&back, NULL, 0);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+	    cmocka_unit_test(test_answers),	  cmocka_unit_test(test_passed),
+	    cmocka_unit_test(test_not_synced),	  cmocka_unit_test(test_config_abi),
+	    cmocka_unit_test(test_redirect_peer), cmocka_unit_test(test_cache_ttl),
+	    cmocka_unit_test(test_sizes),	  cmocka_unit_test(test_pass_marker),
+	};
+
+	if (geteuid() != 0) {
+		fprintf(stderr, "test_fastpath_bpf: needs root to load BPF programs: skipped\n");
+		return 77;
+	}
+	return cmocka_run_group_tests(tests, setup, teardown);
+}
