@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/mount.h>
 #include <sys/statfs.h>
 #include <sys/socket.h>
 #include <time.h>
@@ -346,6 +347,20 @@ too_many:
 	return -E2BIG;
 }
 
+/* Mounts bpffs at dir unless it already is; failures show up in check_bpffs later. */
+static void mount_bpffs(const char *dir)
+{
+	struct statfs st;
+
+	if (statfs(dir, &st) == 0 && (uint32_t)st.f_type == BPF_FS_MAGIC_NR)
+		return;
+	if (mount("bpf", dir, "bpf", 0, "mode=0700") < 0)
+		ndc_warn("fast path: %s is not bpffs and mounting it failed: %s", dir,
+			 strerror(errno));
+	else
+		ndc_info("fast path: mounted bpffs at %s", dir);
+}
+
 static int check_bpffs(const char *dir)
 {
 	struct statfs st;
@@ -385,6 +400,12 @@ int ndc_fastpath_open(const struct ndc_fastpath_opts *opts, struct ndc_fp **ret)
 	pthread_mutex_init(&fp->config_lock, NULL);
 	snprintf(fp->pin_dir, sizeof(fp->pin_dir), "%s", dir);
 
+	/*
+	 * The default pin directory needs bpffs at /sys/fs/bpf. A DaemonSet mounts the host's;
+	 * where nobody did (a fresh mount namespace, `ip netns exec`) mount one, as agents do.
+	 */
+	if (!opts->pin_dir)
+		mount_bpffs("/sys/fs/bpf");
 	r = mkdir_p(fp->pin_dir, &fp->made_dir);
 	if (r < 0) {
 		ndc_err("fast path: cannot create %s: %s", fp->pin_dir, strerror(-r));

@@ -38,14 +38,17 @@ setup() {
 }
 
 # -Wall -Wextra clean is enforced by -Werror here.
-step "build (gcc, -Werror)" setup build -Dwerror=true
+step "build (gcc, -Werror)" setup build -Dwerror=true -Dbpf=enabled
 step "unit tests and fuzz corpus replays" meson test -C build --print-errorlogs
-step "build (ASan + UBSan)" setup build-asan -Db_sanitize=address,undefined -Dwerror=true
+step "build (ASan + UBSan)" setup build-asan -Db_sanitize=address,undefined -Dwerror=true \
+	-Dbpf=enabled
 export ASAN_OPTIONS=detect_leaks=1:abort_on_error=1
 export UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
 step "unit tests and fuzz corpus replays (ASan + UBSan)" meson test -C build-asan --print-errorlogs
 step "integration: netns, dig/kdig, unbound upstream" tests/integration/test_e2e.sh build
 step "integration under ASan + UBSan" tests/integration/test_e2e.sh build-asan
+step "integration: fast path (tc) answers equal the socket path's" \
+	tests/integration/test_fastpath.sh build
 
 echo "tests/run.sh: $passed passed, $failed failed"
 [ "$failed" = 0 ]
