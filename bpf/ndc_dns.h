@@ -35,6 +35,7 @@
 #define NDC_DNS_NAME_WORDS (NDC_FP_NAME_MAX / 8)
 
 #define NDC_DNS_T_OPT 41
+#define NDC_DNS_OPT_COOKIE 10 /* RFC 7873 */
 #define NDC_DNS_T_IXFR 251
 #define NDC_DNS_T_AXFR 252
 #define NDC_DNS_T_ANY 255
@@ -209,8 +210,25 @@ static __always_inline int dns_check_tail(void *data, void *data_end, __u32 off,
 			return NDC_FP_PASS_FORMAT;
 		if (p[0] != 0 || *(__be16 *)(p + 1) != bpf_htons(NDC_DNS_T_OPT))
 			return NDC_FP_PASS_FORMAT; /* not an OPT: a query carries nothing else */
-		if (*(__be16 *)(p + 9))
-			return NDC_FP_PASS_EDNS; /* options (cookies, ECS, ...): user space */
+		__u16 rdlen = bpf_ntohs(*(__be16 *)(p + 9));
+
+		if (rdlen) {
+			/*
+			 * RFC 7873 5.2.1: a server without cookie support ignores a COOKIE, as
+			 * user space does; it answers like no option was there. Anything else
+			 * (ECS, several options, ...) goes to user space.
+			 */
+			__u8 *o = p + NDC_DNS_OPT_LEN;
+
+			if ((void *)(o + 4) > data_end)
+				return NDC_FP_PASS_FORMAT;
+			__u16 olen = bpf_ntohs(*(__be16 *)(o + 2));
+
+			if (*(__be16 *)o != bpf_htons(NDC_DNS_OPT_COOKIE) || olen < 8 ||
+			    olen > 40 || rdlen != 4 + olen)
+				return NDC_FP_PASS_EDNS;
+			off += rdlen;
+		}
 		if (p[6])
 			return NDC_FP_PASS_EDNS; /* version > 0: BADVERS from user space */
 		if (p[7] & (NDC_DNS_EDNS_DO >> 8))

@@ -76,7 +76,7 @@ struct row {
 	uint16_t edns; /* advertised UDP size; 0: no OPT */
 	uint16_t edns_flags;
 	uint8_t edns_version;
-	uint8_t opt_len; /* bytes of EDNS options (a client cookie) */
+	uint8_t opt_len; /* bytes of EDNS options: 12 a client cookie, 20 cookie and ECS */
 	bool v6;
 	bool wrong_dst;
 	uint16_t dport; /* 0: 53 */
@@ -161,7 +161,9 @@ static int teardown(void **state)
 /* The DNS payload of a row. */
 static void row_query(const struct row *r, uint8_t *dns, size_t *len)
 {
-	static const uint8_t cookie[12] = {0, 10, 0, 8, 1, 2, 3, 4, 5, 6, 7, 8};
+	/* A client cookie (RFC 7873), then an ECS option (RFC 7871: IPv4, /24, 192.0.2.0). */
+	static const uint8_t cookie[20] = {0, 10, 0, 8, 1, 2, 3, 4, 5, 6, 7, 8,
+					   0, 8, 0, 4, 0, 1, 24, 0};
 	struct ndc_pkt_query q = {
 	    .id = 0xbeef,
 	    .flags = RD ^ r->flags_xor,
@@ -535,7 +537,9 @@ static void test_passed(void **state)
 	    {"ANY at an empty non-terminal", "shop.svc.cluster.local", NDC_T_ANY,
 	     .expect = NDC_FP_PASS_MISS},
 	    /* EDNS */
-	    {"EDNS option (cookie)", k8s, NDC_T_A, .edns = 1232, .opt_len = 12,
+	    {"EDNS client cookie alone: ignored, answered", k8s, NDC_T_A, .edns = 1232,
+	     .opt_len = 12, .expect = NDC_FP_HIT},
+	    {"EDNS cookie and ECS", k8s, NDC_T_A, .edns = 1232, .opt_len = 20,
 	     .expect = NDC_FP_PASS_EDNS},
 	    {"DO bit", k8s, NDC_T_A, .edns = 1232, .edns_flags = 0x8000,
 	     .expect = NDC_FP_PASS_EDNS},

@@ -120,8 +120,8 @@ norm() {
 
 ask() {
 	# ask NAME TYPE OPT TRANSPORT
-	# +nocookie: pods' stub resolvers send no EDNS options; the kernel passes queries with options.
-	in_pod dig +time=2 +tries=1 +nocookie $3 $4 "@$NODE_LOCAL" "$1" "$2" 2>&1 | norm
+	# dig sends a client cookie: the kernel ignores it as user space does (RFC 7873 5.2.1).
+	in_pod dig +time=2 +tries=1 $3 $4 "@$NODE_LOCAL" "$1" "$2" 2>&1 | norm
 }
 
 # External names go upstream first (the socket path caches them, the publisher publishes them),
