@@ -23,7 +23,7 @@ struct ndc_forwarder;
 struct ndc_forwarder_opts {
 	size_t n_upstreams;
 	const struct sockaddr_storage *upstreams;
-	uint32_t timeout_ms; /* per attempt */
+	uint32_t timeout_ms;   /* per attempt */
 	uint32_t max_inflight; /* distinct upstream queries at once; more: fail with -EBUSY */
 };
 

@@ -33,23 +33,25 @@ struct opts {
 
 static void usage(FILE *f)
 {
-	fprintf(f, "Usage: ndcache [--config FILE] [--kubeconfig FILE] [--check-config]\n"
-		   "               [--log-level error|warning|info|debug] [--version] [--help]\n"
-		   "\n"
-		   "Node-local DNS cache for Kubernetes. Without --config it serves the sample cluster\n"
-		   "compiled into the binary on 169.254.20.10:53. See deploy/examples/ndcache.yaml.\n");
+	fprintf(
+	    f,
+	    "Usage: ndcache [--config FILE] [--kubeconfig FILE] [--check-config]\n"
+	    "               [--log-level error|warning|info|debug] [--version] [--help]\n"
+	    "\n"
+	    "Node-local DNS cache for Kubernetes. Without --config it serves the sample cluster\n"
+	    "compiled into the binary on 169.254.20.10:53. See deploy/examples/ndcache.yaml.\n");
 }
 
 static int parse_args(int argc, char **argv, struct opts *o)
 {
 	static const struct option longopts[] = {
-		{"config", required_argument, NULL, 'c'},
-		{"kubeconfig", required_argument, NULL, 'k'},
-		{"check-config", no_argument, NULL, 'C'},
-		{"log-level", required_argument, NULL, 'l'},
-		{"version", no_argument, NULL, 'V'},
-		{"help", no_argument, NULL, 'h'},
-		{0},
+	    {"config", required_argument, NULL, 'c'},
+	    {"kubeconfig", required_argument, NULL, 'k'},
+	    {"check-config", no_argument, NULL, 'C'},
+	    {"log-level", required_argument, NULL, 'l'},
+	    {"version", no_argument, NULL, 'V'},
+	    {"help", no_argument, NULL, 'h'},
+	    {0},
 	};
 	static const char *const levels[] = {"error", "warning", "info", "debug"};
 	int c;
@@ -71,7 +73,8 @@ static int parse_args(int argc, char **argv, struct opts *o)
 				if (!strcmp(optarg, levels[i]))
 					ndc_log_level = i;
 			if (ndc_log_level < 0) {
-				fprintf(stderr, "ndcache: --log-level: unknown level '%s'\n", optarg);
+				fprintf(stderr, "ndcache: --log-level: unknown level '%s'\n",
+					optarg);
 				return 2;
 			}
 			break;
@@ -165,14 +168,14 @@ static void fastpath_start(const struct ndc_config *cfg, const struct ndc_record
 {
 	uint8_t zone[NDC_NAME_MAX], pass[NDC_NAME_MAX];
 	struct ndc_fastpath_opts fo = {
-		.attach = cfg->dataplane.mode == NDC_DP_XDP ? NDC_FP_ATTACH_XDP : NDC_FP_ATTACH_TC,
-		.n_patterns = cfg->dataplane.n_interfaces,
-		.patterns = cfg->dataplane.interfaces,
-		.n_addrs = cfg->n_listen,
-		.addrs = cfg->listen,
-		.port = cfg->port,
-		.max_entries = cfg->dataplane.table_size,
-		.redirect_peer = cfg->dataplane.redirect_peer,
+	    .attach = cfg->dataplane.mode == NDC_DP_XDP ? NDC_FP_ATTACH_XDP : NDC_FP_ATTACH_TC,
+	    .n_patterns = cfg->dataplane.n_interfaces,
+	    .patterns = cfg->dataplane.interfaces,
+	    .n_addrs = cfg->n_listen,
+	    .addrs = cfg->listen,
+	    .port = cfg->port,
+	    .max_entries = cfg->dataplane.table_size,
+	    .redirect_peer = cfg->dataplane.redirect_peer,
 	};
 	struct ndc_publisher_stats ps;
 	struct ndc_publisher *pub = NULL;
@@ -240,24 +243,24 @@ static void fastpath_stop(struct ndc_fp *fp, struct ndc_publisher *pub)
 static int run(const struct ndc_config *cfg, const struct ndc_records *rec)
 {
 	struct ndc_cache_opts copts = {
-		.max_entries = cfg->cache.max_entries,
-		.max_bytes = cfg->cache.max_bytes,
-		.max_ttl = cfg->cache.max_ttl,
-		.neg_max_ttl = cfg->cache.neg_max_ttl,
-		.stale_max = cfg->cache.stale_max,
+	    .max_entries = cfg->cache.max_entries,
+	    .max_bytes = cfg->cache.max_bytes,
+	    .max_ttl = cfg->cache.max_ttl,
+	    .neg_max_ttl = cfg->cache.neg_max_ttl,
+	    .stale_max = cfg->cache.stale_max,
 	};
 	struct ndc_forwarder_opts fopts = {
-		.n_upstreams = cfg->n_upstream,
-		.upstreams = cfg->upstream,
-		.timeout_ms = cfg->forward.timeout_ms,
+	    .n_upstreams = cfg->n_upstream,
+	    .upstreams = cfg->upstream,
+	    .timeout_ms = cfg->forward.timeout_ms,
 	};
 	struct ndc_server_opts sopts = {
-		.n_addrs = cfg->n_listen,
-		.addrs = cfg->listen,
-		.port = cfg->port,
-		.workers = cfg->workers,
-		.tcp_idle_ms = cfg->tcp_idle_ms,
-		.tcp_max_conns = cfg->tcp_max_conns,
+	    .n_addrs = cfg->n_listen,
+	    .addrs = cfg->listen,
+	    .port = cfg->port,
+	    .workers = cfg->workers,
+	    .tcp_idle_ms = cfg->tcp_idle_ms,
+	    .tcp_max_conns = cfg->tcp_max_conns,
 	};
 	struct ndc_cache *cache = NULL;
 	struct ndc_forwarder *fwd = NULL;

@@ -20,8 +20,8 @@ struct ndc_publisher_stats {
 	uint64_t published;  /* entries written */
 	uint64_t too_big;    /* answers left to user space: too big or too long a name */
 	uint64_t table_full; /* entries that did not fit the table */
-	uint64_t passed;     /* names marked NDC_FP_V_PASS because one of their answers is missing */
-	uint64_t removed;    /* cache drops and expiries deleted */
+	uint64_t passed;  /* names marked NDC_FP_V_PASS because one of their answers is missing */
+	uint64_t removed; /* cache drops and expiries deleted */
 };
 
 /* Starts the sweep thread. fp stays owned by the caller and must outlive the publisher. */

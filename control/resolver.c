@@ -137,8 +137,8 @@ enum ndc_verdict ndc_resolver_handle(void *ctx, struct ndc_server_req *req, cons
 	if (limit > cap)
 		limit = cap;
 
-	err = ndc_records_lookup(r->records, q.lname, q.qname_len, q.qtype, a,
-				 sizeof(scratch.data));
+	err =
+	    ndc_records_lookup(r->records, q.lname, q.qname_len, q.qtype, a, sizeof(scratch.data));
 	if (err == 0) {
 		count(r, local);
 		goto reply;

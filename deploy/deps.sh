@@ -5,7 +5,7 @@ set -eu
 level=${1:-test}
 
 build_pkgs=(meson ninja-build pkg-config gcc python3 libyaml-dev libjson-c-dev)
-test_pkgs=(libcmocka-dev libknot-dev clang libclang-rt-14-dev iproute2 unbound dnsutils knot-dnsutils
+test_pkgs=(libcmocka-dev libknot-dev clang clang-format libclang-rt-14-dev iproute2 unbound dnsutils knot-dnsutils
 	libbpf-dev bpftool linux-libc-dev)
 bench_pkgs=(dnsperf knot knot-resolver gnuplot-nox procps)
 

@@ -37,6 +37,7 @@ setup() {
 	fi && meson compile -C "$dir" "${jobs[@]}"
 }
 
+step "clang-format (kernel style)" tests/format.sh
 # -Wall -Wextra clean is enforced by -Werror here.
 step "build (gcc, -Werror)" setup build -Dwerror=true -Dbpf=enabled
 step "unit tests and fuzz corpus replays" meson test -C build --print-errorlogs

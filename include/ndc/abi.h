@@ -85,10 +85,10 @@ struct ndc_fp_config {
 	__u8 addr6[NDC_FP_MAX_ADDRS][16];
 	__u8 n_addr4;
 	__u8 n_addr6;
-	__be16 port;		   /* 53 */
+	__be16 port;		    /* 53 */
 	__u8 zone[NDC_FP_NAME_MAX]; /* lowercase wire form of the cluster domain */
-	__u8 zone_len;		   /* 0: no NXDOMAIN synthesis */
-	__u8 pass_len;		   /* 0: none */
+	__u8 zone_len;		    /* 0: no NXDOMAIN synthesis */
+	__u8 pass_len;		    /* 0: none */
 	__u16 pad;
 	__u8 pass[NDC_FP_NAME_MAX]; /* names under this suffix are never synthesised */
 };
@@ -113,7 +113,7 @@ _Static_assert(sizeof(struct ndc_fp_key) == NDC_FP_NAME_MAX + 4, "ndc_fp_key lay
 _Static_assert(sizeof(struct ndc_fp_value) == 32 + 2 * NDC_FP_TTL_MAX + NDC_FP_DATA_MAX,
 	       "ndc_fp_value layout");
 _Static_assert(sizeof(struct ndc_fp_config) ==
-		       16 + 4 * NDC_FP_MAX_ADDRS + 16 * NDC_FP_MAX_ADDRS + 2 * NDC_FP_NAME_MAX,
+		   16 + 4 * NDC_FP_MAX_ADDRS + 16 * NDC_FP_MAX_ADDRS + 2 * NDC_FP_NAME_MAX,
 	       "ndc_fp_config layout");
 #endif
 

@@ -162,8 +162,8 @@ static int teardown(void **state)
 static void row_query(const struct row *r, uint8_t *dns, size_t *len)
 {
 	/* A client cookie (RFC 7873), then an ECS option (RFC 7871: IPv4, /24, 192.0.2.0). */
-	static const uint8_t cookie[20] = {0, 10, 0, 8, 1, 2, 3, 4, 5, 6, 7, 8,
-					   0, 8, 0, 4, 0, 1, 24, 0};
+	static const uint8_t cookie[20] = {0, 10, 0, 8, 1, 2, 3, 4, 5,	6,
+					   7, 8,  0, 8, 0, 4, 0, 1, 24, 0};
 	struct ndc_pkt_query q = {
 	    .id = 0xbeef,
 	    .flags = RD ^ r->flags_xor,
