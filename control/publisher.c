@@ -153,6 +153,40 @@ int ndc_publisher_load_records(struct ndc_publisher *p, const struct ndc_records
 	return ndc_fastpath_set_synced(p->fp, true);
 }
 
+struct prune {
+	struct ndc_publisher *p;
+	const struct ndc_records *now;
+};
+
+static int prune_one(void *arg, const uint8_t *lname, size_t nlen, uint16_t qtype,
+		     const struct ndc_answer *a)
+{
+	struct prune *pr = arg;
+
+	(void)a;
+	if (!ndc_records_has(pr->now, lname, nlen, qtype) &&
+	    !ndc_fastpath_unpublish(pr->p->fp, lname, nlen, qtype))
+		count(pr->p, removed);
+	return 0;
+}
+
+int ndc_publisher_update_records(struct ndc_publisher *p, const struct ndc_records *old,
+				 const struct ndc_records *now)
+{
+	struct prune pr = {.p = p, .now = now};
+	int err;
+
+	/*
+	 * The new table goes in over the old one first, so no name that exists in both ever
+	 * misses; only then do keys that are gone leave. In between, a name removed from the
+	 * cluster may still be answered for a moment: the same as a cache with its TTL.
+	 */
+	err = ndc_publisher_load_records(p, now);
+	if (err || !old)
+		return err;
+	return ndc_records_foreach(old, prune_one, &pr);
+}
+
 /* ---------------------------------------------------------------------------------------------
  * Upstream answers and their expiry.
  */

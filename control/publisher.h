@@ -34,6 +34,13 @@ int ndc_publisher_new(struct ndc_fp *fp, struct ndc_publisher **ret);
  */
 int ndc_publisher_load_records(struct ndc_publisher *p, const struct ndc_records *r);
 
+/*
+ * Replaces the table's cluster records with now's: publishes now (as load_records), then removes
+ * what old had and now does not. old may be NULL.
+ */
+int ndc_publisher_update_records(struct ndc_publisher *p, const struct ndc_records *old,
+				 const struct ndc_records *now);
+
 /* The ndc_cache_hook_fn to give ndc_cache_set_hook, with the publisher as arg. */
 void ndc_publisher_cache_hook(void *arg, const struct ndc_answer *a, const uint8_t *lname,
 			      size_t nlen, uint16_t qtype, uint16_t qclass, uint32_t ttl);

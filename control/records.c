@@ -643,3 +643,18 @@ int ndc_records_nxdomain(const struct ndc_records *r, struct ndc_answer *out, si
 	out->min_ttl = r->neg_ttl;
 	return 0;
 }
+
+bool ndc_records_has(const struct ndc_records *r, const uint8_t *lname, size_t nlen, uint16_t qtype)
+{
+	const struct rnode *nd = nlen && nlen <= NDC_NAME_MAX ? find(r, lname, nlen) : NULL;
+	bool in_zone;
+
+	if (!nd)
+		return false;
+	in_zone = ndc_name_in_zone(lname, nlen, r->zone, r->zlen);
+	if (qtype == 0)
+		return in_zone;
+	if (qtype == NDC_T_ANY && in_zone)
+		return nd->ntypes > 0;
+	return node_answer(nd, qtype) != NULL;
+}

@@ -62,6 +62,10 @@ typedef int (*ndc_records_fn)(void *arg, const uint8_t *lname, size_t nlen, uint
 			      const struct ndc_answer *a);
 int ndc_records_foreach(const struct ndc_records *r, ndc_records_fn fn, void *arg);
 
+/* True when ndc_records_foreach yields (lname, qtype): the fast-path publisher's diff. */
+bool ndc_records_has(const struct ndc_records *r, const uint8_t *lname, size_t nlen,
+		     uint16_t qtype);
+
 /*
  * The NXDOMAIN answer (SOA in authority) with no name compressed against the question, so the
  * same bytes follow any question: the fast path's template. -ENOSPC if cap is too small.

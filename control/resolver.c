@@ -8,10 +8,12 @@
 #include <ndc/dns_wire.h>
 #include <ndc/log.h>
 
+#include "rcu.h"
 #include "resolver.h"
 
 struct ndc_resolver {
-	const struct ndc_records *records;
+	/* Swapped by the writer, read under ndc_rcu_read_lock; NULL until the first full sync. */
+	const struct ndc_records *_Atomic records;
 	struct ndc_cache *cache;
 	struct ndc_forwarder *fwd;
 	_Atomic uint64_t queries, local, cache_hits, forwarded, servfail, errors, dropped;
@@ -137,8 +139,12 @@ enum ndc_verdict ndc_resolver_handle(void *ctx, struct ndc_server_req *req, cons
 	if (limit > cap)
 		limit = cap;
 
-	err =
-	    ndc_records_lookup(r->records, q.lname, q.qname_len, q.qtype, a, sizeof(scratch.data));
+	/* Before the first full sync nothing is ours: the upstream answers the cluster too. */
+	ndc_rcu_read_lock();
+	const struct ndc_records *rec = atomic_load_explicit(&r->records, memory_order_acquire);
+	err = rec ? ndc_records_lookup(rec, q.lname, q.qname_len, q.qtype, a, sizeof(scratch.data))
+		  : -ENOENT;
+	ndc_rcu_read_unlock();
 	if (err == 0) {
 		count(r, local);
 		goto reply;
@@ -177,6 +183,16 @@ int ndc_resolver_new(const struct ndc_records *records, struct ndc_cache *cache,
 	r->fwd = fwd;
 	*ret = r;
 	return 0;
+}
+
+const struct ndc_records *ndc_resolver_set_records(struct ndc_resolver *r,
+						   const struct ndc_records *rec)
+{
+	const struct ndc_records *old = atomic_exchange(&r->records, rec);
+
+	/* Every query that may still read the old table finishes before it is handed back. */
+	ndc_rcu_synchronize();
+	return old;
 }
 
 void ndc_resolver_free(struct ndc_resolver *r)

@@ -26,6 +26,13 @@ int ndc_resolver_new(const struct ndc_records *records, struct ndc_cache *cache,
 		     struct ndc_forwarder *fwd, struct ndc_resolver **ret);
 void ndc_resolver_free(struct ndc_resolver *r);
 
+/*
+ * Installs a new record table (NULL: none) and returns the old one once no query can still be
+ * reading it, for the caller to free. Writers only, one at a time.
+ */
+const struct ndc_records *ndc_resolver_set_records(struct ndc_resolver *r,
+						   const struct ndc_records *rec);
+
 /* The ndc_server_handler: ctx is the struct ndc_resolver. */
 enum ndc_verdict ndc_resolver_handle(void *ctx, struct ndc_server_req *req, const uint8_t *msg,
 				     size_t len, uint8_t *out, size_t cap, size_t *ret_len);

@@ -1067,6 +1067,7 @@ static int walk_fn(void *arg, const uint8_t *lname, size_t nlen, uint16_t qtype,
 	assert_int_equal(got.a.arcount, a->arcount);
 	assert_int_equal(got.a.qname_len, nlen);
 	assert_memory_equal(got.a.data, a->data, a->len);
+	assert_true(ndc_records_has(w->r, lname, nlen, qtype));
 	w->n++;
 	w->n_any += qtype == NDC_T_ANY;
 	if (!qtype) {
@@ -1098,6 +1099,18 @@ static void test_foreach_matches_lookup(void **state)
 	assert_true(w.n_other > 10 && w.n_any > 5);
 	assert_true(w.saw_cname_other && w.saw_nodata_other && w.saw_reverse);
 	assert_int_equal(ndc_records_foreach(r, stop_fn, &calls), -EINTR);
+	/* And nothing else: a type the name lacks, names that do not exist, reverse "other". */
+	uint8_t n[NDC_NAME_MAX];
+	size_t nl = wire("web.default.svc.cluster.local", n);
+	assert_true(ndc_records_has(r, n, nl, NDC_T_A));
+	assert_false(ndc_records_has(r, n, nl, NDC_T_MX));
+	assert_true(ndc_records_has(r, n, nl, 0));
+	nl = wire("nosuch.default.svc.cluster.local", n);
+	assert_false(ndc_records_has(r, n, nl, 0));
+	assert_false(ndc_records_has(r, n, nl, NDC_T_A));
+	nl = wire("20.0.96.10.in-addr.arpa", n);
+	assert_true(ndc_records_has(r, n, nl, NDC_T_PTR));
+	assert_false(ndc_records_has(r, n, nl, 0));
 	assert_int_equal(calls, 3);
 	ndc_records_free(r);
 }
