@@ -1,0 +1,81 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Tiny HTTP/1.1 server for /metrics (Prometheus text exposition format 0.0.4), /health and
+ * /ready. One thread with a poll loop over non-blocking sockets; at most NDC_HTTP_CONN_MAX
+ * connections at once (more wait in the listen backlog). Every response carries
+ * "Connection: close" and the connection is closed after it: scrapers and probes send one request
+ * per connection anyway, and it keeps the server free of keep-alive and pipelining state.
+ *
+ * Requests: GET and HEAD (RFC 9110 §9.1 requires both of a general-purpose server); other methods
+ * get 405. The request line and headers must arrive within NDC_HTTP_TIMEOUT_MS of the accept and
+ * fit in NDC_HTTP_HEADER_MAX bytes (else 431), otherwise the connection is closed without an
+ * answer. Malformed requests get 400, HTTP major versions other than 1 get 505. Request bodies
+ * are never interpreted (nothing here takes one) and the query string is ignored.
+ *   /metrics  200 "text/plain; version=0.0.4", the metrics callback's output (500 if it failed)
+ *   /health   200 "ok\n" while the server thread runs (the process is alive)
+ *   /ready    200 "ready\n" after ndc_http_set_ready(h, true), else 503 "not ready\n"
+ *   other     404
+ */
+#ifndef NDC_HTTP_H
+#define NDC_HTTP_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#define NDC_HTTP_CONN_MAX 64
+#define NDC_HTTP_HEADER_MAX 8192   /* request line + headers, bytes */
+#define NDC_HTTP_TIMEOUT_MS 5000   /* to receive the request; again to send the response */
+#define NDC_METRICS_MAX (4u << 20) /* bytes of /metrics output */
+
+struct ndc_http;
+struct ndc_metrics_buf;
+
+/*
+ * Appends the metrics text to b with ndc_metric / ndc_metric_u64. Runs on the HTTP thread, once
+ * per /metrics request (and HEAD), so it must be safe against the threads that own the numbers.
+ */
+typedef void (*ndc_http_metrics_fn)(void *arg, struct ndc_metrics_buf *b);
+
+/*
+ * Adds one sample "name{labels} value". The first sample of a name also writes its "# HELP" and
+ * "# TYPE" lines; samples of one name are grouped together in the output (the format requires
+ * it) in the order they were added, names in order of first appearance, so calls for different
+ * names may interleave. name must match [a-zA-Z_:][a-zA-Z0-9_:]*, type is "counter" or "gauge"
+ * (the first one given for a name counts; another type later is an error), help is escaped as
+ * the format needs. labels is NULL or "" for none, else the text between the braces, e.g.
+ * "path=\"kernel\",rcode=\"NXDOMAIN\"", with values already escaped (\\, \", \n): it is checked,
+ * not rewritten. Errors are sticky: the first one (-EINVAL for a bad name, type or labels,
+ * -E2BIG past NDC_METRICS_MAX, -ENOMEM) makes later calls no-ops and /metrics answer 500.
+ * Doubles are written so that they read back exactly; NaN and infinities as NaN, +Inf, -Inf.
+ */
+void ndc_metric(struct ndc_metrics_buf *b, const char *name, const char *type, const char *help,
+		const char *labels, double value);
+void ndc_metric_u64(struct ndc_metrics_buf *b, const char *name, const char *type, const char *help,
+		    const char *labels, uint64_t value);
+
+/*
+ * Runs fn into a fresh buffer and returns the exposition text (NUL-terminated, *ret_len bytes
+ * without the NUL; free() it). Returns 0 or the buffer's sticky error (then *ret_text is NULL).
+ * What /metrics serves; also for tests and debugging dumps.
+ */
+int ndc_http_render_metrics(ndc_http_metrics_fn fn, void *arg, char **ret_text, size_t *ret_len);
+
+/*
+ * Binds listen, "a.b.c.d:port" or "[v6]:port" (numeric addresses only: no name lookups from a
+ * DNS cache; port 0 picks an ephemeral port, see ndc_http_port) and starts the server thread,
+ * not ready. fn may be NULL (empty /metrics). Returns 0, -EINVAL for a malformed address, or the
+ * socket/bind/listen error (-EADDRINUSE, -EADDRNOTAVAIL, ...), logged once with the address.
+ */
+int ndc_http_start(const char *listen, ndc_http_metrics_fn fn, void *arg, struct ndc_http **ret);
+
+/* The bound port (host order). */
+uint16_t ndc_http_port(const struct ndc_http *h);
+
+/* What /ready reports; any thread, at any time. */
+void ndc_http_set_ready(struct ndc_http *h, bool ready);
+
+/* Stops the thread, closes every connection (answered or not) and frees h. NULL is a no-op. */
+void ndc_http_stop(struct ndc_http *h);
+
+#endif
