@@ -1,0 +1,104 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Kubernetes API client: connection settings from a kubeconfig or the in-cluster service account,
+ * and list/watch of Namespaces, Services, discovery.k8s.io/v1 EndpointSlices and (optionally)
+ * Pods. libcurl for HTTPS (TLS always verified unless the kubeconfig says insecure), json-c's
+ * incremental tokener for the watch streams. One thread per watched kind; the callbacks run on
+ * those threads, so the consumer serialises (the object store takes its own lock).
+ */
+#ifndef NDC_K8S_CLIENT_H
+#define NDC_K8S_CLIENT_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+struct json_object;
+
+struct ndc_k8s_conn {
+	char *server;	  /* "https://host:port" */
+	char *ca_file;	  /* PEM file, or NULL */
+	char *ca_data;	  /* PEM text (decoded certificate-authority-data), or NULL */
+	bool insecure;	  /* insecure-skip-tls-verify: true */
+	char *token;	  /* bearer token given inline, or NULL */
+	char *token_file; /* re-read when it changes and after a 401 */
+	char *cert_file;  /* client-certificate */
+	char *key_file;	  /* client-key */
+	char *cert_data;  /* client-certificate-data, decoded PEM */
+	char *key_data;	  /* client-key-data, decoded PEM */
+};
+
+/*
+ * Reads a kubeconfig (YAML): current-context -> context -> cluster (server,
+ * certificate-authority[-data], insecure-skip-tls-verify) and user (token, tokenFile,
+ * client-certificate[-data], client-key[-data]). Relative paths are relative to the file's
+ * directory. Returns 0 or -EINVAL/-errno with a one-line reason in err.
+ */
+int ndc_kubeconfig_load(const char *path, struct ndc_k8s_conn *ret, char *err, size_t errlen);
+
+/*
+ * In-cluster: https://$KUBERNETES_SERVICE_HOST:$KUBERNETES_SERVICE_PORT, token and ca.crt from
+ * sa_dir (NULL: /var/run/secrets/kubernetes.io/serviceaccount). -ENOENT with a reason when not
+ * running in a cluster.
+ */
+int ndc_k8s_incluster(const char *sa_dir, struct ndc_k8s_conn *ret, char *err, size_t errlen);
+
+void ndc_k8s_conn_free(struct ndc_k8s_conn *c);
+
+/* Deep copy (the watcher keeps its own). 0 or -ENOMEM (ret then holds nothing to free). */
+int ndc_k8s_conn_copy(const struct ndc_k8s_conn *c, struct ndc_k8s_conn *ret);
+
+/* A bearer token file's content without trailing whitespace: 0, -errno, or -EINVAL when it is
+ * empty or 64 KiB or more. */
+int ndc_k8s_token_read(const char *path, char **ret);
+
+enum ndc_k8s_kind {
+	NDC_K8S_NAMESPACES = 0,
+	NDC_K8S_SERVICES,
+	NDC_K8S_ENDPOINTSLICES,
+	NDC_K8S_PODS,
+	NDC_K8S_KINDS,
+};
+
+enum ndc_k8s_event { NDC_K8S_ADDED = 0, NDC_K8S_MODIFIED, NDC_K8S_DELETED };
+
+/*
+ * What the watcher tells its consumer. A (re)list is list_begin, list_item for every object,
+ * list_end: the consumer builds the new state aside and swaps it in at list_end, so no existing
+ * name disappears in between (410 Gone relists the same way). Then events, one object each.
+ * obj is owned by the watcher and valid only during the call. A BOOKMARK only moves the
+ * resourceVersion and is not reported.
+ */
+struct ndc_k8s_watch_ops {
+	void (*list_begin)(void *arg, enum ndc_k8s_kind kind);
+	void (*list_item)(void *arg, enum ndc_k8s_kind kind, struct json_object *obj);
+	void (*list_end)(void *arg, enum ndc_k8s_kind kind);
+	void (*event)(void *arg, enum ndc_k8s_kind kind, enum ndc_k8s_event ev,
+		      struct json_object *obj);
+};
+
+/* Zero fields take the defaults noted. */
+struct ndc_k8s_watch_opts {
+	uint32_t kinds;		 /* bit mask of 1u << enum ndc_k8s_kind */
+	uint32_t page_size;	 /* list limit=, 500 */
+	uint32_t timeout_s;	 /* watch timeoutSeconds=, 300 (server-side timeouts are normal) */
+	uint32_t backoff_min_ms; /* 250: jittered exponential backoff between reconnects */
+	uint32_t backoff_max_ms; /* 30000 */
+};
+
+struct ndc_k8s_watch;
+
+/* Starts one thread per kind: list (paginated: limit/continue), then watch from the list's
+ * resourceVersion with allowWatchBookmarks=true, forever, reconnecting with backoff. */
+int ndc_k8s_watch_start(const struct ndc_k8s_conn *conn, const struct ndc_k8s_watch_opts *opts,
+			const struct ndc_k8s_watch_ops *ops, void *arg, struct ndc_k8s_watch **ret);
+
+/* Stops and joins the threads (aborting transfers in progress). NULL is fine. */
+void ndc_k8s_watch_stop(struct ndc_k8s_watch *w);
+
+struct ndc_k8s_watch_stats {
+	uint64_t lists, events, bookmarks, relists_410, reconnects, auth_failures, errors;
+};
+void ndc_k8s_watch_stats(struct ndc_k8s_watch *w, struct ndc_k8s_watch_stats *ret);
+
+#endif

@@ -1,0 +1,1233 @@
+// SPDX-License-Identifier: MIT
+/*
+ * The list/watch client against tests/fakeapi/fake_apiserver.py over HTTPS on 127.0.0.1, with
+ * certificates tests/fakeapi/make_certs.sh makes. One fresh server per test; its control port
+ * scripts changes (apply/delete) and faults (compact, drop, token rotation, injected errors).
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <ftw.h>
+#include <poll.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <stdatomic.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <setjmp.h>
+#include <cmocka.h>
+
+#include <curl/curl.h>
+#include <json-c/json.h>
+
+#include <ndc/log.h>
+
+#include "k8s_client.h"
+
+#define TOKEN "t0ken-one"
+#define N_NS 3
+#define N_SVC 5
+#define N_SLICE 3
+#define MAX_LOG 1024
+#define MAX_NAMES 64
+#define ALL_KINDS (1u << NDC_K8S_NAMESPACES | 1u << NDC_K8S_SERVICES | 1u << NDC_K8S_ENDPOINTSLICES)
+
+static const char *const kind_names[NDC_K8S_KINDS] = {"Namespace", "Service", "EndpointSlice",
+						      "Pod"};
+
+static char tmpdir[64];
+static char certs[128];
+static const char *fakeapi;
+static pid_t server_pid;
+static int api_port, ctl_port;
+
+/* ---- fake server ------------------------------------------------------------------------------
+ */
+
+static void kill_server(void)
+{
+	if (server_pid > 0) {
+		kill(server_pid, SIGKILL);
+		waitpid(server_pid, NULL, 0);
+		server_pid = 0;
+	}
+}
+
+static int rm_entry(const char *p, const struct stat *st, int flag, struct FTW *ftw)
+{
+	(void)st;
+	(void)flag;
+	(void)ftw;
+	return remove(p);
+}
+
+static void cleanup_all(void)
+{
+	kill_server();
+	if (tmpdir[0])
+		nftw(tmpdir, rm_entry, 8, FTW_DEPTH | FTW_PHYS);
+}
+
+static void write_file(const char *path, const char *text)
+{
+	char tmp[256];
+	FILE *f;
+
+	/* Replace atomically (a new inode), as the kubelet does with projected tokens. */
+	snprintf(tmp, sizeof(tmp), "%s.tmp", path);
+	f = fopen(tmp, "w");
+	assert_non_null(f);
+	assert_true(fputs(text, f) >= 0);
+	assert_int_equal(fclose(f), 0);
+	assert_int_equal(rename(tmp, path), 0);
+}
+
+static char *read_file(const char *path)
+{
+	char *p = NULL;
+	size_t len = 0;
+	FILE *f = fopen(path, "r");
+
+	assert_non_null(f);
+	assert_int_equal(getdelim(&p, &len, '\0', f) > 0, 1);
+	fclose(f);
+	return p;
+}
+
+static void write_objects(const char *path)
+{
+	json_object *list = json_object_new_object(), *items = json_object_new_array();
+	char name[64];
+
+	json_object_object_add(list, "kind", json_object_new_string("List"));
+	json_object_object_add(list, "apiVersion", json_object_new_string("v1"));
+	json_object_object_add(list, "items", items);
+	for (int i = 0; i < N_NS; i++) {
+		static const char *const ns[] = {"default", "kube-system", "app"};
+		json_object *o = json_object_new_object(), *md = json_object_new_object();
+
+		json_object_object_add(o, "kind", json_object_new_string("Namespace"));
+		json_object_object_add(md, "name", json_object_new_string(ns[i]));
+		json_object_object_add(o, "metadata", md);
+		json_object_array_add(items, o);
+	}
+	for (int i = 0; i < N_SVC; i++) {
+		json_object *o = json_object_new_object(), *md = json_object_new_object();
+
+		snprintf(name, sizeof(name), "svc-%d", i);
+		json_object_object_add(o, "kind", json_object_new_string("Service"));
+		json_object_object_add(md, "name", json_object_new_string(name));
+		json_object_object_add(md, "namespace", json_object_new_string("app"));
+		json_object_object_add(o, "metadata", md);
+		json_object_object_add(o, "spec",
+				       json_tokener_parse("{\"clusterIP\":\"10.96.0.10\",\"ports\":"
+							  "[{\"name\":\"dns\",\"port\":53}]}"));
+		json_object_array_add(items, o);
+	}
+	for (int i = 0; i < N_SLICE; i++) {
+		json_object *o = json_object_new_object(), *md = json_object_new_object();
+
+		snprintf(name, sizeof(name), "svc-%d-abcde", i);
+		json_object_object_add(o, "kind", json_object_new_string("EndpointSlice"));
+		json_object_object_add(md, "name", json_object_new_string(name));
+		json_object_object_add(md, "namespace", json_object_new_string("app"));
+		snprintf(name, sizeof(name), "{\"kubernetes.io/service-name\":\"svc-%d\"}", i);
+		json_object_object_add(md, "labels", json_tokener_parse(name));
+		json_object_object_add(o, "metadata", md);
+		json_object_object_add(o, "addressType", json_object_new_string("IPv4"));
+		json_object_object_add(o, "endpoints",
+				       json_tokener_parse("[{\"addresses\":[\"10.0.0.1\"]}]"));
+		json_object_array_add(items, o);
+	}
+	assert_int_equal(json_object_to_file(path, list), 0);
+	json_object_put(list);
+}
+
+static void start_server(void)
+{
+	char objects[256], cert[256], key[256], ca[256], line[256] = "";
+	struct pollfd pfd;
+	size_t len = 0;
+	int pipefd[2];
+
+	snprintf(objects, sizeof(objects), "%s/objects.json", tmpdir);
+	snprintf(cert, sizeof(cert), "%s/server.pem", certs);
+	snprintf(key, sizeof(key), "%s/server.key", certs);
+	snprintf(ca, sizeof(ca), "%s/ca.pem", certs);
+	assert_int_equal(pipe2(pipefd, O_CLOEXEC), 0);
+	server_pid = fork();
+	assert_true(server_pid >= 0);
+	if (server_pid == 0) {
+		dup2(pipefd[1], STDOUT_FILENO);
+		execlp("python3", "python3", fakeapi, "--cert", cert, "--key", key, "--client-ca",
+		       ca, "--token", TOKEN, "--objects", objects, "--bookmark-interval", "0.5",
+		       (char *)NULL);
+		_exit(127);
+	}
+	close(pipefd[1]);
+	pfd = (struct pollfd){.fd = pipefd[0], .events = POLLIN};
+	while (!strchr(line, '\n') && len < sizeof(line) - 1) {
+		ssize_t n;
+
+		if (poll(&pfd, 1, 15000) != 1)
+			break;
+		n = read(pipefd[0], line + len, sizeof(line) - 1 - len);
+		if (n <= 0)
+			break;
+		len += (size_t)n;
+		line[len] = '\0';
+	}
+	close(pipefd[0]);
+	if (sscanf(line, "fakeapi listening api=%d control=%d", &api_port, &ctl_port) != 2)
+		fail_msg("fake API server did not start: '%s'", line);
+}
+
+static size_t sink(char *d, size_t s, size_t n, void *arg)
+{
+	char **out = arg;
+	size_t old = *out ? strlen(*out) : 0;
+	char *p = realloc(*out, old + s * n + 1);
+
+	if (!p)
+		return 0;
+	memcpy(p + old, d, s * n);
+	p[old + s * n] = '\0';
+	*out = p;
+	return s * n;
+}
+
+/* POST (body) or GET (NULL) on the control port; returns the response JSON. */
+static json_object *control_req(const char *path, const char *body)
+{
+	char url[128], *resp = NULL;
+	struct curl_slist *h = curl_slist_append(NULL, "Content-Type: application/json");
+	CURL *e = curl_easy_init();
+	json_object *o;
+	long status = 0;
+
+	snprintf(url, sizeof(url), "http://127.0.0.1:%d%s", ctl_port, path);
+	curl_easy_setopt(e, CURLOPT_URL, url);
+	curl_easy_setopt(e, CURLOPT_NOPROXY, "*");
+	curl_easy_setopt(e, CURLOPT_HTTPHEADER, h);
+	curl_easy_setopt(e, CURLOPT_WRITEFUNCTION, sink);
+	curl_easy_setopt(e, CURLOPT_WRITEDATA, &resp);
+	curl_easy_setopt(e, CURLOPT_TIMEOUT, 10L);
+	if (body)
+		curl_easy_setopt(e, CURLOPT_POSTFIELDS, body);
+	assert_int_equal(curl_easy_perform(e), CURLE_OK);
+	curl_easy_getinfo(e, CURLINFO_RESPONSE_CODE, &status);
+	curl_easy_cleanup(e);
+	curl_slist_free_all(h);
+	if (status != 200)
+		fail_msg("control %s %s: HTTP %ld %s", path, body ? body : "", status,
+			 resp ? resp : "");
+	o = json_tokener_parse(resp);
+	free(resp);
+	assert_non_null(o);
+	return o;
+}
+
+static void __attribute__((format(printf, 1, 2))) control(const char *fmt, ...)
+{
+	char body[1024];
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(body, sizeof(body), fmt, ap);
+	va_end(ap);
+	json_object_put(control_req("/control", body));
+}
+
+static int64_t server_stat(const char *table, const char *key)
+{
+	json_object *o = control_req("/stats", NULL), *v;
+	int64_t n = 0;
+
+	if (json_object_object_get_ex(o, table, &v)) {
+		if (!key)
+			n = json_object_get_int64(v);
+		else if (json_object_object_get_ex(v, key, &v))
+			n = json_object_get_int64(v);
+	}
+	json_object_put(o);
+	return n;
+}
+
+/* ---- what the watcher reported ----------------------------------------------------------------
+ */
+
+struct rec {
+	pthread_mutex_t m;
+	pthread_cond_t c;
+	unsigned begins[NDC_K8S_KINDS], ends[NDC_K8S_KINDS];
+	unsigned items[NDC_K8S_KINDS];	/* in the list being received */
+	unsigned listed[NDC_K8S_KINDS]; /* in the last complete list */
+	char *names[NDC_K8S_KINDS][MAX_NAMES];
+	unsigned bad_kind; /* objects whose kind field was not the watched kind */
+	size_t n_log;
+	char *log[MAX_LOG]; /* "ADDED Service app/x" */
+};
+
+static const char *obj_name(json_object *o, char *buf, size_t len)
+{
+	json_object *md, *ns = NULL, *name = NULL;
+
+	json_object_object_get_ex(o, "metadata", &md);
+	json_object_object_get_ex(md, "namespace", &ns);
+	json_object_object_get_ex(md, "name", &name);
+	if (ns)
+		snprintf(buf, len, "%s/%s", json_object_get_string(ns),
+			 json_object_get_string(name));
+	else
+		snprintf(buf, len, "%s", json_object_get_string(name));
+	return buf;
+}
+
+static void check_kind(struct rec *r, enum ndc_k8s_kind k, json_object *o)
+{
+	json_object *v;
+
+	if (!json_object_object_get_ex(o, "kind", &v) ||
+	    strcmp(json_object_get_string(v), kind_names[k]))
+		r->bad_kind++;
+}
+
+static void on_begin(void *arg, enum ndc_k8s_kind k)
+{
+	struct rec *r = arg;
+
+	pthread_mutex_lock(&r->m);
+	r->begins[k]++;
+	r->items[k] = 0;
+	for (int i = 0; i < MAX_NAMES; i++) {
+		free(r->names[k][i]);
+		r->names[k][i] = NULL;
+	}
+	pthread_mutex_unlock(&r->m);
+}
+
+static void on_item(void *arg, enum ndc_k8s_kind k, json_object *o)
+{
+	struct rec *r = arg;
+	char name[128];
+
+	pthread_mutex_lock(&r->m);
+	check_kind(r, k, o);
+	if (r->items[k] < MAX_NAMES)
+		r->names[k][r->items[k]] = strdup(obj_name(o, name, sizeof(name)));
+	r->items[k]++;
+	pthread_mutex_unlock(&r->m);
+}
+
+static void on_end(void *arg, enum ndc_k8s_kind k)
+{
+	struct rec *r = arg;
+
+	pthread_mutex_lock(&r->m);
+	r->ends[k]++;
+	r->listed[k] = r->items[k];
+	pthread_cond_broadcast(&r->c);
+	pthread_mutex_unlock(&r->m);
+}
+
+static void on_event(void *arg, enum ndc_k8s_kind k, enum ndc_k8s_event ev, json_object *o)
+{
+	static const char *const evs[] = {"ADDED", "MODIFIED", "DELETED"};
+	struct rec *r = arg;
+	char name[128], line[256];
+
+	snprintf(line, sizeof(line), "%s %s %s", evs[ev], kind_names[k],
+		 obj_name(o, name, sizeof(name)));
+	pthread_mutex_lock(&r->m);
+	check_kind(r, k, o);
+	if (r->n_log < MAX_LOG)
+		r->log[r->n_log++] = strdup(line);
+	pthread_cond_broadcast(&r->c);
+	pthread_mutex_unlock(&r->m);
+}
+
+static const struct ndc_k8s_watch_ops rec_ops = {
+    .list_begin = on_begin,
+    .list_item = on_item,
+    .list_end = on_end,
+    .event = on_event,
+};
+
+static int64_t now_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+/* Waits until pred holds (checked under the recorder's lock); false on timeout. */
+static bool wait_for(struct rec *r, bool (*pred)(struct rec *, const void *), const void *arg,
+		     int timeout_ms)
+{
+	int64_t end = now_ms() + timeout_ms;
+	bool ok;
+
+	pthread_mutex_lock(&r->m);
+	while (!(ok = pred(r, arg))) {
+		int64_t left = end - now_ms();
+		struct timespec ts;
+
+		if (left <= 0)
+			break;
+		if (left > 50)
+			left = 50; /* also re-check conditions nobody signals (stats) */
+		clock_gettime(CLOCK_REALTIME, &ts);
+		ts.tv_nsec += (long)left * 1000000L;
+		ts.tv_sec += ts.tv_nsec / 1000000000L;
+		ts.tv_nsec %= 1000000000L;
+		pthread_cond_timedwait(&r->c, &r->m, &ts);
+	}
+	pthread_mutex_unlock(&r->m);
+	return ok;
+}
+
+static bool has_line(struct rec *r, const void *arg)
+{
+	for (size_t i = 0; i < r->n_log; i++)
+		if (!strcmp(r->log[i], arg))
+			return true;
+	return false;
+}
+
+struct ends_at_least {
+	uint32_t kinds;
+	unsigned n;
+};
+
+static bool ends_reached(struct rec *r, const void *arg)
+{
+	const struct ends_at_least *e = arg;
+
+	for (int k = 0; k < NDC_K8S_KINDS; k++)
+		if ((e->kinds & 1u << k) && r->ends[k] < e->n)
+			return false;
+	return true;
+}
+
+static bool listed_name(struct rec *r, enum ndc_k8s_kind k, const char *name)
+{
+	bool found = false;
+
+	pthread_mutex_lock(&r->m);
+	for (int i = 0; i < MAX_NAMES && !found; i++)
+		found = r->names[k][i] && !strcmp(r->names[k][i], name);
+	pthread_mutex_unlock(&r->m);
+	return found;
+}
+
+struct stat_at_least {
+	struct ndc_k8s_watch *w;
+	size_t off; /* offsetof(struct ndc_k8s_watch_stats, x) */
+	uint64_t n;
+};
+
+static bool stat_reached(struct rec *r, const void *arg)
+{
+	const struct stat_at_least *s = arg;
+	struct ndc_k8s_watch_stats st;
+	uint64_t v;
+
+	(void)r;
+	ndc_k8s_watch_stats(s->w, &st);
+	memcpy(&v, (const char *)&st + s->off, sizeof(v));
+	return v >= s->n;
+}
+
+#define WAIT_STAT(r, w, field, n, ms) \
+	wait_for(r, stat_reached,     \
+		 &(struct stat_at_least){w, offsetof(struct ndc_k8s_watch_stats, field), n}, ms)
+
+/* A drop only cuts the streams the server has open: wait until every watch is in place. */
+static void server_watchers(int n)
+{
+	int64_t end = now_ms() + 5000;
+
+	while (server_stat("watchers", NULL) != n) {
+		if (now_ms() > end)
+			fail_msg("the server never had %d watch streams open", n);
+		usleep(20 * 1000);
+	}
+}
+
+/* ---- fixture ----------------------------------------------------------------------------------
+ */
+
+struct fx {
+	struct rec rec;
+	struct ndc_k8s_conn conn;
+	struct ndc_k8s_watch_opts opts;
+	struct ndc_k8s_watch *w;
+	char ca[256];
+};
+
+static int setup(void **state)
+{
+	struct fx *f = calloc(1, sizeof(*f));
+
+	if (!f)
+		return -1;
+	pthread_mutex_init(&f->rec.m, NULL);
+	pthread_cond_init(&f->rec.c, NULL);
+	start_server();
+	snprintf(f->ca, sizeof(f->ca), "%s/ca.pem", certs);
+	if (asprintf(&f->conn.server, "https://127.0.0.1:%d", api_port) < 0)
+		return -1;
+	f->conn.ca_file = strdup(f->ca);
+	f->conn.token = strdup(TOKEN);
+	f->opts = (struct ndc_k8s_watch_opts){.kinds = ALL_KINDS,
+					      .page_size = 500,
+					      .timeout_s = 30,
+					      .backoff_min_ms = 20,
+					      .backoff_max_ms = 200};
+	*state = f;
+	return 0;
+}
+
+static int teardown(void **state)
+{
+	struct fx *f = *state;
+
+	ndc_k8s_watch_stop(f->w);
+	kill_server();
+	ndc_k8s_conn_free(&f->conn);
+	for (int k = 0; k < NDC_K8S_KINDS; k++)
+		for (int i = 0; i < MAX_NAMES; i++)
+			free(f->rec.names[k][i]);
+	for (size_t i = 0; i < f->rec.n_log; i++)
+		free(f->rec.log[i]);
+	pthread_cond_destroy(&f->rec.c);
+	pthread_mutex_destroy(&f->rec.m);
+	free(f);
+	return 0;
+}
+
+static void start(struct fx *f)
+{
+	assert_int_equal(ndc_k8s_watch_start(&f->conn, &f->opts, &rec_ops, &f->rec, &f->w), 0);
+	assert_non_null(f->w);
+}
+
+static void synced(struct fx *f, uint32_t kinds, unsigned n)
+{
+	struct ends_at_least e = {kinds, n};
+
+	if (!wait_for(&f->rec, ends_reached, &e, 5000))
+		fail_msg("no complete list #%u within 5 s", n);
+}
+
+static void expect_line(struct fx *f, const char *line, int ms)
+{
+	if (!wait_for(&f->rec, has_line, line, ms))
+		fail_msg("'%s' did not arrive within %d ms", line, ms);
+}
+
+static int64_t timed_stop(struct fx *f)
+{
+	int64_t t0 = now_ms();
+
+	ndc_k8s_watch_stop(f->w);
+	f->w = NULL;
+	return now_ms() - t0;
+}
+
+/* ---- tests ------------------------------------------------------------------------------------
+ */
+
+static void first_sync(void **state)
+{
+	struct fx *f = *state;
+	struct ndc_k8s_watch_stats st;
+
+	f->opts.kinds = ALL_KINDS | 1u << NDC_K8S_PODS;
+	start(f);
+	synced(f, f->opts.kinds, 1);
+	pthread_mutex_lock(&f->rec.m);
+	assert_int_equal(f->rec.begins[NDC_K8S_NAMESPACES], 1);
+	assert_int_equal(f->rec.listed[NDC_K8S_NAMESPACES], N_NS);
+	assert_int_equal(f->rec.listed[NDC_K8S_SERVICES], N_SVC);
+	assert_int_equal(f->rec.listed[NDC_K8S_ENDPOINTSLICES], N_SLICE);
+	assert_int_equal(f->rec.begins[NDC_K8S_PODS], 1);
+	assert_int_equal(f->rec.listed[NDC_K8S_PODS], 0);
+	/* The real server (and the fake) leave kind out of list items: the client adds it. */
+	assert_int_equal(f->rec.bad_kind, 0);
+	pthread_mutex_unlock(&f->rec.m);
+	assert_true(listed_name(&f->rec, NDC_K8S_NAMESPACES, "kube-system"));
+	assert_true(listed_name(&f->rec, NDC_K8S_SERVICES, "app/svc-4"));
+	assert_true(listed_name(&f->rec, NDC_K8S_ENDPOINTSLICES, "app/svc-2-abcde"));
+	/* Bookmarks every 0.5 s move the resourceVersion without events. */
+	assert_true(WAIT_STAT(&f->rec, f->w, bookmarks, 4, 3000));
+	ndc_k8s_watch_stats(f->w, &st);
+	assert_int_equal(st.lists, 4);
+	assert_int_equal(st.events, 0);
+	assert_int_equal(st.errors, 0);
+	assert_int_equal(st.relists_410, 0);
+	assert_int_equal(st.auth_failures, 0);
+	assert_int_equal(server_stat("watches", "/api/v1/services"), 1);
+	assert_int_equal(server_stat("watches", "/api/v1/pods"), 1);
+}
+
+static void pagination(void **state)
+{
+	struct fx *f = *state;
+
+	f->opts.kinds = 1u << NDC_K8S_SERVICES;
+	f->opts.page_size = 2;
+	start(f);
+	synced(f, f->opts.kinds, 1);
+	pthread_mutex_lock(&f->rec.m);
+	assert_int_equal(f->rec.begins[NDC_K8S_SERVICES], 1);
+	assert_int_equal(f->rec.listed[NDC_K8S_SERVICES], N_SVC);
+	assert_int_equal(f->rec.ends[NDC_K8S_NAMESPACES], 0);
+	pthread_mutex_unlock(&f->rec.m);
+	for (int i = 0; i < N_SVC; i++) {
+		char name[32];
+
+		snprintf(name, sizeof(name), "app/svc-%d", i);
+		assert_true(listed_name(&f->rec, NDC_K8S_SERVICES, name));
+	}
+	/* 5 objects at 2 per page: 3 requests. */
+	assert_int_equal(server_stat("lists", "/api/v1/services"), 3);
+}
+
+static void events(void **state)
+{
+	struct fx *f = *state;
+	struct ndc_k8s_watch_stats st;
+	int64_t t0;
+
+	start(f);
+	synced(f, ALL_KINDS, 1);
+	t0 = now_ms();
+	control("{\"op\":\"apply\",\"object\":{\"kind\":\"Service\",\"metadata\":{\"name\":\"new\","
+		"\"namespace\":\"app\"},\"spec\":{\"clusterIP\":\"10.96.1.1\"}}}");
+	expect_line(f, "ADDED Service app/new", 1000);
+	control("{\"op\":\"apply\",\"object\":{\"kind\":\"Service\",\"metadata\":{\"name\":\"new\","
+		"\"namespace\":\"app\"},\"spec\":{\"clusterIP\":\"10.96.1.2\"}}}");
+	expect_line(f, "MODIFIED Service app/new", 1000);
+	control("{\"op\":\"delete\",\"kind\":\"Service\",\"namespace\":\"app\",\"name\":\"new\"}");
+	expect_line(f, "DELETED Service app/new", 1000);
+	control("{\"op\":\"apply\",\"object\":{\"kind\":\"Namespace\",\"metadata\":{\"name\":"
+		"\"team\"}}}");
+	expect_line(f, "ADDED Namespace team", 1000);
+	control("{\"op\":\"delete\",\"kind\":\"EndpointSlice\",\"namespace\":\"app\",\"name\":"
+		"\"svc-1-abcde\"}");
+	expect_line(f, "DELETED EndpointSlice app/svc-1-abcde", 1000);
+	assert_true(now_ms() - t0 < 5000);
+	ndc_k8s_watch_stats(f->w, &st);
+	assert_int_equal(st.events, 5);
+	assert_int_equal(st.lists, 3);
+	assert_int_equal(st.reconnects, 0);
+	pthread_mutex_lock(&f->rec.m);
+	assert_int_equal(f->rec.n_log, 5);
+	assert_int_equal(f->rec.bad_kind, 0);
+	pthread_mutex_unlock(&f->rec.m);
+}
+
+/* An event split over many reads (a 200 KB object) after a burst of 50, all in order. */
+static void stream_framing(void **state)
+{
+	struct fx *f = *state;
+	struct ndc_k8s_watch_stats st;
+	size_t big = 200 * 1024, len = 0, cap = big + 8192;
+	char *body = malloc(cap);
+
+	assert_non_null(body);
+	f->opts.kinds = 1u << NDC_K8S_SERVICES;
+	start(f);
+	synced(f, f->opts.kinds, 1);
+	len += (size_t)snprintf(body + len, cap - len,
+				"{\"op\":\"apply\",\"object\":{\"kind\":\"List\",\"items\":[");
+	for (int i = 0; i < 50; i++)
+		len += (size_t)snprintf(body + len, cap - len,
+					"{\"kind\":\"Service\",\"metadata\":{\"name\":\"burst-%d\","
+					"\"namespace\":\"app\"}},",
+					i);
+	len += (size_t)snprintf(body + len, cap - len,
+				"{\"kind\":\"Service\",\"metadata\":{\"name\":\"big\","
+				"\"namespace\":\"app\",\"annotations\":{\"a\":\"");
+	memset(body + len, 'x', big);
+	len += big;
+	snprintf(body + len, cap - len, "\"}}}]}}");
+	json_object_put(control_req("/control", body));
+	free(body);
+	expect_line(f, "ADDED Service app/big", 3000);
+	ndc_k8s_watch_stats(f->w, &st);
+	assert_int_equal(st.events, 51);
+	assert_int_equal(st.errors, 0);
+	pthread_mutex_lock(&f->rec.m);
+	assert_int_equal(f->rec.n_log, 51);
+	for (int i = 0; i < 50; i++) {
+		char line[64];
+
+		snprintf(line, sizeof(line), "ADDED Service app/burst-%d", i);
+		assert_string_equal(f->rec.log[i], line);
+	}
+	pthread_mutex_unlock(&f->rec.m);
+}
+
+/*
+ * While the server is paused (a partition: nothing gets through), a change moves it past our
+ * resourceVersion and compaction forgets the history: the rewatch gets 410 and must relist.
+ */
+static void compact_relists(void **state)
+{
+	struct fx *f = *state;
+	struct ndc_k8s_watch_stats st;
+
+	f->opts.kinds = 1u << NDC_K8S_SERVICES;
+	start(f);
+	synced(f, f->opts.kinds, 1);
+	server_watchers(1);
+	control("{\"op\":\"pause\",\"seconds\":0.5}");
+	control("{\"op\":\"apply\",\"object\":{\"kind\":\"Service\",\"metadata\":{\"name\":"
+		"\"late\",\"namespace\":\"app\"}}}");
+	control("{\"op\":\"compact\"}");
+	control("{\"op\":\"drop\"}");
+	synced(f, f->opts.kinds, 2);
+	ndc_k8s_watch_stats(f->w, &st);
+	assert_true(st.relists_410 >= 1);
+	assert_int_equal(st.lists, 2);
+	pthread_mutex_lock(&f->rec.m);
+	assert_int_equal(f->rec.begins[NDC_K8S_SERVICES], 2);
+	assert_int_equal(f->rec.listed[NDC_K8S_SERVICES], N_SVC + 1);
+	pthread_mutex_unlock(&f->rec.m);
+	assert_true(listed_name(&f->rec, NDC_K8S_SERVICES, "app/late"));
+	/* And it watches again after the relist. */
+	control("{\"op\":\"delete\",\"kind\":\"Service\",\"namespace\":\"app\",\"name\":\"late\"}");
+	expect_line(f, "DELETED Service app/late", 1000);
+}
+
+/* A dropped stream resumes from the last resourceVersion: nothing missed, no relist. */
+static void drop_resumes(void **state)
+{
+	struct fx *f = *state;
+	struct ndc_k8s_watch_stats st;
+
+	start(f);
+	synced(f, ALL_KINDS, 1);
+	server_watchers(3);
+	control("{\"op\":\"pause\",\"seconds\":0.5}");
+	control("{\"op\":\"drop\"}");
+	control("{\"op\":\"apply\",\"object\":{\"kind\":\"Service\",\"metadata\":{\"name\":"
+		"\"meanwhile\",\"namespace\":\"app\"}}}");
+	expect_line(f, "ADDED Service app/meanwhile", 3000);
+	assert_true(WAIT_STAT(&f->rec, f->w, reconnects, 3, 3000));
+	ndc_k8s_watch_stats(f->w, &st);
+	assert_int_equal(st.lists, 3);
+	assert_int_equal(st.relists_410, 0);
+	pthread_mutex_lock(&f->rec.m);
+	for (int k = 0; k < NDC_K8S_PODS; k++)
+		assert_int_equal(f->rec.begins[k], 1);
+	assert_int_equal(f->rec.n_log, 1);
+	pthread_mutex_unlock(&f->rec.m);
+	/* The new streams carry later changes too. */
+	control("{\"op\":\"apply\",\"object\":{\"kind\":\"Namespace\",\"metadata\":{\"name\":"
+		"\"after\"}}}");
+	expect_line(f, "ADDED Namespace after", 1000);
+}
+
+static void token_rotation(void **state)
+{
+	struct fx *f = *state;
+	struct ndc_k8s_watch_stats st;
+	char path[256];
+
+	snprintf(path, sizeof(path), "%s/token", tmpdir);
+	write_file(path, TOKEN "\n");
+	free(f->conn.token);
+	f->conn.token = NULL;
+	f->conn.token_file = strdup(path);
+	f->opts.kinds = 1u << NDC_K8S_SERVICES;
+	start(f);
+	synced(f, f->opts.kinds, 1);
+
+	/* The server rotates first: the reconnect gets 401, re-reads the file (still old). */
+	server_watchers(1);
+	control("{\"op\":\"token\",\"token\":\"t0ken-two\"}");
+	control("{\"op\":\"drop\"}");
+	assert_true(WAIT_STAT(&f->rec, f->w, auth_failures, 1, 3000));
+	/* Then the kubelet rewrites the file: the next attempt uses the new token. */
+	write_file(path, "t0ken-two");
+	control("{\"op\":\"apply\",\"object\":{\"kind\":\"Service\",\"metadata\":{\"name\":"
+		"\"rotated\",\"namespace\":\"app\"}}}");
+	expect_line(f, "ADDED Service app/rotated", 3000);
+	ndc_k8s_watch_stats(f->w, &st);
+	assert_int_equal(st.lists, 1);
+
+	/* File first, then the server: a changed file is picked up before any 401. */
+	server_watchers(1);
+	write_file(path, "t0ken-three");
+	control("{\"op\":\"token\",\"token\":\"t0ken-three\"}");
+	control("{\"op\":\"drop\"}");
+	control("{\"op\":\"apply\",\"object\":{\"kind\":\"Service\",\"metadata\":{\"name\":"
+		"\"rotated2\",\"namespace\":\"app\"}}}");
+	expect_line(f, "ADDED Service app/rotated2", 3000);
+	ndc_k8s_watch_stats(f->w, &st);
+	assert_int_equal(st.lists, 1);
+	assert_int_equal(st.relists_410, 0);
+}
+
+static void bad_token(void **state)
+{
+	struct fx *f = *state;
+	struct ndc_k8s_watch_stats st;
+
+	free(f->conn.token);
+	f->conn.token = strdup("wrong");
+	start(f);
+	assert_true(WAIT_STAT(&f->rec, f->w, auth_failures, 6, 3000));
+	ndc_k8s_watch_stats(f->w, &st);
+	assert_int_equal(st.lists, 0);
+	assert_true(st.errors >= 3);
+	pthread_mutex_lock(&f->rec.m);
+	assert_int_equal(f->rec.begins[NDC_K8S_SERVICES], 0);
+	pthread_mutex_unlock(&f->rec.m);
+	/* The server accepts the token now: the retries succeed. */
+	control("{\"op\":\"token\",\"token\":\"wrong\"}");
+	synced(f, ALL_KINDS, 1);
+}
+
+static void wrong_ca(void **state)
+{
+	struct fx *f = *state;
+	struct ndc_k8s_watch_stats st;
+
+	free(f->conn.ca_file);
+	if (asprintf(&f->conn.ca_file, "%s/other-ca.pem", certs) < 0)
+		fail();
+	start(f);
+	assert_true(WAIT_STAT(&f->rec, f->w, errors, 6, 3000));
+	ndc_k8s_watch_stats(f->w, &st);
+	assert_int_equal(st.lists, 0);
+	assert_int_equal(st.auth_failures, 0);
+	pthread_mutex_lock(&f->rec.m);
+	for (int k = 0; k < NDC_K8S_KINDS; k++)
+		assert_int_equal(f->rec.begins[k], 0);
+	pthread_mutex_unlock(&f->rec.m);
+	/* No request ever reached the HTTP layer. */
+	assert_int_equal(server_stat("lists", "/api/v1/services"), 0);
+	assert_true(timed_stop(f) < 1000);
+}
+
+/* Client certificate and CA given inline (the *-data fields): the blob options. */
+static void client_cert_blobs(void **state)
+{
+	struct fx *f = *state;
+	char path[256];
+
+	free(f->conn.token);
+	f->conn.token = NULL;
+	free(f->conn.ca_file);
+	f->conn.ca_file = NULL;
+	f->conn.ca_data = read_file(f->ca);
+	snprintf(path, sizeof(path), "%s/client.pem", certs);
+	f->conn.cert_data = read_file(path);
+	snprintf(path, sizeof(path), "%s/client.key", certs);
+	f->conn.key_data = read_file(path);
+	f->opts.kinds = 1u << NDC_K8S_NAMESPACES;
+	start(f);
+	synced(f, f->opts.kinds, 1);
+	assert_int_equal(server_stat("auth_failures", NULL), 0);
+	control("{\"op\":\"apply\",\"object\":{\"kind\":\"Namespace\",\"metadata\":{\"name\":"
+		"\"certs\"}}}");
+	expect_line(f, "ADDED Namespace certs", 1000);
+}
+
+static void client_cert_files(void **state)
+{
+	struct fx *f = *state;
+
+	free(f->conn.token);
+	f->conn.token = NULL;
+	if (asprintf(&f->conn.cert_file, "%s/client.pem", certs) < 0 ||
+	    asprintf(&f->conn.key_file, "%s/client.key", certs) < 0)
+		fail();
+	f->opts.kinds = 1u << NDC_K8S_ENDPOINTSLICES;
+	start(f);
+	synced(f, f->opts.kinds, 1);
+	pthread_mutex_lock(&f->rec.m);
+	assert_int_equal(f->rec.listed[NDC_K8S_ENDPOINTSLICES], N_SLICE);
+	pthread_mutex_unlock(&f->rec.m);
+}
+
+static void server_errors_retry(void **state)
+{
+	struct fx *f = *state;
+	struct ndc_k8s_watch_stats st;
+
+	control("{\"op\":\"fail\",\"count\":3,\"status\":500}");
+	f->opts.kinds = 1u << NDC_K8S_SERVICES;
+	start(f);
+	synced(f, f->opts.kinds, 1);
+	ndc_k8s_watch_stats(f->w, &st);
+	assert_int_equal(st.errors, 3);
+	assert_int_equal(st.lists, 1);
+	assert_int_equal(server_stat("injected_failures", NULL), 3);
+
+	/* The same on the watch: 503 twice, then the stream resumes without a relist. */
+	server_watchers(1);
+	control("{\"op\":\"fail\",\"count\":2,\"status\":503}");
+	control("{\"op\":\"drop\"}");
+	assert_true(WAIT_STAT(&f->rec, f->w, errors, 5, 3000));
+	control("{\"op\":\"apply\",\"object\":{\"kind\":\"Service\",\"metadata\":{\"name\":"
+		"\"x\",\"namespace\":\"app\"}}}");
+	expect_line(f, "ADDED Service app/x", 3000);
+	ndc_k8s_watch_stats(f->w, &st);
+	assert_int_equal(st.lists, 1);
+}
+
+/* A 410 on a list page (an expired continue token) starts the list over. */
+static void list_410_restarts(void **state)
+{
+	struct fx *f = *state;
+	struct ndc_k8s_watch_stats st;
+
+	control("{\"op\":\"fail\",\"count\":1,\"status\":410,\"path\":\"/api/v1/services\"}");
+	f->opts.kinds = 1u << NDC_K8S_SERVICES;
+	f->opts.page_size = 2;
+	start(f);
+	synced(f, f->opts.kinds, 1);
+	ndc_k8s_watch_stats(f->w, &st);
+	assert_int_equal(st.relists_410, 1);
+	assert_int_equal(st.lists, 1);
+	pthread_mutex_lock(&f->rec.m);
+	assert_int_equal(f->rec.listed[NDC_K8S_SERVICES], N_SVC);
+	pthread_mutex_unlock(&f->rec.m);
+}
+
+/* ---- a scripted plain-HTTP server: exact control over how the stream is cut -------------------
+ */
+
+struct script {
+	int lfd, port;
+	pthread_t tid;
+	atomic_bool stop;
+	pthread_mutex_t m;
+	unsigned lists, watches;
+	char watch_rv[4][32]; /* resourceVersion= of each watch request */
+};
+
+static bool send_all(int fd, const char *p, size_t len)
+{
+	while (len) {
+		ssize_t n = send(fd, p, len, MSG_NOSIGNAL);
+
+		if (n <= 0)
+			return false;
+		p += n;
+		len -= (size_t)n;
+	}
+	return true;
+}
+
+static bool send_chunk(int fd, const char *data)
+{
+	char hdr[32];
+
+	snprintf(hdr, sizeof(hdr), "%zx\r\n", strlen(data));
+	return send_all(fd, hdr, strlen(hdr)) && send_all(fd, data, strlen(data)) &&
+	       send_all(fd, "\r\n", 2);
+}
+
+/* Reads one request head; false when the peer closed or stop was set. */
+static bool read_head(struct script *sc, int fd, char *buf, size_t len)
+{
+	size_t have = 0;
+
+	while (!strstr(buf, "\r\n\r\n")) {
+		struct pollfd pfd = {.fd = fd, .events = POLLIN};
+		ssize_t n;
+
+		if (atomic_load(&sc->stop) || have + 1 >= len)
+			return false;
+		if (poll(&pfd, 1, 50) != 1)
+			continue;
+		n = recv(fd, buf + have, len - 1 - have, 0);
+		if (n <= 0)
+			return false;
+		have += (size_t)n;
+		buf[have] = '\0';
+	}
+	return true;
+}
+
+static const char script_list[] =
+    "{\"kind\":\"ServiceList\",\"apiVersion\":\"v1\",\"metadata\":{\"resourceVersion\":\"10\"},"
+    "\"items\":[{\"metadata\":{\"name\":\"s\",\"namespace\":\"n\",\"resourceVersion\":\"5\"}}]}";
+
+/* One complete event and half of the next in the first chunk, the rest after a pause. */
+static const char *const script_stream1[] = {
+    "{\"type\":\"ADDED\",\"object\":{\"metadata\":{\"name\":\"a\",\"namespace\":\"n\","
+    "\"resourceVersion\":\"11\"}}}\n{\"type\":\"MODIFIED\",\"object\":{\"metadata\":{\"name\"",
+    ":\"s\",\"namespace\":\"n\",\"resourceVersion\":\"12\"}}}\n{\"type\":\"BOOKMARK\",\"object\""
+    ":{\"kind\":\"Service\",\"metadata\":{\"resourceVersion\":\"20\"}}}\n{\"type\":\"DELETED\","
+    "\"object\":{\"kind\":\"Service\",\"metadata\":{\"name\":\"a\",\"namespace\":\"n\","
+    "\"resourceVersion\":\"21\"}}}\n{\"type\":\"BOOKMARK\",",
+    "\"object\":{\"metadata\":{\"resourceVersion\":\"30\"}}}\n",
+    NULL,
+};
+
+static const char stream_head[] = "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\n"
+				  "Transfer-Encoding: chunked\r\n\r\n";
+
+static void serve_conn(struct script *sc, int fd)
+{
+	char req[4096];
+
+	for (;;) {
+		const char *rv;
+		unsigned nw;
+
+		memset(req, 0, sizeof(req));
+		if (!read_head(sc, fd, req, sizeof(req)))
+			return;
+		if (!strstr(req, "watch=true")) {
+			char hdr[256];
+
+			pthread_mutex_lock(&sc->m);
+			sc->lists++;
+			pthread_mutex_unlock(&sc->m);
+			snprintf(hdr, sizeof(hdr),
+				 "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\n"
+				 "Content-Length: %zu\r\n\r\n",
+				 strlen(script_list));
+			if (!send_all(fd, hdr, strlen(hdr)) ||
+			    !send_all(fd, script_list, strlen(script_list)))
+				return;
+			continue;
+		}
+		pthread_mutex_lock(&sc->m);
+		nw = sc->watches++;
+		rv = strstr(req, "resourceVersion=");
+		if (rv && nw < 4)
+			sscanf(rv, "resourceVersion=%31[0-9]", sc->watch_rv[nw]);
+		pthread_mutex_unlock(&sc->m);
+		if (!send_all(fd, stream_head, strlen(stream_head)))
+			return;
+		if (nw == 0) {
+			for (int i = 0; script_stream1[i]; i++) {
+				usleep(50 * 1000);
+				if (!send_chunk(fd, script_stream1[i]))
+					return;
+			}
+		} else if (nw == 1) {
+			/* Compacted meanwhile: the 410 comes as an ERROR event in a 200 stream. */
+			if (!send_chunk(fd,
+					"{\"type\":\"ERROR\",\"object\":{\"kind\":\"Status\","
+					"\"apiVersion\":\"v1\",\"status\":\"Failure\",\"reason\":"
+					"\"Expired\",\"code\":410}}\n"))
+				return;
+		} else {
+			/* Open and idle until the client goes away. */
+			while (!atomic_load(&sc->stop)) {
+				struct pollfd pfd = {.fd = fd, .events = POLLIN};
+
+				if (poll(&pfd, 1, 50) == 1)
+					return;
+			}
+			return;
+		}
+		if (!send_all(fd, "0\r\n\r\n", 5))
+			return;
+	}
+}
+
+static void *script_main(void *arg)
+{
+	struct script *sc = arg;
+
+	while (!atomic_load(&sc->stop)) {
+		struct pollfd pfd = {.fd = sc->lfd, .events = POLLIN};
+		int fd;
+
+		if (poll(&pfd, 1, 50) != 1)
+			continue;
+		fd = accept(sc->lfd, NULL, NULL);
+		if (fd < 0)
+			continue;
+		serve_conn(sc, fd);
+		close(fd);
+	}
+	return NULL;
+}
+
+static bool script_watches(struct rec *r, const void *arg)
+{
+	struct script *sc = (struct script *)arg;
+	unsigned n;
+
+	(void)r;
+	pthread_mutex_lock(&sc->m);
+	n = sc->watches;
+	pthread_mutex_unlock(&sc->m);
+	return n >= 3;
+}
+
+static void scripted_stream(void **state)
+{
+	struct fx *f = *state;
+	struct sockaddr_in sa = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+	socklen_t salen = sizeof(sa);
+	struct ndc_k8s_watch_stats st;
+	struct script sc = {0};
+	char *server;
+
+	kill_server(); /* this one needs no fake API server */
+	pthread_mutex_init(&sc.m, NULL);
+	sc.lfd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	assert_true(sc.lfd >= 0);
+	assert_int_equal(bind(sc.lfd, (struct sockaddr *)&sa, sizeof(sa)), 0);
+	assert_int_equal(listen(sc.lfd, 8), 0);
+	assert_int_equal(getsockname(sc.lfd, (struct sockaddr *)&sa, &salen), 0);
+	assert_int_equal(pthread_create(&sc.tid, NULL, script_main, &sc), 0);
+	assert_true(asprintf(&server, "http://127.0.0.1:%u", ntohs(sa.sin_port)) > 0);
+	free(f->conn.server);
+	f->conn.server = server;
+	f->opts.kinds = 1u << NDC_K8S_SERVICES;
+	start(f);
+	expect_line(f, "DELETED Service n/a", 3000);
+	assert_true(wait_for(&f->rec, script_watches, &sc, 3000));
+	synced(f, f->opts.kinds, 2);
+	ndc_k8s_watch_stop(f->w);
+	f->w = NULL;
+	atomic_store(&sc.stop, true);
+	pthread_join(sc.tid, NULL);
+	close(sc.lfd);
+
+	pthread_mutex_lock(&f->rec.m);
+	assert_int_equal(f->rec.n_log, 3);
+	assert_string_equal(f->rec.log[0], "ADDED Service n/a");
+	assert_string_equal(f->rec.log[1], "MODIFIED Service n/s");
+	assert_string_equal(f->rec.log[2], "DELETED Service n/a");
+	assert_int_equal(f->rec.bad_kind, 0);
+	assert_int_equal(f->rec.listed[NDC_K8S_SERVICES], 1);
+	pthread_mutex_unlock(&f->rec.m);
+	/* Watch from the list's rv, then from the last bookmark, then (after 410) a new list's. */
+	assert_string_equal(sc.watch_rv[0], "10");
+	assert_string_equal(sc.watch_rv[1], "30");
+	assert_string_equal(sc.watch_rv[2], "10");
+	assert_int_equal(sc.lists, 2);
+	ndc_k8s_watch_stats(NULL, &st);
+	assert_int_equal(st.events, 0);
+	pthread_mutex_destroy(&sc.m);
+}
+
+static void stop_is_prompt(void **state)
+{
+	struct fx *f = *state;
+	struct ndc_k8s_conn good;
+
+	/* Mid-stream: all watches open and idle between bookmarks. */
+	start(f);
+	synced(f, ALL_KINDS, 1);
+	assert_true(timed_stop(f) < 1000);
+
+	/* In a request the server holds (paused). */
+	control("{\"op\":\"pause\",\"seconds\":10}");
+	start(f);
+	usleep(300 * 1000);
+	assert_true(timed_stop(f) < 1000);
+	control("{\"op\":\"pause\",\"seconds\":0}");
+
+	/* In a long backoff sleep after a failure. */
+	good = f->conn;
+	f->conn.ca_file = NULL;
+	if (asprintf(&f->conn.ca_file, "%s/other-ca.pem", certs) < 0)
+		fail();
+	f->opts.backoff_min_ms = f->opts.backoff_max_ms = 20000;
+	start(f);
+	assert_true(WAIT_STAT(&f->rec, f->w, errors, 3, 3000));
+	assert_true(timed_stop(f) < 1000);
+	free(f->conn.ca_file);
+	f->conn = good;
+
+	ndc_k8s_watch_stop(NULL);
+}
+
+static void bad_args(void **state)
+{
+	struct fx *f = *state;
+	struct ndc_k8s_watch *w = (void *)1;
+	struct ndc_k8s_watch_opts o = f->opts;
+
+	o.kinds = 0;
+	assert_int_equal(ndc_k8s_watch_start(&f->conn, &o, &rec_ops, NULL, &w), -EINVAL);
+	assert_null(w);
+	o.kinds = 1u << NDC_K8S_KINDS;
+	assert_int_equal(ndc_k8s_watch_start(&f->conn, &o, &rec_ops, NULL, &w), -EINVAL);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+	    cmocka_unit_test_setup_teardown(first_sync, setup, teardown),
+	    cmocka_unit_test_setup_teardown(pagination, setup, teardown),
+	    cmocka_unit_test_setup_teardown(events, setup, teardown),
+	    cmocka_unit_test_setup_teardown(stream_framing, setup, teardown),
+	    cmocka_unit_test_setup_teardown(compact_relists, setup, teardown),
+	    cmocka_unit_test_setup_teardown(drop_resumes, setup, teardown),
+	    cmocka_unit_test_setup_teardown(token_rotation, setup, teardown),
+	    cmocka_unit_test_setup_teardown(bad_token, setup, teardown),
+	    cmocka_unit_test_setup_teardown(wrong_ca, setup, teardown),
+	    cmocka_unit_test_setup_teardown(client_cert_blobs, setup, teardown),
+	    cmocka_unit_test_setup_teardown(client_cert_files, setup, teardown),
+	    cmocka_unit_test_setup_teardown(server_errors_retry, setup, teardown),
+	    cmocka_unit_test_setup_teardown(list_410_restarts, setup, teardown),
+	    cmocka_unit_test_setup_teardown(scripted_stream, setup, teardown),
+	    cmocka_unit_test_setup_teardown(stop_is_prompt, setup, teardown),
+	    cmocka_unit_test_setup_teardown(bad_args, setup, teardown),
+	};
+	char cmd[512], objects[256];
+	const char *slash;
+
+	fakeapi = getenv("NDC_FAKEAPI");
+	if (!fakeapi || !*fakeapi) {
+		printf("skip: NDC_FAKEAPI (path of fake_apiserver.py) is not set\n");
+		return 77;
+	}
+	if (system("python3 -c 'import ssl' >/dev/null 2>&1") != 0 ||
+	    system("openssl version >/dev/null 2>&1") != 0) {
+		printf("skip: needs python3 (with ssl) and openssl\n");
+		return 77;
+	}
+	/* NDC_TEST_VERBOSE=1: the client's info log, 2: debug too. */
+	ndc_log_level = getenv("NDC_TEST_VERBOSE")
+			    ? NDC_LOG_INFO + atoi(getenv("NDC_TEST_VERBOSE")) - 1
+			    : NDC_LOG_ERR;
+	/* The watcher must not need SIGPIPE ignored by its host; the test does not either. */
+	curl_global_init(CURL_GLOBAL_DEFAULT);
+	strcpy(tmpdir, "/tmp/ndc-k8s-watch-XXXXXX");
+	if (!mkdtemp(tmpdir)) {
+		perror("mkdtemp");
+		return 1;
+	}
+	atexit(cleanup_all);
+	snprintf(certs, sizeof(certs), "%s/certs", tmpdir);
+	slash = strrchr(fakeapi, '/');
+	snprintf(cmd, sizeof(cmd), "bash '%.*s/make_certs.sh' '%s' >/dev/null",
+		 slash ? (int)(slash - fakeapi) : 1, slash ? fakeapi : ".", certs);
+	if (system(cmd) != 0) {
+		fprintf(stderr, "make_certs.sh failed: %s\n", cmd);
+		return 1;
+	}
+	snprintf(objects, sizeof(objects), "%s/objects.json", tmpdir);
+	write_objects(objects);
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
