@@ -6,8 +6,8 @@ level=${1:-test}
 
 build_pkgs=(meson ninja-build pkg-config gcc python3 libyaml-dev libjson-c-dev)
 test_pkgs=(libcmocka-dev libknot-dev clang clang-format libclang-rt-14-dev iproute2 unbound dnsutils knot-dnsutils
-	libbpf-dev bpftool linux-libc-dev)
-bench_pkgs=(dnsperf knot knot-resolver gnuplot-nox procps)
+	libbpf-dev bpftool linux-libc-dev libcurl4-openssl-dev curl openssl)
+bench_pkgs=(dnsperf knot knot-resolver gnuplot-nox procps iperf3)
 
 pkgs=("${build_pkgs[@]}")
 case "$level" in

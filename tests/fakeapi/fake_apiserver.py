@@ -874,12 +874,17 @@ def main():
     ap.add_argument("--list-item-kinds", action="store_true",
                     help="keep kind/apiVersion in list items (the real server omits them)")
     ap.add_argument("--verbose", action="store_true", help="log requests to stderr")
+    ap.add_argument("--initial-rv", type=int, default=FIRST_RV,
+                    help="resourceVersion of the empty store, also the compaction point: a "
+                         "restarted server continues above what its clients saw, and their "
+                         "older resourceVersions get 410, as after a real restart and compaction")
     args = ap.parse_args()
     VERBOSE = args.verbose
     if args.bookmark_interval <= 0:
         ap.error("--bookmark-interval must be > 0")
 
     state = State(args.token)
+    state.rv = state.compact_rv = args.initial_rv
     if args.objects:
         try:
             load_objects(state, args.objects)

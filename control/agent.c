@@ -1,0 +1,403 @@
+// SPDX-License-Identifier: MIT
+#include <arpa/inet.h>
+#include <errno.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <ndc/log.h>
+
+#include "agent.h"
+#include "cache.h"
+#include "fastpath.h"
+#include "forwarder.h"
+#include "http.h"
+#include "k8s_store.h"
+#include "publisher.h"
+#include "resolver.h"
+#include "server.h"
+
+struct agent {
+	const struct ndc_config *cfg;
+	struct ndc_records_opts ropts;
+	struct ndc_cache *cache;
+	struct ndc_fp *fp;
+	struct ndc_publisher *pub;
+	struct ndc_forwarder *fwd;
+	struct ndc_resolver *res;
+	struct ndc_server *srv;
+	struct ndc_http *http;
+	struct ndc_k8s_store *store;
+	struct ndc_k8s_watch *watch;
+	pthread_mutex_t install_lock;  /* one writer of the record table at a time */
+	const struct ndc_records *rec; /* what the resolver serves, under install_lock */
+	_Atomic uint64_t rrsets;
+	_Atomic bool synced;
+};
+
+/* ---------------------------------------------------------------------------------------------
+ * The record table.
+ */
+/* Installs a new table everywhere it is read: the socket path, then the fast path. */
+static void install(struct agent *ag, struct ndc_records *rec)
+{
+	const struct ndc_records *old;
+
+	pthread_mutex_lock(&ag->install_lock);
+	old = ndc_resolver_set_records(ag->res, rec);
+	ag->rec = rec;
+	if (ag->pub && ndc_publisher_update_records(ag->pub, old, rec))
+		ndc_warn("fast path: republishing failed; misses go to user space");
+	ndc_records_free((struct ndc_records *)old);
+	atomic_store(&ag->rrsets, ndc_records_count(rec));
+	pthread_mutex_unlock(&ag->install_lock);
+	if (!atomic_exchange(&ag->synced, true)) {
+		ndc_info("records: %zu RRsets of %s: ready", ndc_records_count(rec),
+			 ag->cfg->cluster_domain);
+		ndc_http_set_ready(ag->http, true);
+	}
+}
+
+static void on_records(void *arg, struct ndc_records *rec)
+{
+	install(arg, rec);
+}
+
+/* ---------------------------------------------------------------------------------------------
+ * The fast path.
+ */
+/*
+ * Loads and attaches the fast path. Failing here is not fatal: the socket path answers everything
+ * the kernel would have (fail open), so it is logged once.
+ */
+static void fastpath_start(struct agent *ag)
+{
+	const struct ndc_config *cfg = ag->cfg;
+	uint8_t zone[NDC_NAME_MAX], pass[NDC_NAME_MAX];
+	struct ndc_fastpath_opts fo = {
+	    .attach = cfg->dataplane.mode == NDC_DP_XDP ? NDC_FP_ATTACH_XDP : NDC_FP_ATTACH_TC,
+	    .n_patterns = cfg->dataplane.n_interfaces,
+	    .patterns = cfg->dataplane.interfaces,
+	    .n_addrs = cfg->n_listen,
+	    .addrs = cfg->listen,
+	    .port = cfg->port,
+	    .max_entries = cfg->dataplane.table_size,
+	    .redirect_peer = cfg->dataplane.redirect_peer,
+	};
+	size_t zlen;
+	int err;
+
+	err = ndc_name_from_text(cfg->cluster_domain, zone, sizeof(zone), &zlen);
+	if (err)
+		goto fail;
+	ndc_name_lower(zone, zone, zlen);
+	fo.zone = zone;
+	fo.zone_len = zlen;
+	/* Insecure pod names are computed per query in user space: never NXDOMAIN them here. */
+	if (cfg->records.pods == NDC_PODS_INSECURE && zlen + 4 <= sizeof(pass)) {
+		memcpy(pass, "\3pod", 4);
+		memcpy(pass + 4, zone, zlen);
+		fo.pass = pass;
+		fo.pass_len = zlen + 4;
+	}
+	err = ndc_fastpath_open(&fo, &ag->fp);
+	if (err)
+		goto fail;
+	err = ndc_publisher_new(ag->fp, &ag->pub);
+	if (err)
+		goto fail;
+	ndc_cache_set_hook(ag->cache, ndc_publisher_cache_hook, ag->pub);
+	ndc_info("fast path: %s on links matching dataplane.interfaces",
+		 fo.attach == NDC_FP_ATTACH_XDP ? "xdp" : "tc");
+	return;
+fail:
+	ndc_publisher_free(ag->pub);
+	ndc_fastpath_close(ag->fp);
+	ag->pub = NULL;
+	ag->fp = NULL;
+	ndc_warn("fast path unavailable (%s); answering from sockets only",
+		 err == -EOPNOTSUPP ? "this build has no BPF support" : strerror(-err));
+}
+
+static void fastpath_stop(struct agent *ag)
+{
+	uint64_t c[NDC_FP_COUNTER_MAX];
+
+	if (!ag->fp)
+		return;
+	ndc_publisher_free(ag->pub);
+	if (!ndc_fastpath_counters(ag->fp, c))
+		ndc_info("fast path: %lu answered, %lu NODATA, %lu NXDOMAIN; passed: %lu miss, "
+			 "%lu expired, %lu EDNS, %lu size, %lu format, %lu fragment",
+			 (unsigned long)c[NDC_FP_HIT], (unsigned long)c[NDC_FP_NODATA],
+			 (unsigned long)c[NDC_FP_NXDOMAIN], (unsigned long)c[NDC_FP_PASS_MISS],
+			 (unsigned long)c[NDC_FP_PASS_EXPIRED], (unsigned long)c[NDC_FP_PASS_EDNS],
+			 (unsigned long)c[NDC_FP_PASS_SIZE], (unsigned long)c[NDC_FP_PASS_FORMAT],
+			 (unsigned long)c[NDC_FP_PASS_FRAG]);
+	ndc_fastpath_close(ag->fp);
+}
+
+/* ---------------------------------------------------------------------------------------------
+ * Metrics.
+ */
+#define C(b, name, help, v) ndc_metric_u64(b, "ndcache_" name, "counter", help, NULL, v)
+#define G(b, name, help, v) ndc_metric_u64(b, "ndcache_" name, "gauge", help, NULL, v)
+
+static void metrics(void *arg, struct ndc_metrics_buf *b)
+{
+	struct agent *ag = arg;
+	struct ndc_resolver_stats rs;
+	struct ndc_cache_stats cs;
+	struct ndc_forwarder_stats fs;
+	struct ndc_server_stats ss;
+
+	ndc_resolver_stats(ag->res, &rs);
+	C(b, "queries_total", "Queries that reached the socket path.", rs.queries);
+	ndc_metric_u64(b, "ndcache_answers_total", "counter", "Socket-path answers by source.",
+		       "source=\"cluster\"", rs.local);
+	ndc_metric_u64(b, "ndcache_answers_total", "counter", "Socket-path answers by source.",
+		       "source=\"cache\"", rs.cache_hits);
+	ndc_metric_u64(b, "ndcache_answers_total", "counter", "Socket-path answers by source.",
+		       "source=\"upstream\"", rs.forwarded);
+	C(b, "servfail_total", "SERVFAIL answers.", rs.servfail);
+	C(b, "malformed_total", "Queries answered FORMERR, NOTIMP, REFUSED or BADVERS.", rs.errors);
+	C(b, "dropped_total", "Datagrams dropped (responses, runts).", rs.dropped);
+	if (ag->srv) {
+		ndc_server_stats(ag->srv, &ss);
+		C(b, "udp_queries_total", "UDP queries received.", ss.udp_queries);
+		C(b, "tcp_queries_total", "TCP queries received.", ss.tcp_queries);
+		C(b, "tcp_connections_total", "TCP connections accepted.", ss.tcp_conns);
+	}
+	ndc_cache_stats(ag->cache, &cs);
+	C(b, "cache_hits_total", "Cache hits.", cs.hits);
+	C(b, "cache_misses_total", "Cache misses.", cs.misses);
+	C(b, "cache_stale_total", "Expired answers served stale (RFC 8767).", cs.stale_hits);
+	C(b, "cache_evictions_total", "Cache entries evicted.", cs.evictions);
+	G(b, "cache_entries", "Answers in the cache.", cs.entries);
+	G(b, "cache_bytes", "Bytes of answers in the cache.", cs.bytes);
+	ndc_forwarder_stats(ag->fwd, &fs);
+	C(b, "upstream_queries_total", "Queries sent upstream.", fs.queries);
+	C(b, "upstream_coalesced_total", "Misses that joined a query in flight.", fs.coalesced);
+	C(b, "upstream_timeouts_total", "Upstream attempts that timed out.", fs.timeouts);
+	C(b, "upstream_tcp_retries_total", "Truncated answers retried over TCP.", fs.tcp_retries);
+	G(b, "records", "RRsets in the record table.", atomic_load(&ag->rrsets));
+	G(b, "synced", "1 once the record table has been built from a full sync.",
+	  atomic_load(&ag->synced));
+	if (ag->fp) {
+		static const char *const why[] = {"miss",   "expired",	"edns",	 "size",
+						  "format", "fragment", "config"};
+		uint64_t c[NDC_FP_COUNTER_MAX];
+		char l[64];
+
+		if (!ndc_fastpath_counters(ag->fp, c)) {
+			const char *help = "Queries answered in the kernel.";
+
+			ndc_metric_u64(b, "ndcache_kernel_answers_total", "counter", help,
+				       "kind=\"answer\"", c[NDC_FP_HIT]);
+			ndc_metric_u64(b, "ndcache_kernel_answers_total", "counter", help,
+				       "kind=\"nodata\"", c[NDC_FP_NODATA]);
+			ndc_metric_u64(b, "ndcache_kernel_answers_total", "counter", help,
+				       "kind=\"nxdomain\"", c[NDC_FP_NXDOMAIN]);
+			for (int i = NDC_FP_PASS_MISS; i < NDC_FP_COUNTER_MAX; i++) {
+				snprintf(l, sizeof(l), "reason=\"%s\"", why[i - NDC_FP_PASS_MISS]);
+				ndc_metric_u64(b, "ndcache_kernel_passed_total", "counter",
+					       "Queries the kernel passed to user space.", l, c[i]);
+			}
+		}
+	}
+	if (ag->store && ag->watch) {
+		struct ndc_k8s_store_stats ks;
+		struct ndc_k8s_watch_stats ws;
+
+		ndc_k8s_store_stats(ag->store, &ks);
+		G(b, "k8s_objects", "Objects in the store.", ks.objects);
+		C(b, "k8s_events_total", "Watch events applied.", ks.events);
+		C(b, "k8s_rejected_total", "Objects rejected (last good state kept).", ks.rejected);
+		C(b, "records_rebuilds_total", "Record tables built.", ks.rebuilds);
+		G(b, "programming_latency_last_us",
+		  "From the first event of a batch until its table is served, microseconds.",
+		  ks.last_latency_us);
+		G(b, "programming_latency_max_us",
+		  "Largest programming latency seen, microseconds.", ks.max_latency_us);
+		ndc_k8s_watch_stats(ag->watch, &ws);
+		C(b, "k8s_relists_total", "Relists after 410 Gone.", ws.relists_410);
+		C(b, "k8s_reconnects_total", "Watch reconnects.", ws.reconnects);
+		C(b, "k8s_auth_failures_total", "401 answers from the API server.",
+		  ws.auth_failures);
+	}
+}
+
+/* ---------------------------------------------------------------------------------------------
+ * Start and stop.
+ */
+static void log_summary(const struct ndc_config *cfg)
+{
+	char addrs[512] = "", ups[512] = "";
+	size_t n = 0;
+	unsigned workers = cfg->workers ? cfg->workers : (unsigned)sysconf(_SC_NPROCESSORS_ONLN);
+
+	for (size_t i = 0; i < cfg->n_listen && n < sizeof(addrs); i++) {
+		char a[INET6_ADDRSTRLEN];
+
+		inet_ntop(cfg->listen[i].family, cfg->listen[i].addr, a, sizeof(a));
+		n += (size_t)snprintf(addrs + n, sizeof(addrs) - n, "%s%s", i ? ", " : "", a);
+	}
+	n = 0;
+	for (size_t i = 0; i < cfg->n_upstream && n < sizeof(ups); i++) {
+		const struct sockaddr_storage *ss = &cfg->upstream[i];
+		const struct sockaddr_in6 *s6 = (const void *)ss;
+		const struct sockaddr_in *s4 = (const void *)ss;
+		char a[INET6_ADDRSTRLEN];
+		bool v6 = ss->ss_family == AF_INET6;
+
+		inet_ntop(ss->ss_family,
+			  v6 ? (const void *)&s6->sin6_addr : (const void *)&s4->sin_addr, a,
+			  sizeof(a));
+		n += (size_t)snprintf(ups + n, sizeof(ups) - n, "%s%s port %u", i ? ", " : "", a,
+				      ntohs(v6 ? s6->sin6_port : s4->sin_port));
+	}
+	ndc_info("listening on %s port %u (udp, tcp), %u workers; upstream: %s; http %s", addrs,
+		 cfg->port, workers, cfg->n_upstream ? ups : "none (other names get SERVFAIL)",
+		 cfg->http.listen);
+}
+
+static int watch_start(struct agent *ag, const struct ndc_k8s_conn *conn)
+{
+	struct ndc_k8s_watch_opts wo = {
+	    .kinds =
+		1u << NDC_K8S_NAMESPACES | 1u << NDC_K8S_SERVICES | 1u << NDC_K8S_ENDPOINTSLICES,
+	    .page_size = 500,
+	    .timeout_s = 300,
+	    .backoff_min_ms = 250,
+	    .backoff_max_ms = 30000,
+	};
+	int err;
+
+	/* Pods are only needed to verify pod names (CoreDNS "pods verified"). */
+	if (ag->cfg->records.pods == NDC_PODS_VERIFIED)
+		wo.kinds |= 1u << NDC_K8S_PODS;
+	err = ndc_k8s_store_new(&ag->ropts, wo.kinds, on_records, ag, &ag->store);
+	if (!err)
+		err = ndc_k8s_watch_start(conn, &wo, &ndc_k8s_store_ops, ag->store, &ag->watch);
+	if (err)
+		ndc_err("kubernetes source: %s", strerror(-err));
+	else
+		ndc_info("kubernetes source: syncing from %s; forwarding cluster names until then",
+			 conn->server);
+	return err;
+}
+
+int ndc_agent_run(const struct ndc_config *cfg, struct ndc_records *rec,
+		  const struct ndc_k8s_conn *conn)
+{
+	struct ndc_cache_opts copts = {
+	    .max_entries = cfg->cache.max_entries,
+	    .max_bytes = cfg->cache.max_bytes,
+	    .max_ttl = cfg->cache.max_ttl,
+	    .neg_max_ttl = cfg->cache.neg_max_ttl,
+	    .stale_max = cfg->cache.stale_max,
+	};
+	struct ndc_forwarder_opts fopts = {
+	    .n_upstreams = cfg->n_upstream,
+	    .upstreams = cfg->upstream,
+	    .timeout_ms = cfg->forward.timeout_ms,
+	};
+	struct ndc_server_opts sopts = {
+	    .n_addrs = cfg->n_listen,
+	    .addrs = cfg->listen,
+	    .port = cfg->port,
+	    .workers = cfg->workers,
+	    .tcp_idle_ms = cfg->tcp_idle_ms,
+	    .tcp_max_conns = cfg->tcp_max_conns,
+	};
+	struct agent ag = {.cfg = cfg};
+	sigset_t set;
+	int sig, ret;
+
+	ndc_records_opts_from_config(&ag.ropts, cfg);
+	pthread_mutex_init(&ag.install_lock, NULL);
+	/* Block the signals before any thread starts so only sigwait below sees them. */
+	sigemptyset(&set);
+	sigaddset(&set, SIGINT);
+	sigaddset(&set, SIGTERM);
+	pthread_sigmask(SIG_BLOCK, &set, NULL);
+	signal(SIGPIPE, SIG_IGN);
+
+	ret = ndc_cache_new(&copts, &ag.cache);
+	if (ret < 0) {
+		ndc_err("cache: %s", strerror(-ret));
+		goto out;
+	}
+	/* Before the forwarder starts: the cache hook must be in place for its first answer. */
+	if (cfg->dataplane.mode == NDC_DP_TC || cfg->dataplane.mode == NDC_DP_XDP)
+		fastpath_start(&ag);
+	else if (cfg->dataplane.mode == NDC_DP_DPDK)
+		ndc_warn("dataplane.mode dpdk: the DPDK backend is not in this build; answering "
+			 "from sockets only");
+	ret = ndc_forwarder_new(&fopts, ag.cache, &ag.fwd);
+	if (ret < 0) {
+		ndc_err("forwarder: %s", strerror(-ret));
+		goto out;
+	}
+	ret = ndc_resolver_new(NULL, ag.cache, ag.fwd, &ag.res);
+	if (ret < 0)
+		goto out;
+	ret = ndc_http_start(cfg->http.listen, metrics, &ag, &ag.http);
+	if (ret < 0) {
+		ndc_err("http.listen %s: %s", cfg->http.listen, strerror(-ret));
+		goto out;
+	}
+	if (rec) {
+		install(&ag, rec);
+		rec = NULL;
+	}
+	ret = ndc_server_start(&sopts, ndc_resolver_handle, ag.res, &ag.srv);
+	if (ret < 0) {
+		ndc_err("listen: %s", strerror(-ret));
+		goto out;
+	}
+	if (conn) {
+		ret = watch_start(&ag, conn);
+		if (ret < 0)
+			goto out;
+	}
+	log_summary(cfg);
+
+	sigwait(&set, &sig);
+	ndc_info("%s: shutting down", strsignal(sig));
+	ret = 0;
+
+out:
+	/* /metrics reads every component: it goes first. */
+	ndc_http_stop(ag.http);
+	/* No new tables, then no new answers upstream, then no more queries. */
+	ndc_k8s_watch_stop(ag.watch);
+	ndc_k8s_store_free(ag.store);
+	/* The forwarder completes every detained query before the server goes away. */
+	if (ag.fwd)
+		ndc_forwarder_free(ag.fwd);
+	if (ag.srv)
+		ndc_server_stop(ag.srv);
+	fastpath_stop(&ag);
+	if (ag.res) {
+		struct ndc_resolver_stats st;
+
+		ndc_resolver_stats(ag.res, &st);
+		ndc_info("queries %lu: cluster %lu, cache %lu, forwarded %lu, servfail %lu, "
+			 "bad %lu, dropped %lu",
+			 (unsigned long)st.queries, (unsigned long)st.local,
+			 (unsigned long)st.cache_hits, (unsigned long)st.forwarded,
+			 (unsigned long)st.servfail, (unsigned long)st.errors,
+			 (unsigned long)st.dropped);
+		ndc_records_free((struct ndc_records *)ndc_resolver_set_records(ag.res, NULL));
+		ndc_resolver_free(ag.res);
+	}
+	ndc_records_free(rec);
+	if (ag.cache)
+		ndc_cache_free(ag.cache);
+	pthread_mutex_destroy(&ag.install_lock);
+	return ret < 0 ? 1 : 0;
+}

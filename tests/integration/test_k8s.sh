@@ -1,0 +1,230 @@
+#!/usr/bin/env bash
+# ndcache synced from an API server: the fake one (tests/fakeapi, real protocol: HTTPS with a CA
+# this test makes, bearer tokens, paginated lists, chunked watches, bookmarks, 410) runs on the
+# node netns' loopback; a pod asks with dig. Covers first sync and /ready, add/modify/delete of
+# each kind, 410 relist without flapping, API server restart and partition, token rotation, and a
+# wrong CA refused.
+# Usage: test_k8s.sh BUILD_DIR   (root: network namespaces)
+set -u
+here=$(cd "$(dirname "$0")" && pwd)
+root=$(cd "$here/../.." && pwd)
+build=$(cd "${1:-$root/build}" && pwd)
+bin="$build/control/ndcache"
+fake="$root/tests/fakeapi/fake_apiserver.py"
+# shellcheck source=lib.sh
+. "$here/lib.sh"
+
+pass=0
+fail=0
+ok() {
+	pass=$((pass + 1))
+	echo "ok   - $1"
+}
+bad() {
+	fail=$((fail + 1))
+	echo "FAIL - $1"
+	[ -n "${2:-}" ] && printf '%s\n' "$2" | head -30 | sed 's/^/       /'
+}
+
+[ -x "$bin" ] || {
+	echo "no binary at $bin: build first" >&2
+	exit 1
+}
+
+topo_up || exit 1
+upstream_up || exit 1
+certs="$TOPO_DIR/certs"
+"$root/tests/fakeapi/make_certs.sh" "$certs" >/dev/null || exit 1
+
+# The cluster the fake API server starts with: the sample, as kubectl would list it.
+token=token-one
+printf '%s' "$token" >"$TOPO_DIR/token"
+API_PORT=16443
+CTL_PORT=16444
+start_api() {
+	# $1: extra args. Not through in_node: $! must be the server itself.
+	ip netns exec "$NS_NODE" python3 "$fake" --cert "$certs/server.pem" --key "$certs/server.key" \
+		--token "$token" --objects "$root/deploy/examples/sample-cluster.json" \
+		--port $API_PORT --control-port $CTL_PORT --bookmark-interval 1 "$@" \
+		>"$TOPO_DIR/fakeapi.out" 2>"$TOPO_DIR/fakeapi.err" &
+	API_PID=$!
+	TOPO_PIDS+=("$API_PID")
+	for _ in $(seq 50); do
+		grep -q "fakeapi listening" "$TOPO_DIR/fakeapi.out" 2>/dev/null && return 0
+		sleep 0.1
+	done
+	echo "fake API server did not start" >&2
+	cat "$TOPO_DIR/fakeapi.err" >&2
+	return 1
+}
+ctl() { in_node curl -sf -X POST --data "$1" "http://127.0.0.1:$CTL_PORT/control" >/dev/null; }
+q() { in_pod dig +time=2 +tries=1 +short "@$NODE_LOCAL" "$@" 2>&1; }
+status() { in_pod dig +time=2 +tries=1 "@$NODE_LOCAL" "$@" 2>&1 | grep -o 'status: [A-Z]*'; }
+ready() { in_node curl -s -o /dev/null -w '%{http_code}' "http://127.0.0.1:9254/ready"; }
+# answer_is NAME TYPE WANT / status_is NAME TYPE RCODE: one fresh query each call.
+answer_is() { [ "$(q "$1" "$2")" = "$3" ]; }
+status_is() { [ "$(status "$1" "$2")" = "status: $3" ]; }
+# until SECONDS CMD...: retries CMD every 0.1 s until it succeeds or time runs out.
+until_ok() {
+	local t=$1 i
+	shift
+	for ((i = 0; i < t * 10; i++)); do
+		"$@" && return 0
+		sleep 0.1
+	done
+	return 1
+}
+
+kubeconfig() { # $1 file, $2 CA file
+	cat >"$1" <<EOF
+apiVersion: v1
+kind: Config
+current-context: test
+contexts:
+- name: test
+  context: {cluster: fake, user: ndcache}
+clusters:
+- name: fake
+  cluster:
+    server: https://127.0.0.1:$API_PORT
+    certificate-authority: $2
+users:
+- name: ndcache
+  user:
+    tokenFile: $TOPO_DIR/token
+EOF
+}
+kubeconfig "$TOPO_DIR/kubeconfig" "$certs/ca.pem"
+kubeconfig "$TOPO_DIR/kubeconfig-wrong-ca" "$certs/other-ca.pem"
+
+conf="$TOPO_DIR/ndcache.yaml"
+cat >"$conf" <<EOF
+listen: [$NODE_LOCAL]
+upstream: [$UPSTREAM_ADDR:53]
+source:
+  kubernetes: {kubeconfig: $TOPO_DIR/kubeconfig}
+dataplane: {mode: socket}
+EOF
+
+# --- Before the first sync: cluster names are forwarded, not failed; not ready ---------------
+start_api || exit 1
+ctl '{"op":"pause","seconds":3}'
+ip netns exec "$NS_NODE" "$bin" --config "$conf" >"$TOPO_DIR/ndcache.log" 2>&1 &
+NDCACHE_PID=$!
+TOPO_PIDS+=("$NDCACHE_PID")
+until_ok 5 in_node dig +time=1 +tries=1 "@$NODE_LOCAL" example.com >/dev/null
+r=$(ready)
+st=$(status kubernetes.default.svc.cluster.local A)
+if [ "$r" = 503 ] && [ "$st" = "status: NXDOMAIN" ] && ! grep -q "aa" <<<"$(in_pod dig +time=2 "@$NODE_LOCAL" kubernetes.default.svc.cluster.local | grep flags)"; then
+	ok "before the first sync: /ready 503, cluster names forwarded upstream"
+else
+	bad "before the first sync: want /ready 503 and the upstream's answer" "ready=$r $st"
+fi
+
+# --- First sync -----------------------------------------------------------------------------
+if until_ok 15 answer_is kubernetes.default.svc.cluster.local A 10.96.0.1; then
+	ok "first sync: ClusterIP answered"
+else
+	bad "first sync: no answer" "$(cat "$TOPO_DIR/ndcache.log")"
+fi
+[ "$(ready)" = 200 ] && ok "/ready 200 after the first sync" || bad "/ready not 200 after sync"
+t=$(q _pg._tcp.postgres.data.svc.cluster.local SRV | wc -l)
+[ "$t" = 2 ] && ok "headless SRV from the synced EndpointSlices" || bad "headless SRV: $t records"
+
+# --- Add, modify, delete each kind ------------------------------------------------------------
+svc='{"apiVersion":"v1","kind":"Service","metadata":{"name":"late","namespace":"shop","uid":"u-late"},"spec":{"type":"ClusterIP","clusterIP":"10.96.77.7","clusterIPs":["10.96.77.7"],"ports":[{"name":"http","port":80,"protocol":"TCP"}]}}'
+ctl "{\"op\":\"apply\",\"object\":$svc}"
+until_ok 3 answer_is late.shop.svc.cluster.local A 10.96.77.7 &&
+	ok "Service added: answered" || bad "Service added: not answered"
+ctl "{\"op\":\"apply\",\"object\":${svc//10.96.77.7/10.96.77.8}}"
+until_ok 3 answer_is late.shop.svc.cluster.local A 10.96.77.8 &&
+	ok "Service modified: new ClusterIP answered" || bad "Service modified: old answer"
+ctl '{"op":"delete","kind":"Service","namespace":"shop","name":"late"}'
+until_ok 3 status_is late.shop.svc.cluster.local A NXDOMAIN &&
+	ok "Service deleted: NXDOMAIN" || bad "Service deleted: still answered"
+
+slice='{"apiVersion":"discovery.k8s.io/v1","kind":"EndpointSlice","metadata":{"name":"postgres-extra","namespace":"data","uid":"u-ex","labels":{"kubernetes.io/service-name":"postgres"}},"addressType":"IPv4","ports":[{"name":"pg","port":5432,"protocol":"TCP"}],"endpoints":[{"addresses":["10.244.3.99"],"hostname":"postgres-9","conditions":{"ready":true}}]}'
+ctl "{\"op\":\"apply\",\"object\":$slice}"
+until_ok 3 answer_is postgres-9.postgres.data.svc.cluster.local A 10.244.3.99 &&
+	ok "EndpointSlice added: endpoint answered" || bad "EndpointSlice added: not answered"
+ctl "{\"op\":\"apply\",\"object\":${slice//\"ready\":true/\"ready\":false}}"
+until_ok 3 status_is postgres-9.postgres.data.svc.cluster.local A NXDOMAIN &&
+	ok "EndpointSlice modified (not ready): endpoint gone" || bad "EndpointSlice modified: still answered"
+ctl '{"op":"delete","kind":"EndpointSlice","namespace":"data","name":"postgres-extra"}'
+sleep 0.5
+n=$(q postgres.data.svc.cluster.local A | wc -l)
+[ "$n" = 2 ] && ok "EndpointSlice deleted: the others remain" || bad "after slice delete: $n A records"
+
+ctl '{"op":"apply","object":{"apiVersion":"v1","kind":"Namespace","metadata":{"name":"newns","uid":"u-ns"}}}'
+until_ok 3 status_is newns.svc.cluster.local A NOERROR &&
+	ok "Namespace added: NODATA for <ns>.svc" || bad "Namespace added: not known"
+ctl '{"op":"delete","kind":"Namespace","namespace":"","name":"newns"}'
+until_ok 3 status_is newns.svc.cluster.local A NXDOMAIN &&
+	ok "Namespace deleted: NXDOMAIN" || bad "Namespace deleted: still known"
+
+# --- 410: relist without any answer flapping ------------------------------------------------
+flap="$TOPO_DIR/flap"
+(for _ in $(seq 150); do q kubernetes.default.svc.cluster.local A; sleep 0.01; done >"$flap") &
+loop=$!
+sleep 0.3
+# A change the client cannot see (its watch is held), then compaction past it: when the
+# connection drops, the client's resourceVersion is gone and the server answers 410.
+ctl '{"op":"pause","seconds":1}'
+ctl '{"op":"apply","object":{"apiVersion":"v1","kind":"Namespace","metadata":{"name":"hidden","uid":"u-h"}}}'
+ctl '{"op":"compact"}'
+ctl '{"op":"drop"}'
+wait $loop
+bads=$(grep -cv '^10\.96\.0\.1$' "$flap")
+total=$(wc -l <"$flap")
+if [ "$bads" = 0 ] && [ "$total" -ge 150 ]; then ok "410 relist: $total answers, none flapped"; else bad "410 relist: $bads of $total answers wrong" "$(sort "$flap" | uniq -c)"; fi
+relists() { in_node curl -s http://127.0.0.1:9254/metrics | awk '/^ndcache_k8s_relists_total/ {print $2}'; }
+relisted() { [ "$(relists)" -ge 1 ] 2>/dev/null; }
+until_ok 5 relisted && ok "relist counted in /metrics ($(relists))" ||
+	bad "no relist in /metrics" "$(in_node curl -s http://127.0.0.1:9254/metrics | grep k8s_)"
+ctl "{\"op\":\"apply\",\"object\":$svc}"
+until_ok 5 answer_is late.shop.svc.cluster.local A 10.96.77.7 &&
+	ok "after the relist, events flow again" || bad "no events after relist"
+
+# --- Partition and restart: the last good state keeps serving -------------------------------
+ctl '{"op":"pause","seconds":4}'
+ctl '{"op":"drop"}'
+sleep 1
+[ "$(q kubernetes.default.svc.cluster.local A)" = 10.96.0.1 ] &&
+	ok "partition: last good state served" || bad "partition: answer lost"
+kill "$API_PID"
+wait "$API_PID" 2>/dev/null
+sleep 1
+[ "$(q late.shop.svc.cluster.local A)" = 10.96.77.7 ] &&
+	ok "API server down: last good state served" || bad "API server down: answer lost"
+# A restarted server continues above the old resourceVersions (etcd's revisions only grow) with
+# the old ones compacted: the client must relist. It starts from the sample: late is gone there.
+start_api --initial-rv 100000 || exit 1
+until_ok 15 status_is late.shop.svc.cluster.local A NXDOMAIN &&
+	ok "API server restarted: resynced" || bad "API server restart: no resync" "$(tail -5 "$TOPO_DIR/ndcache.log")"
+
+# --- Token rotation: the token file changes, the old token is refused ------------------------
+token=token-two
+ctl '{"op":"token","token":"token-two"}'
+printf '%s' "$token" >"$TOPO_DIR/token.new" && mv "$TOPO_DIR/token.new" "$TOPO_DIR/token"
+ctl '{"op":"drop"}'
+ctl "{\"op\":\"apply\",\"object\":${svc//10.96.77.7/10.96.77.9}}"
+until_ok 10 answer_is late.shop.svc.cluster.local A 10.96.77.9 &&
+	ok "token rotated: re-read, events flow" || bad "token rotation: no events" "$(tail -5 "$TOPO_DIR/ndcache.log")"
+
+kill -TERM "$NDCACHE_PID"
+wait "$NDCACHE_PID" && ok "SIGTERM: clean exit" || bad "exit status $?" "$(tail -5 "$TOPO_DIR/ndcache.log")"
+
+# --- A server whose certificate the configured CA did not sign is refused --------------------
+sed "s#$TOPO_DIR/kubeconfig#$TOPO_DIR/kubeconfig-wrong-ca#" "$conf" >"$TOPO_DIR/wrong.yaml"
+ip netns exec "$NS_NODE" "$bin" --config "$TOPO_DIR/wrong.yaml" >"$TOPO_DIR/wrong.log" 2>&1 &
+NDCACHE_PID=$!
+TOPO_PIDS+=("$NDCACHE_PID")
+sleep 3
+r=$(ready)
+st=$(status kubernetes.default.svc.cluster.local A)
+if [ "$r" = 503 ] && [ "$st" = "status: NXDOMAIN" ]; then ok "wrong CA: never synced, not ready"; else bad "wrong CA: ready=$r $st" "$(cat "$TOPO_DIR/wrong.log")"; fi
+kill -TERM "$NDCACHE_PID"
+wait "$NDCACHE_PID"
+
+echo "k8s: $pass passed, $fail failed"
+[ "$fail" = 0 ]
