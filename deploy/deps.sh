@@ -4,9 +4,10 @@
 set -eu
 level=${1:-test}
 
-build_pkgs=(meson ninja-build pkg-config gcc python3 libyaml-dev libjson-c-dev)
-test_pkgs=(libcmocka-dev libknot-dev clang clang-format libclang-rt-14-dev iproute2 unbound dnsutils knot-dnsutils
-	libbpf-dev bpftool linux-libc-dev libcurl4-openssl-dev curl openssl)
+build_pkgs=(meson ninja-build pkg-config gcc python3 libyaml-dev libjson-c-dev libcurl4-openssl-dev
+	clang libbpf-dev bpftool linux-libc-dev)
+test_pkgs=(libcmocka-dev libknot-dev clang-format libclang-rt-14-dev iproute2 unbound dnsutils
+	knot-dnsutils curl openssl)
 bench_pkgs=(dnsperf knot knot-resolver gnuplot-nox procps iperf3)
 
 pkgs=("${build_pkgs[@]}")
