@@ -101,4 +101,13 @@ struct ndc_k8s_watch_stats {
 };
 void ndc_k8s_watch_stats(struct ndc_k8s_watch *w, struct ndc_k8s_watch_stats *ret);
 
+/*
+ * Feeds a watch stream (what the API server sends after the headers) through the same parser
+ * the watch threads use, chunk bytes at a time, calling ops->event for each event: the fuzz
+ * target's entry and the tests'. Returns 0, -ESTALE after an ERROR 410 event, -EBADMSG for bad
+ * JSON or an oversized event (the watch would reconnect).
+ */
+int ndc_k8s_stream_replay(enum ndc_k8s_kind kind, const char *data, size_t len, size_t chunk,
+			  const struct ndc_k8s_watch_ops *ops, void *arg);
+
 #endif
