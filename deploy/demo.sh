@@ -26,10 +26,12 @@ meson compile -C build control/ndcache >/dev/null || {
 topo_up || exit 1
 upstream_up || exit 1
 
-# Only the upstream is configured: source, listen address, zone and TTL are the defaults, so the
-# agent serves the sample cluster compiled into it.
+# Only the upstream and the pod-facing interface are configured: source, listen address, zone,
+# TTL and dataplane mode (tc: the in-kernel fast path) are the defaults, so the agent serves the
+# sample cluster compiled into it, answering from the kernel where it can.
 conf="$TOPO_DIR/ndcache.yaml"
-printf 'upstream: [%s:53]\ndataplane:\n  mode: socket\n' "$UPSTREAM_ADDR" >"$conf"
+printf 'upstream: [%s:53]\ndataplane:\n  interfaces: [eth-pod]\n' "$UPSTREAM_ADDR" >"$conf"
+mountpoint -q /sys/fs/bpf || mount -t bpf bpf /sys/fs/bpf
 echo "== ndcache $(build/control/ndcache --version | cut -d' ' -f2), config:"
 sed 's/^/   /' "$conf"
 ndcache_up "$root/build/control/ndcache" "$conf" || exit 1
@@ -64,6 +66,10 @@ sleep 1.2
 ask "same name 1 s later: from the cache (TTL counts down)" www.example.com A
 echo
 echo "== upstream (unbound) saw $(grep -c 'www.example.com. A IN' "$TOPO_DIR/unbound.log") query for www.example.com"
+echo
+echo "== who answered: ndcache's /metrics (kernel = the tc fast path, the rest = the socket path)"
+in_node curl -s http://127.0.0.1:9254/metrics |
+	grep -E '^ndcache_(kernel_answers_total|answers_total|queries_total)' | sed 's/^/   /'
 
 if [ $keep = 1 ]; then
 	echo
