@@ -103,6 +103,7 @@ listen: [$NODE_LOCAL]
 upstream: [$UPSTREAM_ADDR:53]
 source:
   kubernetes: {kubeconfig: $TOPO_DIR/kubeconfig}
+records: {pods: verified}
 dataplane: {mode: socket}
 EOF
 
@@ -161,6 +162,20 @@ until_ok 3 status_is newns.svc.cluster.local A NOERROR &&
 ctl '{"op":"delete","kind":"Namespace","namespace":"","name":"newns"}'
 until_ok 3 status_is newns.svc.cluster.local A NXDOMAIN &&
 	ok "Namespace deleted: NXDOMAIN" || bad "Namespace deleted: still known"
+
+pod='{"apiVersion":"v1","kind":"Pod","metadata":{"name":"late-pod","namespace":"shop","uid":"u-pod"},"spec":{},"status":{"podIP":"10.244.7.7","podIPs":[{"ip":"10.244.7.7"}]}}'
+until_ok 3 status_is 10-244-7-7.shop.pod.cluster.local A NXDOMAIN &&
+	ok "Pod name unknown before the Pod exists (pods: verified)" || bad "unknown pod answered"
+ctl "{\"op\":\"apply\",\"object\":$pod}"
+until_ok 3 answer_is 10-244-7-7.shop.pod.cluster.local A 10.244.7.7 &&
+	ok "Pod added: its name answered" || bad "Pod added: not answered"
+ctl "{\"op\":\"apply\",\"object\":${pod//10.244.7.7/10.244.7.8}}"
+until_ok 3 answer_is 10-244-7-8.shop.pod.cluster.local A 10.244.7.8 &&
+	until_ok 3 status_is 10-244-7-7.shop.pod.cluster.local A NXDOMAIN &&
+	ok "Pod modified: new IP answered, old one gone" || bad "Pod modified: wrong answers"
+ctl '{"op":"delete","kind":"Pod","namespace":"shop","name":"late-pod"}'
+until_ok 3 status_is 10-244-7-8.shop.pod.cluster.local A NXDOMAIN &&
+	ok "Pod deleted: NXDOMAIN" || bad "Pod deleted: still answered"
 
 # --- 410: relist without any answer flapping ------------------------------------------------
 flap="$TOPO_DIR/flap"
