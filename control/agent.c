@@ -222,6 +222,8 @@ static void metrics(void *arg, struct ndc_metrics_buf *b)
 		  ks.last_latency_us);
 		G(b, "programming_latency_max_us",
 		  "Largest programming latency seen, microseconds.", ks.max_latency_us);
+		G(b, "records_build_last_us",
+		  "Duration of the last record table build, microseconds.", ks.last_build_us);
 		ndc_k8s_watch_stats(ag->watch, &ws);
 		C(b, "k8s_relists_total", "Relists after 410 Gone.", ws.relists_410);
 		C(b, "k8s_reconnects_total", "Watch reconnects.", ws.reconnects);
