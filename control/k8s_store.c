@@ -182,6 +182,8 @@ const struct ndc_k8s_watch_ops ndc_k8s_store_ops = {
 /* Appends n elements of size sz from src to *dst (count *n_dst, capacity *cap). */
 static int append(void **dst, size_t *n_dst, size_t *cap, const void *src, size_t n, size_t sz)
 {
+	if (!n)
+		return 0; /* src may be NULL then, and memcpy must not see it */
 	if (*n_dst + n > *cap) {
 		size_t c = *cap ? *cap * 2 : 256;
 		void *p;
