@@ -22,6 +22,25 @@ TOPO_DIR=""
 TOPO_PIDS=()
 
 in_node() { ip netns exec "$NS_NODE" "$@"; }
+
+# Test bookkeeping for the integration scripts: ok DESC, bad DESC [DETAIL], then
+# summary NAME prints "NAME: N passed, N failed" and returns non-zero on any failure.
+pass=0
+fail=0
+ok() {
+	pass=$((pass + 1))
+	echo "ok   - $1"
+}
+bad() {
+	fail=$((fail + 1))
+	echo "FAIL - $1"
+	[ -n "${2:-}" ] && printf '%s\n' "$2" | head -40 | sed 's/^/       /'
+	return 0
+}
+summary() {
+	echo "$1: $pass passed, $fail failed"
+	[ "$fail" = 0 ]
+}
 in_pod() { ip netns exec "$NS_POD" "$@"; }
 
 topo_down() {

@@ -10,17 +10,6 @@ bin="$build/control/ndcache"
 # shellcheck source=lib.sh
 . "$here/lib.sh"
 
-pass=0
-fail=0
-ok() {
-	pass=$((pass + 1))
-	echo "ok   - $1"
-}
-bad() {
-	fail=$((fail + 1))
-	echo "FAIL - $1"
-	[ -n "${2:-}" ] && printf '%s\n' "$2" | sed 's/^/       /'
-}
 
 # check DESC CMD... : passes when CMD's output (stdin of the check) matches; see expect_*.
 # q [dig options] NAME TYPE: dig from the pod to the node-local address.
@@ -200,5 +189,4 @@ expect "upstream down: cluster names unaffected" "$out" "IN[[:space:]]+A[[:space
 kill -TERM "$NDCACHE_PID"
 if wait "$NDCACHE_PID"; then ok "SIGTERM: clean exit 0"; else bad "SIGTERM: exit status $?" "$(cat "$TOPO_DIR/ndcache.log")"; fi
 
-echo "e2e: $pass passed, $fail failed"
-[ "$fail" = 0 ]
+summary e2e

@@ -13,17 +13,6 @@ bin="$build/control/ndcache"
 # shellcheck source=lib.sh
 . "$here/lib.sh"
 
-pass=0
-fail=0
-ok() {
-	pass=$((pass + 1))
-	echo "ok   - $1"
-}
-bad() {
-	fail=$((fail + 1))
-	echo "FAIL - $1"
-	[ -n "${2:-}" ] && printf '%s\n' "$2" | head -40 | sed 's/^/       /'
-}
 
 [ -x "$bin" ] || {
 	echo "no binary at $bin: build first" >&2
@@ -51,7 +40,7 @@ EOF
 ndcache_up "$bin" "$conf" || exit 1
 if grep -q "fast path unavailable" "$TOPO_DIR/ndcache.log"; then
 	bad "fast path did not load" "$(cat "$TOPO_DIR/ndcache.log")"
-	echo "fastpath: $pass passed, $fail failed"
+	summary fastpath
 	exit 1
 fi
 
@@ -161,5 +150,4 @@ else
 	bad "kernel answered only ${total:-0} of $n UDP questions" "$line"
 fi
 
-echo "fastpath: $pass passed, $fail failed"
-[ "$fail" = 0 ]
+summary fastpath

@@ -14,17 +14,6 @@ fake="$root/tests/fakeapi/fake_apiserver.py"
 # shellcheck source=lib.sh
 . "$here/lib.sh"
 
-pass=0
-fail=0
-ok() {
-	pass=$((pass + 1))
-	echo "ok   - $1"
-}
-bad() {
-	fail=$((fail + 1))
-	echo "FAIL - $1"
-	[ -n "${2:-}" ] && printf '%s\n' "$2" | head -30 | sed 's/^/       /'
-}
 
 [ -x "$bin" ] || {
 	echo "no binary at $bin: build first" >&2
@@ -241,5 +230,4 @@ if [ "$r" = 503 ] && [ "$st" = "status: NXDOMAIN" ]; then ok "wrong CA: never sy
 kill -TERM "$NDCACHE_PID"
 wait "$NDCACHE_PID"
 
-echo "k8s: $pass passed, $fail failed"
-[ "$fail" = 0 ]
+summary k8s
