@@ -911,7 +911,7 @@ void ndc_config_defaults(struct ndc_config *cfg)
 	cfg->records.ttl = 5;
 	cfg->dataplane.n_interfaces = sizeof(default_ifaces) / sizeof(default_ifaces[0]);
 	cfg->dataplane.interfaces = default_ifaces;
-	cfg->dataplane.table_size = 65536;
+	cfg->dataplane.table_size = 262144;
 	cfg->http.listen = default_http;
 	cfg->cache.max_entries = 100000;
 	cfg->cache.max_bytes = 64ULL << 20;

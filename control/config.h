@@ -45,7 +45,7 @@ struct ndc_config {
 		enum ndc_dp_mode mode;
 		size_t n_interfaces;
 		char **interfaces;
-		uint32_t table_size; /* fast-path answer table entries, 65536 */
+		uint32_t table_size; /* fast-path answer table entries, 262144 */
 		bool redirect_peer; /* tc replies with bpf_redirect_peer (faster; skips peer XDP) */
 	} dataplane;
 	struct {

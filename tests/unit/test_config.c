@@ -111,7 +111,7 @@ static void assert_defaults(const struct ndc_config *c)
 	assert_int_equal(c->records.n_namespaces, 0);
 	assert_int_equal(c->dataplane.mode, NDC_DP_TC);
 	assert_strv(c->dataplane.interfaces, c->dataplane.n_interfaces, ifaces, 4);
-	assert_int_equal(c->dataplane.table_size, 65536);
+	assert_int_equal(c->dataplane.table_size, 262144);
 	assert_false(c->dataplane.redirect_peer);
 	assert_string_equal(c->http.listen, "127.0.0.1:9254");
 	assert_int_equal(c->cache.max_entries, 100000);
