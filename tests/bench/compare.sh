@@ -1,0 +1,772 @@
+#!/usr/bin/env bash
+# Comparison benchmark (issue 5): ndcache in every dataplane mode of this build against unbound,
+# Knot DNS (kernel UDP and XDP mode), Knot Resolver and a bare in-kernel reflector, all measured
+# in one run, on the same synthetic cluster, over the same pod -> veth -> node path
+# (tests/integration/lib.sh: pod netns 169.254.100.2, node-local address 169.254.20.10).
+# Every server runs pinned to CPU 0, the load generators (dnsperf, kxdpgun) to CPU 1.
+#
+# Servers: reflector (bpf/ndc_reflector.bpf.o on eth-pod tc ingress: bounces each query, no DNS
+# work; the latency floor), ndcache-socket, ndcache-tc, ndcache-xdp, unbound (local-data),
+# knot (authoritative zones, kernel UDP), knot-xdp (same, XDP mode on eth-pod), kresd (RPZ local
+# data). Nothing recurses: unbound and kresd forward example.com to a local unbound on
+# 169.254.53.1, knot serves example.com itself, every other name is refused or NXDOMAIN.
+# Workloads: hits (every service name, A); ndots (an ndots:5 pod resolving external names: the
+#   three search-path NXDOMAINs then the name, A and AAAA); cached (the external names, A and
+#   AAAA, already in the cache after a warm-up).
+# Measures, per server and repeat: kxdpgun max replies/s (hits); dnsperf max QPS (hits);
+#   p50/p99/p99.9 latency from dnsperf -v at each --rates rate and at --sat-pct % of that
+#   server's dnsperf max (hits), at each --ext-rates rate (ndots, cached); CPU ms per 1,000
+#   queries at each fixed rate. Then the medians, their spread, the target ratios, a table,
+#   CSV, JSON and a PNG (tests/bench/compare_report.py).
+#
+# Usage: tests/bench/compare.sh [options]
+#   --duration S     seconds per measurement (default 5; 1..120)
+#   --repeats N      repeats of the whole server list, median reported (default 3)
+#   --services N     services in the synthetic cluster (default 10000)
+#   --namespaces N   namespaces (default 100); 20% of services are headless, 3 endpoints each
+#   --ext-names N    external names for the ndots and cached workloads (default 200)
+#   --rates LIST     fixed rates for the hits workload, QPS (default 10000,40000)
+#   --ext-rates LIST fixed rates for the ndots and cached workloads (default 40000)
+#   --sat-pct P      the near-saturation rate: P% of the server's dnsperf max (default 80)
+#   --servers LIST   subset of the server list, comma-separated (default: all)
+#   --build DIR      meson build dir (default build-cmp; set up with -Dbpf=enabled if missing)
+#   --out DIR        results: compare.txt/.csv/.json/.png, raw logs (default BUILD/compare)
+#   --quick          development run: 1 repeat, 2 s, 2000 services
+# Needs root (packages, network namespaces, BPF) and 2 CPUs. Exit 0 when the run completed,
+# targets met or not; 1 when something could not be run or a server answered wrongly; 130 when
+# interrupted. Everything it creates is removed on exit, Ctrl-C included.
+set -u
+here=$(cd "$(dirname "$0")" && pwd)
+root=$(cd "$here/../.." && pwd)
+cmdline="tests/bench/compare.sh${*:+ $*}"
+args=("$@")
+
+duration=5
+repeats=3
+services=10000
+namespaces=100
+headless_pct=20
+endpoints=3
+ttl=30
+ext_names=200
+rates=10000,40000
+ext_rates=40000
+sat_pct=80
+servers_opt=""
+build="$root/build-cmp"
+out=""
+all_servers=(reflector ndcache-socket ndcache-tc ndcache-xdp unbound knot knot-xdp kresd)
+# kxdpgun offers far more than one CPU can answer: its figure is the server's maximum.
+kx_qps=5000000
+# dnsperf: 4 sockets, at most 500 queries in flight, a query unanswered after 1 s is lost.
+dp_clients=4
+dp_outstanding=500
+dp_timeout=1
+
+usage() {
+	sed -n '2,/^set -u/p' "$0" | sed -e '/^set -u/d' -e 's/^# \{0,1\}//'
+	exit "${1:-2}"
+}
+die() {
+	echo "compare: $*" >&2
+	exit 1
+}
+say() { echo "compare: $*" >&2; }
+is_uint() { [[ $1 =~ ^[0-9]+$ ]] && [ "$1" -gt 0 ]; }
+is_list() { [[ $1 =~ ^[0-9]+(,[0-9]+)*$ ]]; }
+
+while [ $# -gt 0 ]; do
+	case "$1" in
+	-h | --help) usage 0 ;;
+	--quick) repeats=1; duration=2; services=2000; shift; continue ;;
+	esac
+	[ $# -ge 2 ] || die "$1 needs a value"
+	case "$1" in
+	--duration) duration=$2 ;;
+	--repeats) repeats=$2 ;;
+	--services) services=$2 ;;
+	--namespaces) namespaces=$2 ;;
+	--ext-names) ext_names=$2 ;;
+	--rates) rates=$2 ;;
+	--ext-rates) ext_rates=$2 ;;
+	--sat-pct) sat_pct=$2 ;;
+	--servers) servers_opt=$2 ;;
+	--build) build=$2 ;;
+	--out) out=$2 ;;
+	*) echo "compare: unknown argument '$1'" >&2; usage 2 ;;
+	esac
+	shift 2
+done
+in_range() { is_uint "$1" && [ "$1" -le "$2" ]; }
+in_range "$duration" 120 || die "--duration: 1..120 seconds"
+in_range "$repeats" 20 || die "--repeats: 1..20"
+is_uint "$services" || die "--services: a positive integer"
+is_uint "$namespaces" || die "--namespaces: a positive integer"
+in_range "$ext_names" 50000 || die "--ext-names: 1..50000"
+is_list "$rates" || die "--rates: comma-separated QPS, e.g. 10000,40000"
+is_list "$ext_rates" || die "--ext-rates: comma-separated QPS"
+in_range "$sat_pct" 100 || die "--sat-pct: 1..100"
+servers=()
+if [ -n "$servers_opt" ]; then
+	IFS=, read -r -a want <<<"$servers_opt"
+	for s in "${want[@]}"; do
+		[[ " ${all_servers[*]} " == *" $s "* ]] || die "--servers: unknown '$s' (${all_servers[*]})"
+	done
+	for s in "${all_servers[@]}"; do # keep the canonical order
+		[[ " ${want[*]} " == *" $s "* ]] && servers+=("$s")
+	done
+else
+	servers=("${all_servers[@]}")
+fi
+IFS=, read -r -a hit_rates <<<"$rates"
+IFS=, read -r -a ext_rate_list <<<"$ext_rates"
+[ "$(id -u)" = 0 ] || die "needs root (packages, network namespaces, BPF)"
+[ "$(nproc)" -ge 2 ] || die "needs at least 2 CPUs (servers on CPU 0, generators on CPU 1)"
+case "$build" in /*) ;; *) build="$PWD/$build" ;; esac
+[ -n "$out" ] || out="$build/compare"
+case "$out" in /*) ;; *) out="$PWD/$out" ;; esac
+
+bin="$build/control/ndcache"
+reflector="$build/bpf/ndc_reflector.bpf.o"
+results="$out/results.jsonl"
+
+# The measurements run in a second copy of this script, in the background, while this one only
+# waits: a shell waiting in the wait builtin acts on Ctrl-C at once, whereas one running a
+# foreground command may not (bash does not act on SIGINT when that command handles it itself,
+# and dig, dnsperf and python3 do). On any exit, this copy's cleanup stops the other, then
+# every process left in the two namespaces (servers, generators, the upstream), detaches the
+# programs and deletes the namespaces. NDC_COMPARE_TOPO passes the topology to the copy.
+if [ -z "${NDC_COMPARE_TOPO:-}" ]; then
+	# --- Packages and the build ---
+	"$root/deploy/deps.sh" bench || die "deploy/deps.sh bench failed"
+	for tool in dnsperf kxdpgun unbound knotd kresd gnuplot clang dig tc bpftool taskset python3 \
+		ip; do
+		command -v "$tool" >/dev/null || die "$tool not found after deploy/deps.sh bench"
+	done
+	if [ ! -f "$build/build.ninja" ]; then
+		meson setup "$build" --buildtype=release -Dbpf=enabled >/dev/null ||
+			die "meson setup $build --buildtype=release -Dbpf=enabled failed"
+	fi
+	mkdir -p "$out" || die "cannot create $out"
+	ninja -C "$build" control/ndcache bpf/ndc_reflector.bpf.o >"$out/build.log" 2>&1 || {
+		tail -20 "$out/build.log" >&2
+		die "build failed (log: $out/build.log)"
+	}
+	mountpoint -q /sys/fs/bpf || mount -t bpf bpf /sys/fs/bpf || die "cannot mount bpffs"
+	: >"$results"
+	rm -f "$out"/compare.{txt,csv,json,png}
+
+	# --- The topology, and the cleanup that runs on every exit ---
+	# shellcheck source=SCRIPTDIR/../integration/lib.sh
+	. "$root/tests/integration/lib.sh"
+	MAIN_PID=""
+	# shellcheck disable=SC2317 # run by the EXIT trap
+	cleanup() {
+		local ns pids
+		trap '' INT TERM
+		if [ -n "$MAIN_PID" ]; then
+			kill "$MAIN_PID" 2>/dev/null
+			wait "$MAIN_PID" 2>/dev/null
+		fi
+		for ns in "$NS_POD" "$NS_NODE"; do
+			pids=$(ip netns pids "$ns" 2>/dev/null)
+			# shellcheck disable=SC2086 # a list of PIDs
+			[ -z "$pids" ] || kill $pids 2>/dev/null
+		done
+		for _ in $(seq 30); do
+			pids=$(ip netns pids "$NS_POD" 2>/dev/null; ip netns pids "$NS_NODE" 2>/dev/null)
+			[ -n "$pids" ] || break
+			sleep 0.1
+		done
+		# shellcheck disable=SC2086 # a list of PIDs
+		[ -z "$pids" ] || kill -9 $pids 2>/dev/null
+		# The programs go with the veth when the namespaces are deleted; detach them first
+		# anyway, so that nothing depends on who else may hold the namespaces open.
+		ip netns exec "$NS_POD" ip link set dev eth0 xdp off 2>/dev/null
+		ip netns exec "$NS_NODE" ip link set dev eth-pod xdp off 2>/dev/null
+		ip netns exec "$NS_NODE" tc qdisc del dev eth-pod clsact 2>/dev/null
+		topo_down
+	}
+	topo_up
+	topo_rc=$?
+	trap cleanup EXIT
+	trap 'exit 130' INT TERM
+	[ $topo_rc = 0 ] || die "could not create the network namespaces"
+	NDC_COMPARE_TOPO="$TOPO_ID:$TOPO_DIR" "$BASH" "${BASH_SOURCE[0]}" "${args[@]}" &
+	MAIN_PID=$!
+	wait "$MAIN_PID"
+	rc=$?
+	MAIN_PID=""
+	exit $rc
+fi
+
+# --- From here on: the copy that measures, inside the topology the first one made. ---
+TOPO_ID=${NDC_COMPARE_TOPO%%:*}
+# shellcheck source=SCRIPTDIR/../integration/lib.sh
+. "$root/tests/integration/lib.sh"
+TOPO_DIR=${NDC_COMPARE_TOPO#*:}
+GEN_PID=""
+SERVER_PID=""
+interrupted=0
+work="$TOPO_DIR"
+node_mac=$(in_node cat /sys/class/net/eth-pod/address) || die "no eth-pod in the node netns"
+
+# --- The data: the cluster (gen_cluster.py) and, derived from it here, the external names,
+# the three workloads, a zone file for knot, an RPZ file for kresd. ---
+cluster="$work/cluster"
+python3 "$here/gen_cluster.py" --services "$services" --namespaces "$namespaces" \
+	--headless-pct "$headless_pct" --endpoints "$endpoints" --ttl "$ttl" --out "$cluster" \
+	>/dev/null || die "gen_cluster.py failed"
+python3 - "$cluster" "$work" "$ext_names" "$ttl" <<'EOF' || die "cannot derive the workloads"
+import ipaddress, os, sys
+cl, work, n_ext, ttl = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4])
+expected = [l.split() for l in open(os.path.join(cl, "expected.txt"))]
+namespaces = sorted({name.split(".")[1] for name, _ in expected})
+# External names: answer data only (198.18.0.0/15 and 2001:db8::/32 are never sent to).
+ext = []
+for i in range(n_ext):
+    name = "ext-%05d.example.com" % i
+    a = str(ipaddress.IPv4Address("198.18.0.0") + i + 1)
+    aaaa = str(ipaddress.IPv6Address("2001:db8::") + 0x10000 + i)
+    ext.append((name, a, aaaa))
+def w(path, lines):
+    with open(os.path.join(work, path), "w") as f:
+        f.writelines(lines)
+w("ext.txt", ["%s %s %s\n" % e for e in ext])
+w("upstream-extra.txt", ["%s. 300 IN A %s\n%s. 300 IN AAAA %s\n" % (n, a, n, q) for n, a, q in ext])
+# kxdpgun and dnsperf read "name type" lines.
+w("hits.txt", ["%s. A\n" % l.split()[0] for l in open(os.path.join(cl, "queries.txt"))])
+ndots = []
+for i, (name, _, _) in enumerate(ext):
+    ns = namespaces[i % len(namespaces)]
+    for cand in ("%s.%s.svc.cluster.local" % (name, ns), "%s.svc.cluster.local" % name,
+                 "%s.cluster.local" % name, name):
+        ndots += ["%s. A\n" % cand, "%s. AAAA\n" % cand]
+w("ndots.txt", ndots)
+w("cached.txt", ["%s. A\n%s. AAAA\n" % (n, n) for n, _, _ in ext])
+# knot: cluster.local from the generator's expected answers, example.com with the external names.
+soa = "@ %d IN SOA ns.%s. hostmaster.%s. 1 3600 600 86400 %d\n@ %d IN NS ns.%s.\n"
+z = ["$ORIGIN cluster.local.\n", soa % (ttl, "cluster.local", "cluster.local", ttl, ttl,
+     "cluster.local"), "ns %d IN A 169.254.20.10\n" % ttl]
+for name, ips in expected:
+    z += ["%s. %d IN A %s\n" % (name, ttl, ip) for ip in ips.split(",")]
+w("cluster.local.zone", z)
+z = ["$ORIGIN example.com.\n", soa % (300, "example.com", "example.com", 60, 300, "example.com"),
+     "ns 300 IN A 192.0.2.1\n"]
+z += ["%s. 300 IN A %s\n%s. 300 IN AAAA %s\n" % (n, a, n, q) for n, a, q in ext]
+w("example.com.zone", z)
+# kresd: RPZ whose owners are the full query names under rpz.invalid.; the wildcard's CNAME .
+# is NXDOMAIN for every other name under cluster.local.
+z = ["$ORIGIN rpz.invalid.\n", "@ %d IN SOA localhost. nobody.invalid. 1 3600 600 86400 %d\n"
+     % (ttl, ttl), "*.cluster.local.rpz.invalid. %d IN CNAME .\n" % ttl]
+for name, ips in expected:
+    z += ["%s.rpz.invalid. %d IN A %s\n" % (name, ttl, ip) for ip in ips.split(",")]
+w("cluster.rpz", z)
+EOF
+n_headless=$(awk -F'[ ,]' 'NF > 2 { n++ } END { print n + 0 }' "$cluster/expected.txt")
+# The upstream for ndcache, unbound and kresd: example.com with the external names.
+UNBOUND_EXTRA=()
+while read -r rr; do UNBOUND_EXTRA+=("$rr"); done <"$work/upstream-extra.txt"
+upstream_up || die "the upstream unbound on $UPSTREAM_ADDR did not start"
+
+# A program that passes everything, for the pod's eth0 during dnsperf runs: a veth delivers
+# frames that its peer sends with XDP_TX only when it has an XDP program itself (GRO alone was
+# not enough on this kernel), so without one ndcache-xdp's replies never reach a pod socket.
+# It is attached for every server alike; kxdpgun puts its own program there instead.
+cat >"$work/xdp_pass.c" <<'EOF'
+struct xdp_md;
+__attribute__((section("xdp"), used)) int xdp_pass(struct xdp_md *ctx)
+{
+	return 2; /* XDP_PASS */
+}
+char _license[] __attribute__((section("license"), used)) = "GPL";
+EOF
+clang -O2 -target bpf -c "$work/xdp_pass.c" -o "$work/xdp_pass.o" ||
+	die "cannot compile the XDP pass program"
+pass_on() {
+	in_pod ip -force link set dev eth0 xdp obj "$work/xdp_pass.o" sec xdp ||
+		die "cannot attach the XDP pass program to the pod's eth0"
+}
+pass_off() { in_pod ip link set dev eth0 xdp off 2>/dev/null; }
+
+# --- Answer checks, from the pod, without EDNS cookies (those would send a query to the socket
+# path and skip the fast path that is measured). ---
+check_names=$(awk -v k="$((services / 10 + 1))" -F'[ ,]' \
+	'NR == 1 || NR % k == 0 || (NF > 2 && !h++)' "$cluster/expected.txt")
+ext_check=$(awk 'NR == 1 || NR % 97 == 0' "$work/ext.txt" | head -3)
+nx_check=$(awk '$1 ~ /cluster\.local\.$/ && NR % 3 == 1 { print $1 }' "$work/ndots.txt" | head -3)
+pod_dig() { in_pod dig +time=2 +tries=1 +nocookie "@$NODE_LOCAL" "$@" </dev/null 2>&1; }
+
+# check_answers SERVER: 0 when all good, 1 when the server does not answer from the pod (it
+# is then reported as not measured), and the run aborts when an answer is wrong.
+check_answers() {
+	local s=$1 name ips got want a aaaa bad=""
+	if ! pod_dig +short kubernetes.default.svc.cluster.local A | grep -qx 10.96.0.1; then
+		return 1
+	fi
+	while read -r name ips; do
+		got=$(pod_dig +noall +answer "$name" A | awk '!/^;/ && NF { print $1, $2, $4, $5 }' |
+			sort)
+		want=$(tr ',' '\n' <<<"$ips" | awk -v n="$name." -v t="$ttl" '{ print n, t, "A", $1 }' |
+			sort)
+		[ "$got" = "$want" ] || bad+="$name A: got '${got//$'\n'/; }', expected '${want//$'\n'/; }'. "
+	done <<<"$check_names"
+	for name in $nx_check; do
+		got=$(pod_dig +noall +comments "$name" A | sed -n 's/.*status: \([A-Z]*\).*/\1/p')
+		[ "$got" = NXDOMAIN ] || bad+="$name A: status '${got:-none}', expected NXDOMAIN. "
+	done
+	while read -r name a aaaa; do
+		got=$(pod_dig +short "$name" A)
+		[ "$got" = "$a" ] || bad+="$name A: got '$got', expected $a. "
+		got=$(pod_dig +short "$name" AAAA)
+		[ "$got" = "$aaaa" ] || bad+="$name AAAA: got '$got', expected $aaaa. "
+	done <<<"$ext_check"
+	[ -z "$bad" ] || die "$s answered wrongly, not measuring it: $bad"
+	return 0
+}
+
+# --- Servers ---
+write_conf() {
+	local s=$1 phase=$2 mode peer=""
+	case "$s" in
+	ndcache-*)
+		mode=${s#ndcache-}
+		# kxdpgun receives with XDP on eth0, which bpf_redirect_peer's replies skip: tc mode
+		# uses plain bpf_redirect for kxdpgun only, its default (redirect_peer) for dnsperf.
+		[ "$mode" = tc ] && [ "$phase" = kx ] && peer=", redirect_peer: false"
+		# The fast path's table holds one entry per name and type (about 6 per service with
+		# its SRV, PTR and endpoint records); the default (65536) is too small for 10000
+		# services, and then most names and every NXDOMAIN stay in user space.
+		cat >"$work/$s.yaml" <<EOF
+listen: [$NODE_LOCAL]
+port: 53
+upstream: [$UPSTREAM_ADDR]
+source: {snapshot: $cluster/cluster.json}
+records: {ttl: $ttl}
+dataplane: {mode: $mode, interfaces: [eth-pod], table_size: $table_size$peer}
+workers: 1
+EOF
+		;;
+	unbound)
+		cat >"$work/unbound-bench.conf" <<EOF
+server:
+	interface: $NODE_LOCAL
+	port: 53
+	do-daemonize: no
+	use-syslog: no
+	logfile: ""
+	verbosity: 0
+	chroot: ""
+	username: ""
+	directory: "$work"
+	pidfile: ""
+	access-control: 169.254.0.0/16 allow
+	num-threads: 1
+	do-ip6: no
+	module-config: "iterator"
+	local-zone: "." static
+	local-zone: "example.com." transparent
+	local-zone: "cluster.local." static
+	include: "$cluster/unbound-local.conf"
+forward-zone:
+	name: "example.com."
+	forward-addr: $UPSTREAM_ADDR
+EOF
+		;;
+	knot | knot-xdp)
+		mkdir -p "$work/knot"
+		cp "$work/cluster.local.zone" "$work/example.com.zone" "$work/knot/"
+		{
+			cat <<EOF
+server:
+    rundir: "$work/knot"
+    listen: $NODE_LOCAL@53
+    udp-workers: 1
+    tcp-workers: 1
+    background-workers: 1
+EOF
+			if [ "$s" = knot-xdp ]; then
+				printf 'xdp:\n    listen: eth-pod@53\n    udp: on\n    tcp: off\n'
+			fi
+			cat <<EOF
+log:
+  - target: stderr
+    any: info
+database:
+    storage: "$work/knot/db"
+template:
+  - id: default
+    storage: "$work/knot"
+    semantic-checks: off
+    journal-content: none
+    zonefile-sync: -1
+zone:
+  - domain: cluster.local
+    file: cluster.local.zone
+  - domain: example.com
+    file: example.com.zone
+EOF
+		} >"$work/knot.conf"
+		;;
+	kresd)
+		mkdir -p "$work/kresd"
+		rm -rf "$work/kresd/cache"
+		# No trust anchor, no priming, no RFC 5011 refresh: kresd asks nobody but the local
+		# upstream, and only for example.com; every other name outside the RPZ is refused.
+		cat >"$work/kresd.conf" <<EOF
+net.ipv6 = false
+net.listen('$NODE_LOCAL', 53, { kind = 'dns' })
+cache.open(64 * MB, 'lmdb://$work/kresd/cache')
+trust_anchors.remove('.')
+modules.unload('ta_update')
+modules.unload('priming')
+modules.unload('detect_time_skew')
+modules.unload('ta_signal_query')
+policy.add(policy.rpz(policy.DENY, '$work/cluster.rpz', false))
+policy.add(policy.suffix(policy.STUB({'$UPSTREAM_ADDR'}), { todname('example.com.') }))
+policy.add(policy.all(policy.DENY))
+EOF
+		;;
+	esac
+}
+
+attached() { in_node bpftool -j net show dev eth-pod 2>/dev/null | grep -q '"id"'; }
+
+# server_start SERVER PHASE: 0 when it answers, else 1 with the reason in START_ERR.
+START_ERR=""
+server_start() {
+	local s=$1 phase=$2 log="$work/$1.log" i
+	START_ERR=""
+	SERVER_PID=""
+	attached && die "a program is still attached to eth-pod before $s starts"
+	write_conf "$s" "$phase"
+	case "$s" in
+	reflector)
+		if ! in_node tc qdisc add dev eth-pod clsact ||
+			! in_node tc filter add dev eth-pod ingress bpf da obj "$reflector" sec tc; then
+			die "cannot attach $reflector to eth-pod"
+		fi
+		return 0
+		;;
+	ndcache-*)
+		ip netns exec "$NS_NODE" taskset -c 0 "$bin" --config "$work/$s.yaml" >"$log" 2>&1 &
+		;;
+	unbound)
+		ip netns exec "$NS_NODE" taskset -c 0 unbound -d -c "$work/unbound-bench.conf" \
+			>"$log" 2>&1 &
+		;;
+	knot | knot-xdp)
+		ip netns exec "$NS_NODE" taskset -c 0 knotd -c "$work/knot.conf" >"$log" 2>&1 &
+		;;
+	kresd)
+		ip netns exec "$NS_NODE" taskset -c 0 kresd -n -c "$work/kresd.conf" "$work/kresd" \
+			>"$log" 2>&1 &
+		;;
+	esac
+	SERVER_PID=$!
+	TOPO_PIDS+=("$SERVER_PID")
+	# Ready when the node itself gets the kubernetes service's address (zones loaded).
+	for ((i = 0; i < 300; i++)); do
+		kill -0 "$SERVER_PID" 2>/dev/null || break
+		if in_node dig +time=1 +tries=1 +short "@$NODE_LOCAL" kubernetes.default.svc.cluster.local \
+			</dev/null 2>/dev/null | grep -qx 10.96.0.1; then
+			break
+		fi
+		sleep 0.1
+	done
+	if ! kill -0 "$SERVER_PID" 2>/dev/null; then
+		START_ERR="exited at start: $(tail -3 "$log" | tr '\n' ' ')"
+		return 1
+	fi
+	if [ $i -ge 300 ]; then
+		START_ERR="not answering after 30 s: $(tail -3 "$log" | tr '\n' ' ')"
+		return 1
+	fi
+	case "$s" in
+	ndcache-tc | ndcache-xdp)
+		if grep -q "fast path unavailable" "$log"; then
+			START_ERR="fast path did not load: $(grep -m1 'fast path unavailable' "$log")"
+			return 1
+		fi
+		;;
+	knot-xdp)
+		if ! grep -q "initialized XDP interface eth-pod" "$log"; then
+			START_ERR="knotd did not initialise XDP on eth-pod: $(grep -m1 -i 'xdp' "$log")"
+			return 1
+		fi
+		;;
+	esac
+	return 0
+}
+
+server_stop() {
+	local pid=$SERVER_PID keep=() p
+	if [ -n "$pid" ]; then
+		kill "$pid" 2>/dev/null
+		for _ in $(seq 50); do
+			kill -0 "$pid" 2>/dev/null || break
+			sleep 0.1
+		done
+		kill -9 "$pid" 2>/dev/null
+		wait "$pid" 2>/dev/null
+		for p in "${TOPO_PIDS[@]}"; do
+			[ "$p" = "$pid" ] || keep+=("$p")
+		done
+		TOPO_PIDS=("${keep[@]}")
+	fi
+	SERVER_PID=""
+	in_node tc qdisc del dev eth-pod clsact 2>/dev/null
+	in_node ip link set dev eth-pod xdp off 2>/dev/null
+	attached && die "a program is still attached to eth-pod after $1 stopped"
+	return 0
+}
+
+# --- Generators: in the background, so that Ctrl-C runs the traps at once ---
+run_gen() {
+	local f=$1 rc
+	shift
+	ip netns exec "$NS_POD" taskset -c 1 "$@" >"$f" 2>&1 &
+	GEN_PID=$!
+	wait "$GEN_PID"
+	rc=$?
+	GEN_PID=""
+	[ "$interrupted" = 0 ] || exit 130
+	if grep -q 'Testing complete (interruption)' "$f"; then
+		say "interrupted"
+		exit 130
+	fi
+	return $rc
+}
+dnsperf_run() { # FILE QUERIES dnsperf-args...
+	local f=$1 q=$2
+	shift 2
+	run_gen "$f" dnsperf -s "$NODE_LOCAL" -d "$q" -t "$dp_timeout" -c "$dp_clients" \
+		-q "$dp_outstanding" "$@"
+}
+
+# /proc/stat of CPUs 0 and 1 and the server's ticks: "busy0 total0 irq0 sirq0 sirq1 srv".
+cpu_snap() {
+	local srv=0
+	if [ -n "$SERVER_PID" ] && [ -r "/proc/$SERVER_PID/stat" ]; then
+		srv=$(sed 's/^.*) //' "/proc/$SERVER_PID/stat" | awk '{ print $12 + $13 }')
+	fi
+	awk -v srv="$srv" '
+		$1 == "cpu0" || $1 == "cpu1" {
+			t = 0; for (i = 2; i <= NF; i++) t += $i
+			busy[$1] = t - $5 - $6; tot[$1] = t; irq[$1] = $7; sirq[$1] = $8 }
+		END { print busy["cpu0"], tot["cpu0"], irq["cpu0"], sirq["cpu0"], sirq["cpu1"], srv }' \
+		/proc/stat
+}
+hz=$(getconf CLK_TCK)
+
+# measure_lat SERVER REPEAT WORKLOAD LABEL RATE
+measure_lat() {
+	local s=$1 rep=$2 wl=$3 label=$4 rate=$5 f="$work/lat.txt" expect json
+	local b0 t0 i0 s0 z0 p0 b1 t1 i1 s1 z1 p1
+	expect=$wl
+	[ "$s" = reflector ] && expect=any # it echoes the query: no RCODE to check
+	read -r b0 t0 i0 s0 z0 p0 < <(cpu_snap)
+	dnsperf_run "$f" "$work/$wl.txt" -l "$duration" -Q "$rate" -v ||
+		die "$s: dnsperf ($wl at $rate QPS) failed: $(grep -v '^>' "$f" | tail -3)"
+	read -r b1 t1 i1 s1 z1 p1 < <(cpu_snap)
+	json=$(python3 "$here/compare_report.py" lat "$f" --expect "$expect" --tag kind=lat \
+		--tag server="$s" --tag repeat="$rep" --tag workload="$wl" --tag label="$label" \
+		--tag rate="$rate" --tag srv_ticks=$((p1 - p0)) --tag softirq_ticks=$((s1 - s0 + z1 - z0)) \
+		--tag other0_pct="$(awk -v b=$((b1 - b0 - (p1 - p0) - (s1 - s0) - (i1 - i0))) \
+			-v t=$((t1 - t0)) 'BEGIN { v = t > 0 ? 100 * b / t : 0; printf "%.1f", v < 0 ? 0 : v }')") ||
+		die "$s: cannot read dnsperf's output for $wl at $rate QPS"
+	# CPU per 1,000 answered queries: the server's own time plus all softirq time on both
+	# CPUs (the in-kernel paths run there, on whichever CPU sent the packet).
+	json=$(python3 -c '
+import json, sys
+r = json.loads(sys.argv[1]); hz = int(sys.argv[2]); r["hz"] = hz
+r["cpu_ms_per_1k"] = (round((r["srv_ticks"] + r["softirq_ticks"]) * 1000.0 / hz
+                      / r["answered"] * 1000, 4) if r["answered"] else None)
+print(json.dumps(r, sort_keys=True))' "$json" "$hz")
+	echo "$json" >>"$results"
+	local bad
+	bad=$(python3 -c 'import json, sys
+r = json.loads(sys.argv[1])
+print(r["bad_rcode"], r["bad_example"] or "")' "$json")
+	[ "${bad%% *}" = 0 ] ||
+		die "$s: ${bad%% *} answers with a wrong RCODE in $wl at $rate QPS, e.g. ${bad#* }"
+	rm -f "$f"
+}
+
+# note TEXT...: a line for the report's notes (the arguments joined by spaces).
+note() {
+	python3 -c 'import json, sys; print(json.dumps({"kind": "note", "text": sys.argv[1]}))' "$*" \
+		>>"$results"
+}
+
+declare -gA FAILED
+fail_server() {
+	local s=$1 why=$2
+	say "$s: not measured: $why"
+	FAILED[$s]=$why
+	python3 -c 'import json, sys
+print(json.dumps({"kind": "failed", "server": sys.argv[1], "reason": sys.argv[2]}))' \
+		"$s" "$why" >>"$results"
+	cp "$work/$s.log" "$out/logs/$s.failed.log" 2>/dev/null
+}
+
+table_size=65536
+while [ "$table_size" -lt $((services * 12)) ]; do table_size=$((table_size * 2)); done
+dmax=$(((duration + 1) / 2))
+[ "$dmax" -ge 2 ] || dmax=2
+
+session() {
+	local s=$1 rep=$2 f json sat rate
+	say "repeat $rep: $s"
+	pass_on
+	if ! server_start "$s" kx; then
+		server_stop "$s"
+		fail_server "$s" "$START_ERR"
+		return 0
+	fi
+	if [ "$s" != reflector ] && ! check_answers "$s"; then
+		server_stop "$s"
+		fail_server "$s" "no answer from the pod (dig from 169.254.100.2 timed out)"
+		return 0
+	fi
+
+	# kxdpgun: AF_XDP on the pod's eth0, its own XDP program there in place of ours.
+	pass_off
+	f="$work/kx.txt"
+	run_gen "$f" kxdpgun -t "$duration" -Q "$kx_qps" -F 1 -I eth0 -l "$POD_ADDR" -R "$node_mac" \
+		-i "$work/hits.txt" "$NODE_LOCAL"
+	local rc=$?
+	in_pod ip link set dev eth0 xdp off 2>/dev/null
+	[ $rc = 0 ] || die "$s: kxdpgun failed (exit $rc): $(tail -5 "$f")"
+	json=$(python3 "$here/compare_report.py" kx "$f" --tag kind=kx --tag server="$s" \
+		--tag repeat="$rep") || die "$s: cannot read kxdpgun's output: $(tail -5 "$f")"
+	echo "$json" >>"$results"
+	kill -0 "${SERVER_PID:-$$}" 2>/dev/null || die "$s exited during the kxdpgun run"
+	pass_on
+	if [ "$s" = ndcache-tc ]; then
+		server_stop "$s"
+		server_start "$s" dns || die "$s: restart with redirect_peer failed: $START_ERR"
+		check_answers "$s" || die "$s: no answer from the pod after the restart"
+	fi
+
+	# Warm-up: every external name and search-path NXDOMAIN once, which fills the caches.
+	dnsperf_run "$work/warm.txt" "$work/ndots.txt" -n 1 -Q 5000 ||
+		die "$s: warm-up failed: $(tail -3 "$work/warm.txt")"
+
+	f="$work/max.txt"
+	dnsperf_run "$f" "$work/hits.txt" -l "$dmax" || die "$s: dnsperf (max) failed: $(tail -3 "$f")"
+	json=$(python3 "$here/compare_report.py" max "$f" --tag kind=max --tag server="$s" \
+		--tag repeat="$rep") || die "$s: no summary in dnsperf's output"
+	echo "$json" >>"$results"
+	sat=$(python3 -c 'import json, sys
+print(int(json.loads(sys.argv[1])["qps"] * int(sys.argv[2]) / 100))' \
+		"$json" "$sat_pct")
+	[ "$sat" -gt 0 ] || { note "$s: dnsperf got no answers at all in repeat $rep"; sat=1000; }
+
+	for rate in "${hit_rates[@]}"; do
+		measure_lat "$s" "$rep" hits "$rate" "$rate"
+	done
+	measure_lat "$s" "$rep" hits sat "$sat"
+	for rate in "${ext_rate_list[@]}"; do
+		measure_lat "$s" "$rep" ndots "$rate" "$rate"
+		measure_lat "$s" "$rep" cached "$rate" "$rate"
+	done
+	kill -0 "${SERVER_PID:-$$}" 2>/dev/null || die "$s exited during the dnsperf runs"
+	server_stop "$s"
+	[ "$s" = reflector ] || cp "$work/$s.log" "$out/logs/$s.$rep.log"
+	case "$s" in
+	ndcache-tc | ndcache-xdp)
+		# What the kernel answered and what it passed up, and why (e.g. "size").
+		FP_COUNTERS[$s]=$(grep -o "fast path: [0-9]* answered.*" "$work/$s.log" | tail -1)
+		if grep -q "table too small" "$work/$s.log"; then
+			note "$s: ndcache warned that dataplane.table_size ($table_size) is too small"
+		fi
+		;;
+	esac
+}
+declare -gA FP_COUNTERS
+
+# --- The run ---
+started=$(date -u +%Y-%m-%dT%H:%M:%SZ)
+load_before=$(cut -d' ' -f1-3 /proc/loadavg)
+cpu_model=$(lscpu 2>/dev/null | sed -n 's/^Model name: *//p' | head -1)
+mem=$(awk '/^MemTotal/ { printf "%.0f GiB", $2 / 1048576 }' /proc/meminfo)
+machine="$(nproc) CPUs ($cpu_model), $mem, kernel $(uname -r)"
+ver() { "$@" 2>&1 | sed -n 's/.*[Vv]ersion //p' | head -1; }
+software="ndcache $("$bin" --version 2>&1 | head -1 | sed 's/^ndcache //')"
+software+=", unbound $(ver unbound -V), knotd $(ver knotd -V), kresd $(ver kresd -V)"
+software+=", dnsperf $(ver dnsperf -h)"
+software+=", kxdpgun $(ver kxdpgun -V)"
+rm -rf "$out/logs"
+mkdir -p "$out/logs"
+# Per server and repeat: about 10 s of start, checks, warm-up and kxdpgun's own setup, then the
+# measurements.
+per=$((10 + duration + dmax + (${#hit_rates[@]} + 1 + 2 * ${#ext_rate_list[@]}) * duration))
+say "${#servers[@]} servers x $repeats repeat(s), ${duration}s per measurement; about" \
+	"$((per * ${#servers[@]} * repeats / 60 + 1)) min"
+
+for ((rep = 1; rep <= repeats; rep++)); do
+	# Each repeat starts one server later, so that no server always runs first or last.
+	n=${#servers[@]}
+	for ((k = 0; k < n; k++)); do
+		s=${servers[$(((k + rep - 1) % n))]}
+		[ -n "${FAILED[$s]:-}" ] && continue
+		session "$s" "$rep"
+	done
+done
+
+# --- Notes the table needs, then the report ---
+note "servers pinned to CPU 0 (taskset), dnsperf and kxdpgun to CPU 1; the tc and XDP programs" \
+	"(reflector, ndcache-tc, ndcache-xdp, knot-xdp's redirect) run in softirq on the CPU that" \
+	"sent the packet, i.e. CPU 1 for queries"
+note "CPU ms/1k q, during the 40k hits run, per 1,000 answered queries: 'process' is the" \
+	"server's utime+stime; '+softirq' adds all softirq time of both CPUs, where the in-kernel" \
+	"paths run (the veth path both ways included: the reflector's figure is that floor); tick" \
+	"accounting, and other work's softirq on the shared machine counts too"
+note "dnsperf: -c $dp_clients -q $dp_outstanding -t $dp_timeout; lost = unanswered after" \
+	"${dp_timeout}s; queries in flight when a run ends are not counted; dnsperf max runs ${dmax}s"
+note "an XDP pass program is on the pod's eth0 for every dnsperf run (a veth drops XDP_TX" \
+	"frames unless its peer has an XDP program); kxdpgun runs replace it with its own"
+note "ndcache: dataplane.table_size $table_size (at least 12 entries per service: ndcache warns" \
+	"when its fast-path table cannot hold every name, and such a warning would be noted here);" \
+	"ndcache-tc: redirect_peer false for kxdpgun (whose XDP receive bpf_redirect_peer skips)," \
+	"default (true) for dnsperf"
+note "reflector: echoes each query unchanged (no DNS work, RCODE not checked): the floor for" \
+	"latency and the ceiling for replies/s"
+note "knot serves example.com authoritatively (it has no cache or forwarder); ndcache, unbound" \
+	"and kresd forward it to $UPSTREAM_ADDR and answer from their caches after the warm-up"
+note "ndcache dataplane mode dpdk: not in this build (ndcache answers from sockets when asked" \
+	"for it): not measured"
+hot=$(python3 -c '
+import json, sys
+worst = {}
+for l in open(sys.argv[1]):
+    r = json.loads(l)
+    if r.get("kind") == "lat" and r.get("other0_pct", 0) >= 5:
+        worst[r["server"]] = max(worst.get(r["server"], 0), r["other0_pct"])
+print("; ".join("%s up to %.0f%%" % kv for kv in sorted(worst.items())))' "$results")
+[ -z "$hot" ] || note "other processes' share of CPU 0 during latency runs, at most: $hot (it" \
+	"competed with the servers that run there; the in-kernel paths leave CPU 0 idle, and other" \
+	"work fills it)"
+for s in "${!FP_COUNTERS[@]}"; do
+	[ -z "${FP_COUNTERS[$s]}" ] ||
+		note "$s, last repeat, ${FP_COUNTERS[$s]} (ndcache's own counters at exit)"
+done
+cp "$TOPO_DIR/unbound.log" "$out/logs/upstream.log" 2>/dev/null
+note "server logs (ndcache's counters at exit among them): $out/logs/"
+load_after=$(cut -d' ' -f1-3 /proc/loadavg)
+python3 - "$out/meta.json" <<EOF || die "cannot write meta.json"
+import json, sys
+json.dump({"date": "$started", "machine": "$machine", "software": "$software",
+           "command": "$cmdline", "load_before": "$load_before", "load_after": "$load_after",
+           "load_note": "2 CPUs shared with other work: see the notes",
+           "servers": "${servers[*]}".split(), "services": $services, "headless": $n_headless,
+           "namespaces": $namespaces, "ext_names": $ext_names, "repeats": $repeats,
+           "duration": $duration, "sat_pct": $sat_pct}, open(sys.argv[1], "w"), indent=1)
+EOF
+echo
+python3 "$here/compare_report.py" report --results "$results" --meta "$out/meta.json" \
+	--out "$out" || die "the report failed"
+echo
+say "results: $out/compare.txt, compare.csv, compare.json, compare.png"
+exit 0
