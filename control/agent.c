@@ -6,6 +6,7 @@
 #include <stdatomic.h>
 #include <stdio.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <ndc/log.h>
@@ -42,14 +43,19 @@ struct agent {
  * The record table.
  */
 /* Installs a new table everywhere it is read: the socket path, then the fast path. */
-static void install(struct agent *ag, struct ndc_records *rec)
+static void install(struct agent *ag, struct ndc_records *rec,
+		    const struct ndc_records_patch *changed)
 {
 	const struct ndc_records *old;
+	int err = 0;
 
 	pthread_mutex_lock(&ag->install_lock);
 	old = ndc_resolver_set_records(ag->res, rec);
 	ag->rec = rec;
-	if (ag->pub && ndc_publisher_update_records(ag->pub, old, rec))
+	if (ag->pub)
+		err = changed && old ? ndc_publisher_update_names(ag->pub, old, rec, changed)
+				     : ndc_publisher_update_records(ag->pub, old, rec);
+	if (err)
 		ndc_warn("fast path: republishing failed; misses go to user space");
 	ndc_records_free((struct ndc_records *)old);
 	atomic_store(&ag->rrsets, ndc_records_count(rec));
@@ -61,9 +67,9 @@ static void install(struct agent *ag, struct ndc_records *rec)
 	}
 }
 
-static void on_records(void *arg, struct ndc_records *rec)
+static void on_records(void *arg, struct ndc_records *rec, const struct ndc_records_patch *changed)
 {
-	install(arg, rec);
+	install(arg, rec, changed);
 }
 
 /* ---------------------------------------------------------------------------------------------
@@ -216,9 +222,17 @@ static void metrics(void *arg, struct ndc_metrics_buf *b)
 		G(b, "k8s_objects", "Objects in the store.", ks.objects);
 		C(b, "k8s_events_total", "Watch events applied.", ks.events);
 		C(b, "k8s_rejected_total", "Objects rejected (last good state kept).", ks.rejected);
-		C(b, "records_rebuilds_total", "Record tables built.", ks.rebuilds);
+		C(b, "records_rebuilds_total",
+		  "Record tables built whole (first sync, relists, overlay folds).", ks.rebuilds);
+		C(b, "records_patches_total", "Incremental record table versions served.",
+		  ks.patches);
+		ndc_metric_histogram(b, "ndcache_programming_latency_us",
+				     "Each object change, from its arrival until answers come from "
+				     "it, microseconds.",
+				     ndc_k8s_lat_bounds_us, ks.lat_hist, NDC_K8S_LAT_BUCKETS,
+				     ks.lat_sum_us);
 		G(b, "programming_latency_last_us",
-		  "From the first event of a batch until its table is served, microseconds.",
+		  "Slowest change of the last table handed over, microseconds.",
 		  ks.last_latency_us);
 		G(b, "programming_latency_max_us",
 		  "Largest programming latency seen, microseconds.", ks.max_latency_us);
@@ -320,6 +334,8 @@ int ndc_agent_run(const struct ndc_config *cfg, struct ndc_records *rec,
 	int sig, ret;
 
 	ndc_records_opts_from_config(&ag.ropts, cfg);
+	/* One SOA serial for the agent's life: rebuilt bases keep negative answers byte-equal. */
+	ag.ropts.serial = (uint32_t)time(NULL);
 	pthread_mutex_init(&ag.install_lock, NULL);
 	/* Block the signals before any thread starts so only sigwait below sees them. */
 	sigemptyset(&set);
@@ -353,7 +369,7 @@ int ndc_agent_run(const struct ndc_config *cfg, struct ndc_records *rec,
 		goto out;
 	}
 	if (rec) {
-		install(&ag, rec);
+		install(&ag, rec, NULL);
 		rec = NULL;
 	}
 	ret = ndc_server_start(&sopts, ndc_resolver_handle, ag.res, &ag.srv);

@@ -215,23 +215,24 @@ static struct family *family_add(struct ndc_metrics_buf *b, const char *name, co
 	return f;
 }
 
-static void add_sample(struct ndc_metrics_buf *b, const char *name, const char *type,
-		       const char *help, const char *labels, const char *value)
+static void add_sample_as(struct ndc_metrics_buf *b, const char *name, const char *sample,
+			  const char *type, const char *help, const char *labels, const char *value)
 {
 	/* The family keeps a pointer into types[], never the caller's string. */
-	static const char *const types[] = {"counter", "gauge"};
+	static const char *const types[] = {"counter", "gauge", "histogram"};
 	const char *t = NULL;
 	struct family *f;
 
 	if (b->error)
 		return;
-	for (size_t i = 0; type && i < 2; i++)
+	for (size_t i = 0; type && i < 3; i++)
 		if (strcmp(type, types[i]) == 0)
 			t = types[i];
 	type = t;
 	if (labels && !*labels)
 		labels = NULL;
-	if (!type || !valid_metric_name(name) || (labels && !valid_labels(labels))) {
+	if (!type || !valid_metric_name(name) || !valid_metric_name(sample) ||
+	    (labels && !valid_labels(labels))) {
 		b->error = -EINVAL;
 		return;
 	}
@@ -242,7 +243,7 @@ static void add_sample(struct ndc_metrics_buf *b, const char *name, const char *
 		b->error = -EINVAL;
 	if (!f || b->error)
 		return;
-	fam_puts(b, f, name);
+	fam_puts(b, f, sample);
 	if (labels) {
 		fam_puts(b, f, "{");
 		fam_puts(b, f, labels);
@@ -251,6 +252,43 @@ static void add_sample(struct ndc_metrics_buf *b, const char *name, const char *
 	fam_puts(b, f, " ");
 	fam_puts(b, f, value);
 	fam_puts(b, f, "\n");
+}
+
+/* Counters and gauges: histograms go through ndc_metric_histogram. */
+static void add_sample(struct ndc_metrics_buf *b, const char *name, const char *type,
+		       const char *help, const char *labels, const char *value)
+{
+	if (type && !strcmp(type, "histogram"))
+		type = NULL;
+	add_sample_as(b, name, name, type, help, labels, value);
+}
+
+void ndc_metric_histogram(struct ndc_metrics_buf *b, const char *name, const char *help,
+			  const uint64_t *bounds, const uint64_t *counts, size_t n, uint64_t sum)
+{
+	char sample[256], le[48], v[24];
+	uint64_t cum = 0;
+
+	if (snprintf(sample, sizeof(sample), "%s_bucket", name) >= (int)sizeof(sample)) {
+		b->error = -EINVAL;
+		return;
+	}
+	/* One family: its samples are name_bucket, name_sum, name_count. */
+	for (size_t i = 0; i < n; i++) {
+		cum += counts[i];
+		if (bounds[i] == UINT64_MAX)
+			snprintf(le, sizeof(le), "le=\"+Inf\"");
+		else
+			snprintf(le, sizeof(le), "le=\"%" PRIu64 "\"", bounds[i]);
+		snprintf(v, sizeof(v), "%" PRIu64, cum);
+		add_sample_as(b, name, sample, "histogram", help, le, v);
+	}
+	snprintf(sample, sizeof(sample), "%s_sum", name);
+	snprintf(v, sizeof(v), "%" PRIu64, sum);
+	add_sample_as(b, name, sample, "histogram", help, NULL, v);
+	snprintf(sample, sizeof(sample), "%s_count", name);
+	snprintf(v, sizeof(v), "%" PRIu64, cum);
+	add_sample_as(b, name, sample, "histogram", help, NULL, v);
 }
 
 void ndc_metric(struct ndc_metrics_buf *b, const char *name, const char *type, const char *help,

@@ -55,6 +55,13 @@ void ndc_metric_u64(struct ndc_metrics_buf *b, const char *name, const char *typ
 		    const char *labels, uint64_t value);
 
 /*
+ * A histogram family: counts[i] observations fell in (bounds[i-1], bounds[i]] (UINT64_MAX: +Inf,
+ * the last); written cumulatively as name_bucket{le=...}, then name_sum and name_count.
+ */
+void ndc_metric_histogram(struct ndc_metrics_buf *b, const char *name, const char *help,
+			  const uint64_t *bounds, const uint64_t *counts, size_t n, uint64_t sum);
+
+/*
  * Runs fn into a fresh buffer and returns the exposition text (NUL-terminated, *ret_len bytes
  * without the NUL; free() it). Returns 0 or the buffer's sticky error (then *ret_text is NULL).
  * What /metrics serves; also for tests and debugging dumps.

@@ -1,4 +1,15 @@
 // SPDX-License-Identifier: MIT
+/*
+ * The object store. Watch threads apply each event under the lock and turn it at once into a
+ * patch of whole names (records_patch.c): the Service (or slice, pod, namespace) as it was and
+ * as it is, plus every object that shares a name with it, run through the record builder. The
+ * commit thread applies the pending patch to the current table as a new version, hands it over
+ * and starts again, so an event costs work in proportion to the names it touches. A full build
+ * runs only for the first sync, for a relist, and now and then to fold the overlay of changed
+ * names back into a fresh base; it reads a snapshot of the objects (reference counted) without
+ * the lock, so events go on being applied meanwhile, and afterwards the changes newer than the
+ * snapshot are carried over onto the new base.
+ */
 #include <errno.h>
 #include <json-c/json.h>
 #include <json-c/linkhash.h>
@@ -12,12 +23,13 @@
 #include <ndc/log.h>
 
 #include "k8s_store.h"
+#include "k8s_store_internal.h"
 
-/* One object, converted, keyed by "namespace/name" (Namespaces: "name"). */
-struct obj {
-	struct ndc_k8s_objects one;
-	char key[];
-};
+/* Overlay names past which the base is rebuilt: a fraction of the base, at least this many. */
+#define COMPACT_MIN 8192
+#define COMPACT_SHIFT 2 /* overlay > base names / 4 */
+
+enum full { FULL_NONE = 0, FULL_COMPACT, FULL_ALL };
 
 struct ndc_k8s_store {
 	const struct ndc_records_opts *ropts;
@@ -27,17 +39,28 @@ struct ndc_k8s_store {
 
 	pthread_mutex_t lock;
 	pthread_cond_t cond;
+	pthread_cond_t idle;			 /* the commit thread has nothing left to do */
 	struct lh_table *tab[NDC_K8S_KINDS];	 /* current state */
 	struct lh_table *pending[NDC_K8S_KINDS]; /* a relist being built */
-	uint32_t listed;			 /* kinds listed at least once */
-	bool dirty;
-	uint64_t dirty_since_us;
+	struct ndc_k8s_index idx;
+	uint32_t listed;		 /* kinds listed at least once */
+	uint64_t seq;			 /* changes applied */
+	struct ndc_records_patch *patch; /* changes not yet in cur; NULL: none */
+	enum full full;
+	const struct ndc_records *cur; /* the newest table handed over */
+	uint64_t *arrivals;	       /* arrival time of each change in patch */
+	size_t n_arrivals, cap_arrivals;
+	uint64_t first_arrival;
+	size_t compact_min;
+	bool busy; /* a commit round is running (it drops the lock on the way) */
 	bool stop;
 	pthread_t thread;
 	bool started;
 
-	_Atomic uint64_t events, rejected, rebuilds, last_build_us, last_latency_us, max_latency_us,
-	    objects;
+	_Atomic uint64_t events, rejected, rebuilds, patches, last_build_us, last_latency_us,
+	    max_latency_us, objects;
+	_Atomic uint64_t lat_hist[NDC_K8S_LAT_BUCKETS];
+	_Atomic uint64_t lat_sum_us, lat_count;
 };
 
 static uint64_t now_us(void)
@@ -46,19 +69,6 @@ static uint64_t now_us(void)
 
 	clock_gettime(CLOCK_MONOTONIC, &ts);
 	return (uint64_t)ts.tv_sec * 1000000 + (uint64_t)ts.tv_nsec / 1000;
-}
-
-static void obj_free(struct lh_entry *e)
-{
-	struct obj *o = lh_entry_v(e);
-
-	ndc_k8s_objects_free(&o->one);
-	free(o);
-}
-
-static struct lh_table *table_new(void)
-{
-	return lh_kchar_table_new(64, obj_free);
 }
 
 /* "ns/name" of a watched object into buf; -EINVAL without a name. */
@@ -79,44 +89,55 @@ static int obj_key(struct json_object *obj, char *buf, size_t len)
 	return 0;
 }
 
-/*
- * Converts obj and puts it in t under its key, replacing what was there. A conversion failure
- * leaves t as it was (the last good version stays) and counts the object as rejected.
- */
-static void put(struct ndc_k8s_store *s, struct lh_table *t, struct json_object *obj)
+/* Converts obj; NULL when it cannot be (counted, logged: its last good version stays). */
+static struct ndc_k8s_obj *convert(struct ndc_k8s_store *s, struct json_object *obj)
 {
 	char key[512], err[256];
-	struct obj *o;
+	struct ndc_k8s_obj *o;
 	size_t klen;
 
 	if (obj_key(obj, key, sizeof(key))) {
 		atomic_fetch_add(&s->rejected, 1);
-		return;
+		return NULL;
 	}
 	klen = strlen(key);
 	o = calloc(1, sizeof(*o) + klen + 1);
 	if (!o)
-		return;
+		return NULL;
+	atomic_init(&o->refs, 1);
 	memcpy(o->key, key, klen + 1);
 	if (ndc_k8s_object_add(&o->one, obj, err, sizeof(err)) < 0) {
 		atomic_fetch_add(&s->rejected, 1);
 		ndc_warn("k8s: %s rejected, keeping its last good state: %s", key, err);
 		free(o);
-		return;
+		return NULL;
 	}
-	lh_table_delete(t, key);
-	lh_table_insert(t, o->key, o);
+	return o;
 }
 
 static void mark_dirty(struct ndc_k8s_store *s)
 {
-	if (!s->dirty) {
-		s->dirty = true;
-		s->dirty_since_us = now_us();
+	uint64_t t = now_us();
+
+	if (!s->n_arrivals && s->full == FULL_NONE)
+		s->first_arrival = t;
+	if (s->n_arrivals == s->cap_arrivals) {
+		size_t cap = s->cap_arrivals ? s->cap_arrivals * 2 : 256;
+		uint64_t *a = realloc(s->arrivals, cap * sizeof(*a));
+
+		if (a) {
+			s->arrivals = a;
+			s->cap_arrivals = cap;
+		}
 	}
+	if (s->n_arrivals < s->cap_arrivals)
+		s->arrivals[s->n_arrivals++] = t;
 	pthread_cond_signal(&s->cond);
 }
 
+/* ---------------------------------------------------------------------------------------------
+ * Lists.
+ */
 static void on_list_begin(void *arg, enum ndc_k8s_kind kind)
 {
 	struct ndc_k8s_store *s = arg;
@@ -124,17 +145,22 @@ static void on_list_begin(void *arg, enum ndc_k8s_kind kind)
 	pthread_mutex_lock(&s->lock);
 	if (s->pending[kind])
 		lh_table_free(s->pending[kind]);
-	s->pending[kind] = table_new();
+	s->pending[kind] = ndc_k8s_objtab_new();
 	pthread_mutex_unlock(&s->lock);
 }
 
 static void on_list_item(void *arg, enum ndc_k8s_kind kind, struct json_object *obj)
 {
 	struct ndc_k8s_store *s = arg;
+	struct ndc_k8s_obj *o = convert(s, obj);
 
 	pthread_mutex_lock(&s->lock);
-	if (s->pending[kind])
-		put(s, s->pending[kind], obj);
+	if (o && s->pending[kind]) {
+		lh_table_delete(s->pending[kind], o->key);
+		lh_table_insert(s->pending[kind], o->key, o);
+	} else {
+		ndc_k8s_obj_put(o);
+	}
 	pthread_mutex_unlock(&s->lock);
 }
 
@@ -149,28 +175,74 @@ static void on_list_end(void *arg, enum ndc_k8s_kind kind)
 		s->tab[kind] = s->pending[kind];
 		s->pending[kind] = NULL;
 		s->listed |= 1u << kind;
+		if (ndc_k8s_index_rebuild(&s->idx, s->tab))
+			ndc_err(
+			    "k8s: out of memory indexing the store; changes rebuild everything");
+		s->seq++;
+		s->full = FULL_ALL;
+		ndc_records_patch_free(s->patch); /* the rebuild covers it */
+		s->patch = NULL;
 		mark_dirty(s);
 	}
 	pthread_mutex_unlock(&s->lock);
 }
 
+/* ---------------------------------------------------------------------------------------------
+ * Events: each becomes a patch of the names it touches.
+ */
 static void on_event(void *arg, enum ndc_k8s_kind kind, enum ndc_k8s_event ev,
 		     struct json_object *obj)
 {
 	struct ndc_k8s_store *s = arg;
+	struct ndc_k8s_obj *o = NULL;
 	char key[512];
+	int err;
 
+	if (ev != NDC_K8S_DELETED) {
+		o = convert(s, obj);
+		if (!o)
+			return;
+		snprintf(key, sizeof(key), "%s", o->key);
+	} else if (obj_key(obj, key, sizeof(key))) {
+		return;
+	}
 	pthread_mutex_lock(&s->lock);
 	atomic_fetch_add(&s->events, 1);
-	if (ev == NDC_K8S_DELETED) {
-		if (!obj_key(obj, key, sizeof(key)))
-			lh_table_delete(s->tab[kind], key);
-	} else {
-		put(s, s->tab[kind], obj);
+	s->seq++;
+	if (!s->patch && s->full != FULL_ALL && ndc_records_patch_new(s->ropts, &s->patch))
+		s->patch = NULL;
+	struct ndc_k8s_change c = {
+	    .idx = &s->idx,
+	    .tab = s->tab,
+	    .cur = s->cur,
+	    .patch = s->patch,
+	    .kind = kind,
+	    .key = key,
+	    .obj = o,
+	    .seq = s->seq,
+	};
+	err = ndc_k8s_change_apply(&c);
+	atomic_store(&s->objects, (uint64_t)lh_table_length(s->tab[NDC_K8S_NAMESPACES]) +
+				      (uint64_t)lh_table_length(s->tab[NDC_K8S_SERVICES]) +
+				      (uint64_t)lh_table_length(s->tab[NDC_K8S_ENDPOINTSLICES]) +
+				      (uint64_t)lh_table_length(s->tab[NDC_K8S_PODS]));
+	if (err && s->full != FULL_ALL) {
+		/* The change is in the store but not in a patch: only a full build covers it. */
+		ndc_warn("records: incremental update failed (%s); rebuilding the table",
+			 strerror(-err));
+		s->full = FULL_ALL;
+	}
+	if (s->full == FULL_ALL && s->patch) {
+		ndc_records_patch_free(s->patch); /* everything is rebuilt anyway */
+		s->patch = NULL;
 	}
 	mark_dirty(s);
 	pthread_mutex_unlock(&s->lock);
 }
+
+const uint64_t ndc_k8s_lat_bounds_us[NDC_K8S_LAT_BUCKETS] = {
+    100, 250, 500, 1000, 2500, 5000, 10000, 25000, 100000, 1000000, 10000000, UINT64_MAX,
+};
 
 const struct ndc_k8s_watch_ops ndc_k8s_store_ops = {
     .list_begin = on_list_begin,
@@ -179,103 +251,205 @@ const struct ndc_k8s_watch_ops ndc_k8s_store_ops = {
     .event = on_event,
 };
 
-/* Appends n elements of size sz from src to *dst (count *n_dst, capacity *cap). */
-static int append(void **dst, size_t *n_dst, size_t *cap, const void *src, size_t n, size_t sz)
-{
-	if (!n)
-		return 0; /* src may be NULL then, and memcpy must not see it */
-	if (*n_dst + n > *cap) {
-		size_t c = *cap ? *cap * 2 : 256;
-		void *p;
+/* ---------------------------------------------------------------------------------------------
+ * Full builds, from a snapshot.
+ */
+struct snapshot {
+	struct ndc_k8s_obj **v;
+	size_t n;
+};
 
-		while (c < *n_dst + n)
-			c *= 2;
-		p = realloc(*dst, c * sz);
-		if (!p)
-			return -ENOMEM;
-		*dst = p;
-		*cap = c;
+static void snapshot_put(struct snapshot *sn)
+{
+	for (size_t i = 0; i < sn->n; i++)
+		ndc_k8s_obj_put(sn->v[i]);
+	free(sn->v);
+}
+
+/* Every object, each held by a reference so the build can read them without the lock. */
+static int snapshot_take(struct ndc_k8s_store *s, struct snapshot *sn)
+{
+	size_t n = 0;
+	struct lh_entry *e;
+
+	for (int k = 0; k < NDC_K8S_KINDS; k++)
+		n += (size_t)lh_table_length(s->tab[k]);
+	sn->n = 0;
+	sn->v = malloc((n + 1) * sizeof(*sn->v));
+	if (!sn->v)
+		return -ENOMEM;
+	for (int k = 0; k < NDC_K8S_KINDS; k++) {
+		lh_foreach(s->tab[k], e)
+		{
+			struct ndc_k8s_obj *o = (struct ndc_k8s_obj *)lh_entry_v(e);
+
+			atomic_fetch_add(&o->refs, 1);
+			sn->v[sn->n++] = o;
+		}
 	}
-	memcpy((char *)*dst + *n_dst * sz, src, n * sz);
-	*n_dst += n;
+	atomic_store(&s->objects, sn->n);
 	return 0;
 }
 
-/*
- * Builds a table from the whole store. The objects array holds shallow copies: they point into
- * the store's objects, so the lock is held until the build is done.
- */
-static int rebuild(struct ndc_k8s_store *s, struct ndc_records **ret)
+static int snapshot_build(struct ndc_k8s_store *s, const struct snapshot *sn,
+			  struct ndc_records **ret)
 {
-	struct ndc_k8s_objects all = {0};
-	size_t cap[4] = {0};
-	struct lh_entry *e;
-	uint64_t n = 0;
+	struct ndc_k8s_coll all = {0};
 	int err = 0;
 
-	for (int k = 0; k < NDC_K8S_KINDS && !err; k++) {
-		lh_foreach(s->tab[k], e)
-		{
-			const struct ndc_k8s_objects *o = &((const struct obj *)lh_entry_v(e))->one;
-
-			n++;
-			err = append((void **)&all.namespaces, &all.n_namespaces, &cap[0],
-				     o->namespaces, o->n_namespaces, sizeof(*o->namespaces));
-			err = err
-				  ?: append((void **)&all.services, &all.n_services, &cap[1],
-					    o->services, o->n_services, sizeof(*o->services));
-			err = err
-				  ?: append((void **)&all.slices, &all.n_slices, &cap[2], o->slices,
-					    o->n_slices, sizeof(*o->slices));
-			err = err
-				  ?: append((void **)&all.pods, &all.n_pods, &cap[3], o->pods,
-					    o->n_pods, sizeof(*o->pods));
-			if (err)
-				break;
-		}
-	}
-	atomic_store(&s->objects, n);
+	for (size_t i = 0; i < sn->n && !err; i++)
+		err = ndc_k8s_coll_add(&all, &sn->v[i]->one);
 	if (!err)
-		err = ndc_records_build(&all, s->ropts, ret);
-	/* Shallow: only the arrays are ours. */
-	free(all.namespaces);
-	free(all.services);
-	free(all.slices);
-	free(all.pods);
+		err = ndc_records_build(&all.o, s->ropts, ret);
+	ndc_k8s_coll_free(&all);
 	return err;
 }
 
-static void *rebuild_thread(void *arg)
+/* ---------------------------------------------------------------------------------------------
+ * The commit thread.
+ */
+static void record_latency(struct ndc_k8s_store *s, const uint64_t *arrivals, size_t n,
+			   uint64_t first)
+{
+	uint64_t t = now_us(), worst = 0;
+
+	for (size_t i = 0; i < n; i++) {
+		uint64_t d = t - arrivals[i];
+		int b = 0;
+
+		while (b < NDC_K8S_LAT_BUCKETS - 1 && d > ndc_k8s_lat_bounds_us[b])
+			b++;
+		atomic_fetch_add(&s->lat_hist[b], 1);
+		atomic_fetch_add(&s->lat_sum_us, d);
+		worst = d > worst ? d : worst;
+	}
+	atomic_fetch_add(&s->lat_count, n);
+	if (first && t - first > worst)
+		worst = t - first;
+	atomic_store(&s->last_latency_us, worst);
+	if (worst > atomic_load(&s->max_latency_us))
+		atomic_store(&s->max_latency_us, worst);
+}
+
+/* One round, lock held on entry and exit: build if needed, apply the pending patch, hand the
+ * new table over. */
+static void commit(struct ndc_k8s_store *s)
+{
+	enum full full = s->cur ? s->full : FULL_ALL;
+	struct ndc_records *base = NULL, *mid = NULL, *next = NULL;
+	struct ndc_records_patch *patch;
+	uint64_t t0 = now_us(), first = s->first_arrival, *arrivals;
+	size_t n_arrivals;
+	int err = 0;
+
+	s->full = FULL_NONE;
+	if (full != FULL_NONE) {
+		struct snapshot sn;
+		uint64_t seq = s->seq;
+
+		err = snapshot_take(s, &sn);
+		if (err)
+			goto fail;
+		pthread_mutex_unlock(&s->lock);
+		err = snapshot_build(s, &sn, &base);
+		snapshot_put(&sn);
+		pthread_mutex_lock(&s->lock);
+		if (err)
+			goto fail;
+		ndc_records_set_seq(base, seq);
+		atomic_store(&s->last_build_us, now_us() - t0);
+		atomic_fetch_add(&s->rebuilds, 1);
+		if (s->full == FULL_ALL) {
+			/* A relist or a failed patch while building: the snapshot is stale. */
+			ndc_records_free(base);
+			return;
+		}
+		/* Changes since the snapshot ride on the new base. */
+		if (s->cur && full == FULL_COMPACT) {
+			err = ndc_records_rebase(s->cur, base, &mid);
+			ndc_records_free(base);
+			if (err)
+				goto fail;
+		} else {
+			mid = base;
+		}
+	}
+	patch = s->patch;
+	s->patch = NULL;
+	if (patch && ndc_records_patch_size(patch)) {
+		err = ndc_records_apply(mid ? mid : s->cur, patch, &next);
+		if (err) {
+			ndc_records_free(mid);
+			ndc_records_patch_free(patch);
+			goto fail;
+		}
+		ndc_records_free(mid);
+	} else {
+		next = mid;
+	}
+	if (!next) { /* an event that changed nothing DNS serves */
+		ndc_records_patch_free(patch);
+		s->n_arrivals = 0;
+		return;
+	}
+	s->cur = next;
+	arrivals = s->arrivals;
+	n_arrivals = s->n_arrivals;
+	s->arrivals = NULL;
+	s->n_arrivals = s->cap_arrivals = 0;
+	pthread_mutex_unlock(&s->lock);
+
+	/* A relist may have changed anything: the consumer republishes the whole table. */
+	s->fn(s->arg, next, full == FULL_ALL ? NULL : patch);
+	if (full == FULL_NONE)
+		atomic_fetch_add(&s->patches, 1);
+	record_latency(s, arrivals, n_arrivals, full == FULL_ALL ? first : 0);
+	free(arrivals);
+	ndc_records_patch_free(patch);
+
+	pthread_mutex_lock(&s->lock);
+	if (s->full == FULL_NONE &&
+	    ndc_records_overlay_size(s->cur) >
+		(ndc_records_base_names(s->cur) >> COMPACT_SHIFT) + s->compact_min)
+		s->full = FULL_COMPACT;
+	return;
+fail:
+	ndc_err("records: update failed (%s); serving the previous table, rebuilding in 1 s",
+		strerror(-err));
+	s->full = FULL_ALL;
+	if (s->patch) {
+		ndc_records_patch_free(s->patch);
+		s->patch = NULL;
+	}
+	struct timespec ts;
+	clock_gettime(CLOCK_REALTIME, &ts);
+	ts.tv_sec += 1;
+	pthread_cond_timedwait(&s->cond, &s->lock, &ts);
+}
+
+static bool work(const struct ndc_k8s_store *s)
+{
+	if ((s->listed & s->kinds) != s->kinds)
+		return false;
+	return !s->cur || s->full != FULL_NONE || s->n_arrivals ||
+	       (s->patch && ndc_records_patch_size(s->patch));
+}
+
+static void *commit_thread(void *arg)
 {
 	struct ndc_k8s_store *s = arg;
 
 	pthread_mutex_lock(&s->lock);
 	for (;;) {
-		while (!s->stop && (!s->dirty || (s->listed & s->kinds) != s->kinds))
+		while (!s->stop && !work(s)) {
+			pthread_cond_broadcast(&s->idle);
 			pthread_cond_wait(&s->cond, &s->lock);
+		}
 		if (s->stop)
 			break;
-		uint64_t since = s->dirty_since_us, t0 = now_us();
-		struct ndc_records *rec = NULL;
-		int err;
-
-		s->dirty = false;
-		err = rebuild(s, &rec);
-		pthread_mutex_unlock(&s->lock);
-		if (err) {
-			ndc_err("records: rebuild failed (%s); serving the previous table",
-				strerror(-err));
-		} else {
-			uint64_t t1 = now_us();
-
-			s->fn(s->arg, rec);
-			atomic_store(&s->last_build_us, t1 - t0);
-			atomic_store(&s->last_latency_us, now_us() - since);
-			if (now_us() - since > atomic_load(&s->max_latency_us))
-				atomic_store(&s->max_latency_us, now_us() - since);
-			atomic_fetch_add(&s->rebuilds, 1);
-		}
-		pthread_mutex_lock(&s->lock);
+		s->busy = true;
+		commit(s);
+		s->busy = false;
 	}
 	pthread_mutex_unlock(&s->lock);
 	return NULL;
@@ -293,16 +467,18 @@ int ndc_k8s_store_new(const struct ndc_records_opts *ropts, uint32_t kinds, ndc_
 	s->kinds = kinds;
 	s->fn = fn;
 	s->arg = arg;
+	s->compact_min = COMPACT_MIN;
 	pthread_mutex_init(&s->lock, NULL);
 	pthread_cond_init(&s->cond, NULL);
-	for (int k = 0; k < NDC_K8S_KINDS; k++) {
-		s->tab[k] = table_new();
-		if (!s->tab[k]) {
-			ndc_k8s_store_free(s);
-			return -ENOMEM;
-		}
+	pthread_cond_init(&s->idle, NULL);
+	err = ndc_k8s_index_init(&s->idx, ropts);
+	for (int k = 0; k < NDC_K8S_KINDS && !err; k++) {
+		s->tab[k] = ndc_k8s_objtab_new();
+		if (!s->tab[k])
+			err = -ENOMEM;
 	}
-	err = -pthread_create(&s->thread, NULL, rebuild_thread, s);
+	if (!err)
+		err = -pthread_create(&s->thread, NULL, commit_thread, s);
 	if (err) {
 		ndc_k8s_store_free(s);
 		return err;
@@ -323,15 +499,46 @@ void ndc_k8s_store_free(struct ndc_k8s_store *s)
 		pthread_mutex_unlock(&s->lock);
 		pthread_join(s->thread, NULL);
 	}
+	ndc_records_patch_free(s->patch);
+	ndc_k8s_index_free(&s->idx);
 	for (int k = 0; k < NDC_K8S_KINDS; k++) {
 		if (s->tab[k])
 			lh_table_free(s->tab[k]);
 		if (s->pending[k])
 			lh_table_free(s->pending[k]);
 	}
+	free(s->arrivals);
 	pthread_cond_destroy(&s->cond);
+	pthread_cond_destroy(&s->idle);
 	pthread_mutex_destroy(&s->lock);
 	free(s);
+}
+
+int ndc_k8s_store_flush(struct ndc_k8s_store *s, unsigned timeout_ms)
+{
+	struct timespec ts;
+	int err = 0;
+
+	clock_gettime(CLOCK_REALTIME, &ts);
+	ts.tv_sec += timeout_ms / 1000;
+	ts.tv_nsec += (long)(timeout_ms % 1000) * 1000000;
+	if (ts.tv_nsec >= 1000000000) {
+		ts.tv_sec++;
+		ts.tv_nsec -= 1000000000;
+	}
+	pthread_mutex_lock(&s->lock);
+	pthread_cond_signal(&s->cond);
+	while ((work(s) || s->busy) && !err)
+		err = pthread_cond_timedwait(&s->idle, &s->lock, &ts);
+	pthread_mutex_unlock(&s->lock);
+	return err ? -ETIMEDOUT : 0;
+}
+
+void ndc_k8s_store_set_compact(struct ndc_k8s_store *s, size_t min_names)
+{
+	pthread_mutex_lock(&s->lock);
+	s->compact_min = min_names;
+	pthread_mutex_unlock(&s->lock);
 }
 
 void ndc_k8s_store_stats(struct ndc_k8s_store *s, struct ndc_k8s_store_stats *ret)
@@ -340,7 +547,12 @@ void ndc_k8s_store_stats(struct ndc_k8s_store *s, struct ndc_k8s_store_stats *re
 	ret->events = atomic_load(&s->events);
 	ret->rejected = atomic_load(&s->rejected);
 	ret->rebuilds = atomic_load(&s->rebuilds);
+	ret->patches = atomic_load(&s->patches);
 	ret->last_build_us = atomic_load(&s->last_build_us);
 	ret->last_latency_us = atomic_load(&s->last_latency_us);
 	ret->max_latency_us = atomic_load(&s->max_latency_us);
+	for (int i = 0; i < NDC_K8S_LAT_BUCKETS; i++)
+		ret->lat_hist[i] = atomic_load(&s->lat_hist[i]);
+	ret->lat_sum_us = atomic_load(&s->lat_sum_us);
+	ret->lat_count = atomic_load(&s->lat_count);
 }

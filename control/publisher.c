@@ -187,6 +187,41 @@ int ndc_publisher_update_records(struct ndc_publisher *p, const struct ndc_recor
 	return ndc_records_foreach(old, prune_one, &pr);
 }
 
+struct names {
+	struct load l;
+	struct prune pr;
+	const struct ndc_records *old;
+};
+
+static int update_name(void *arg, const uint8_t *lname, size_t nlen)
+{
+	struct names *w = arg;
+	int err;
+
+	w->l.nlen = 0; /* a new name: nothing of it missing yet */
+	err = ndc_records_foreach_name(w->pr.now, lname, nlen, load_one, &w->l);
+	if (err)
+		return w->l.err ? w->l.err : err;
+	return w->old ? ndc_records_foreach_name(w->old, lname, nlen, prune_one, &w->pr) : 0;
+}
+
+int ndc_publisher_update_names(struct ndc_publisher *p, const struct ndc_records *old,
+			       const struct ndc_records *now,
+			       const struct ndc_records_patch *changed)
+{
+	struct names w = {.l = {.p = p}, .pr = {.p = p, .now = now}, .old = old};
+	int err = ndc_records_patch_foreach(changed, update_name, &w);
+
+	if (err)
+		return err;
+	if (w.l.uncovered) {
+		ndc_warn("fast path: table too small for every cluster name; NXDOMAIN answers "
+			 "stay in user space (raise dataplane.table_size)");
+		return ndc_fastpath_set_synced(p->fp, false);
+	}
+	return 0;
+}
+
 /* ---------------------------------------------------------------------------------------------
  * Upstream answers and their expiry.
  */

@@ -41,6 +41,15 @@ int ndc_publisher_load_records(struct ndc_publisher *p, const struct ndc_records
 int ndc_publisher_update_records(struct ndc_publisher *p, const struct ndc_records *old,
 				 const struct ndc_records *now);
 
+/*
+ * The same for the names of a patch only: each one's answers in now go in first, then what old
+ * had of it and now has not leaves. A name that no longer exists loses every entry, so the
+ * kernel answers NXDOMAIN for it from then on.
+ */
+int ndc_publisher_update_names(struct ndc_publisher *p, const struct ndc_records *old,
+			       const struct ndc_records *now,
+			       const struct ndc_records_patch *changed);
+
 /* The ndc_cache_hook_fn to give ndc_cache_set_hook, with the publisher as arg. */
 void ndc_publisher_cache_hook(void *arg, const struct ndc_answer *a, const uint8_t *lname,
 			      size_t nlen, uint16_t qtype, uint16_t qclass, uint32_t ttl);

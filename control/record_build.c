@@ -230,7 +230,7 @@ static void dashed(const struct ndc_ip *ip, char *out, size_t cap)
 }
 
 /* RFC 1035 3.5 (in-addr.arpa) and RFC 3596 2.5 (ip6.arpa, nibbles). */
-static size_t reverse_name(const struct ndc_ip *ip, uint8_t *out)
+size_t ndc_records_reverse_name(const struct ndc_ip *ip, uint8_t *out)
 {
 	static const char hex[] = "0123456789abcdef";
 	static const uint8_t v4[] = "\7in-addr\4arpa";
@@ -370,7 +370,7 @@ static void add_endpoint(struct ndc_rec_bld *b, const struct ndc_k8s_service *s,
 			continue;
 		}
 		/* Spec 2.4.1: the PTR names the endpoint whichever kind its service is. */
-		add_rr(b, rev, reverse_name(ip, rev), NDC_T_PTR, hn, hl, false);
+		add_rr(b, rev, ndc_records_reverse_name(ip, rev), NDC_T_PTR, hn, hl, false);
 		if (!s->headless)
 			continue;
 		/* Spec 2.4.1: <hostname>.<svc> and per-endpoint SRV exist for headless services. */
@@ -429,7 +429,8 @@ static void add_service(struct ndc_rec_bld *b, const struct ndc_k8s_objects *o, 
 			if (!ip_ok(ip))
 				continue;
 			add_rr(b, svn, svl, addr_type(ip), ip->addr, addr_len(ip), false);
-			add_rr(b, rev, reverse_name(ip, rev), NDC_T_PTR, svn, svl, false);
+			add_rr(b, rev, ndc_records_reverse_name(ip, rev), NDC_T_PTR, svn, svl,
+			       false);
 		}
 		for (size_t p = 0; p < s->n_ports; p++)
 			add_srv(b, svn, svl, &s->ports[p], svn, svl, NDC_REC_SRV_WEIGHT, false);
@@ -537,7 +538,8 @@ void ndc_rec_add_apex(struct ndc_rec_bld *b, uint8_t *soa, size_t *ret_soa_len)
 	}
 	memcpy(soa, nsn, nl);
 	ml = nl + rl;
-	ndc_put32(soa + ml, (uint32_t)time(NULL)); /* serial: build time, RFC 1982 arithmetic */
+	/* Serial: fixed by the caller, or build time (RFC 1982 arithmetic either way). */
+	ndc_put32(soa + ml, b->opts->serial ? b->opts->serial : (uint32_t)time(NULL));
 	ndc_put32(soa + ml + 4, SOA_REFRESH);
 	ndc_put32(soa + ml + 8, SOA_RETRY);
 	ndc_put32(soa + ml + 12, SOA_EXPIRE);
@@ -599,6 +601,17 @@ void ndc_rec_bld_free(struct ndc_rec_bld *b)
 	}
 	free(b->tab);
 	free(b->vec);
+	free(b->xvec);
+}
+
+void ndc_rec_add_pod_namespace(struct ndc_rec_bld *b, const char *ns)
+{
+	uint8_t n[NDC_NAME_MAX];
+	size_t l;
+
+	if (b->opts->pods != NDC_PODS_DISABLED && ns_allowed(b->opts, ns) &&
+	    !join(n, &l, 0, ns, b->podz, b->podzlen))
+		tnode_get(b, n, l);
 }
 
 int ndc_rec_add_objects(struct ndc_rec_bld *b, const struct ndc_k8s_objects *o)

@@ -5,9 +5,9 @@
  * contiguous blob, indexed by an open-addressing table of 32-bit offsets. Lookup reads only the
  * blob and the index: no allocation, no locks, no logging.
  *
- * Blob layout, 4-byte aligned throughout: struct rnode, its name, then ntypes answers (struct
- * ndc_answer and its data; the pad byte holds the type). Empty non-terminals are nodes with no
- * answers. A node whose parent name is a node too stores only its first label and the parent's
+ * Blob layout, 4-byte aligned throughout: struct ndc_rec_node_r, its name, then ntypes answers
+ * (struct ndc_answer and its data; the pad byte holds the type). Empty non-terminals are nodes with
+ * no answers. A node whose parent name is a node too stores only its first label and the parent's
  * offset (most names share long suffixes: <svc>.<ns>.svc.<zone>). Offset 0 of the blob is never
  * a node, so a zero slot or parent means none.
  */
@@ -23,50 +23,6 @@
 
 #define OPT_RR_LEN 11 /* room left for the OPT RR the reply writer appends */
 #define MAX_TYPES 8   /* distinct types one owner can hold: SOA NS A AAAA SRV PTR TXT CNAME */
-
-#define ALIGN4(x) (((x) + 3) & ~(size_t)3)
-
-struct rnode {
-	uint32_t hash;	 /* of the whole name */
-	uint32_t parent; /* node of the name without its first label, or 0: name[] is whole */
-	uint8_t nlen;	 /* whole name */
-	uint8_t llen;	 /* bytes in name[] */
-	uint8_t ntypes;
-	uint8_t pad;
-	uint8_t name[];
-};
-
-#define NEG_PTRS_MAX 3 /* SOA owner, MNAME and RNAME each end in one pointer at most */
-
-struct ndc_records {
-	uint8_t *blob;
-	size_t blob_len;
-	size_t blob_cap;
-	uint32_t *slots;
-	uint32_t mask;
-	size_t n_rrsets;
-	size_t n_names;
-	enum ndc_pods_mode pods;
-	uint32_t ttl;
-	uint32_t neg_ttl;
-	size_t zlen;
-	size_t podzlen;
-	size_t soa_len;
-	uint8_t zone[NDC_NAME_MAX];
-	uint8_t podz[NDC_NAME_MAX]; /* pod.<zone> */
-	uint8_t soa[NDC_REC_SOA_MAX];
-	/*
-	 * The NXDOMAIN answer for the apex as question. Every pointer in it points into the zone,
-	 * which ends any question under the zone, so for a question nlen long each one moves by
-	 * nlen - zlen: the negative answer is a copy and up to three additions.
-	 */
-	uint16_t neg_ptrs[NEG_PTRS_MAX];
-	int n_neg_ptrs;
-	union {
-		struct ndc_answer a;
-		uint8_t b[sizeof(struct ndc_answer) + NDC_NAME_MAX + 10 + 2 * NDC_NAME_MAX + 20];
-	} neg;
-};
 
 /* ---------------------------------------------------------------------------------------------
  * Rendering pending RRsets into the blob.
@@ -98,33 +54,43 @@ static int rr_cmp(const void *a, const void *b)
 	return memcmp(x->rdata, y->rdata, x->rdlen);
 }
 
-/* Collects one RRset into b->vec, sorted and without duplicates (RFC 2181 5). */
-static int collect(struct ndc_rec_bld *b, const struct ndc_rec_node *t, uint16_t type,
-		   size_t *ret_n)
+/*
+ * Collects the type RRs of t into *vec (capacity *cap), sorted and without duplicates (RFC 2181
+ * 5): the same objects give the same bytes whatever order they were added in. type 0: A and
+ * AAAA.
+ */
+static int collect_into(struct ndc_rec_rr ***vec, size_t *vcap, const struct ndc_rec_node *t,
+			uint16_t type, size_t *ret_n)
 {
 	size_t n = 0;
 
 	for (const struct ndc_rec_rr *rr = t->head; rr; rr = rr->next) {
-		if (rr->type != type)
+		if (type ? rr->type != type : rr->type != NDC_T_A && rr->type != NDC_T_AAAA)
 			continue;
-		if (n == b->vcap) {
-			size_t cap = b->vcap ? b->vcap * 2 : 64;
-			struct ndc_rec_rr **v = realloc(b->vec, cap * sizeof(*v));
+		if (n == *vcap) {
+			size_t cap = *vcap ? *vcap * 2 : 64;
+			struct ndc_rec_rr **v = realloc(*vec, cap * sizeof(*v));
 
 			if (!v)
 				return -ENOMEM;
-			b->vec = v;
-			b->vcap = cap;
+			*vec = v;
+			*vcap = cap;
 		}
-		b->vec[n++] = (struct ndc_rec_rr *)rr;
+		(*vec)[n++] = (struct ndc_rec_rr *)rr;
 	}
-	qsort(b->vec, n, sizeof(*b->vec), rr_cmp);
+	qsort(*vec, n, sizeof(**vec), rr_cmp);
 	size_t u = 0;
 	for (size_t i = 0; i < n; i++)
-		if (!u || rr_cmp(&b->vec[u - 1], &b->vec[i]))
-			b->vec[u++] = b->vec[i];
+		if (!u || rr_cmp(&(*vec)[u - 1], &(*vec)[i]))
+			(*vec)[u++] = (*vec)[i];
 	*ret_n = u;
 	return 0;
+}
+
+static int collect(struct ndc_rec_bld *b, const struct ndc_rec_node *t, uint16_t type,
+		   size_t *ret_n)
+{
+	return collect_into(&b->vec, &b->vcap, t, type, ret_n);
 }
 
 static const uint8_t *rr_target(const struct ndc_rec_rr *rr, size_t *ret_len)
@@ -168,10 +134,16 @@ static int render_set(struct ndc_rec_bld *b, const struct ndc_rec_node *t, uint1
 			seen = pl == tl && !memcmp(pn, tn, tl);
 		}
 		const struct ndc_rec_node *tt = seen ? NULL : ndc_rec_find(b, tn, tl);
-		for (const struct ndc_rec_rr *rr = tt ? tt->head : NULL; rr; rr = rr->next)
-			if (rr->type == NDC_T_A || rr->type == NDC_T_AAAA)
-				ndc_ab_rr(&ab, NDC_SEC_ADDITIONAL, tn, tl, rr->type, NDC_C_IN, ttl,
-					  rr->rdata, rr->rdlen);
+		size_t nx = 0;
+
+		if (tt && collect_into(&b->xvec, &b->xcap, tt, 0, &nx))
+			return -ENOMEM;
+		for (size_t k = 0; k < nx; k++) {
+			const struct ndc_rec_rr *rr = b->xvec[k];
+
+			ndc_ab_rr(&ab, NDC_SEC_ADDITIONAL, tn, tl, rr->type, NDC_C_IN, ttl,
+				  rr->rdata, rr->rdlen);
+		}
 	}
 	return ndc_ab_finish(&ab, NDC_RCODE_NOERROR, true);
 }
@@ -209,8 +181,8 @@ static int render_type(struct ndc_rec_bld *b, const struct ndc_rec_node *t, uint
 	return lo ? render_set(b, t, type, lo, false, scratch, cap) : -ENOSPC;
 }
 
-static int render_node(struct ndc_rec_bld *b, struct ndc_records *r, const struct ndc_rec_node *t,
-		       struct ndc_answer *scratch)
+int ndc_rec_render_node(struct ndc_rec_bld *b, struct ndc_records *r, const struct ndc_rec_node *t,
+			struct ndc_answer *scratch, bool whole)
 {
 	uint16_t types[MAX_TYPES];
 	size_t llen = t->nlen > 1 ? 1u + t->name[0] : t->nlen;
@@ -227,13 +199,21 @@ static int render_node(struct ndc_rec_bld *b, struct ndc_records *r, const struc
 		if (k == ntypes && ntypes < MAX_TYPES)
 			types[ntypes++] = rr->type;
 	}
-	if (t->nlen <= 1 || !ndc_rec_find(b, t->name + llen, t->nlen - llen))
+	/* In type order, not the order objects came in: ANY answers with the first (RFC 8482). */
+	for (size_t i = 1; i < ntypes; i++)
+		for (size_t k = i; k > 0 && types[k - 1] > types[k]; k--) {
+			uint16_t x = types[k];
+
+			types[k] = types[k - 1];
+			types[k - 1] = x;
+		}
+	if (whole || t->nlen <= 1 || !ndc_rec_find(b, t->name + llen, t->nlen - llen))
 		llen = t->nlen; /* no parent node: the apex and reverse names */
-	hdr = ALIGN4(sizeof(struct rnode) + llen);
+	hdr = NDC_REC_ALIGN4(sizeof(struct ndc_rec_node_r) + llen);
 	err = blob_reserve(r, hdr);
 	if (err)
 		return err;
-	struct rnode *nd = (struct rnode *)(r->blob + off);
+	struct ndc_rec_node_r *nd = (struct ndc_rec_node_r *)(r->blob + off);
 	memset(nd, 0, hdr);
 	nd->hash = t->hash;
 	nd->nlen = t->nlen;
@@ -245,7 +225,7 @@ static int render_node(struct ndc_rec_bld *b, struct ndc_records *r, const struc
 		err = render_type(b, t, types[k], scratch, cap);
 		if (err)
 			return err;
-		size_t sz = ALIGN4(ndc_answer_size(scratch));
+		size_t sz = NDC_REC_ALIGN4(ndc_answer_size(scratch));
 		err = blob_reserve(r, sz);
 		if (err)
 			return err;
@@ -254,7 +234,7 @@ static int render_node(struct ndc_rec_bld *b, struct ndc_records *r, const struc
 		memset(r->blob + r->blob_len, 0, sz);
 		memcpy(r->blob + r->blob_len, scratch, ndc_answer_size(scratch));
 		r->blob_len += sz;
-		((struct rnode *)(r->blob + off))->ntypes++;
+		((struct ndc_rec_node_r *)(r->blob + off))->ntypes++;
 		r->n_rrsets++;
 	}
 	return 0;
@@ -283,7 +263,7 @@ static int render(struct ndc_rec_bld *b, struct ndc_records *r)
 		if (!t)
 			continue;
 		t->off = (uint32_t)r->blob_len;
-		err = render_node(b, r, t, scratch);
+		err = ndc_rec_render_node(b, r, t, scratch, false);
 		if (err)
 			goto out;
 		uint32_t s = t->hash & r->mask;
@@ -294,7 +274,7 @@ static int render(struct ndc_rec_bld *b, struct ndc_records *r)
 	}
 	for (size_t i = 0; i < b->tcap; i++) {
 		const struct ndc_rec_node *t = b->tab[i];
-		struct rnode *nd = t ? (struct rnode *)(r->blob + t->off) : NULL;
+		struct ndc_rec_node_r *nd = t ? (struct ndc_rec_node_r *)(r->blob + t->off) : NULL;
 
 		if (nd && nd->llen < nd->nlen)
 			nd->parent = ndc_rec_find(b, t->name + nd->llen, t->nlen - nd->llen)->off;
@@ -346,7 +326,7 @@ static int negative_init(struct ndc_records *r)
 	for (int name = 0; !err && name < 3; name++) {
 		while (pos < r->neg.a.len && d[pos] && (d[pos] & 0xc0) != 0xc0)
 			pos += 1u + d[pos];
-		if (pos + 2 > r->neg.a.len || r->n_neg_ptrs == NEG_PTRS_MAX)
+		if (pos + 2 > r->neg.a.len || r->n_neg_ptrs == NDC_REC_NEG_PTRS_MAX)
 			return -EINVAL;
 		if (d[pos]) /* a pointer, not the root label */
 			r->neg_ptrs[r->n_neg_ptrs++] = (uint16_t)pos++;
@@ -374,6 +354,7 @@ int ndc_records_build(const struct ndc_k8s_objects *o, const struct ndc_records_
 		err = -ENOMEM;
 		goto fail;
 	}
+	atomic_init(&r->refs, 1);
 	memcpy(r->zone, b.zone, b.zlen);
 	r->zlen = b.zlen;
 	memcpy(r->podz, b.podz, b.podzlen);
@@ -406,13 +387,26 @@ fail:
 	return err == -E2BIG ? -ENOMEM : err;
 }
 
+static void owner_put(struct ndc_records *o)
+{
+	if (atomic_fetch_sub(&o->refs, 1) != 1)
+		return;
+	free(o->slots);
+	free(o->blob);
+	free(o);
+}
+
 void ndc_records_free(struct ndc_records *r)
 {
 	if (!r)
 		return;
-	free(r->slots);
-	free(r->blob);
-	free(r);
+	ndc_rec_ovl_put(r->ovl);
+	if (r->owner) {
+		owner_put(r->owner);
+		free(r);
+	} else {
+		owner_put(r);
+	}
 }
 
 size_t ndc_records_count(const struct ndc_records *r)
@@ -433,7 +427,7 @@ bool ndc_records_is_local(const struct ndc_records *r, const uint8_t *lname, siz
 /* ---------------------------------------------------------------------------------------------
  * Lookup.
  */
-static bool node_is(const struct ndc_records *r, const struct rnode *nd, const uint8_t *n,
+static bool node_is(const struct ndc_records *r, const struct ndc_rec_node_r *nd, const uint8_t *n,
 		    size_t len)
 {
 	for (;;) {
@@ -443,17 +437,16 @@ static bool node_is(const struct ndc_records *r, const struct rnode *nd, const u
 			return true;
 		n += nd->llen;
 		len -= nd->llen;
-		nd = (const struct rnode *)(r->blob + nd->parent);
+		nd = (const struct ndc_rec_node_r *)(r->blob + nd->parent);
 	}
 }
 
-static const struct rnode *find(const struct ndc_records *r, const uint8_t *n, size_t len)
+const struct ndc_rec_node_r *ndc_rec_base_find(const struct ndc_records *r, const uint8_t *n,
+					       size_t len, uint32_t h)
 {
-	uint32_t h = ndc_rec_name_hash(n, len);
-
 	for (uint32_t i = h & r->mask;; i = (i + 1) & r->mask) {
 		uint32_t off = r->slots[i];
-		const struct rnode *nd = (const struct rnode *)(r->blob + off);
+		const struct ndc_rec_node_r *nd = (const struct ndc_rec_node_r *)(r->blob + off);
 
 		if (!off)
 			return NULL;
@@ -462,17 +455,28 @@ static const struct rnode *find(const struct ndc_records *r, const uint8_t *n, s
 	}
 }
 
-/* The answer for type at nd; with type 0 the first one the name has. */
-static const struct ndc_answer *node_answer(const struct rnode *nd, uint16_t type)
+/* The node named n in this version: the overlay's if it has one, else the base's. */
+static const struct ndc_rec_node_r *find(const struct ndc_records *r, const uint8_t *n, size_t len)
 {
-	const uint8_t *e = (const uint8_t *)nd + ALIGN4(sizeof(*nd) + nd->llen);
+	uint32_t h = ndc_rec_name_hash(n, len);
+	const struct ndc_rec_node_r *nd;
+
+	if (r->ovl && !ndc_rec_ovl_find(r->ovl, n, len, h, &nd))
+		return nd;
+	return ndc_rec_base_find(r, n, len, h);
+}
+
+/* The answer for type at nd; with type 0 the first one the name has. */
+static const struct ndc_answer *node_answer(const struct ndc_rec_node_r *nd, uint16_t type)
+{
+	const uint8_t *e = (const uint8_t *)nd + NDC_REC_ALIGN4(sizeof(*nd) + nd->llen);
 
 	for (int i = 0; i < nd->ntypes; i++) {
 		const struct ndc_answer *a = (const struct ndc_answer *)e;
 
 		if (!type || a->pad == type)
 			return a;
-		e += ALIGN4(ndc_answer_size(a));
+		e += NDC_REC_ALIGN4(ndc_answer_size(a));
 	}
 	return NULL;
 }
@@ -528,7 +532,7 @@ int ndc_records_lookup(const struct ndc_records *r, const uint8_t *lname, size_t
 		       uint16_t qtype, struct ndc_answer *out, size_t cap)
 {
 	const struct ndc_answer *a;
-	const struct rnode *nd;
+	const struct ndc_rec_node_r *nd;
 
 	if (!nlen || nlen > NDC_NAME_MAX)
 		return -ENOENT;
@@ -557,7 +561,7 @@ int ndc_records_lookup(const struct ndc_records *r, const uint8_t *lname, size_t
  * Iteration, for the fast-path publisher.
  */
 /* The whole name of nd into out (NDC_NAME_MAX bytes); returns its length. */
-static size_t node_name(const struct ndc_records *r, const struct rnode *nd, uint8_t *out)
+static size_t node_name(const struct ndc_records *r, const struct ndc_rec_node_r *nd, uint8_t *out)
 {
 	size_t len = nd->nlen, pos = 0;
 
@@ -566,59 +570,91 @@ static size_t node_name(const struct ndc_records *r, const struct rnode *nd, uin
 		pos += nd->llen;
 		if (!nd->parent)
 			return len;
-		nd = (const struct rnode *)(r->blob + nd->parent);
+		nd = (const struct ndc_rec_node_r *)(r->blob + nd->parent);
 	}
 }
 
-int ndc_records_foreach(const struct ndc_records *r, ndc_records_fn fn, void *arg)
+/* What ndc_records_foreach yields for one node, named name. */
+static int node_emit(const struct ndc_records *r, const struct ndc_rec_node_r *nd,
+		     const uint8_t *name, size_t nlen, ndc_records_fn fn, void *arg)
 {
 	union {
 		struct ndc_answer a;
 		uint8_t b[sizeof(r->neg)];
 	} neg;
+	const uint8_t *e = (const uint8_t *)nd + NDC_REC_ALIGN4(sizeof(*nd) + nd->llen);
+	const struct ndc_answer *other;
+	int err;
+
+	for (int t = 0; t < nd->ntypes; t++) {
+		const struct ndc_answer *a = (const struct ndc_answer *)e;
+
+		err = fn(arg, name, nlen, a->pad, a);
+		if (err)
+			return err;
+		e += NDC_REC_ALIGN4(ndc_answer_size(a));
+	}
+	if (!ndc_name_in_zone(name, nlen, r->zone, r->zlen))
+		return 0; /* reverse names: other types are forwarded, not answered */
+	/* ANY gets the first RRset (RFC 8482), as ndc_records_lookup answers it. */
+	if (nd->ntypes) {
+		err = fn(arg, name, nlen, NDC_T_ANY, node_answer(nd, 0));
+		if (err)
+			return err;
+	}
+	other = node_answer(nd, NDC_T_CNAME);
+	if (!other) {
+		err = negative(r, nlen, NDC_RCODE_NOERROR, &neg.a, sizeof(neg) - sizeof(neg.a));
+		if (err)
+			return err;
+		other = &neg.a;
+	}
+	return fn(arg, name, nlen, 0, other);
+}
+
+struct ovl_walk {
+	const struct ndc_records *r;
+	ndc_records_fn fn;
+	void *arg;
+};
+
+static int ovl_emit(void *arg, const struct ndc_rec_node_r *nd)
+{
+	const struct ovl_walk *w = arg;
+
+	return node_emit(w->r, nd, nd->name, nd->nlen, w->fn, w->arg);
+}
+
+int ndc_records_foreach(const struct ndc_records *r, ndc_records_fn fn, void *arg)
+{
+	struct ovl_walk w = {.r = r, .fn = fn, .arg = arg};
 	uint8_t name[NDC_NAME_MAX];
 
 	for (uint32_t i = 0; i <= r->mask; i++) {
-		const struct rnode *nd;
-		const struct ndc_answer *other;
-		const uint8_t *e;
+		const struct ndc_rec_node_r *nd, *shadow;
 		size_t nlen;
 		int err;
 
 		if (!r->slots[i])
 			continue;
-		nd = (const struct rnode *)(r->blob + r->slots[i]);
+		nd = (const struct ndc_rec_node_r *)(r->blob + r->slots[i]);
 		nlen = node_name(r, nd, name);
-		e = (const uint8_t *)nd + ALIGN4(sizeof(*nd) + nd->llen);
-		for (int t = 0; t < nd->ntypes; t++) {
-			const struct ndc_answer *a = (const struct ndc_answer *)e;
-
-			err = fn(arg, name, nlen, a->pad, a);
-			if (err)
-				return err;
-			e += ALIGN4(ndc_answer_size(a));
-		}
-		if (!ndc_name_in_zone(name, nlen, r->zone, r->zlen))
-			continue; /* reverse names: other types are forwarded, not answered */
-		/* ANY gets the first RRset (RFC 8482), as ndc_records_lookup answers it. */
-		if (nd->ntypes) {
-			err = fn(arg, name, nlen, NDC_T_ANY, node_answer(nd, 0));
-			if (err)
-				return err;
-		}
-		other = node_answer(nd, NDC_T_CNAME);
-		if (!other) {
-			err = negative(r, nlen, NDC_RCODE_NOERROR, &neg.a,
-				       sizeof(neg) - sizeof(neg.a));
-			if (err)
-				return err;
-			other = &neg.a;
-		}
-		err = fn(arg, name, nlen, 0, other);
+		if (r->ovl && !ndc_rec_ovl_find(r->ovl, name, nlen, nd->hash, &shadow))
+			continue; /* changed since the base was built: the overlay has it */
+		err = node_emit(r, nd, name, nlen, fn, arg);
 		if (err)
 			return err;
 	}
-	return 0;
+	return r->ovl ? ndc_rec_ovl_foreach(r->ovl, ovl_emit, &w) : 0;
+}
+
+int ndc_records_foreach_name(const struct ndc_records *r, const uint8_t *lname, size_t nlen,
+			     ndc_records_fn fn, void *arg)
+{
+	const struct ndc_rec_node_r *nd =
+	    nlen && nlen <= NDC_NAME_MAX ? find(r, lname, nlen) : NULL;
+
+	return nd ? node_emit(r, nd, lname, nlen, fn, arg) : 0;
 }
 
 int ndc_records_nxdomain(const struct ndc_records *r, struct ndc_answer *out, size_t cap)
@@ -646,7 +682,8 @@ int ndc_records_nxdomain(const struct ndc_records *r, struct ndc_answer *out, si
 
 bool ndc_records_has(const struct ndc_records *r, const uint8_t *lname, size_t nlen, uint16_t qtype)
 {
-	const struct rnode *nd = nlen && nlen <= NDC_NAME_MAX ? find(r, lname, nlen) : NULL;
+	const struct ndc_rec_node_r *nd =
+	    nlen && nlen <= NDC_NAME_MAX ? find(r, lname, nlen) : NULL;
 	bool in_zone;
 
 	if (!nd)

@@ -28,6 +28,12 @@ struct ndc_records_opts {
 	char *const *namespaces;
 	size_t n_ns_addrs; /* A/AAAA of the apex NS target (ns.dns.<zone>): the listen addresses */
 	const struct ndc_ip *ns_addrs;
+	/*
+	 * SOA serial; 0: the build time. Incremental versions keep their base's SOA, so a store
+	 * that rebuilds its base now and then fixes the serial: the negative answers then stay the
+	 * same bytes across rebuilds, as the fast-path table holds them.
+	 */
+	uint32_t serial;
 };
 
 /* Fills opts from a config (pointers into cfg). */
@@ -71,6 +77,82 @@ bool ndc_records_has(const struct ndc_records *r, const uint8_t *lname, size_t n
  * same bytes follow any question: the fast path's template. -ENOSPC if cap is too small.
  */
 int ndc_records_nxdomain(const struct ndc_records *r, struct ndc_answer *out, size_t cap);
+
+/* The reverse name of ip (NDC_NAME_MAX bytes): in-addr.arpa or ip6.arpa. Returns its length. */
+size_t ndc_records_reverse_name(const struct ndc_ip *ip, uint8_t *out);
+
+/* ndc_records_foreach restricted to one name (nothing when the name does not exist). */
+int ndc_records_foreach_name(const struct ndc_records *r, const uint8_t *lname, size_t nlen,
+			     ndc_records_fn fn, void *arg);
+
+/*
+ * Incremental updates (records_patch.c). A patch holds new contents for the names some changes
+ * of the object store touched, each computed from the objects that make that name; applying it
+ * gives a new version of a table that shares everything else with it. The old version stays
+ * valid and unchanged, so readers holding it (under RCU) never see half an update, and a
+ * version is freed with ndc_records_free like a built table.
+ *
+ * Versions and patch entries carry the store's change counter (seq): applying skips entries
+ * the table already reflects (seq <= ndc_records_seq), which lets a base rebuilt from a snapshot
+ * of the store taken at seq S take over from a version with changes after S
+ * (ndc_records_rebase).
+ */
+struct ndc_records_patch;
+
+/* opts (the table's) must outlive the patch. */
+int ndc_records_patch_new(const struct ndc_records_opts *opts, struct ndc_records_patch **ret);
+void ndc_records_patch_free(struct ndc_records_patch *p);
+
+/*
+ * One change, the store at seq. before: the changed objects as they were; after: the same
+ * objects as they are now; context: after plus every other object that makes one of their
+ * names (other services with the same IP for a PTR name, other pods with the same IP in the
+ * namespace), and the namespace in context->namespaces when it exists regardless of the change
+ * (a Namespace object, or services in it); pod_ns lists namespaces where pods alone make
+ * <ns>.pod.<zone> exist. Each name before or after makes below
+ * svc.<zone> or pod.<zone>, and each reverse name, gets what context makes of it: its records,
+ * an empty non-terminal, or nothing (deleted). A later change to the same name replaces an
+ * earlier one. -ENOMEM, or -ENOSPC when an answer does not fit a message: the patch is then
+ * unusable and the caller rebuilds the whole table instead.
+ */
+int ndc_records_patch_add(struct ndc_records_patch *p, uint64_t seq,
+			  const struct ndc_k8s_objects *before, const struct ndc_k8s_objects *after,
+			  const struct ndc_k8s_objects *context, char *const *pod_ns,
+			  size_t n_pod_ns);
+
+/*
+ * Calls fn with each target of the PTR RRset at rev as p has it (p: newest) or else r (either
+ * may be NULL). Returns 0 or what fn returned.
+ */
+int ndc_records_ptr_targets(const struct ndc_records *r, const struct ndc_records_patch *p,
+			    const uint8_t *rev, size_t len,
+			    int (*fn)(void *arg, const uint8_t *target, size_t tlen), void *arg);
+
+/* Names in the patch. */
+size_t ndc_records_patch_size(const struct ndc_records_patch *p);
+
+/* Calls fn for each name in the patch; a non-zero return stops the walk and is returned. */
+int ndc_records_patch_foreach(const struct ndc_records_patch *p,
+			      int (*fn)(void *arg, const uint8_t *lname, size_t nlen), void *arg);
+
+/* A new version: r with the patch's names replaced. -ENOMEM. */
+int ndc_records_apply(const struct ndc_records *r, const struct ndc_records_patch *p,
+		      struct ndc_records **ret);
+
+/*
+ * A new version of base (built from the store at ndc_records_seq(base)) carrying every change of
+ * cur newer than that: cur's content, on a fresh base. base stays the caller's to free.
+ */
+int ndc_records_rebase(const struct ndc_records *cur, const struct ndc_records *base,
+		       struct ndc_records **ret);
+
+void ndc_records_set_seq(struct ndc_records *r, uint64_t seq);
+uint64_t ndc_records_seq(const struct ndc_records *r);
+
+/* Names changed since the base was built (the overlay), and the base's names: when the first
+ * grows large against the second, a rebuild keeps lookups and memory lean. */
+size_t ndc_records_overlay_size(const struct ndc_records *r);
+size_t ndc_records_base_names(const struct ndc_records *r);
 
 /* Number of (name, type) RRsets in the table, for metrics and tests. */
 size_t ndc_records_count(const struct ndc_records *r);

@@ -8,6 +8,7 @@
 #ifndef NDC_RECORDS_INTERNAL_H
 #define NDC_RECORDS_INTERNAL_H
 
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -57,6 +58,8 @@ struct ndc_rec_bld {
 	size_t tcount;
 	struct ndc_rec_rr **vec; /* one RRset being rendered */
 	size_t vcap;
+	struct ndc_rec_rr **xvec; /* the addresses of one of its targets */
+	size_t xcap;
 	int err;
 	size_t skipped; /* objects whose names are not valid DNS names */
 	char first_skip[160];
@@ -100,7 +103,98 @@ void ndc_rec_add_apex(struct ndc_rec_bld *b, uint8_t *soa, size_t *ret_soa_len);
  */
 int ndc_rec_add_objects(struct ndc_rec_bld *b, const struct ndc_k8s_objects *o);
 
+/* <ns>.pod.<zone> alone, as pods in a namespace make it (pod records on, namespace served). */
+void ndc_rec_add_pod_namespace(struct ndc_rec_bld *b, const char *ns);
+
 /* The pending node named n (lowercase wire name), or NULL. */
 struct ndc_rec_node *ndc_rec_find(const struct ndc_rec_bld *b, const uint8_t *n, size_t len);
+
+/* ---------------------------------------------------------------------------------------------
+ * The rendered table (records.c) and its incremental versions (records_patch.c).
+ */
+#define NDC_REC_ALIGN4(x) (((x) + 3) & ~(size_t)3)
+
+/*
+ * Blob layout, 4-byte aligned throughout: struct rnode, its name, then ntypes answers (struct
+ * ndc_answer and its data; the pad byte holds the type). Empty non-terminals are nodes with no
+ * answers. A node whose parent name is a node too stores only its first label and the parent's
+ * offset. Overlay nodes (struct ndc_rec_oent) always hold their whole name.
+ */
+struct ndc_rec_node_r {
+	uint32_t hash;	 /* of the whole name */
+	uint32_t parent; /* node of the name without its first label, or 0: name[] is whole */
+	uint8_t nlen;	 /* whole name */
+	uint8_t llen;	 /* bytes in name[] */
+	uint8_t ntypes;
+	uint8_t pad;
+	uint8_t name[];
+};
+
+#define NDC_REC_NEG_PTRS_MAX 3 /* SOA owner, MNAME and RNAME each end in one pointer at most */
+
+struct ndc_records {
+	uint8_t *blob;
+	size_t blob_len;
+	size_t blob_cap;
+	uint32_t *slots;
+	uint32_t mask;
+	size_t n_rrsets;
+	size_t n_names;
+	enum ndc_pods_mode pods;
+	uint32_t ttl;
+	uint32_t neg_ttl;
+	size_t zlen;
+	size_t podzlen;
+	size_t soa_len;
+	uint8_t zone[NDC_NAME_MAX];
+	uint8_t podz[NDC_NAME_MAX]; /* pod.<zone> */
+	uint8_t soa[NDC_REC_SOA_MAX];
+	/*
+	 * Versions. A built table owns blob and slots (owner NULL) and counts in refs itself plus
+	 * every version derived from it; a derived version (records_patch.c) shares them and adds
+	 * an overlay of whole nodes that hide the base's nodes of the same name. Versions are freed
+	 * on the writer's thread after an RCU grace period, so refs need no more than atomics.
+	 */
+	struct ndc_records *owner;
+	_Atomic uint32_t refs;
+	struct ndc_rec_ovl *ovl; /* NULL: none */
+	uint64_t seq;		 /* the store's change counter this table reflects */
+	/*
+	 * The NXDOMAIN answer for the apex as question. Every pointer in it points into the zone,
+	 * which ends any question under the zone, so for a question nlen long each one moves by
+	 * nlen - zlen: the negative answer is a copy and up to three additions.
+	 */
+	uint16_t neg_ptrs[NDC_REC_NEG_PTRS_MAX];
+	int n_neg_ptrs;
+	union {
+		struct ndc_answer a;
+		uint8_t b[sizeof(struct ndc_answer) + NDC_NAME_MAX + 10 + 2 * NDC_NAME_MAX + 20];
+	} neg;
+};
+
+struct ndc_rec_ovl;
+
+/* Renders pending node t into r's blob (whole name when whole, or when its parent is not a node).
+ */
+int ndc_rec_render_node(struct ndc_rec_bld *b, struct ndc_records *r, const struct ndc_rec_node *t,
+			struct ndc_answer *scratch, bool whole);
+
+/* The base table's node named n (hash h), or NULL; overlays are not consulted. */
+const struct ndc_rec_node_r *ndc_rec_base_find(const struct ndc_records *r, const uint8_t *n,
+					       size_t len, uint32_t h);
+
+/* The overlay's entry for n: -ENOENT when it has none, else 0 and *ret (NULL: deleted name). */
+int ndc_rec_ovl_find(const struct ndc_rec_ovl *o, const uint8_t *n, size_t len, uint32_t h,
+		     const struct ndc_rec_node_r **ret);
+
+/* Calls fn for every node of the overlay that exists. */
+int ndc_rec_ovl_foreach(const struct ndc_rec_ovl *o,
+			int (*fn)(void *arg, const struct ndc_rec_node_r *nd), void *arg);
+
+/* Entries in the overlay (names changed since the base was built, deletions included). */
+size_t ndc_rec_ovl_size(const struct ndc_rec_ovl *o);
+
+/* Drops a version's overlay. */
+void ndc_rec_ovl_put(struct ndc_rec_ovl *o);
 
 #endif

@@ -1,0 +1,582 @@
+// SPDX-License-Identifier: MIT
+/*
+ * One change of the object store, and what it takes to turn it into a patch of names. A name
+ * can be made by more than the changed object: a PTR name by every Service (or endpoint) with
+ * that address, a pod name by every pod with that IP in the namespace, <ns>.svc.<zone> by the
+ * Namespace and by every Service in it. The patch must see all of them, so the store keeps what
+ * finds them: a Service's EndpointSlices by label, counts of what makes a namespace exist, pod
+ * IPs per namespace; and for PTR names the current table itself, whose PTR targets name their
+ * Services.
+ */
+#include <arpa/inet.h>
+#include <errno.h>
+#include <json-c/linkhash.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+
+#include "k8s_store_internal.h"
+
+/* ---------------------------------------------------------------------------------------------
+ * Objects and collections.
+ */
+void ndc_k8s_obj_put(struct ndc_k8s_obj *o)
+{
+	if (!o || atomic_fetch_sub(&o->refs, 1) != 1)
+		return;
+	ndc_k8s_objects_free(&o->one);
+	free(o);
+}
+
+static void objtab_free_entry(struct lh_entry *e)
+{
+	ndc_k8s_obj_put((struct ndc_k8s_obj *)lh_entry_v(e));
+}
+
+struct lh_table *ndc_k8s_objtab_new(void)
+{
+	return lh_kchar_table_new(64, objtab_free_entry);
+}
+
+/* Appends n elements of size sz from src to *dst (count *n_dst, capacity *cap). */
+static int append(void **dst, size_t *n_dst, size_t *cap, const void *src, size_t n, size_t sz)
+{
+	if (!n)
+		return 0; /* src may be NULL then, and memcpy must not see it */
+	if (*n_dst + n > *cap) {
+		size_t c = *cap ? *cap * 2 : 16;
+		void *p;
+
+		while (c < *n_dst + n)
+			c *= 2;
+		p = realloc(*dst, c * sz);
+		if (!p)
+			return -ENOMEM;
+		*dst = p;
+		*cap = c;
+	}
+	memcpy((char *)*dst + *n_dst * sz, src, n * sz);
+	*n_dst += n;
+	return 0;
+}
+
+int ndc_k8s_coll_add(struct ndc_k8s_coll *c, const struct ndc_k8s_objects *one)
+{
+	struct ndc_k8s_objects *o = &c->o;
+	int err;
+
+	err = append((void **)&o->namespaces, &o->n_namespaces, &c->cap[0], one->namespaces,
+		     one->n_namespaces, sizeof(*o->namespaces));
+	err = err
+		  ?: append((void **)&o->services, &o->n_services, &c->cap[1], one->services,
+			    one->n_services, sizeof(*o->services));
+	err = err
+		  ?: append((void **)&o->slices, &o->n_slices, &c->cap[2], one->slices,
+			    one->n_slices, sizeof(*o->slices));
+	return err
+		   ?: append((void **)&o->pods, &o->n_pods, &c->cap[3], one->pods, one->n_pods,
+			     sizeof(*o->pods));
+}
+
+/* Adds obj once, holding a reference. */
+static int coll_obj(struct ndc_k8s_coll *c, struct ndc_k8s_obj *obj)
+{
+	for (size_t i = 0; i < c->n_held; i++)
+		if (c->held[i] == obj)
+			return 0;
+	int err = append((void **)&c->held, &c->n_held, &c->cap_held, &obj, 1, sizeof(obj));
+
+	if (err)
+		return err;
+	atomic_fetch_add(&obj->refs, 1);
+	return ndc_k8s_coll_add(c, &obj->one);
+}
+
+void ndc_k8s_coll_free(struct ndc_k8s_coll *c)
+{
+	for (size_t i = 0; i < c->n_held; i++)
+		ndc_k8s_obj_put(c->held[i]);
+	free(c->held);
+	/* Shallow: only the arrays are ours. */
+	free(c->o.namespaces);
+	free(c->o.services);
+	free(c->o.slices);
+	free(c->o.pods);
+	memset(c, 0, sizeof(*c));
+}
+
+/* ---------------------------------------------------------------------------------------------
+ * Indexes.
+ */
+struct olist {
+	size_t n, cap;
+	struct ndc_k8s_obj **v;
+};
+
+/* What makes <ns>.svc.<zone> (and <ns>.pod.<zone>) exist. */
+struct nsst {
+	uint32_t obj, svc, pod;
+};
+
+static void free_keyed(struct lh_entry *e)
+{
+	struct olist *l = (struct olist *)lh_entry_v(e);
+
+	free((void *)lh_entry_k(e));
+	if (l)
+		free(l->v);
+	free(l);
+}
+
+static void free_key(struct lh_entry *e)
+{
+	free((void *)lh_entry_k(e));
+}
+
+static void nsst_free(struct lh_entry *e)
+{
+	free((void *)lh_entry_k(e));
+	free(lh_entry_v(e));
+}
+
+static void index_drop(struct ndc_k8s_index *x)
+{
+	if (x->slices)
+		lh_table_free(x->slices);
+	if (x->ns)
+		lh_table_free(x->ns);
+	if (x->podips)
+		lh_table_free(x->podips);
+	x->slices = x->ns = x->podips = NULL;
+}
+
+static int index_new(struct ndc_k8s_index *x)
+{
+	x->slices = lh_kchar_table_new(1024, free_keyed);
+	x->ns = lh_kchar_table_new(64, nsst_free);
+	x->podips = lh_kchar_table_new(64, free_key);
+	if (x->slices && x->ns && x->podips)
+		return 0;
+	index_drop(x);
+	return -ENOMEM;
+}
+
+int ndc_k8s_index_init(struct ndc_k8s_index *x, const struct ndc_records_opts *ropts)
+{
+	uint8_t zone[NDC_NAME_MAX];
+	size_t zl;
+
+	memset(x, 0, sizeof(*x));
+	x->ropts = ropts;
+	if (!ropts->zone || ndc_name_from_text(ropts->zone, zone, sizeof(zone), &zl) ||
+	    zl + 4 > sizeof(x->svcz))
+		return -EINVAL;
+	ndc_name_lower(zone, zone, zl);
+	memcpy(x->svcz, "\3svc", 4);
+	memcpy(x->svcz + 4, zone, zl);
+	x->svczlen = zl + 4;
+	return index_new(x);
+}
+
+void ndc_k8s_index_free(struct ndc_k8s_index *x)
+{
+	index_drop(x);
+}
+
+static int podip_key(const char *ns, const struct ndc_ip *ip, char *buf, size_t len)
+{
+	char a[INET6_ADDRSTRLEN];
+
+	if (!ns || !inet_ntop(ip->family, ip->addr, a, sizeof(a)))
+		return -EINVAL;
+	return snprintf(buf, len, "%s|%s", ns, a) < (int)len ? 0 : -EINVAL;
+}
+
+static struct nsst *nsst_get(struct ndc_k8s_index *x, const char *ns, bool create)
+{
+	void *v;
+
+	if (lh_table_lookup_ex(x->ns, ns, &v))
+		return v;
+	if (!create)
+		return NULL;
+	struct nsst *st = calloc(1, sizeof(*st));
+	char *k = strdup(ns);
+
+	if (!st || !k || lh_table_insert(x->ns, k, st)) {
+		free(st);
+		free(k);
+		return NULL;
+	}
+	return st;
+}
+
+static int nsst_add(struct ndc_k8s_index *x, const char *ns, int which, int delta)
+{
+	struct nsst *st = ns ? nsst_get(x, ns, delta > 0) : NULL;
+	uint32_t *f;
+
+	if (!st)
+		return ns && delta > 0 ? -ENOMEM : 0;
+	f = which == 0 ? &st->obj : which == 1 ? &st->svc : &st->pod;
+	*f += (uint32_t)delta;
+	if (!st->obj && !st->svc && !st->pod)
+		lh_table_delete(x->ns, ns);
+	return 0;
+}
+
+static int slices_add(struct ndc_k8s_index *x, struct ndc_k8s_obj *o, int delta)
+{
+	const struct ndc_k8s_slice *sl = &o->one.slices[0];
+	char key[512];
+	struct olist *l;
+	void *v;
+
+	if (!sl->ns || !sl->service)
+		return 0;
+	snprintf(key, sizeof(key), "%s/%s", sl->ns, sl->service);
+	l = lh_table_lookup_ex(x->slices, key, &v) ? v : NULL;
+	if (delta < 0) {
+		for (size_t i = 0; l && i < l->n; i++) {
+			if (l->v[i] == o) {
+				l->v[i] = l->v[--l->n];
+				break;
+			}
+		}
+		if (l && !l->n)
+			lh_table_delete(x->slices, key);
+		return 0;
+	}
+	if (!l) {
+		char *k = strdup(key);
+
+		l = calloc(1, sizeof(*l));
+		if (!l || !k || lh_table_insert(x->slices, k, l)) {
+			free(l);
+			free(k);
+			return -ENOMEM;
+		}
+	}
+	return append((void **)&l->v, &l->n, &l->cap, &o, 1, sizeof(o));
+}
+
+static int podips_add(struct ndc_k8s_index *x, const struct ndc_k8s_pod *p, int delta)
+{
+	char key[512];
+	void *v;
+
+	for (size_t i = 0; i < p->n_ips && i < 2; i++) {
+		uintptr_t n = 0;
+
+		if (podip_key(p->ns, &p->ips[i], key, sizeof(key)))
+			continue;
+		if (lh_table_lookup_ex(x->podips, key, &v))
+			n = (uintptr_t)v;
+		n += (uintptr_t)(intptr_t)delta;
+		if (!n) {
+			lh_table_delete(x->podips, key);
+		} else if (n == 1 && delta > 0) {
+			char *k = strdup(key);
+
+			if (!k || lh_table_insert(x->podips, k, (void *)n)) {
+				free(k);
+				return -ENOMEM;
+			}
+		} else {
+			struct lh_entry *e = lh_table_lookup_entry(x->podips, key);
+
+			if (e)
+				e->v = (void *)n;
+		}
+	}
+	return 0;
+}
+
+/* Adds (delta 1) or removes (-1) o of kind in the indexes. */
+static int index_obj(struct ndc_k8s_index *x, enum ndc_k8s_kind kind, struct ndc_k8s_obj *o,
+		     int delta)
+{
+	const struct ndc_k8s_objects *one = &o->one;
+	int err;
+
+	switch (kind) {
+	case NDC_K8S_NAMESPACES:
+		return one->n_namespaces ? nsst_add(x, one->namespaces[0], 0, delta) : 0;
+	case NDC_K8S_SERVICES:
+		return one->n_services ? nsst_add(x, one->services[0].ns, 1, delta) : 0;
+	case NDC_K8S_ENDPOINTSLICES:
+		return one->n_slices ? slices_add(x, o, delta) : 0;
+	case NDC_K8S_PODS:
+		if (!one->n_pods || !one->pods[0].n_ips)
+			return 0;
+		err = nsst_add(x, one->pods[0].ns, 2, delta);
+		return err ?: podips_add(x, &one->pods[0], delta);
+	default:
+		return 0;
+	}
+}
+
+int ndc_k8s_index_rebuild(struct ndc_k8s_index *x, struct lh_table *const *tab)
+{
+	struct lh_entry *e;
+	int err;
+
+	index_drop(x);
+	err = index_new(x);
+	for (int k = 0; k < NDC_K8S_KINDS && !err; k++) {
+		lh_foreach(tab[k], e)
+		{
+			err = index_obj(x, (enum ndc_k8s_kind)k,
+					(struct ndc_k8s_obj *)lh_entry_v(e), 1);
+			if (err)
+				break;
+		}
+	}
+	return err;
+}
+
+/* ---------------------------------------------------------------------------------------------
+ * Changes.
+ */
+struct unit {
+	char ns[256];
+	char svc[256];
+};
+
+struct names {
+	char **v;
+	size_t n, cap;
+};
+
+struct ctx_walk {
+	const struct ndc_k8s_change *c;
+	struct ndc_k8s_coll *ctx;
+	int err;
+};
+
+static struct ndc_k8s_obj *lookup(struct lh_table *t, const char *key)
+{
+	void *v;
+
+	return lh_table_lookup_ex(t, key, &v) ? v : NULL;
+}
+
+/* The Service ns/svc and every EndpointSlice labelled for it. */
+static int unit_add(const struct ndc_k8s_change *c, struct ndc_k8s_coll *into, const char *ns,
+		    const char *svc)
+{
+	char key[520];
+	struct ndc_k8s_obj *o;
+	struct olist *l;
+	void *v;
+	int err = 0;
+
+	snprintf(key, sizeof(key), "%s/%s", ns, svc);
+	o = lookup(c->tab[NDC_K8S_SERVICES], key);
+	if (o)
+		err = coll_obj(into, o);
+	l = lh_table_lookup_ex(c->idx->slices, key, &v) ? v : NULL;
+	for (size_t i = 0; l && i < l->n && !err; i++)
+		err = coll_obj(into, l->v[i]);
+	return err;
+}
+
+/* A PTR target names its Service: [<host>.]<svc>.<ns>.svc.<zone>. */
+static int ptr_target(void *arg, const uint8_t *t, size_t tl)
+{
+	struct ctx_walk *w = arg;
+	const struct ndc_k8s_index *x = w->c->idx;
+	size_t pos = 0, lab[NDC_NAME_MAX / 2], n = 0, plen;
+	struct unit u;
+
+	if (!ndc_name_in_zone(t, tl, x->svcz, x->svczlen) || tl <= x->svczlen)
+		return 0;
+	plen = tl - x->svczlen;
+	while (pos < plen && n < NDC_NAME_MAX / 2) {
+		lab[n++] = pos;
+		pos += 1u + t[pos];
+	}
+	if (n < 2)
+		return 0;
+	snprintf(u.svc, sizeof(u.svc), "%.*s", t[lab[n - 2]], (const char *)t + lab[n - 2] + 1);
+	snprintf(u.ns, sizeof(u.ns), "%.*s", t[lab[n - 1]], (const char *)t + lab[n - 1] + 1);
+	w->err = unit_add(w->c, w->ctx, u.ns, u.svc);
+	return w->err;
+}
+
+static int ip_contributors(struct ctx_walk *w, const struct ndc_ip *ip)
+{
+	uint8_t rev[NDC_NAME_MAX];
+	size_t rl;
+
+	if (ip->family != AF_INET && ip->family != AF_INET6)
+		return 0;
+	rl = ndc_records_reverse_name(ip, rev);
+	ndc_records_ptr_targets(w->c->cur, w->c->patch, rev, rl, ptr_target, w);
+	return w->err;
+}
+
+/* Every Service that makes a PTR name of an address in o. */
+static int ptr_contributors(struct ctx_walk *w, const struct ndc_k8s_objects *o)
+{
+	int err = 0;
+
+	for (size_t i = 0; i < o->n_services && !err; i++)
+		for (size_t k = 0; k < o->services[i].n_ips && !err; k++)
+			err = ip_contributors(w, &o->services[i].ips[k]);
+	for (size_t i = 0; i < o->n_slices && !err; i++) {
+		const struct ndc_k8s_slice *sl = &o->slices[i];
+
+		for (size_t e = 0; e < sl->n_endpoints && !err; e++)
+			for (size_t a = 0; a < sl->endpoints[e].n_addrs && !err; a++)
+				err = ip_contributors(w, &sl->endpoints[e].addrs[a]);
+	}
+	return err;
+}
+
+/* A pod with each of p's IPs that some pod in p's namespace still has: they make the names. */
+static int pod_contributors(const struct ndc_k8s_change *c, struct ndc_k8s_coll *ctx,
+			    const struct ndc_k8s_pod *p)
+{
+	char key[512];
+	void *v;
+	int err = 0;
+
+	for (size_t i = 0; i < p->n_ips && i < 2 && !err; i++) {
+		struct ndc_k8s_pod one = {.ns = p->ns, .name = p->name, .n_ips = 1};
+
+		if (podip_key(p->ns, &p->ips[i], key, sizeof(key)) ||
+		    !lh_table_lookup_ex(c->idx->podips, key, &v))
+			continue;
+		one.ips[0] = p->ips[i];
+		err = append((void **)&ctx->o.pods, &ctx->o.n_pods, &ctx->cap[3], &one, 1,
+			     sizeof(one));
+	}
+	return err;
+}
+
+/*
+ * Namespace ns as it exists apart from the change: a Namespace object or a Service in it makes
+ * <ns>.svc.<zone> and <ns>.pod.<zone>; pods alone make only the second.
+ */
+static int ctx_ns(const struct ndc_k8s_change *c, struct ndc_k8s_coll *ctx, struct names *pod_ns,
+		  const char *ns)
+{
+	struct lh_entry *e = ns ? lh_table_lookup_entry(c->idx->ns, ns) : NULL;
+	const struct nsst *st = e ? (const struct nsst *)lh_entry_v(e) : NULL;
+	char *name = e ? (char *)lh_entry_k(e) : NULL;
+	bool pods_only = st && !st->obj && !st->svc;
+	char ***v = pods_only ? &pod_ns->v : &ctx->o.namespaces;
+	size_t *n = pods_only ? &pod_ns->n : &ctx->o.n_namespaces;
+
+	if (!name)
+		return 0;
+	for (size_t i = 0; i < *n; i++)
+		if (!strcmp((*v)[i], name))
+			return 0;
+	return append((void **)v, n, pods_only ? &pod_ns->cap : &ctx->cap[0], &name, 1,
+		      sizeof(name));
+}
+
+/* The Services (ns/name) a change of kind reads its names from: its own, or its slice's. */
+static int units_of(enum ndc_k8s_kind kind, const char *key, const struct ndc_k8s_obj *o,
+		    struct unit *u, int n)
+{
+	if (kind == NDC_K8S_SERVICES && n == 0) {
+		const char *slash = strchr(key, '/');
+
+		if (!slash)
+			return n;
+		snprintf(u[n].ns, sizeof(u[n].ns), "%.*s", (int)(slash - key), key);
+		snprintf(u[n].svc, sizeof(u[n].svc), "%s", slash + 1);
+		return n + 1;
+	}
+	if (kind == NDC_K8S_ENDPOINTSLICES && o && o->one.n_slices) {
+		const struct ndc_k8s_slice *sl = &o->one.slices[0];
+
+		if (!sl->ns || !sl->service)
+			return n;
+		for (int i = 0; i < n; i++)
+			if (!strcmp(u[i].ns, sl->ns) && !strcmp(u[i].svc, sl->service))
+				return n;
+		snprintf(u[n].ns, sizeof(u[n].ns), "%s", sl->ns);
+		snprintf(u[n].svc, sizeof(u[n].svc), "%s", sl->service);
+		return n + 1;
+	}
+	return n;
+}
+
+static const char *ns_of(enum ndc_k8s_kind kind, const struct ndc_k8s_obj *o)
+{
+	if (!o)
+		return NULL;
+	if (kind == NDC_K8S_NAMESPACES && o->one.n_namespaces)
+		return o->one.namespaces[0];
+	if (kind == NDC_K8S_PODS && o->one.n_pods)
+		return o->one.pods[0].ns;
+	return NULL;
+}
+
+int ndc_k8s_change_apply(const struct ndc_k8s_change *c)
+{
+	struct lh_table *t = c->tab[c->kind];
+	struct ndc_k8s_obj *old = lookup(t, c->key);
+	struct ndc_k8s_coll before = {0}, after = {0}, ctx = {0};
+	struct ctx_walk w = {.c = c, .ctx = &ctx};
+	struct names pod_ns = {0};
+	bool own = c->kind == NDC_K8S_NAMESPACES || c->kind == NDC_K8S_PODS;
+	struct unit u[2];
+	int n = 0, err = 0, ierr;
+
+	n = units_of(c->kind, c->key, old, u, n);
+	n = units_of(c->kind, c->key, c->obj, u, n);
+	for (int i = 0; i < n && !err; i++)
+		err = unit_add(c, &before, u[i].ns, u[i].svc);
+	if (old)
+		err = err ?: coll_obj(&before, old); /* also keeps it alive past the table */
+
+	/* The store changes whatever happens to the patch. */
+	ierr = old ? index_obj(c->idx, c->kind, old, -1) : 0;
+	if (old)
+		lh_table_delete(t, c->key);
+	if (c->obj) {
+		lh_table_insert(t, c->obj->key, c->obj);
+		ierr = ierr ?: index_obj(c->idx, c->kind, c->obj, 1);
+	}
+	err = err ?: ierr;
+	if (!c->patch || err)
+		goto out;
+
+	for (int i = 0; i < n && !err; i++) {
+		err = unit_add(c, &after, u[i].ns, u[i].svc);
+		err = err ?: unit_add(c, &ctx, u[i].ns, u[i].svc);
+		err = err ?: ctx_ns(c, &ctx, &pod_ns, u[i].ns);
+	}
+	if (own && c->obj) {
+		err = err ?: coll_obj(&after, c->obj);
+		err = err ?: coll_obj(&ctx, c->obj);
+	}
+	if (own) {
+		err = err ?: ctx_ns(c, &ctx, &pod_ns, ns_of(c->kind, old));
+		err = err ?: ctx_ns(c, &ctx, &pod_ns, ns_of(c->kind, c->obj));
+	}
+	if (c->kind == NDC_K8S_PODS) {
+		if (old && old->one.n_pods)
+			err = err ?: pod_contributors(c, &ctx, &old->one.pods[0]);
+		if (c->obj && c->obj->one.n_pods)
+			err = err ?: pod_contributors(c, &ctx, &c->obj->one.pods[0]);
+	} else if (!own) {
+		err = err ?: ptr_contributors(&w, &before.o);
+		err = err ?: ptr_contributors(&w, &after.o);
+	}
+	if (!err)
+		err = ndc_records_patch_add(c->patch, c->seq, &before.o, &after.o, &ctx.o, pod_ns.v,
+					    pod_ns.n);
+out:
+	free(pod_ns.v);
+	ndc_k8s_coll_free(&before);
+	ndc_k8s_coll_free(&after);
+	ndc_k8s_coll_free(&ctx);
+	return err;
+}

@@ -1,0 +1,73 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Private to the store: its objects, the indexes that find every object sharing a name with a
+ * changed one, and the change itself (k8s_store_change.c). Everything here runs under the
+ * store's lock except ndc_k8s_obj_put, which any thread may call.
+ */
+#ifndef NDC_K8S_STORE_INTERNAL_H
+#define NDC_K8S_STORE_INTERNAL_H
+
+#include <stdatomic.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "k8s_client.h"
+#include "k8s_objects.h"
+#include "records.h"
+
+struct lh_table;
+
+/* One object, converted, keyed by "namespace/name" (Namespaces: "name"). Immutable once made. */
+struct ndc_k8s_obj {
+	_Atomic uint32_t refs; /* the store's table, plus snapshots being built from */
+	struct ndc_k8s_objects one;
+	char key[];
+};
+
+/* A table of objects by key that drops its reference when an entry goes. */
+struct lh_table *ndc_k8s_objtab_new(void);
+void ndc_k8s_obj_put(struct ndc_k8s_obj *o);
+
+/* Shallow collections of objects' contents, for the record builder. */
+struct ndc_k8s_coll {
+	struct ndc_k8s_objects o;
+	size_t cap[4];
+	struct ndc_k8s_obj **held; /* referenced while the collection lives */
+	size_t n_held, cap_held;
+};
+int ndc_k8s_coll_add(struct ndc_k8s_coll *c, const struct ndc_k8s_objects *one);
+void ndc_k8s_coll_free(struct ndc_k8s_coll *c);
+
+struct ndc_k8s_index {
+	const struct ndc_records_opts *ropts;
+	size_t svczlen;
+	uint8_t svcz[NDC_NAME_MAX]; /* svc.<zone>: PTR targets name their service below it */
+	struct lh_table *slices;    /* "ns/service" -> the EndpointSlices labelled for it */
+	struct lh_table *ns;	    /* namespace -> what makes it exist */
+	struct lh_table *podips;    /* "ns|ip" -> pods with that IP there */
+};
+
+int ndc_k8s_index_init(struct ndc_k8s_index *x, const struct ndc_records_opts *ropts);
+/* Indexes tab (every kind) from scratch, after a relist. */
+int ndc_k8s_index_rebuild(struct ndc_k8s_index *x, struct lh_table *const *tab);
+void ndc_k8s_index_free(struct ndc_k8s_index *x);
+
+struct ndc_k8s_change {
+	struct ndc_k8s_index *idx;
+	struct lh_table *const *tab;
+	const struct ndc_records *cur;	 /* newest table, or NULL */
+	struct ndc_records_patch *patch; /* NULL: only the store changes */
+	enum ndc_k8s_kind kind;
+	const char *key;
+	struct ndc_k8s_obj
+	    *obj; /* the new version (reference passes to the store), NULL: deleted */
+	uint64_t seq;
+};
+
+/*
+ * Puts the change in the store and its indexes, and its names in the patch. The store always
+ * changes; an error (-ENOMEM, -ENOSPC) means the patch could not take it.
+ */
+int ndc_k8s_change_apply(const struct ndc_k8s_change *c);
+
+#endif

@@ -1,0 +1,448 @@
+// SPDX-License-Identifier: MIT
+/*
+ * The object store's incremental tables against full builds. Random clusters drawn from small
+ * pools of names and addresses (so PTR names, pod names and namespaces are shared between
+ * objects, which is where an incremental update can go wrong) are fed through the watch
+ * callbacks as lists and events; after every burst the table the store handed over must equal,
+ * RRset for RRset and byte for byte, a full build of the same objects.
+ */
+#include <errno.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+#include <json-c/json.h>
+
+#include "k8s_store.h"
+
+#define NS_POOL 4
+#define SVC_POOL 10
+#define SLICE_POOL 14
+#define POD_POOL 10
+#define SLOTS (NS_POOL + SVC_POOL + SLICE_POOL + POD_POOL)
+
+static uint64_t rng_state;
+
+static uint32_t rnd(uint32_t n)
+{
+	rng_state = rng_state * 6364136223846793005ULL + 1442695040888963407ULL;
+	return (uint32_t)(rng_state >> 33) % n;
+}
+
+/* The model: the JSON of each object slot, NULL when absent. */
+struct model {
+	char *obj[SLOTS];
+};
+
+static enum ndc_k8s_kind slot_kind(int i)
+{
+	if (i < NS_POOL)
+		return NDC_K8S_NAMESPACES;
+	if (i < NS_POOL + SVC_POOL)
+		return NDC_K8S_SERVICES;
+	if (i < NS_POOL + SVC_POOL + SLICE_POOL)
+		return NDC_K8S_ENDPOINTSLICES;
+	return NDC_K8S_PODS;
+}
+
+/* Namespaced objects keep their namespace for life: the slot decides it. */
+static int slot_ns(int i)
+{
+	return (i * 7 + 3) % NS_POOL;
+}
+
+static void ip4(char *buf, size_t len, const char *prefix, uint32_t n)
+{
+	snprintf(buf, len, "%s%u", prefix, n);
+}
+
+static char *gen(int i)
+{
+	char buf[4096], ip[64], eps[2048] = "", ports[256];
+	int ns = slot_ns(i);
+
+	switch (slot_kind(i)) {
+	case NDC_K8S_NAMESPACES:
+		snprintf(buf, sizeof(buf),
+			 "{\"apiVersion\":\"v1\",\"kind\":\"Namespace\",\"metadata\":{\"name\":"
+			 "\"ns%d\"}}",
+			 i);
+		break;
+	case NDC_K8S_SERVICES: {
+		int k = i - NS_POOL, type = (int)rnd(6);
+
+		snprintf(ports, sizeof(ports),
+			 "[{\"name\":\"%s\",\"port\":%u,\"protocol\":\"%s\"}]",
+			 rnd(3) ? "http" : "", 80 + rnd(3), rnd(4) ? "TCP" : "UDP");
+		ip4(ip, sizeof(ip), "10.96.0.", 1 + rnd(6)); /* shared on purpose: PTR sets */
+		if (type == 5)
+			snprintf(
+			    buf, sizeof(buf),
+			    "{\"apiVersion\":\"v1\",\"kind\":\"Service\",\"metadata\":{\"name\":"
+			    "\"s%d\",\"namespace\":\"ns%d\"},\"spec\":{\"type\":\"ExternalName\","
+			    "\"externalName\":\"ext%u.example.org\"}}",
+			    k, ns, rnd(3));
+		else
+			snprintf(
+			    buf, sizeof(buf),
+			    "{\"apiVersion\":\"v1\",\"kind\":\"Service\",\"metadata\":{\"name\":"
+			    "\"s%d\",\"namespace\":\"ns%d\"},\"spec\":{\"type\":\"ClusterIP\","
+			    "\"clusterIP\":\"%s\",\"ports\":%s%s}}",
+			    k, ns, type >= 3 ? "None" : ip, ports,
+			    rnd(4) ? "" : ",\"publishNotReadyAddresses\":true");
+		break;
+	}
+	case NDC_K8S_ENDPOINTSLICES: {
+		int k = i - NS_POOL - SVC_POOL, n = (int)rnd(4);
+		bool v6 = !rnd(5);
+		char label[128] = "";
+
+		for (int e = 0; e < n; e++) {
+			char one[256], host[64] = "";
+
+			if (v6)
+				snprintf(ip, sizeof(ip), "fd00::%u", 1 + rnd(5));
+			else
+				ip4(ip, sizeof(ip), "10.244.0.", 1 + rnd(8));
+			if (!rnd(3))
+				snprintf(host, sizeof(host), "\"hostname\":\"h%u\",", rnd(3));
+			snprintf(one, sizeof(one),
+				 "%s{%s\"addresses\":[\"%s\"],\"conditions\":{\"ready\":%s}}",
+				 e ? "," : "", host, ip, rnd(4) ? "true" : "false");
+			strncat(eps, one, sizeof(eps) - strlen(eps) - 1);
+		}
+		/* Slices move between services now and then: both must be patched. */
+		if (rnd(6))
+			snprintf(label, sizeof(label),
+				 ",\"labels\":{\"kubernetes.io/service-name\":\"s%u\"}",
+				 (unsigned)((k + rnd(3)) % SVC_POOL));
+		snprintf(buf, sizeof(buf),
+			 "{\"apiVersion\":\"discovery.k8s.io/v1\",\"kind\":\"EndpointSlice\","
+			 "\"metadata\":{\"name\":\"e%d\",\"namespace\":\"ns%d\"%s},\"addressType\":"
+			 "\"%s\",\"endpoints\":[%s],\"ports\":[{\"name\":\"http\",\"port\":8080,"
+			 "\"protocol\":\"TCP\"}]}",
+			 k, ns, label, v6 ? "IPv6" : "IPv4", eps);
+		break;
+	}
+	default: {
+		int k = i - NS_POOL - SVC_POOL - SLICE_POOL;
+
+		ip4(ip, sizeof(ip), "10.244.0.", 1 + rnd(8)); /* hostNetwork-like sharing */
+		snprintf(buf, sizeof(buf),
+			 "{\"apiVersion\":\"v1\",\"kind\":\"Pod\",\"metadata\":{\"name\":\"p%d\","
+			 "\"namespace\":\"ns%d\"},\"status\":{%s}}",
+			 k, ns, rnd(5) ? "\"podIP\":\"10.244.0.0\"" : "");
+		if (strstr(buf, "10.244.0.0")) {
+			char *p = strstr(buf, "10.244.0.0");
+			char tail[256];
+
+			snprintf(tail, sizeof(tail), "%s", p + strlen("10.244.0.0"));
+			snprintf(p, sizeof(buf) - (size_t)(p - buf), "%s%s", ip, tail);
+		}
+		break;
+	}
+	}
+	return strdup(buf);
+}
+
+static void deliver(struct ndc_k8s_store *s, enum ndc_k8s_kind kind, enum ndc_k8s_event ev,
+		    const char *json)
+{
+	struct json_object *o = json_tokener_parse(json);
+
+	assert_non_null(o);
+	ndc_k8s_store_ops.event(s, kind, ev, o);
+	json_object_put(o);
+}
+
+/* ---------------------------------------------------------------------------------------------
+ * Comparing tables.
+ */
+struct dump {
+	char **v;
+	size_t n, cap;
+};
+
+static int dump_one(void *arg, const uint8_t *lname, size_t nlen, uint16_t qtype,
+		    const struct ndc_answer *a)
+{
+	struct dump *d = arg;
+	size_t len = 2 * (nlen + ndc_answer_size(a)) + 16;
+	char *s = malloc(len), *p = s;
+	struct ndc_answer copy;
+
+	assert_non_null(s);
+	memcpy(&copy, a, sizeof(copy));
+	copy.pad = 0;
+	for (size_t i = 0; i < nlen; i++)
+		p += sprintf(p, "%02x", lname[i]);
+	p += sprintf(p, "/%04x/", qtype);
+	for (size_t i = 0; i < sizeof(copy); i++)
+		p += sprintf(p, "%02x", ((const uint8_t *)&copy)[i]);
+	for (size_t i = 0; i < a->len; i++)
+		p += sprintf(p, "%02x", a->data[i]);
+	if (d->n == d->cap) {
+		d->cap = d->cap ? d->cap * 2 : 256;
+		d->v = realloc(d->v, d->cap * sizeof(*d->v));
+		assert_non_null(d->v);
+	}
+	d->v[d->n++] = s;
+	return 0;
+}
+
+static int cmp_str(const void *a, const void *b)
+{
+	return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+static void dump_free(struct dump *d)
+{
+	for (size_t i = 0; i < d->n; i++)
+		free(d->v[i]);
+	free(d->v);
+}
+
+static struct ndc_records_opts opts;
+static const struct ndc_ip ns_addr = {.family = 2, .addr = {169, 254, 20, 10}};
+
+static void setup_opts(void)
+{
+	opts = (struct ndc_records_opts){
+	    .zone = "cluster.local",
+	    .ttl = 5,
+	    .pods = NDC_PODS_VERIFIED,
+	    .n_ns_addrs = 1,
+	    .ns_addrs = &ns_addr,
+	    .serial = 4242,
+	};
+}
+
+/* A full build of the model's objects. */
+static struct ndc_records *full_build(const struct model *m)
+{
+	size_t cap = 1 << 16, len = 0;
+	char *list = malloc(cap), err[256];
+	struct ndc_k8s_objects o;
+	struct ndc_records *r;
+
+	assert_non_null(list);
+	len += (size_t)snprintf(list + len, cap - len, "{\"kind\":\"List\",\"items\":[");
+	bool first = true;
+	for (int i = 0; i < SLOTS; i++) {
+		if (!m->obj[i])
+			continue;
+		len += (size_t)snprintf(list + len, cap - len, "%s%s", first ? "" : ",", m->obj[i]);
+		first = false;
+	}
+	len += (size_t)snprintf(list + len, cap - len, "]}");
+	assert_true(len < cap);
+	assert_int_equal(ndc_snapshot_parse(list, len, &o, err, sizeof(err)), 0);
+	assert_int_equal(ndc_records_build(&o, &opts, &r), 0);
+	ndc_k8s_objects_free(&o);
+	free(list);
+	return r;
+}
+
+static void assert_same(const struct ndc_records *got, const struct ndc_records *want,
+			const char *when)
+{
+	struct dump a = {0}, b = {0};
+
+	assert_int_equal(ndc_records_foreach(got, dump_one, &a), 0);
+	assert_int_equal(ndc_records_foreach(want, dump_one, &b), 0);
+	qsort(a.v, a.n, sizeof(*a.v), cmp_str);
+	qsort(b.v, b.n, sizeof(*b.v), cmp_str);
+	int bad = 0;
+
+	for (size_t i = 0, k = 0; (i < a.n || k < b.n) && bad < 6;) {
+		int c = i == a.n ? 1 : k == b.n ? -1 : strcmp(a.v[i], b.v[k]);
+
+		if (c) {
+			print_error("%s: %s only in the %s table\n", when, c < 0 ? a.v[i] : b.v[k],
+				    c < 0 ? "incremental" : "full");
+			bad++;
+		}
+		i += c <= 0;
+		k += c >= 0;
+	}
+	if (bad)
+		fail_msg("%s: the tables differ", when);
+	assert_int_equal(ndc_records_count(got), ndc_records_count(want));
+	dump_free(&a);
+	dump_free(&b);
+}
+
+/* ---------------------------------------------------------------------------------------------
+ * The store's consumer.
+ */
+struct consumer {
+	struct ndc_records *cur;
+	unsigned full, patched;
+};
+
+static void on_table(void *arg, struct ndc_records *rec, const struct ndc_records_patch *changed)
+{
+	struct consumer *c = arg;
+
+	/* No reader holds the old table here: the test reads only after a flush. */
+	ndc_records_free(c->cur);
+	c->cur = rec;
+	if (changed)
+		c->patched++;
+	else
+		c->full++;
+}
+
+static void list_all(struct ndc_k8s_store *s, const struct model *m)
+{
+	for (int k = 0; k < NDC_K8S_KINDS; k++) {
+		ndc_k8s_store_ops.list_begin(s, (enum ndc_k8s_kind)k);
+		for (int i = 0; i < SLOTS; i++) {
+			struct json_object *o;
+
+			if (!m->obj[i] || slot_kind(i) != (enum ndc_k8s_kind)k)
+				continue;
+			o = json_tokener_parse(m->obj[i]);
+			ndc_k8s_store_ops.list_item(s, (enum ndc_k8s_kind)k, o);
+			json_object_put(o);
+		}
+		ndc_k8s_store_ops.list_end(s, (enum ndc_k8s_kind)k);
+	}
+}
+
+static void run(uint64_t seed, int rounds, int per_round, size_t compact_min, bool relist_midway)
+{
+	struct consumer c = {0};
+	struct ndc_k8s_store *s;
+	struct model m = {0};
+	char when[96];
+
+	rng_state = seed;
+	setup_opts();
+	for (int i = 0; i < SLOTS; i++)
+		if (rnd(3))
+			m.obj[i] = gen(i);
+	assert_int_equal(ndc_k8s_store_new(&opts, 0xf, on_table, &c, &s), 0);
+	ndc_k8s_store_set_compact(s, compact_min);
+	list_all(s, &m);
+	assert_int_equal(ndc_k8s_store_flush(s, 10000), 0);
+	assert_non_null(c.cur);
+	struct ndc_records *want = full_build(&m);
+	assert_same(c.cur, want, "first sync");
+	ndc_records_free(want);
+
+	for (int r = 0; r < rounds; r++) {
+		for (int e = 0; e < per_round; e++) {
+			int i = (int)rnd(SLOTS);
+
+			if (m.obj[i] && !rnd(3)) {
+				deliver(s, slot_kind(i), NDC_K8S_DELETED, m.obj[i]);
+				free(m.obj[i]);
+				m.obj[i] = NULL;
+			} else {
+				char *j = gen(i);
+
+				deliver(s, slot_kind(i),
+					m.obj[i] ? NDC_K8S_MODIFIED : NDC_K8S_ADDED, j);
+				free(m.obj[i]);
+				m.obj[i] = j;
+			}
+		}
+		if (relist_midway && r == rounds / 2)
+			list_all(s, &m);
+		assert_int_equal(ndc_k8s_store_flush(s, 10000), 0);
+		want = full_build(&m);
+		snprintf(when, sizeof(when), "seed %llu round %d", (unsigned long long)seed, r);
+		assert_same(c.cur, want, when);
+		ndc_records_free(want);
+	}
+	assert_true(c.patched > 0);
+	ndc_k8s_store_free(s);
+	ndc_records_free(c.cur);
+	for (int i = 0; i < SLOTS; i++)
+		free(m.obj[i]);
+}
+
+/* One event at a time: every single patch is checked. */
+static void test_single_events(void **state)
+{
+	(void)state;
+	for (uint64_t seed = 1; seed <= 30; seed++)
+		run(seed, 150, 1, 1u << 20, false);
+}
+
+/* Bursts: several changes, often to the same names, in one patch. */
+static void test_bursts(void **state)
+{
+	(void)state;
+	for (uint64_t seed = 100; seed <= 120; seed++)
+		run(seed, 15, 12, 1u << 20, false);
+}
+
+/* Folding the overlay into a new base while changes keep coming. */
+static void test_compaction(void **state)
+{
+	(void)state;
+	for (uint64_t seed = 200; seed <= 215; seed++)
+		run(seed, 60, 3, 4, false);
+}
+
+/* A relist in the middle replaces state wholesale and rebuilds. */
+static void test_relist(void **state)
+{
+	(void)state;
+	for (uint64_t seed = 300; seed <= 310; seed++)
+		run(seed, 10, 6, 1u << 20, true);
+}
+
+/* The table is unchanged by an event nothing in DNS depends on, and deletes really delete. */
+static void test_delete_service(void **state)
+{
+	struct consumer c = {0};
+	struct ndc_k8s_store *s;
+	struct model m = {0};
+	uint8_t name[] = "\1a\2s1\3ns0\3svc\7cluster\5local";
+	union {
+		struct ndc_answer a;
+		uint8_t b[sizeof(struct ndc_answer) + 512];
+	} out;
+
+	(void)state;
+	setup_opts();
+	m.obj[0] = strdup("{\"apiVersion\":\"v1\",\"kind\":\"Namespace\",\"metadata\":{\"name\":"
+			  "\"ns0\"}}");
+	assert_int_equal(ndc_k8s_store_new(&opts, 0xf, on_table, &c, &s), 0);
+	list_all(s, &m);
+	assert_int_equal(ndc_k8s_store_flush(s, 10000), 0);
+	const char *svc = "{\"apiVersion\":\"v1\",\"kind\":\"Service\",\"metadata\":{\"name\":"
+			  "\"s1\",\"namespace\":\"ns0\"},\"spec\":{\"clusterIP\":\"10.96.0.7\"}}";
+	deliver(s, NDC_K8S_SERVICES, NDC_K8S_ADDED, svc);
+	assert_int_equal(ndc_k8s_store_flush(s, 10000), 0);
+	assert_int_equal(ndc_records_lookup(c.cur, name + 2, sizeof(name) - 2, 1, &out.a, 512), 0);
+	assert_int_equal(out.a.rcode, 0);
+	assert_int_equal(out.a.ancount, 1);
+	deliver(s, NDC_K8S_SERVICES, NDC_K8S_DELETED, svc);
+	assert_int_equal(ndc_k8s_store_flush(s, 10000), 0);
+	assert_int_equal(ndc_records_lookup(c.cur, name + 2, sizeof(name) - 2, 1, &out.a, 512), 0);
+	assert_int_equal(out.a.rcode, 3); /* NXDOMAIN */
+	assert_true(c.patched >= 2);
+	ndc_k8s_store_free(s);
+	ndc_records_free(c.cur);
+	free(m.obj[0]);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+	    cmocka_unit_test(test_delete_service), cmocka_unit_test(test_single_events),
+	    cmocka_unit_test(test_bursts),	   cmocka_unit_test(test_compaction),
+	    cmocka_unit_test(test_relist),
+	};
+
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
