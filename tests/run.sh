@@ -50,7 +50,8 @@ step "integration: netns, dig/kdig, unbound upstream" tests/integration/test_e2e
 step "integration under ASan + UBSan" tests/integration/test_e2e.sh build-asan
 step "integration: fast path (tc) answers equal the socket path's" \
 	tests/integration/test_fastpath.sh build
-step "integration: sync from a (fake) API server" tests/integration/test_k8s.sh build
+step "integration: sync from a (fake) API server, answers from the kernel (tc)" \
+	tests/integration/test_k8s.sh build tc
 step "integration: sync from a (fake) API server under ASan + UBSan" \
 	tests/integration/test_k8s.sh build-asan
 

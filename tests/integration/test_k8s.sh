@@ -4,12 +4,15 @@
 # node netns' loopback; a pod asks with dig. Covers first sync and /ready, add/modify/delete of
 # each kind, 410 relist without flapping, API server restart and partition, token rotation, and a
 # wrong CA refused.
-# Usage: test_k8s.sh BUILD_DIR   (root: network namespaces)
+# Usage: test_k8s.sh BUILD_DIR [socket|tc]   (root: network namespaces)
+# With tc the answers come from the kernel's table wherever it has them, so every change must
+# also have reached the fast path (incremental publishing).
 set -u
 here=$(cd "$(dirname "$0")" && pwd)
 root=$(cd "$here/../.." && pwd)
 build=$(cd "${1:-$root/build}" && pwd)
 bin="$build/control/ndcache"
+MODE=${2:-socket}
 fake="$root/tests/fakeapi/fake_apiserver.py"
 # shellcheck source=lib.sh
 . "$here/lib.sh"
@@ -93,7 +96,7 @@ upstream: [$UPSTREAM_ADDR:53]
 source:
   kubernetes: {kubeconfig: $TOPO_DIR/kubeconfig}
 records: {pods: verified}
-dataplane: {mode: socket}
+dataplane: {mode: $MODE, interfaces: [eth-pod]}
 EOF
 
 # --- Before the first sync: cluster names are forwarded, not failed; not ready ---------------
@@ -214,6 +217,16 @@ ctl '{"op":"drop"}'
 ctl "{\"op\":\"apply\",\"object\":${svc//10.96.77.7/10.96.77.9}}"
 until_ok 10 answer_is late.shop.svc.cluster.local A 10.96.77.9 &&
 	ok "token rotated: re-read, events flow" || bad "token rotation: no events" "$(tail -5 "$TOPO_DIR/ndcache.log")"
+
+if [ "$MODE" = tc ]; then
+	# The changes above were answered from the kernel's table: the publisher followed them.
+	k=$(in_node curl -s http://127.0.0.1:9254/metrics |
+		awk '/^ndcache_kernel_answers_total/ {s += $2} END {print s + 0}')
+	p=$(in_node curl -s http://127.0.0.1:9254/metrics | awk '/^ndcache_records_patches_total/ {print $2}')
+	[ "${k:-0}" -ge 20 ] && [ "${p:-0}" -ge 5 ] &&
+		ok "tc: $k answers from the kernel, $p incremental tables published" ||
+		bad "tc: the kernel answered $k, patches $p"
+fi
 
 kill -TERM "$NDCACHE_PID"
 wait "$NDCACHE_PID" && ok "SIGTERM: clean exit" || bad "exit status $?" "$(tail -5 "$TOPO_DIR/ndcache.log")"
