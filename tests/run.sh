@@ -53,6 +53,9 @@ step "integration: fast path (tc) answers equal the socket path's" \
 step "integration: sync from a (fake) API server" tests/integration/test_k8s.sh build
 step "integration: sync from a (fake) API server under ASan + UBSan" \
 	tests/integration/test_k8s.sh build-asan
+step "deploy: manifests against the code" tests/deploy/check_manifests.sh build
+step "deploy: the fast path under the manifest's user and capabilities" \
+	tests/deploy/try_security_context.sh build
 
 echo "tests/run.sh: $passed passed, $failed failed"
 [ "$failed" = 0 ]
