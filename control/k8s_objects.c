@@ -301,10 +301,90 @@ fail:
 
 static void free_service(struct ndc_k8s_service *s)
 {
+	if (s->mem) {
+		free(s->mem);
+		return;
+	}
 	free(s->ns);
 	free(s->name);
 	free(s->external_name);
 	free_ports(s->ports, s->n_ports);
+}
+
+/*
+ * Packing: a converted object is built from separate allocations (simple to unwind on a bad
+ * field), then copied into one block. At 100,000 Services and as many EndpointSlices the
+ * separate small allocations and their malloc headers were most of the objects' memory.
+ * Arrays of structs with pointers come first (the block is malloc-aligned and their sizes are
+ * multiples of 8), then the byte-aligned addresses, then the strings.
+ */
+struct pack {
+	char *base;
+	size_t off;
+};
+
+static size_t str_size(const char *s)
+{
+	return s ? strlen(s) + 1 : 0;
+}
+
+static void *pack_mem(struct pack *p, const void *src, size_t n)
+{
+	void *dst = p->base + p->off;
+
+	if (!n)
+		return NULL;
+	memcpy(dst, src, n);
+	p->off += n;
+	return dst;
+}
+
+static char *pack_str(struct pack *p, const char *s)
+{
+	return pack_mem(p, s, str_size(s));
+}
+
+static size_t ports_size(const struct ndc_k8s_port *ports, size_t n)
+{
+	size_t size = n * sizeof(*ports);
+
+	for (size_t i = 0; i < n; i++)
+		size += str_size(ports[i].name);
+	return size;
+}
+
+/* The array first, then (after whatever else the caller packs) the names: see pack_port_names. */
+static struct ndc_k8s_port *pack_ports(struct pack *p, const struct ndc_k8s_port *ports, size_t n)
+{
+	return pack_mem(p, ports, n * sizeof(*ports));
+}
+
+static void pack_port_names(struct pack *p, struct ndc_k8s_port *ports, size_t n)
+{
+	for (size_t i = 0; i < n; i++)
+		ports[i].name = pack_str(p, ports[i].name);
+}
+
+static int compact_service(const struct conv *c, struct ndc_k8s_service *s, size_t head)
+{
+	struct ndc_k8s_service t = *s;
+	struct pack p = {.off = head};
+	size_t size;
+
+	size = head + ports_size(s->ports, s->n_ports) + str_size(s->ns) + str_size(s->name) +
+	       str_size(s->external_name);
+	p.base = malloc(size);
+	if (!p.base)
+		return oom(c);
+	t.mem = p.base;
+	t.ports = pack_ports(&p, s->ports, s->n_ports);
+	pack_port_names(&p, t.ports, t.n_ports);
+	t.ns = pack_str(&p, s->ns);
+	t.name = pack_str(&p, s->name);
+	t.external_name = pack_str(&p, s->external_name);
+	free_service(s);
+	*s = t;
+	return 0;
 }
 
 static int add_cluster_ip(const struct conv *c, struct ndc_k8s_service *s, const char *ip,
@@ -416,6 +496,10 @@ static void free_endpoint(struct ndc_k8s_endpoint *e)
 
 static void free_slice(struct ndc_k8s_slice *s)
 {
+	if (s->mem) {
+		free(s->mem);
+		return;
+	}
 	free(s->ns);
 	free(s->name);
 	free(s->service);
@@ -423,6 +507,43 @@ static void free_slice(struct ndc_k8s_slice *s)
 	for (size_t i = 0; i < s->n_endpoints; i++)
 		free_endpoint(&s->endpoints[i]);
 	free(s->endpoints);
+}
+
+static int compact_slice(const struct conv *c, struct ndc_k8s_slice *s, size_t head)
+{
+	struct ndc_k8s_slice t = *s;
+	struct pack p = {.off = head};
+	size_t size;
+
+	size = head + s->n_endpoints * sizeof(*s->endpoints) + ports_size(s->ports, s->n_ports) +
+	       str_size(s->ns) + str_size(s->name) + str_size(s->service);
+	for (size_t i = 0; i < s->n_endpoints; i++)
+		size += s->endpoints[i].n_addrs * sizeof(struct ndc_ip) +
+			str_size(s->endpoints[i].hostname) + str_size(s->endpoints[i].pod_name);
+	p.base = malloc(size);
+	if (!p.base)
+		return oom(c);
+	t.mem = p.base;
+	t.endpoints = pack_mem(&p, s->endpoints, s->n_endpoints * sizeof(*s->endpoints));
+	t.ports = pack_ports(&p, s->ports, s->n_ports);
+	for (size_t i = 0; i < t.n_endpoints; i++) {
+		struct ndc_k8s_endpoint *e = &t.endpoints[i];
+
+		e->addrs = pack_mem(&p, e->addrs, e->n_addrs * sizeof(*e->addrs));
+	}
+	for (size_t i = 0; i < t.n_endpoints; i++) {
+		struct ndc_k8s_endpoint *e = &t.endpoints[i];
+
+		e->hostname = pack_str(&p, e->hostname);
+		e->pod_name = pack_str(&p, e->pod_name);
+	}
+	pack_port_names(&p, t.ports, t.n_ports);
+	t.ns = pack_str(&p, s->ns);
+	t.name = pack_str(&p, s->name);
+	t.service = pack_str(&p, s->service);
+	free_slice(s);
+	*s = t;
+	return 0;
 }
 
 static int conv_endpoint(const struct conv *c, json_object *ep, const char *pfx, int family,
@@ -561,6 +682,32 @@ static int conv_slice(struct conv *c, json_object *obj, struct ndc_k8s_slice *s)
 	return dup_str(c, name, &s->name);
 }
 
+static void free_pod(struct ndc_k8s_pod *p)
+{
+	if (p->mem) {
+		free(p->mem);
+		return;
+	}
+	free(p->ns);
+	free(p->name);
+}
+
+static int compact_pod(const struct conv *c, struct ndc_k8s_pod *p, size_t head)
+{
+	struct ndc_k8s_pod t = *p;
+	struct pack k = {.off = head};
+
+	k.base = malloc(head + str_size(p->ns) + str_size(p->name));
+	if (!k.base)
+		return oom(c);
+	t.mem = k.base;
+	t.ns = pack_str(&k, p->ns);
+	t.name = pack_str(&k, p->name);
+	free_pod(p);
+	*p = t;
+	return 0;
+}
+
 static int add_pod_ip(const struct conv *c, struct ndc_k8s_pod *p, const char *ip, const char *path)
 {
 	if (p->n_ips == 2)
@@ -618,7 +765,18 @@ static int conv_pod(struct conv *c, json_object *obj, struct ndc_k8s_pod *p)
 }
 
 /* Returns arr with room for one more element (reallocated if needed), or NULL. */
-static void *reserve(void *arr, size_t n, size_t *cap, size_t size)
+/*
+ * The first Service, EndpointSlice or Pod added to an empty struct ndc_k8s_objects shares its
+ * element's block: [the element][what it points to]. The object store keeps one struct
+ * ndc_k8s_objects per API object, so that is one allocation per object instead of two. The
+ * array is then element 0's mem; growing it copies it out and leaves the block to element 0.
+ */
+#define EMBED_HEAD(type) ((sizeof(type) + 7) & ~(size_t)7)
+
+#define EMBEDDED(arr, n) ((n) > 0 && (const void *)(arr) == (arr)[0].mem)
+
+/* Returns arr with room for one more element (reallocated if needed), or NULL. */
+static void *reserve(void *arr, size_t n, size_t *cap, size_t size, bool embed)
 {
 	size_t ncap;
 	void *p;
@@ -627,7 +785,13 @@ static void *reserve(void *arr, size_t n, size_t *cap, size_t size)
 	if (n < *cap)
 		return arr;
 	ncap = n ? 2 * n : 8;
-	p = reallocarray(arr, ncap, size);
+	if (!embed) {
+		p = reallocarray(arr, ncap, size);
+	} else {
+		p = calloc(ncap, size);
+		if (p)
+			memcpy(p, arr, n * size);
+	}
 	if (p)
 		*cap = ncap;
 	return p;
@@ -645,7 +809,7 @@ static int add_namespace(struct ndc_k8s_objects *o, struct conv *c, json_object 
 	r = dup_str(c, name, &copy);
 	if (r < 0)
 		return r;
-	arr = reserve(o->namespaces, o->n_namespaces, &o->cap_namespaces, sizeof(*arr));
+	arr = reserve(o->namespaces, o->n_namespaces, &o->cap_namespaces, sizeof(*arr), false);
 	if (!arr) {
 		free(copy);
 		return oom(c);
@@ -663,7 +827,19 @@ static int add_service(struct ndc_k8s_objects *o, struct conv *c, json_object *o
 	r = conv_service(c, obj, &s);
 	if (r < 0)
 		goto fail;
-	arr = reserve(o->services, o->n_services, &o->cap_services, sizeof(*arr));
+	if (!o->services && !o->n_services) {
+		r = compact_service(c, &s, EMBED_HEAD(s));
+		if (r < 0)
+			goto fail;
+		o->services = memcpy(s.mem, &s, sizeof(s));
+		o->n_services = o->cap_services = 1;
+		return 0;
+	}
+	r = compact_service(c, &s, 0);
+	if (r < 0)
+		goto fail;
+	arr = reserve(o->services, o->n_services, &o->cap_services, sizeof(*arr),
+		      EMBEDDED(o->services, o->n_services));
 	if (!arr) {
 		r = oom(c);
 		goto fail;
@@ -684,7 +860,19 @@ static int add_slice(struct ndc_k8s_objects *o, struct conv *c, json_object *obj
 	r = conv_slice(c, obj, &s);
 	if (r < 0)
 		goto fail;
-	arr = reserve(o->slices, o->n_slices, &o->cap_slices, sizeof(*arr));
+	if (!o->slices && !o->n_slices) {
+		r = compact_slice(c, &s, EMBED_HEAD(s));
+		if (r < 0)
+			goto fail;
+		o->slices = memcpy(s.mem, &s, sizeof(s));
+		o->n_slices = o->cap_slices = 1;
+		return 0;
+	}
+	r = compact_slice(c, &s, 0);
+	if (r < 0)
+		goto fail;
+	arr = reserve(o->slices, o->n_slices, &o->cap_slices, sizeof(*arr),
+		      EMBEDDED(o->slices, o->n_slices));
 	if (!arr) {
 		r = oom(c);
 		goto fail;
@@ -705,7 +893,18 @@ static int add_pod(struct ndc_k8s_objects *o, struct conv *c, json_object *obj)
 	r = conv_pod(c, obj, &p);
 	if (r < 0)
 		goto fail;
-	arr = reserve(o->pods, o->n_pods, &o->cap_pods, sizeof(*arr));
+	if (!o->pods && !o->n_pods) {
+		r = compact_pod(c, &p, EMBED_HEAD(p));
+		if (r < 0)
+			goto fail;
+		o->pods = memcpy(p.mem, &p, sizeof(p));
+		o->n_pods = o->cap_pods = 1;
+		return 0;
+	}
+	r = compact_pod(c, &p, 0);
+	if (r < 0)
+		goto fail;
+	arr = reserve(o->pods, o->n_pods, &o->cap_pods, sizeof(*arr), EMBEDDED(o->pods, o->n_pods));
 	if (!arr) {
 		r = oom(c);
 		goto fail;
@@ -714,8 +913,7 @@ static int add_pod(struct ndc_k8s_objects *o, struct conv *c, json_object *obj)
 	o->pods[o->n_pods++] = p;
 	return 0;
 fail:
-	free(p.ns);
-	free(p.name);
+	free_pod(&p);
 	return r;
 }
 
@@ -757,21 +955,28 @@ int ndc_k8s_object_add(struct ndc_k8s_objects *o, struct json_object *obj, char 
 
 void ndc_k8s_objects_free(struct ndc_k8s_objects *o)
 {
+	bool emb;
+
 	if (!o)
 		return;
 	for (size_t i = 0; i < o->n_namespaces; i++)
 		free(o->namespaces[i]);
 	free(o->namespaces);
+	/* An embedded array goes with its element 0 (see EMBED_HEAD). */
+	emb = EMBEDDED(o->services, o->n_services);
 	for (size_t i = 0; i < o->n_services; i++)
 		free_service(&o->services[i]);
-	free(o->services);
+	if (!emb)
+		free(o->services);
+	emb = EMBEDDED(o->slices, o->n_slices);
 	for (size_t i = 0; i < o->n_slices; i++)
 		free_slice(&o->slices[i]);
-	free(o->slices);
-	for (size_t i = 0; i < o->n_pods; i++) {
-		free(o->pods[i].ns);
-		free(o->pods[i].name);
-	}
-	free(o->pods);
+	if (!emb)
+		free(o->slices);
+	emb = EMBEDDED(o->pods, o->n_pods);
+	for (size_t i = 0; i < o->n_pods; i++)
+		free_pod(&o->pods[i]);
+	if (!emb)
+		free(o->pods);
 	memset(o, 0, sizeof(*o));
 }

@@ -5,6 +5,11 @@
  * owned by the containing struct ndc_k8s_objects and freed by ndc_k8s_objects_free. Optional
  * strings (port names, hostname, pod_name, service, external_name) are NULL when the field is
  * absent, null or empty.
+ *
+ * ndc_k8s_object_add packs everything a Service, EndpointSlice or Pod points to (strings, ports,
+ * endpoints, addresses) into one allocation, recorded in its mem field; ndc_k8s_objects_free
+ * frees that block. Structs filled by hand leave mem NULL: each pointer is then freed on its own.
+ * Either way the fields read the same, so readers never look at mem.
  */
 #ifndef NDC_K8S_OBJECTS_H
 #define NDC_K8S_OBJECTS_H
@@ -46,6 +51,7 @@ struct ndc_k8s_service {
 	struct ndc_ip ips[NDC_K8S_MAX_CLUSTER_IPS];
 	size_t n_ports;
 	struct ndc_k8s_port *ports;
+	void *mem; /* the one block the pointers above point into, or NULL (see the top) */
 };
 
 struct ndc_k8s_endpoint {
@@ -65,6 +71,7 @@ struct ndc_k8s_slice {
 	struct ndc_k8s_port *ports;
 	size_t n_endpoints;
 	struct ndc_k8s_endpoint *endpoints;
+	void *mem; /* the one block the pointers above point into, or NULL (see the top) */
 };
 
 struct ndc_k8s_pod {
@@ -72,6 +79,7 @@ struct ndc_k8s_pod {
 	char *name;
 	size_t n_ips; /* status.podIPs, falling back to status.podIP */
 	struct ndc_ip ips[2];
+	void *mem; /* the one block ns and name point into, or NULL (see the top) */
 };
 
 struct ndc_k8s_objects {

@@ -864,6 +864,74 @@ static void test_object_add_direct(void **state)
 	json_object_put(list);
 }
 
+/* One block per converted object; the first one also holds the array (see k8s_objects.h). */
+static void test_packed_objects(void **state)
+{
+	static const char *const kinds[] = {
+	    "{\"kind\":\"EndpointSlice\",\"metadata\":{\"namespace\":\"ns\",\"name\":\"s-%d\","
+	    "\"labels\":{\"kubernetes.io/service-name\":\"svc\"}},\"addressType\":\"IPv4\","
+	    "\"ports\":[{\"name\":\"http\",\"port\":8080}],\"endpoints\":[{\"addresses\":"
+	    "[\"10.1.0.%d\",\"10.1.1.1\"],\"hostname\":\"h-%d\",\"targetRef\":{\"kind\":\"Pod\","
+	    "\"name\":\"p\"}},{\"addresses\":[\"10.2.0.1\"],\"conditions\":{\"ready\":false}}]}",
+	    "{\"kind\":\"Pod\",\"metadata\":{\"namespace\":\"ns\",\"name\":\"p-%d\"},"
+	    "\"status\":{\"podIP\":\"10.3.0.%d\"},\"x\":%d}",
+	};
+	char text[1024], name[32], err[256];
+
+	(void)state;
+	for (size_t k = 0; k < 2; k++) {
+		struct ndc_k8s_objects o = {0};
+
+		for (int i = 0; i < 5; i++) {
+			json_object *obj;
+
+			snprintf(text, sizeof(text), kinds[k], i, i + 1, i);
+			obj = json_tokener_parse(text);
+			assert_non_null(obj);
+			assert_int_equal(ndc_k8s_object_add(&o, obj, err, sizeof(err)), 0);
+			json_object_put(obj);
+			if (i == 0 && k == 0) {
+				/* Alone: array, element and everything it points to in one block.
+				 */
+				assert_ptr_equal(o.slices, o.slices[0].mem);
+				assert_int_equal(o.cap_slices, 1);
+			}
+		}
+		/* Grown out of the first block: every element still reads the same. */
+		for (int i = 0; i < 5; i++) {
+			if (k == 0) {
+				const struct ndc_k8s_slice *s = &o.slices[i];
+
+				assert_ptr_not_equal(o.slices, s->mem);
+				snprintf(name, sizeof(name), "s-%d", i);
+				assert_string_equal(s->name, name);
+				assert_string_equal(s->ns, "ns");
+				assert_string_equal(s->service, "svc");
+				assert_port(&s->ports[0], "http", 8080, IPPROTO_TCP);
+				assert_int_equal(s->n_endpoints, 2);
+				assert_int_equal(s->endpoints[0].n_addrs, 2);
+				snprintf(name, sizeof(name), "10.1.0.%d", i + 1);
+				assert_ip(&s->endpoints[0].addrs[0], name);
+				assert_ip(&s->endpoints[0].addrs[1], "10.1.1.1");
+				snprintf(name, sizeof(name), "h-%d", i);
+				assert_string_equal(s->endpoints[0].hostname, name);
+				assert_string_equal(s->endpoints[0].pod_name, "p");
+				assert_true(s->endpoints[0].ready);
+				assert_ip(&s->endpoints[1].addrs[0], "10.2.0.1");
+				assert_null(s->endpoints[1].hostname);
+				assert_false(s->endpoints[1].ready);
+			} else {
+				snprintf(name, sizeof(name), "p-%d", i);
+				assert_string_equal(o.pods[i].name, name);
+				assert_string_equal(o.pods[i].ns, "ns");
+				snprintf(name, sizeof(name), "10.3.0.%d", i + 1);
+				assert_ip(&o.pods[i].ips[0], name);
+			}
+		}
+		ndc_k8s_objects_free(&o);
+	}
+}
+
 static void test_all_or_nothing(void **state)
 {
 	struct ndc_k8s_objects o;
@@ -902,6 +970,7 @@ int main(void)
 	    cmocka_unit_test(test_yaml_errors),
 	    cmocka_unit_test(test_field_errors),
 	    cmocka_unit_test(test_object_add_direct),
+	    cmocka_unit_test(test_packed_objects),
 	    cmocka_unit_test(test_all_or_nothing),
 	};
 
