@@ -59,10 +59,14 @@ struct ndc_dnshdr {
 	__be16 arcount;
 };
 
-/* The per-CPU scratch the key is built in: suffix matching reads whole words at variable offsets
- * past the name, so the key is followed by slack that keeps those reads inside the value. */
+/*
+ * The per-CPU scratch the lowercase name is copied to, for the comparison with the entry's stored
+ * name and for suffix matching. Suffix matching reads whole words at variable offsets past the
+ * name, so it is followed by slack that keeps those reads inside the value. Bytes after the name's
+ * last word are left from earlier queries: nothing reads them unmasked.
+ */
 struct ndc_fp_scratch {
-	struct ndc_fp_key key;
+	__u8 name[NDC_FP_NAME_MAX];
 	__u8 slack[NDC_FP_NAME_MAX];
 	__u32 launder[4]; /* see launder() in ndc_fastpath.bpf.c */
 };
@@ -153,29 +157,25 @@ static __always_inline int dns_walk_name(void *data, void *data_end, __u32 off,
 }
 
 /*
- * Copies the walked name into the key, lowercased, zero after its end (the whole key struct is
- * hashed). QTYPE and QCLASS must be known to follow the name. Reads whole words; the last one may
- * reach up to 3 bytes past QCLASS when the question ends the packet, and then is read as 4 bytes
- * instead (it holds at most 3 name bytes then).
+ * Copies the walked name into kw (scratch), lowercased, its last word zero past the name's end,
+ * and hashes it on the way (ndc_fp_hash_step over the same words ndc_fp_name_hash reads). QTYPE
+ * and QCLASS must be known to follow the name. Reads whole words; the last one may reach up to 3
+ * bytes past QCLASS when the question ends the packet, and then is read as 4 bytes instead (it
+ * holds at most 3 name bytes then).
  */
 static __always_inline int dns_name_to_key(void *data, void *data_end, __u32 off,
-					   const struct ndc_question *q, __u64 *kw)
+					   const struct ndc_question *q, __u64 *kw, __u64 *ret_hash)
 {
 	__u32 nwords = (q->name_len + 7) / 8, tail = q->name_len & 7;
+	__u64 last = tail ? low_mask(tail) : ~0ULL, h = NDC_FP_HASH_INIT;
 
-	/*
-	 * verifier: constant bound, every read checked right before it. The loop tests one value
-	 * only (nwords, dead after the loop); the last word is trimmed afterwards, so the ways out
-	 * of the loop leave no ranges behind that would keep the states from pruning.
-	 */
+	/* verifier: constant bound, every read checked right before it */
 	for (__u32 i = 0; i < NDC_DNS_NAME_WORDS; i++) {
 		__u8 *p;
 		__u64 w;
 
-		if (i >= nwords) {
-			kw[i] = 0;
-			continue;
-		}
+		if (i >= nwords)
+			break;
 		p = pkt_at(data, off + i * 8);
 		if ((void *)(p + 8) <= data_end)
 			w = *(__u64 *)p;
@@ -183,11 +183,36 @@ static __always_inline int dns_name_to_key(void *data, void *data_end, __u32 off
 			w = *(__u32 *)p;
 		else
 			return NDC_FP_PASS_FORMAT;
-		kw[i] = lower8(w);
+		w = lower8(w);
+		if (i + 1 == nwords)
+			w &= last;
+		kw[i] = w;
+		h = ndc_fp_hash_step(h, w);
 	}
-	if (tail)
-		kw[(nwords - 1) & (NDC_DNS_NAME_WORDS - 1)] &= low_mask(tail);
+	*ret_hash = h;
 	return NDC_GO;
+}
+
+/*
+ * Whether the entry v is the name in kw (scratch, as dns_name_to_key left it): false on a hash
+ * collision. Both are zero past the name in its last word, so whole words compare.
+ */
+static __always_inline int dns_name_is(const struct ndc_fp_value *v, const __u64 *kw,
+				       const struct ndc_question *q)
+{
+	const __u64 *vw = (const __u64 *)v->name;
+	__u32 nwords = (q->name_len + 7) / 8;
+	__u64 diff = 0;
+
+	if (v->name_len != q->name_len)
+		return 0;
+	/* verifier: constant bound */
+	for (__u32 i = 0; i < NDC_DNS_NAME_WORDS; i++) {
+		if (i >= nwords)
+			break;
+		diff |= vw[i] ^ kw[i];
+	}
+	return diff == 0;
 }
 
 /*

@@ -53,8 +53,8 @@ struct {
 } ndc_counters SEC(".maps");
 
 /*
- * Where the key is built: a map value, not the stack, because suffix matching reads it at
- * variable offsets. Per CPU is enough: tc ingress and XDP run with bottom halves disabled and do
+ * Where the lowercase name is copied: a map value, not the stack, because suffix matching reads it
+ * at variable offsets. Per CPU is enough: tc ingress and XDP run with bottom halves disabled and do
  * not nest on one CPU.
  */
 struct {
@@ -216,28 +216,30 @@ static __always_inline int ndc_l4(void *ctx, const enum ndc_hook hook, struct nd
 }
 
 /* Steps 1 to 3 of the lookup in abi.h; NULL with *ret_why set when the query is passed. */
-static __always_inline const struct ndc_fp_value *ndc_lookup(const struct ndc_fp_config *cfg,
-							     struct ndc_fp_scratch *s,
-							     const struct ndc_question *q,
-							     __u32 *ret_hit, __u32 *ret_why)
+static __always_inline const struct ndc_fp_value *
+ndc_lookup(const struct ndc_fp_config *cfg, struct ndc_fp_scratch *s, const struct ndc_question *q,
+	   __u64 hash, __u32 *ret_hit, __u32 *ret_why)
 {
+	struct ndc_fp_key key = {.hash = hash, .qtype = q->qtype, .name_len = q->name_len};
 	const struct ndc_fp_value *v;
 	__u32 zero = 0;
 
 	*ret_why = NDC_FP_PASS_MISS;
-	s->key.qtype = q->qtype;
-	s->key.pad = 0;
-	v = bpf_map_lookup_elem(&ndc_answers, &s->key);
+	v = bpf_map_lookup_elem(&ndc_answers, &key);
 	if (v) {
+		/* Another name with the same key: user space knows this one, NXDOMAIN or not. */
+		if (!dns_name_is(v, (const __u64 *)s->name, q))
+			return NULL;
 		*ret_hit = NDC_FP_HIT;
 		return v->flags & NDC_FP_V_PASS ? NULL : v;
 	}
-	s->key.qtype = NDC_FP_QTYPE_OTHER;
-	v = bpf_map_lookup_elem(&ndc_answers, &s->key);
+	key.qtype = NDC_FP_QTYPE_OTHER;
+	v = bpf_map_lookup_elem(&ndc_answers, &key);
 	if (v) {
 		/* A pass marker: some answer at this name lives in user space only. ANY: the
 		 * table has it when the name has records; without, user space answers. */
-		if (v->flags & NDC_FP_V_PASS || q->qtype == NDC_DNS_T_ANY)
+		if (!dns_name_is(v, (const __u64 *)s->name, q) || v->flags & NDC_FP_V_PASS ||
+		    q->qtype == NDC_DNS_T_ANY)
 			return NULL;
 		*ret_hit = NDC_FP_NODATA;
 		return v;
@@ -245,9 +247,9 @@ static __always_inline const struct ndc_fp_value *ndc_lookup(const struct ndc_fp
 	if (!(cfg->flags & NDC_FP_C_SYNCED) || cfg->zone_len > NDC_FP_NAME_MAX ||
 	    cfg->pass_len > NDC_FP_NAME_MAX)
 		return NULL;
-	if (!dns_name_under(s->key.name, q, cfg->zone, cfg->zone_len))
+	if (!dns_name_under(s->name, q, cfg->zone, cfg->zone_len))
 		return NULL; /* not ours: reverse names, the rest of the world */
-	if (dns_name_under(s->key.name, q, cfg->pass, cfg->pass_len))
+	if (dns_name_under(s->name, q, cfg->pass, cfg->pass_len))
 		return NULL; /* computed at lookup time in user space (pods) */
 	v = bpf_map_lookup_elem(&ndc_nx, &zero);
 	if (!v || v->rcode != NDC_DNS_RCODE_NXDOMAIN)
@@ -266,6 +268,7 @@ static __always_inline int ndc_handle(void *ctx, const enum ndc_hook hook)
 	struct ndc_pkt pk;
 	__u32 zero = 0, hit = 0, why = 0, age = 0;
 	__u32 name_off, ans_off, dlen, reply_len, udp_len;
+	__u64 hash = 0;
 	void *data, *data_end;
 	__u8 *p;
 
@@ -280,7 +283,7 @@ static __always_inline int ndc_handle(void *ctx, const enum ndc_hook hook)
 	if (pk.l3_off > NDC_L3_OFF_MAX || pk.l4_off > NDC_L4_OFF_MAX)
 		return pass(hook, NDC_FP_PASS_FORMAT);
 
-	/* the query: header, question, OPT; the name goes straight into the key */
+	/* the query: header, question, OPT; the name goes straight into the scratch, hashed */
 	data = ctx_data(ctx, hook);
 	data_end = ctx_data_end(ctx, hook);
 	dh = data + pk.l4_off + sizeof(struct udphdr);
@@ -299,11 +302,11 @@ static __always_inline int ndc_handle(void *ctx, const enum ndc_hook hook)
 	why = dns_check_tail(data, data_end, name_off + q.name_len, pk.l4_off + pk.udp_len, &q);
 	if (why != NDC_GO)
 		return pass(hook, why);
-	why = dns_name_to_key(data, data_end, name_off, &q, (__u64 *)s->key.name);
+	why = dns_name_to_key(data, data_end, name_off, &q, (__u64 *)s->name, &hash);
 	if (why != NDC_GO)
 		return pass(hook, why);
 
-	v = ndc_lookup(cfg, s, &q, &hit, &why);
+	v = ndc_lookup(cfg, s, &q, hash, &hit, &why);
 	if (!v)
 		return pass(hook, why);
 	if (v->expire_ns) {

@@ -58,10 +58,11 @@ int ndc_fastpath_key(const uint8_t *lname, size_t nlen, uint16_t qtype, struct n
 		return -EINVAL;
 	if (nlen > NDC_FP_NAME_MAX)
 		return -ENAMETOOLONG;
-	/* The whole key is hashed: bytes after the name and the padding must be zero. */
+	/* The kernel compares whole keys: the padding must be zero. */
 	memset(ret, 0, sizeof(*ret));
-	memcpy(ret->name, lname, nlen);
+	ret->hash = ndc_fp_name_hash(lname, (uint32_t)nlen);
 	ret->qtype = qtype;
+	ret->name_len = (uint8_t)nlen;
 	return 0;
 }
 
@@ -501,6 +502,44 @@ static uint64_t monotonic_ns(void)
 	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
 }
 
+/* Whether the entry v holds the name (lname, nlen): false when another name took its key. */
+static bool value_is(const struct ndc_fp_value *v, const uint8_t *lname, size_t nlen)
+{
+	return v->name_len == nlen && memcmp(v->name, lname, nlen) == 0;
+}
+
+/*
+ * Writes val (its name set here) at key unless the key holds another name (a hash collision,
+ * abi.h): -ENOSPC then, as for a full table, so that callers keep the name in user space and do
+ * not count it as covered. The first name stays: evicting it would leave it uncovered instead.
+ * BPF_NOEXIST for a new key keeps two publishers of colliding names from overwriting each other;
+ * the kernel's own name check makes any race that remains cost a miss, never a wrong answer.
+ */
+static int publish_value(struct ndc_fp *fp, const struct ndc_fp_key *key, const uint8_t *lname,
+			 size_t nlen, struct ndc_fp_value *val)
+{
+	struct ndc_fp_value cur;
+	int r;
+
+	val->name_len = (uint8_t)nlen;
+	memcpy(val->name, lname, nlen);
+	/* Once more when a publisher of the same key got in between the lookup and the insert. */
+	for (int attempt = 0; attempt < 2; attempt++) {
+		r = bpf_map_lookup_elem(fp->answers_fd, key, &cur);
+		if (r == 0 && !value_is(&cur, lname, nlen))
+			return -ENOSPC;
+		if (r < 0 && r != -ENOENT)
+			return r;
+		r = bpf_map_update_elem(fp->answers_fd, key, val, r == 0 ? BPF_EXIST : BPF_NOEXIST);
+		/* A full hash map says E2BIG, which here already means "answer too big". */
+		if (r == -E2BIG)
+			return -ENOSPC;
+		if (r != -EEXIST && r != -ENOENT)
+			return r;
+	}
+	return -EBUSY;
+}
+
 int ndc_fastpath_publish(struct ndc_fp *fp, const uint8_t *lname, size_t nlen, uint16_t qtype,
 			 const struct ndc_answer *a, uint32_t ttl_s)
 {
@@ -516,9 +555,7 @@ int ndc_fastpath_publish(struct ndc_fp *fp, const uint8_t *lname, size_t nlen, u
 	r = ndc_fastpath_value(a, ttl_s, ttl_s ? monotonic_ns() : 0, &val);
 	if (r < 0)
 		return r;
-	r = bpf_map_update_elem(fp->answers_fd, &key, &val, BPF_ANY);
-	/* A full hash map says E2BIG, which here already means "answer too big". */
-	return r == -E2BIG ? -ENOSPC : r;
+	return publish_value(fp, &key, lname, nlen, &val);
 }
 
 int ndc_fastpath_publish_pass(struct ndc_fp *fp, const uint8_t *lname, size_t nlen)
@@ -532,8 +569,7 @@ int ndc_fastpath_publish_pass(struct ndc_fp *fp, const uint8_t *lname, size_t nl
 		return r;
 	memset(&val, 0, sizeof(val));
 	val.flags = NDC_FP_V_PASS;
-	r = bpf_map_update_elem(fp->answers_fd, &key, &val, BPF_ANY);
-	return r == -E2BIG ? -ENOSPC : r;
+	return publish_value(fp, &key, lname, nlen, &val);
 }
 
 int ndc_fastpath_unpublish_expired(struct ndc_fp *fp, const struct ndc_fp_key *k)
@@ -541,6 +577,7 @@ int ndc_fastpath_unpublish_expired(struct ndc_fp *fp, const struct ndc_fp_key *k
 	struct ndc_fp_value val;
 	int r;
 
+	/* Whoever's name the entry holds: an expired entry is only ever passed by the kernel. */
 	r = bpf_map_lookup_elem(fp->answers_fd, k, &val);
 	if (r < 0)
 		return r;
@@ -552,11 +589,22 @@ int ndc_fastpath_unpublish_expired(struct ndc_fp *fp, const struct ndc_fp_key *k
 int ndc_fastpath_unpublish(struct ndc_fp *fp, const uint8_t *lname, size_t nlen, uint16_t qtype)
 {
 	struct ndc_fp_key key;
+	struct ndc_fp_value val;
 	int r;
 
 	r = ndc_fastpath_key(lname, nlen, qtype, &key);
 	if (r < 0)
 		return r;
+	/*
+	 * Another name's entry at this key (publish refused ours) is not ours to remove: without
+	 * it that name would miss, and once synced read as NXDOMAIN. Not atomic with the delete;
+	 * the entry could only change in between by a delete and a publish of a colliding name.
+	 */
+	r = bpf_map_lookup_elem(fp->answers_fd, &key, &val);
+	if (r < 0)
+		return r;
+	if (!value_is(&val, lname, nlen))
+		return -ENOENT;
 	return bpf_map_delete_elem(fp->answers_fd, &key);
 }
 

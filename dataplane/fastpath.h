@@ -65,8 +65,10 @@ void ndc_fastpath_close(struct ndc_fp *fp);
  * not published at that name. ttl_s 0: a cluster record (never expires, TTLs as they are); else
  * the entry expires ttl_s seconds from now and every RR's TTL counts down from its value in a.
  * -E2BIG: too big for NDC_FP_DATA_MAX or more than NDC_FP_TTL_MAX RRs; -ENAMETOOLONG: name over
- * NDC_FP_NAME_MAX; -ENOSPC: the table is full. In all three cases user space keeps answering.
- * -EINVAL: a->qname_len != nlen (the pointers in data would be wrong) or malformed data.
+ * NDC_FP_NAME_MAX; -ENOSPC: the table is full, or the key is held by another name whose hash
+ * collides with this one's (abi.h; that name keeps the entry). In all three cases user space
+ * keeps answering. -EINVAL: a->qname_len != nlen (the pointers in data would be wrong) or
+ * malformed data.
  */
 int ndc_fastpath_publish(struct ndc_fp *fp, const uint8_t *lname, size_t nlen, uint16_t qtype,
 			 const struct ndc_answer *a, uint32_t ttl_s);
@@ -77,11 +79,12 @@ int ndc_fastpath_publish(struct ndc_fp *fp, const uint8_t *lname, size_t nlen, u
  */
 int ndc_fastpath_publish_pass(struct ndc_fp *fp, const uint8_t *lname, size_t nlen);
 
-/* Removes (lname, qtype); -ENOENT if it was not there. */
+/* Removes (lname, qtype); -ENOENT if it was not there (nor when another name holds its key). */
 int ndc_fastpath_unpublish(struct ndc_fp *fp, const uint8_t *lname, size_t nlen, uint16_t qtype);
 
 /*
- * Removes the entry at k if it has expired (expire_ns set and passed): 0; -EAGAIN when it has not
+ * Removes the entry at k (from ndc_fastpath_key; whichever name it holds) if it has expired
+ * (expire_ns set and passed): 0; -EAGAIN when it has not
  * (published again since, or never expires); -ENOENT when it is not there. Not atomic: a publish
  * of k between the check and the delete is lost, which costs a miss (user space answers and
  * republishes), never a wrong answer.
@@ -105,10 +108,11 @@ int ndc_fastpath_counters(struct ndc_fp *fp, uint64_t ret[NDC_FP_COUNTER_MAX]);
 int ndc_fastpath_prog_fd(struct ndc_fp *fp, enum ndc_fp_attach which);
 
 /*
- * Conversions, exposed for tests. value: ttl_s 0 gives expire_ns 0 and no TTL offsets; else
- * insert_ns = now_ns, expire_ns = now_ns + ttl_s s, and every RR's TTL offset in data (-E2BIG
- * over NDC_FP_TTL_MAX RRs or NDC_FP_DATA_MAX bytes, -EINVAL when data does not hold exactly the
- * counted RRs).
+ * Conversions, exposed for tests. key: the name's hash (ndc_fp_name_hash), qtype and nlen, padding
+ * zero (-EINVAL for nlen 0, -ENAMETOOLONG over NDC_FP_NAME_MAX). value: ttl_s 0 gives expire_ns 0
+ * and no TTL offsets; else insert_ns = now_ns, expire_ns = now_ns + ttl_s s, and every RR's TTL
+ * offset in data (-E2BIG over NDC_FP_TTL_MAX RRs or NDC_FP_DATA_MAX bytes, -EINVAL when data does
+ * not hold exactly the counted RRs); name_len 0 and name zero: publishing sets them.
  */
 int ndc_fastpath_key(const uint8_t *lname, size_t nlen, uint16_t qtype, struct ndc_fp_key *ret);
 int ndc_fastpath_value(const struct ndc_answer *a, uint32_t ttl_s, uint64_t now_ns,

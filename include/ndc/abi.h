@@ -7,13 +7,16 @@
  *
  * How a query is answered in the kernel (UDP to port 53 of a node-local address, QDCOUNT 1,
  * no EDNS options, DO clear, not a fragment):
- *   1. key = (lowercase qname, qtype); found and not expired: that answer.
- *   2. else key = (lowercase qname, NDC_FP_QTYPE_OTHER): the answer for any other type at an
+ *   1. key = (hash of the lowercase qname, qtype, name length); found, its stored name equal to
+ *      the qname, and not expired: that answer.
+ *   2. else key = (same hash, NDC_FP_QTYPE_OTHER, length): the answer for any other type at an
  *      existing name (NODATA with SOA, or the CNAME of an ExternalName service).
  *   3. else, when the config says the store is synced and the name is under the zone but not
  *      under the pass-through suffix (pod.<zone> when pods are computed at lookup): NXDOMAIN with
  *      the SOA template of map ndc_nx.
  *   4. else pass to the stack (user space answers), counting why.
+ * An entry found in 1 or 2 whose stored name is not the qname (a hash collision) passes the
+ * query to user space, counted as NDC_FP_PASS_MISS, without going on to the next step.
  * Everything after the question comes from the value's data; the question is echoed as received.
  */
 #ifndef NDC_ABI_H
@@ -21,7 +24,7 @@
 
 #include <linux/types.h>
 
-#define NDC_ABI_VERSION 1
+#define NDC_ABI_VERSION 2
 
 #define NDC_FP_NAME_MAX 128 /* longer wire names go to user space */
 #define NDC_FP_DATA_MAX 512 /* bigger answers go to user space */
@@ -38,10 +41,57 @@
 #define NDC_FP_MAP_CONFIG ndc_config
 #define NDC_FP_MAP_COUNTERS ndc_counters
 
+/*
+ * The name hash: a 64-bit multiply-xorshift over the lowercase wire name read as little-endian
+ * 8-byte words, the last one zero past the name's end. Defined here once: the BPF program computes
+ * it word by word while it copies and lowercases the name (ndc_fp_hash_step), user space over the
+ * whole name (ndc_fp_name_hash); both must give the same value.
+ *
+ * Why: with a 16-byte key instead of the 132 bytes of the name, the kernel's jhash and memcmp of
+ * the key in every lookup work on an eighth of the bytes. Why this function: a step is four
+ * instructions (xor, multiply, shift, xor) with no table, cheap in BPF for up to the 16 words of a
+ * NDC_FP_NAME_MAX name. Each step is a bijection of h for a given word ((h ^ w) times an odd
+ * constant, then an invertible xorshift), so two names of the same length that differ in only one
+ * word never collide; other pairs collide with a chance of about 2^-64. Bucket spread is not its
+ * job: the kernel hashes the key again with its own random seed.
+ *
+ * Collisions: the hash is not keyed, so names that collide can be built on purpose. That costs
+ * speed, never a wrong answer: the value stores its name (struct ndc_fp_value name_len, name),
+ * the program compares it with the query's after every lookup and passes the query to user space
+ * on a mismatch (counted as NDC_FP_PASS_MISS, and not followed by the other-type entry or NXDOMAIN
+ * synthesis), and user space refuses to overwrite or delete an entry that holds another name
+ * (dataplane/fastpath.c), which then stays with the name published first; the other one is
+ * answered by user space.
+ */
+#define NDC_FP_HASH_INIT 0x6e6463616368652dULL /* "ndcache-": any non-zero start */
+#define NDC_FP_HASH_MUL 0x9e3779b97f4a7c15ULL  /* 2^64 / golden ratio: odd, bits spread */
+
+static inline __attribute__((always_inline)) __u64 ndc_fp_hash_step(__u64 h, __u64 w)
+{
+	h = (h ^ w) * NDC_FP_HASH_MUL;
+	return h ^ (h >> 32);
+}
+
+/* The hash of a lowercase wire name of len bytes (1..NDC_FP_NAME_MAX), the same on any host. */
+static inline __u64 ndc_fp_name_hash(const __u8 *name, __u32 len)
+{
+	__u64 h = NDC_FP_HASH_INIT;
+
+	for (__u32 i = 0; i < len; i += 8) {
+		__u64 w = 0;
+
+		for (__u32 j = 0; j < 8 && i + j < len; j++)
+			w |= (__u64)name[i + j] << (8 * j);
+		h = ndc_fp_hash_step(h, w);
+	}
+	return h;
+}
+
 struct ndc_fp_key {
-	__u8 name[NDC_FP_NAME_MAX]; /* lowercase wire name, zero bytes after its end */
-	__u16 qtype;		    /* host order */
-	__u16 pad;		    /* zero */
+	__u64 hash;    /* ndc_fp_name_hash of the lowercase wire name */
+	__u16 qtype;   /* host order */
+	__u8 name_len; /* wire length of the name, 1..NDC_FP_NAME_MAX */
+	__u8 pad[5];   /* zero */
 };
 
 /* value flags */
@@ -53,6 +103,10 @@ struct ndc_fp_key {
  */
 #define NDC_FP_V_PASS 0x02
 
+/*
+ * An answer, laid out in the order a hit reads it: the header, the name it compares, the data it
+ * copies; the TTL offsets, read only for cache entries, last.
+ */
 struct ndc_fp_value {
 	__u64 insert_ns; /* bpf_ktime_get_ns() (CLOCK_MONOTONIC) at which data's TTLs were exact */
 	__u64 expire_ns; /* 0: never expires (cluster records); else pass once now >= expire_ns */
@@ -60,18 +114,23 @@ struct ndc_fp_value {
 	__u16 ancount;
 	__u16 nscount;
 	__u16 arcount;
-	__u8 rcode; /* header RCODE (4 bits) */
-	__u8 flags; /* NDC_FP_V_* */
-	__u8 n_ttl; /* entries used in ttl_off; 0 with expire_ns 0 (TTLs never change) */
-	__u8 pad;
+	__u8 rcode;    /* header RCODE (4 bits) */
+	__u8 flags;    /* NDC_FP_V_* */
+	__u8 n_ttl;    /* entries used in ttl_off; 0 with expire_ns 0 (TTLs never change) */
+	__u8 name_len; /* of name; 0 in ndc_nx's template, which serves every name */
 	__u32 pad2;
-	__u16 ttl_off[NDC_FP_TTL_MAX]; /* offsets in data of RR TTL fields to count down */
+	/*
+	 * The entry's own lowercase wire name, zero after name_len: the key holds only its hash
+	 * (collisions: see ndc_fp_hash_step).
+	 */
+	__u8 name[NDC_FP_NAME_MAX];
 	/*
 	 * Answer, authority and additional RRs as they follow the question. Compression pointers
-	 * assume the question name at offset 12 (its length is the key's name length), exactly
-	 * like struct ndc_answer in user space.
+	 * assume the question name at offset 12 (its length is name_len), exactly like struct
+	 * ndc_answer in user space.
 	 */
 	__u8 data[NDC_FP_DATA_MAX];
+	__u16 ttl_off[NDC_FP_TTL_MAX]; /* offsets in data of RR TTL fields to count down */
 };
 
 /* config flags */
@@ -109,8 +168,10 @@ enum ndc_fp_counter {
 };
 
 #ifndef __cplusplus
-_Static_assert(sizeof(struct ndc_fp_key) == NDC_FP_NAME_MAX + 4, "ndc_fp_key layout");
-_Static_assert(sizeof(struct ndc_fp_value) == 32 + 2 * NDC_FP_TTL_MAX + NDC_FP_DATA_MAX,
+_Static_assert(sizeof(struct ndc_fp_key) == 16, "ndc_fp_key layout");
+_Static_assert(NDC_FP_NAME_MAX <= 255, "ndc_fp_key name_len is a byte");
+_Static_assert(sizeof(struct ndc_fp_value) ==
+		   32 + 2 * NDC_FP_TTL_MAX + NDC_FP_NAME_MAX + NDC_FP_DATA_MAX,
 	       "ndc_fp_value layout");
 _Static_assert(sizeof(struct ndc_fp_config) ==
 		   16 + 4 * NDC_FP_MAX_ADDRS + 16 * NDC_FP_MAX_ADDRS + 2 * NDC_FP_NAME_MAX,

@@ -10,7 +10,8 @@
  * with repeat, where the clock reads are spread over the repetitions.
  * Output: one "name value" line per case, plain text.
  *
- * Usage: bench_testrun [runs]   (default 200000 per case; needs root)
+ * Usage: bench_testrun [runs [filter]]   (default 200000 per case; needs root)
+ * With filter, only the cases whose name contains it (e.g. "xdp_a_hit", for perf record).
  */
 #include <errno.h>
 #include <stdio.h>
@@ -91,6 +92,7 @@ static int measure(int prog_fd, const struct frame *f, uint32_t want, unsigned i
 int main(int argc, char **argv)
 {
 	unsigned int runs = argc > 1 ? (unsigned int)strtoul(argv[1], NULL, 10) : 200000;
+	const char *filter = argc > 2 ? argv[2] : NULL;
 	struct ndc_ip addr = {.family = AF_INET};
 	uint8_t zone[NDC_NAME_MAX], lname[NDC_NAME_MAX];
 	union {
@@ -187,6 +189,8 @@ int main(int argc, char **argv)
 	for (int i = 0; i < n; i++) {
 		double ns;
 
+		if (filter && !strstr(cases[i].name, filter))
+			continue;
 		err = measure(cases[i].fd, cases[i].f, cases[i].want,
 			      cases[i].repeat > 1 ? 1 : runs, cases[i].repeat, &ns);
 		if (err)

@@ -4,7 +4,8 @@
  * the test's own (unshare at start: the host's links are never touched, and every veth dies with
  * the process). Root only: exits 77 (skip) otherwise.
  *   - load without attaching: pins, config, publish/unpublish/NX/synced/counters through the
- *     pinned maps, a full table, a restart after a crash (stale pins), -EPERM unprivileged;
+ *     pinned maps, a full table, a key held by another name (hash collision: never overwritten
+ *     nor removed), a restart after a crash (stale pins), -EPERM unprivileged;
  *   - tc: matching links present at open and created later get the filter, others do not; a
  *     link deleted and re-created with the same ifindex is attached again; a rename away from the
  *     patterns detaches; someone else's filter and clsact survive close; close removes ours;
@@ -427,6 +428,85 @@ static void test_table_full(void **state)
 	ndc_fastpath_close(fp);
 }
 
+/*
+ * A key held by another name (a hash collision, forced by writing the map directly): publishing,
+ * marking and removing this name all leave that entry alone, and only an expired one is swept.
+ */
+static void test_publish_collision(void **state)
+{
+	uint8_t q[NDC_NAME_MAX], other[NDC_NAME_MAX];
+	size_t qlen = wire("web.prod.svc.cluster.local", q);
+	size_t olen = wire("api.prod.svc.cluster.local", other);
+	struct ndc_fastpath_opts o;
+	struct answer_buf ab;
+	struct ndc_fp_key key, okey;
+	struct ndc_fp_value v, planted;
+	struct ndc_fp *fp;
+	int afd;
+
+	(void)state;
+	base_opts(&o, NDC_FP_ATTACH_NONE, NULL, 0);
+	assert_int_equal(ndc_fastpath_open(&o, &fp), 0);
+	afd = pinned_fd("ndc_answers");
+	build_a(&ab, q, qlen, 30);
+
+	/* the publisher writes the name into the value */
+	assert_int_equal(ndc_fastpath_publish(fp, q, qlen, NDC_T_A, &ab.a, 0), 0);
+	assert_int_equal(ndc_fastpath_key(q, qlen, NDC_T_A, &key), 0);
+	assert_int_equal(bpf_map_lookup_elem(afd, &key, &v), 0);
+	assert_int_equal(v.name_len, qlen);
+	assert_memory_equal(v.name, q, qlen);
+	for (size_t i = qlen; i < NDC_FP_NAME_MAX; i++)
+		assert_int_equal(v.name[i], 0);
+	/* its own entry: replaced */
+	assert_int_equal(ndc_fastpath_publish(fp, q, qlen, NDC_T_A, &ab.a, 30), 0);
+	assert_int_equal(bpf_map_lookup_elem(afd, &key, &v), 0);
+	assert_int_equal(v.n_ttl, 1);
+
+	/* another name at the A key and at the other-type key */
+	assert_int_equal(olen, qlen);
+	planted = v;
+	planted.expire_ns = 0;
+	planted.n_ttl = 0;
+	memset(planted.name, 0, sizeof(planted.name));
+	memcpy(planted.name, other, olen);
+	assert_int_equal(bpf_map_update_elem(afd, &key, &planted, BPF_ANY), 0);
+	assert_int_equal(ndc_fastpath_key(q, qlen, NDC_FP_QTYPE_OTHER, &okey), 0);
+	assert_int_equal(bpf_map_update_elem(afd, &okey, &planted, BPF_ANY), 0);
+
+	assert_int_equal(ndc_fastpath_publish(fp, q, qlen, NDC_T_A, &ab.a, 0), -ENOSPC);
+	assert_int_equal(ndc_fastpath_publish(fp, q, qlen, NDC_FP_QTYPE_OTHER, &ab.a, 0), -ENOSPC);
+	assert_int_equal(ndc_fastpath_publish_pass(fp, q, qlen), -ENOSPC);
+	assert_int_equal(ndc_fastpath_unpublish(fp, q, qlen, NDC_T_A), -ENOENT);
+	assert_int_equal(ndc_fastpath_unpublish(fp, q, qlen, NDC_FP_QTYPE_OTHER), -ENOENT);
+	assert_int_equal(ndc_fastpath_unpublish_expired(fp, &key), -EAGAIN);
+	assert_int_equal(bpf_map_lookup_elem(afd, &key, &v), 0);
+	assert_memory_equal(&v, &planted, sizeof(v));
+	assert_int_equal(bpf_map_lookup_elem(afd, &okey, &v), 0);
+	assert_memory_equal(&v, &planted, sizeof(v));
+
+	/* the same name at another length is another name too */
+	planted.name_len = (uint8_t)(qlen - 1);
+	memcpy(planted.name, q, qlen - 1);
+	planted.name[qlen - 1] = 0;
+	assert_int_equal(bpf_map_update_elem(afd, &key, &planted, BPF_ANY), 0);
+	assert_int_equal(ndc_fastpath_publish(fp, q, qlen, NDC_T_A, &ab.a, 0), -ENOSPC);
+	assert_int_equal(ndc_fastpath_unpublish(fp, q, qlen, NDC_T_A), -ENOENT);
+
+	/* expired, it goes whoever's it is; then the key is free for this name */
+	planted.expire_ns = 1;
+	assert_int_equal(bpf_map_update_elem(afd, &key, &planted, BPF_ANY), 0);
+	assert_int_equal(ndc_fastpath_unpublish_expired(fp, &key), 0);
+	assert_int_equal(ndc_fastpath_publish(fp, q, qlen, NDC_T_A, &ab.a, 0), 0);
+	assert_int_equal(bpf_map_lookup_elem(afd, &key, &v), 0);
+	assert_memory_equal(v.name, q, qlen);
+	assert_int_equal(ndc_fastpath_unpublish(fp, q, qlen, NDC_T_A), 0);
+
+	close(afd);
+	ndc_fastpath_close(fp);
+	assert_no_pins();
+}
+
 static void test_counters(void **state)
 {
 	uint64_t sum[NDC_FP_COUNTER_MAX];
@@ -653,10 +733,15 @@ static void test_xdp(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-	    cmocka_unit_test(test_config),	 cmocka_unit_test(test_bad_opts),
-	    cmocka_unit_test(test_publish),	 cmocka_unit_test(test_table_full),
-	    cmocka_unit_test(test_counters),	 cmocka_unit_test(test_stale_pins),
-	    cmocka_unit_test(test_unprivileged), cmocka_unit_test(test_tc),
+	    cmocka_unit_test(test_config),
+	    cmocka_unit_test(test_bad_opts),
+	    cmocka_unit_test(test_publish),
+	    cmocka_unit_test(test_table_full),
+	    cmocka_unit_test(test_publish_collision),
+	    cmocka_unit_test(test_counters),
+	    cmocka_unit_test(test_stale_pins),
+	    cmocka_unit_test(test_unprivileged),
+	    cmocka_unit_test(test_tc),
 	    cmocka_unit_test(test_xdp),
 	};
 	int r;

@@ -687,6 +687,8 @@ static void publish_aged(const char *text, uint16_t qtype, const struct ndc_answ
 	assert_int_equal(ndc_name_from_text(text, lname, sizeof(lname), &nlen), 0);
 	assert_int_equal(ndc_fastpath_key(lname, nlen, qtype, &k), 0);
 	assert_int_equal(ndc_fastpath_value(a, ttl_s, mono_ns() - (uint64_t)ago_s * NS, &v), 0);
+	v.name_len = (uint8_t)nlen; /* as the publisher does: the kernel checks it */
+	memcpy(v.name, lname, nlen);
 	assert_int_equal(bpf_map_update_elem(env.answers_fd, &k, &v, BPF_ANY), 0);
 }
 
@@ -812,6 +814,165 @@ static void test_pass_marker(void **state)
 	check_row(&back, NULL, 0);
 }
 
+/* ---------------------------------------------------------------------------------------------
+ * The hashed key (abi.h): the kernel's hash must equal user space's for every name length, and a
+ * key holding another name (a collision, forced by writing the map directly) is never answered.
+ */
+
+/* Every tail length of the last 8-byte word, both hooks, mixed case, up to NDC_FP_NAME_MAX. */
+static void test_name_lengths(void **state)
+{
+	char text[NDC_NAME_MAX * 4], query[NDC_NAME_MAX * 4];
+	uint8_t lname[NDC_NAME_MAX];
+	size_t nlen, n = 0;
+	union answer a;
+
+	(void)state;
+	/* wire length = label + 2 + "example" 8 + root 1 */
+	for (size_t label = 1; label <= 63; label++) {
+		size_t want = label + 2 + 8 + 1;
+
+		memset(text, 'h', label);
+		snprintf(text + label, sizeof(text) - label, ".example");
+		assert_int_equal(ndc_name_from_text(text, lname, sizeof(lname), &nlen), 0);
+		assert_int_equal(nlen, want - 1);
+		a_records(&a.a, lname, nlen, 1, 0);
+		assert_int_equal(ndc_fastpath_publish(env.fp, lname, nlen, NDC_T_A, &a.a, 0), 0);
+		for (size_t i = 0; text[i]; i++)
+			query[i] =
+			    (char)((i & 1) && text[i] != '.' ? text[i] - 'a' + 'A' : text[i]);
+		query[strlen(text)] = '\0';
+		const struct row r = {"name length", query, NDC_T_A, .expect = NDC_FP_HIT};
+
+		check_row(&r, &a.a, 0);
+		assert_int_equal(ndc_fastpath_unpublish(env.fp, lname, nlen, NDC_T_A), 0);
+		n++;
+	}
+	/* the longest name the key takes: labels of 63, 62 and 2 bytes and the root, 128 in all */
+	memset(text, 'a', 62);
+	text[62] = '.';
+	memset(text + 63, 'b', 61);
+	text[124] = '.';
+	text[125] = 'c';
+	text[126] = '\0';
+	assert_int_equal(ndc_name_from_text(text, lname, sizeof(lname), &nlen), 0);
+	assert_int_equal(nlen, NDC_FP_NAME_MAX);
+	a_records(&a.a, lname, nlen, 1, 0);
+	assert_int_equal(ndc_fastpath_publish(env.fp, lname, nlen, NDC_T_A, &a.a, 0), 0);
+	memset(text + 63, 'B', 61); /* the query in upper case: the last word is lowered too */
+	const struct row r = {"name of NDC_FP_NAME_MAX", text, NDC_T_A, .edns = 1232,
+			      .expect = NDC_FP_HIT};
+	check_row(&r, &a.a, 0);
+	assert_int_equal(ndc_fastpath_unpublish(env.fp, lname, nlen, NDC_T_A), 0);
+	assert_int_equal(n, 63);
+}
+
+/* Writes at the key of (text, qtype) an entry that names other (other_len bytes of it). */
+static void plant(const char *text, uint16_t qtype, const uint8_t *other, size_t other_len,
+		  const struct ndc_answer *a, uint8_t flags)
+{
+	uint8_t lname[NDC_NAME_MAX];
+	struct ndc_fp_value v;
+	struct ndc_fp_key k;
+	size_t nlen;
+
+	assert_int_equal(ndc_name_from_text(text, lname, sizeof(lname), &nlen), 0);
+	assert_int_equal(ndc_fastpath_key(lname, nlen, qtype, &k), 0);
+	assert_int_equal(ndc_fastpath_value(a, 0, 0, &v), 0);
+	v.flags |= flags;
+	v.name_len = (uint8_t)other_len;
+	memcpy(v.name, other, other_len);
+	assert_int_equal(bpf_map_update_elem(env.answers_fd, &k, &v, BPF_ANY), 0);
+}
+
+static void unplant(const char *text, uint16_t qtype)
+{
+	uint8_t lname[NDC_NAME_MAX];
+	struct ndc_fp_key k;
+	size_t nlen;
+
+	assert_int_equal(ndc_name_from_text(text, lname, sizeof(lname), &nlen), 0);
+	assert_int_equal(ndc_fastpath_key(lname, nlen, qtype, &k), 0);
+	assert_int_equal(bpf_map_delete_elem(env.answers_fd, &k), 0);
+}
+
+static void test_collision(void **state)
+{
+	static const char k8s[] = "kubernetes.default.svc.cluster.local";
+	static const char fresh[] = "collide.default.svc.cluster.local"; /* no records */
+	uint8_t lname[NDC_NAME_MAX], other[NDC_NAME_MAX];
+	size_t nlen, olen;
+	union answer a, saved;
+
+	(void)state;
+	assert_int_equal(ndc_name_from_text(k8s, lname, sizeof(lname), &nlen), 0);
+	assert_int_equal(
+	    ndc_records_lookup(env.rec, lname, nlen, NDC_T_A, &saved.a, NDC_ANSWER_DATA_MAX), 0);
+	/* an answer that would be wrong for the query: another name's address */
+	assert_int_equal(
+	    ndc_name_from_text("other.default.svc.cluster.local", other, sizeof(other), &olen), 0);
+	a_records(&a.a, lname, nlen, 1, 0);
+
+	/* the entry at kubernetes' A key names another name of the same length, one byte off */
+	memcpy(other, lname, nlen);
+	other[1] = 'K' ^ 0x20 ^ 0x01;
+	plant(k8s, NDC_T_A, other, nlen, &a.a, 0);
+	const struct row same_len = {"collision, name differs in one byte", k8s, NDC_T_A,
+				     .expect = NDC_FP_PASS_MISS};
+	check_row(&same_len, NULL, 0);
+	/* ... a prefix of it: the stored length decides */
+	plant(k8s, NDC_T_A, lname, nlen - 1, &a.a, 0);
+	const struct row shorter = {"collision, stored name shorter", k8s, NDC_T_A,
+				    .expect = NDC_FP_PASS_MISS};
+	check_row(&shorter, NULL, 0);
+	/* ... differing only in the last word, past a byte order slip */
+	memcpy(other, lname, nlen);
+	other[nlen - 2] = 'x';
+	plant(k8s, NDC_T_A, other, nlen, &a.a, 0);
+	const struct row last = {"collision, last word differs", k8s, NDC_T_A, .edns = 1232,
+				 .expect = NDC_FP_PASS_MISS};
+	check_row(&last, NULL, 0);
+	/* the publisher's own entry back: answered again */
+	assert_int_equal(ndc_fastpath_publish(env.fp, lname, nlen, NDC_T_A, &saved.a, 0), -ENOSPC);
+	plant(k8s, NDC_T_A, lname, nlen, &saved.a, 0);
+	const struct row back = {"own name again", k8s, NDC_T_A, .expect = NDC_FP_HIT};
+	check_row(&back, NULL, 0);
+
+	/*
+	 * A name without records, under the zone, synced: NXDOMAIN, unless another name sits at
+	 * its keys: then user space decides, at the exact type and at the other-type entry alike.
+	 */
+	const struct row nx = {"no collision: NXDOMAIN", fresh, NDC_T_A, .expect = NDC_FP_NXDOMAIN};
+	check_row(&nx, NULL, 0);
+	plant(fresh, NDC_T_A, other, olen, &a.a, 0);
+	const struct row exact = {"collision at the exact type, synced", fresh, NDC_T_A, .v6 = true,
+				  .expect = NDC_FP_PASS_MISS};
+	check_row(&exact, NULL, 0);
+	unplant(fresh, NDC_T_A);
+	plant(fresh, NDC_FP_QTYPE_OTHER, other, olen, &a.a, 0);
+	const struct row oth = {"collision at the other-type entry, synced", fresh, NDC_T_A,
+				.expect = NDC_FP_PASS_MISS};
+	check_row(&oth, NULL, 0);
+	const struct row any = {"collision at the other-type entry, ANY", fresh, NDC_T_ANY,
+				.expect = NDC_FP_PASS_MISS};
+	check_row(&any, NULL, 0);
+	unplant(fresh, NDC_FP_QTYPE_OTHER);
+	check_row(&nx, NULL, 0);
+
+	/* another name's NODATA entry at kubernetes' other-type key: its AAAA goes up */
+	assert_int_equal(
+	    ndc_records_lookup(env.rec, lname, nlen, NDC_T_AAAA, &saved.a, NDC_ANSWER_DATA_MAX), 0);
+	plant(k8s, NDC_FP_QTYPE_OTHER, other, olen, &saved.a, 0);
+	const struct row nodata = {"collision at a name's other-type entry", k8s, NDC_T_AAAA,
+				   .expect = NDC_FP_PASS_MISS};
+	check_row(&nodata, NULL, 0);
+	assert_int_equal(ndc_fastpath_unpublish(env.fp, lname, nlen, NDC_FP_QTYPE_OTHER), -ENOENT);
+	plant(k8s, NDC_FP_QTYPE_OTHER, lname, nlen, &saved.a, 0);
+	const struct row nodata_back = {"other-type entry restored", k8s, NDC_T_AAAA,
+					.expect = NDC_FP_NODATA};
+	check_row(&nodata_back, NULL, 0);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -819,6 +980,7 @@ int main(void)
 	    cmocka_unit_test(test_not_synced),	  cmocka_unit_test(test_config_abi),
 	    cmocka_unit_test(test_redirect_peer), cmocka_unit_test(test_cache_ttl),
 	    cmocka_unit_test(test_sizes),	  cmocka_unit_test(test_pass_marker),
+	    cmocka_unit_test(test_name_lengths),  cmocka_unit_test(test_collision),
 	};
 
 	if (geteuid() != 0) {

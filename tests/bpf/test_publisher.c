@@ -6,6 +6,8 @@
  *     else is; the NXDOMAIN template; synced;
  *   - an answer over NDC_FP_DATA_MAX: its entry absent, the name's other types passed to user
  *     space by the pass marker, still synced;
+ *   - a key held by another name (a forced hash collision): left alone; the pass marker when it
+ *     is an exact type's, not synced when it is the other-type entry's;
  *   - a table too small: synced exactly when every name of the zone is covered (all its entries,
  *     or the pass marker), at a size that fits exactly and one less;
  *   - the cache hook: puts with their expiry and TTL offsets, class CH ignored, an eviction
@@ -534,6 +536,55 @@ static void test_oversized_answer(void **state)
 	assert_int_equal(st.published + st.passed, map_count(f->answers_fd));
 }
 
+/* Writes at the key of (name, qtype) an entry holding another name: a forced hash collision. */
+static void plant(struct fixture *f, const char *name, uint16_t qtype, struct ndc_fp_value *ret)
+{
+	uint8_t lname[NDC_NAME_MAX];
+	size_t nlen = wire(name, lname);
+	struct ndc_fp_key k;
+
+	assert_int_equal(ndc_fastpath_key(lname, nlen, qtype, &k), 0);
+	memset(ret, 0, sizeof(*ret));
+	ret->flags = NDC_FP_V_AA;
+	ret->ancount = 1;
+	ret->name_len = (uint8_t)nlen;
+	memcpy(ret->name, lname, nlen);
+	ret->name[0] ^= 0x01; /* same length, another first label */
+	assert_int_equal(bpf_map_update_elem(f->answers_fd, &k, ret, BPF_ANY), 0);
+}
+
+/*
+ * A key held by another name is never overwritten: the name stays in user space. At an exact
+ * type, the name gets the pass marker and the table stays synced; at the other-type entry not
+ * even the marker fits, so the name is uncovered and no NXDOMAIN may be synthesised.
+ */
+static void test_collision(void **state)
+{
+	static const char kube_dns[] = "kube-dns.kube-system.svc." ZONE;
+	static const char k8s[] = "kubernetes.default.svc." ZONE;
+	struct fixture *f = *state;
+	struct ndc_fp_value planted, v;
+
+	records_build(f, ndc_sample_cluster, ndc_sample_cluster_len);
+	fp_open(f, 0);
+	plant(f, kube_dns, NDC_T_A, &planted);
+	assert_int_equal(ndc_publisher_load_records(f->pub, f->rec), 0);
+	assert_int_equal(lookup_text(f->answers_fd, kube_dns, NDC_T_A, &v), 0);
+	assert_memory_equal(&v, &planted, sizeof(v));
+	assert_int_equal(lookup_text(f->answers_fd, kube_dns, NDC_FP_QTYPE_OTHER, &v), 0);
+	assert_int_equal(v.flags, NDC_FP_V_PASS);
+	assert_true(synced(f));
+	/* the rest as usual */
+	assert_int_equal(lookup_text(f->answers_fd, k8s, NDC_T_A, &v), 0);
+	assert_int_equal(v.flags, NDC_FP_V_AA);
+
+	plant(f, k8s, NDC_FP_QTYPE_OTHER, &planted);
+	assert_int_equal(ndc_publisher_load_records(f->pub, f->rec), 0);
+	assert_int_equal(lookup_text(f->answers_fd, k8s, NDC_FP_QTYPE_OTHER, &v), 0);
+	assert_memory_equal(&v, &planted, sizeof(v));
+	assert_false(synced(f));
+}
+
 /* The contract: synced exactly when no name of the zone is left uncovered. */
 static void check_claim(struct fixture *f, struct check *c)
 {
@@ -838,6 +889,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 	    cmocka_unit_test_setup_teardown(test_sample_cluster, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_oversized_answer, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_collision, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_table_too_small, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_hook_publish, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_hook_eviction, setup, teardown),
