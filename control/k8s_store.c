@@ -46,7 +46,10 @@ struct ndc_k8s_store {
 	uint32_t listed;		 /* kinds listed at least once */
 	uint64_t seq;			 /* changes applied */
 	struct ndc_records_patch *patch; /* changes not yet in cur; NULL: none */
-	enum full full;
+	enum full want;			 /* a full build asked for */
+	bool building;			 /* the builder thread is at it */
+	struct ndc_records *built;	 /* its result, for the commit thread to take over */
+	enum full built_kind;
 	const struct ndc_records *cur; /* the newest table handed over */
 	uint64_t *arrivals;	       /* arrival time of each change in patch */
 	size_t n_arrivals, cap_arrivals;
@@ -54,8 +57,8 @@ struct ndc_k8s_store {
 	size_t compact_min;
 	bool busy; /* a commit round is running (it drops the lock on the way) */
 	bool stop;
-	pthread_t thread;
-	bool started;
+	pthread_t thread, builder;
+	bool started, builder_started;
 
 	_Atomic uint64_t events, rejected, rebuilds, patches, last_build_us, last_latency_us,
 	    max_latency_us, objects;
@@ -119,7 +122,7 @@ static void mark_dirty(struct ndc_k8s_store *s)
 {
 	uint64_t t = now_us();
 
-	if (!s->n_arrivals && s->full == FULL_NONE)
+	if (!s->n_arrivals)
 		s->first_arrival = t;
 	if (s->n_arrivals == s->cap_arrivals) {
 		size_t cap = s->cap_arrivals ? s->cap_arrivals * 2 : 256;
@@ -132,7 +135,7 @@ static void mark_dirty(struct ndc_k8s_store *s)
 	}
 	if (s->n_arrivals < s->cap_arrivals)
 		s->arrivals[s->n_arrivals++] = t;
-	pthread_cond_signal(&s->cond);
+	pthread_cond_broadcast(&s->cond);
 }
 
 /* ---------------------------------------------------------------------------------------------
@@ -179,9 +182,7 @@ static void on_list_end(void *arg, enum ndc_k8s_kind kind)
 			ndc_err(
 			    "k8s: out of memory indexing the store; changes rebuild everything");
 		s->seq++;
-		s->full = FULL_ALL;
-		ndc_records_patch_free(s->patch); /* the rebuild covers it */
-		s->patch = NULL;
+		s->want = FULL_ALL;
 		mark_dirty(s);
 	}
 	pthread_mutex_unlock(&s->lock);
@@ -209,7 +210,7 @@ static void on_event(void *arg, enum ndc_k8s_kind kind, enum ndc_k8s_event ev,
 	pthread_mutex_lock(&s->lock);
 	atomic_fetch_add(&s->events, 1);
 	s->seq++;
-	if (!s->patch && s->full != FULL_ALL && ndc_records_patch_new(s->ropts, &s->patch))
+	if (!s->patch && ndc_records_patch_new(s->ropts, &s->patch))
 		s->patch = NULL;
 	struct ndc_k8s_change c = {
 	    .idx = &s->idx,
@@ -226,15 +227,15 @@ static void on_event(void *arg, enum ndc_k8s_kind kind, enum ndc_k8s_event ev,
 				      (uint64_t)lh_table_length(s->tab[NDC_K8S_SERVICES]) +
 				      (uint64_t)lh_table_length(s->tab[NDC_K8S_ENDPOINTSLICES]) +
 				      (uint64_t)lh_table_length(s->tab[NDC_K8S_PODS]));
-	if (err && s->full != FULL_ALL) {
-		/* The change is in the store but not in a patch: only a full build covers it. */
+	if (err) {
+		/*
+		 * The change is in the store but (some of) its names are not in the patch: only a
+		 * full build covers it. What the patch has is still right, each name as of its
+		 * change.
+		 */
 		ndc_warn("records: incremental update failed (%s); rebuilding the table",
 			 strerror(-err));
-		s->full = FULL_ALL;
-	}
-	if (s->full == FULL_ALL && s->patch) {
-		ndc_records_patch_free(s->patch); /* everything is rebuilt anyway */
-		s->patch = NULL;
+		s->want = FULL_ALL;
 	}
 	mark_dirty(s);
 	pthread_mutex_unlock(&s->lock);
@@ -306,6 +307,60 @@ static int snapshot_build(struct ndc_k8s_store *s, const struct snapshot *sn,
 }
 
 /* ---------------------------------------------------------------------------------------------
+ * The builder thread: full builds, from a snapshot, while the commit thread goes on patching.
+ */
+static void *builder_thread(void *arg)
+{
+	struct ndc_k8s_store *s = arg;
+
+	pthread_mutex_lock(&s->lock);
+	for (;;) {
+		while (!s->stop &&
+		       (s->want == FULL_NONE || s->built || (s->listed & s->kinds) != s->kinds))
+			pthread_cond_wait(&s->cond, &s->lock);
+		if (s->stop)
+			break;
+		enum full kind = s->want;
+		uint64_t seq = s->seq, t0 = now_us();
+		struct ndc_records *base = NULL;
+		struct snapshot sn;
+		int err;
+
+		s->want = FULL_NONE;
+		s->building = true;
+		err = snapshot_take(s, &sn);
+		pthread_mutex_unlock(&s->lock);
+		if (!err) {
+			err = snapshot_build(s, &sn, &base);
+			snapshot_put(&sn);
+		}
+		pthread_mutex_lock(&s->lock);
+		s->building = false;
+		if (err) {
+			struct timespec ts;
+
+			ndc_err(
+			    "records: build failed (%s); serving the previous table, again in 1 s",
+			    strerror(-err));
+			if (s->want < kind)
+				s->want = kind;
+			clock_gettime(CLOCK_REALTIME, &ts);
+			ts.tv_sec += 1;
+			pthread_cond_timedwait(&s->cond, &s->lock, &ts);
+			continue;
+		}
+		ndc_records_set_seq(base, seq);
+		atomic_store(&s->last_build_us, now_us() - t0);
+		atomic_fetch_add(&s->rebuilds, 1);
+		s->built = base;
+		s->built_kind = kind;
+		pthread_cond_broadcast(&s->cond);
+	}
+	pthread_mutex_unlock(&s->lock);
+	return NULL;
+}
+
+/* ---------------------------------------------------------------------------------------------
  * The commit thread.
  */
 static void record_latency(struct ndc_k8s_store *s, const uint64_t *arrivals, size_t n,
@@ -331,108 +386,94 @@ static void record_latency(struct ndc_k8s_store *s, const uint64_t *arrivals, si
 		atomic_store(&s->max_latency_us, worst);
 }
 
-/* One round, lock held on entry and exit: build if needed, apply the pending patch, hand the
- * new table over. */
+/*
+ * One round, lock held on entry and exit (dropped while handing over): take over a new base if
+ * the builder made one, apply the pending patch, hand the new table over.
+ */
 static void commit(struct ndc_k8s_store *s)
 {
-	enum full full = s->cur ? s->full : FULL_ALL;
-	struct ndc_records *base = NULL, *mid = NULL, *next = NULL;
+	struct ndc_records *mid = NULL, *next = NULL;
 	struct ndc_records_patch *patch;
-	uint64_t t0 = now_us(), first = s->first_arrival, *arrivals;
+	enum full kind = FULL_NONE;
+	uint64_t first = s->first_arrival, *arrivals;
 	size_t n_arrivals;
 	int err = 0;
 
-	s->full = FULL_NONE;
-	if (full != FULL_NONE) {
-		struct snapshot sn;
-		uint64_t seq = s->seq;
-
-		err = snapshot_take(s, &sn);
-		if (err)
-			goto fail;
-		pthread_mutex_unlock(&s->lock);
-		err = snapshot_build(s, &sn, &base);
-		snapshot_put(&sn);
-		pthread_mutex_lock(&s->lock);
-		if (err)
-			goto fail;
-		ndc_records_set_seq(base, seq);
-		atomic_store(&s->last_build_us, now_us() - t0);
-		atomic_fetch_add(&s->rebuilds, 1);
-		if (s->full == FULL_ALL) {
-			/* A relist or a failed patch while building: the snapshot is stale. */
-			ndc_records_free(base);
-			return;
-		}
-		/* Changes since the snapshot ride on the new base. */
-		if (s->cur && full == FULL_COMPACT) {
-			err = ndc_records_rebase(s->cur, base, &mid);
-			ndc_records_free(base);
-			if (err)
-				goto fail;
+	if (s->built) {
+		/* Changes after the snapshot, already in cur, ride on the new base. */
+		kind = s->built_kind;
+		if (s->cur) {
+			err = ndc_records_rebase(s->cur, s->built, &mid);
+			ndc_records_free(s->built);
 		} else {
-			mid = base;
+			mid = s->built;
 		}
+		s->built = NULL;
+		pthread_cond_broadcast(&s->cond); /* the builder may be waiting to start another */
+		if (err)
+			goto fail;
 	}
 	patch = s->patch;
 	s->patch = NULL;
-	if (patch && ndc_records_patch_size(patch)) {
+	if (patch && ndc_records_patch_size(patch) && (mid || s->cur)) {
 		err = ndc_records_apply(mid ? mid : s->cur, patch, &next);
+		ndc_records_free(mid);
 		if (err) {
-			ndc_records_free(mid);
 			ndc_records_patch_free(patch);
 			goto fail;
 		}
-		ndc_records_free(mid);
 	} else {
 		next = mid;
 	}
-	if (!next) { /* an event that changed nothing DNS serves */
-		ndc_records_patch_free(patch);
-		s->n_arrivals = 0;
-		return;
-	}
-	s->cur = next;
 	arrivals = s->arrivals;
 	n_arrivals = s->n_arrivals;
 	s->arrivals = NULL;
 	s->n_arrivals = s->cap_arrivals = 0;
+	if (!next) { /* changes that touched no name, or before the first table */
+		ndc_records_patch_free(patch);
+		free(arrivals);
+		return;
+	}
+	s->cur = next;
 	pthread_mutex_unlock(&s->lock);
 
-	/* A relist may have changed anything: the consumer republishes the whole table. */
-	s->fn(s->arg, next, full == FULL_ALL ? NULL : patch);
-	if (full == FULL_NONE)
+	/* After a relist anything may have changed: the consumer republishes the whole table. */
+	s->fn(s->arg, next, kind == FULL_ALL ? NULL : patch);
+	if (kind == FULL_NONE)
 		atomic_fetch_add(&s->patches, 1);
-	record_latency(s, arrivals, n_arrivals, full == FULL_ALL ? first : 0);
+	record_latency(s, arrivals, n_arrivals, kind == FULL_ALL ? first : 0);
 	free(arrivals);
 	ndc_records_patch_free(patch);
 
 	pthread_mutex_lock(&s->lock);
-	if (s->full == FULL_NONE &&
+	if (s->want == FULL_NONE && !s->building && !s->built &&
 	    ndc_records_overlay_size(s->cur) >
-		(ndc_records_base_names(s->cur) >> COMPACT_SHIFT) + s->compact_min)
-		s->full = FULL_COMPACT;
+		(ndc_records_base_names(s->cur) >> COMPACT_SHIFT) + s->compact_min) {
+		s->want = FULL_COMPACT;
+		pthread_cond_broadcast(&s->cond);
+	}
 	return;
 fail:
-	ndc_err("records: update failed (%s); serving the previous table, rebuilding in 1 s",
+	ndc_err("records: update failed (%s); serving the previous table, rebuilding",
 		strerror(-err));
-	s->full = FULL_ALL;
-	if (s->patch) {
-		ndc_records_patch_free(s->patch);
-		s->patch = NULL;
-	}
-	struct timespec ts;
-	clock_gettime(CLOCK_REALTIME, &ts);
-	ts.tv_sec += 1;
-	pthread_cond_timedwait(&s->cond, &s->lock, &ts);
+	s->want = FULL_ALL;
+	pthread_cond_broadcast(&s->cond);
 }
 
+/* Whether the commit thread has something to hand over. */
 static bool work(const struct ndc_k8s_store *s)
+{
+	if (s->built)
+		return true;
+	return s->cur && (s->n_arrivals || (s->patch && ndc_records_patch_size(s->patch)));
+}
+
+/* Whether anything is still on its way to a table (for flush). */
+static bool pending(const struct ndc_k8s_store *s)
 {
 	if ((s->listed & s->kinds) != s->kinds)
 		return false;
-	return !s->cur || s->full != FULL_NONE || s->n_arrivals ||
-	       (s->patch && ndc_records_patch_size(s->patch));
+	return work(s) || s->busy || s->building || s->want != FULL_NONE || !s->cur;
 }
 
 static void *commit_thread(void *arg)
@@ -479,11 +520,14 @@ int ndc_k8s_store_new(const struct ndc_records_opts *ropts, uint32_t kinds, ndc_
 	}
 	if (!err)
 		err = -pthread_create(&s->thread, NULL, commit_thread, s);
+	s->started = !err;
+	if (!err)
+		err = -pthread_create(&s->builder, NULL, builder_thread, s);
+	s->builder_started = !err;
 	if (err) {
 		ndc_k8s_store_free(s);
 		return err;
 	}
-	s->started = true;
 	*ret = s;
 	return 0;
 }
@@ -492,14 +536,16 @@ void ndc_k8s_store_free(struct ndc_k8s_store *s)
 {
 	if (!s)
 		return;
-	if (s->started) {
-		pthread_mutex_lock(&s->lock);
-		s->stop = true;
-		pthread_cond_signal(&s->cond);
-		pthread_mutex_unlock(&s->lock);
+	pthread_mutex_lock(&s->lock);
+	s->stop = true;
+	pthread_cond_broadcast(&s->cond);
+	pthread_mutex_unlock(&s->lock);
+	if (s->started)
 		pthread_join(s->thread, NULL);
-	}
+	if (s->builder_started)
+		pthread_join(s->builder, NULL);
 	ndc_records_patch_free(s->patch);
+	ndc_records_free(s->built);
 	ndc_k8s_index_free(&s->idx);
 	for (int k = 0; k < NDC_K8S_KINDS; k++) {
 		if (s->tab[k])
@@ -527,8 +573,8 @@ int ndc_k8s_store_flush(struct ndc_k8s_store *s, unsigned timeout_ms)
 		ts.tv_nsec -= 1000000000;
 	}
 	pthread_mutex_lock(&s->lock);
-	pthread_cond_signal(&s->cond);
-	while ((work(s) || s->busy) && !err)
+	pthread_cond_broadcast(&s->cond);
+	while (pending(s) && !err)
 		err = pthread_cond_timedwait(&s->idle, &s->lock, &ts);
 	pthread_mutex_unlock(&s->lock);
 	return err ? -ETIMEDOUT : 0;

@@ -356,6 +356,48 @@ static void render_sample(void *arg, struct ndc_metrics_buf *b)
 	ndc_metric_u64(b, "b_total", "counter", "late help is ignored", "x=\"2\"", 0);
 }
 
+static void render_histogram(void *arg, struct ndc_metrics_buf *b)
+{
+	static const uint64_t bounds[] = {100, 1000, UINT64_MAX};
+	static const uint64_t counts[] = {3, 0, 2};
+
+	(void)arg;
+	ndc_metric_histogram(b, "lat_us", "Latency.", bounds, counts, 3, 4321);
+	/* The histogram's name is its family's: a gauge of the same name is an error. */
+	ndc_metric_u64(b, "lat_us", "gauge", "x", NULL, 1);
+}
+
+static void render_histogram_ok(void *arg, struct ndc_metrics_buf *b)
+{
+	static const uint64_t bounds[] = {100, 1000, UINT64_MAX};
+	static const uint64_t counts[] = {3, 0, 2};
+
+	(void)arg;
+	ndc_metric_histogram(b, "lat_us", "Latency.", bounds, counts, 3, 4321);
+}
+
+/* Buckets are cumulative, +Inf last, then _sum and _count, under one HELP/TYPE. */
+static void test_metrics_histogram(void **state)
+{
+	static const char want[] = "# HELP lat_us Latency.\n"
+				   "# TYPE lat_us histogram\n"
+				   "lat_us_bucket{le=\"100\"} 3\n"
+				   "lat_us_bucket{le=\"1000\"} 3\n"
+				   "lat_us_bucket{le=\"+Inf\"} 5\n"
+				   "lat_us_sum 4321\n"
+				   "lat_us_count 5\n";
+	char *text = NULL;
+	size_t len;
+
+	(void)state;
+	assert_int_equal(ndc_http_render_metrics(render_histogram_ok, NULL, &text, &len), 0);
+	assert_string_equal(text, want);
+	free(text);
+	text = NULL;
+	assert_int_equal(ndc_http_render_metrics(render_histogram, NULL, &text, &len), -EINVAL);
+	assert_null(text);
+}
+
 static void test_metrics_render(void **state)
 {
 	static const char want[] = "# HELP a_gauge Help with \\\\ and\\nnewline.\n"
@@ -990,15 +1032,25 @@ static void test_ipv6(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-	    cmocka_unit_test(test_health),	     cmocka_unit_test(test_ready),
-	    cmocka_unit_test(test_metrics_http),     cmocka_unit_test(test_metrics_render),
-	    cmocka_unit_test(test_metrics_doubles),  cmocka_unit_test(test_metrics_errors),
-	    cmocka_unit_test(test_not_found),	     cmocka_unit_test(test_methods),
-	    cmocka_unit_test(test_oversized),	     cmocka_unit_test(test_garbage),
-	    cmocka_unit_test(test_early_disconnect), cmocka_unit_test(test_half_close),
-	    cmocka_unit_test(test_sequential),	     cmocka_unit_test(test_concurrent),
-	    cmocka_unit_test(test_slowloris),	     cmocka_unit_test(test_stop_idle),
-	    cmocka_unit_test(test_start_errors),     cmocka_unit_test(test_ipv6),
+	    cmocka_unit_test(test_health),
+	    cmocka_unit_test(test_ready),
+	    cmocka_unit_test(test_metrics_http),
+	    cmocka_unit_test(test_metrics_render),
+	    cmocka_unit_test(test_metrics_histogram),
+	    cmocka_unit_test(test_metrics_doubles),
+	    cmocka_unit_test(test_metrics_errors),
+	    cmocka_unit_test(test_not_found),
+	    cmocka_unit_test(test_methods),
+	    cmocka_unit_test(test_oversized),
+	    cmocka_unit_test(test_garbage),
+	    cmocka_unit_test(test_early_disconnect),
+	    cmocka_unit_test(test_half_close),
+	    cmocka_unit_test(test_sequential),
+	    cmocka_unit_test(test_concurrent),
+	    cmocka_unit_test(test_slowloris),
+	    cmocka_unit_test(test_stop_idle),
+	    cmocka_unit_test(test_start_errors),
+	    cmocka_unit_test(test_ipv6),
 	};
 	int r;
 
