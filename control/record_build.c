@@ -113,6 +113,7 @@ static struct ndc_rec_node *tinsert(struct ndc_rec_bld *b, const uint8_t *n, siz
 	if (!t)
 		return NULL;
 	t->head = t->tail = NULL;
+	t->off = 0;
 	t->hash = h;
 	t->nlen = (uint8_t)len;
 	memcpy(t->name, n, len);

@@ -16,6 +16,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <time.h>
 
 #include <ndc/log.h>
 
@@ -240,6 +241,84 @@ int ndc_rec_render_node(struct ndc_rec_bld *b, struct ndc_records *r, const stru
 	return 0;
 }
 
+/* A name outside the zone with PTR records only: a reverse name. */
+static bool lazy_candidate(const struct ndc_rec_bld *b, const struct ndc_rec_node *t)
+{
+	if (!t->head || ndc_name_in_zone(t->name, t->nlen, b->zone, b->zlen))
+		return false;
+	for (const struct ndc_rec_rr *rr = t->head; rr; rr = rr->next)
+		if (rr->type != NDC_T_PTR)
+			return false;
+	return true;
+}
+
+/*
+ * Writes t as a lazy PTR node (NDC_REC_LAZY_PTR), its targets in the order the rendered answer
+ * would list them. -EAGAIN: a target is not a node nor a label before one, or the answer could
+ * be big: render it now instead.
+ */
+static int render_lazy_ptr(struct ndc_rec_bld *b, struct ndc_records *r,
+			   const struct ndc_rec_node *t)
+{
+	size_t n, llen = t->nlen > 1 ? 1u + t->name[0] : t->nlen, body = 2, hdr, off;
+	int err = collect(b, t, NDC_T_PTR, &n);
+
+	if (err)
+		return err;
+	if (!n || n * (12 + NDC_NAME_MAX) > NDC_REC_LAZY_MAX)
+		return -EAGAIN;
+	for (size_t i = 0; i < n; i++) {
+		const struct ndc_rec_rr *rr = b->vec[i];
+		const struct ndc_rec_node *c = ndc_rec_find(b, rr->rdata, rr->rdlen);
+		size_t l = 0;
+
+		if (!c || !c->off) {
+			l = rr->rdata[0];
+			c = l && l + 1u < rr->rdlen ? ndc_rec_find(b, rr->rdata + 1 + l,
+								 rr->rdlen - 1 - l)
+						    : NULL;
+		}
+		if (!c || !c->off)
+			return -EAGAIN;
+		body += 5 + l;
+	}
+	if (t->nlen <= 1 || !ndc_rec_find(b, t->name + llen, t->nlen - llen))
+		llen = t->nlen;
+	hdr = NDC_REC_ALIGN4(sizeof(struct ndc_rec_node_r) + llen);
+	err = blob_reserve(r, hdr + NDC_REC_ALIGN4(body));
+	if (err)
+		return err;
+	off = r->blob_len;
+	memset(r->blob + off, 0, hdr + NDC_REC_ALIGN4(body));
+	struct ndc_rec_node_r *nd = (struct ndc_rec_node_r *)(r->blob + off);
+	uint8_t *p = r->blob + off + hdr;
+
+	nd->hash = t->hash;
+	nd->nlen = t->nlen;
+	nd->llen = (uint8_t)llen;
+	nd->pad = NDC_REC_LAZY_PTR;
+	memcpy(nd->name, t->name, llen);
+	ndc_put16(p, (uint16_t)n);
+	p += 2;
+	for (size_t i = 0; i < n; i++) {
+		const struct ndc_rec_rr *rr = b->vec[i];
+		const struct ndc_rec_node *c = ndc_rec_find(b, rr->rdata, rr->rdlen);
+		uint8_t l = 0;
+
+		if (!c || !c->off) {
+			l = rr->rdata[0];
+			c = ndc_rec_find(b, rr->rdata + 1 + l, rr->rdlen - 1u - l);
+		}
+		memcpy(p, &c->off, 4);
+		p[4] = l;
+		memcpy(p + 5, rr->rdata + 1, l);
+		p += 5 + l;
+	}
+	r->blob_len += hdr + NDC_REC_ALIGN4(body);
+	r->n_rrsets++;
+	return 0;
+}
+
 static int render(struct ndc_rec_bld *b, struct ndc_records *r)
 {
 	size_t cap = 16;
@@ -257,20 +336,25 @@ static int render(struct ndc_rec_bld *b, struct ndc_records *r)
 		goto out;
 	memset(r->blob, 0, 4);
 	r->blob_len = 4; /* offset 0 marks an empty slot */
-	for (size_t i = 0; i < b->tcap; i++) {
-		struct ndc_rec_node *t = b->tab[i];
+	/* Reverse names last: their targets' nodes must have offsets to point at. */
+	for (int pass = 0; pass < 2; pass++) {
+		for (size_t i = 0; i < b->tcap; i++) {
+			struct ndc_rec_node *t = b->tab[i];
 
-		if (!t)
-			continue;
-		t->off = (uint32_t)r->blob_len;
-		err = ndc_rec_render_node(b, r, t, scratch, false);
-		if (err)
-			goto out;
-		uint32_t s = t->hash & r->mask;
-		while (r->slots[s])
-			s = (s + 1) & r->mask;
-		r->slots[s] = t->off;
-		r->n_names++;
+			if (!t || lazy_candidate(b, t) != pass)
+				continue;
+			t->off = (uint32_t)r->blob_len;
+			err = pass ? render_lazy_ptr(b, r, t) : -EAGAIN;
+			if (err == -EAGAIN)
+				err = ndc_rec_render_node(b, r, t, scratch, false);
+			if (err)
+				goto out;
+			uint32_t s = t->hash & r->mask;
+			while (r->slots[s])
+				s = (s + 1) & r->mask;
+			r->slots[s] = t->off;
+			r->n_names++;
+		}
 	}
 	for (size_t i = 0; i < b->tcap; i++) {
 		const struct ndc_rec_node *t = b->tab[i];
@@ -363,17 +447,25 @@ int ndc_records_build(const struct ndc_k8s_objects *o, const struct ndc_records_
 	r->ttl = opts->ttl;
 	r->neg_ttl = opts->ttl; /* min(TTL, SOA minimum), and the minimum is the TTL */
 
+	struct timespec t0, t1, t2;
+
+	clock_gettime(CLOCK_MONOTONIC, &t0);
 	ndc_rec_add_apex(&b, r->soa, &r->soa_len);
 	err = ndc_rec_add_objects(&b, o);
 	if (err)
 		goto fail;
+	clock_gettime(CLOCK_MONOTONIC, &t1);
 	err = b.err ? b.err : render(&b, r);
+	clock_gettime(CLOCK_MONOTONIC, &t2);
 	if (!err)
 		err = negative_init(r);
 	if (err)
 		goto fail;
-	ndc_debug("records: %zu names, %zu RRsets in %zu bytes (build scratch %zu bytes)",
-		  r->n_names, r->n_rrsets, ndc_records_bytes(r), b.arena_bytes);
+	ndc_debug("records: %zu names, %zu RRsets in %zu bytes (build scratch %zu bytes); "
+		  "objects %ld ms, render %ld ms",
+		  r->n_names, r->n_rrsets, ndc_records_bytes(r), b.arena_bytes,
+		  (t1.tv_sec - t0.tv_sec) * 1000 + (t1.tv_nsec - t0.tv_nsec) / 1000000,
+		  (t2.tv_sec - t1.tv_sec) * 1000 + (t2.tv_nsec - t1.tv_nsec) / 1000000);
 	if (b.skipped)
 		ndc_warn("records: skipped %zu objects whose names are not valid DNS names "
 			 "(first: %s)",
@@ -481,6 +573,71 @@ static const struct ndc_answer *node_answer(const struct ndc_rec_node_r *nd, uin
 	return NULL;
 }
 
+/* The whole name of nd into out (NDC_NAME_MAX bytes); returns its length. */
+static size_t node_name(const struct ndc_records *r, const struct ndc_rec_node_r *nd, uint8_t *out);
+
+typedef int (*lazy_fn)(void *arg, const uint8_t *target, size_t tlen);
+
+static int lazy_targets(const struct ndc_records *r, const struct ndc_rec_node_r *nd, lazy_fn fn,
+			void *arg)
+{
+	const uint8_t *p = (const uint8_t *)nd + NDC_REC_ALIGN4(sizeof(*nd) + nd->llen);
+	uint16_t n = ndc_get16(p);
+
+	p += 2;
+	for (uint16_t i = 0; i < n; i++) {
+		uint8_t tgt[NDC_NAME_MAX + NDC_LABEL_MAX + 1];
+		uint32_t off;
+		size_t tl = 0;
+		int err;
+
+		memcpy(&off, p, 4);
+		if (p[4]) {
+			tgt[0] = p[4];
+			memcpy(tgt + 1, p + 5, p[4]);
+			tl = 1u + p[4];
+		}
+		tl += node_name(r, (const struct ndc_rec_node_r *)(r->blob + off), tgt + tl);
+		p += 5 + p[4];
+		err = fn(arg, tgt, tl);
+		if (err)
+			return err;
+	}
+	return 0;
+}
+
+struct lazy_ab {
+	struct ndc_ab ab;
+	const uint8_t *name;
+	size_t nlen;
+	uint32_t ttl;
+};
+
+static int lazy_rr(void *arg, const uint8_t *target, size_t tlen)
+{
+	struct lazy_ab *l = arg;
+
+	ndc_ab_rr(&l->ab, NDC_SEC_ANSWER, l->name, l->nlen, NDC_T_PTR, NDC_C_IN, l->ttl, target,
+		  tlen);
+	return 0;
+}
+
+/* The PTR answer of a lazy node, as rendering it at build time would have made it. */
+static int lazy_render(const struct ndc_records *r, const struct ndc_rec_node_r *nd,
+		       const uint8_t *name, size_t nlen, struct ndc_answer *out, size_t cap)
+{
+	struct lazy_ab l = {.name = name, .nlen = nlen, .ttl = r->ttl};
+
+	ndc_ab_init(&l.ab, out, cap, name, nlen);
+	lazy_targets(r, nd, lazy_rr, &l);
+	return ndc_ab_finish(&l.ab, NDC_RCODE_NOERROR, true);
+}
+
+static bool node_lazy(const struct ndc_rec_node_r *nd)
+{
+	return nd->pad & NDC_REC_LAZY_PTR;
+}
+
 static int copy_answer(const struct ndc_answer *a, struct ndc_answer *out, size_t cap)
 {
 	if (a->len > cap)
@@ -539,6 +696,8 @@ int ndc_records_lookup(const struct ndc_records *r, const uint8_t *lname, size_t
 	nd = find(r, lname, nlen);
 	if (!ndc_name_in_zone(lname, nlen, r->zone, r->zlen)) {
 		/* Only reverse names live outside the zone; the rest falls through upstream. */
+		if (nd && qtype == NDC_T_PTR && node_lazy(nd))
+			return lazy_render(r, nd, lname, nlen, out, cap);
 		a = nd && qtype == NDC_T_PTR ? node_answer(nd, NDC_T_PTR) : NULL;
 		return a ? copy_answer(a, out, cap) : -ENOENT;
 	}
@@ -586,6 +745,16 @@ static int node_emit(const struct ndc_records *r, const struct ndc_rec_node_r *n
 	const struct ndc_answer *other;
 	int err;
 
+	if (node_lazy(nd)) {
+		union {
+			struct ndc_answer a;
+			uint8_t b[sizeof(struct ndc_answer) + NDC_REC_LAZY_MAX];
+		} ptr;
+
+		err = lazy_render(r, nd, name, nlen, &ptr.a, NDC_REC_LAZY_MAX);
+		ptr.a.pad = (uint8_t)NDC_T_PTR;
+		return err ? err : fn(arg, name, nlen, NDC_T_PTR, &ptr.a);
+	}
 	for (int t = 0; t < nd->ntypes; t++) {
 		const struct ndc_answer *a = (const struct ndc_answer *)e;
 
@@ -657,6 +826,45 @@ int ndc_records_foreach_name(const struct ndc_records *r, const uint8_t *lname, 
 	return nd ? node_emit(r, nd, lname, nlen, fn, arg) : 0;
 }
 
+int ndc_rec_node_ptr_targets(const struct ndc_records *r, const struct ndc_rec_node_r *nd,
+			     const uint8_t *name, size_t nlen,
+			     int (*fn)(void *arg, const uint8_t *target, size_t tlen), void *arg)
+{
+	const struct ndc_answer *a;
+	uint8_t msg[NDC_DNS_HDR_LEN + NDC_NAME_MAX + 4 + NDC_MSG_MAX];
+	size_t pos, end, qend = NDC_DNS_HDR_LEN + nlen + 4;
+
+	if (node_lazy(nd))
+		return lazy_targets(r, nd, fn, arg);
+	a = node_answer(nd, NDC_T_PTR);
+	if (!a || qend + a->len > sizeof(msg))
+		return 0;
+	/* The answer's pointers assume the question at offset 12: put one there. */
+	memset(msg, 0, NDC_DNS_HDR_LEN);
+	memcpy(msg + NDC_DNS_HDR_LEN, name, nlen);
+	memset(msg + NDC_DNS_HDR_LEN + nlen, 0, 4);
+	memcpy(msg + qend, a->data, a->len);
+	end = qend + a->len;
+	pos = qend;
+	for (uint16_t k = 0; k < a->ancount; k++) {
+		uint8_t tgt[NDC_NAME_MAX];
+		size_t tl, rdend;
+		int err;
+
+		if (ndc_name_unpack(msg, end, &pos, tgt, &tl) || pos + 10 > end)
+			return 0;
+		rdend = pos + 10 + ndc_get16(msg + pos + 8);
+		pos += 10;
+		if (rdend > end || ndc_name_unpack(msg, end, &pos, tgt, &tl))
+			return 0;
+		err = fn(arg, tgt, tl);
+		if (err)
+			return err;
+		pos = rdend;
+	}
+	return 0;
+}
+
 int ndc_records_nxdomain(const struct ndc_records *r, struct ndc_answer *out, size_t cap)
 {
 	struct ndc_wbuf w;
@@ -693,5 +901,7 @@ bool ndc_records_has(const struct ndc_records *r, const uint8_t *lname, size_t n
 		return in_zone;
 	if (qtype == NDC_T_ANY && in_zone)
 		return nd->ntypes > 0;
+	if (node_lazy(nd))
+		return qtype == NDC_T_PTR;
 	return node_answer(nd, qtype) != NULL;
 }

@@ -172,6 +172,27 @@ struct ndc_records {
 	} neg;
 };
 
+/*
+ * rnode flag (in pad): a reverse name whose PTR answer is made at lookup from its targets' nodes
+ * (u16 count, then per target u32 node offset, u8 label length, label bytes: the target is that
+ * label, if any, before the node's name). A PTR answer is mostly the target's name spelled out,
+ * and the name is already in the blob: this halves the memory of a cluster's reverse names.
+ */
+#define NDC_REC_LAZY_PTR 0x01
+/* Largest lazy PTR answer: bigger sets are rendered when built. */
+#define NDC_REC_LAZY_MAX 3072
+
+/* RRsets a node answers (a lazy PTR node holds its one without an answer in the blob). */
+static inline unsigned ndc_rec_node_rrsets(const struct ndc_rec_node_r *nd)
+{
+	return (nd->pad & NDC_REC_LAZY_PTR) ? 1u : nd->ntypes;
+}
+
+/* Calls fn with each PTR target of nd, named name (lazy or rendered). */
+int ndc_rec_node_ptr_targets(const struct ndc_records *r, const struct ndc_rec_node_r *nd,
+			     const uint8_t *name, size_t nlen,
+			     int (*fn)(void *arg, const uint8_t *target, size_t tlen), void *arg);
+
 struct ndc_rec_ovl;
 
 /* Renders pending node t into r's blob (whole name when whole, or when its parent is not a node).

@@ -334,8 +334,8 @@ static int ovl_set(struct ndc_records *v, struct oent *e)
 		b->n++;
 		o->n++;
 	}
-	v->n_rrsets -= old ? old->ntypes : 0;
-	v->n_rrsets += e->exists ? nd->ntypes : 0;
+	v->n_rrsets -= old ? ndc_rec_node_rrsets(old) : 0;
+	v->n_rrsets += e->exists ? ndc_rec_node_rrsets(nd) : 0;
 	atomic_fetch_add(&e->refs, 1);
 	b->e[k] = e;
 	return 0;
@@ -478,39 +478,7 @@ int ndc_records_ptr_targets(const struct ndc_records *r, const struct ndc_record
 			    int (*fn)(void *arg, const uint8_t *target, size_t tlen), void *arg)
 {
 	const struct ndc_rec_node_r *nd = find_any(r, p, rev, len);
-	const uint8_t *e = nd ? (const uint8_t *)nd + NDC_REC_ALIGN4(sizeof(*nd) + nd->llen) : NULL;
-	uint8_t msg[NDC_DNS_HDR_LEN + NDC_NAME_MAX + 4 + NDC_MSG_MAX];
 
-	for (int i = 0; nd && i < nd->ntypes; i++) {
-		const struct ndc_answer *a = (const struct ndc_answer *)e;
-		size_t pos, end, qend = NDC_DNS_HDR_LEN + len + 4;
-
-		e += NDC_REC_ALIGN4(ndc_answer_size(a));
-		if (a->pad != NDC_T_PTR || qend + a->len > sizeof(msg))
-			continue;
-		/* The answer's pointers assume the question at offset 12: put one there. */
-		memset(msg, 0, NDC_DNS_HDR_LEN);
-		memcpy(msg + NDC_DNS_HDR_LEN, rev, len);
-		memset(msg + NDC_DNS_HDR_LEN + len, 0, 4);
-		memcpy(msg + qend, a->data, a->len);
-		end = qend + a->len;
-		pos = qend;
-		for (uint16_t k = 0; k < a->ancount; k++) {
-			uint8_t name[NDC_NAME_MAX];
-			size_t nl, rdend;
-			int err;
-
-			if (ndc_name_unpack(msg, end, &pos, name, &nl) || pos + 10 > end)
-				return 0;
-			rdend = pos + 10 + ndc_get16(msg + pos + 8);
-			pos += 10;
-			if (rdend > end || ndc_name_unpack(msg, end, &pos, name, &nl))
-				return 0;
-			err = fn(arg, name, nl);
-			if (err)
-				return err;
-			pos = rdend;
-		}
-	}
-	return 0;
+	/* Lazy nodes live in the base only, so r (not an overlay entry) has their targets. */
+	return nd ? ndc_rec_node_ptr_targets(r, nd, rev, len, fn, arg) : 0;
 }

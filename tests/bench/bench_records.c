@@ -10,6 +10,8 @@
 #include <string.h>
 #include <time.h>
 
+#include <ndc/log.h>
+
 #include "k8s_objects.h"
 #include "records.h"
 
@@ -62,6 +64,7 @@ int main(int argc, char **argv)
 	double t;
 	long rss0;
 
+	ndc_log_level = NDC_LOG_DEBUG;
 	if (argc != 2) {
 		fprintf(stderr, "usage: %s SNAPSHOT.json\n", argv[0]);
 		return 2;
