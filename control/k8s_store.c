@@ -96,6 +96,7 @@ static int obj_key(struct json_object *obj, char *buf, size_t len)
 static struct ndc_k8s_obj *convert(struct ndc_k8s_store *s, struct json_object *obj)
 {
 	char key[512], err[256];
+	struct ndc_k8s_objects one = {0};
 	struct ndc_k8s_obj *o;
 	size_t klen;
 
@@ -109,9 +110,26 @@ static struct ndc_k8s_obj *convert(struct ndc_k8s_store *s, struct json_object *
 		return NULL;
 	atomic_init(&o->refs, 1);
 	memcpy(o->key, key, klen + 1);
-	if (ndc_k8s_object_add(&o->one, obj, err, sizeof(err)) < 0) {
+	if (ndc_k8s_object_add(&one, obj, err, sizeof(err)) < 0) {
 		atomic_fetch_add(&s->rejected, 1);
 		ndc_warn("k8s: %s rejected, keeping its last good state: %s", key, err);
+		free(o);
+		return NULL;
+	}
+	if (one.n_namespaces == 1) {
+		o->kind = NDC_K8S_NAMESPACES;
+		o->elem = one.namespaces;
+	} else if (one.n_services == 1) {
+		o->kind = NDC_K8S_SERVICES;
+		o->elem = one.services;
+	} else if (one.n_slices == 1) {
+		o->kind = NDC_K8S_ENDPOINTSLICES;
+		o->elem = one.slices;
+	} else if (one.n_pods == 1) {
+		o->kind = NDC_K8S_PODS;
+		o->elem = one.pods;
+	} else { /* a kind DNS does not read: nothing to keep */
+		ndc_k8s_objects_free(&one);
 		free(o);
 		return NULL;
 	}
@@ -298,8 +316,11 @@ static int snapshot_build(struct ndc_k8s_store *s, const struct snapshot *sn,
 	struct ndc_k8s_coll all = {0};
 	int err = 0;
 
-	for (size_t i = 0; i < sn->n && !err; i++)
-		err = ndc_k8s_coll_add(&all, &sn->v[i]->one);
+	for (size_t i = 0; i < sn->n && !err; i++) {
+		struct ndc_k8s_objects v = ndc_k8s_obj_view(sn->v[i]);
+
+		err = ndc_k8s_coll_add(&all, &v);
+	}
 	if (!err)
 		err = ndc_records_build(&all.o, s->ropts, ret);
 	ndc_k8s_coll_free(&all);

@@ -23,9 +23,12 @@
  */
 void ndc_k8s_obj_put(struct ndc_k8s_obj *o)
 {
+	struct ndc_k8s_objects v;
+
 	if (!o || atomic_fetch_sub(&o->refs, 1) != 1)
 		return;
-	ndc_k8s_objects_free(&o->one);
+	v = ndc_k8s_obj_view(o);
+	ndc_k8s_objects_free(&v);
 	free(o);
 }
 
@@ -89,8 +92,10 @@ static int coll_obj(struct ndc_k8s_coll *c, struct ndc_k8s_obj *obj)
 
 	if (err)
 		return err;
+	struct ndc_k8s_objects v = ndc_k8s_obj_view(obj);
+
 	atomic_fetch_add(&obj->refs, 1);
-	return ndc_k8s_coll_add(c, &obj->one);
+	return ndc_k8s_coll_add(c, &v);
 }
 
 void ndc_k8s_coll_free(struct ndc_k8s_coll *c)
@@ -228,7 +233,7 @@ static int nsst_add(struct ndc_k8s_index *x, const char *ns, int which, int delt
 
 static int slices_add(struct ndc_k8s_index *x, struct ndc_k8s_obj *o, int delta)
 {
-	const struct ndc_k8s_slice *sl = &o->one.slices[0];
+	const struct ndc_k8s_slice *sl = (const struct ndc_k8s_slice *)o->elem;
 	char key[512];
 	struct olist *l;
 	void *v;
@@ -297,7 +302,7 @@ static int podips_add(struct ndc_k8s_index *x, const struct ndc_k8s_pod *p, int 
 static int index_obj(struct ndc_k8s_index *x, enum ndc_k8s_kind kind, struct ndc_k8s_obj *o,
 		     int delta)
 {
-	const struct ndc_k8s_objects *one = &o->one;
+	const struct ndc_k8s_objects v = ndc_k8s_obj_view(o), *one = &v;
 	int err;
 
 	switch (kind) {
@@ -492,8 +497,8 @@ static int units_of(enum ndc_k8s_kind kind, const char *key, const struct ndc_k8
 		snprintf(u[n].svc, sizeof(u[n].svc), "%s", slash + 1);
 		return n + 1;
 	}
-	if (kind == NDC_K8S_ENDPOINTSLICES && o && o->one.n_slices) {
-		const struct ndc_k8s_slice *sl = &o->one.slices[0];
+	if (kind == NDC_K8S_ENDPOINTSLICES && o && o->kind == NDC_K8S_ENDPOINTSLICES) {
+		const struct ndc_k8s_slice *sl = (const struct ndc_k8s_slice *)o->elem;
 
 		if (!sl->ns || !sl->service)
 			return n;
@@ -511,10 +516,10 @@ static const char *ns_of(enum ndc_k8s_kind kind, const struct ndc_k8s_obj *o)
 {
 	if (!o)
 		return NULL;
-	if (kind == NDC_K8S_NAMESPACES && o->one.n_namespaces)
-		return o->one.namespaces[0];
-	if (kind == NDC_K8S_PODS && o->one.n_pods)
-		return o->one.pods[0].ns;
+	if (kind == NDC_K8S_NAMESPACES && o->kind == NDC_K8S_NAMESPACES)
+		return ((char *const *)o->elem)[0];
+	if (kind == NDC_K8S_PODS && o->kind == NDC_K8S_PODS)
+		return ((const struct ndc_k8s_pod *)o->elem)->ns;
 	return NULL;
 }
 
@@ -562,10 +567,10 @@ int ndc_k8s_change_apply(const struct ndc_k8s_change *c)
 		err = err ?: ctx_ns(c, &ctx, &pod_ns, ns_of(c->kind, c->obj));
 	}
 	if (c->kind == NDC_K8S_PODS) {
-		if (old && old->one.n_pods)
-			err = err ?: pod_contributors(c, &ctx, &old->one.pods[0]);
-		if (c->obj && c->obj->one.n_pods)
-			err = err ?: pod_contributors(c, &ctx, &c->obj->one.pods[0]);
+		if (old && old->kind == NDC_K8S_PODS)
+			err = err ?: pod_contributors(c, &ctx, old->elem);
+		if (c->obj && c->obj->kind == NDC_K8S_PODS)
+			err = err ?: pod_contributors(c, &ctx, c->obj->elem);
 	} else if (!own) {
 		err = err ?: ptr_contributors(&w, &before.o);
 		err = err ?: ptr_contributors(&w, &after.o);

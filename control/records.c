@@ -79,7 +79,8 @@ static int collect_into(struct ndc_rec_rr ***vec, size_t *vcap, const struct ndc
 		}
 		(*vec)[n++] = (struct ndc_rec_rr *)rr;
 	}
-	qsort(*vec, n, sizeof(**vec), rr_cmp);
+	if (n > 1) /* *vec is still NULL when nothing matched */
+		qsort(*vec, n, sizeof(**vec), rr_cmp);
 	size_t u = 0;
 	for (size_t i = 0; i < n; i++)
 		if (!u || rr_cmp(&(*vec)[u - 1], &(*vec)[i]))
@@ -274,9 +275,9 @@ static int render_lazy_ptr(struct ndc_rec_bld *b, struct ndc_records *r,
 
 		if (!c || !c->off) {
 			l = rr->rdata[0];
-			c = l && l + 1u < rr->rdlen ? ndc_rec_find(b, rr->rdata + 1 + l,
-								 rr->rdlen - 1 - l)
-						    : NULL;
+			c = l && l + 1u < rr->rdlen
+				? ndc_rec_find(b, rr->rdata + 1 + l, rr->rdlen - 1 - l)
+				: NULL;
 		}
 		if (!c || !c->off)
 			return -EAGAIN;

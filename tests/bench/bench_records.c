@@ -83,8 +83,8 @@ int main(int argc, char **argv)
 		return 1;
 	}
 	printf("table: %zu RRsets, %zu names, %.1f MB, built in %.2f s; RSS +%ld MB\n",
-	       ndc_records_count(r), ndc_records_base_names(r),
-	       (double)ndc_records_bytes(r) / 1e6, now_s() - t, (rss_kb() - rss0) / 1024);
+	       ndc_records_count(r), ndc_records_base_names(r), (double)ndc_records_bytes(r) / 1e6,
+	       now_s() - t, (rss_kb() - rss0) / 1024);
 	struct by_type *bt = calloc(1, sizeof(*bt));
 
 	ndc_records_foreach(r, count_one, bt);
