@@ -31,17 +31,6 @@ static __always_inline __u16 csum_fold64(__u64 sum)
 	return (__u16)sum;
 }
 
-/* RFC 791 3.1: the header checksum over the 20-byte header (no options), its field zeroed. */
-static __always_inline void ipv4_csum_set(struct iphdr *iph)
-{
-	__u32 *w = (__u32 *)iph;
-	__u64 sum;
-
-	iph->check = 0;
-	sum = (__u64)w[0] + w[1] + w[2] + w[3] + w[4];
-	iph->check = (__u16)~csum_fold64(sum);
-}
-
 /*
  * Unfolded sum of the len bytes at data + off; ~0ULL if they are not all inside the packet (a
  * real sum of at most NDC_CSUM_WORDS_MAX words never comes near it).

@@ -63,6 +63,98 @@ static __always_inline int ctx_set_len(void *ctx, const enum ndc_hook hook, __u3
 	return (int)bpf_skb_change_tail(ctx, new_len, 0);
 }
 
+/* More than any reply grows: NDC_FP_DATA_MAX plus the OPT, in a frame of at least 14 bytes. */
+#define NDC_GROW_MAX 2048
+
+/*
+ * Moves the keep bytes at data + d down to data (d > 0: the packet was grown at the head by d).
+ * 0, or -1 with nothing written when they are not all inside the packet. Whole words, forward: a
+ * word is always read before the stores that could reach it (they only go lower), and the last,
+ * overlapping 32 bytes are read before any store, so any d > 0 is safe.
+ */
+static __always_inline int ctx_move_down(void *data, void *data_end, __u32 d32, __u32 keep32,
+					 const __u32 max)
+{
+	/*
+	 * verifier: 64-bit copies, opaque to clang. It knows d's bound from the caller and would
+	 * drop the check below, and a 32-bit value is bounded in a zero-extended copy only.
+	 */
+	__u64 d = d32, keep = keep32, blocks, last_off, l0, l1, l2, l3, *s, *t;
+
+	asm volatile("" : "+r"(d), "+r"(keep));
+	if (keep < 32 || keep > max || d > NDC_GROW_MAX || data + d + keep > data_end)
+		return -1;
+	/* verifier: after the check above, the ones below cannot fail */
+	blocks = keep / 32;
+	last_off = keep - 32;
+	s = data + d + last_off;
+	if ((void *)(s + 4) > data_end)
+		return -1;
+	l0 = s[0];
+	l1 = s[1];
+	l2 = s[2];
+	l3 = s[3];
+	/* verifier: constant bound, every access checked right before it; 32 bytes per check */
+	for (__u32 i = 0; i < max / 32; i++) {
+		__u64 w0, w1, w2, w3;
+
+		if (i >= blocks)
+			break;
+		s = pkt_at(data, d + i * 32);
+		t = pkt_at(data, i * 32);
+		if ((void *)(s + 4) > data_end || (void *)(t + 4) > data_end)
+			return -1;
+		w0 = s[0];
+		w1 = s[1];
+		w2 = s[2];
+		w3 = s[3];
+		t[0] = w0;
+		t[1] = w1;
+		t[2] = w2;
+		t[3] = w3;
+	}
+	t = pkt_at(data, last_off);
+	if ((void *)(t + 4) > data_end)
+		return -1;
+	t[0] = l0;
+	t[1] = l1;
+	t[2] = l2;
+	t[3] = l3;
+	return 0;
+}
+
+/*
+ * Sizes the packet from cur_len to new_len bytes for a reply that begins with the query's first
+ * keep bytes (headers and question, rewritten in place afterwards); 0 or negative, the packet
+ * unchanged then. Packet pointers must be derived anew afterwards.
+ *
+ * XDP grows at the head when there is headroom (drivers reserve XDP_PACKET_HEADROOM, 256 bytes):
+ * bpf_xdp_adjust_head only moves a pointer, while bpf_xdp_adjust_tail also checks the frame's
+ * tailroom and zeroes the new bytes with a memset call. Each call costs a mispredicted return on
+ * CPUs with the SRSO "safe RET" mitigation; moving the keep bytes (about 100 for a service name)
+ * as words costs less (measured: BPF_PROG_TEST_RUN, tests/bench/FASTPATH.md). tc keeps
+ * bpf_skb_change_tail: growing an skb at the head would leave its network and transport header
+ * offsets (and csum_start of a CHECKSUM_PARTIAL query) pointing into the moved bytes.
+ */
+static __always_inline int ctx_resize(void *ctx, const enum ndc_hook hook, __u32 cur_len,
+				      __u32 new_len, __u32 keep, const __u32 keep_max)
+{
+	if (hook == NDC_HOOK_XDP && new_len > cur_len) {
+		__u32 d = new_len - cur_len;
+
+		if (!bpf_xdp_adjust_head(ctx, -(int)d)) {
+			void *data = ctx_data(ctx, hook), *data_end = ctx_data_end(ctx, hook);
+
+			/* the query's keep bytes now start at data + d, inside the grown frame */
+			if (!ctx_move_down(data, data_end, d, keep, keep_max))
+				return 0;
+			bpf_xdp_adjust_head(ctx, (int)d); /* back to the query, untouched */
+			return -1;
+		}
+	}
+	return ctx_set_len(ctx, hook, cur_len, new_len);
+}
+
 /*
  * Copies len (<= max, a multiple of 8) bytes from src, a map value with at least max readable
  * bytes, into the packet at off, which must end at or after off + len. 0 or -1.

@@ -77,6 +77,8 @@ struct ndc_pkt {
 /* The largest offsets ndc_l4 can return: Ethernet, NDC_VLAN_MAX tags, IPv6. */
 #define NDC_L3_OFF_MAX (14 + 4 * NDC_VLAN_MAX)
 #define NDC_L4_OFF_MAX (NDC_L3_OFF_MAX + 40)
+/* ... and where the answer starts: UDP and DNS headers, the longest name, QTYPE and QCLASS */
+#define NDC_ANS_OFF_MAX (NDC_L4_OFF_MAX + 8 + 12 + NDC_FP_NAME_MAX + 4)
 
 /*
  * verifier: a value that reaches a point along several paths (VLAN depth, IP version, where the
@@ -215,15 +217,30 @@ static __always_inline int ndc_l4(void *ctx, const enum ndc_hook hook, struct nd
 	return NDC_GO;
 }
 
+/* ndc_lookup writes the key as two words: hash, then qtype | name_len << 16 (pad zero). */
+_Static_assert(__builtin_offsetof(struct ndc_fp_key, qtype) == 8 &&
+		   __builtin_offsetof(struct ndc_fp_key, name_len) == 10,
+	       "ndc_fp_key word layout");
+
 /* Steps 1 to 3 of the lookup in abi.h; NULL with *ret_why set when the query is passed. */
 static __always_inline const struct ndc_fp_value *
 ndc_lookup(const struct ndc_fp_config *cfg, struct ndc_fp_scratch *s, const struct ndc_question *q,
 	   __u64 hash, __u32 *ret_hit, __u32 *ret_why)
 {
-	struct ndc_fp_key key = {.hash = hash, .qtype = q->qtype, .name_len = q->name_len};
+	/*
+	 * Built as two whole words: the kernel's jhash reads the key as 32-bit words, and a word
+	 * assembled from 1- and 2-byte stores cannot be forwarded from the store buffer (a stall of
+	 * tens of cycles, measured in htab_map_hash). Little-endian: see ndc_dns.h.
+	 */
+	union {
+		struct ndc_fp_key k;
+		__u64 w[2];
+	} key;
 	const struct ndc_fp_value *v;
 	__u32 zero = 0;
 
+	key.w[0] = hash;
+	key.w[1] = q->qtype | (__u64)q->name_len << 16;
 	*ret_why = NDC_FP_PASS_MISS;
 	v = bpf_map_lookup_elem(&ndc_answers, &key);
 	if (v) {
@@ -233,7 +250,7 @@ ndc_lookup(const struct ndc_fp_config *cfg, struct ndc_fp_scratch *s, const stru
 		*ret_hit = NDC_FP_HIT;
 		return v->flags & NDC_FP_V_PASS ? NULL : v;
 	}
-	key.qtype = NDC_FP_QTYPE_OTHER;
+	key.w[1] = NDC_FP_QTYPE_OTHER | (__u64)q->name_len << 16;
 	v = bpf_map_lookup_elem(&ndc_answers, &key);
 	if (v) {
 		/* A pass marker: some answer at this name lives in user space only. ANY: the
@@ -333,9 +350,10 @@ static __always_inline int ndc_handle(void *ctx, const enum ndc_hook hook)
 	 * The reply, in place. Resize first: a failure leaves the query as it was. The resize
 	 * invalidates packet pointers: everything after it is derived and checked anew.
 	 */
-	if (ctx_set_len(ctx, hook, ctx_len(ctx, hook), pk.l4_off + udp_len))
-		return pass(hook, NDC_FP_PASS_SIZE);
 	ans_off = name_off + q.name_len + NDC_DNS_QFIXED;
+	if (ctx_resize(ctx, hook, ctx_len(ctx, hook), pk.l4_off + udp_len, ans_off,
+		       NDC_ANS_OFF_MAX))
+		return pass(hook, NDC_FP_PASS_SIZE);
 	data = ctx_data(ctx, hook);
 	data_end = ctx_data_end(ctx, hook);
 	if (ctx_copy_in(data, data_end, ans_off, v->data, dlen, NDC_FP_DATA_MAX))
