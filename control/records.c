@@ -13,6 +13,7 @@
  */
 #include <arpa/inet.h>
 #include <errno.h>
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
@@ -320,42 +321,121 @@ static int render_lazy_ptr(struct ndc_rec_bld *b, struct ndc_records *r,
 	return 0;
 }
 
+/* One share of the first rendering pass: its own blob and scratch, the builder read-only. */
+struct render_job {
+	struct ndc_rec_bld b; /* a shallow copy with its own vec and xvec */
+	struct ndc_records r; /* only its blob and counters */
+	size_t from, to;
+	int err;
+};
+
+static void *render_range(void *arg)
+{
+	struct render_job *j = arg;
+	struct ndc_answer *scratch = malloc(sizeof(*scratch) + NDC_MSG_MAX);
+
+	j->err = scratch ? 0 : -ENOMEM;
+	for (size_t i = j->from; i < j->to && !j->err; i++) {
+		struct ndc_rec_node *t = j->b.tab[i];
+
+		if (!t || lazy_candidate(&j->b, t))
+			continue;
+		t->off = (uint32_t)j->r.blob_len;
+		j->err = ndc_rec_render_node(&j->b, &j->r, t, scratch, false);
+	}
+	free(scratch);
+	return NULL;
+}
+
+/*
+ * Renders every node into r: the first pass (everything but lazy PTR nodes) split between two
+ * threads for large tables, since it is most of a build (0.9 s of 1.3 s at 100,000 services),
+ * then the lazy nodes, which point at the others' final offsets.
+ */
 static int render(struct ndc_rec_bld *b, struct ndc_records *r)
 {
+	struct render_job job[2] = {0};
+	struct ndc_answer *scratch = NULL;
+	int njobs = b->tcount > 50000 ? 2 : 1, err = 0;
 	size_t cap = 16;
-	struct ndc_answer *scratch = malloc(sizeof(*scratch) + NDC_MSG_MAX);
-	int err;
+	pthread_t th;
+	bool started = false;
 
-	if (!scratch)
-		return -ENOMEM;
 	while (cap < b->tcount + b->tcount / 2)
 		cap *= 2; /* load <= 2/3: a miss probes about five slots with linear probing */
 	r->slots = calloc(cap, sizeof(*r->slots));
 	r->mask = (uint32_t)(cap - 1);
-	err = r->slots ? blob_reserve(r, b->arena_bytes / 2 + 4) : -ENOMEM;
+	if (!r->slots)
+		return -ENOMEM;
+	for (int k = 0; k < njobs; k++) {
+		job[k].b = *b;
+		job[k].b.vec = NULL;
+		job[k].b.vcap = 0;
+		job[k].b.xvec = NULL;
+		job[k].b.xcap = 0;
+		job[k].from = b->tcap * (size_t)k / (size_t)njobs;
+		job[k].to = b->tcap * (size_t)(k + 1) / (size_t)njobs;
+		err = err ?: blob_reserve(&job[k].r, b->arena_bytes / (2u * (unsigned)njobs) + 4);
+	}
 	if (err)
 		goto out;
-	memset(r->blob, 0, 4);
-	r->blob_len = 4; /* offset 0 marks an empty slot */
-	/* Reverse names last: their targets' nodes must have offsets to point at. */
-	for (int pass = 0; pass < 2; pass++) {
-		for (size_t i = 0; i < b->tcap; i++) {
-			struct ndc_rec_node *t = b->tab[i];
+	memset(job[0].r.blob, 0, 4);
+	job[0].r.blob_len = 4; /* offset 0 marks an empty slot */
+	if (njobs == 2)
+		started = !pthread_create(&th, NULL, render_range, &job[1]);
+	render_range(&job[0]);
+	if (njobs == 2 && !started)
+		render_range(&job[1]);
+	if (started)
+		pthread_join(th, NULL);
+	err = job[0].err ?: job[1].err;
+	if (err)
+		goto out;
 
-			if (!t || lazy_candidate(b, t) != pass)
-				continue;
-			t->off = (uint32_t)r->blob_len;
-			err = pass ? render_lazy_ptr(b, r, t) : -EAGAIN;
-			if (err == -EAGAIN)
-				err = ndc_rec_render_node(b, r, t, scratch, false);
-			if (err)
-				goto out;
-			uint32_t s = t->hash & r->mask;
-			while (r->slots[s])
-				s = (s + 1) & r->mask;
-			r->slots[s] = t->off;
-			r->n_names++;
-		}
+	/* One blob: the second share moves up by the first's length. */
+	r->blob = job[0].r.blob;
+	r->blob_len = job[0].r.blob_len;
+	r->blob_cap = job[0].r.blob_cap;
+	r->n_rrsets = job[0].r.n_rrsets;
+	job[0].r.blob = NULL;
+	if (njobs == 2) {
+		size_t base = r->blob_len;
+
+		err = blob_reserve(r, job[1].r.blob_len);
+		if (err)
+			goto out;
+		memcpy(r->blob + base, job[1].r.blob, job[1].r.blob_len);
+		r->blob_len += job[1].r.blob_len;
+		r->n_rrsets += job[1].r.n_rrsets;
+		for (size_t i = job[1].from; i < job[1].to; i++)
+			if (b->tab[i] && !lazy_candidate(b, b->tab[i]))
+				b->tab[i]->off += (uint32_t)base;
+	}
+	/* Reverse names last: their targets' nodes must have offsets to point at. */
+	scratch = malloc(sizeof(*scratch) + NDC_MSG_MAX);
+	err = scratch ? 0 : -ENOMEM;
+	for (size_t i = 0; i < b->tcap && !err; i++) {
+		struct ndc_rec_node *t = b->tab[i];
+
+		if (!t || !lazy_candidate(b, t))
+			continue;
+		t->off = (uint32_t)r->blob_len;
+		err = render_lazy_ptr(b, r, t);
+		if (err == -EAGAIN) /* a big set, or targets that are not nodes */
+			err = ndc_rec_render_node(b, r, t, scratch, false);
+	}
+	if (err)
+		goto out;
+	for (size_t i = 0; i < b->tcap; i++) {
+		const struct ndc_rec_node *t = b->tab[i];
+
+		if (!t)
+			continue;
+		uint32_t s = t->hash & r->mask;
+		while (r->slots[s])
+			s = (s + 1) & r->mask;
+		r->slots[s] = t->off;
+		r->n_names++;
 	}
 	for (size_t i = 0; i < b->tcap; i++) {
 		const struct ndc_rec_node *t = b->tab[i];
@@ -371,6 +451,11 @@ static int render(struct ndc_rec_bld *b, struct ndc_records *r)
 	}
 out:
 	free(scratch);
+	for (int k = 0; k < njobs; k++) {
+		free(job[k].r.blob);
+		free(job[k].b.vec);
+		free(job[k].b.xvec);
+	}
 	return err;
 }
 
