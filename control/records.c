@@ -210,7 +210,7 @@ int ndc_rec_render_node(struct ndc_rec_bld *b, struct ndc_records *r, const stru
 			types[k] = types[k - 1];
 			types[k - 1] = x;
 		}
-	if (whole || t->nlen <= 1 || !ndc_rec_find(b, t->name + llen, t->nlen - llen))
+	if (whole || !t->parent)
 		llen = t->nlen; /* no parent node: the apex and reverse names */
 	hdr = NDC_REC_ALIGN4(sizeof(struct ndc_rec_node_r) + llen);
 	err = blob_reserve(r, hdr);
@@ -262,12 +262,15 @@ static bool lazy_candidate(const struct ndc_rec_bld *b, const struct ndc_rec_nod
 static int render_lazy_ptr(struct ndc_rec_bld *b, struct ndc_records *r,
 			   const struct ndc_rec_node *t)
 {
-	size_t n, llen = t->nlen > 1 ? 1u + t->name[0] : t->nlen, body = 2, hdr, off;
+	enum { MAX_TARGETS = NDC_REC_LAZY_MAX / (12 + NDC_NAME_MAX) };
+	const struct ndc_rec_node *tgt[MAX_TARGETS];
+	uint8_t lab[MAX_TARGETS];
+	size_t n, llen = t->parent ? 1u + t->name[0] : t->nlen, body = 2, hdr, off;
 	int err = collect(b, t, NDC_T_PTR, &n);
 
 	if (err)
 		return err;
-	if (!n || n * (12 + NDC_NAME_MAX) > NDC_REC_LAZY_MAX)
+	if (!n || n > MAX_TARGETS)
 		return -EAGAIN;
 	for (size_t i = 0; i < n; i++) {
 		const struct ndc_rec_rr *rr = b->vec[i];
@@ -282,10 +285,10 @@ static int render_lazy_ptr(struct ndc_rec_bld *b, struct ndc_records *r,
 		}
 		if (!c || !c->off)
 			return -EAGAIN;
+		tgt[i] = c;
+		lab[i] = (uint8_t)l;
 		body += 5 + l;
 	}
-	if (t->nlen <= 1 || !ndc_rec_find(b, t->name + llen, t->nlen - llen))
-		llen = t->nlen;
 	hdr = NDC_REC_ALIGN4(sizeof(struct ndc_rec_node_r) + llen);
 	err = blob_reserve(r, hdr + NDC_REC_ALIGN4(body));
 	if (err)
@@ -303,29 +306,23 @@ static int render_lazy_ptr(struct ndc_rec_bld *b, struct ndc_records *r,
 	ndc_put16(p, (uint16_t)n);
 	p += 2;
 	for (size_t i = 0; i < n; i++) {
-		const struct ndc_rec_rr *rr = b->vec[i];
-		const struct ndc_rec_node *c = ndc_rec_find(b, rr->rdata, rr->rdlen);
-		uint8_t l = 0;
-
-		if (!c || !c->off) {
-			l = rr->rdata[0];
-			c = ndc_rec_find(b, rr->rdata + 1 + l, rr->rdlen - 1u - l);
-		}
-		memcpy(p, &c->off, 4);
-		p[4] = l;
-		memcpy(p + 5, rr->rdata + 1, l);
-		p += 5 + l;
+		memcpy(p, &tgt[i]->off, 4);
+		p[4] = lab[i];
+		memcpy(p + 5, b->vec[i]->rdata + 1, lab[i]);
+		p += 5 + lab[i];
 	}
 	r->blob_len += hdr + NDC_REC_ALIGN4(body);
 	r->n_rrsets++;
 	return 0;
 }
 
-/* One share of the first rendering pass: its own blob and scratch, the builder read-only. */
+/* One share of a rendering pass: its own scratch, the builder read-only. */
 struct render_job {
-	struct ndc_rec_bld b; /* a shallow copy with its own vec and xvec */
-	struct ndc_records r; /* only its blob and counters */
+	struct ndc_rec_bld b;	 /* a shallow copy with its own vec and xvec */
+	struct ndc_records *out; /* the table itself for the first share, else own */
+	struct ndc_records own;	 /* only its blob and counters */
 	size_t from, to;
+	int pass; /* 0: every node but reverse names; 1: reverse names, lazy where they can be */
 	int err;
 };
 
@@ -338,28 +335,70 @@ static void *render_range(void *arg)
 	for (size_t i = j->from; i < j->to && !j->err; i++) {
 		struct ndc_rec_node *t = j->b.tab[i];
 
-		if (!t || lazy_candidate(&j->b, t))
+		if (!t || lazy_candidate(&j->b, t) != j->pass)
 			continue;
-		t->off = (uint32_t)j->r.blob_len;
-		j->err = ndc_rec_render_node(&j->b, &j->r, t, scratch, false);
+		t->off = (uint32_t)j->out->blob_len;
+		j->err = j->pass ? render_lazy_ptr(&j->b, j->out, t) : -EAGAIN;
+		if (j->err == -EAGAIN) /* a big set, or targets that are not nodes */
+			j->err = ndc_rec_render_node(&j->b, j->out, t, scratch, false);
 	}
 	free(scratch);
 	return NULL;
 }
 
 /*
- * Renders every node into r: the first pass (everything but lazy PTR nodes) split between two
- * threads for large tables, since it is most of a build (0.9 s of 1.3 s at 100,000 services),
- * then the lazy nodes, which point at the others' final offsets.
+ * One pass over the nodes: the first share renders into r, the second (large tables) on another
+ * thread into its own blob, appended afterwards with its offsets moved up by where it landed.
+ */
+static int render_pass(struct ndc_rec_bld *b, struct ndc_records *r, struct render_job *job,
+		       int njobs, int pass)
+{
+	pthread_t th;
+	bool started = false;
+	int err;
+
+	for (int k = 0; k < njobs; k++) {
+		job[k].pass = pass;
+		job[k].out = k ? &job[k].own : r;
+		job[k].own.blob_len = 0;
+		job[k].own.n_rrsets = 0;
+		job[k].from = b->tcap * (size_t)k / (size_t)njobs;
+		job[k].to = b->tcap * (size_t)(k + 1) / (size_t)njobs;
+	}
+	if (njobs == 2)
+		started = !pthread_create(&th, NULL, render_range, &job[1]);
+	render_range(&job[0]);
+	if (started)
+		pthread_join(th, NULL);
+	else if (njobs == 2)
+		render_range(&job[1]);
+	err = job[0].err;
+	if (njobs == 2 && !err) {
+		size_t base = r->blob_len;
+
+		err = job[1].err ?: blob_reserve(r, job[1].own.blob_len);
+		if (err)
+			return err;
+		memcpy(r->blob + base, job[1].own.blob, job[1].own.blob_len);
+		r->blob_len += job[1].own.blob_len;
+		r->n_rrsets += job[1].own.n_rrsets;
+		for (size_t i = job[1].from; i < job[1].to; i++)
+			if (b->tab[i] && lazy_candidate(b, b->tab[i]) == pass)
+				b->tab[i]->off += (uint32_t)base;
+	}
+	return err;
+}
+
+/*
+ * Renders every node into r: two passes (reverse names last: lazy ones point at their targets'
+ * final offsets), each split between two threads for large tables, since rendering is most of a
+ * build; then the index and the parent links.
  */
 static int render(struct ndc_rec_bld *b, struct ndc_records *r)
 {
 	struct render_job job[2] = {0};
-	struct ndc_answer *scratch = NULL;
 	int njobs = b->tcount > 50000 ? 2 : 1, err = 0;
 	size_t cap = 16;
-	pthread_t th;
-	bool started = false;
 
 	while (cap < b->tcount + b->tcount / 2)
 		cap *= 2; /* load <= 2/3: a miss probes about five slots with linear probing */
@@ -367,66 +406,23 @@ static int render(struct ndc_rec_bld *b, struct ndc_records *r)
 	r->mask = (uint32_t)(cap - 1);
 	if (!r->slots)
 		return -ENOMEM;
+	err = blob_reserve(r, b->arena_bytes / 2 + 4);
+	if (err)
+		return err;
+	memset(r->blob, 0, 4);
+	r->blob_len = 4; /* offset 0 marks an empty slot */
 	for (int k = 0; k < njobs; k++) {
 		job[k].b = *b;
 		job[k].b.vec = NULL;
 		job[k].b.vcap = 0;
 		job[k].b.xvec = NULL;
 		job[k].b.xcap = 0;
-		job[k].from = b->tcap * (size_t)k / (size_t)njobs;
-		job[k].to = b->tcap * (size_t)(k + 1) / (size_t)njobs;
-		err = err ?: blob_reserve(&job[k].r, b->arena_bytes / (2u * (unsigned)njobs) + 4);
 	}
-	if (err)
-		goto out;
-	memset(job[0].r.blob, 0, 4);
-	job[0].r.blob_len = 4; /* offset 0 marks an empty slot */
 	if (njobs == 2)
-		started = !pthread_create(&th, NULL, render_range, &job[1]);
-	render_range(&job[0]);
-	if (njobs == 2 && !started)
-		render_range(&job[1]);
-	if (started)
-		pthread_join(th, NULL);
-	err = job[0].err ?: job[1].err;
-	if (err)
-		goto out;
-
-	/* One blob: the second share moves up by the first's length. */
-	r->blob = job[0].r.blob;
-	r->blob_len = job[0].r.blob_len;
-	r->blob_cap = job[0].r.blob_cap;
-	r->n_rrsets = job[0].r.n_rrsets;
-	job[0].r.blob = NULL;
-	if (njobs == 2) {
-		size_t base = r->blob_len;
-
-		err = blob_reserve(r, job[1].r.blob_len);
-		if (err)
-			goto out;
-		memcpy(r->blob + base, job[1].r.blob, job[1].r.blob_len);
-		r->blob_len += job[1].r.blob_len;
-		r->n_rrsets += job[1].r.n_rrsets;
-		for (size_t i = job[1].from; i < job[1].to; i++)
-			if (b->tab[i] && !lazy_candidate(b, b->tab[i]))
-				b->tab[i]->off += (uint32_t)base;
-	}
-	/* Reverse names last: their targets' nodes must have offsets to point at. */
-	scratch = malloc(sizeof(*scratch) + NDC_MSG_MAX);
-	err = scratch ? 0 : -ENOMEM;
+		err = blob_reserve(&job[1].own, b->arena_bytes / 4 + 4);
+	for (int pass = 0; pass < 2 && !err; pass++)
+		err = render_pass(b, r, job, njobs, pass);
 	for (size_t i = 0; i < b->tcap && !err; i++) {
-		struct ndc_rec_node *t = b->tab[i];
-
-		if (!t || !lazy_candidate(b, t))
-			continue;
-		t->off = (uint32_t)r->blob_len;
-		err = render_lazy_ptr(b, r, t);
-		if (err == -EAGAIN) /* a big set, or targets that are not nodes */
-			err = ndc_rec_render_node(b, r, t, scratch, false);
-	}
-	if (err)
-		goto out;
-	for (size_t i = 0; i < b->tcap; i++) {
 		const struct ndc_rec_node *t = b->tab[i];
 
 		if (!t)
@@ -436,23 +432,21 @@ static int render(struct ndc_rec_bld *b, struct ndc_records *r)
 			s = (s + 1) & r->mask;
 		r->slots[s] = t->off;
 		r->n_names++;
-	}
-	for (size_t i = 0; i < b->tcap; i++) {
-		const struct ndc_rec_node *t = b->tab[i];
-		struct ndc_rec_node_r *nd = t ? (struct ndc_rec_node_r *)(r->blob + t->off) : NULL;
 
-		if (nd && nd->llen < nd->nlen)
-			nd->parent = ndc_rec_find(b, t->name + nd->llen, t->nlen - nd->llen)->off;
+		struct ndc_rec_node_r *nd = (struct ndc_rec_node_r *)(r->blob + t->off);
+		if (nd->llen < nd->nlen)
+			nd->parent = t->parent->off;
 	}
-	uint8_t *p = realloc(r->blob, r->blob_len); /* give back the doubling slack */
-	if (p) {
-		r->blob = p;
-		r->blob_cap = r->blob_len;
+	if (!err) {
+		uint8_t *p = realloc(r->blob, r->blob_len); /* give back the doubling slack */
+
+		if (p) {
+			r->blob = p;
+			r->blob_cap = r->blob_len;
+		}
 	}
-out:
-	free(scratch);
 	for (int k = 0; k < njobs; k++) {
-		free(job[k].r.blob);
+		free(job[k].own.blob);
 		free(job[k].b.vec);
 		free(job[k].b.xvec);
 	}
