@@ -18,7 +18,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
+#include <sys/syscall.h>
 #include <time.h>
+#include <unistd.h>
 
 #include <ndc/log.h>
 
@@ -26,8 +29,8 @@
 #include "k8s_store_internal.h"
 
 /* Overlay names past which the base is rebuilt: a fraction of the base, at least this many. */
-#define COMPACT_MIN 8192
-#define COMPACT_SHIFT 2 /* overlay > base names / 4 */
+#define COMPACT_MIN 16384
+#define COMPACT_SHIFT 1 /* overlay > base names / 2 */
 
 enum full { FULL_NONE = 0, FULL_COMPACT, FULL_ALL };
 
@@ -334,6 +337,12 @@ static void *builder_thread(void *arg)
 {
 	struct ndc_k8s_store *s = arg;
 
+	/*
+	 * Background work: on a busy node the watch threads and the commit thread, which decide
+	 * programming latency, go first (a thread's nice value is its own on Linux).
+	 */
+	if (setpriority(PRIO_PROCESS, (id_t)syscall(SYS_gettid), 10))
+		ndc_debug("records: builder thread keeps its priority: %s", strerror(errno));
 	pthread_mutex_lock(&s->lock);
 	for (;;) {
 		while (!s->stop &&

@@ -41,8 +41,8 @@ void ndc_k8s_store_free(struct ndc_k8s_store *s);
 int ndc_k8s_store_flush(struct ndc_k8s_store *s, unsigned timeout_ms);
 
 /*
- * The overlay of changed names is folded into a fresh base once it holds more than a quarter of
- * the base's names plus min_names (default 8192). Tests lower it to exercise the fold.
+ * The overlay of changed names is folded into a fresh base once it holds more than half the
+ * base's names plus min_names (default 16384). Tests lower it to exercise the fold.
  */
 void ndc_k8s_store_set_compact(struct ndc_k8s_store *s, size_t min_names);
 

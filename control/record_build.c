@@ -113,6 +113,7 @@ static struct ndc_rec_node *tinsert(struct ndc_rec_bld *b, const uint8_t *n, siz
 	if (!t)
 		return NULL;
 	t->head = t->tail = NULL;
+	t->parent = NULL;
 	t->off = 0;
 	t->hash = h;
 	t->nlen = (uint8_t)len;
@@ -143,10 +144,10 @@ static struct ndc_rec_node *tnode_get(struct ndc_rec_bld *b, const uint8_t *n, s
 		if (!ndc_name_in_zone(n, len, in_addr_arpa, stop))
 			return t;
 	}
-	while (len > stop && created) {
+	for (struct ndc_rec_node *child = t; child && len > stop && created;) {
 		len -= n[0] + 1u;
 		n += n[0] + 1u;
-		tinsert(b, n, len, &created);
+		child = child->parent = tinsert(b, n, len, &created);
 	}
 	return t;
 }

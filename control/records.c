@@ -13,6 +13,7 @@
  */
 #include <arpa/inet.h>
 #include <errno.h>
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
@@ -209,7 +210,7 @@ int ndc_rec_render_node(struct ndc_rec_bld *b, struct ndc_records *r, const stru
 			types[k] = types[k - 1];
 			types[k - 1] = x;
 		}
-	if (whole || t->nlen <= 1 || !ndc_rec_find(b, t->name + llen, t->nlen - llen))
+	if (whole || !t->parent)
 		llen = t->nlen; /* no parent node: the apex and reverse names */
 	hdr = NDC_REC_ALIGN4(sizeof(struct ndc_rec_node_r) + llen);
 	err = blob_reserve(r, hdr);
@@ -261,12 +262,15 @@ static bool lazy_candidate(const struct ndc_rec_bld *b, const struct ndc_rec_nod
 static int render_lazy_ptr(struct ndc_rec_bld *b, struct ndc_records *r,
 			   const struct ndc_rec_node *t)
 {
-	size_t n, llen = t->nlen > 1 ? 1u + t->name[0] : t->nlen, body = 2, hdr, off;
+	enum { MAX_TARGETS = NDC_REC_LAZY_MAX / (12 + NDC_NAME_MAX) };
+	const struct ndc_rec_node *tgt[MAX_TARGETS];
+	uint8_t lab[MAX_TARGETS];
+	size_t n, llen = t->parent ? 1u + t->name[0] : t->nlen, body = 2, hdr, off;
 	int err = collect(b, t, NDC_T_PTR, &n);
 
 	if (err)
 		return err;
-	if (!n || n * (12 + NDC_NAME_MAX) > NDC_REC_LAZY_MAX)
+	if (!n || n > MAX_TARGETS)
 		return -EAGAIN;
 	for (size_t i = 0; i < n; i++) {
 		const struct ndc_rec_rr *rr = b->vec[i];
@@ -281,10 +285,10 @@ static int render_lazy_ptr(struct ndc_rec_bld *b, struct ndc_records *r,
 		}
 		if (!c || !c->off)
 			return -EAGAIN;
+		tgt[i] = c;
+		lab[i] = (uint8_t)l;
 		body += 5 + l;
 	}
-	if (t->nlen <= 1 || !ndc_rec_find(b, t->name + llen, t->nlen - llen))
-		llen = t->nlen;
 	hdr = NDC_REC_ALIGN4(sizeof(struct ndc_rec_node_r) + llen);
 	err = blob_reserve(r, hdr + NDC_REC_ALIGN4(body));
 	if (err)
@@ -302,75 +306,150 @@ static int render_lazy_ptr(struct ndc_rec_bld *b, struct ndc_records *r,
 	ndc_put16(p, (uint16_t)n);
 	p += 2;
 	for (size_t i = 0; i < n; i++) {
-		const struct ndc_rec_rr *rr = b->vec[i];
-		const struct ndc_rec_node *c = ndc_rec_find(b, rr->rdata, rr->rdlen);
-		uint8_t l = 0;
-
-		if (!c || !c->off) {
-			l = rr->rdata[0];
-			c = ndc_rec_find(b, rr->rdata + 1 + l, rr->rdlen - 1u - l);
-		}
-		memcpy(p, &c->off, 4);
-		p[4] = l;
-		memcpy(p + 5, rr->rdata + 1, l);
-		p += 5 + l;
+		memcpy(p, &tgt[i]->off, 4);
+		p[4] = lab[i];
+		memcpy(p + 5, b->vec[i]->rdata + 1, lab[i]);
+		p += 5 + lab[i];
 	}
 	r->blob_len += hdr + NDC_REC_ALIGN4(body);
 	r->n_rrsets++;
 	return 0;
 }
 
-static int render(struct ndc_rec_bld *b, struct ndc_records *r)
+/* One share of a rendering pass: its own scratch, the builder read-only. */
+struct render_job {
+	struct ndc_rec_bld b;	 /* a shallow copy with its own vec and xvec */
+	struct ndc_records *out; /* the table itself for the first share, else own */
+	struct ndc_records own;	 /* only its blob and counters */
+	size_t from, to;
+	int pass; /* 0: every node but reverse names; 1: reverse names, lazy where they can be */
+	int err;
+};
+
+static void *render_range(void *arg)
 {
-	size_t cap = 16;
+	struct render_job *j = arg;
 	struct ndc_answer *scratch = malloc(sizeof(*scratch) + NDC_MSG_MAX);
+
+	j->err = scratch ? 0 : -ENOMEM;
+	for (size_t i = j->from; i < j->to && !j->err; i++) {
+		struct ndc_rec_node *t = j->b.tab[i];
+
+		if (!t || lazy_candidate(&j->b, t) != j->pass)
+			continue;
+		t->off = (uint32_t)j->out->blob_len;
+		j->err = j->pass ? render_lazy_ptr(&j->b, j->out, t) : -EAGAIN;
+		if (j->err == -EAGAIN) /* a big set, or targets that are not nodes */
+			j->err = ndc_rec_render_node(&j->b, j->out, t, scratch, false);
+	}
+	free(scratch);
+	return NULL;
+}
+
+/*
+ * One pass over the nodes: the first share renders into r, the second (large tables) on another
+ * thread into its own blob, appended afterwards with its offsets moved up by where it landed.
+ */
+static int render_pass(struct ndc_rec_bld *b, struct ndc_records *r, struct render_job *job,
+		       int njobs, int pass)
+{
+	pthread_t th;
+	bool started = false;
 	int err;
 
-	if (!scratch)
-		return -ENOMEM;
+	for (int k = 0; k < njobs; k++) {
+		job[k].pass = pass;
+		job[k].out = k ? &job[k].own : r;
+		job[k].own.blob_len = 0;
+		job[k].own.n_rrsets = 0;
+		job[k].from = b->tcap * (size_t)k / (size_t)njobs;
+		job[k].to = b->tcap * (size_t)(k + 1) / (size_t)njobs;
+	}
+	if (njobs == 2)
+		started = !pthread_create(&th, NULL, render_range, &job[1]);
+	render_range(&job[0]);
+	if (started)
+		pthread_join(th, NULL);
+	else if (njobs == 2)
+		render_range(&job[1]);
+	err = job[0].err;
+	if (njobs == 2 && !err) {
+		size_t base = r->blob_len;
+
+		err = job[1].err ?: blob_reserve(r, job[1].own.blob_len);
+		if (err)
+			return err;
+		memcpy(r->blob + base, job[1].own.blob, job[1].own.blob_len);
+		r->blob_len += job[1].own.blob_len;
+		r->n_rrsets += job[1].own.n_rrsets;
+		for (size_t i = job[1].from; i < job[1].to; i++)
+			if (b->tab[i] && lazy_candidate(b, b->tab[i]) == pass)
+				b->tab[i]->off += (uint32_t)base;
+	}
+	return err;
+}
+
+/*
+ * Renders every node into r: two passes (reverse names last: lazy ones point at their targets'
+ * final offsets), each split between two threads for large tables, since rendering is most of a
+ * build; then the index and the parent links.
+ */
+static int render(struct ndc_rec_bld *b, struct ndc_records *r)
+{
+	struct render_job job[2] = {0};
+	int njobs = b->tcount > 50000 ? 2 : 1, err = 0;
+	size_t cap = 16;
+
 	while (cap < b->tcount + b->tcount / 2)
 		cap *= 2; /* load <= 2/3: a miss probes about five slots with linear probing */
 	r->slots = calloc(cap, sizeof(*r->slots));
 	r->mask = (uint32_t)(cap - 1);
-	err = r->slots ? blob_reserve(r, b->arena_bytes / 2 + 4) : -ENOMEM;
+	if (!r->slots)
+		return -ENOMEM;
+	err = blob_reserve(r, b->arena_bytes / 2 + 4);
 	if (err)
-		goto out;
+		return err;
 	memset(r->blob, 0, 4);
 	r->blob_len = 4; /* offset 0 marks an empty slot */
-	/* Reverse names last: their targets' nodes must have offsets to point at. */
-	for (int pass = 0; pass < 2; pass++) {
-		for (size_t i = 0; i < b->tcap; i++) {
-			struct ndc_rec_node *t = b->tab[i];
+	for (int k = 0; k < njobs; k++) {
+		job[k].b = *b;
+		job[k].b.vec = NULL;
+		job[k].b.vcap = 0;
+		job[k].b.xvec = NULL;
+		job[k].b.xcap = 0;
+	}
+	if (njobs == 2)
+		err = blob_reserve(&job[1].own, b->arena_bytes / 4 + 4);
+	for (int pass = 0; pass < 2 && !err; pass++)
+		err = render_pass(b, r, job, njobs, pass);
+	for (size_t i = 0; i < b->tcap && !err; i++) {
+		const struct ndc_rec_node *t = b->tab[i];
 
-			if (!t || lazy_candidate(b, t) != pass)
-				continue;
-			t->off = (uint32_t)r->blob_len;
-			err = pass ? render_lazy_ptr(b, r, t) : -EAGAIN;
-			if (err == -EAGAIN)
-				err = ndc_rec_render_node(b, r, t, scratch, false);
-			if (err)
-				goto out;
-			uint32_t s = t->hash & r->mask;
-			while (r->slots[s])
-				s = (s + 1) & r->mask;
-			r->slots[s] = t->off;
-			r->n_names++;
+		if (!t)
+			continue;
+		uint32_t s = t->hash & r->mask;
+		while (r->slots[s])
+			s = (s + 1) & r->mask;
+		r->slots[s] = t->off;
+		r->n_names++;
+
+		struct ndc_rec_node_r *nd = (struct ndc_rec_node_r *)(r->blob + t->off);
+		if (nd->llen < nd->nlen)
+			nd->parent = t->parent->off;
+	}
+	if (!err) {
+		uint8_t *p = realloc(r->blob, r->blob_len); /* give back the doubling slack */
+
+		if (p) {
+			r->blob = p;
+			r->blob_cap = r->blob_len;
 		}
 	}
-	for (size_t i = 0; i < b->tcap; i++) {
-		const struct ndc_rec_node *t = b->tab[i];
-		struct ndc_rec_node_r *nd = t ? (struct ndc_rec_node_r *)(r->blob + t->off) : NULL;
-
-		if (nd && nd->llen < nd->nlen)
-			nd->parent = ndc_rec_find(b, t->name + nd->llen, t->nlen - nd->llen)->off;
+	for (int k = 0; k < njobs; k++) {
+		free(job[k].own.blob);
+		free(job[k].b.vec);
+		free(job[k].b.xvec);
 	}
-	uint8_t *p = realloc(r->blob, r->blob_len); /* give back the doubling slack */
-	if (p) {
-		r->blob = p;
-		r->blob_cap = r->blob_len;
-	}
-out:
-	free(scratch);
 	return err;
 }
 

@@ -38,7 +38,8 @@ struct ndc_rec_rr {
 struct ndc_rec_node {
 	struct ndc_rec_rr *head;
 	struct ndc_rec_rr *tail;
-	uint32_t off; /* in the blob, once rendered */
+	struct ndc_rec_node *parent; /* the name without its first label, when that is a node */
+	uint32_t off;		     /* in the blob, once rendered */
 	uint32_t hash;
 	uint8_t nlen;
 	uint8_t name[];
