@@ -607,6 +607,24 @@ static size_t list_feed(struct worker *t, const char *data, size_t len)
 }
 
 /*
+ * The items went to list_item as they arrived; the skeleton is what is left of the page: it must
+ * be a complete object with an empty "items" array and metadata. NULL if not.
+ */
+static json_object *page_skeleton(struct worker *t, json_object **ret_md)
+{
+	json_object *root, *items;
+
+	root = t->ls.state == LS_OUT && !t->ls.depth && !t->ls.in_str ? parse_body(t) : NULL;
+	if (!root || !json_object_object_get_ex(root, "items", &items) ||
+	    !json_object_is_type(items, json_type_array) || json_object_array_length(items) ||
+	    !json_object_object_get_ex(root, "metadata", ret_md)) {
+		json_object_put(root);
+		return NULL;
+	}
+	return root;
+}
+
+/*
  * One complete paginated list: list_begin, list_item for every object, list_end. Returns 0 (rv
  * set), -ESTALE when a continue token expired (410: start over), or another negative errno.
  */
@@ -622,7 +640,7 @@ static int do_list(struct worker *t)
 	t->list_begun = false;
 	t->list_items = 0;
 	for (;;) {
-		json_object *root = NULL, *items, *md, *v;
+		json_object *root = NULL, *md, *v;
 		char *esc = NULL;
 
 		if (cont) {
@@ -667,15 +685,9 @@ static int do_list(struct worker *t)
 			r = -EIO;
 			goto out;
 		}
-		/* The items went to list_item as they arrived; the skeleton is what is left. */
-		root =
-		    t->ls.state == LS_OUT && !t->ls.depth && !t->ls.in_str ? parse_body(t) : NULL;
-		if (!root || !json_object_object_get_ex(root, "items", &items) ||
-		    !json_object_is_type(items, json_type_array) ||
-		    json_object_array_length(items) ||
-		    !json_object_object_get_ex(root, "metadata", &md)) {
+		root = page_skeleton(t, &md);
+		if (!root) {
 			ndc_warn("k8s %s: list: response is not a List", t->ki->name);
-			json_object_put(root);
 			r = -EBADMSG;
 			goto out;
 		}
@@ -1177,6 +1189,57 @@ int ndc_k8s_stream_replay(enum ndc_k8s_kind kind, const char *data, size_t len, 
 	}
 	json_tokener_free(t->tok);
 	free(t->body.p);
+	free(w);
+	return r;
+}
+
+int ndc_k8s_list_replay(enum ndc_k8s_kind kind, const char *data, size_t len, size_t chunk,
+			const struct ndc_k8s_watch_ops *ops, void *arg)
+{
+	struct ndc_k8s_watch *w;
+	struct worker *t;
+	json_object *root, *md;
+	int r = 0;
+
+	if (kind >= NDC_K8S_KINDS || !chunk)
+		return -EINVAL;
+	w = calloc(1, sizeof(*w));
+	if (!w)
+		return -ENOMEM;
+	w->ops = *ops;
+	w->arg = arg;
+	t = &w->workers[kind];
+	t->w = w;
+	t->kind = kind;
+	t->ki = &kinds[kind];
+	t->status = 200;
+	t->body.max = NDC_K8S_MAX_BODY;
+	t->item.max = NDC_K8S_MAX_BODY;
+	t->tok = json_tokener_new_ex(NDC_K8S_JSON_DEPTH);
+	if (!t->tok) {
+		free(w);
+		return -ENOMEM;
+	}
+	for (size_t off = 0; off < len && !r; off += chunk) {
+		size_t n = len - off < chunk ? len - off : chunk;
+
+		if (list_feed(t, data + off, n) != n)
+			r = t->abort == ABORT_TOO_BIG ? -E2BIG : -EBADMSG;
+	}
+	if (!r) {
+		root = page_skeleton(t, &md);
+		if (root) {
+			set_rv(t, root);
+			json_object_put(root);
+			if (ops->list_end)
+				ops->list_end(arg, kind);
+		} else {
+			r = -EBADMSG;
+		}
+	}
+	json_tokener_free(t->tok);
+	free(t->body.p);
+	free(t->item.p);
 	free(w);
 	return r;
 }

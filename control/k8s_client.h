@@ -110,4 +110,13 @@ void ndc_k8s_watch_stats(struct ndc_k8s_watch *w, struct ndc_k8s_watch_stats *re
 int ndc_k8s_stream_replay(enum ndc_k8s_kind kind, const char *data, size_t len, size_t chunk,
 			  const struct ndc_k8s_watch_ops *ops, void *arg);
 
+/*
+ * The same for one list page (a response body), through the list parser the watch threads use:
+ * list_begin and list_item for each object as it completes, then, when the rest of the page is a
+ * List skeleton (metadata, an "items" array and nothing broken), list_end. Returns 0, -EBADMSG
+ * for a page that is not a List, -E2BIG for an item or skeleton over the size limit.
+ */
+int ndc_k8s_list_replay(enum ndc_k8s_kind kind, const char *data, size_t len, size_t chunk,
+			const struct ndc_k8s_watch_ops *ops, void *arg);
+
 #endif

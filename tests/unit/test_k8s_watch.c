@@ -1174,6 +1174,84 @@ static void bad_args(void **state)
 	assert_int_equal(ndc_k8s_watch_start(&f->conn, &o, &rec_ops, NULL, &w), -EINVAL);
 }
 
+/* ---- list pages through the list parser, without a server ----------------------------------- */
+struct page_count {
+	unsigned begins, items, ends;
+	char last[64];
+};
+
+static void pc_begin(void *arg, enum ndc_k8s_kind kind)
+{
+	(void)kind;
+	((struct page_count *)arg)->begins++;
+}
+
+static void pc_item(void *arg, enum ndc_k8s_kind kind, struct json_object *obj)
+{
+	struct page_count *c = arg;
+	struct json_object *md, *name;
+
+	(void)kind;
+	c->items++;
+	if (json_object_object_get_ex(obj, "metadata", &md) &&
+	    json_object_object_get_ex(md, "name", &name))
+		snprintf(c->last, sizeof(c->last), "%s", json_object_get_string(name));
+}
+
+static void pc_end(void *arg, enum ndc_k8s_kind kind)
+{
+	(void)kind;
+	((struct page_count *)arg)->ends++;
+}
+
+static int replay_page(const char *page, size_t chunk, struct page_count *c)
+{
+	static const struct ndc_k8s_watch_ops ops = {
+	    .list_begin = pc_begin, .list_item = pc_item, .list_end = pc_end};
+
+	memset(c, 0, sizeof(*c));
+	return ndc_k8s_list_replay(NDC_K8S_SERVICES, page, strlen(page), chunk, &ops, c);
+}
+
+/*
+ * Items are cut out of the page as the bytes arrive, whatever the chunking, strings with braces,
+ * brackets and escaped quotes included; anything but objects separated by single commas is not a
+ * List, and neither is a page without its skeleton.
+ */
+static void list_page_replay(void **state)
+{
+	static const char good[] =
+	    "{\"kind\":\"ServiceList\",\"metadata\":{\"resourceVersion\":\"9\","
+	    "\"continue\":\"x{[\"},\"items\" : [ {\"metadata\":{\"name\":\"a}\\\"]\"}} ,\n"
+	    "{\"metadata\":{\"name\":\"b\"},\"spec\":{\"x\":[{},[]]}} ]}";
+	static const char *const bad[] = {
+	    "{\"metadata\":{},\"items\":[{\"a\":1},,{\"b\":2}]}",
+	    "{\"metadata\":{},\"items\":[{\"a\":1},]}",
+	    "{\"metadata\":{},\"items\":[1,2]}",
+	    "{\"metadata\":{},\"items\":[{\"a\":1}]",
+	    "{\"items\":[{\"a\":1}]}",
+	    "{\"metadata\":{},\"items\":[{\"a\":}]}",
+	    "[]",
+	};
+	struct page_count c;
+
+	(void)state;
+	for (size_t chunk = 1; chunk <= sizeof(good); chunk += chunk < 8 ? 1 : 37) {
+		assert_int_equal(replay_page(good, chunk, &c), 0);
+		assert_int_equal(c.begins, 1);
+		assert_int_equal(c.items, 2);
+		assert_int_equal(c.ends, 1);
+		assert_string_equal(c.last, "b");
+	}
+	assert_int_equal(replay_page("{\"metadata\":{},\"items\":[]}", 3, &c), 0);
+	assert_int_equal(c.items, 0);
+	assert_int_equal(c.ends, 1);
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		assert_int_equal(replay_page(bad[i], 5, &c), -EBADMSG);
+		assert_int_equal(c.ends, 0);
+	}
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -1193,6 +1271,7 @@ int main(void)
 	    cmocka_unit_test_setup_teardown(scripted_stream, setup, teardown),
 	    cmocka_unit_test_setup_teardown(stop_is_prompt, setup, teardown),
 	    cmocka_unit_test_setup_teardown(bad_args, setup, teardown),
+	    cmocka_unit_test(list_page_replay),
 	};
 	char cmd[512], objects[256];
 	const char *slash;
