@@ -1154,52 +1154,12 @@ void ndc_k8s_watch_stats(struct ndc_k8s_watch *w, struct ndc_k8s_watch_stats *re
 	ret->errors = atomic_load_explicit(&w->st.errors, memory_order_relaxed);
 }
 
-int ndc_k8s_stream_replay(enum ndc_k8s_kind kind, const char *data, size_t len, size_t chunk,
-			  const struct ndc_k8s_watch_ops *ops, void *arg)
+/* A watch with one worker of kind and no connection, for the replays. */
+static int replay_worker(enum ndc_k8s_kind kind, size_t chunk, const struct ndc_k8s_watch_ops *ops,
+			 void *arg, struct worker **ret)
 {
 	struct ndc_k8s_watch *w;
 	struct worker *t;
-	int r = 0;
-
-	if (kind >= NDC_K8S_KINDS || !chunk)
-		return -EINVAL;
-	w = calloc(1, sizeof(*w));
-	if (!w)
-		return -ENOMEM;
-	w->ops = *ops;
-	w->arg = arg;
-	t = &w->workers[kind];
-	t->w = w;
-	t->kind = kind;
-	t->ki = &kinds[kind];
-	t->watching = true;
-	t->status = 200;
-	t->tok = json_tokener_new_ex(NDC_K8S_JSON_DEPTH);
-	if (!t->tok) {
-		free(w);
-		return -ENOMEM;
-	}
-	for (size_t off = 0; off < len; off += chunk) {
-		size_t n = len - off < chunk ? len - off : chunk;
-
-		if (feed_stream(t, data + off, n) != n) {
-			r = t->abort == ABORT_RELIST ? -ESTALE : -EBADMSG;
-			break;
-		}
-	}
-	json_tokener_free(t->tok);
-	free(t->body.p);
-	free(w);
-	return r;
-}
-
-int ndc_k8s_list_replay(enum ndc_k8s_kind kind, const char *data, size_t len, size_t chunk,
-			const struct ndc_k8s_watch_ops *ops, void *arg)
-{
-	struct ndc_k8s_watch *w;
-	struct worker *t;
-	json_object *root, *md;
-	int r = 0;
 
 	if (kind >= NDC_K8S_KINDS || !chunk)
 		return -EINVAL;
@@ -1220,6 +1180,48 @@ int ndc_k8s_list_replay(enum ndc_k8s_kind kind, const char *data, size_t len, si
 		free(w);
 		return -ENOMEM;
 	}
+	*ret = t;
+	return 0;
+}
+
+static void replay_worker_free(struct worker *t)
+{
+	json_tokener_free(t->tok);
+	free(t->body.p);
+	free(t->item.p);
+	free(t->w);
+}
+
+int ndc_k8s_stream_replay(enum ndc_k8s_kind kind, const char *data, size_t len, size_t chunk,
+			  const struct ndc_k8s_watch_ops *ops, void *arg)
+{
+	struct worker *t;
+	int r = replay_worker(kind, chunk, ops, arg, &t);
+
+	if (r)
+		return r;
+	t->watching = true;
+	for (size_t off = 0; off < len; off += chunk) {
+		size_t n = len - off < chunk ? len - off : chunk;
+
+		if (feed_stream(t, data + off, n) != n) {
+			r = t->abort == ABORT_RELIST ? -ESTALE : -EBADMSG;
+			break;
+		}
+	}
+	replay_worker_free(t);
+	return r;
+}
+
+int ndc_k8s_list_replay(enum ndc_k8s_kind kind, const char *data, size_t len, size_t chunk,
+			const struct ndc_k8s_watch_ops *ops, void *arg)
+{
+	struct worker *t;
+	json_object *root, *md;
+	int r = replay_worker(kind, chunk, ops, arg, &t);
+
+	if (r)
+		return r;
 	for (size_t off = 0; off < len && !r; off += chunk) {
 		size_t n = len - off < chunk ? len - off : chunk;
 
@@ -1237,9 +1239,6 @@ int ndc_k8s_list_replay(enum ndc_k8s_kind kind, const char *data, size_t len, si
 			r = -EBADMSG;
 		}
 	}
-	json_tokener_free(t->tok);
-	free(t->body.p);
-	free(t->item.p);
-	free(w);
+	replay_worker_free(t);
 	return r;
 }
