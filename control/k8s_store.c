@@ -42,9 +42,9 @@ struct ndc_k8s_store {
 
 	pthread_mutex_t lock;
 	pthread_cond_t cond;
-	pthread_cond_t idle;			 /* the commit thread has nothing left to do */
-	struct lh_table *tab[NDC_K8S_KINDS];	 /* current state */
-	struct lh_table *pending[NDC_K8S_KINDS]; /* a relist being built */
+	pthread_cond_t idle;			   /* the commit thread has nothing left to do */
+	struct ndc_k8s_objtab *tab[NDC_K8S_KINDS]; /* current state */
+	struct ndc_k8s_objtab *pending[NDC_K8S_KINDS]; /* a relist being built */
 	struct ndc_k8s_index idx;
 	uint32_t listed;		 /* kinds listed at least once */
 	uint64_t seq;			 /* changes applied */
@@ -167,8 +167,7 @@ static void on_list_begin(void *arg, enum ndc_k8s_kind kind)
 	struct ndc_k8s_store *s = arg;
 
 	pthread_mutex_lock(&s->lock);
-	if (s->pending[kind])
-		lh_table_free(s->pending[kind]);
+	ndc_k8s_objtab_free(s->pending[kind]);
 	s->pending[kind] = ndc_k8s_objtab_new();
 	pthread_mutex_unlock(&s->lock);
 }
@@ -179,12 +178,8 @@ static void on_list_item(void *arg, enum ndc_k8s_kind kind, struct json_object *
 	struct ndc_k8s_obj *o = convert(s, obj);
 
 	pthread_mutex_lock(&s->lock);
-	if (o && s->pending[kind]) {
-		lh_table_delete(s->pending[kind], o->key);
-		lh_table_insert(s->pending[kind], o->key, o);
-	} else {
+	if (!o || !s->pending[kind] || ndc_k8s_objtab_put(s->pending[kind], o))
 		ndc_k8s_obj_put(o);
-	}
 	pthread_mutex_unlock(&s->lock);
 }
 
@@ -195,7 +190,7 @@ static void on_list_end(void *arg, enum ndc_k8s_kind kind)
 	pthread_mutex_lock(&s->lock);
 	if (s->pending[kind]) {
 		/* The whole new state at once: nothing disappears while a relist runs. */
-		lh_table_free(s->tab[kind]);
+		ndc_k8s_objtab_free(s->tab[kind]);
 		s->tab[kind] = s->pending[kind];
 		s->pending[kind] = NULL;
 		s->listed |= 1u << kind;
@@ -244,10 +239,10 @@ static void on_event(void *arg, enum ndc_k8s_kind kind, enum ndc_k8s_event ev,
 	    .seq = s->seq,
 	};
 	err = ndc_k8s_change_apply(&c);
-	atomic_store(&s->objects, (uint64_t)lh_table_length(s->tab[NDC_K8S_NAMESPACES]) +
-				      (uint64_t)lh_table_length(s->tab[NDC_K8S_SERVICES]) +
-				      (uint64_t)lh_table_length(s->tab[NDC_K8S_ENDPOINTSLICES]) +
-				      (uint64_t)lh_table_length(s->tab[NDC_K8S_PODS]));
+	atomic_store(&s->objects, ndc_k8s_objtab_len(s->tab[NDC_K8S_NAMESPACES]) +
+				      ndc_k8s_objtab_len(s->tab[NDC_K8S_SERVICES]) +
+				      ndc_k8s_objtab_len(s->tab[NDC_K8S_ENDPOINTSLICES]) +
+				      ndc_k8s_objtab_len(s->tab[NDC_K8S_PODS]));
 	if (err) {
 		/*
 		 * The change is in the store but (some of) its names are not in the patch: only a
@@ -292,19 +287,18 @@ static void snapshot_put(struct snapshot *sn)
 static int snapshot_take(struct ndc_k8s_store *s, struct snapshot *sn)
 {
 	size_t n = 0;
-	struct lh_entry *e;
 
 	for (int k = 0; k < NDC_K8S_KINDS; k++)
-		n += (size_t)lh_table_length(s->tab[k]);
+		n += ndc_k8s_objtab_len(s->tab[k]);
 	sn->n = 0;
 	sn->v = malloc((n + 1) * sizeof(*sn->v));
 	if (!sn->v)
 		return -ENOMEM;
 	for (int k = 0; k < NDC_K8S_KINDS; k++) {
-		lh_foreach(s->tab[k], e)
-		{
-			struct ndc_k8s_obj *o = (struct ndc_k8s_obj *)lh_entry_v(e);
+		struct ndc_k8s_obj *o;
+		size_t pos = 0;
 
+		while ((o = ndc_k8s_objtab_next(s->tab[k], &pos))) {
 			atomic_fetch_add(&o->refs, 1);
 			sn->v[sn->n++] = o;
 		}
@@ -578,10 +572,8 @@ void ndc_k8s_store_free(struct ndc_k8s_store *s)
 	ndc_records_free(s->built);
 	ndc_k8s_index_free(&s->idx);
 	for (int k = 0; k < NDC_K8S_KINDS; k++) {
-		if (s->tab[k])
-			lh_table_free(s->tab[k]);
-		if (s->pending[k])
-			lh_table_free(s->pending[k]);
+		ndc_k8s_objtab_free(s->tab[k]);
+		ndc_k8s_objtab_free(s->pending[k]);
 	}
 	free(s->arrivals);
 	pthread_cond_destroy(&s->cond);

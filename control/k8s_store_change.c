@@ -32,16 +32,6 @@ void ndc_k8s_obj_put(struct ndc_k8s_obj *o)
 	free(o);
 }
 
-static void objtab_free_entry(struct lh_entry *e)
-{
-	ndc_k8s_obj_put((struct ndc_k8s_obj *)lh_entry_v(e));
-}
-
-struct lh_table *ndc_k8s_objtab_new(void)
-{
-	return lh_kchar_table_new(64, objtab_free_entry);
-}
-
 /* Appends n elements of size sz from src to *dst (count *n_dst, capacity *cap). */
 static int append(void **dst, size_t *n_dst, size_t *cap, const void *src, size_t n, size_t sz)
 {
@@ -114,25 +104,10 @@ void ndc_k8s_coll_free(struct ndc_k8s_coll *c)
 /* ---------------------------------------------------------------------------------------------
  * Indexes.
  */
-struct olist {
-	size_t n, cap;
-	struct ndc_k8s_obj **v;
-};
-
 /* What makes <ns>.svc.<zone> (and <ns>.pod.<zone>) exist. */
 struct nsst {
 	uint32_t obj, svc, pod;
 };
-
-static void free_keyed(struct lh_entry *e)
-{
-	struct olist *l = (struct olist *)lh_entry_v(e);
-
-	free((void *)lh_entry_k(e));
-	if (l)
-		free(l->v);
-	free(l);
-}
 
 static void free_key(struct lh_entry *e)
 {
@@ -147,18 +122,18 @@ static void nsst_free(struct lh_entry *e)
 
 static void index_drop(struct ndc_k8s_index *x)
 {
-	if (x->slices)
-		lh_table_free(x->slices);
+	ndc_k8s_slicetab_free(x->slices);
 	if (x->ns)
 		lh_table_free(x->ns);
 	if (x->podips)
 		lh_table_free(x->podips);
-	x->slices = x->ns = x->podips = NULL;
+	x->slices = NULL;
+	x->ns = x->podips = NULL;
 }
 
 static int index_new(struct ndc_k8s_index *x)
 {
-	x->slices = lh_kchar_table_new(1024, free_keyed);
+	x->slices = ndc_k8s_slicetab_new();
 	x->ns = lh_kchar_table_new(64, nsst_free);
 	x->podips = lh_kchar_table_new(64, free_key);
 	if (x->slices && x->ns && x->podips)
@@ -233,37 +208,10 @@ static int nsst_add(struct ndc_k8s_index *x, const char *ns, int which, int delt
 
 static int slices_add(struct ndc_k8s_index *x, struct ndc_k8s_obj *o, int delta)
 {
-	const struct ndc_k8s_slice *sl = (const struct ndc_k8s_slice *)o->elem;
-	char key[512];
-	struct olist *l;
-	void *v;
-
-	if (!sl->ns || !sl->service)
-		return 0;
-	snprintf(key, sizeof(key), "%s/%s", sl->ns, sl->service);
-	l = lh_table_lookup_ex(x->slices, key, &v) ? v : NULL;
-	if (delta < 0) {
-		for (size_t i = 0; l && i < l->n; i++) {
-			if (l->v[i] == o) {
-				l->v[i] = l->v[--l->n];
-				break;
-			}
-		}
-		if (l && !l->n)
-			lh_table_delete(x->slices, key);
-		return 0;
-	}
-	if (!l) {
-		char *k = strdup(key);
-
-		l = calloc(1, sizeof(*l));
-		if (!l || !k || lh_table_insert(x->slices, k, l)) {
-			free(l);
-			free(k);
-			return -ENOMEM;
-		}
-	}
-	return append((void **)&l->v, &l->n, &l->cap, &o, 1, sizeof(o));
+	if (delta > 0)
+		return ndc_k8s_slicetab_add(x->slices, o);
+	ndc_k8s_slicetab_del(x->slices, o);
+	return 0;
 }
 
 static int podips_add(struct ndc_k8s_index *x, const struct ndc_k8s_pod *p, int delta)
@@ -322,21 +270,18 @@ static int index_obj(struct ndc_k8s_index *x, enum ndc_k8s_kind kind, struct ndc
 	}
 }
 
-int ndc_k8s_index_rebuild(struct ndc_k8s_index *x, struct lh_table *const *tab)
+int ndc_k8s_index_rebuild(struct ndc_k8s_index *x, struct ndc_k8s_objtab *const *tab)
 {
-	struct lh_entry *e;
 	int err;
 
 	index_drop(x);
 	err = index_new(x);
 	for (int k = 0; k < NDC_K8S_KINDS && !err; k++) {
-		lh_foreach(tab[k], e)
-		{
-			err = index_obj(x, (enum ndc_k8s_kind)k,
-					(struct ndc_k8s_obj *)lh_entry_v(e), 1);
-			if (err)
-				break;
-		}
+		struct ndc_k8s_obj *o;
+		size_t pos = 0;
+
+		while (!err && (o = ndc_k8s_objtab_next(tab[k], &pos)))
+			err = index_obj(x, (enum ndc_k8s_kind)k, o, 1);
 	}
 	return err;
 }
@@ -360,11 +305,9 @@ struct ctx_walk {
 	int err;
 };
 
-static struct ndc_k8s_obj *lookup(struct lh_table *t, const char *key)
+static struct ndc_k8s_obj *lookup(const struct ndc_k8s_objtab *t, const char *key)
 {
-	void *v;
-
-	return lh_table_lookup_ex(t, key, &v) ? v : NULL;
+	return ndc_k8s_objtab_get(t, key);
 }
 
 /* The Service ns/svc and every EndpointSlice labelled for it. */
@@ -373,17 +316,14 @@ static int unit_add(const struct ndc_k8s_change *c, struct ndc_k8s_coll *into, c
 {
 	char key[520];
 	struct ndc_k8s_obj *o;
-	struct olist *l;
-	void *v;
 	int err = 0;
 
 	snprintf(key, sizeof(key), "%s/%s", ns, svc);
 	o = lookup(c->tab[NDC_K8S_SERVICES], key);
 	if (o)
 		err = coll_obj(into, o);
-	l = lh_table_lookup_ex(c->idx->slices, key, &v) ? v : NULL;
-	for (size_t i = 0; l && i < l->n && !err; i++)
-		err = coll_obj(into, l->v[i]);
+	for (o = ndc_k8s_slicetab_first(c->idx->slices, ns, svc); o && !err; o = o->sib)
+		err = coll_obj(into, o);
 	return err;
 }
 
@@ -525,7 +465,7 @@ static const char *ns_of(enum ndc_k8s_kind kind, const struct ndc_k8s_obj *o)
 
 int ndc_k8s_change_apply(const struct ndc_k8s_change *c)
 {
-	struct lh_table *t = c->tab[c->kind];
+	struct ndc_k8s_objtab *t = c->tab[c->kind];
 	struct ndc_k8s_obj *old = lookup(t, c->key);
 	struct ndc_k8s_coll before = {0}, after = {0}, ctx = {0};
 	struct ctx_walk w = {.c = c, .ctx = &ctx};
@@ -534,19 +474,28 @@ int ndc_k8s_change_apply(const struct ndc_k8s_change *c)
 	struct unit u[2];
 	int n = 0, err = 0, ierr;
 
+	if (old) /* read below after the table lets it go */
+		atomic_fetch_add(&old->refs, 1);
 	n = units_of(c->kind, c->key, old, u, n);
 	n = units_of(c->kind, c->key, c->obj, u, n);
 	for (int i = 0; i < n && !err; i++)
 		err = unit_add(c, &before, u[i].ns, u[i].svc);
 	if (old)
-		err = err ?: coll_obj(&before, old); /* also keeps it alive past the table */
+		err = err ?: coll_obj(&before, old);
 
 	/* The store changes whatever happens to the patch. */
 	ierr = old ? index_obj(c->idx, c->kind, old, -1) : 0;
 	if (old)
-		lh_table_delete(t, c->key);
+		ndc_k8s_objtab_del(t, c->key);
 	if (c->obj) {
-		lh_table_insert(t, c->obj->key, c->obj);
+		int perr = ndc_k8s_objtab_put(t, c->obj);
+
+		if (perr) { /* out of memory: the object is lost to the store, the caller learns it
+			     */
+			ndc_k8s_obj_put(c->obj);
+			err = perr;
+			goto out;
+		}
 		ierr = ierr ?: index_obj(c->idx, c->kind, c->obj, 1);
 	}
 	err = err ?: ierr;
@@ -579,6 +528,7 @@ int ndc_k8s_change_apply(const struct ndc_k8s_change *c)
 		err = ndc_records_patch_add(c->patch, c->seq, &before.o, &after.o, &ctx.o, pod_ns.v,
 					    pod_ns.n);
 out:
+	ndc_k8s_obj_put(old);
 	free(pod_ns.v);
 	ndc_k8s_coll_free(&before);
 	ndc_k8s_coll_free(&after);

@@ -23,9 +23,10 @@ struct lh_table;
  * cost 96 bytes per object for three empty arrays: 16 MB at 200,000 objects).
  */
 struct ndc_k8s_obj {
-	_Atomic uint32_t refs; /* the store's table, plus snapshots being built from */
-	uint8_t kind;	       /* enum ndc_k8s_kind */
-	void *elem;	       /* char *[1], struct ndc_k8s_service[1], _slice[1] or _pod[1] */
+	_Atomic uint32_t refs;	 /* the store's table, plus snapshots being built from */
+	uint8_t kind;		 /* enum ndc_k8s_kind */
+	void *elem;		 /* char *[1], struct ndc_k8s_service[1], _slice[1] or _pod[1] */
+	struct ndc_k8s_obj *sib; /* slices: the next slice of the same Service (index) */
 	char key[];
 };
 
@@ -55,9 +56,31 @@ static inline struct ndc_k8s_objects ndc_k8s_obj_view(const struct ndc_k8s_obj *
 	return v;
 }
 
-/* A table of objects by key that drops its reference when an entry goes. */
-struct lh_table *ndc_k8s_objtab_new(void);
 void ndc_k8s_obj_put(struct ndc_k8s_obj *o);
+
+/*
+ * A table of objects by key (k8s_objtab.c). It holds one reference on each object: put takes the
+ * caller's (and drops the one of the object it replaces), del and free drop theirs.
+ */
+struct ndc_k8s_objtab;
+struct ndc_k8s_objtab *ndc_k8s_objtab_new(void);
+void ndc_k8s_objtab_free(struct ndc_k8s_objtab *t);
+size_t ndc_k8s_objtab_len(const struct ndc_k8s_objtab *t);
+struct ndc_k8s_obj *ndc_k8s_objtab_get(const struct ndc_k8s_objtab *t, const char *key);
+/* -ENOMEM: the table is unchanged and the caller keeps its reference. */
+int ndc_k8s_objtab_put(struct ndc_k8s_objtab *t, struct ndc_k8s_obj *o);
+void ndc_k8s_objtab_del(struct ndc_k8s_objtab *t, const char *key);
+/* Iteration: *pos starts at 0; NULL at the end. No changes in between. */
+struct ndc_k8s_obj *ndc_k8s_objtab_next(const struct ndc_k8s_objtab *t, size_t *pos);
+
+/* EndpointSlices by Service ("ns", "name"), chained through sib; no references held. */
+struct ndc_k8s_slicetab;
+struct ndc_k8s_slicetab *ndc_k8s_slicetab_new(void);
+void ndc_k8s_slicetab_free(struct ndc_k8s_slicetab *t);
+int ndc_k8s_slicetab_add(struct ndc_k8s_slicetab *t, struct ndc_k8s_obj *o);
+void ndc_k8s_slicetab_del(struct ndc_k8s_slicetab *t, struct ndc_k8s_obj *o);
+struct ndc_k8s_obj *ndc_k8s_slicetab_first(const struct ndc_k8s_slicetab *t, const char *ns,
+					   const char *svc);
 
 /* Shallow collections of objects' contents, for the record builder. */
 struct ndc_k8s_coll {
@@ -72,20 +95,20 @@ void ndc_k8s_coll_free(struct ndc_k8s_coll *c);
 struct ndc_k8s_index {
 	const struct ndc_records_opts *ropts;
 	size_t svczlen;
-	uint8_t svcz[NDC_NAME_MAX]; /* svc.<zone>: PTR targets name their service below it */
-	struct lh_table *slices;    /* "ns/service" -> the EndpointSlices labelled for it */
-	struct lh_table *ns;	    /* namespace -> what makes it exist */
-	struct lh_table *podips;    /* "ns|ip" -> pods with that IP there */
+	uint8_t svcz[NDC_NAME_MAX];	 /* svc.<zone>: PTR targets name their service below it */
+	struct ndc_k8s_slicetab *slices; /* the EndpointSlices labelled for each Service */
+	struct lh_table *ns;		 /* namespace -> what makes it exist */
+	struct lh_table *podips;	 /* "ns|ip" -> pods with that IP there */
 };
 
 int ndc_k8s_index_init(struct ndc_k8s_index *x, const struct ndc_records_opts *ropts);
 /* Indexes tab (every kind) from scratch, after a relist. */
-int ndc_k8s_index_rebuild(struct ndc_k8s_index *x, struct lh_table *const *tab);
+int ndc_k8s_index_rebuild(struct ndc_k8s_index *x, struct ndc_k8s_objtab *const *tab);
 void ndc_k8s_index_free(struct ndc_k8s_index *x);
 
 struct ndc_k8s_change {
 	struct ndc_k8s_index *idx;
-	struct lh_table *const *tab;
+	struct ndc_k8s_objtab *const *tab;
 	const struct ndc_records *cur;	 /* newest table, or NULL */
 	struct ndc_records_patch *patch; /* NULL: only the store changes */
 	enum ndc_k8s_kind kind;
