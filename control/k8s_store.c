@@ -58,7 +58,8 @@ struct ndc_k8s_store {
 	size_t n_arrivals, cap_arrivals;
 	uint64_t first_arrival;
 	size_t compact_min;
-	bool busy; /* a commit round is running (it drops the lock on the way) */
+	bool index_ok; /* the indexes match the tables (false after running out of memory) */
+	bool busy;     /* a commit round is running (it drops the lock on the way) */
 	bool stop;
 	pthread_t thread, builder;
 	bool started, builder_started;
@@ -194,9 +195,10 @@ static void on_list_end(void *arg, enum ndc_k8s_kind kind)
 		s->tab[kind] = s->pending[kind];
 		s->pending[kind] = NULL;
 		s->listed |= 1u << kind;
-		if (ndc_k8s_index_rebuild(&s->idx, s->tab))
-			ndc_err(
-			    "k8s: out of memory indexing the store; changes rebuild everything");
+		s->index_ok = !ndc_k8s_index_rebuild(&s->idx, s->tab);
+		if (!s->index_ok)
+			ndc_err("k8s: out of memory indexing the store; every change rebuilds the "
+				"whole table until the next list");
 		s->seq++;
 		s->want = FULL_ALL;
 		mark_dirty(s);
@@ -228,11 +230,13 @@ static void on_event(void *arg, enum ndc_k8s_kind kind, enum ndc_k8s_event ev,
 	s->seq++;
 	if (!s->patch && ndc_records_patch_new(s->ropts, &s->patch))
 		s->patch = NULL;
+	/* Without a patch, or an index to find what shares names, only a full build is right. */
+	bool patchable = s->patch && s->index_ok;
 	struct ndc_k8s_change c = {
 	    .idx = &s->idx,
 	    .tab = s->tab,
 	    .cur = s->cur,
-	    .patch = s->patch,
+	    .patch = patchable ? s->patch : NULL,
 	    .kind = kind,
 	    .key = key,
 	    .obj = o,
@@ -243,14 +247,15 @@ static void on_event(void *arg, enum ndc_k8s_kind kind, enum ndc_k8s_event ev,
 				      ndc_k8s_objtab_len(s->tab[NDC_K8S_SERVICES]) +
 				      ndc_k8s_objtab_len(s->tab[NDC_K8S_ENDPOINTSLICES]) +
 				      ndc_k8s_objtab_len(s->tab[NDC_K8S_PODS]));
-	if (err) {
+	if (err || !patchable) {
 		/*
 		 * The change is in the store but (some of) its names are not in the patch: only a
 		 * full build covers it. What the patch has is still right, each name as of its
 		 * change.
 		 */
-		ndc_warn("records: incremental update failed (%s); rebuilding the table",
-			 strerror(-err));
+		if (err)
+			ndc_warn("records: incremental update failed (%s); rebuilding the table",
+				 strerror(-err));
 		s->want = FULL_ALL;
 	}
 	mark_dirty(s);
@@ -537,6 +542,7 @@ int ndc_k8s_store_new(const struct ndc_records_opts *ropts, uint32_t kinds, ndc_
 	pthread_cond_init(&s->cond, NULL);
 	pthread_cond_init(&s->idle, NULL);
 	err = ndc_k8s_index_init(&s->idx, ropts);
+	s->index_ok = !err;
 	for (int k = 0; k < NDC_K8S_KINDS && !err; k++) {
 		s->tab[k] = ndc_k8s_objtab_new();
 		if (!s->tab[k])

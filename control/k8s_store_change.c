@@ -253,6 +253,9 @@ static int index_obj(struct ndc_k8s_index *x, enum ndc_k8s_kind kind, struct ndc
 	const struct ndc_k8s_objects v = ndc_k8s_obj_view(o), *one = &v;
 	int err;
 
+	if (!x->slices || !x->ns || !x->podips)
+		return -ENOMEM; /* a rebuild ran out of memory: nothing to keep in step */
+
 	switch (kind) {
 	case NDC_K8S_NAMESPACES:
 		return one->n_namespaces ? nsst_add(x, one->namespaces[0], 0, delta) : 0;
