@@ -1,9 +1,10 @@
 // SPDX-License-Identifier: MIT
 /*
- * The store's tables of objects by key: open addressing over object pointers (the key lives in
- * the object), linear probing, deletion by backward shift so no tombstones pile up under churn.
- * About 11 bytes per object at the largest load, against about 100 for json-c's lh_table
- * (40-byte entries at a load of at most two thirds): 17 MB less at 200,000 objects.
+ * The store's tables over object pointers: open addressing with linear probing, deletion by
+ * backward shift so no tombstones pile up under churn. About 11 bytes per object at the largest
+ * load, against about 100 for json-c's lh_table (40-byte entries at a load of at most two
+ * thirds): 17 MB less at 200,000 objects. Two tables share the core below and differ only in
+ * their key: objects by their own key, and EndpointSlices by the Service they are labelled for.
  */
 #include <errno.h>
 #include <stdlib.h>
@@ -11,117 +12,77 @@
 
 #include "k8s_store_internal.h"
 
-struct ndc_k8s_objtab {
+/* ---------------------------------------------------------------------------------------------
+ * The core: slots of object pointers, each table's key hashed by home().
+ */
+struct ptrtab {
 	struct ndc_k8s_obj **slot;
 	size_t cap; /* a power of two */
 	size_t n;
+	size_t (*home)(const struct ndc_k8s_obj *o); /* hash of o's key in this table */
 };
 
-static size_t key_hash(const char *k)
+/* FNV-1a over a string, continuing from h (start: FNV_BASIS). */
+#define FNV_BASIS 0xcbf29ce484222325ULL
+static uint64_t fnv(uint64_t h, const char *s)
 {
-	uint64_t h = 0xcbf29ce484222325ULL;
+	for (; *s; s++)
+		h = (h ^ (uint8_t)*s) * 0x100000001b3ULL;
+	return h;
+}
 
-	for (; *k; k++) {
-		h ^= (uint8_t)*k;
-		h *= 0x100000001b3ULL;
-	}
+static size_t fold(uint64_t h)
+{
 	return (size_t)(h ^ (h >> 29));
 }
 
-struct ndc_k8s_objtab *ndc_k8s_objtab_new(void)
+static int tab_init(struct ptrtab *t, size_t (*home)(const struct ndc_k8s_obj *))
 {
-	struct ndc_k8s_objtab *t = calloc(1, sizeof(*t));
-
-	if (!t)
-		return NULL;
 	t->cap = 64;
+	t->n = 0;
+	t->home = home;
 	t->slot = calloc(t->cap, sizeof(*t->slot));
-	if (!t->slot) {
-		free(t);
-		return NULL;
+	return t->slot ? 0 : -ENOMEM;
+}
+
+/* Makes room for one more entry: doubles at a load of 3/4. */
+static int tab_reserve(struct ptrtab *t)
+{
+	struct ndc_k8s_obj **slot;
+	size_t cap = t->cap * 2;
+
+	if ((t->n + 1) * 4 <= t->cap * 3)
+		return 0;
+	slot = calloc(cap, sizeof(*slot));
+	if (!slot)
+		return -ENOMEM;
+	for (size_t i = 0; i < t->cap; i++) {
+		size_t k;
+
+		if (!t->slot[i])
+			continue;
+		for (k = t->home(t->slot[i]) & (cap - 1); slot[k]; k = (k + 1) & (cap - 1))
+			;
+		slot[k] = t->slot[i];
 	}
-	return t;
-}
-
-void ndc_k8s_objtab_free(struct ndc_k8s_objtab *t)
-{
-	if (!t)
-		return;
-	for (size_t i = 0; i < t->cap; i++)
-		ndc_k8s_obj_put(t->slot[i]);
 	free(t->slot);
-	free(t);
+	t->slot = slot;
+	t->cap = cap;
+	return 0;
 }
 
-size_t ndc_k8s_objtab_len(const struct ndc_k8s_objtab *t)
-{
-	return t->n;
-}
-
-static size_t find(const struct ndc_k8s_objtab *t, const char *key)
+/* Empties slot i and moves up every entry of the probe run after it that may sit there. */
+static void tab_remove_at(struct ptrtab *t, size_t i)
 {
 	size_t m = t->cap - 1;
 
-	for (size_t i = key_hash(key) & m;; i = (i + 1) & m)
-		if (!t->slot[i] || !strcmp(t->slot[i]->key, key))
-			return i;
-}
-
-struct ndc_k8s_obj *ndc_k8s_objtab_get(const struct ndc_k8s_objtab *t, const char *key)
-{
-	return t->slot[find(t, key)];
-}
-
-static int grow(struct ndc_k8s_objtab *t)
-{
-	struct ndc_k8s_objtab g = {.cap = t->cap * 2};
-
-	g.slot = calloc(g.cap, sizeof(*g.slot));
-	if (!g.slot)
-		return -ENOMEM;
-	for (size_t i = 0; i < t->cap; i++)
-		if (t->slot[i])
-			g.slot[find(&g, t->slot[i]->key)] = t->slot[i];
-	free(t->slot);
-	t->slot = g.slot;
-	t->cap = g.cap;
-	return 0;
-}
-
-int ndc_k8s_objtab_put(struct ndc_k8s_objtab *t, struct ndc_k8s_obj *o)
-{
-	size_t i;
-
-	if ((t->n + 1) * 4 > t->cap * 3) {
-		int err = grow(t);
-
-		if (err)
-			return err;
-	}
-	i = find(t, o->key);
-	if (t->slot[i])
-		ndc_k8s_obj_put(t->slot[i]);
-	else
-		t->n++;
-	t->slot[i] = o;
-	return 0;
-}
-
-void ndc_k8s_objtab_del(struct ndc_k8s_objtab *t, const char *key)
-{
-	size_t m = t->cap - 1, i = find(t, key), j = i;
-
-	if (!t->slot[i])
-		return;
-	ndc_k8s_obj_put(t->slot[i]);
 	t->slot[i] = NULL;
 	t->n--;
-	/* Backward shift: move up every entry of the run after i that may sit in the hole. */
-	for (;;) {
+	for (size_t j = i;;) {
 		j = (j + 1) & m;
 		if (!t->slot[j])
 			return;
-		size_t home = key_hash(t->slot[j]->key) & m;
+		size_t home = t->home(t->slot[j]) & m;
 
 		/* The entry at j stays unless its home is cyclically outside (i, j]. */
 		if (i <= j ? (home > i && home <= j) : (home > i || home <= j))
@@ -132,10 +93,89 @@ void ndc_k8s_objtab_del(struct ndc_k8s_objtab *t, const char *key)
 	}
 }
 
+/* ---------------------------------------------------------------------------------------------
+ * Objects by their key. The table holds one reference on each.
+ */
+struct ndc_k8s_objtab {
+	struct ptrtab t;
+};
+
+static size_t key_home(const struct ndc_k8s_obj *o)
+{
+	return fold(fnv(FNV_BASIS, o->key));
+}
+
+static size_t find(const struct ptrtab *t, const char *key)
+{
+	size_t m = t->cap - 1;
+
+	for (size_t i = fold(fnv(FNV_BASIS, key)) & m;; i = (i + 1) & m)
+		if (!t->slot[i] || !strcmp(t->slot[i]->key, key))
+			return i;
+}
+
+struct ndc_k8s_objtab *ndc_k8s_objtab_new(void)
+{
+	struct ndc_k8s_objtab *t = calloc(1, sizeof(*t));
+
+	if (t && tab_init(&t->t, key_home)) {
+		free(t);
+		t = NULL;
+	}
+	return t;
+}
+
+void ndc_k8s_objtab_free(struct ndc_k8s_objtab *t)
+{
+	if (!t)
+		return;
+	for (size_t i = 0; i < t->t.cap; i++)
+		ndc_k8s_obj_put(t->t.slot[i]);
+	free(t->t.slot);
+	free(t);
+}
+
+size_t ndc_k8s_objtab_len(const struct ndc_k8s_objtab *t)
+{
+	return t->t.n;
+}
+
+struct ndc_k8s_obj *ndc_k8s_objtab_get(const struct ndc_k8s_objtab *t, const char *key)
+{
+	return t->t.slot[find(&t->t, key)];
+}
+
+int ndc_k8s_objtab_put(struct ndc_k8s_objtab *t, struct ndc_k8s_obj *o)
+{
+	int err = tab_reserve(&t->t);
+	size_t i;
+
+	if (err)
+		return err;
+	i = find(&t->t, o->key);
+	if (t->t.slot[i])
+		ndc_k8s_obj_put(t->t.slot[i]);
+	else
+		t->t.n++;
+	t->t.slot[i] = o;
+	return 0;
+}
+
+void ndc_k8s_objtab_del(struct ndc_k8s_objtab *t, const char *key)
+{
+	size_t i = find(&t->t, key);
+	struct ndc_k8s_obj *o = t->t.slot[i];
+
+	if (!o)
+		return;
+	tab_remove_at(&t->t, i);
+	ndc_k8s_obj_put(o);
+}
+
 struct ndc_k8s_obj *ndc_k8s_objtab_next(const struct ndc_k8s_objtab *t, size_t *pos)
 {
-	while (*pos < t->cap) {
-		struct ndc_k8s_obj *o = t->slot[(*pos)++];
+	while (*pos < t->t.cap) {
+		struct ndc_k8s_obj *o = t->t.slot[(*pos)++];
 
 		if (o)
 			return o;
@@ -149,8 +189,7 @@ struct ndc_k8s_obj *ndc_k8s_objtab_next(const struct ndc_k8s_objtab *t, size_t *
  * and removes slices as its object table gains and loses them.
  */
 struct ndc_k8s_slicetab {
-	struct ndc_k8s_obj **slot; /* the first slice of a Service, or NULL */
-	size_t cap, n;
+	struct ptrtab t; /* the first slice of each Service */
 };
 
 static const struct ndc_k8s_slice *slice_of(const struct ndc_k8s_obj *o)
@@ -160,17 +199,15 @@ static const struct ndc_k8s_slice *slice_of(const struct ndc_k8s_obj *o)
 
 static size_t svc_hash(const char *ns, const char *svc)
 {
-	uint64_t h = 0xcbf29ce484222325ULL;
-
-	for (const char *k = ns; *k; k++)
-		h = (h ^ (uint8_t)*k) * 0x100000001b3ULL;
-	h = (h ^ '/') * 0x100000001b3ULL;
-	for (const char *k = svc; *k; k++)
-		h = (h ^ (uint8_t)*k) * 0x100000001b3ULL;
-	return (size_t)(h ^ (h >> 29));
+	return fold(fnv(fnv(fnv(FNV_BASIS, ns), "/"), svc));
 }
 
-static size_t sfind(const struct ndc_k8s_slicetab *t, const char *ns, const char *svc)
+static size_t svc_home(const struct ndc_k8s_obj *o)
+{
+	return svc_hash(slice_of(o)->ns, slice_of(o)->service);
+}
+
+static size_t sfind(const struct ptrtab *t, const char *ns, const char *svc)
 {
 	size_t m = t->cap - 1;
 
@@ -186,13 +223,9 @@ struct ndc_k8s_slicetab *ndc_k8s_slicetab_new(void)
 {
 	struct ndc_k8s_slicetab *t = calloc(1, sizeof(*t));
 
-	if (!t)
-		return NULL;
-	t->cap = 64;
-	t->slot = calloc(t->cap, sizeof(*t->slot));
-	if (!t->slot) {
+	if (t && tab_init(&t->t, svc_home)) {
 		free(t);
-		return NULL;
+		t = NULL;
 	}
 	return t;
 }
@@ -200,85 +233,49 @@ struct ndc_k8s_slicetab *ndc_k8s_slicetab_new(void)
 void ndc_k8s_slicetab_free(struct ndc_k8s_slicetab *t)
 {
 	if (t)
-		free(t->slot);
+		free(t->t.slot);
 	free(t);
-}
-
-static int sgrow(struct ndc_k8s_slicetab *t)
-{
-	struct ndc_k8s_slicetab g = {.cap = t->cap * 2};
-
-	g.slot = calloc(g.cap, sizeof(*g.slot));
-	if (!g.slot)
-		return -ENOMEM;
-	for (size_t i = 0; i < t->cap; i++) {
-		const struct ndc_k8s_slice *sl = t->slot[i] ? slice_of(t->slot[i]) : NULL;
-
-		if (sl)
-			g.slot[sfind(&g, sl->ns, sl->service)] = t->slot[i];
-	}
-	free(t->slot);
-	t->slot = g.slot;
-	t->cap = g.cap;
-	return 0;
 }
 
 int ndc_k8s_slicetab_add(struct ndc_k8s_slicetab *t, struct ndc_k8s_obj *o)
 {
 	const struct ndc_k8s_slice *sl = slice_of(o);
 	size_t i;
+	int err;
 
 	if (!sl->ns || !sl->service)
 		return 0;
-	if ((t->n + 1) * 4 > t->cap * 3) {
-		int err = sgrow(t);
-
-		if (err)
-			return err;
-	}
-	i = sfind(t, sl->ns, sl->service);
-	t->n += !t->slot[i];
-	o->sib = t->slot[i];
-	t->slot[i] = o;
+	err = tab_reserve(&t->t);
+	if (err)
+		return err;
+	i = sfind(&t->t, sl->ns, sl->service);
+	t->t.n += !t->t.slot[i];
+	o->sib = t->t.slot[i];
+	t->t.slot[i] = o;
 	return 0;
 }
 
 void ndc_k8s_slicetab_del(struct ndc_k8s_slicetab *t, struct ndc_k8s_obj *o)
 {
 	const struct ndc_k8s_slice *sl = slice_of(o);
-	size_t m = t->cap - 1, i, j;
 	struct ndc_k8s_obj **p;
+	size_t i;
 
 	if (!sl->ns || !sl->service)
 		return;
-	i = sfind(t, sl->ns, sl->service);
-	for (p = &t->slot[i]; *p && *p != o; p = &(*p)->sib)
+	i = sfind(&t->t, sl->ns, sl->service);
+	for (p = &t->t.slot[i]; *p && *p != o; p = &(*p)->sib)
 		;
 	if (!*p)
 		return;
 	*p = o->sib;
 	o->sib = NULL;
-	if (t->slot[i])
-		return;
-	t->n--;
-	/* The Service's last slice went: shift the probe run back over the hole. */
-	for (j = i;;) {
-		j = (j + 1) & m;
-		if (!t->slot[j])
-			return;
-		const struct ndc_k8s_slice *s2 = slice_of(t->slot[j]);
-		size_t home = svc_hash(s2->ns, s2->service) & m;
-
-		if (i <= j ? (home > i && home <= j) : (home > i || home <= j))
-			continue;
-		t->slot[i] = t->slot[j];
-		t->slot[j] = NULL;
-		i = j;
-	}
+	if (!t->t.slot[i]) /* the Service's last slice went */
+		tab_remove_at(&t->t, i);
 }
 
 struct ndc_k8s_obj *ndc_k8s_slicetab_first(const struct ndc_k8s_slicetab *t, const char *ns,
 					   const char *svc)
 {
-	return t->slot[sfind(t, ns, svc)];
+	return t->t.slot[sfind(&t->t, ns, svc)];
 }
