@@ -10,6 +10,7 @@
 #include <netinet/in.h>
 #include <stdarg.h>
 #include <stdio.h>
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
@@ -764,14 +765,13 @@ static int conv_pod(struct conv *c, json_object *obj, struct ndc_k8s_pod *p)
 	return dup_str(c, name, &p->name);
 }
 
-/* Returns arr with room for one more element (reallocated if needed), or NULL. */
 /*
  * The first Service, EndpointSlice or Pod added to an empty struct ndc_k8s_objects shares its
  * element's block: [the element][what it points to]. The object store keeps one struct
  * ndc_k8s_objects per API object, so that is one allocation per object instead of two. The
  * array is then element 0's mem; growing it copies it out and leaves the block to element 0.
  */
-#define EMBED_HEAD(type) ((sizeof(type) + 7) & ~(size_t)7)
+#define EMBED_HEAD(size) (((size) + 7) & ~(size_t)7)
 
 #define EMBEDDED(arr, n) ((n) > 0 && (const void *)(arr) == (arr)[0].mem)
 
@@ -819,101 +819,88 @@ static int add_namespace(struct ndc_k8s_objects *o, struct conv *c, json_object 
 	return 0;
 }
 
-static int add_service(struct ndc_k8s_objects *o, struct conv *c, json_object *obj)
+/*
+ * Appends the converted element e (sz bytes, its block pointer mem_off into it) to the array
+ * *arr (count *n, capacity *cap), compacting it into one block first; the first element of an
+ * empty array carries the array in that block too. On failure e is still the caller's to free.
+ */
+static int place(struct conv *c, void **arr, size_t *n, size_t *cap, void *e, size_t sz,
+		 size_t mem_off, int (*compact)(const struct conv *, void *, size_t))
 {
-	struct ndc_k8s_service s = {0}, *arr;
+	void *p;
 	int r;
 
-	r = conv_service(c, obj, &s);
-	if (r < 0)
-		goto fail;
-	if (!o->services && !o->n_services) {
-		r = compact_service(c, &s, EMBED_HEAD(s));
+	if (!*arr && !*n) {
+		r = compact(c, e, EMBED_HEAD(sz));
 		if (r < 0)
-			goto fail;
-		o->services = memcpy(s.mem, &s, sizeof(s));
-		o->n_services = o->cap_services = 1;
+			return r;
+		*arr = memcpy(*(void **)((char *)e + mem_off), e, sz);
+		*n = *cap = 1;
 		return 0;
 	}
-	r = compact_service(c, &s, 0);
+	r = compact(c, e, 0);
 	if (r < 0)
-		goto fail;
-	arr = reserve(o->services, o->n_services, &o->cap_services, sizeof(*arr),
-		      EMBEDDED(o->services, o->n_services));
-	if (!arr) {
-		r = oom(c);
-		goto fail;
-	}
-	o->services = arr;
-	o->services[o->n_services++] = s;
+		return r;
+	p = reserve(*arr, *n, cap, sz, *n && *(void **)((char *)*arr + mem_off) == *arr);
+	if (!p)
+		return oom(c);
+	*arr = p;
+	memcpy((char *)p + *n * sz, e, sz);
+	(*n)++;
 	return 0;
-fail:
-	free_service(&s);
+}
+
+static int compact_service_v(const struct conv *c, void *e, size_t head)
+{
+	return compact_service(c, e, head);
+}
+
+static int compact_slice_v(const struct conv *c, void *e, size_t head)
+{
+	return compact_slice(c, e, head);
+}
+
+static int compact_pod_v(const struct conv *c, void *e, size_t head)
+{
+	return compact_pod(c, e, head);
+}
+
+static int add_service(struct ndc_k8s_objects *o, struct conv *c, json_object *obj)
+{
+	struct ndc_k8s_service s = {0};
+	int r = conv_service(c, obj, &s);
+
+	if (r >= 0)
+		r = place(c, (void **)&o->services, &o->n_services, &o->cap_services, &s, sizeof(s),
+			  offsetof(struct ndc_k8s_service, mem), compact_service_v);
+	if (r < 0)
+		free_service(&s);
 	return r;
 }
 
 static int add_slice(struct ndc_k8s_objects *o, struct conv *c, json_object *obj)
 {
-	struct ndc_k8s_slice s = {0}, *arr;
-	int r;
+	struct ndc_k8s_slice s = {0};
+	int r = conv_slice(c, obj, &s);
 
-	r = conv_slice(c, obj, &s);
+	if (r >= 0)
+		r = place(c, (void **)&o->slices, &o->n_slices, &o->cap_slices, &s, sizeof(s),
+			  offsetof(struct ndc_k8s_slice, mem), compact_slice_v);
 	if (r < 0)
-		goto fail;
-	if (!o->slices && !o->n_slices) {
-		r = compact_slice(c, &s, EMBED_HEAD(s));
-		if (r < 0)
-			goto fail;
-		o->slices = memcpy(s.mem, &s, sizeof(s));
-		o->n_slices = o->cap_slices = 1;
-		return 0;
-	}
-	r = compact_slice(c, &s, 0);
-	if (r < 0)
-		goto fail;
-	arr = reserve(o->slices, o->n_slices, &o->cap_slices, sizeof(*arr),
-		      EMBEDDED(o->slices, o->n_slices));
-	if (!arr) {
-		r = oom(c);
-		goto fail;
-	}
-	o->slices = arr;
-	o->slices[o->n_slices++] = s;
-	return 0;
-fail:
-	free_slice(&s);
+		free_slice(&s);
 	return r;
 }
 
 static int add_pod(struct ndc_k8s_objects *o, struct conv *c, json_object *obj)
 {
-	struct ndc_k8s_pod p = {0}, *arr;
-	int r;
+	struct ndc_k8s_pod p = {0};
+	int r = conv_pod(c, obj, &p);
 
-	r = conv_pod(c, obj, &p);
+	if (r >= 0)
+		r = place(c, (void **)&o->pods, &o->n_pods, &o->cap_pods, &p, sizeof(p),
+			  offsetof(struct ndc_k8s_pod, mem), compact_pod_v);
 	if (r < 0)
-		goto fail;
-	if (!o->pods && !o->n_pods) {
-		r = compact_pod(c, &p, EMBED_HEAD(p));
-		if (r < 0)
-			goto fail;
-		o->pods = memcpy(p.mem, &p, sizeof(p));
-		o->n_pods = o->cap_pods = 1;
-		return 0;
-	}
-	r = compact_pod(c, &p, 0);
-	if (r < 0)
-		goto fail;
-	arr = reserve(o->pods, o->n_pods, &o->cap_pods, sizeof(*arr), EMBEDDED(o->pods, o->n_pods));
-	if (!arr) {
-		r = oom(c);
-		goto fail;
-	}
-	o->pods = arr;
-	o->pods[o->n_pods++] = p;
-	return 0;
-fail:
-	free_pod(&p);
+		free_pod(&p);
 	return r;
 }
 
