@@ -63,16 +63,10 @@ dp_clients=4
 dp_outstanding=500
 dp_timeout=1
 
-usage() {
-	sed -n '2,/^set -u/p' "$0" | sed -e '/^set -u/d' -e 's/^# \{0,1\}//'
-	exit "${1:-2}"
-}
-die() {
-	echo "compare: $*" >&2
-	exit 1
-}
+BENCH_NAME=compare
+# shellcheck source=lib.sh
+. "$here/lib.sh"
 say() { echo "compare: $*" >&2; }
-is_uint() { [[ $1 =~ ^[0-9]+$ ]] && [ "$1" -gt 0 ]; }
 is_list() { [[ $1 =~ ^[0-9]+(,[0-9]+)*$ ]]; }
 
 while [ $# -gt 0 ]; do
@@ -348,30 +342,11 @@ workers: 1
 EOF
 		;;
 	unbound)
-		cat >"$work/unbound-bench.conf" <<EOF
-server:
-	interface: $NODE_LOCAL
-	port: 53
-	do-daemonize: no
-	use-syslog: no
-	logfile: ""
-	verbosity: 0
-	chroot: ""
-	username: ""
-	directory: "$work"
-	pidfile: ""
-	access-control: 169.254.0.0/16 allow
-	num-threads: 1
-	do-ip6: no
-	module-config: "iterator"
-	local-zone: "." static
-	local-zone: "example.com." transparent
-	local-zone: "cluster.local." static
-	include: "$cluster/unbound-local.conf"
-forward-zone:
-	name: "example.com."
-	forward-addr: $UPSTREAM_ADDR
-EOF
+		bench_unbound_conf "$work/unbound-bench.conf" "$work" "$cluster" \
+			"$(printf '\t%s\n' 'module-config: "iterator"' \
+				'local-zone: "example.com." transparent')" \
+			"$(printf 'forward-zone:\n\tname: "example.com."\n\tforward-addr: %s' \
+				"$UPSTREAM_ADDR")"
 		;;
 	knot | knot-xdp)
 		mkdir -p "$work/knot"

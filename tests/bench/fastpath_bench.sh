@@ -41,17 +41,9 @@ testrun_runs=200000
 qps_target=0.9
 tcp_loss_target=3
 
-usage() {
-	sed -n '2,/^set -u/p' "$0" | sed -e '/^set -u/d' -e 's/^# \{0,1\}//'
-	exit "${1:-2}"
-}
-
-die() {
-	echo "fastpath_bench: $*" >&2
-	exit 1
-}
-
-is_uint() { [[ $1 =~ ^[0-9]+$ ]] && [ "$1" -gt 0 ]; }
+BENCH_NAME=fastpath_bench
+# shellcheck source=lib.sh
+. "$here/lib.sh"
 
 while [ $# -gt 0 ]; do
 	case "$1" in

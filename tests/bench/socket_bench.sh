@@ -33,17 +33,9 @@ max_outstanding=500
 timeout_s=1
 warmup_s=2
 
-usage() {
-	sed -n '2,/^set -u/p' "$0" | sed -e '/^set -u/d' -e 's/^# \{0,1\}//'
-	exit "${1:-2}"
-}
-
-die() {
-	echo "socket_bench: $*" >&2
-	exit 1
-}
-
-is_uint() { [[ $1 =~ ^[0-9]+$ ]] && [ "$1" -gt 0 ]; }
+BENCH_NAME=socket_bench
+# shellcheck source=lib.sh
+. "$here/lib.sh"
 
 while [ $# -gt 0 ]; do
 	case "$1" in
@@ -111,25 +103,7 @@ probe_name=kubernetes.default.svc.cluster.local
 probe_headless=$(awk -F'[ ,]' 'NF > 2 { print $1; exit }' "$cluster/expected.txt")
 
 write_unbound_conf() {
-	cat >"$work/unbound.conf" <<EOF
-server:
-	interface: $NODE_LOCAL
-	port: 53
-	do-daemonize: no
-	use-syslog: no
-	logfile: ""
-	verbosity: 0
-	chroot: ""
-	username: ""
-	directory: "$work"
-	pidfile: ""
-	access-control: 169.254.0.0/16 allow
-	num-threads: 1
-	do-ip6: no
-	local-zone: "." static
-	local-zone: "cluster.local." static
-	include: "$cluster/unbound-local.conf"
-EOF
+	bench_unbound_conf "$work/unbound.conf" "$work" "$cluster"
 }
 
 write_ndcache_conf() {
