@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: MIT
 #include <arpa/inet.h>
 #include <errno.h>
+#include <malloc.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdatomic.h>
@@ -36,6 +37,7 @@ struct agent {
 	pthread_mutex_t install_lock;  /* one writer of the record table at a time */
 	const struct ndc_records *rec; /* what the resolver serves, under install_lock */
 	_Atomic uint64_t rrsets;
+	_Atomic uint64_t records_bytes; /* of the base table the served version shares */
 	_Atomic bool synced;
 };
 
@@ -59,6 +61,7 @@ static void install(struct agent *ag, struct ndc_records *rec,
 		ndc_warn("fast path: republishing failed; misses go to user space");
 	ndc_records_free((struct ndc_records *)old);
 	atomic_store(&ag->rrsets, ndc_records_count(rec));
+	atomic_store(&ag->records_bytes, ndc_records_bytes(rec));
 	pthread_mutex_unlock(&ag->install_lock);
 	if (!atomic_exchange(&ag->synced, true)) {
 		ndc_info("records: %zu RRsets of %s: ready", ndc_records_count(rec),
@@ -152,6 +155,34 @@ static void fastpath_stop(struct agent *ag)
 #define C(b, name, help, v) ndc_metric_u64(b, "ndcache_" name, "counter", help, NULL, v)
 #define G(b, name, help, v) ndc_metric_u64(b, "ndcache_" name, "gauge", help, NULL, v)
 
+/*
+ * Where the memory goes: resident set (what a DaemonSet's memory limit is checked against), the
+ * heap in use and free-but-kept by malloc, and the record table's share. mallinfo2 walks the
+ * arenas' bins: fine once per scrape.
+ */
+static void memory_metrics(struct agent *ag, struct ndc_metrics_buf *b)
+{
+	struct mallinfo2 mi = mallinfo2();
+	unsigned long size = 0, resident = 0;
+	FILE *f = fopen("/proc/self/statm", "r");
+
+	if (f) {
+		if (fscanf(f, "%lu %lu", &size, &resident) != 2)
+			resident = 0;
+		fclose(f);
+	}
+	if (resident)
+		ndc_metric_u64(b, "process_resident_memory_bytes", "gauge",
+			       "Resident memory size in bytes.", NULL,
+			       (uint64_t)resident * (uint64_t)sysconf(_SC_PAGESIZE));
+	ndc_metric_u64(b, "ndcache_heap_bytes", "gauge", "malloc heap by state, bytes.",
+		       "state=\"in_use\"", mi.uordblks + mi.hblkhd);
+	ndc_metric_u64(b, "ndcache_heap_bytes", "gauge", "malloc heap by state, bytes.",
+		       "state=\"free\"", mi.fordblks);
+	G(b, "records_bytes", "Bytes of the built record table (incremental overlays not counted).",
+	  atomic_load(&ag->records_bytes));
+}
+
 static void metrics(void *arg, struct ndc_metrics_buf *b)
 {
 	struct agent *ag = arg;
@@ -192,6 +223,7 @@ static void metrics(void *arg, struct ndc_metrics_buf *b)
 	G(b, "records", "RRsets in the record table.", atomic_load(&ag->rrsets));
 	G(b, "synced", "1 once the record table has been built from a full sync.",
 	  atomic_load(&ag->synced));
+	memory_metrics(ag, b);
 	if (ag->fp) {
 		static const char *const why[] = {"miss",   "expired",	"edns",	 "size",
 						  "format", "fragment", "config"};

@@ -153,18 +153,22 @@ static int render_set(struct ndc_rec_bld *b, const struct ndc_rec_node *t, uint1
 
 /*
  * Renders one RRset into scratch. One too big even for TCP loses its additional section, then
- * as many records as it takes (RFC 2181 9: a truncated set is still a valid answer).
+ * as many records as it takes (RFC 2181 9: a truncated set is still a valid answer). *ret_n is
+ * the number of records when the whole set fitted with its additional section, else 0.
  */
 static int render_type(struct ndc_rec_bld *b, const struct ndc_rec_node *t, uint16_t type,
-		       struct ndc_answer *scratch, size_t cap)
+		       struct ndc_answer *scratch, size_t cap, size_t *ret_n)
 {
 	bool extra = type == NDC_T_SRV || type == NDC_T_NS;
 	size_t n, lo = 0, hi;
 	int err = collect(b, t, type, &n);
 
+	*ret_n = 0;
 	if (err)
 		return err;
 	err = render_set(b, t, type, n, extra, scratch, cap);
+	if (!err)
+		*ret_n = n;
 	if (err == -ENOSPC && extra)
 		err = render_set(b, t, type, n, false, scratch, cap);
 	if (err != -ENOSPC)
@@ -184,9 +188,67 @@ static int render_type(struct ndc_rec_bld *b, const struct ndc_rec_node *t, uint
 	return lo ? render_set(b, t, type, lo, false, scratch, cap) : -ENOSPC;
 }
 
+/*
+ * The lazy form (NDC_REC_LAZY_RCODE) of t's SRV set of n records, sorted in b->vec as
+ * render_type left it, into out (cap bytes of data). -EAGAIN: a target is not the owner, one of
+ * its ancestors or a label before one; render the set instead.
+ */
+static int lazy_srv_encode(const struct ndc_rec_bld *b, const struct ndc_rec_node *t, size_t n,
+			   struct ndc_answer *out, size_t cap)
+{
+	size_t pos = 0;
+
+	for (size_t i = 0; i < n; i++) {
+		const struct ndc_rec_rr *rr = b->vec[i];
+		size_t tl, up = 0, o = 0, lab = SIZE_MAX;
+		const uint8_t *tn = rr_target(rr, &tl);
+
+		for (;;) { /* t->name + o: the owner with up labels dropped */
+			size_t sl = t->nlen - o;
+
+			if (tl == sl && !memcmp(tn, t->name + o, sl)) {
+				lab = 0;
+				break;
+			}
+			if (tl > sl && tn[0] + 1u + sl == tl &&
+			    !memcmp(tn + 1 + tn[0], t->name + o, sl)) {
+				lab = tn[0];
+				break;
+			}
+			if (!t->name[o] || up == UINT8_MAX)
+				break;
+			o += 1u + t->name[o];
+			up++;
+		}
+		if (lab == SIZE_MAX || pos + 8 + lab > cap)
+			return -EAGAIN;
+		uint8_t *p = out->data + pos;
+
+		memcpy(p, rr->rdata, 6);
+		if (rr->split_weight) { /* as render_set weighs them */
+			uint16_t w = (uint16_t)(NDC_REC_SRV_WEIGHT / n);
+
+			ndc_put16(p + 2, w ? w : 1);
+		}
+		p[6] = (uint8_t)up;
+		p[7] = (uint8_t)lab;
+		memcpy(p + 8, tn + 1, lab);
+		pos += 8 + lab;
+	}
+	memset(out, 0, sizeof(*out));
+	out->rcode = NDC_REC_LAZY_RCODE;
+	out->ancount = (uint16_t)n;
+	out->len = (uint16_t)pos;
+	return 0;
+}
+
 int ndc_rec_render_node(struct ndc_rec_bld *b, struct ndc_records *r, const struct ndc_rec_node *t,
 			struct ndc_answer *scratch, bool whole)
 {
+	union {
+		struct ndc_answer a;
+		uint8_t b[sizeof(struct ndc_answer) + NDC_REC_LAZY_MAX];
+	} lazy;
 	uint16_t types[MAX_TYPES];
 	size_t llen = t->nlen > 1 ? 1u + t->name[0] : t->nlen;
 	size_t ntypes = 0, off = r->blob_len, hdr;
@@ -225,17 +287,26 @@ int ndc_rec_render_node(struct ndc_rec_bld *b, struct ndc_records *r, const stru
 	r->blob_len += hdr;
 
 	for (size_t k = 0; k < ntypes; k++) {
-		err = render_type(b, t, types[k], scratch, cap);
+		struct ndc_answer *a = scratch;
+		size_t n;
+
+		err = render_type(b, t, types[k], scratch, cap, &n);
 		if (err)
 			return err;
-		size_t sz = NDC_REC_ALIGN4(ndc_answer_size(scratch));
+		/* SRV sets are a third of a cluster's table rendered, a few bytes each lazy. */
+		if (types[k] == NDC_T_SRV && n && !b->opts->render_all &&
+		    ndc_answer_size(scratch) <= NDC_REC_LAZY_MAX &&
+		    !lazy_srv_encode(b, t, n, &lazy.a, NDC_REC_LAZY_MAX) &&
+		    ndc_answer_size(&lazy.a) < ndc_answer_size(scratch))
+			a = &lazy.a;
+		size_t sz = NDC_REC_ALIGN4(ndc_answer_size(a));
 		err = blob_reserve(r, sz);
 		if (err)
 			return err;
 		/* Every type we hold is below 256: the answer's pad byte names it in the blob. */
-		scratch->pad = (uint8_t)types[k];
+		a->pad = (uint8_t)types[k];
 		memset(r->blob + r->blob_len, 0, sz);
-		memcpy(r->blob + r->blob_len, scratch, ndc_answer_size(scratch));
+		memcpy(r->blob + r->blob_len, a, ndc_answer_size(a));
 		r->blob_len += sz;
 		((struct ndc_rec_node_r *)(r->blob + off))->ntypes++;
 		r->n_rrsets++;
@@ -338,7 +409,8 @@ static void *render_range(void *arg)
 		if (!t || lazy_candidate(&j->b, t) != j->pass)
 			continue;
 		t->off = (uint32_t)j->out->blob_len;
-		j->err = j->pass ? render_lazy_ptr(&j->b, j->out, t) : -EAGAIN;
+		j->err =
+		    j->pass && !j->b.opts->render_all ? render_lazy_ptr(&j->b, j->out, t) : -EAGAIN;
 		if (j->err == -EAGAIN) /* a big set, or targets that are not nodes */
 			j->err = ndc_rec_render_node(&j->b, j->out, t, scratch, false);
 	}
@@ -588,6 +660,8 @@ size_t ndc_records_count(const struct ndc_records *r)
 
 size_t ndc_records_bytes(const struct ndc_records *r)
 {
+	if (r->owner)
+		r = r->owner; /* a version: the base it shares */
 	return sizeof(*r) + r->blob_cap + ((size_t)r->mask + 1) * sizeof(*r->slots);
 }
 
@@ -718,8 +792,105 @@ static bool node_lazy(const struct ndc_rec_node_r *nd)
 	return nd->pad & NDC_REC_LAZY_PTR;
 }
 
-static int copy_answer(const struct ndc_answer *a, struct ndc_answer *out, size_t cap)
+static const struct ndc_rec_node_r *find(const struct ndc_records *r, const uint8_t *n, size_t len);
+
+/* A lazy SRV target (see NDC_REC_LAZY_RCODE) seen from owner name into tgt; its length, or 0. */
+static size_t lazy_srv_target(const uint8_t *e, const uint8_t *name, size_t nlen, uint8_t *tgt)
 {
+	size_t o = 0, tl = 0;
+
+	for (unsigned k = 0; k < e[6]; k++) {
+		if (o >= nlen || !name[o])
+			return 0;
+		o += 1u + name[o];
+	}
+	if (o >= nlen || (e[7] ? 1u + e[7] : 0u) + nlen - o > NDC_NAME_MAX)
+		return 0;
+	if (e[7]) {
+		tgt[0] = e[7];
+		memcpy(tgt + 1, e + 8, e[7]);
+		tl = 1u + e[7];
+	}
+	memcpy(tgt + tl, name + o, nlen - o);
+	return tl + nlen - o;
+}
+
+/* The RRs of a (an A or AAAA answer, its owner the question) into the additional section. */
+static void lazy_srv_addrs(struct ndc_ab *ab, const struct ndc_answer *a, const uint8_t *tn,
+			   size_t tl, uint32_t ttl)
+{
+	const uint8_t *d = a ? a->data : NULL;
+	size_t pos = 0;
+
+	for (uint16_t i = 0; a && i < a->ancount; i++) {
+		while (pos < a->len && d[pos] && (d[pos] & 0xc0) != 0xc0)
+			pos += 1u + d[pos];
+		pos += pos < a->len && d[pos] ? 2 : 1; /* a pointer, or the root label */
+		if (pos + 10 > a->len)
+			return;
+		uint16_t rdlen = ndc_get16(d + pos + 8);
+
+		if (pos + 10 + rdlen > a->len)
+			return;
+		ndc_ab_rr(ab, NDC_SEC_ADDITIONAL, tn, tl, ndc_get16(d + pos), NDC_C_IN, ttl,
+			  d + pos + 10, rdlen);
+		pos += 10u + rdlen;
+	}
+}
+
+/*
+ * The answer of lazy SRV entry a at owner name, as render_set made it at build time: the SRV
+ * records, then each target's addresses once, A before AAAA. The addresses come from the
+ * targets' nodes in this version: a change to them is a change to the SRV owner's names too.
+ */
+static int lazy_srv_render(const struct ndc_records *r, const struct ndc_answer *a,
+			   const uint8_t *name, size_t nlen, struct ndc_answer *out, size_t cap)
+{
+	uint8_t rd[6 + NDC_NAME_MAX], tn[NDC_NAME_MAX], pn[NDC_NAME_MAX];
+	const uint8_t *e = a->data;
+	struct ndc_ab ab;
+
+	ndc_ab_init(&ab, out, cap, name, nlen);
+	for (uint16_t i = 0; i < a->ancount; i++, e += 8 + e[7]) {
+		size_t tl = lazy_srv_target(e, name, nlen, rd + 6);
+
+		if (!tl)
+			return -EINVAL;
+		memcpy(rd, e, 6);
+		ndc_ab_rr(&ab, NDC_SEC_ANSWER, name, nlen, NDC_T_SRV, NDC_C_IN, r->ttl, rd, 6 + tl);
+	}
+	e = a->data;
+	for (uint16_t i = 0; i < a->ancount; i++, e += 8 + e[7]) {
+		size_t tl = lazy_srv_target(e, name, nlen, tn);
+		const uint8_t *f = a->data;
+		bool seen = false;
+
+		for (uint16_t k = 0; k < i && !seen; k++, f += 8 + f[7]) {
+			size_t pl = lazy_srv_target(f, name, nlen, pn);
+
+			seen = pl == tl && !memcmp(pn, tn, tl);
+		}
+		const struct ndc_rec_node_r *tt = seen ? NULL : find(r, tn, tl);
+
+		if (!tt || node_lazy(tt))
+			continue;
+		lazy_srv_addrs(&ab, node_answer(tt, NDC_T_A), tn, tl, r->ttl);
+		lazy_srv_addrs(&ab, node_answer(tt, NDC_T_AAAA), tn, tl, r->ttl);
+	}
+	return ndc_ab_finish(&ab, NDC_RCODE_NOERROR, true);
+}
+
+static bool answer_lazy(const struct ndc_answer *a)
+{
+	return a->rcode == NDC_REC_LAZY_RCODE;
+}
+
+/* Answer a of the node named name into out, made now when it is lazy. */
+static int copy_answer(const struct ndc_records *r, const struct ndc_answer *a, const uint8_t *name,
+		       size_t nlen, struct ndc_answer *out, size_t cap)
+{
+	if (answer_lazy(a))
+		return lazy_srv_render(r, a, name, nlen, out, cap);
 	if (a->len > cap)
 		return -ENOSPC;
 	memcpy(out, a, ndc_answer_size(a));
@@ -779,7 +950,7 @@ int ndc_records_lookup(const struct ndc_records *r, const uint8_t *lname, size_t
 		if (nd && qtype == NDC_T_PTR && node_lazy(nd))
 			return lazy_render(r, nd, lname, nlen, out, cap);
 		a = nd && qtype == NDC_T_PTR ? node_answer(nd, NDC_T_PTR) : NULL;
-		return a ? copy_answer(a, out, cap) : -ENOENT;
+		return a ? copy_answer(r, a, lname, nlen, out, cap) : -ENOENT;
 	}
 	if (!nd) {
 		if (r->pods == NDC_PODS_INSECURE && nlen > 1) {
@@ -793,7 +964,8 @@ int ndc_records_lookup(const struct ndc_records *r, const uint8_t *lname, size_t
 	a = node_answer(nd, qtype == NDC_T_ANY ? 0 : qtype);
 	if (!a && qtype != NDC_T_CNAME)
 		a = node_answer(nd, NDC_T_CNAME); /* RFC 1034 3.6.2: the alias answers any type */
-	return a ? copy_answer(a, out, cap) : negative(r, nlen, NDC_RCODE_NOERROR, out, cap);
+	return a ? copy_answer(r, a, lname, nlen, out, cap)
+		 : negative(r, nlen, NDC_RCODE_NOERROR, out, cap);
 }
 
 /* ---------------------------------------------------------------------------------------------
@@ -821,8 +993,12 @@ static int node_emit(const struct ndc_records *r, const struct ndc_rec_node_r *n
 		struct ndc_answer a;
 		uint8_t b[sizeof(r->neg)];
 	} neg;
+	union {
+		struct ndc_answer a;
+		uint8_t b[sizeof(struct ndc_answer) + NDC_REC_LAZY_MAX];
+	} srv;
 	const uint8_t *e = (const uint8_t *)nd + NDC_REC_ALIGN4(sizeof(*nd) + nd->llen);
-	const struct ndc_answer *other;
+	const struct ndc_answer *other, *any = NULL;
 	int err;
 
 	if (node_lazy(nd)) {
@@ -838,16 +1014,25 @@ static int node_emit(const struct ndc_records *r, const struct ndc_rec_node_r *n
 	for (int t = 0; t < nd->ntypes; t++) {
 		const struct ndc_answer *a = (const struct ndc_answer *)e;
 
+		e += NDC_REC_ALIGN4(ndc_answer_size(a));
+		if (answer_lazy(a)) {
+			err = lazy_srv_render(r, a, name, nlen, &srv.a, NDC_REC_LAZY_MAX);
+			srv.a.pad = a->pad;
+			if (err)
+				return err;
+			a = &srv.a;
+		}
 		err = fn(arg, name, nlen, a->pad, a);
 		if (err)
 			return err;
-		e += NDC_REC_ALIGN4(ndc_answer_size(a));
+		if (!t)
+			any = a; /* still valid: srv is written once, for the node's one SRV set */
 	}
 	if (!ndc_name_in_zone(name, nlen, r->zone, r->zlen))
 		return 0; /* reverse names: other types are forwarded, not answered */
 	/* ANY gets the first RRset (RFC 8482), as ndc_records_lookup answers it. */
 	if (nd->ntypes) {
-		err = fn(arg, name, nlen, NDC_T_ANY, node_answer(nd, 0));
+		err = fn(arg, name, nlen, NDC_T_ANY, any);
 		if (err)
 			return err;
 	}

@@ -183,6 +183,19 @@ struct ndc_records {
 /* Largest lazy PTR answer: bigger sets are rendered when built. */
 #define NDC_REC_LAZY_MAX 3072
 
+/*
+ * A lazy SRV answer among a node's answers: struct ndc_answer with rcode NDC_REC_LAZY_RCODE (no
+ * real RCODE is above 15), ancount targets in answer order, and data of, per target, the 6
+ * RDATA bytes before the name (priority, weight, port), u8 labels to drop from the owner name and
+ * u8 length + label to put before what is left: the target. Every SRV target the builder makes
+ * is the owner, an ancestor of it, or a label before one (<svc>, <host>.<svc> seen from
+ * <svc> and _<port>._<proto>.<svc>), so an answer of many names and address records shrinks to a
+ * few bytes per target; the answer and its additional section are made at lookup from the name
+ * asked and the targets' own A/AAAA answers, byte for byte as rendering at build time made them
+ * (records_lazy_srv_render). Only sets whose whole answer fitted in NDC_REC_LAZY_MAX bytes.
+ */
+#define NDC_REC_LAZY_RCODE 0xff
+
 /* RRsets a node answers (a lazy PTR node holds its one without an answer in the blob). */
 static inline unsigned ndc_rec_node_rrsets(const struct ndc_rec_node_r *nd)
 {

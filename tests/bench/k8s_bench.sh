@@ -427,6 +427,8 @@ status_kb() { awk -v k="$2:" '$1 == k { print $2 }' "/proc/$1/status" 2>/dev/nul
 metric() {
 	in_node curl -s --max-time 2 "http://$HTTP/metrics" | awk -v m="$1" '$1 == m { printf "%d", $2 }'
 }
+# Bytes to whole MB, "?" when the metric was missing.
+mb() { [[ ${1:-} =~ ^[0-9]+$ ]] && echo $(($1 / 1048576)) || echo "?"; }
 ready_code() { in_node curl -s --max-time 1 -o /dev/null -w '%{http_code}' "http://$HTTP/ready"; }
 # Stops one process started here and forgets it.
 stop_pid() {
@@ -575,9 +577,14 @@ run_scale() {
 		/RRsets of .*: ready/ { r = $1 } END { printf "%.3f", r - t }' "$TOPO_DIR/ndcache-$n.log")
 	R[records]=$(metric ndcache_records)
 	R[k8s_objects]=$(metric ndcache_k8s_objects)
+	R[heap_used_ready]=$(metric 'ndcache_heap_bytes{state="in_use"}')
+	R[heap_free_ready]=$(metric 'ndcache_heap_bytes{state="free"}')
+	R[table_ready]=$(metric ndcache_records_bytes)
 	echo "  ready after ${R[ready_s]} s (ndcache CPU ${R[ndcache_cpu_sync_s]} s, fake API server" \
 		"CPU ${R[api_cpu_sync_s]} s meanwhile); ${R[k8s_objects]} objects, ${R[records]} RRsets;" \
 		"RSS $((R[rss_ready_kb] / 1024)) MB, peak $((R[hwm_ready_kb] / 1024)) MB"
+	echo "  memory once ready: heap in use $(mb "${R[heap_used_ready]}") MB (record table" \
+		"$(mb "${R[table_ready]}") MB), free heap kept by malloc $(mb "${R[heap_free_ready]}") MB"
 	echo "  of which: lists done ${R[lists_s]} s after start, then the first table built and" \
 		"served in ${R[first_build_s]} s (from ndcache's log, stamped as it arrived)"
 
