@@ -115,6 +115,7 @@ static struct ndc_rec_node *tinsert(struct ndc_rec_bld *b, const uint8_t *n, siz
 	t->head = t->tail = NULL;
 	t->parent = NULL;
 	t->off = 0;
+	t->unindexed = false;
 	t->hash = h;
 	t->nlen = (uint8_t)len;
 	memcpy(t->name, n, len);
@@ -222,8 +223,8 @@ static int join(uint8_t *out, size_t *ret_len, char prefix, const char *label, c
 	return 0;
 }
 
-/* CoreDNS's form of an IP as one label: 10-244-1-5, fd00-10-244--5 (inet_ntop with ':' -> '-'). */
-static void dashed(const struct ndc_ip *ip, char *out, size_t cap)
+/* inet_ntop with ':' and '.' -> '-' */
+void ndc_rec_dashed(const struct ndc_ip *ip, char *out, size_t cap)
 {
 	inet_ntop(ip->family, ip->addr, out, (socklen_t)cap);
 	for (char *p = out; *p; p++)
@@ -366,7 +367,7 @@ static void add_endpoint(struct ndc_rec_bld *b, const struct ndc_k8s_service *s,
 
 		if (!ip_ok(ip))
 			continue;
-		dashed(ip, dash, sizeof(dash));
+		ndc_rec_dashed(ip, dash, sizeof(dash));
 		if (join(hn, &hl, 0, host ? host : dash, svn, svl)) {
 			skip(b, "endpoint", s->ns, host ? host : dash);
 			continue;
@@ -519,7 +520,7 @@ static void add_pods(struct ndc_rec_bld *b, const struct ndc_k8s_objects *o)
 
 			if (!ip_ok(&p->ips[k]))
 				continue;
-			dashed(&p->ips[k], dash, sizeof(dash));
+			ndc_rec_dashed(&p->ips[k], dash, sizeof(dash));
 			if (!join(pn, &pl, 0, dash, nsn, nsl))
 				add_rr(b, pn, pl, addr_type(&p->ips[k]), p->ips[k].addr,
 				       addr_len(&p->ips[k]), false);

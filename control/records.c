@@ -272,8 +272,9 @@ int ndc_rec_render_node(struct ndc_rec_bld *b, struct ndc_records *r, const stru
 			types[k] = types[k - 1];
 			types[k - 1] = x;
 		}
-	if (whole || !t->parent)
-		llen = t->nlen; /* no parent node: the apex and reverse names */
+	if (whole || !t->parent || !ndc_name_in_zone(t->name, t->nlen, b->zone, b->zlen))
+		llen =
+		    t->nlen; /* no parent node: the apex; reverse names (their parents are not) */
 	hdr = NDC_REC_ALIGN4(sizeof(struct ndc_rec_node_r) + llen);
 	err = blob_reserve(r, hdr);
 	if (err)
@@ -336,7 +337,7 @@ static int render_lazy_ptr(struct ndc_rec_bld *b, struct ndc_records *r,
 	enum { MAX_TARGETS = NDC_REC_LAZY_MAX / (12 + NDC_NAME_MAX) };
 	const struct ndc_rec_node *tgt[MAX_TARGETS];
 	uint8_t lab[MAX_TARGETS];
-	size_t n, llen = t->parent ? 1u + t->name[0] : t->nlen, body = 2, hdr, off;
+	size_t n, llen = t->nlen, body = 2, hdr, off;
 	int err = collect(b, t, NDC_T_PTR, &n);
 
 	if (err)
@@ -387,11 +388,218 @@ static int render_lazy_ptr(struct ndc_rec_bld *b, struct ndc_records *r,
 	return 0;
 }
 
+/* ---------------------------------------------------------------------------------------------
+ * The reverse index (see struct ndc_rec_rev4).
+ */
+/* PTR targets of one reverse name in the index, at most: its answer fits NDC_REC_LAZY_MAX. */
+#define REV_MAX_TARGETS (NDC_REC_LAZY_MAX / (12 + NDC_NAME_MAX))
+
+/* The address reverse name n stands for, when written exactly as ndc_records_reverse_name does. */
+static bool rev_parse(const uint8_t *n, size_t len, struct ndc_ip *ip)
+{
+	static const uint8_t v4[] = "\7in-addr\4arpa", v6[] = "\3ip6\4arpa";
+	size_t pos = 0, end;
+
+	memset(ip, 0, sizeof(*ip));
+	if (len > sizeof(v4) && !memcmp(n + len - sizeof(v4), v4, sizeof(v4))) {
+		end = len - sizeof(v4);
+		ip->family = AF_INET;
+		for (int i = 3; i >= 0; i--) {
+			unsigned v = 0, l = pos < end ? n[pos] : 0;
+
+			/* no leading zeros: the index must not answer a name the table lacks */
+			if (l < 1 || l > 3 || pos + 1 + l > end || (l > 1 && n[pos + 1] == '0'))
+				return false;
+			for (unsigned k = 1; k <= l; k++) {
+				if (n[pos + k] < '0' || n[pos + k] > '9')
+					return false;
+				v = v * 10 + (unsigned)(n[pos + k] - '0');
+			}
+			if (v > 255)
+				return false;
+			ip->addr[i] = (uint8_t)v;
+			pos += 1 + l;
+		}
+	} else if (len > sizeof(v6) && !memcmp(n + len - sizeof(v6), v6, sizeof(v6))) {
+		end = len - sizeof(v6);
+		ip->family = AF_INET6;
+		for (int i = 31; i >= 0; i--, pos += 2) {
+			uint8_t c = pos + 2 <= end && n[pos] == 1 ? n[pos + 1] : 0;
+			unsigned v = c >= '0' && c <= '9'   ? c - '0'
+				     : c >= 'a' && c <= 'f' ? c - 'a' + 10
+							    : 16;
+
+			if (v > 15)
+				return false;
+			ip->addr[i / 2] |= (uint8_t)(i % 2 ? v : v << 4); /* low nibble first */
+		}
+	} else {
+		return false;
+	}
+	return pos == end;
+}
+
+/* One rendering share's part of the reverse index, in the order its names came. */
+struct rev_part {
+	struct ndc_rec_rev4 *v4;
+	size_t n4, cap4;
+	struct ndc_rec_rev6 *v6;
+	size_t n6, cap6;
+	size_t names, rrsets;
+};
+
+static int grow(void **v, size_t *cap, size_t need, size_t sz)
+{
+	if (need <= *cap)
+		return 0;
+	size_t c = *cap ? *cap : 1024;
+	while (c < need)
+		c *= 2;
+	void *p = realloc(*v, c * sz);
+	if (!p)
+		return -ENOMEM;
+	*v = p;
+	*cap = c;
+	return 0;
+}
+
+/*
+ * Puts reverse name t in the index part rv. -EAGAIN: it does not fit the index (not canonical,
+ * too many targets, a target that is not a node or the address's label before one).
+ */
+static int rev_add(struct ndc_rec_bld *b, struct rev_part *rv, const struct ndc_rec_node *t)
+{
+	uint32_t tgt[REV_MAX_TARGETS];
+	char dash[INET6_ADDRSTRLEN];
+	size_t n, dl = 0;
+	struct ndc_ip ip;
+	int err;
+
+	if (!rev_parse(t->name, t->nlen, &ip))
+		return -EAGAIN;
+	err = collect(b, t, NDC_T_PTR, &n);
+	if (err)
+		return err;
+	if (!n || n > REV_MAX_TARGETS)
+		return -EAGAIN;
+	for (size_t i = 0; i < n; i++) {
+		const struct ndc_rec_rr *rr = b->vec[i];
+		const struct ndc_rec_node *c = ndc_rec_find(b, rr->rdata, rr->rdlen);
+		uint32_t flag = 0;
+
+		if (!c || !c->off || c->unindexed) {
+			size_t l = rr->rdata[0];
+
+			if (!dl) {
+				ndc_rec_dashed(&ip, dash, sizeof(dash));
+				dl = strlen(dash);
+			}
+			if (l != dl || l + 1 >= rr->rdlen || memcmp(rr->rdata + 1, dash, dl))
+				return -EAGAIN;
+			c = ndc_rec_find(b, rr->rdata + 1 + l, rr->rdlen - 1 - l);
+			flag = NDC_REC_REV_DASHED;
+		}
+		if (!c || !c->off || c->unindexed)
+			return -EAGAIN;
+		tgt[i] = c->off | flag;
+	}
+	if (ip.family == AF_INET) {
+		uint32_t a = (uint32_t)ip.addr[0] << 24 | (uint32_t)ip.addr[1] << 16 |
+			     (uint32_t)ip.addr[2] << 8 | ip.addr[3];
+
+		err = grow((void **)&rv->v4, &rv->cap4, rv->n4 + n, sizeof(*rv->v4));
+		for (size_t i = 0; !err && i < n; i++)
+			rv->v4[rv->n4++] = (struct ndc_rec_rev4){.ip = a, .tgt = tgt[i]};
+	} else {
+		err = grow((void **)&rv->v6, &rv->cap6, rv->n6 + n, sizeof(*rv->v6));
+		for (size_t i = 0; !err && i < n; i++) {
+			memcpy(rv->v6[rv->n6].ip, ip.addr, 16);
+			rv->v6[rv->n6++].tgt = tgt[i];
+		}
+	}
+	rv->names += !err;
+	rv->rrsets += !err;
+	return err;
+}
+
+/*
+ * Stable LSD radix sorts by address: a name's targets stay in answer order. tmp holds n
+ * entries.
+ */
+static void rev4_sort(struct ndc_rec_rev4 *v, struct ndc_rec_rev4 *tmp, size_t n)
+{
+	for (int shift = 0; shift < 32 && n; shift += 8) {
+		size_t cnt[257] = {0};
+
+		for (size_t i = 0; i < n; i++)
+			cnt[((v[i].ip >> shift) & 0xff) + 1]++;
+		for (int k = 0; k < 256; k++)
+			cnt[k + 1] += cnt[k];
+		for (size_t i = 0; i < n; i++)
+			tmp[cnt[(v[i].ip >> shift) & 0xff]++] = v[i];
+		memcpy(v, tmp, n * sizeof(*v));
+	}
+}
+
+static void rev6_sort(struct ndc_rec_rev6 *v, struct ndc_rec_rev6 *tmp, size_t n)
+{
+	for (int byte = 15; byte >= 0 && n; byte--) {
+		size_t cnt[257] = {0};
+
+		for (size_t i = 0; i < n; i++)
+			cnt[v[i].ip[byte] + 1]++;
+		for (int k = 0; k < 256; k++)
+			cnt[k + 1] += cnt[k];
+		for (size_t i = 0; i < n; i++)
+			tmp[cnt[v[i].ip[byte]]++] = v[i];
+		memcpy(v, tmp, n * sizeof(*v));
+	}
+}
+
+/* The shares' parts into r's index, sorted. */
+static int rev_merge(struct ndc_records *r, struct rev_part *parts, int nparts)
+{
+	size_t n4 = 0, n6 = 0;
+	void *tmp;
+
+	for (int k = 0; k < nparts; k++) {
+		n4 += parts[k].n4;
+		n6 += parts[k].n6;
+		r->n_names += parts[k].names;
+		r->n_rrsets += parts[k].rrsets;
+	}
+	r->rev4 = n4 ? malloc(n4 * sizeof(*r->rev4)) : NULL;
+	r->rev6 = n6 ? malloc(n6 * sizeof(*r->rev6)) : NULL;
+	size_t tmp4 = n4 * sizeof(*r->rev4), tmp6 = n6 * sizeof(*r->rev6);
+
+	tmp = malloc((tmp4 > tmp6 ? tmp4 : tmp6) + 1);
+	if ((n4 && !r->rev4) || (n6 && !r->rev6) || !tmp) {
+		free(tmp);
+		return -ENOMEM;
+	}
+	for (int k = 0; k < nparts; k++) {
+		if (parts[k].n4)
+			memcpy(r->rev4 + r->n_rev4, parts[k].v4, parts[k].n4 * sizeof(*r->rev4));
+		if (parts[k].n6)
+			memcpy(r->rev6 + r->n_rev6, parts[k].v6, parts[k].n6 * sizeof(*r->rev6));
+		r->n_rev4 += parts[k].n4;
+		r->n_rev6 += parts[k].n6;
+	}
+	rev4_sort(r->rev4, tmp, r->n_rev4);
+	rev6_sort(r->rev6, tmp, r->n_rev6);
+	free(tmp);
+	return 0;
+}
+
+/* ---------------------------------------------------------------------------------------------
+ * Rendering the whole table.
+ */
 /* One share of a rendering pass: its own scratch, the builder read-only. */
 struct render_job {
 	struct ndc_rec_bld b;	 /* a shallow copy with its own vec and xvec */
 	struct ndc_records *out; /* the table itself for the first share, else own */
 	struct ndc_records own;	 /* only its blob and counters */
+	struct rev_part rev;	 /* reverse names that went to the index */
 	size_t from, to;
 	int pass; /* 0: every node but reverse names; 1: reverse names, lazy where they can be */
 	int err;
@@ -408,9 +616,18 @@ static void *render_range(void *arg)
 
 		if (!t || lazy_candidate(&j->b, t) != j->pass)
 			continue;
+		if (!t->head && !ndc_name_in_zone(t->name, t->nlen, j->b.zone, j->b.zlen)) {
+			t->unindexed = true; /* a reverse non-terminal: never answered */
+			continue;
+		}
 		t->off = (uint32_t)j->out->blob_len;
-		j->err =
-		    j->pass && !j->b.opts->render_all ? render_lazy_ptr(&j->b, j->out, t) : -EAGAIN;
+		j->err = -EAGAIN;
+		if (j->pass && !j->b.opts->render_all) {
+			j->err = rev_add(&j->b, &j->rev, t);
+			t->unindexed = !j->err;
+			if (j->err == -EAGAIN)
+				j->err = render_lazy_ptr(&j->b, j->out, t);
+		}
 		if (j->err == -EAGAIN) /* a big set, or targets that are not nodes */
 			j->err = ndc_rec_render_node(&j->b, j->out, t, scratch, false);
 	}
@@ -469,15 +686,10 @@ static int render_pass(struct ndc_rec_bld *b, struct ndc_records *r, struct rend
 static int render(struct ndc_rec_bld *b, struct ndc_records *r)
 {
 	struct render_job job[2] = {0};
+	struct rev_part parts[2];
 	int njobs = b->tcount > 50000 ? 2 : 1, err = 0;
-	size_t cap = 16;
+	size_t cap = 16, nodes = 0;
 
-	while (cap < b->tcount + b->tcount / 2)
-		cap *= 2; /* load <= 2/3: a miss probes about five slots with linear probing */
-	r->slots = calloc(cap, sizeof(*r->slots));
-	r->mask = (uint32_t)(cap - 1);
-	if (!r->slots)
-		return -ENOMEM;
 	err = blob_reserve(r, b->arena_bytes / 2 + 4);
 	if (err)
 		return err;
@@ -494,10 +706,22 @@ static int render(struct ndc_rec_bld *b, struct ndc_records *r)
 		err = blob_reserve(&job[1].own, b->arena_bytes / 4 + 4);
 	for (int pass = 0; pass < 2 && !err; pass++)
 		err = render_pass(b, r, job, njobs, pass);
+	for (int k = 0; k < njobs; k++)
+		parts[k] = job[k].rev;
+	if (!err)
+		err = rev_merge(r, parts, njobs);
+	for (size_t i = 0; i < b->tcap; i++)
+		nodes += b->tab[i] && !b->tab[i]->unindexed;
+	while (cap < nodes + nodes / 2)
+		cap *= 2; /* load <= 2/3: a miss probes about five slots with linear probing */
+	r->slots = err ? NULL : calloc(cap, sizeof(*r->slots));
+	r->mask = (uint32_t)(cap - 1);
+	if (!err && !r->slots)
+		err = -ENOMEM;
 	for (size_t i = 0; i < b->tcap && !err; i++) {
 		const struct ndc_rec_node *t = b->tab[i];
 
-		if (!t)
+		if (!t || t->unindexed)
 			continue;
 		uint32_t s = t->hash & r->mask;
 		while (r->slots[s])
@@ -521,6 +745,8 @@ static int render(struct ndc_rec_bld *b, struct ndc_records *r)
 		free(job[k].own.blob);
 		free(job[k].b.vec);
 		free(job[k].b.xvec);
+		free(job[k].rev.v4);
+		free(job[k].rev.v6);
 	}
 	return err;
 }
@@ -635,6 +861,8 @@ static void owner_put(struct ndc_records *o)
 {
 	if (atomic_fetch_sub(&o->refs, 1) != 1)
 		return;
+	free(o->rev4);
+	free(o->rev6);
 	free(o->slots);
 	free(o->blob);
 	free(o);
@@ -662,7 +890,8 @@ size_t ndc_records_bytes(const struct ndc_records *r)
 {
 	if (r->owner)
 		r = r->owner; /* a version: the base it shares */
-	return sizeof(*r) + r->blob_cap + ((size_t)r->mask + 1) * sizeof(*r->slots);
+	return sizeof(*r) + r->blob_cap + ((size_t)r->mask + 1) * sizeof(*r->slots) +
+	       r->n_rev4 * sizeof(*r->rev4) + r->n_rev6 * sizeof(*r->rev6);
 }
 
 bool ndc_records_is_local(const struct ndc_records *r, const uint8_t *lname, size_t nlen)
@@ -702,14 +931,137 @@ const struct ndc_rec_node_r *ndc_rec_base_find(const struct ndc_records *r, cons
 }
 
 /* The node named n in this version: the overlay's if it has one, else the base's. */
-static const struct ndc_rec_node_r *find(const struct ndc_records *r, const uint8_t *n, size_t len)
+/*
+ * As find, and *ret_ovl tells whether the overlay had the name (a NULL node then is a deletion,
+ * which hides the base's reverse index too).
+ */
+static const struct ndc_rec_node_r *find_ex(const struct ndc_records *r, const uint8_t *n,
+					    size_t len, bool *ret_ovl)
 {
 	uint32_t h = ndc_rec_name_hash(n, len);
 	const struct ndc_rec_node_r *nd;
 
-	if (r->ovl && !ndc_rec_ovl_find(r->ovl, n, len, h, &nd))
-		return nd;
-	return ndc_rec_base_find(r, n, len, h);
+	*ret_ovl = r->ovl && !ndc_rec_ovl_find(r->ovl, n, len, h, &nd);
+	return *ret_ovl ? nd : ndc_rec_base_find(r, n, len, h);
+}
+
+static const struct ndc_rec_node_r *find(const struct ndc_records *r, const uint8_t *n, size_t len)
+{
+	bool ovl;
+
+	return find_ex(r, n, len, &ovl);
+}
+
+/* A reverse name's entries in the base's reverse index: n of them from first. */
+struct rev_hit {
+	struct ndc_ip ip;
+	size_t first, n;
+};
+
+static bool rev_find(const struct ndc_records *r, const uint8_t *name, size_t nlen,
+		     struct rev_hit *h)
+{
+	size_t lo = 0, hi;
+
+	if ((!r->n_rev4 && !r->n_rev6) || !rev_parse(name, nlen, &h->ip))
+		return false;
+	if (h->ip.family == AF_INET) {
+		const uint8_t *a = h->ip.addr;
+		uint32_t ip =
+		    (uint32_t)a[0] << 24 | (uint32_t)a[1] << 16 | (uint32_t)a[2] << 8 | a[3];
+
+		for (hi = r->n_rev4; lo < hi;) {
+			size_t mid = lo + (hi - lo) / 2;
+
+			*(r->rev4[mid].ip < ip ? &lo : &hi) = mid + (r->rev4[mid].ip < ip);
+		}
+		for (hi = lo; hi < r->n_rev4 && r->rev4[hi].ip == ip; hi++)
+			;
+	} else {
+		for (hi = r->n_rev6; lo < hi;) {
+			size_t mid = lo + (hi - lo) / 2;
+			bool below = memcmp(r->rev6[mid].ip, h->ip.addr, 16) < 0;
+
+			*(below ? &lo : &hi) = mid + below;
+		}
+		for (hi = lo; hi < r->n_rev6 && !memcmp(r->rev6[hi].ip, h->ip.addr, 16); hi++)
+			;
+	}
+	h->first = lo;
+	h->n = hi - lo;
+	return h->n > 0;
+}
+
+/* The whole name of nd into out (NDC_NAME_MAX bytes); returns its length. */
+static size_t node_name(const struct ndc_records *r, const struct ndc_rec_node_r *nd, uint8_t *out);
+
+/* Target i of h into out (NDC_NAME_MAX bytes, a label more); its length. */
+static size_t rev_target(const struct ndc_records *r, const struct rev_hit *h, size_t i,
+			 uint8_t *out)
+{
+	uint32_t t =
+	    h->ip.family == AF_INET ? r->rev4[h->first + i].tgt : r->rev6[h->first + i].tgt;
+	size_t tl = 0;
+
+	if (t & NDC_REC_REV_DASHED) {
+		char dash[INET6_ADDRSTRLEN];
+
+		ndc_rec_dashed(&h->ip, dash, sizeof(dash));
+		tl = strlen(dash);
+		out[0] = (uint8_t)tl;
+		memcpy(out + 1, dash, tl++);
+	}
+	return tl + node_name(r, (const struct ndc_rec_node_r *)(r->blob + (t & ~3u)), out + tl);
+}
+
+/* The PTR answer of h at name, as rendering it at build time would have made it. */
+static int rev_render(const struct ndc_records *r, const struct rev_hit *h, const uint8_t *name,
+		      size_t nlen, struct ndc_answer *out, size_t cap)
+{
+	uint8_t tgt[NDC_NAME_MAX + NDC_LABEL_MAX + 1];
+	struct ndc_ab ab;
+
+	ndc_ab_init(&ab, out, cap, name, nlen);
+	for (size_t i = 0; i < h->n; i++)
+		ndc_ab_rr(&ab, NDC_SEC_ANSWER, name, nlen, NDC_T_PTR, NDC_C_IN, r->ttl, tgt,
+			  rev_target(r, h, i, tgt));
+	return ndc_ab_finish(&ab, NDC_RCODE_NOERROR, true);
+}
+
+/* What ndc_records_foreach yields for a reverse name of the index. */
+static int rev_emit(const struct ndc_records *r, const struct rev_hit *h, const uint8_t *name,
+		    size_t nlen, ndc_records_fn fn, void *arg)
+{
+	union {
+		struct ndc_answer a;
+		uint8_t b[sizeof(struct ndc_answer) + NDC_REC_LAZY_MAX];
+	} ptr;
+	int err = rev_render(r, h, name, nlen, &ptr.a, NDC_REC_LAZY_MAX);
+
+	ptr.a.pad = (uint8_t)NDC_T_PTR;
+	return err ? err : fn(arg, name, nlen, NDC_T_PTR, &ptr.a);
+}
+
+unsigned ndc_rec_base_rrsets(const struct ndc_records *r, const uint8_t *n, size_t len, uint32_t h)
+{
+	const struct ndc_rec_node_r *nd = ndc_rec_base_find(r, n, len, h);
+	struct rev_hit hit;
+
+	return nd ? ndc_rec_node_rrsets(nd) : rev_find(r, n, len, &hit) ? 1u : 0u;
+}
+
+int ndc_rec_rev_targets(const struct ndc_records *r, const uint8_t *n, size_t len,
+			int (*fn)(void *arg, const uint8_t *target, size_t tlen), void *arg)
+{
+	uint8_t tgt[NDC_NAME_MAX + NDC_LABEL_MAX + 1];
+	struct rev_hit h;
+	int err = 0;
+
+	if (!rev_find(r, n, len, &h))
+		return 0;
+	for (size_t i = 0; i < h.n && !err; i++)
+		err = fn(arg, tgt, rev_target(r, &h, i, tgt));
+	return err;
 }
 
 /* The answer for type at nd; with type 0 the first one the name has. */
@@ -726,9 +1078,6 @@ static const struct ndc_answer *node_answer(const struct ndc_rec_node_r *nd, uin
 	}
 	return NULL;
 }
-
-/* The whole name of nd into out (NDC_NAME_MAX bytes); returns its length. */
-static size_t node_name(const struct ndc_records *r, const struct ndc_rec_node_r *nd, uint8_t *out);
 
 typedef int (*lazy_fn)(void *arg, const uint8_t *target, size_t tlen);
 
@@ -941,12 +1290,16 @@ int ndc_records_lookup(const struct ndc_records *r, const uint8_t *lname, size_t
 {
 	const struct ndc_answer *a;
 	const struct ndc_rec_node_r *nd;
+	struct rev_hit h;
+	bool ovl;
 
 	if (!nlen || nlen > NDC_NAME_MAX)
 		return -ENOENT;
-	nd = find(r, lname, nlen);
+	nd = find_ex(r, lname, nlen, &ovl);
 	if (!ndc_name_in_zone(lname, nlen, r->zone, r->zlen)) {
 		/* Only reverse names live outside the zone; the rest falls through upstream. */
+		if (!nd && !ovl && qtype == NDC_T_PTR && rev_find(r, lname, nlen, &h))
+			return rev_render(r, &h, lname, nlen, out, cap);
 		if (nd && qtype == NDC_T_PTR && node_lazy(nd))
 			return lazy_render(r, nd, lname, nlen, out, cap);
 		a = nd && qtype == NDC_T_PTR ? node_answer(nd, NDC_T_PTR) : NULL;
@@ -1079,16 +1432,52 @@ int ndc_records_foreach(const struct ndc_records *r, ndc_records_fn fn, void *ar
 		if (err)
 			return err;
 	}
+	for (size_t i = 0, n = r->n_rev4 + r->n_rev6; i < n;) {
+		struct rev_hit h = {.first = i < r->n_rev4 ? i : i - r->n_rev4};
+		const struct ndc_rec_node_r *shadow;
+		size_t nlen;
+		int err;
+
+		if (i < r->n_rev4) {
+			uint32_t ip = r->rev4[i].ip;
+
+			h.ip.family = AF_INET;
+			for (int k = 0; k < 4; k++)
+				h.ip.addr[k] = (uint8_t)(ip >> (24 - 8 * k));
+			while (h.first + h.n < r->n_rev4 && r->rev4[h.first + h.n].ip == ip)
+				h.n++;
+		} else {
+			h.ip.family = AF_INET6;
+			memcpy(h.ip.addr, r->rev6[h.first].ip, 16);
+			while (h.first + h.n < r->n_rev6 &&
+			       !memcmp(r->rev6[h.first + h.n].ip, h.ip.addr, 16))
+				h.n++;
+		}
+		i += h.n;
+		nlen = ndc_records_reverse_name(&h.ip, name);
+		if (r->ovl &&
+		    !ndc_rec_ovl_find(r->ovl, name, nlen, ndc_rec_name_hash(name, nlen), &shadow))
+			continue; /* changed since the base was built: the overlay has it */
+		err = rev_emit(r, &h, name, nlen, fn, arg);
+		if (err)
+			return err;
+	}
 	return r->ovl ? ndc_rec_ovl_foreach(r->ovl, ovl_emit, &w) : 0;
 }
 
 int ndc_records_foreach_name(const struct ndc_records *r, const uint8_t *lname, size_t nlen,
 			     ndc_records_fn fn, void *arg)
 {
-	const struct ndc_rec_node_r *nd =
-	    nlen && nlen <= NDC_NAME_MAX ? find(r, lname, nlen) : NULL;
+	const struct ndc_rec_node_r *nd;
+	struct rev_hit h;
+	bool ovl;
 
-	return nd ? node_emit(r, nd, lname, nlen, fn, arg) : 0;
+	if (!nlen || nlen > NDC_NAME_MAX)
+		return 0;
+	nd = find_ex(r, lname, nlen, &ovl);
+	if (nd)
+		return node_emit(r, nd, lname, nlen, fn, arg);
+	return !ovl && rev_find(r, lname, nlen, &h) ? rev_emit(r, &h, lname, nlen, fn, arg) : 0;
 }
 
 int ndc_rec_node_ptr_targets(const struct ndc_records *r, const struct ndc_rec_node_r *nd,
@@ -1155,13 +1544,16 @@ int ndc_records_nxdomain(const struct ndc_records *r, struct ndc_answer *out, si
 
 bool ndc_records_has(const struct ndc_records *r, const uint8_t *lname, size_t nlen, uint16_t qtype)
 {
-	const struct ndc_rec_node_r *nd =
-	    nlen && nlen <= NDC_NAME_MAX ? find(r, lname, nlen) : NULL;
-	bool in_zone;
+	const struct ndc_rec_node_r *nd;
+	struct rev_hit h;
+	bool in_zone, ovl;
 
-	if (!nd)
+	if (!nlen || nlen > NDC_NAME_MAX)
 		return false;
+	nd = find_ex(r, lname, nlen, &ovl);
 	in_zone = ndc_name_in_zone(lname, nlen, r->zone, r->zlen);
+	if (!nd)
+		return !ovl && !in_zone && qtype == NDC_T_PTR && rev_find(r, lname, nlen, &h);
 	if (qtype == 0)
 		return in_zone;
 	if (qtype == NDC_T_ANY && in_zone)

@@ -42,6 +42,7 @@ struct ndc_rec_node {
 	uint32_t off;		     /* in the blob, once rendered */
 	uint32_t hash;
 	uint8_t nlen;
+	bool unindexed; /* not a node of the table: in the reverse index, or never answered */
 	uint8_t name[];
 };
 
@@ -133,6 +134,27 @@ struct ndc_rec_node_r {
 
 #define NDC_REC_NEG_PTRS_MAX 3 /* SOA owner, MNAME and RNAME each end in one pointer at most */
 
+/*
+ * The reverse index: a reverse name is 30 to 70 bytes of node and index slot for what is mostly
+ * a pointer to a service or endpoint name, and a cluster has one per address. So the PTR set of
+ * a canonical reverse name (as ndc_records_reverse_name writes it) whose targets are all nodes,
+ * or an endpoint's dashed address label before one, is kept as one entry per target: the address
+ * and the target node's offset (NDC_REC_REV_DASHED set: the label comes first). Sorted by address
+ * (IPv4 in host order, IPv6 as bytes), one name's targets together in answer order; found by
+ * binary search, its answer made at lookup. Other reverse names stay nodes (lazy or rendered).
+ */
+#define NDC_REC_REV_DASHED 1u /* node offsets are 4-aligned: bit 0 is free */
+
+struct ndc_rec_rev4 {
+	uint32_t ip;
+	uint32_t tgt;
+};
+
+struct ndc_rec_rev6 {
+	uint8_t ip[16];
+	uint32_t tgt;
+};
+
 struct ndc_records {
 	uint8_t *blob;
 	size_t blob_len;
@@ -141,6 +163,10 @@ struct ndc_records {
 	uint32_t mask;
 	size_t n_rrsets;
 	size_t n_names;
+	struct ndc_rec_rev4 *rev4; /* the reverse index (owned like blob) */
+	size_t n_rev4;
+	struct ndc_rec_rev6 *rev6;
+	size_t n_rev6;
 	enum ndc_pods_mode pods;
 	uint32_t ttl;
 	uint32_t neg_ttl;
@@ -217,6 +243,16 @@ int ndc_rec_render_node(struct ndc_rec_bld *b, struct ndc_records *r, const stru
 /* The base table's node named n (hash h), or NULL; overlays are not consulted. */
 const struct ndc_rec_node_r *ndc_rec_base_find(const struct ndc_records *r, const uint8_t *n,
 					       size_t len, uint32_t h);
+
+/* RRsets the base table answers at n (hash h), its reverse index included. */
+unsigned ndc_rec_base_rrsets(const struct ndc_records *r, const uint8_t *n, size_t len, uint32_t h);
+
+/* Calls fn with each PTR target the base's reverse index holds for n (none: 0, fn not called). */
+int ndc_rec_rev_targets(const struct ndc_records *r, const uint8_t *n, size_t len,
+			int (*fn)(void *arg, const uint8_t *target, size_t tlen), void *arg);
+
+/* CoreDNS's form of an address as one label: 10-244-1-5, fd00-10-244--5. */
+void ndc_rec_dashed(const struct ndc_ip *ip, char *out, size_t cap);
 
 /* The overlay's entry for n: -ENOENT when it has none, else 0 and *ret (NULL: deleted name). */
 int ndc_rec_ovl_find(const struct ndc_rec_ovl *o, const uint8_t *n, size_t len, uint32_t h,

@@ -302,10 +302,11 @@ int ndc_records_patch_add(struct ndc_records_patch *p, uint64_t seq,
 static int ovl_set(struct ndc_records *v, struct oent *e)
 {
 	struct ndc_rec_ovl *o = v->ovl;
-	const struct ndc_rec_node_r *nd = ent_node(e), *old;
+	const struct ndc_rec_node_r *nd = ent_node(e);
 	size_t i = nd->hash & ((1u << o->bits) - 1);
 	struct obkt *b = o->b[i];
 	uint32_t k = 0;
+	unsigned old;
 
 	if (!b || atomic_load(&b->refs) > 1 || b->n == b->cap) {
 		/* Shared with an older version, or full: this version gets its own copy. */
@@ -327,14 +328,14 @@ static int ovl_set(struct ndc_records *v, struct oent *e)
 	while (k < b->n && !ent_is(b->e[k], nd->name, nd->nlen, nd->hash))
 		k++;
 	if (k < b->n) {
-		old = b->e[k]->exists ? ent_node(b->e[k]) : NULL;
+		old = b->e[k]->exists ? ndc_rec_node_rrsets(ent_node(b->e[k])) : 0;
 		ent_put(b->e[k]);
 	} else {
-		old = ndc_rec_base_find(v, nd->name, nd->nlen, nd->hash);
+		old = ndc_rec_base_rrsets(v, nd->name, nd->nlen, nd->hash);
 		b->n++;
 		o->n++;
 	}
-	v->n_rrsets -= old ? ndc_rec_node_rrsets(old) : 0;
+	v->n_rrsets -= old;
 	v->n_rrsets += e->exists ? ndc_rec_node_rrsets(nd) : 0;
 	atomic_fetch_add(&e->refs, 1);
 	b->e[k] = e;
@@ -453,32 +454,27 @@ size_t ndc_records_base_names(const struct ndc_records *r)
 /* ---------------------------------------------------------------------------------------------
  * PTR targets, for the store to find every service that shares an address.
  */
-static const struct ndc_rec_node_r *find_any(const struct ndc_records *r,
-					     const struct ndc_records_patch *p, const uint8_t *n,
-					     size_t len)
-{
-	uint32_t h = ndc_rec_name_hash(n, len);
-	const struct ndc_rec_node_r *nd;
-
-	if (p) {
-		struct oent *const *s = pslot(p->tab, p->cap, n, len, h);
-
-		if (*s)
-			return (*s)->exists ? ent_node(*s) : NULL;
-	}
-	if (!r)
-		return NULL;
-	if (r->ovl && !ndc_rec_ovl_find(r->ovl, n, len, h, &nd))
-		return nd;
-	return ndc_rec_base_find(r, n, len, h);
-}
-
 int ndc_records_ptr_targets(const struct ndc_records *r, const struct ndc_records_patch *p,
 			    const uint8_t *rev, size_t len,
 			    int (*fn)(void *arg, const uint8_t *target, size_t tlen), void *arg)
 {
-	const struct ndc_rec_node_r *nd = find_any(r, p, rev, len);
+	uint32_t h = ndc_rec_name_hash(rev, len);
+	const struct ndc_rec_node_r *nd = NULL;
 
-	/* Lazy nodes live in the base only, so r (not an overlay entry) has their targets. */
-	return nd ? ndc_rec_node_ptr_targets(r, nd, rev, len, fn, arg) : 0;
+	if (p) {
+		struct oent *const *s = pslot(p->tab, p->cap, rev, len, h);
+
+		if (*s) {
+			nd = (*s)->exists ? ent_node(*s) : NULL;
+			return nd ? ndc_rec_node_ptr_targets(r, nd, rev, len, fn, arg) : 0;
+		}
+	}
+	if (!r)
+		return 0;
+	if (r->ovl && !ndc_rec_ovl_find(r->ovl, rev, len, h, &nd))
+		return nd ? ndc_rec_node_ptr_targets(r, nd, rev, len, fn, arg) : 0;
+	nd = ndc_rec_base_find(r, rev, len, h);
+	/* Lazy nodes and the reverse index live in the base only: r has their targets. */
+	return nd ? ndc_rec_node_ptr_targets(r, nd, rev, len, fn, arg)
+		  : ndc_rec_rev_targets(r, rev, len, fn, arg);
 }

@@ -1176,6 +1176,12 @@ static void lazy_matches_eager(const struct ndc_k8s_objects *objs, int min_srv, 
 	assert_non_null(c.got);
 	c.lazy = lazy;
 	assert_int_equal(ndc_records_foreach(eager, lazy_cmp_fn, &c), 0);
+	/* and the other way: the lazy table yields exactly the eager one's names and types */
+	struct lazy_cmp back = {.lazy = eager, .got = c.got};
+	assert_int_equal(ndc_records_foreach(lazy, lazy_cmp_fn, &back), 0);
+	assert_int_equal(back.n, c.n);
+	assert_int_equal(back.n_srv, c.n_srv);
+	assert_int_equal(back.n_ptr, c.n_ptr);
 	fprintf(stderr, "lazy vs eager: %d answers, %d SRV, %d PTR\n", c.n, c.n_srv, c.n_ptr);
 	assert_true(c.n_srv >= min_srv && c.n_ptr >= min_ptr);
 	assert_int_equal(ndc_records_count(lazy), ndc_records_count(eager));
