@@ -327,6 +327,24 @@ static bool lazy_candidate(const struct ndc_rec_bld *b, const struct ndc_rec_nod
 }
 
 /*
+ * The rendered node PTR record rr points at, or the one after the target's first label (*ret_lab:
+ * that label's length, else 0); NULL when neither is a node of the table.
+ */
+static const struct ndc_rec_node *ptr_target(const struct ndc_rec_bld *b,
+					     const struct ndc_rec_rr *rr, size_t *ret_lab)
+{
+	const struct ndc_rec_node *c = ndc_rec_find(b, rr->rdata, rr->rdlen);
+	size_t l = rr->rdata[0];
+
+	*ret_lab = 0;
+	if (c && c->off && !c->unindexed)
+		return c;
+	c = l && l + 1u < rr->rdlen ? ndc_rec_find(b, rr->rdata + 1 + l, rr->rdlen - 1 - l) : NULL;
+	*ret_lab = l;
+	return c && c->off && !c->unindexed ? c : NULL;
+}
+
+/*
  * Writes t as a lazy PTR node (NDC_REC_LAZY_PTR), its targets in the order the rendered answer
  * would list them. -EAGAIN: a target is not a node nor a label before one, or the answer could
  * be big: render it now instead.
@@ -345,17 +363,10 @@ static int render_lazy_ptr(struct ndc_rec_bld *b, struct ndc_records *r,
 	if (!n || n > MAX_TARGETS)
 		return -EAGAIN;
 	for (size_t i = 0; i < n; i++) {
-		const struct ndc_rec_rr *rr = b->vec[i];
-		const struct ndc_rec_node *c = ndc_rec_find(b, rr->rdata, rr->rdlen);
-		size_t l = 0;
+		size_t l;
+		const struct ndc_rec_node *c = ptr_target(b, b->vec[i], &l);
 
-		if (!c || !c->off) {
-			l = rr->rdata[0];
-			c = l && l + 1u < rr->rdlen
-				? ndc_rec_find(b, rr->rdata + 1 + l, rr->rdlen - 1 - l)
-				: NULL;
-		}
-		if (!c || !c->off)
+		if (!c)
 			return -EAGAIN;
 		tgt[i] = c;
 		lab[i] = (uint8_t)l;
@@ -483,25 +494,19 @@ static int rev_add(struct ndc_rec_bld *b, struct rev_part *rv, const struct ndc_
 	if (!n || n > REV_MAX_TARGETS)
 		return -EAGAIN;
 	for (size_t i = 0; i < n; i++) {
-		const struct ndc_rec_rr *rr = b->vec[i];
-		const struct ndc_rec_node *c = ndc_rec_find(b, rr->rdata, rr->rdlen);
-		uint32_t flag = 0;
+		size_t l;
+		const struct ndc_rec_node *c = ptr_target(b, b->vec[i], &l);
 
-		if (!c || !c->off || c->unindexed) {
-			size_t l = rr->rdata[0];
-
-			if (!dl) {
-				ndc_rec_dashed(&ip, dash, sizeof(dash));
-				dl = strlen(dash);
-			}
-			if (l != dl || l + 1 >= rr->rdlen || memcmp(rr->rdata + 1, dash, dl))
-				return -EAGAIN;
-			c = ndc_rec_find(b, rr->rdata + 1 + l, rr->rdlen - 1 - l);
-			flag = NDC_REC_REV_DASHED;
-		}
-		if (!c || !c->off || c->unindexed)
+		if (!c)
 			return -EAGAIN;
-		tgt[i] = c->off | flag;
+		if (l && !dl) {
+			ndc_rec_dashed(&ip, dash, sizeof(dash));
+			dl = strlen(dash);
+		}
+		/* the one label the index can make again: the address's own */
+		if (l && (l != dl || memcmp(b->vec[i]->rdata + 1, dash, dl)))
+			return -EAGAIN;
+		tgt[i] = c->off | (l ? NDC_REC_REV_DASHED : 0);
 	}
 	if (ip.family == AF_INET) {
 		uint32_t a = (uint32_t)ip.addr[0] << 24 | (uint32_t)ip.addr[1] << 16 |
