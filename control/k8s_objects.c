@@ -212,7 +212,7 @@ static bool parse_ip(const char *s, int family, struct ndc_ip *ret)
 	return false;
 }
 
-static void free_ports(struct ndc_k8s_port *p, size_t n)
+static void free_ports(struct ndc_k8s_port *p, uint32_t n)
 {
 	for (size_t i = 0; i < n; i++)
 		free(p[i].name);
@@ -261,12 +261,13 @@ static int parse_port(const struct conv *c, json_object *p, const char *pfx, boo
 
 /* The ports array under parent (pfx "spec." or ""), without the ports skipped by parse_port. */
 static int parse_ports(const struct conv *c, json_object *parent, const char *pfx,
-		       bool port_optional, struct ndc_k8s_port **ret_ports, size_t *ret_n)
+		       bool port_optional, struct ndc_k8s_port **ret_ports, uint32_t *ret_n)
 {
 	struct ndc_k8s_port *ports;
 	char path[16], ppfx[64];
 	json_object *arr, *p;
-	size_t n, k = 0;
+	uint32_t k = 0;
+	size_t n;
 	bool skip;
 	int r;
 
@@ -345,24 +346,24 @@ static char *pack_str(struct pack *p, const char *s)
 	return pack_mem(p, s, str_size(s));
 }
 
-static size_t ports_size(const struct ndc_k8s_port *ports, size_t n)
+static size_t ports_size(const struct ndc_k8s_port *ports, uint32_t n)
 {
 	size_t size = n * sizeof(*ports);
 
-	for (size_t i = 0; i < n; i++)
+	for (uint32_t i = 0; i < n; i++)
 		size += str_size(ports[i].name);
 	return size;
 }
 
 /* The array first, then (after whatever else the caller packs) the names: see pack_port_names. */
-static struct ndc_k8s_port *pack_ports(struct pack *p, const struct ndc_k8s_port *ports, size_t n)
+static struct ndc_k8s_port *pack_ports(struct pack *p, const struct ndc_k8s_port *ports, uint32_t n)
 {
 	return pack_mem(p, ports, n * sizeof(*ports));
 }
 
-static void pack_port_names(struct pack *p, struct ndc_k8s_port *ports, size_t n)
+static void pack_port_names(struct pack *p, struct ndc_k8s_port *ports, uint32_t n)
 {
-	for (size_t i = 0; i < n; i++)
+	for (uint32_t i = 0; i < n; i++)
 		ports[i].name = pack_str(p, ports[i].name);
 }
 
@@ -904,33 +905,55 @@ static int add_pod(struct ndc_k8s_objects *o, struct conv *c, json_object *obj)
 	return r;
 }
 
+/* The object's kind (naming it in c for messages), NONE for kinds DNS does not read. */
+static int type_of(struct conv *c, json_object *obj, enum ndc_k8s_obj_type *ret)
+{
+	static const char *const names[] = {
+	    [NDC_K8S_OBJ_NAMESPACE] = "Namespace",
+	    [NDC_K8S_OBJ_SERVICE] = "Service",
+	    [NDC_K8S_OBJ_SLICE] = "EndpointSlice",
+	    [NDC_K8S_OBJ_POD] = "Pod",
+	};
+	const char *kind;
+	int r;
+
+	*ret = NDC_K8S_OBJ_NONE;
+	if (!json_object_is_type(obj, json_type_object))
+		return fail(c, "expected object, got %s", type_name(json_object_get_type(obj)));
+	r = get_str(c, obj, "", "kind", true, &kind);
+	if (r < 0)
+		return r;
+	for (int t = NDC_K8S_OBJ_NAMESPACE; t <= NDC_K8S_OBJ_POD; t++) {
+		if (!strcmp(kind, names[t])) {
+			c->kind = names[t];
+			*ret = (enum ndc_k8s_obj_type)t;
+			break;
+		}
+	}
+	return 0;
+}
+
 int ndc_k8s_object_add_at(struct ndc_k8s_objects *o, struct json_object *obj, const char *where,
 			  char *err, size_t errlen)
 {
 	struct conv c = {.err = err, .errlen = errlen, .where = where};
-	const char *kind;
+	enum ndc_k8s_obj_type type;
 	int r;
 
-	if (!json_object_is_type(obj, json_type_object))
-		return fail(&c, "expected object, got %s", type_name(json_object_get_type(obj)));
-	r = get_str(&c, obj, "", "kind", true, &kind);
+	r = type_of(&c, obj, &type);
 	if (r < 0)
 		return r;
-	if (!strcmp(kind, "Namespace")) {
-		c.kind = "Namespace";
+	switch (type) {
+	case NDC_K8S_OBJ_NAMESPACE:
 		return add_namespace(o, &c, obj);
-	}
-	if (!strcmp(kind, "Service")) {
-		c.kind = "Service";
+	case NDC_K8S_OBJ_SERVICE:
 		return add_service(o, &c, obj);
-	}
-	if (!strcmp(kind, "EndpointSlice")) {
-		c.kind = "EndpointSlice";
+	case NDC_K8S_OBJ_SLICE:
 		return add_slice(o, &c, obj);
-	}
-	if (!strcmp(kind, "Pod")) {
-		c.kind = "Pod";
+	case NDC_K8S_OBJ_POD:
 		return add_pod(o, &c, obj);
+	case NDC_K8S_OBJ_NONE:
+		break;
 	}
 	return 0;
 }
@@ -938,6 +961,125 @@ int ndc_k8s_object_add_at(struct ndc_k8s_objects *o, struct json_object *obj, co
 int ndc_k8s_object_add(struct ndc_k8s_objects *o, struct json_object *obj, char *err, size_t errlen)
 {
 	return ndc_k8s_object_add_at(o, obj, NULL, err, errlen);
+}
+
+/*
+ * The element e (sz bytes, a multiple of 8 so what follows stays aligned) compacted behind head
+ * bytes and copied in front of what it points to: [head][element][its data], one block.
+ */
+static int pack_one(const struct conv *c, void *e, size_t sz, size_t mem_off, size_t head,
+		    int (*compact)(const struct conv *, void *, size_t), void **ret_block)
+{
+	char *block;
+	int r;
+
+	r = compact(c, e, head + sz);
+	if (r < 0)
+		return r;
+	block = *(void **)((char *)e + mem_off);
+	memset(block, 0, head);
+	memcpy(block + head, e, sz);
+	*ret_block = block;
+	return 0;
+}
+
+static int convert_namespace(struct conv *c, json_object *obj, size_t head, void **ret_block)
+{
+	const char *name;
+	size_t len;
+	char *block;
+	int r;
+
+	r = get_meta(c, obj, false, NULL, &name);
+	if (r < 0)
+		return r;
+	len = strlen(name) + 1;
+	block = malloc(head + sizeof(char *) + len);
+	if (!block)
+		return oom(c);
+	memset(block, 0, head);
+	memcpy(block + head + sizeof(char *), name, len);
+	*(char **)(block + head) = block + head + sizeof(char *);
+	*ret_block = block;
+	return 0;
+}
+
+static int convert_service(struct conv *c, json_object *obj, size_t head, void **ret_block)
+{
+	struct ndc_k8s_service s = {0};
+	int r = conv_service(c, obj, &s);
+
+	if (r >= 0)
+		r = pack_one(c, &s, sizeof(s), offsetof(struct ndc_k8s_service, mem), head,
+			     compact_service_v, ret_block);
+	if (r < 0)
+		free_service(&s);
+	return r;
+}
+
+static int convert_slice(struct conv *c, json_object *obj, size_t head, void **ret_block)
+{
+	struct ndc_k8s_slice s = {0};
+	int r = conv_slice(c, obj, &s);
+
+	if (r >= 0)
+		r = pack_one(c, &s, sizeof(s), offsetof(struct ndc_k8s_slice, mem), head,
+			     compact_slice_v, ret_block);
+	if (r < 0)
+		free_slice(&s);
+	return r;
+}
+
+static int convert_pod(struct conv *c, json_object *obj, size_t head, void **ret_block)
+{
+	struct ndc_k8s_pod p = {0};
+	int r = conv_pod(c, obj, &p);
+
+	if (r >= 0)
+		r = pack_one(c, &p, sizeof(p), offsetof(struct ndc_k8s_pod, mem), head,
+			     compact_pod_v, ret_block);
+	if (r < 0)
+		free_pod(&p);
+	return r;
+}
+
+_Static_assert(sizeof(struct ndc_k8s_service) % 8 == 0, "packing keeps 8-byte alignment");
+_Static_assert(sizeof(struct ndc_k8s_slice) % 8 == 0, "packing keeps 8-byte alignment");
+_Static_assert(sizeof(struct ndc_k8s_pod) % 8 == 0, "packing keeps 8-byte alignment");
+
+int ndc_k8s_object_convert(struct json_object *obj, size_t head, enum ndc_k8s_obj_type *ret_type,
+			   void **ret_block, char *err, size_t errlen)
+{
+	struct conv c = {.err = err, .errlen = errlen};
+	enum ndc_k8s_obj_type type;
+	int r;
+
+	*ret_type = NDC_K8S_OBJ_NONE;
+	*ret_block = NULL;
+	if (head % 8)
+		return -EINVAL;
+	r = type_of(&c, obj, &type);
+	if (r < 0)
+		return r;
+	switch (type) {
+	case NDC_K8S_OBJ_NAMESPACE:
+		r = convert_namespace(&c, obj, head, ret_block);
+		break;
+	case NDC_K8S_OBJ_SERVICE:
+		r = convert_service(&c, obj, head, ret_block);
+		break;
+	case NDC_K8S_OBJ_SLICE:
+		r = convert_slice(&c, obj, head, ret_block);
+		break;
+	case NDC_K8S_OBJ_POD:
+		r = convert_pod(&c, obj, head, ret_block);
+		break;
+	case NDC_K8S_OBJ_NONE:
+		break;
+	}
+	if (r >= 0)
+		*ret_type = type;
+	return r;
 }
 
 void ndc_k8s_objects_free(struct ndc_k8s_objects *o)

@@ -40,46 +40,51 @@ enum ndc_svc_type {
 
 #define NDC_K8S_MAX_CLUSTER_IPS 2 /* spec.clusterIPs: one per family at most */
 
+/*
+ * Field order and count widths below keep the structs small: at 100,000 Services and as many
+ * EndpointSlices every 8 bytes of a struct is 0.8 MB (1.6 MB) of the store. Counts are uint32_t
+ * where they come from a JSON array and uint8_t where they are capped at 2.
+ */
 struct ndc_k8s_service {
 	char *ns;
 	char *name;
+	char *external_name; /* spec.externalName (ExternalName only), else NULL */
+	struct ndc_k8s_port *ports;
+	void *mem; /* the one block the pointers above point into, or NULL (see the top) */
 	enum ndc_svc_type type;
 	bool headless;		/* spec.clusterIP == "None" */
 	bool publish_not_ready; /* spec.publishNotReadyAddresses */
-	char *external_name;	/* spec.externalName (ExternalName only), else NULL */
-	size_t n_ips;		/* spec.clusterIPs, falling back to spec.clusterIP */
+	uint8_t n_ips;		/* spec.clusterIPs, falling back to spec.clusterIP */
 	struct ndc_ip ips[NDC_K8S_MAX_CLUSTER_IPS];
-	size_t n_ports;
-	struct ndc_k8s_port *ports;
-	void *mem; /* the one block the pointers above point into, or NULL (see the top) */
+	uint32_t n_ports;
 };
 
 struct ndc_k8s_endpoint {
-	size_t n_addrs;
 	struct ndc_ip *addrs; /* all of the slice's addressType; none for FQDN */
 	char *hostname;	      /* endpoints[].hostname or NULL */
 	char *pod_name;	      /* targetRef.name when targetRef.kind == "Pod", else NULL */
-	bool ready;	      /* conditions.ready; absent or null means ready (API reference) */
+	uint32_t n_addrs;
+	bool ready; /* conditions.ready; absent or null means ready (API reference) */
 };
 
 struct ndc_k8s_slice {
 	char *ns;
 	char *name;
 	char *service; /* metadata.labels["kubernetes.io/service-name"]; NULL: slice ignored */
-	int family;    /* addressType: AF_INET, AF_INET6, or 0 for FQDN (ignored by DNS) */
-	size_t n_ports;
 	struct ndc_k8s_port *ports;
-	size_t n_endpoints;
 	struct ndc_k8s_endpoint *endpoints;
-	void *mem; /* the one block the pointers above point into, or NULL (see the top) */
+	void *mem;  /* the one block the pointers above point into, or NULL (see the top) */
+	int family; /* addressType: AF_INET, AF_INET6, or 0 for FQDN (ignored by DNS) */
+	uint32_t n_ports;
+	uint32_t n_endpoints;
 };
 
 struct ndc_k8s_pod {
 	char *ns;
 	char *name;
-	size_t n_ips; /* status.podIPs, falling back to status.podIP */
+	void *mem;     /* the one block ns and name point into, or NULL (see the top) */
+	uint8_t n_ips; /* status.podIPs, falling back to status.podIP */
 	struct ndc_ip ips[2];
-	void *mem; /* the one block ns and name point into, or NULL (see the top) */
 };
 
 struct ndc_k8s_objects {
@@ -114,6 +119,26 @@ int ndc_k8s_object_add(struct ndc_k8s_objects *o, struct json_object *obj, char 
  */
 int ndc_k8s_object_add_at(struct ndc_k8s_objects *o, struct json_object *obj, const char *where,
 			  char *err, size_t errlen);
+
+/* What ndc_k8s_object_convert made of an object. */
+enum ndc_k8s_obj_type {
+	NDC_K8S_OBJ_NONE = 0, /* a kind DNS does not read */
+	NDC_K8S_OBJ_NAMESPACE,
+	NDC_K8S_OBJ_SERVICE,
+	NDC_K8S_OBJ_SLICE,
+	NDC_K8S_OBJ_POD,
+};
+
+/*
+ * Converts one object as ndc_k8s_object_add does, for a caller that keeps objects one by one (the
+ * object store): into a single malloc'd block of head bytes for the caller (a multiple of 8,
+ * zeroed), then the element at block + head (a char * naming a Namespace, or a struct
+ * ndc_k8s_service, _slice or _pod, whose mem is the block), then everything it points to. The
+ * caller frees the block with free(). Other kinds give 0, NDC_K8S_OBJ_NONE and a NULL block.
+ * Errors and messages as ndc_k8s_object_add; nothing is allocated then.
+ */
+int ndc_k8s_object_convert(struct json_object *obj, size_t head, enum ndc_k8s_obj_type *ret_type,
+			   void **ret_block, char *err, size_t errlen);
 
 /*
  * Parses a snapshot: a Kubernetes List ({"kind":"List","items":[...]}, or any *List kind) or a

@@ -5,8 +5,11 @@
  * load, against about 100 for json-c's lh_table (40-byte entries at a load of at most two
  * thirds): 17 MB less at 200,000 objects. Two tables share the core below and differ only in
  * their key: objects by their own key, and EndpointSlices by the Service they are labelled for.
+ * Neither stores a key: both hash and compare the names in the object's element, which saves a
+ * copy of "ns/name" per object.
  */
 #include <errno.h>
+#include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -100,9 +103,72 @@ struct ndc_k8s_objtab {
 	struct ptrtab t;
 };
 
+/* The hash of "ns/name" (a Namespace: "name"), as one string: what find() hashes. */
 static size_t key_home(const struct ndc_k8s_obj *o)
 {
-	return fold(fnv(FNV_BASIS, o->key));
+	const char *ns, *name;
+	uint64_t h = FNV_BASIS;
+
+	ndc_k8s_obj_id(o, &ns, &name);
+	if (ns)
+		h = fnv(fnv(h, ns), "/");
+	return fold(fnv(h, name));
+}
+
+/*
+ * The key of o read a byte at a time, so it compares as the string "ns/name" would (two
+ * splits of one string are one key, as they were when the key was stored) without making it.
+ */
+struct keycur {
+	const char *part[3];
+	int i;
+};
+
+static void keycur_init(struct keycur *k, const struct ndc_k8s_obj *o)
+{
+	const char *ns, *name;
+
+	ndc_k8s_obj_id(o, &ns, &name);
+	k->part[0] = ns ? ns : "";
+	k->part[1] = ns ? "/" : "";
+	k->part[2] = name;
+	k->i = 0;
+}
+
+static char keycur_next(struct keycur *k)
+{
+	while (k->i < 3 && !*k->part[k->i])
+		k->i++;
+	return k->i < 3 ? *k->part[k->i]++ : 0;
+}
+
+static bool key_is(const struct ndc_k8s_obj *o, const char *key)
+{
+	struct keycur k;
+	char c;
+
+	keycur_init(&k, o);
+	do {
+		c = keycur_next(&k);
+		if (c != *key++)
+			return false;
+	} while (c);
+	return true;
+}
+
+static bool same_key(const struct ndc_k8s_obj *a, const struct ndc_k8s_obj *b)
+{
+	struct keycur x, y;
+	char c;
+
+	keycur_init(&x, a);
+	keycur_init(&y, b);
+	do {
+		c = keycur_next(&x);
+		if (c != keycur_next(&y))
+			return false;
+	} while (c);
+	return true;
 }
 
 static size_t find(const struct ptrtab *t, const char *key)
@@ -110,7 +176,17 @@ static size_t find(const struct ptrtab *t, const char *key)
 	size_t m = t->cap - 1;
 
 	for (size_t i = fold(fnv(FNV_BASIS, key)) & m;; i = (i + 1) & m)
-		if (!t->slot[i] || !strcmp(t->slot[i]->key, key))
+		if (!t->slot[i] || key_is(t->slot[i], key))
+			return i;
+}
+
+/* The slot of the object with o's key, or the empty one where o goes. */
+static size_t find_obj(const struct ptrtab *t, const struct ndc_k8s_obj *o)
+{
+	size_t m = t->cap - 1;
+
+	for (size_t i = key_home(o) & m;; i = (i + 1) & m)
+		if (!t->slot[i] || same_key(t->slot[i], o))
 			return i;
 }
 
@@ -152,7 +228,7 @@ int ndc_k8s_objtab_put(struct ndc_k8s_objtab *t, struct ndc_k8s_obj *o)
 
 	if (err)
 		return err;
-	i = find(&t->t, o->key);
+	i = find_obj(&t->t, o);
 	if (t->t.slot[i])
 		ndc_k8s_obj_put(t->t.slot[i]);
 	else
@@ -184,18 +260,15 @@ struct ndc_k8s_obj *ndc_k8s_objtab_next(const struct ndc_k8s_objtab *t, size_t *
 }
 
 /* ---------------------------------------------------------------------------------------------
- * EndpointSlices by the Service they are labelled for: one slot per Service, the slices of a
- * Service chained through their objects (sib). The index holds no references: the store adds
- * and removes slices as its object table gains and loses them.
+ * EndpointSlices by the Service they are labelled for: one slot per slice, the slices of a
+ * Service in the probe run from its home (a multimap: a lookup walks the run to its end). Kept
+ * in the table rather than chained through the objects, which would cost every object a
+ * pointer. The index holds no references: the store adds and removes slices as its object table
+ * gains and loses them.
  */
 struct ndc_k8s_slicetab {
-	struct ptrtab t; /* the first slice of each Service */
+	struct ptrtab t;
 };
-
-static const struct ndc_k8s_slice *slice_of(const struct ndc_k8s_obj *o)
-{
-	return (const struct ndc_k8s_slice *)o->elem;
-}
 
 static size_t svc_hash(const char *ns, const char *svc)
 {
@@ -204,19 +277,13 @@ static size_t svc_hash(const char *ns, const char *svc)
 
 static size_t svc_home(const struct ndc_k8s_obj *o)
 {
-	return svc_hash(slice_of(o)->ns, slice_of(o)->service);
+	return svc_hash(ndc_k8s_obj_slice(o)->ns, ndc_k8s_obj_slice(o)->service);
 }
 
-static size_t sfind(const struct ptrtab *t, const char *ns, const char *svc)
+static bool indexed(const struct ndc_k8s_obj *o)
 {
-	size_t m = t->cap - 1;
-
-	for (size_t i = svc_hash(ns, svc) & m;; i = (i + 1) & m) {
-		const struct ndc_k8s_slice *sl = t->slot[i] ? slice_of(t->slot[i]) : NULL;
-
-		if (!sl || (!strcmp(sl->ns, ns) && !strcmp(sl->service, svc)))
-			return i;
-	}
+	return o->kind == NDC_K8S_ENDPOINTSLICES && ndc_k8s_obj_slice(o)->ns &&
+	       ndc_k8s_obj_slice(o)->service;
 }
 
 struct ndc_k8s_slicetab *ndc_k8s_slicetab_new(void)
@@ -237,45 +304,55 @@ void ndc_k8s_slicetab_free(struct ndc_k8s_slicetab *t)
 	free(t);
 }
 
+size_t ndc_k8s_slicetab_len(const struct ndc_k8s_slicetab *t)
+{
+	return t->t.n;
+}
+
 int ndc_k8s_slicetab_add(struct ndc_k8s_slicetab *t, struct ndc_k8s_obj *o)
 {
-	const struct ndc_k8s_slice *sl = slice_of(o);
-	size_t i;
+	size_t m, i;
 	int err;
 
-	if (!sl->ns || !sl->service)
+	if (!indexed(o))
 		return 0;
 	err = tab_reserve(&t->t);
 	if (err)
 		return err;
-	i = sfind(&t->t, sl->ns, sl->service);
-	t->t.n += !t->t.slot[i];
-	o->sib = t->t.slot[i];
+	m = t->t.cap - 1;
+	for (i = svc_home(o) & m; t->t.slot[i]; i = (i + 1) & m)
+		;
 	t->t.slot[i] = o;
+	t->t.n++;
 	return 0;
 }
 
 void ndc_k8s_slicetab_del(struct ndc_k8s_slicetab *t, struct ndc_k8s_obj *o)
 {
-	const struct ndc_k8s_slice *sl = slice_of(o);
-	struct ndc_k8s_obj **p;
-	size_t i;
+	size_t m = t->t.cap - 1, i;
 
-	if (!sl->ns || !sl->service)
+	if (!indexed(o))
 		return;
-	i = sfind(&t->t, sl->ns, sl->service);
-	for (p = &t->t.slot[i]; *p && *p != o; p = &(*p)->sib)
-		;
-	if (!*p)
-		return;
-	*p = o->sib;
-	o->sib = NULL;
-	if (!t->t.slot[i]) /* the Service's last slice went */
-		tab_remove_at(&t->t, i);
+	for (i = svc_home(o) & m; t->t.slot[i]; i = (i + 1) & m) {
+		if (t->t.slot[i] == o) {
+			tab_remove_at(&t->t, i);
+			return;
+		}
+	}
 }
 
-struct ndc_k8s_obj *ndc_k8s_slicetab_first(const struct ndc_k8s_slicetab *t, const char *ns,
-					   const char *svc)
+struct ndc_k8s_obj *ndc_k8s_slicetab_next(const struct ndc_k8s_slicetab *t, const char *ns,
+					  const char *svc, size_t *pos)
 {
-	return t->t.slot[sfind(&t->t, ns, svc)];
+	size_t m = t->t.cap - 1;
+
+	/* *pos counts the slots of the run already looked at. */
+	for (size_t i = (svc_hash(ns, svc) + *pos) & m; t->t.slot[i]; i = (i + 1) & m) {
+		const struct ndc_k8s_slice *sl = ndc_k8s_obj_slice(t->t.slot[i]);
+
+		(*pos)++;
+		if (!strcmp(sl->ns, ns) && !strcmp(sl->service, svc))
+			return t->t.slot[i];
+	}
+	return NULL;
 }

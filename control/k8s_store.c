@@ -78,65 +78,85 @@ static uint64_t now_us(void)
 	return (uint64_t)ts.tv_sec * 1000000 + (uint64_t)ts.tv_nsec / 1000;
 }
 
-/* "ns/name" of a watched object into buf; -EINVAL without a name. */
-static int obj_key(struct json_object *obj, char *buf, size_t len)
+/*
+ * "ns/name" (a Namespace: "name"), the key the tables find an object by, in buf if it fits, else
+ * in a malloc'd string (no length limit: the key must match the one made from the element).
+ */
+static int fmt_key(const char *ns, const char *name, char *buf, size_t len, char **ret)
 {
-	struct json_object *md, *ns, *name;
+	size_t nl = strlen(name) + 1, need = (ns ? strlen(ns) + 1 : 0) + nl;
+	char *k = need <= len ? buf : malloc(need);
 
+	*ret = k;
+	if (!k)
+		return -ENOMEM;
+	if (ns) {
+		memcpy(k, ns, need - nl - 1);
+		k[need - nl - 1] = '/';
+	}
+	memcpy(k + need - nl, name, nl);
+	return 0;
+}
+
+static void free_key(char *key, const char *buf)
+{
+	if (key != buf)
+		free(key);
+}
+
+/* The key of a watched object as conversion would make it; -EINVAL without a name. */
+static int obj_key(struct json_object *obj, char *buf, size_t len, char **ret)
+{
+	struct json_object *md, *ns = NULL, *name, *kind;
+
+	*ret = NULL;
 	if (!json_object_object_get_ex(obj, "metadata", &md) ||
 	    !json_object_object_get_ex(md, "name", &name) ||
 	    !json_object_is_type(name, json_type_string))
 		return -EINVAL;
-	if (json_object_object_get_ex(md, "namespace", &ns) &&
-	    json_object_is_type(ns, json_type_string))
-		snprintf(buf, len, "%s/%s", json_object_get_string(ns),
-			 json_object_get_string(name));
-	else
-		snprintf(buf, len, "%s", json_object_get_string(name));
-	return 0;
+	/* A Namespace is cluster-scoped: its element has no namespace to key it by. */
+	if (json_object_object_get_ex(obj, "kind", &kind) &&
+	    json_object_is_type(kind, json_type_string) &&
+	    !strcmp(json_object_get_string(kind), "Namespace"))
+		ns = NULL;
+	else if (!json_object_object_get_ex(md, "namespace", &ns) ||
+		 !json_object_is_type(ns, json_type_string))
+		ns = NULL;
+	return fmt_key(ns ? json_object_get_string(ns) : NULL, json_object_get_string(name), buf,
+		       len, ret);
 }
+
+static const enum ndc_k8s_kind kind_of_type[] = {
+    [NDC_K8S_OBJ_NAMESPACE] = NDC_K8S_NAMESPACES,
+    [NDC_K8S_OBJ_SERVICE] = NDC_K8S_SERVICES,
+    [NDC_K8S_OBJ_SLICE] = NDC_K8S_ENDPOINTSLICES,
+    [NDC_K8S_OBJ_POD] = NDC_K8S_PODS,
+};
 
 /* Converts obj; NULL when it cannot be (counted, logged: its last good version stays). */
 static struct ndc_k8s_obj *convert(struct ndc_k8s_store *s, struct json_object *obj)
 {
-	char key[512], err[256];
-	struct ndc_k8s_objects one = {0};
+	char buf[512], err[256], *key;
+	enum ndc_k8s_obj_type type;
 	struct ndc_k8s_obj *o;
-	size_t klen;
+	void *block;
 
-	if (obj_key(obj, key, sizeof(key))) {
+	if (obj_key(obj, buf, sizeof(buf), &key)) {
 		atomic_fetch_add(&s->rejected, 1);
 		return NULL;
 	}
-	klen = strlen(key);
-	o = calloc(1, sizeof(*o) + klen + 1);
-	if (!o)
-		return NULL;
-	atomic_init(&o->refs, 1);
-	memcpy(o->key, key, klen + 1);
-	if (ndc_k8s_object_add(&one, obj, err, sizeof(err)) < 0) {
+	if (ndc_k8s_object_convert(obj, NDC_K8S_OBJ_HEAD, &type, &block, err, sizeof(err)) < 0) {
 		atomic_fetch_add(&s->rejected, 1);
 		ndc_warn("k8s: %s rejected, keeping its last good state: %s", key, err);
-		free(o);
+		free_key(key, buf);
 		return NULL;
 	}
-	if (one.n_namespaces == 1) {
-		o->kind = NDC_K8S_NAMESPACES;
-		o->elem = one.namespaces;
-	} else if (one.n_services == 1) {
-		o->kind = NDC_K8S_SERVICES;
-		o->elem = one.services;
-	} else if (one.n_slices == 1) {
-		o->kind = NDC_K8S_ENDPOINTSLICES;
-		o->elem = one.slices;
-	} else if (one.n_pods == 1) {
-		o->kind = NDC_K8S_PODS;
-		o->elem = one.pods;
-	} else { /* a kind DNS does not read: nothing to keep */
-		ndc_k8s_objects_free(&one);
-		free(o);
+	free_key(key, buf);
+	if (type == NDC_K8S_OBJ_NONE) /* a kind DNS does not read: nothing to keep */
 		return NULL;
-	}
+	o = block;
+	atomic_init(&o->refs, 1);
+	o->kind = (uint8_t)kind_of_type[type];
 	return o;
 }
 
@@ -214,15 +234,21 @@ static void on_event(void *arg, enum ndc_k8s_kind kind, enum ndc_k8s_event ev,
 {
 	struct ndc_k8s_store *s = arg;
 	struct ndc_k8s_obj *o = NULL;
-	char key[512];
+	char buf[512], *key;
 	int err;
 
 	if (ev != NDC_K8S_DELETED) {
+		const char *ns, *name;
+
 		o = convert(s, obj);
 		if (!o)
 			return;
-		snprintf(key, sizeof(key), "%s", o->key);
-	} else if (obj_key(obj, key, sizeof(key))) {
+		ndc_k8s_obj_id(o, &ns, &name);
+		if (fmt_key(ns, name, buf, sizeof(buf), &key)) {
+			ndc_k8s_obj_put(o);
+			return;
+		}
+	} else if (obj_key(obj, buf, sizeof(buf), &key)) {
 		return;
 	}
 	pthread_mutex_lock(&s->lock);
@@ -260,6 +286,7 @@ static void on_event(void *arg, enum ndc_k8s_kind kind, enum ndc_k8s_event ev,
 	}
 	mark_dirty(s);
 	pthread_mutex_unlock(&s->lock);
+	free_key(key, buf);
 }
 
 const uint64_t ndc_k8s_lat_bounds_us[NDC_K8S_LAT_BUCKETS] = {

@@ -23,13 +23,9 @@
  */
 void ndc_k8s_obj_put(struct ndc_k8s_obj *o)
 {
-	struct ndc_k8s_objects v;
-
-	if (!o || atomic_fetch_sub(&o->refs, 1) != 1)
-		return;
-	v = ndc_k8s_obj_view(o);
-	ndc_k8s_objects_free(&v);
-	free(o);
+	/* One block: the header, the element and what it points to (ndc_k8s_object_convert). */
+	if (o && atomic_fetch_sub(&o->refs, 1) == 1)
+		free(o);
 }
 
 /* Appends n elements of size sz from src to *dst (count *n_dst, capacity *cap). */
@@ -319,13 +315,14 @@ static int unit_add(const struct ndc_k8s_change *c, struct ndc_k8s_coll *into, c
 {
 	char key[520];
 	struct ndc_k8s_obj *o;
+	size_t pos = 0;
 	int err = 0;
 
 	snprintf(key, sizeof(key), "%s/%s", ns, svc);
 	o = lookup(c->tab[NDC_K8S_SERVICES], key);
 	if (o)
 		err = coll_obj(into, o);
-	for (o = ndc_k8s_slicetab_first(c->idx->slices, ns, svc); o && !err; o = o->sib)
+	while (!err && (o = ndc_k8s_slicetab_next(c->idx->slices, ns, svc, &pos)))
 		err = coll_obj(into, o);
 	return err;
 }
@@ -441,7 +438,7 @@ static int units_of(enum ndc_k8s_kind kind, const char *key, const struct ndc_k8
 		return n + 1;
 	}
 	if (kind == NDC_K8S_ENDPOINTSLICES && o && o->kind == NDC_K8S_ENDPOINTSLICES) {
-		const struct ndc_k8s_slice *sl = (const struct ndc_k8s_slice *)o->elem;
+		const struct ndc_k8s_slice *sl = ndc_k8s_obj_slice(o);
 
 		if (!sl->ns || !sl->service)
 			return n;
@@ -462,7 +459,7 @@ static const char *ns_of(enum ndc_k8s_kind kind, const struct ndc_k8s_obj *o)
 	if (kind == NDC_K8S_NAMESPACES && o->kind == NDC_K8S_NAMESPACES)
 		return ((char *const *)o->elem)[0];
 	if (kind == NDC_K8S_PODS && o->kind == NDC_K8S_PODS)
-		return ((const struct ndc_k8s_pod *)o->elem)->ns;
+		return ndc_k8s_obj_pod(o)->ns;
 	return NULL;
 }
 
@@ -520,9 +517,9 @@ int ndc_k8s_change_apply(const struct ndc_k8s_change *c)
 	}
 	if (c->kind == NDC_K8S_PODS) {
 		if (old && old->kind == NDC_K8S_PODS)
-			err = err ?: pod_contributors(c, &ctx, old->elem);
+			err = err ?: pod_contributors(c, &ctx, ndc_k8s_obj_pod(old));
 		if (c->obj && c->obj->kind == NDC_K8S_PODS)
-			err = err ?: pod_contributors(c, &ctx, c->obj->elem);
+			err = err ?: pod_contributors(c, &ctx, ndc_k8s_obj_pod(c->obj));
 	} else if (!own) {
 		err = err ?: ptr_contributors(&w, &before.o);
 		err = err ?: ptr_contributors(&w, &after.o);

@@ -18,17 +18,52 @@
 struct lh_table;
 
 /*
- * One object, converted, keyed by "namespace/name" (Namespaces: "name"). Immutable once made.
- * It is the one-element array of its kind that conversion made (a struct ndc_k8s_objects would
- * cost 96 bytes per object for three empty arrays: 16 MB at 200,000 objects).
+ * One object, converted, keyed by "namespace/name" (Namespaces: "name") as its element names
+ * it: no copy of the key is kept. Immutable once made. It is one block, this header followed by
+ * the element and what it points to (ndc_k8s_object_convert): a second allocation per object,
+ * with its malloc header and rounding, cost 48 to 64 bytes (10 MB at 200,000 objects).
  */
 struct ndc_k8s_obj {
-	_Atomic uint32_t refs;	 /* the store's table, plus snapshots being built from */
-	uint8_t kind;		 /* enum ndc_k8s_kind */
-	void *elem;		 /* char *[1], struct ndc_k8s_service[1], _slice[1] or _pod[1] */
-	struct ndc_k8s_obj *sib; /* slices: the next slice of the same Service (index) */
-	char key[];
+	_Atomic uint32_t refs; /* the store's table, plus snapshots being built from */
+	uint8_t kind;	       /* enum ndc_k8s_kind */
+	void *elem[];	       /* char *, struct ndc_k8s_service, _slice or _pod */
 };
+
+#define NDC_K8S_OBJ_HEAD offsetof(struct ndc_k8s_obj, elem)
+
+static inline const struct ndc_k8s_slice *ndc_k8s_obj_slice(const struct ndc_k8s_obj *o)
+{
+	return (const struct ndc_k8s_slice *)o->elem;
+}
+
+static inline const struct ndc_k8s_pod *ndc_k8s_obj_pod(const struct ndc_k8s_obj *o)
+{
+	return (const struct ndc_k8s_pod *)o->elem;
+}
+
+/* The namespace (NULL for a Namespace) and name o is keyed by. */
+static inline void ndc_k8s_obj_id(const struct ndc_k8s_obj *o, const char **ret_ns,
+				  const char **ret_name)
+{
+	switch (o->kind) {
+	case NDC_K8S_SERVICES:
+		*ret_ns = ((const struct ndc_k8s_service *)o->elem)->ns;
+		*ret_name = ((const struct ndc_k8s_service *)o->elem)->name;
+		return;
+	case NDC_K8S_ENDPOINTSLICES:
+		*ret_ns = ndc_k8s_obj_slice(o)->ns;
+		*ret_name = ndc_k8s_obj_slice(o)->name;
+		return;
+	case NDC_K8S_PODS:
+		*ret_ns = ndc_k8s_obj_pod(o)->ns;
+		*ret_name = ndc_k8s_obj_pod(o)->name;
+		return;
+	default:
+		*ret_ns = NULL;
+		*ret_name = ((char *const *)o->elem)[0];
+		return;
+	}
+}
 
 /* o as the struct ndc_k8s_objects conversion filled (one element of its kind). */
 static inline struct ndc_k8s_objects ndc_k8s_obj_view(const struct ndc_k8s_obj *o)
@@ -73,14 +108,18 @@ void ndc_k8s_objtab_del(struct ndc_k8s_objtab *t, const char *key);
 /* Iteration: *pos starts at 0; NULL at the end. No changes in between. */
 struct ndc_k8s_obj *ndc_k8s_objtab_next(const struct ndc_k8s_objtab *t, size_t *pos);
 
-/* EndpointSlices by Service ("ns", "name"), chained through sib; no references held. */
+/*
+ * EndpointSlices by Service ("ns", "name"); no references held. Iteration over a Service's slices:
+ * *pos starts at 0; NULL at the end. No changes in between.
+ */
 struct ndc_k8s_slicetab;
 struct ndc_k8s_slicetab *ndc_k8s_slicetab_new(void);
 void ndc_k8s_slicetab_free(struct ndc_k8s_slicetab *t);
+size_t ndc_k8s_slicetab_len(const struct ndc_k8s_slicetab *t);
 int ndc_k8s_slicetab_add(struct ndc_k8s_slicetab *t, struct ndc_k8s_obj *o);
 void ndc_k8s_slicetab_del(struct ndc_k8s_slicetab *t, struct ndc_k8s_obj *o);
-struct ndc_k8s_obj *ndc_k8s_slicetab_first(const struct ndc_k8s_slicetab *t, const char *ns,
-					   const char *svc);
+struct ndc_k8s_obj *ndc_k8s_slicetab_next(const struct ndc_k8s_slicetab *t, const char *ns,
+					  const char *svc, size_t *pos);
 
 /* Shallow collections of objects' contents, for the record builder. */
 struct ndc_k8s_coll {

@@ -442,31 +442,65 @@ static void test_delete_service(void **state)
 	free(m.obj[0]);
 }
 
-static struct ndc_k8s_obj *make_obj(const char *key)
+/*
+ * An object as the store makes it (ndc_k8s_object_convert behind the header): a Pod "ns/name",
+ * or a Namespace whose name is the whole key, which the table must take for the same key.
+ */
+static struct ndc_k8s_obj *make_obj(const char *key, bool as_pod)
 {
-	struct ndc_k8s_obj *o = calloc(1, sizeof(*o) + strlen(key) + 1);
-	char **ns = malloc(sizeof(*ns));
+	char json[256], err[256];
+	const char *slash = strchr(key, '/');
+	enum ndc_k8s_obj_type type;
+	struct ndc_k8s_obj *o;
+	json_object *obj;
+	void *block;
 
-	assert_true(o && ns);
-	ns[0] = strdup(key);
+	if (as_pod)
+		snprintf(json, sizeof(json),
+			 "{\"kind\":\"Pod\",\"metadata\":{\"namespace\":\"%.*s\",\"name\":"
+			 "\"%s\"}}",
+			 (int)(slash - key), key, slash + 1);
+	else
+		snprintf(json, sizeof(json),
+			 "{\"kind\":\"Namespace\",\"metadata\":{\"name\":\"%s\"}}", key);
+	obj = json_tokener_parse(json);
+	assert_non_null(obj);
+	assert_int_equal(
+	    ndc_k8s_object_convert(obj, NDC_K8S_OBJ_HEAD, &type, &block, err, sizeof(err)), 0);
+	json_object_put(obj);
+	assert_int_equal(type, as_pod ? NDC_K8S_OBJ_POD : NDC_K8S_OBJ_NAMESPACE);
+	o = block;
 	atomic_init(&o->refs, 1);
-	o->kind = NDC_K8S_NAMESPACES;
-	o->elem = ns;
-	strcpy(o->key, key);
+	o->kind = as_pod ? NDC_K8S_PODS : NDC_K8S_NAMESPACES;
 	return o;
 }
 
+/* "ns/name" of o, as the table keys it. */
+static void obj_key_of(const struct ndc_k8s_obj *o, char *buf, size_t len)
+{
+	const char *ns, *name;
+
+	ndc_k8s_obj_id(o, &ns, &name);
+	if (ns)
+		snprintf(buf, len, "%s/%s", ns, name);
+	else
+		snprintf(buf, len, "%s", name);
+}
+
 /*
- * The store's object table: puts replace, deletes shift the probe run back (no tombstones), so
- * after any mix every present key is found, every deleted one is not, and iteration sees each
- * present object once. ASan checks the references (each object freed exactly once).
+ * The store's object table: puts replace (also an object whose key splits differently into
+ * namespace and name), deletes shift the probe run back (no tombstones), so after any mix every
+ * present key is found, every deleted one is not, and iteration sees each present object once.
+ * The table hashes and compares the names in the objects, so a key that differs only after the
+ * slash, or only in the namespace, must not match. ASan checks the references (each object freed
+ * exactly once).
  */
 static void test_objtab(void **state)
 {
 	enum { N = 5000 };
 	struct ndc_k8s_objtab *t = ndc_k8s_objtab_new();
 	static bool present[N];
-	char key[32];
+	char key[32], got[64];
 
 	(void)state;
 	assert_non_null(t);
@@ -477,7 +511,7 @@ static void test_objtab(void **state)
 
 		snprintf(key, sizeof(key), "ns%d/obj-%d", i % 13, i);
 		if (rnd(3)) {
-			assert_int_equal(ndc_k8s_objtab_put(t, make_obj(key)), 0);
+			assert_int_equal(ndc_k8s_objtab_put(t, make_obj(key, rnd(2))), 0);
 			present[i] = true;
 		} else {
 			ndc_k8s_objtab_del(t, key);
@@ -490,8 +524,16 @@ static void test_objtab(void **state)
 	for (int i = 0; i < N; i++) {
 		snprintf(key, sizeof(key), "ns%d/obj-%d", i % 13, i);
 		o = ndc_k8s_objtab_get(t, key);
-		assert_true(present[i] ? o && !strcmp(o->key, key) : !o);
+		if (o)
+			obj_key_of(o, got, sizeof(got));
+		assert_true(present[i] ? o && !strcmp(got, key) : !o);
 		n += present[i];
+		snprintf(key, sizeof(key), "ns%d/obj-%d", i % 13 + 13, i);
+		assert_null(ndc_k8s_objtab_get(t, key));
+		snprintf(key, sizeof(key), "ns%d/obj-%dx", i % 13, i);
+		assert_null(ndc_k8s_objtab_get(t, key));
+		snprintf(key, sizeof(key), "ns%d/obj-", i % 13);
+		assert_null(ndc_k8s_objtab_get(t, key));
 	}
 	assert_int_equal(ndc_k8s_objtab_len(t), n);
 	while ((o = ndc_k8s_objtab_next(t, &pos)))
@@ -500,12 +542,103 @@ static void test_objtab(void **state)
 	ndc_k8s_objtab_free(t);
 }
 
+static struct ndc_k8s_obj *make_slice(int ns, int svc, int i)
+{
+	char json[512], err[256];
+	enum ndc_k8s_obj_type type;
+	struct ndc_k8s_obj *o;
+	json_object *obj;
+	void *block;
+
+	snprintf(json, sizeof(json),
+		 "{\"kind\":\"EndpointSlice\",\"metadata\":{\"namespace\":\"ns%d\",\"name\":"
+		 "\"s-%d\",\"labels\":{\"kubernetes.io/service-name\":\"svc%d\"}},\"addressType\":"
+		 "\"IPv4\",\"endpoints\":[]}",
+		 ns, i, svc);
+	obj = json_tokener_parse(json);
+	assert_non_null(obj);
+	assert_int_equal(
+	    ndc_k8s_object_convert(obj, NDC_K8S_OBJ_HEAD, &type, &block, err, sizeof(err)), 0);
+	json_object_put(obj);
+	assert_int_equal(type, NDC_K8S_OBJ_SLICE);
+	o = block;
+	atomic_init(&o->refs, 1);
+	o->kind = NDC_K8S_ENDPOINTSLICES;
+	return o;
+}
+
+/*
+ * The slice index is a multimap in one probe run per Service: after adds and removes in any
+ * order (removal shifts entries of other Services' runs too), each Service yields exactly its
+ * present slices, each once.
+ */
+static void test_slicetab(void **state)
+{
+	enum { N = 3000, NSVC = 40 };
+	struct ndc_k8s_slicetab *t = ndc_k8s_slicetab_new();
+	static struct ndc_k8s_obj *obj[N];
+	static bool present[N];
+	size_t n = 0;
+
+	(void)state;
+	assert_non_null(t);
+	rng_state = 11;
+	for (int i = 0; i < N; i++)
+		obj[i] = make_slice(i % 3, (int)rnd(NSVC), i);
+	memset(present, 0, sizeof(present));
+	for (int round = 0; round < 10 * N; round++) {
+		int i = (int)rnd(N);
+
+		if (rnd(3) && !present[i]) {
+			assert_int_equal(ndc_k8s_slicetab_add(t, obj[i]), 0);
+			present[i] = true;
+		} else if (present[i]) {
+			ndc_k8s_slicetab_del(t, obj[i]);
+			present[i] = false;
+		}
+	}
+	for (int i = 0; i < N; i++)
+		n += present[i];
+	assert_int_equal(ndc_k8s_slicetab_len(t), n);
+	for (int ns = 0; ns < 3; ns++) {
+		for (int svc = 0; svc < NSVC; svc++) {
+			static bool seen[N];
+			char nsn[16], svcn[16];
+			struct ndc_k8s_obj *o;
+			size_t pos = 0, want = 0, got = 0;
+
+			snprintf(nsn, sizeof(nsn), "ns%d", ns);
+			snprintf(svcn, sizeof(svcn), "svc%d", svc);
+			memset(seen, 0, sizeof(seen));
+			while ((o = ndc_k8s_slicetab_next(t, nsn, svcn, &pos))) {
+				int i = atoi(ndc_k8s_obj_slice(o)->name + 2);
+
+				assert_ptr_equal(o, obj[i]);
+				assert_true(present[i]);
+				assert_false(seen[i]);
+				assert_string_equal(ndc_k8s_obj_slice(o)->ns, nsn);
+				assert_string_equal(ndc_k8s_obj_slice(o)->service, svcn);
+				seen[i] = true;
+				got++;
+			}
+			for (int i = 0; i < N; i++)
+				want += present[i] && i % 3 == ns &&
+					!strcmp(ndc_k8s_obj_slice(obj[i])->service, svcn);
+			assert_int_equal(got, want);
+		}
+	}
+	ndc_k8s_slicetab_free(t);
+	for (int i = 0; i < N; i++)
+		ndc_k8s_obj_put(obj[i]);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-	    cmocka_unit_test(test_objtab),	  cmocka_unit_test(test_delete_service),
-	    cmocka_unit_test(test_single_events), cmocka_unit_test(test_bursts),
-	    cmocka_unit_test(test_compaction),	  cmocka_unit_test(test_relist),
+	    cmocka_unit_test(test_objtab),	   cmocka_unit_test(test_slicetab),
+	    cmocka_unit_test(test_delete_service), cmocka_unit_test(test_single_events),
+	    cmocka_unit_test(test_bursts),	   cmocka_unit_test(test_compaction),
+	    cmocka_unit_test(test_relist),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
