@@ -48,13 +48,18 @@ static int tab_init(struct ptrtab *t, size_t (*home)(const struct ndc_k8s_obj *)
 	return t->slot ? 0 : -ENOMEM;
 }
 
-/* Makes room for one more entry: doubles at a load of 3/4. */
+/*
+ * Makes room for one more entry: doubles past a load of 4/5. A probe past a slot that is not the
+ * key costs a look into the object (the key is not stored): about 3 probes to find a key and 13
+ * to miss one at the largest load, a few microseconds beside the patch an event builds, for a
+ * fifth fewer slots (100,000 objects fit 131,072).
+ */
 static int tab_reserve(struct ptrtab *t)
 {
 	struct ndc_k8s_obj **slot;
 	size_t cap = t->cap * 2;
 
-	if ((t->n + 1) * 4 <= t->cap * 3)
+	if ((t->n + 1) * 5 <= t->cap * 4)
 		return 0;
 	slot = calloc(cap, sizeof(*slot));
 	if (!slot)
