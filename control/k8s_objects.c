@@ -768,9 +768,10 @@ static int conv_pod(struct conv *c, json_object *obj, struct ndc_k8s_pod *p)
 
 /*
  * The first Service, EndpointSlice or Pod added to an empty struct ndc_k8s_objects shares its
- * element's block: [the element][what it points to]. The object store keeps one struct
- * ndc_k8s_objects per API object, so that is one allocation per object instead of two. The
- * array is then element 0's mem; growing it copies it out and leaves the block to element 0.
+ * element's block: [the element][what it points to], so a struct of one object is one
+ * allocation (the object store itself now uses ndc_k8s_object_convert, which adds its header to
+ * the same block). The array is then element 0's mem; growing it copies it out and leaves the
+ * block to element 0.
  */
 #define EMBED_HEAD(size) (((size) + 7) & ~(size_t)7)
 

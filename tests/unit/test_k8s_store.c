@@ -632,13 +632,206 @@ static void test_slicetab(void **state)
 		ndc_k8s_obj_put(obj[i]);
 }
 
+static void assert_ports_same(const struct ndc_k8s_port *a, const struct ndc_k8s_port *b,
+			      uint32_t n)
+{
+	for (uint32_t i = 0; i < n; i++) {
+		assert_int_equal(a[i].port, b[i].port);
+		assert_int_equal(a[i].proto, b[i].proto);
+		assert_true(a[i].name ? b[i].name && !strcmp(a[i].name, b[i].name) : !b[i].name);
+	}
+}
+
+static void assert_str_same(const char *a, const char *b)
+{
+	assert_true(a ? b && !strcmp(a, b) : !b);
+}
+
+/* The element ndc_k8s_object_convert made reads as the one ndc_k8s_object_add made. */
+static void assert_elem_same(const struct ndc_k8s_objects *o, enum ndc_k8s_obj_type type,
+			     const char *elem)
+{
+	switch (type) {
+	case NDC_K8S_OBJ_NAMESPACE:
+		assert_int_equal(o->n_namespaces, 1);
+		assert_string_equal(*(char *const *)elem, o->namespaces[0]);
+		break;
+	case NDC_K8S_OBJ_SERVICE: {
+		const struct ndc_k8s_service *a = &o->services[0], *b = (const void *)elem;
+
+		assert_int_equal(o->n_services, 1);
+		assert_str_same(a->ns, b->ns);
+		assert_str_same(a->name, b->name);
+		assert_str_same(a->external_name, b->external_name);
+		assert_int_equal(a->type, b->type);
+		assert_int_equal(a->headless, b->headless);
+		assert_int_equal(a->publish_not_ready, b->publish_not_ready);
+		assert_int_equal(a->n_ips, b->n_ips);
+		assert_memory_equal(a->ips, b->ips, a->n_ips * sizeof(a->ips[0]));
+		assert_int_equal(a->n_ports, b->n_ports);
+		assert_ports_same(a->ports, b->ports, a->n_ports);
+		break;
+	}
+	case NDC_K8S_OBJ_SLICE: {
+		const struct ndc_k8s_slice *a = &o->slices[0], *b = (const void *)elem;
+
+		assert_int_equal(o->n_slices, 1);
+		assert_str_same(a->ns, b->ns);
+		assert_str_same(a->name, b->name);
+		assert_str_same(a->service, b->service);
+		assert_int_equal(a->family, b->family);
+		assert_int_equal(a->n_ports, b->n_ports);
+		assert_ports_same(a->ports, b->ports, a->n_ports);
+		assert_int_equal(a->n_endpoints, b->n_endpoints);
+		for (uint32_t i = 0; i < a->n_endpoints; i++) {
+			const struct ndc_k8s_endpoint *e = &a->endpoints[i], *f = &b->endpoints[i];
+
+			assert_int_equal(e->n_addrs, f->n_addrs);
+			assert_memory_equal(e->addrs, f->addrs, e->n_addrs * sizeof(e->addrs[0]));
+			assert_str_same(e->hostname, f->hostname);
+			assert_str_same(e->pod_name, f->pod_name);
+			assert_int_equal(e->ready, f->ready);
+		}
+		break;
+	}
+	case NDC_K8S_OBJ_POD: {
+		const struct ndc_k8s_pod *a = &o->pods[0], *b = (const void *)elem;
+
+		assert_int_equal(o->n_pods, 1);
+		assert_str_same(a->ns, b->ns);
+		assert_str_same(a->name, b->name);
+		assert_int_equal(a->n_ips, b->n_ips);
+		assert_memory_equal(a->ips, b->ips, a->n_ips * sizeof(a->ips[0]));
+		break;
+	}
+	case NDC_K8S_OBJ_NONE:
+		assert_int_equal(o->n_namespaces + o->n_services + o->n_slices + o->n_pods, 0);
+		break;
+	}
+}
+
+/* Converts obj both ways: same result, same element, same message. */
+static void check_convert(json_object *obj)
+{
+	enum { HEAD = 16 };
+	char err1[256] = "", err2[256] = "";
+	struct ndc_k8s_objects o = {0};
+	enum ndc_k8s_obj_type type;
+	void *block;
+	int r1, r2;
+
+	r1 = ndc_k8s_object_add(&o, obj, err1, sizeof(err1));
+	r2 = ndc_k8s_object_convert(obj, HEAD, &type, &block, err2, sizeof(err2));
+	assert_int_equal(r1, r2);
+	if (r1 < 0) {
+		assert_string_equal(err1, err2);
+		assert_null(block);
+		assert_int_equal(type, NDC_K8S_OBJ_NONE);
+		return;
+	}
+	assert_true(type == NDC_K8S_OBJ_NONE ? !block : !!block);
+	if (block) {
+		static const char zero[HEAD];
+
+		assert_memory_equal(block, zero, HEAD); /* the caller's head room, zeroed */
+		if (type != NDC_K8S_OBJ_NAMESPACE) /* mem is the first field after the pointers */
+			assert_ptr_equal(
+			    type == NDC_K8S_OBJ_SERVICE
+				? ((struct ndc_k8s_service *)((char *)block + HEAD))->mem
+			    : type == NDC_K8S_OBJ_SLICE
+				? ((struct ndc_k8s_slice *)((char *)block + HEAD))->mem
+				: ((struct ndc_k8s_pod *)((char *)block + HEAD))->mem,
+			    block);
+	}
+	assert_elem_same(&o, type, (const char *)block + HEAD);
+	free(block);
+	ndc_k8s_objects_free(&o);
+}
+
+/*
+ * The store's conversion (one block per object) against the snapshot's (ndc_k8s_object_add):
+ * the sample cluster, random objects of the model, and objects each conversion must reject with
+ * the same reason.
+ */
+static void test_convert(void **state)
+{
+	static const char *const odd[] = {
+	    "[]",
+	    "{}",
+	    "{\"kind\":3}",
+	    "{\"kind\":\"ConfigMap\",\"metadata\":{\"name\":\"x\"}}",
+	    "{\"kind\":\"Namespace\"}",
+	    "{\"kind\":\"Namespace\",\"metadata\":{\"name\":\"\"}}",
+	    "{\"kind\":\"Namespace\",\"metadata\":{\"name\":\"a\\u0000b\"}}",
+	    "{\"kind\":\"Service\",\"metadata\":{\"name\":\"s\"}}",
+	    "{\"kind\":\"Service\",\"metadata\":{\"namespace\":\"n\",\"name\":\"s\"},"
+	    "\"spec\":{\"ports\":[{\"port\":0}]}}",
+	    "{\"kind\":\"Service\",\"metadata\":{\"namespace\":\"n\",\"name\":\"s\"},"
+	    "\"spec\":{\"clusterIPs\":[\"10.0.0.1\",\"fd00::1\",\"10.0.0.2\"]}}",
+	    "{\"kind\":\"Service\",\"metadata\":{\"namespace\":\"n\",\"name\":\"s\"},"
+	    "\"spec\":{\"type\":\"ExternalName\",\"externalName\":\"db.example.\","
+	    "\"ports\":[{\"name\":\"a\",\"port\":1,\"protocol\":\"UDP\"},{\"port\":2,"
+	    "\"protocol\":\"SCTP\"}]}}",
+	    "{\"kind\":\"Service\",\"metadata\":{\"namespace\":\"n\",\"name\":\"s\"},"
+	    "\"spec\":{\"clusterIP\":\"None\",\"publishNotReadyAddresses\":true}}",
+	    "{\"kind\":\"EndpointSlice\",\"metadata\":{\"namespace\":\"n\",\"name\":\"e\"},"
+	    "\"addressType\":\"IPv6\",\"endpoints\":[{\"addresses\":[\"10.0.0.1\"]}]}",
+	    "{\"kind\":\"EndpointSlice\",\"metadata\":{\"namespace\":\"n\",\"name\":\"e\"},"
+	    "\"addressType\":\"FQDN\",\"endpoints\":[{\"addresses\":[\"a.example\"]}]}",
+	    "{\"kind\":\"EndpointSlice\",\"metadata\":{\"namespace\":\"n\",\"name\":\"e\"},"
+	    "\"addressType\":\"IPv6\",\"ports\":[{\"name\":\"all\"},{\"port\":53}],"
+	    "\"endpoints\":[{\"addresses\":[\"fd00::1\",\"fd00::2\"],\"hostname\":\"h\","
+	    "\"targetRef\":{\"kind\":\"Pod\",\"name\":\"p\"},\"conditions\":{\"ready\":"
+	    "false}},{\"addresses\":[]}]}",
+	    "{\"kind\":\"EndpointSlice\",\"metadata\":{\"namespace\":\"n\",\"name\":\"e\"},"
+	    "\"addressType\":\"IPv4\",\"endpoints\":[{\"addresses\":[\"10.0.0.1\"],"
+	    "\"conditions\":{\"ready\":\"yes\"}}]}",
+	    "{\"kind\":\"Pod\",\"metadata\":{\"namespace\":\"n\",\"name\":\"p\"},"
+	    "\"status\":{\"podIPs\":[{\"ip\":\"10.0.0.1\"},{\"ip\":\"fd00::1\"}]}}",
+	    "{\"kind\":\"Pod\",\"metadata\":{\"namespace\":\"n\",\"name\":\"p\"},"
+	    "\"status\":{\"podIP\":\"nope\"}}",
+	};
+	json_object *root, *items;
+
+	(void)state;
+	json_tokener *tok = json_tokener_new();
+
+	assert_non_null(tok);
+	root = json_tokener_parse_ex(tok, ndc_sample_cluster, (int)ndc_sample_cluster_len);
+	json_tokener_free(tok);
+	assert_non_null(root);
+	assert_true(json_object_object_get_ex(root, "items", &items));
+	for (size_t i = 0; i < json_object_array_length(items); i++)
+		check_convert(json_object_array_get_idx(items, (int)i));
+	json_object_put(root);
+	for (size_t i = 0; i < sizeof(odd) / sizeof(odd[0]); i++) {
+		json_object *obj = json_tokener_parse(odd[i]);
+
+		assert_non_null(obj);
+		check_convert(obj);
+		json_object_put(obj);
+	}
+	rng_state = 3;
+	for (int round = 0; round < 50; round++) {
+		for (int i = 0; i < SLOTS; i++) {
+			char *text = gen(i);
+			json_object *obj = json_tokener_parse(text);
+
+			assert_non_null(obj);
+			check_convert(obj);
+			json_object_put(obj);
+			free(text);
+		}
+	}
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-	    cmocka_unit_test(test_objtab),	   cmocka_unit_test(test_slicetab),
-	    cmocka_unit_test(test_delete_service), cmocka_unit_test(test_single_events),
-	    cmocka_unit_test(test_bursts),	   cmocka_unit_test(test_compaction),
-	    cmocka_unit_test(test_relist),
+	    cmocka_unit_test(test_convert),	  cmocka_unit_test(test_objtab),
+	    cmocka_unit_test(test_slicetab),	  cmocka_unit_test(test_delete_service),
+	    cmocka_unit_test(test_single_events), cmocka_unit_test(test_bursts),
+	    cmocka_unit_test(test_compaction),	  cmocka_unit_test(test_relist),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
