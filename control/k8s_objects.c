@@ -301,8 +301,10 @@ fail:
 	return r;
 }
 
-static void free_service(struct ndc_k8s_service *s)
+static void free_service(void *e)
 {
+	struct ndc_k8s_service *s = e;
+
 	if (s->mem) {
 		free(s->mem);
 		return;
@@ -367,8 +369,9 @@ static void pack_port_names(struct pack *p, struct ndc_k8s_port *ports, uint32_t
 		ports[i].name = pack_str(p, ports[i].name);
 }
 
-static int compact_service(const struct conv *c, struct ndc_k8s_service *s, size_t head)
+static int compact_service(const struct conv *c, void *e, size_t head)
 {
+	struct ndc_k8s_service *s = e;
 	struct ndc_k8s_service t = *s;
 	struct pack p = {.off = head};
 	size_t size;
@@ -400,8 +403,9 @@ static int add_cluster_ip(const struct conv *c, struct ndc_k8s_service *s, const
 	return 0;
 }
 
-static int conv_service(struct conv *c, json_object *obj, struct ndc_k8s_service *s)
+static int conv_service(struct conv *c, json_object *obj, void *e)
 {
+	struct ndc_k8s_service *s = e;
 	const char *ns, *name, *type, *cip, *ext;
 	json_object *spec, *cips, *v;
 	struct ndc_ip ip = {0};
@@ -496,8 +500,10 @@ static void free_endpoint(struct ndc_k8s_endpoint *e)
 	free(e->pod_name);
 }
 
-static void free_slice(struct ndc_k8s_slice *s)
+static void free_slice(void *e)
 {
+	struct ndc_k8s_slice *s = e;
+
 	if (s->mem) {
 		free(s->mem);
 		return;
@@ -511,8 +517,9 @@ static void free_slice(struct ndc_k8s_slice *s)
 	free(s->endpoints);
 }
 
-static int compact_slice(const struct conv *c, struct ndc_k8s_slice *s, size_t head)
+static int compact_slice(const struct conv *c, void *e, size_t head)
 {
+	struct ndc_k8s_slice *s = e;
 	struct ndc_k8s_slice t = *s;
 	struct pack p = {.off = head};
 	size_t size;
@@ -617,8 +624,9 @@ static int conv_endpoint(const struct conv *c, json_object *ep, const char *pfx,
 	return 0;
 }
 
-static int conv_slice(struct conv *c, json_object *obj, struct ndc_k8s_slice *s)
+static int conv_slice(struct conv *c, json_object *obj, void *e)
 {
+	struct ndc_k8s_slice *s = e;
 	const char *ns, *name, *at, *svc;
 	json_object *labels, *eps, *ep;
 	char pfx[40];
@@ -684,8 +692,10 @@ static int conv_slice(struct conv *c, json_object *obj, struct ndc_k8s_slice *s)
 	return dup_str(c, name, &s->name);
 }
 
-static void free_pod(struct ndc_k8s_pod *p)
+static void free_pod(void *e)
 {
+	struct ndc_k8s_pod *p = e;
+
 	if (p->mem) {
 		free(p->mem);
 		return;
@@ -694,8 +704,9 @@ static void free_pod(struct ndc_k8s_pod *p)
 	free(p->name);
 }
 
-static int compact_pod(const struct conv *c, struct ndc_k8s_pod *p, size_t head)
+static int compact_pod(const struct conv *c, void *e, size_t head)
 {
+	struct ndc_k8s_pod *p = e;
 	struct ndc_k8s_pod t = *p;
 	struct pack k = {.off = head};
 
@@ -720,8 +731,9 @@ static int add_pod_ip(const struct conv *c, struct ndc_k8s_pod *p, const char *i
 	return 0;
 }
 
-static int conv_pod(struct conv *c, json_object *obj, struct ndc_k8s_pod *p)
+static int conv_pod(struct conv *c, json_object *obj, void *e)
 {
+	struct ndc_k8s_pod *p = e;
 	json_object *status, *ips, *v;
 	const char *ns, *name, *ip;
 	char pfx[40];
@@ -852,57 +864,56 @@ static int place(struct conv *c, void **arr, size_t *n, size_t *cap, void *e, si
 	return 0;
 }
 
-static int compact_service_v(const struct conv *c, void *e, size_t head)
-{
-	return compact_service(c, e, head);
-}
+/*
+ * How each kind of element is converted, packed and freed, and where struct ndc_k8s_objects
+ * keeps its array: ndc_k8s_object_add and ndc_k8s_object_convert share one path per use.
+ */
+struct elem_ops {
+	size_t size;
+	size_t mem_off;
+	int (*conv)(struct conv *c, json_object *obj, void *e);
+	int (*compact)(const struct conv *c, void *e, size_t head);
+	void (*free)(void *e);
+	size_t arr_off, n_off, cap_off;
+};
 
-static int compact_slice_v(const struct conv *c, void *e, size_t head)
-{
-	return compact_slice(c, e, head);
-}
+#define ELEM_OPS(t, arr)                                                                          \
+	{                                                                                         \
+		.size = sizeof(struct ndc_k8s_##t), .mem_off = offsetof(struct ndc_k8s_##t, mem), \
+		.conv = conv_##t, .compact = compact_##t, .free = free_##t,                       \
+		.arr_off = offsetof(struct ndc_k8s_objects, arr),                                 \
+		.n_off = offsetof(struct ndc_k8s_objects, n_##arr),                               \
+		.cap_off = offsetof(struct ndc_k8s_objects, cap_##arr),                           \
+	}
 
-static int compact_pod_v(const struct conv *c, void *e, size_t head)
-{
-	return compact_pod(c, e, head);
-}
+static const struct elem_ops elem_ops[] = {
+    [NDC_K8S_OBJ_SERVICE] = ELEM_OPS(service, services),
+    [NDC_K8S_OBJ_SLICE] = ELEM_OPS(slice, slices),
+    [NDC_K8S_OBJ_POD] = ELEM_OPS(pod, pods),
+};
 
-static int add_service(struct ndc_k8s_objects *o, struct conv *c, json_object *obj)
-{
-	struct ndc_k8s_service s = {0};
-	int r = conv_service(c, obj, &s);
+/* Room for any one element while it is converted. */
+union elem {
+	struct ndc_k8s_service service;
+	struct ndc_k8s_slice slice;
+	struct ndc_k8s_pod pod;
+};
 
+static int add_elem(struct ndc_k8s_objects *o, struct conv *c, json_object *obj,
+		    enum ndc_k8s_obj_type type)
+{
+	const struct elem_ops *k = &elem_ops[type];
+	char *base = (char *)o;
+	union elem e;
+	int r;
+
+	memset(&e, 0, sizeof(e));
+	r = k->conv(c, obj, &e);
 	if (r >= 0)
-		r = place(c, (void **)&o->services, &o->n_services, &o->cap_services, &s, sizeof(s),
-			  offsetof(struct ndc_k8s_service, mem), compact_service_v);
+		r = place(c, (void **)(base + k->arr_off), (size_t *)(base + k->n_off),
+			  (size_t *)(base + k->cap_off), &e, k->size, k->mem_off, k->compact);
 	if (r < 0)
-		free_service(&s);
-	return r;
-}
-
-static int add_slice(struct ndc_k8s_objects *o, struct conv *c, json_object *obj)
-{
-	struct ndc_k8s_slice s = {0};
-	int r = conv_slice(c, obj, &s);
-
-	if (r >= 0)
-		r = place(c, (void **)&o->slices, &o->n_slices, &o->cap_slices, &s, sizeof(s),
-			  offsetof(struct ndc_k8s_slice, mem), compact_slice_v);
-	if (r < 0)
-		free_slice(&s);
-	return r;
-}
-
-static int add_pod(struct ndc_k8s_objects *o, struct conv *c, json_object *obj)
-{
-	struct ndc_k8s_pod p = {0};
-	int r = conv_pod(c, obj, &p);
-
-	if (r >= 0)
-		r = place(c, (void **)&o->pods, &o->n_pods, &o->cap_pods, &p, sizeof(p),
-			  offsetof(struct ndc_k8s_pod, mem), compact_pod_v);
-	if (r < 0)
-		free_pod(&p);
+		k->free(&e);
 	return r;
 }
 
@@ -944,44 +955,14 @@ int ndc_k8s_object_add_at(struct ndc_k8s_objects *o, struct json_object *obj, co
 	r = type_of(&c, obj, &type);
 	if (r < 0)
 		return r;
-	switch (type) {
-	case NDC_K8S_OBJ_NAMESPACE:
+	if (type == NDC_K8S_OBJ_NAMESPACE)
 		return add_namespace(o, &c, obj);
-	case NDC_K8S_OBJ_SERVICE:
-		return add_service(o, &c, obj);
-	case NDC_K8S_OBJ_SLICE:
-		return add_slice(o, &c, obj);
-	case NDC_K8S_OBJ_POD:
-		return add_pod(o, &c, obj);
-	case NDC_K8S_OBJ_NONE:
-		break;
-	}
-	return 0;
+	return type == NDC_K8S_OBJ_NONE ? 0 : add_elem(o, &c, obj, type);
 }
 
 int ndc_k8s_object_add(struct ndc_k8s_objects *o, struct json_object *obj, char *err, size_t errlen)
 {
 	return ndc_k8s_object_add_at(o, obj, NULL, err, errlen);
-}
-
-/*
- * The element e (sz bytes, a multiple of 8 so what follows stays aligned) compacted behind head
- * bytes and copied in front of what it points to: [head][element][its data], one block.
- */
-static int pack_one(const struct conv *c, void *e, size_t sz, size_t mem_off, size_t head,
-		    int (*compact)(const struct conv *, void *, size_t), void **ret_block)
-{
-	char *block;
-	int r;
-
-	r = compact(c, e, head + sz);
-	if (r < 0)
-		return r;
-	block = *(void **)((char *)e + mem_off);
-	memset(block, 0, head);
-	memcpy(block + head, e, sz);
-	*ret_block = block;
-	return 0;
 }
 
 static int convert_namespace(struct conv *c, json_object *obj, size_t head, void **ret_block)
@@ -1005,43 +986,32 @@ static int convert_namespace(struct conv *c, json_object *obj, size_t head, void
 	return 0;
 }
 
-static int convert_service(struct conv *c, json_object *obj, size_t head, void **ret_block)
+/*
+ * The element compacted behind head bytes and copied in front of what it points to:
+ * [head][element][its data], one block. Element sizes are multiples of 8 (below), so what follows
+ * stays aligned.
+ */
+static int convert_elem(struct conv *c, json_object *obj, enum ndc_k8s_obj_type type, size_t head,
+			void **ret_block)
 {
-	struct ndc_k8s_service s = {0};
-	int r = conv_service(c, obj, &s);
+	const struct elem_ops *k = &elem_ops[type];
+	union elem e;
+	char *block;
+	int r;
 
+	memset(&e, 0, sizeof(e));
+	r = k->conv(c, obj, &e);
 	if (r >= 0)
-		r = pack_one(c, &s, sizeof(s), offsetof(struct ndc_k8s_service, mem), head,
-			     compact_service_v, ret_block);
-	if (r < 0)
-		free_service(&s);
-	return r;
-}
-
-static int convert_slice(struct conv *c, json_object *obj, size_t head, void **ret_block)
-{
-	struct ndc_k8s_slice s = {0};
-	int r = conv_slice(c, obj, &s);
-
-	if (r >= 0)
-		r = pack_one(c, &s, sizeof(s), offsetof(struct ndc_k8s_slice, mem), head,
-			     compact_slice_v, ret_block);
-	if (r < 0)
-		free_slice(&s);
-	return r;
-}
-
-static int convert_pod(struct conv *c, json_object *obj, size_t head, void **ret_block)
-{
-	struct ndc_k8s_pod p = {0};
-	int r = conv_pod(c, obj, &p);
-
-	if (r >= 0)
-		r = pack_one(c, &p, sizeof(p), offsetof(struct ndc_k8s_pod, mem), head,
-			     compact_pod_v, ret_block);
-	if (r < 0)
-		free_pod(&p);
-	return r;
+		r = k->compact(c, &e, head + k->size);
+	if (r < 0) {
+		k->free(&e);
+		return r;
+	}
+	block = *(void **)((char *)&e + k->mem_off);
+	memset(block, 0, head);
+	memcpy(block + head, &e, k->size);
+	*ret_block = block;
+	return 0;
 }
 
 _Static_assert(sizeof(struct ndc_k8s_service) % 8 == 0, "packing keeps 8-byte alignment");
@@ -1062,22 +1032,10 @@ int ndc_k8s_object_convert(struct json_object *obj, size_t head, enum ndc_k8s_ob
 	r = type_of(&c, obj, &type);
 	if (r < 0)
 		return r;
-	switch (type) {
-	case NDC_K8S_OBJ_NAMESPACE:
+	if (type == NDC_K8S_OBJ_NAMESPACE)
 		r = convert_namespace(&c, obj, head, ret_block);
-		break;
-	case NDC_K8S_OBJ_SERVICE:
-		r = convert_service(&c, obj, head, ret_block);
-		break;
-	case NDC_K8S_OBJ_SLICE:
-		r = convert_slice(&c, obj, head, ret_block);
-		break;
-	case NDC_K8S_OBJ_POD:
-		r = convert_pod(&c, obj, head, ret_block);
-		break;
-	case NDC_K8S_OBJ_NONE:
-		break;
-	}
+	else if (type != NDC_K8S_OBJ_NONE)
+		r = convert_elem(&c, obj, type, head, ret_block);
 	if (r >= 0)
 		*ret_type = type;
 	return r;
