@@ -1,8 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * The object store between the API watch and the record table. It keeps, per kind, each object
- * reduced to the fields DNS needs (struct ndc_k8s_objects of one) and applies list and watch
- * events under one lock. Each event becomes a patch of just the names it touches (the record
+ * reduced to the fields DNS needs (one block each: ndc_k8s_object_convert) and applies list and
+ * watch events under one lock. Each event becomes a patch of just the names it touches (the record
  * builder run on the objects that make those names); a commit thread applies pending patches as
  * new versions of the table, coalescing bursts. A relist is built aside and swapped in at its
  * end, so no name disappears while it runs, then the table is rebuilt whole. An object that
