@@ -1,7 +1,6 @@
 // SPDX-License-Identifier: MIT
 #include <arpa/inet.h>
 #include <errno.h>
-#include <malloc.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdatomic.h>
@@ -156,15 +155,15 @@ static void fastpath_stop(struct agent *ag)
 #define G(b, name, help, v) ndc_metric_u64(b, "ndcache_" name, "gauge", help, NULL, v)
 
 /*
- * Where the memory goes: resident set (what a DaemonSet's memory limit is checked against), the
- * heap in use and free-but-kept by malloc, and the record table's share. mallinfo2 walks the
- * arenas' bins: fine once per scrape.
+ * Where the memory goes: the resident set (what a DaemonSet's memory limit is checked against)
+ * and the record table's share. Not malloc's own statistics: mallinfo2 walks every arena's free
+ * lists under its lock, which stalled the table's writers for tens of milliseconds per scrape at
+ * 100,000 Services (tests/bench/bench_store has the heap's breakdown).
  */
 static void memory_metrics(struct agent *ag, struct ndc_metrics_buf *b)
 {
-	struct mallinfo2 mi = mallinfo2();
 	unsigned long size = 0, resident = 0;
-	FILE *f = fopen("/proc/self/statm", "r");
+	FILE *f = fopen("/proc/self/statm", "re");
 
 	if (f) {
 		if (fscanf(f, "%lu %lu", &size, &resident) != 2)
@@ -175,10 +174,6 @@ static void memory_metrics(struct agent *ag, struct ndc_metrics_buf *b)
 		ndc_metric_u64(b, "process_resident_memory_bytes", "gauge",
 			       "Resident memory size in bytes.", NULL,
 			       (uint64_t)resident * (uint64_t)sysconf(_SC_PAGESIZE));
-	ndc_metric_u64(b, "ndcache_heap_bytes", "gauge", "malloc heap by state, bytes.",
-		       "state=\"in_use\"", mi.uordblks + mi.hblkhd);
-	ndc_metric_u64(b, "ndcache_heap_bytes", "gauge", "malloc heap by state, bytes.",
-		       "state=\"free\"", mi.fordblks);
 	G(b, "records_bytes", "Bytes of the built record table (incremental overlays not counted).",
 	  atomic_load(&ag->records_bytes));
 }

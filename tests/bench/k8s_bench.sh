@@ -577,14 +577,12 @@ run_scale() {
 		/RRsets of .*: ready/ { r = $1 } END { printf "%.3f", r - t }' "$TOPO_DIR/ndcache-$n.log")
 	R[records]=$(metric ndcache_records)
 	R[k8s_objects]=$(metric ndcache_k8s_objects)
-	R[heap_used_ready]=$(metric 'ndcache_heap_bytes{state="in_use"}')
-	R[heap_free_ready]=$(metric 'ndcache_heap_bytes{state="free"}')
 	R[table_ready]=$(metric ndcache_records_bytes)
 	echo "  ready after ${R[ready_s]} s (ndcache CPU ${R[ndcache_cpu_sync_s]} s, fake API server" \
 		"CPU ${R[api_cpu_sync_s]} s meanwhile); ${R[k8s_objects]} objects, ${R[records]} RRsets;" \
 		"RSS $((R[rss_ready_kb] / 1024)) MB, peak $((R[hwm_ready_kb] / 1024)) MB"
-	echo "  memory once ready: heap in use $(mb "${R[heap_used_ready]}") MB (record table" \
-		"$(mb "${R[table_ready]}") MB), free heap kept by malloc $(mb "${R[heap_free_ready]}") MB"
+	echo "  memory once ready: record table $(mb "${R[table_ready]}") MB of the RSS" \
+		"(the rest: tests/bench/bench_store)"
 	echo "  of which: lists done ${R[lists_s]} s after start, then the first table built and" \
 		"served in ${R[first_build_s]} s (from ndcache's log, stamped as it arrived)"
 
