@@ -342,6 +342,43 @@ static int ovl_set(struct ndc_records *v, struct oent *e)
 	return 0;
 }
 
+/* Where nd's answers start, and their bytes in *ret_len. */
+static const uint8_t *node_answers(const struct ndc_rec_node_r *nd, size_t *ret_len)
+{
+	const uint8_t *p = (const uint8_t *)nd + NDC_REC_ALIGN4(sizeof(*nd) + nd->llen), *e = p;
+
+	for (int i = 0; i < nd->ntypes; i++)
+		e += NDC_REC_ALIGN4(ndc_answer_size((const struct ndc_answer *)e));
+	*ret_len = (size_t)(e - p);
+	return p;
+}
+
+/*
+ * Whether e changes nothing in v: the same answers as v's node of that name, or the deletion of
+ * a name v lacks. A change rebuilds every name of the objects it touches (a ClusterIP change:
+ * the service, its ports, its endpoints and their reverse names) and most come out the same;
+ * keeping those out of the overlay keeps it, and the memory between full builds, small.
+ */
+static bool ent_unchanged(const struct ndc_records *v, const struct oent *e)
+{
+	const struct ndc_rec_node_r *nd = ent_node(e), *cur = NULL;
+	bool in_ovl = v->ovl && !ndc_rec_ovl_find(v->ovl, nd->name, nd->nlen, nd->hash, &cur);
+	size_t la, lb;
+
+	if (!in_ovl) {
+		cur = ndc_rec_base_find(v, nd->name, nd->nlen, nd->hash);
+		if (!cur && ndc_rec_base_rrsets(v, nd->name, nd->nlen, nd->hash))
+			return false; /* in the reverse index: always kept */
+	}
+	if (!e->exists || !cur)
+		return !e->exists && !cur;
+	if (cur->pad != nd->pad || cur->ntypes != nd->ntypes)
+		return false;
+	const uint8_t *a = node_answers(cur, &la), *b = node_answers(nd, &lb);
+
+	return la == lb && !memcmp(a, b, la);
+}
+
 /* A new version of r with ents (those newer than r's base) put in its overlay. */
 static int derive(const struct ndc_records *r, struct oent *const *ents, size_t n,
 		  struct ndc_records **ret)
@@ -385,7 +422,7 @@ static int derive(const struct ndc_records *r, struct oent *const *ents, size_t 
 		v->n_rrsets = rrsets; /* r's count already holds them */
 	}
 	for (size_t i = 0; i < n && !err; i++)
-		if (ents[i]->seq > v->seq)
+		if (ents[i]->seq > v->seq && !ent_unchanged(v, ents[i]))
 			err = ovl_set(v, ents[i]);
 	if (err) {
 		ndc_records_free(v);
