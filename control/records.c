@@ -1055,6 +1055,19 @@ unsigned ndc_rec_base_rrsets(const struct ndc_records *r, const uint8_t *n, size
 	return nd ? ndc_rec_node_rrsets(nd) : rev_find(r, n, len, &hit) ? 1u : 0u;
 }
 
+int ndc_rec_rev_answer(const struct ndc_records *r, const uint8_t *n, size_t len,
+		       struct ndc_answer *out, size_t cap)
+{
+	struct rev_hit h;
+	int err;
+
+	if (!rev_find(r, n, len, &h))
+		return -ENOENT;
+	err = rev_render(r, &h, n, len, out, cap);
+	out->pad = (uint8_t)NDC_T_PTR; /* as a node's answer holds it */
+	return err;
+}
+
 int ndc_rec_rev_targets(const struct ndc_records *r, const uint8_t *n, size_t len,
 			int (*fn)(void *arg, const uint8_t *target, size_t tlen), void *arg)
 {

@@ -247,6 +247,10 @@ const struct ndc_rec_node_r *ndc_rec_base_find(const struct ndc_records *r, cons
 /* RRsets the base table answers at n (hash h), its reverse index included. */
 unsigned ndc_rec_base_rrsets(const struct ndc_records *r, const uint8_t *n, size_t len, uint32_t h);
 
+/* The PTR answer the base's reverse index holds for n, its pad the type; -ENOENT: none. */
+int ndc_rec_rev_answer(const struct ndc_records *r, const uint8_t *n, size_t len,
+		       struct ndc_answer *out, size_t cap);
+
 /* Calls fn with each PTR target the base's reverse index holds for n (none: 0, fn not called). */
 int ndc_rec_rev_targets(const struct ndc_records *r, const uint8_t *n, size_t len,
 			int (*fn)(void *arg, const uint8_t *target, size_t tlen), void *arg);

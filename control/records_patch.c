@@ -366,9 +366,20 @@ static bool ent_unchanged(const struct ndc_records *v, const struct oent *e)
 	size_t la, lb;
 
 	if (!in_ovl) {
+		union {
+			struct ndc_answer a;
+			uint8_t b[sizeof(struct ndc_answer) + NDC_REC_LAZY_MAX];
+		} rev;
+
 		cur = ndc_rec_base_find(v, nd->name, nd->nlen, nd->hash);
-		if (!cur && ndc_rec_base_rrsets(v, nd->name, nd->nlen, nd->hash))
-			return false; /* in the reverse index: always kept */
+		if (!cur && !ndc_rec_rev_answer(v, nd->name, nd->nlen, &rev.a, NDC_REC_LAZY_MAX)) {
+			/* in the reverse index: the same when nd holds that one PTR answer */
+			const uint8_t *b = node_answers(nd, &lb);
+
+			return e->exists && !nd->pad && nd->ntypes == 1 &&
+			       lb == NDC_REC_ALIGN4(ndc_answer_size(&rev.a)) &&
+			       !memcmp(b, &rev.a, ndc_answer_size(&rev.a));
+		}
 	}
 	if (!e->exists || !cur)
 		return !e->exists && !cur;

@@ -4,7 +4,9 @@
  * snapshot (a Kubernetes List, e.g. from gen_k8s_scale.py) is fed through the store's watch
  * callbacks as lists, as the API client would, and malloc's own count is read at each stage.
  * Usage: bench_store FILE.json [EVENTS]: EVENTS > 0 then times that many watch events (Services
- * and EndpointSlices of the snapshot delivered again as MODIFIED), each a patch of the table.
+ * and EndpointSlices of the snapshot delivered again as MODIFIED, each Service with a new
+ * ClusterIP, as k8s_bench.sh's load changes them), each a patch of the table, and counts the heap
+ * they leave behind: the overlay of changed names that the next full build folds.
  */
 #include <malloc.h>
 #include <stdio.h>
@@ -85,14 +87,29 @@ int main(int argc, char **argv)
 		int kind = !strcmp(k, "Service") ? 1 : !strcmp(k, "EndpointSlice") ? 2 : -1;
 		if (kind < 0)
 			continue;
+		json_object *spec;
+		if (kind == 1 && json_object_object_get_ex(it, "spec", &spec)) {
+			char ip[32];
+
+			snprintf(ip, sizeof(ip), "10.250.%zu.%zu", (n_ev >> 8) & 255, n_ev & 255);
+			json_object_object_add(spec, "clusterIP", json_object_new_string(ip));
+			json_object_object_del(spec, "clusterIPs");
+		}
 		ndc_k8s_store_ops.event(s, kind, NDC_K8S_MODIFIED, it);
 		n_ev++;
 	}
 	double t1 = now();
 	ndc_k8s_store_flush(s, 60000);
-	if (n_ev)
+	if (n_ev) {
+		size_t u3 = used();
+
 		fprintf(stderr, "%zu events: %.1f us each to apply (%.2f s to flush)\n", n_ev,
 			(t1 - t0) * 1e6 / n_ev, now() - t1);
+		fprintf(stderr,
+			"after them: %zu names in the overlay, heap +%.1f MB (%.0f B per event)\n",
+			ndc_records_overlay_size(cur), ((double)u3 - (double)u2) / 1e6,
+			((double)u3 - (double)u2) / (double)n_ev);
+	}
 	json_object_put(root);
 	malloc_trim(0);
 	fprintf(stderr, "total in use after freeing the JSON: %.1f MB\n", (used() - 0) / 1e6);
