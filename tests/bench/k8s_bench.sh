@@ -581,8 +581,9 @@ run_scale() {
 	echo "  ready after ${R[ready_s]} s (ndcache CPU ${R[ndcache_cpu_sync_s]} s, fake API server" \
 		"CPU ${R[api_cpu_sync_s]} s meanwhile); ${R[k8s_objects]} objects, ${R[records]} RRsets;" \
 		"RSS $((R[rss_ready_kb] / 1024)) MB, peak $((R[hwm_ready_kb] / 1024)) MB"
-	echo "  memory once ready: record table $(mb "${R[table_ready]}") MB of the RSS" \
-		"(the rest: tests/bench/bench_store)"
+	echo "  memory once ready: record table $(mb "${R[table_ready]}") MB of the RSS; RSS anonymous" \
+		"$(($(status_kb "$nd_pid" RssAnon) / 1024)) MB, file-backed (binary, libraries)" \
+		"$(($(status_kb "$nd_pid" RssFile) / 1024)) MB (heap breakdown: tests/bench/bench_store)"
 	echo "  of which: lists done ${R[lists_s]} s after start, then the first table built and" \
 		"served in ${R[first_build_s]} s (from ndcache's log, stamped as it arrived)"
 
