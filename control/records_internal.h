@@ -244,6 +244,9 @@ int ndc_rec_render_node(struct ndc_rec_bld *b, struct ndc_records *r, const stru
 const struct ndc_rec_node_r *ndc_rec_base_find(const struct ndc_records *r, const uint8_t *n,
 					       size_t len, uint32_t h);
 
+/* The address reverse name n stands for, when written exactly as ndc_records_reverse_name does. */
+bool ndc_rec_rev_parse(const uint8_t *n, size_t len, struct ndc_ip *ip);
+
 /* RRsets the base table answers at n (hash h), its reverse index included. */
 unsigned ndc_rec_base_rrsets(const struct ndc_records *r, const uint8_t *n, size_t len, uint32_t h);
 

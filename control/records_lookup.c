@@ -1,0 +1,714 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The record model, third stage: answering from the table records.c built (and the overlays of
+ * records_patch.c), and walking it for the fast-path publisher. Separate from building because
+ * the two share only the layout (records_internal.h): this side runs per query, reads, and never
+ * allocates, locks or logs. Answers kept lazy at build time (reverse names, SRV sets) are made
+ * here, byte for byte as rendering them at build time would have.
+ */
+#include <arpa/inet.h>
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+
+#include "records_internal.h"
+
+/* ---------------------------------------------------------------------------------------------
+ * Negative answers: the table's template moved to each question.
+ */
+/* NXDOMAIN or NODATA for a name under the zone: the SOA gives the negative TTL (RFC 2308 3). */
+static int negative(const struct ndc_records *r, size_t nlen, uint8_t rcode, struct ndc_answer *out,
+		    size_t cap)
+{
+	uint16_t delta = (uint16_t)(nlen - r->zlen);
+
+	if (r->neg.a.len > cap)
+		return -ENOSPC;
+	memcpy(out, &r->neg.a, ndc_answer_size(&r->neg.a));
+	out->qname_len = (uint8_t)nlen;
+	out->rcode = rcode;
+	for (int i = 0; i < r->n_neg_ptrs; i++) {
+		uint8_t *p = out->data + r->neg_ptrs[i];
+
+		ndc_put16(p, (uint16_t)(ndc_get16(p) + delta));
+	}
+	return 0;
+}
+
+/* ---------------------------------------------------------------------------------------------
+ * Lookup.
+ */
+static bool node_is(const struct ndc_records *r, const struct ndc_rec_node_r *nd, const uint8_t *n,
+		    size_t len)
+{
+	for (;;) {
+		if (nd->nlen != len || memcmp(nd->name, n, nd->llen))
+			return false;
+		if (!nd->parent)
+			return true;
+		n += nd->llen;
+		len -= nd->llen;
+		nd = (const struct ndc_rec_node_r *)(r->blob + nd->parent);
+	}
+}
+
+const struct ndc_rec_node_r *ndc_rec_base_find(const struct ndc_records *r, const uint8_t *n,
+					       size_t len, uint32_t h)
+{
+	for (uint32_t i = h & r->mask;; i = (i + 1) & r->mask) {
+		uint32_t off = r->slots[i];
+		const struct ndc_rec_node_r *nd = (const struct ndc_rec_node_r *)(r->blob + off);
+
+		if (!off)
+			return NULL;
+		if (nd->hash == h && node_is(r, nd, n, len))
+			return nd;
+	}
+}
+
+/* The node named n in this version: the overlay's if it has one, else the base's. */
+/*
+ * As find, and *ret_ovl tells whether the overlay had the name (a NULL node then is a deletion,
+ * which hides the base's reverse index too).
+ */
+static const struct ndc_rec_node_r *find_ex(const struct ndc_records *r, const uint8_t *n,
+					    size_t len, bool *ret_ovl)
+{
+	uint32_t h = ndc_rec_name_hash(n, len);
+	const struct ndc_rec_node_r *nd;
+
+	*ret_ovl = r->ovl && !ndc_rec_ovl_find(r->ovl, n, len, h, &nd);
+	return *ret_ovl ? nd : ndc_rec_base_find(r, n, len, h);
+}
+
+static const struct ndc_rec_node_r *find(const struct ndc_records *r, const uint8_t *n, size_t len)
+{
+	bool ovl;
+
+	return find_ex(r, n, len, &ovl);
+}
+
+/* A reverse name's entries in the base's reverse index: n of them from first. */
+struct rev_hit {
+	struct ndc_ip ip;
+	size_t first, n;
+};
+
+static bool rev_find(const struct ndc_records *r, const uint8_t *name, size_t nlen,
+		     struct rev_hit *h)
+{
+	size_t lo = 0, hi;
+
+	if ((!r->n_rev4 && !r->n_rev6) || !ndc_rec_rev_parse(name, nlen, &h->ip))
+		return false;
+	if (h->ip.family == AF_INET) {
+		const uint8_t *a = h->ip.addr;
+		uint32_t ip =
+		    (uint32_t)a[0] << 24 | (uint32_t)a[1] << 16 | (uint32_t)a[2] << 8 | a[3];
+
+		for (hi = r->n_rev4; lo < hi;) {
+			size_t mid = lo + (hi - lo) / 2;
+
+			*(r->rev4[mid].ip < ip ? &lo : &hi) = mid + (r->rev4[mid].ip < ip);
+		}
+		for (hi = lo; hi < r->n_rev4 && r->rev4[hi].ip == ip; hi++)
+			;
+	} else {
+		for (hi = r->n_rev6; lo < hi;) {
+			size_t mid = lo + (hi - lo) / 2;
+			bool below = memcmp(r->rev6[mid].ip, h->ip.addr, 16) < 0;
+
+			*(below ? &lo : &hi) = mid + below;
+		}
+		for (hi = lo; hi < r->n_rev6 && !memcmp(r->rev6[hi].ip, h->ip.addr, 16); hi++)
+			;
+	}
+	h->first = lo;
+	h->n = hi - lo;
+	return h->n > 0;
+}
+
+/* The whole name of nd into out (NDC_NAME_MAX bytes); returns its length. */
+static size_t node_name(const struct ndc_records *r, const struct ndc_rec_node_r *nd, uint8_t *out);
+
+/* Target i of h into out (NDC_NAME_MAX bytes, a label more); its length. */
+static size_t rev_target(const struct ndc_records *r, const struct rev_hit *h, size_t i,
+			 uint8_t *out)
+{
+	uint32_t t =
+	    h->ip.family == AF_INET ? r->rev4[h->first + i].tgt : r->rev6[h->first + i].tgt;
+	size_t tl = 0;
+
+	if (t & NDC_REC_REV_DASHED) {
+		char dash[INET6_ADDRSTRLEN];
+
+		ndc_rec_dashed(&h->ip, dash, sizeof(dash));
+		tl = strlen(dash);
+		out[0] = (uint8_t)tl;
+		memcpy(out + 1, dash, tl++);
+	}
+	return tl + node_name(r, (const struct ndc_rec_node_r *)(r->blob + (t & ~3u)), out + tl);
+}
+
+/* The PTR answer of h at name, as rendering it at build time would have made it. */
+static int rev_render(const struct ndc_records *r, const struct rev_hit *h, const uint8_t *name,
+		      size_t nlen, struct ndc_answer *out, size_t cap)
+{
+	uint8_t tgt[NDC_NAME_MAX + NDC_LABEL_MAX + 1];
+	struct ndc_ab ab;
+
+	ndc_ab_init(&ab, out, cap, name, nlen);
+	for (size_t i = 0; i < h->n; i++)
+		ndc_ab_rr(&ab, NDC_SEC_ANSWER, name, nlen, NDC_T_PTR, NDC_C_IN, r->ttl, tgt,
+			  rev_target(r, h, i, tgt));
+	return ndc_ab_finish(&ab, NDC_RCODE_NOERROR, true);
+}
+
+/* What ndc_records_foreach yields for a reverse name of the index. */
+static int rev_emit(const struct ndc_records *r, const struct rev_hit *h, const uint8_t *name,
+		    size_t nlen, ndc_records_fn fn, void *arg)
+{
+	union {
+		struct ndc_answer a;
+		uint8_t b[sizeof(struct ndc_answer) + NDC_REC_LAZY_MAX];
+	} ptr;
+	int err = rev_render(r, h, name, nlen, &ptr.a, NDC_REC_LAZY_MAX);
+
+	ptr.a.pad = (uint8_t)NDC_T_PTR;
+	return err ? err : fn(arg, name, nlen, NDC_T_PTR, &ptr.a);
+}
+
+unsigned ndc_rec_base_rrsets(const struct ndc_records *r, const uint8_t *n, size_t len, uint32_t h)
+{
+	const struct ndc_rec_node_r *nd = ndc_rec_base_find(r, n, len, h);
+	struct rev_hit hit;
+
+	return nd ? ndc_rec_node_rrsets(nd) : rev_find(r, n, len, &hit) ? 1u : 0u;
+}
+
+int ndc_rec_rev_answer(const struct ndc_records *r, const uint8_t *n, size_t len,
+		       struct ndc_answer *out, size_t cap)
+{
+	struct rev_hit h;
+	int err;
+
+	if (!rev_find(r, n, len, &h))
+		return -ENOENT;
+	err = rev_render(r, &h, n, len, out, cap);
+	out->pad = (uint8_t)NDC_T_PTR; /* as a node's answer holds it */
+	return err;
+}
+
+int ndc_rec_rev_targets(const struct ndc_records *r, const uint8_t *n, size_t len,
+			int (*fn)(void *arg, const uint8_t *target, size_t tlen), void *arg)
+{
+	uint8_t tgt[NDC_NAME_MAX + NDC_LABEL_MAX + 1];
+	struct rev_hit h;
+	int err = 0;
+
+	if (!rev_find(r, n, len, &h))
+		return 0;
+	for (size_t i = 0; i < h.n && !err; i++)
+		err = fn(arg, tgt, rev_target(r, &h, i, tgt));
+	return err;
+}
+
+/* The answer for type at nd; with type 0 the first one the name has. */
+static const struct ndc_answer *node_answer(const struct ndc_rec_node_r *nd, uint16_t type)
+{
+	const uint8_t *e = (const uint8_t *)nd + NDC_REC_ALIGN4(sizeof(*nd) + nd->llen);
+
+	for (int i = 0; i < nd->ntypes; i++) {
+		const struct ndc_answer *a = (const struct ndc_answer *)e;
+
+		if (!type || a->pad == type)
+			return a;
+		e += NDC_REC_ALIGN4(ndc_answer_size(a));
+	}
+	return NULL;
+}
+
+typedef int (*lazy_fn)(void *arg, const uint8_t *target, size_t tlen);
+
+static int lazy_targets(const struct ndc_records *r, const struct ndc_rec_node_r *nd, lazy_fn fn,
+			void *arg)
+{
+	const uint8_t *p = (const uint8_t *)nd + NDC_REC_ALIGN4(sizeof(*nd) + nd->llen);
+	uint16_t n = ndc_get16(p);
+
+	p += 2;
+	for (uint16_t i = 0; i < n; i++) {
+		uint8_t tgt[NDC_NAME_MAX + NDC_LABEL_MAX + 1];
+		uint32_t off;
+		size_t tl = 0;
+		int err;
+
+		memcpy(&off, p, 4);
+		if (p[4]) {
+			tgt[0] = p[4];
+			memcpy(tgt + 1, p + 5, p[4]);
+			tl = 1u + p[4];
+		}
+		tl += node_name(r, (const struct ndc_rec_node_r *)(r->blob + off), tgt + tl);
+		p += 5 + p[4];
+		err = fn(arg, tgt, tl);
+		if (err)
+			return err;
+	}
+	return 0;
+}
+
+struct lazy_ab {
+	struct ndc_ab ab;
+	const uint8_t *name;
+	size_t nlen;
+	uint32_t ttl;
+};
+
+static int lazy_rr(void *arg, const uint8_t *target, size_t tlen)
+{
+	struct lazy_ab *l = arg;
+
+	ndc_ab_rr(&l->ab, NDC_SEC_ANSWER, l->name, l->nlen, NDC_T_PTR, NDC_C_IN, l->ttl, target,
+		  tlen);
+	return 0;
+}
+
+/* The PTR answer of a lazy node, as rendering it at build time would have made it. */
+static int lazy_render(const struct ndc_records *r, const struct ndc_rec_node_r *nd,
+		       const uint8_t *name, size_t nlen, struct ndc_answer *out, size_t cap)
+{
+	struct lazy_ab l = {.name = name, .nlen = nlen, .ttl = r->ttl};
+
+	ndc_ab_init(&l.ab, out, cap, name, nlen);
+	lazy_targets(r, nd, lazy_rr, &l);
+	return ndc_ab_finish(&l.ab, NDC_RCODE_NOERROR, true);
+}
+
+static bool node_lazy(const struct ndc_rec_node_r *nd)
+{
+	return nd->pad & NDC_REC_LAZY_PTR;
+}
+
+static const struct ndc_rec_node_r *find(const struct ndc_records *r, const uint8_t *n, size_t len);
+
+/* A lazy SRV target (see NDC_REC_LAZY_RCODE) seen from owner name into tgt; its length, or 0. */
+static size_t lazy_srv_target(const uint8_t *e, const uint8_t *name, size_t nlen, uint8_t *tgt)
+{
+	size_t o = 0, tl = 0;
+
+	for (unsigned k = 0; k < e[6]; k++) {
+		if (o >= nlen || !name[o])
+			return 0;
+		o += 1u + name[o];
+	}
+	if (o >= nlen || (e[7] ? 1u + e[7] : 0u) + nlen - o > NDC_NAME_MAX)
+		return 0;
+	if (e[7]) {
+		tgt[0] = e[7];
+		memcpy(tgt + 1, e + 8, e[7]);
+		tl = 1u + e[7];
+	}
+	memcpy(tgt + tl, name + o, nlen - o);
+	return tl + nlen - o;
+}
+
+/* The RRs of a (an A or AAAA answer, its owner the question) into the additional section. */
+static void lazy_srv_addrs(struct ndc_ab *ab, const struct ndc_answer *a, const uint8_t *tn,
+			   size_t tl, uint32_t ttl)
+{
+	const uint8_t *d = a ? a->data : NULL;
+	size_t pos = 0;
+
+	for (uint16_t i = 0; a && i < a->ancount; i++) {
+		while (pos < a->len && d[pos] && (d[pos] & 0xc0) != 0xc0)
+			pos += 1u + d[pos];
+		pos += pos < a->len && d[pos] ? 2 : 1; /* a pointer, or the root label */
+		if (pos + 10 > a->len)
+			return;
+		uint16_t rdlen = ndc_get16(d + pos + 8);
+
+		if (pos + 10 + rdlen > a->len)
+			return;
+		ndc_ab_rr(ab, NDC_SEC_ADDITIONAL, tn, tl, ndc_get16(d + pos), NDC_C_IN, ttl,
+			  d + pos + 10, rdlen);
+		pos += 10u + rdlen;
+	}
+}
+
+/*
+ * The answer of lazy SRV entry a at owner name, as render_set made it at build time: the SRV
+ * records, then each target's addresses once, A before AAAA. The addresses come from the
+ * targets' nodes in this version: a change to them is a change to the SRV owner's names too.
+ */
+static int lazy_srv_render(const struct ndc_records *r, const struct ndc_answer *a,
+			   const uint8_t *name, size_t nlen, struct ndc_answer *out, size_t cap)
+{
+	uint8_t rd[6 + NDC_NAME_MAX], tn[NDC_NAME_MAX], pn[NDC_NAME_MAX];
+	const uint8_t *e = a->data;
+	struct ndc_ab ab;
+
+	ndc_ab_init(&ab, out, cap, name, nlen);
+	for (uint16_t i = 0; i < a->ancount; i++, e += 8 + e[7]) {
+		size_t tl = lazy_srv_target(e, name, nlen, rd + 6);
+
+		if (!tl)
+			return -EINVAL;
+		memcpy(rd, e, 6);
+		ndc_ab_rr(&ab, NDC_SEC_ANSWER, name, nlen, NDC_T_SRV, NDC_C_IN, r->ttl, rd, 6 + tl);
+	}
+	e = a->data;
+	for (uint16_t i = 0; i < a->ancount; i++, e += 8 + e[7]) {
+		size_t tl = lazy_srv_target(e, name, nlen, tn);
+		const uint8_t *f = a->data;
+		bool seen = false;
+
+		for (uint16_t k = 0; k < i && !seen; k++, f += 8 + f[7]) {
+			size_t pl = lazy_srv_target(f, name, nlen, pn);
+
+			seen = pl == tl && !memcmp(pn, tn, tl);
+		}
+		const struct ndc_rec_node_r *tt = seen ? NULL : find(r, tn, tl);
+
+		if (!tt || node_lazy(tt))
+			continue;
+		lazy_srv_addrs(&ab, node_answer(tt, NDC_T_A), tn, tl, r->ttl);
+		lazy_srv_addrs(&ab, node_answer(tt, NDC_T_AAAA), tn, tl, r->ttl);
+	}
+	return ndc_ab_finish(&ab, NDC_RCODE_NOERROR, true);
+}
+
+static bool answer_lazy(const struct ndc_answer *a)
+{
+	return a->rcode == NDC_REC_LAZY_RCODE;
+}
+
+/* Answer a of the node named name into out, made now when it is lazy. */
+static int copy_answer(const struct ndc_records *r, const struct ndc_answer *a, const uint8_t *name,
+		       size_t nlen, struct ndc_answer *out, size_t cap)
+{
+	if (answer_lazy(a))
+		return lazy_srv_render(r, a, name, nlen, out, cap);
+	if (a->len > cap)
+		return -ENOSPC;
+	memcpy(out, a, ndc_answer_size(a));
+	out->pad = 0;
+	return 0;
+}
+
+/*
+ * Insecure pod mode (CoreDNS "pods insecure"): <dashed-ip>.<ns>.pod.<zone> answers with the IP
+ * written in its first label, for any namespace that exists. -ENOENT: not such a name.
+ */
+static int pod_insecure(const struct ndc_records *r, const uint8_t *lname, size_t nlen,
+			uint16_t qtype, struct ndc_answer *out, size_t cap)
+{
+	const uint8_t *ns = lname + 1 + lname[0];
+	size_t nsl = nlen - 1 - lname[0], dashes = 0;
+	char txt[NDC_LABEL_MAX + 1];
+	uint8_t addr[16];
+	int family;
+
+	if (lname[0] > NDC_LABEL_MAX || nsl <= r->podzlen || ns[0] + 1u + r->podzlen != nsl ||
+	    memcmp(ns + 1 + ns[0], r->podz, r->podzlen) || !find(r, ns, nsl))
+		return -ENOENT;
+	memcpy(txt, lname + 1, lname[0]);
+	txt[lname[0]] = 0;
+	for (char *p = txt; *p; p++)
+		dashes += *p == '-';
+	/* CoreDNS: three dashes and no "--" is IPv4, anything else is read as IPv6. */
+	bool v4 = dashes == 3 && !strstr(txt, "--");
+	for (char *p = txt; *p; p++)
+		if (*p == '-')
+			*p = v4 ? '.' : ':';
+	family = v4 ? AF_INET : AF_INET6;
+	if (inet_pton(family, txt, addr) != 1)
+		return -ENOENT;
+	uint16_t type = v4 ? NDC_T_A : NDC_T_AAAA;
+	if (qtype != type && qtype != NDC_T_ANY)
+		return negative(r, nlen, NDC_RCODE_NOERROR, out, cap);
+
+	struct ndc_ab ab;
+	ndc_ab_init(&ab, out, cap, lname, nlen);
+	ndc_ab_rr(&ab, NDC_SEC_ANSWER, lname, nlen, type, NDC_C_IN, r->ttl, addr, v4 ? 4 : 16);
+	return ndc_ab_finish(&ab, NDC_RCODE_NOERROR, true);
+}
+
+int ndc_records_lookup(const struct ndc_records *r, const uint8_t *lname, size_t nlen,
+		       uint16_t qtype, struct ndc_answer *out, size_t cap)
+{
+	const struct ndc_answer *a;
+	const struct ndc_rec_node_r *nd;
+	struct rev_hit h;
+	bool ovl;
+
+	if (!nlen || nlen > NDC_NAME_MAX)
+		return -ENOENT;
+	nd = find_ex(r, lname, nlen, &ovl);
+	if (!ndc_name_in_zone(lname, nlen, r->zone, r->zlen)) {
+		/* Only reverse names live outside the zone; the rest falls through upstream. */
+		if (!nd && !ovl && qtype == NDC_T_PTR && rev_find(r, lname, nlen, &h))
+			return rev_render(r, &h, lname, nlen, out, cap);
+		if (nd && qtype == NDC_T_PTR && node_lazy(nd))
+			return lazy_render(r, nd, lname, nlen, out, cap);
+		a = nd && qtype == NDC_T_PTR ? node_answer(nd, NDC_T_PTR) : NULL;
+		return a ? copy_answer(r, a, lname, nlen, out, cap) : -ENOENT;
+	}
+	if (!nd) {
+		if (r->pods == NDC_PODS_INSECURE && nlen > 1) {
+			int err = pod_insecure(r, lname, nlen, qtype, out, cap);
+
+			if (err != -ENOENT)
+				return err;
+		}
+		return negative(r, nlen, NDC_RCODE_NXDOMAIN, out, cap);
+	}
+	a = node_answer(nd, qtype == NDC_T_ANY ? 0 : qtype);
+	if (!a && qtype != NDC_T_CNAME)
+		a = node_answer(nd, NDC_T_CNAME); /* RFC 1034 3.6.2: the alias answers any type */
+	return a ? copy_answer(r, a, lname, nlen, out, cap)
+		 : negative(r, nlen, NDC_RCODE_NOERROR, out, cap);
+}
+
+/* ---------------------------------------------------------------------------------------------
+ * Iteration, for the fast-path publisher.
+ */
+/* The whole name of nd into out (NDC_NAME_MAX bytes); returns its length. */
+static size_t node_name(const struct ndc_records *r, const struct ndc_rec_node_r *nd, uint8_t *out)
+{
+	size_t len = nd->nlen, pos = 0;
+
+	for (;;) {
+		memcpy(out + pos, nd->name, nd->llen);
+		pos += nd->llen;
+		if (!nd->parent)
+			return len;
+		nd = (const struct ndc_rec_node_r *)(r->blob + nd->parent);
+	}
+}
+
+/* What ndc_records_foreach yields for one node, named name. */
+static int node_emit(const struct ndc_records *r, const struct ndc_rec_node_r *nd,
+		     const uint8_t *name, size_t nlen, ndc_records_fn fn, void *arg)
+{
+	union {
+		struct ndc_answer a;
+		uint8_t b[sizeof(r->neg)];
+	} neg;
+	union {
+		struct ndc_answer a;
+		uint8_t b[sizeof(struct ndc_answer) + NDC_REC_LAZY_MAX];
+	} srv;
+	const uint8_t *e = (const uint8_t *)nd + NDC_REC_ALIGN4(sizeof(*nd) + nd->llen);
+	const struct ndc_answer *other, *any = NULL;
+	int err;
+
+	if (node_lazy(nd)) {
+		union {
+			struct ndc_answer a;
+			uint8_t b[sizeof(struct ndc_answer) + NDC_REC_LAZY_MAX];
+		} ptr;
+
+		err = lazy_render(r, nd, name, nlen, &ptr.a, NDC_REC_LAZY_MAX);
+		ptr.a.pad = (uint8_t)NDC_T_PTR;
+		return err ? err : fn(arg, name, nlen, NDC_T_PTR, &ptr.a);
+	}
+	for (int t = 0; t < nd->ntypes; t++) {
+		const struct ndc_answer *a = (const struct ndc_answer *)e;
+
+		e += NDC_REC_ALIGN4(ndc_answer_size(a));
+		if (answer_lazy(a)) {
+			err = lazy_srv_render(r, a, name, nlen, &srv.a, NDC_REC_LAZY_MAX);
+			srv.a.pad = a->pad;
+			if (err)
+				return err;
+			a = &srv.a;
+		}
+		err = fn(arg, name, nlen, a->pad, a);
+		if (err)
+			return err;
+		if (!t)
+			any = a; /* still valid: srv is written once, for the node's one SRV set */
+	}
+	if (!ndc_name_in_zone(name, nlen, r->zone, r->zlen))
+		return 0; /* reverse names: other types are forwarded, not answered */
+	/* ANY gets the first RRset (RFC 8482), as ndc_records_lookup answers it. */
+	if (nd->ntypes) {
+		err = fn(arg, name, nlen, NDC_T_ANY, any);
+		if (err)
+			return err;
+	}
+	other = node_answer(nd, NDC_T_CNAME);
+	if (!other) {
+		err = negative(r, nlen, NDC_RCODE_NOERROR, &neg.a, sizeof(neg) - sizeof(neg.a));
+		if (err)
+			return err;
+		other = &neg.a;
+	}
+	return fn(arg, name, nlen, 0, other);
+}
+
+struct ovl_walk {
+	const struct ndc_records *r;
+	ndc_records_fn fn;
+	void *arg;
+};
+
+static int ovl_emit(void *arg, const struct ndc_rec_node_r *nd)
+{
+	const struct ovl_walk *w = arg;
+
+	return node_emit(w->r, nd, nd->name, nd->nlen, w->fn, w->arg);
+}
+
+int ndc_records_foreach(const struct ndc_records *r, ndc_records_fn fn, void *arg)
+{
+	struct ovl_walk w = {.r = r, .fn = fn, .arg = arg};
+	uint8_t name[NDC_NAME_MAX];
+
+	for (uint32_t i = 0; i <= r->mask; i++) {
+		const struct ndc_rec_node_r *nd, *shadow;
+		size_t nlen;
+		int err;
+
+		if (!r->slots[i])
+			continue;
+		nd = (const struct ndc_rec_node_r *)(r->blob + r->slots[i]);
+		nlen = node_name(r, nd, name);
+		if (r->ovl && !ndc_rec_ovl_find(r->ovl, name, nlen, nd->hash, &shadow))
+			continue; /* changed since the base was built: the overlay has it */
+		err = node_emit(r, nd, name, nlen, fn, arg);
+		if (err)
+			return err;
+	}
+	for (size_t i = 0, n = r->n_rev4 + r->n_rev6; i < n;) {
+		struct rev_hit h = {.first = i < r->n_rev4 ? i : i - r->n_rev4};
+		const struct ndc_rec_node_r *shadow;
+		size_t nlen;
+		int err;
+
+		if (i < r->n_rev4) {
+			uint32_t ip = r->rev4[i].ip;
+
+			h.ip.family = AF_INET;
+			for (int k = 0; k < 4; k++)
+				h.ip.addr[k] = (uint8_t)(ip >> (24 - 8 * k));
+			while (h.first + h.n < r->n_rev4 && r->rev4[h.first + h.n].ip == ip)
+				h.n++;
+		} else {
+			h.ip.family = AF_INET6;
+			memcpy(h.ip.addr, r->rev6[h.first].ip, 16);
+			while (h.first + h.n < r->n_rev6 &&
+			       !memcmp(r->rev6[h.first + h.n].ip, h.ip.addr, 16))
+				h.n++;
+		}
+		i += h.n;
+		nlen = ndc_records_reverse_name(&h.ip, name);
+		if (r->ovl &&
+		    !ndc_rec_ovl_find(r->ovl, name, nlen, ndc_rec_name_hash(name, nlen), &shadow))
+			continue; /* changed since the base was built: the overlay has it */
+		err = rev_emit(r, &h, name, nlen, fn, arg);
+		if (err)
+			return err;
+	}
+	return r->ovl ? ndc_rec_ovl_foreach(r->ovl, ovl_emit, &w) : 0;
+}
+
+int ndc_records_foreach_name(const struct ndc_records *r, const uint8_t *lname, size_t nlen,
+			     ndc_records_fn fn, void *arg)
+{
+	const struct ndc_rec_node_r *nd;
+	struct rev_hit h;
+	bool ovl;
+
+	if (!nlen || nlen > NDC_NAME_MAX)
+		return 0;
+	nd = find_ex(r, lname, nlen, &ovl);
+	if (nd)
+		return node_emit(r, nd, lname, nlen, fn, arg);
+	return !ovl && rev_find(r, lname, nlen, &h) ? rev_emit(r, &h, lname, nlen, fn, arg) : 0;
+}
+
+int ndc_rec_node_ptr_targets(const struct ndc_records *r, const struct ndc_rec_node_r *nd,
+			     const uint8_t *name, size_t nlen,
+			     int (*fn)(void *arg, const uint8_t *target, size_t tlen), void *arg)
+{
+	const struct ndc_answer *a;
+	uint8_t msg[NDC_DNS_HDR_LEN + NDC_NAME_MAX + 4 + NDC_MSG_MAX];
+	size_t pos, end, qend = NDC_DNS_HDR_LEN + nlen + 4;
+
+	if (node_lazy(nd))
+		return lazy_targets(r, nd, fn, arg);
+	a = node_answer(nd, NDC_T_PTR);
+	if (!a || qend + a->len > sizeof(msg))
+		return 0;
+	/* The answer's pointers assume the question at offset 12: put one there. */
+	memset(msg, 0, NDC_DNS_HDR_LEN);
+	memcpy(msg + NDC_DNS_HDR_LEN, name, nlen);
+	memset(msg + NDC_DNS_HDR_LEN + nlen, 0, 4);
+	memcpy(msg + qend, a->data, a->len);
+	end = qend + a->len;
+	pos = qend;
+	for (uint16_t k = 0; k < a->ancount; k++) {
+		uint8_t tgt[NDC_NAME_MAX];
+		size_t tl, rdend;
+		int err;
+
+		if (ndc_name_unpack(msg, end, &pos, tgt, &tl) || pos + 10 > end)
+			return 0;
+		rdend = pos + 10 + ndc_get16(msg + pos + 8);
+		pos += 10;
+		if (rdend > end || ndc_name_unpack(msg, end, &pos, tgt, &tl))
+			return 0;
+		err = fn(arg, tgt, tl);
+		if (err)
+			return err;
+		pos = rdend;
+	}
+	return 0;
+}
+
+int ndc_records_nxdomain(const struct ndc_records *r, struct ndc_answer *out, size_t cap)
+{
+	struct ndc_wbuf w;
+
+	/* Nothing compressed: the same bytes must follow any question name. */
+	ndc_wbuf_init(&w, out->data, cap);
+	ndc_wbuf_bytes(&w, r->zone, r->zlen);
+	ndc_wbuf_u16(&w, NDC_T_SOA);
+	ndc_wbuf_u16(&w, NDC_C_IN);
+	ndc_wbuf_u32(&w, r->neg_ttl);
+	ndc_wbuf_u16(&w, (uint16_t)r->soa_len);
+	ndc_wbuf_bytes(&w, r->soa, r->soa_len);
+	if (w.err)
+		return -ENOSPC;
+	memset(out, 0, sizeof(*out));
+	out->rcode = NDC_RCODE_NXDOMAIN;
+	out->aa = 1;
+	out->nscount = 1;
+	out->len = (uint16_t)w.len;
+	out->min_ttl = r->neg_ttl;
+	return 0;
+}
+
+bool ndc_records_has(const struct ndc_records *r, const uint8_t *lname, size_t nlen, uint16_t qtype)
+{
+	const struct ndc_rec_node_r *nd;
+	struct rev_hit h;
+	bool in_zone, ovl;
+
+	if (!nlen || nlen > NDC_NAME_MAX)
+		return false;
+	nd = find_ex(r, lname, nlen, &ovl);
+	in_zone = ndc_name_in_zone(lname, nlen, r->zone, r->zlen);
+	if (!nd)
+		return !ovl && !in_zone && qtype == NDC_T_PTR && rev_find(r, lname, nlen, &h);
+	if (qtype == 0)
+		return in_zone;
+	if (qtype == NDC_T_ANY && in_zone)
+		return nd->ntypes > 0;
+	if (node_lazy(nd))
+		return qtype == NDC_T_PTR;
+	return node_answer(nd, qtype) != NULL;
+}
