@@ -20,10 +20,11 @@
  *   The request target is only matched against the three paths; any other form is a 404.
  * - No logging per request: garbage from the network must not fill the log. A failing metrics
  *   callback (a bug, e.g. an invalid metric name) is logged each time /metrics answers 500.
+ *
+ * The metrics text itself (ndc_metric*, the families and their checks, ndc_http_render_metrics)
+ * is built in http_metrics.c: it never touches a socket and tests call it without a server.
  */
 #include <errno.h>
-#include <inttypes.h>
-#include <math.h>
 #include <netinet/in.h>
 #include <arpa/inet.h>
 #include <poll.h>
@@ -41,6 +42,7 @@
 #include <ndc/log.h>
 
 #include "http.h"
+#include "http_internal.h"
 
 #define NDC_HTTP_LINGER_MS 1000
 #define NDC_HTTP_BACKLOG 128
@@ -50,308 +52,6 @@
 /* Reads per wakeup of one connection, so a client that floods the linger phase cannot starve
  * the others. */
 #define NDC_HTTP_READS_PER_WAKE 8
-
-/* ---- metrics text ---- */
-
-struct family {
-	char *name;
-	const char *type;
-	char *text; /* "# HELP", "# TYPE", then the samples */
-	size_t len, cap;
-};
-
-/* Families are looked up by a linear scan after a check of the last one used: there are tens of
- * names, while the many labelled samples of one name usually come in a row. */
-struct ndc_metrics_buf {
-	struct family *fam;
-	size_t nfam, capfam;
-	size_t last;
-	size_t total; /* bytes of text over all families */
-	int error;
-};
-
-static bool is_alpha(char c)
-{
-	return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z');
-}
-
-static bool is_digit(char c)
-{
-	return c >= '0' && c <= '9';
-}
-
-static bool valid_metric_name(const char *s)
-{
-	if (!s || !(is_alpha(*s) || *s == '_' || *s == ':'))
-		return false;
-	for (s++; *s; s++)
-		if (!(is_alpha(*s) || is_digit(*s) || *s == '_' || *s == ':'))
-			return false;
-	return true;
-}
-
-/* label="value"(,label="value")*, values escaped as the format defines: \\, \" and \n only. */
-static bool valid_labels(const char *s)
-{
-	for (;;) {
-		if (!(is_alpha(*s) || *s == '_'))
-			return false;
-		for (s++; is_alpha(*s) || is_digit(*s) || *s == '_'; s++)
-			;
-		if (*s++ != '=' || *s++ != '"')
-			return false;
-		for (; *s != '"'; s++) {
-			if (*s == '\0' || *s == '\n')
-				return false;
-			if (*s == '\\') {
-				s++;
-				if (*s != '\\' && *s != '"' && *s != 'n')
-					return false;
-			}
-		}
-		s++;
-		if (*s == '\0')
-			return true;
-		if (*s++ != ',')
-			return false;
-	}
-}
-
-static void fam_append(struct ndc_metrics_buf *b, struct family *f, const char *s, size_t n)
-{
-	if (b->error)
-		return;
-	if (n > NDC_METRICS_MAX - b->total) {
-		b->error = -E2BIG;
-		return;
-	}
-	if (f->cap - f->len < n) {
-		size_t cap = f->cap ? f->cap : 256;
-		char *p;
-
-		while (cap - f->len < n)
-			cap *= 2;
-		p = realloc(f->text, cap);
-		if (!p) {
-			b->error = -ENOMEM;
-			return;
-		}
-		f->text = p;
-		f->cap = cap;
-	}
-	memcpy(f->text + f->len, s, n);
-	f->len += n;
-	b->total += n;
-}
-
-static void fam_puts(struct ndc_metrics_buf *b, struct family *f, const char *s)
-{
-	fam_append(b, f, s, strlen(s));
-}
-
-/* HELP text: backslash and line feed escaped, nothing else. */
-static void fam_put_help(struct ndc_metrics_buf *b, struct family *f, const char *s)
-{
-	while (*s) {
-		size_t n = strcspn(s, "\\\n");
-
-		fam_append(b, f, s, n);
-		s += n;
-		if (*s) {
-			fam_puts(b, f, *s == '\\' ? "\\\\" : "\\n");
-			s++;
-		}
-	}
-}
-
-static struct family *family_find(struct ndc_metrics_buf *b, const char *name)
-{
-	if (b->last < b->nfam && strcmp(b->fam[b->last].name, name) == 0)
-		return &b->fam[b->last];
-	for (size_t i = 0; i < b->nfam; i++) {
-		if (strcmp(b->fam[i].name, name) == 0) {
-			b->last = i;
-			return &b->fam[i];
-		}
-	}
-	return NULL;
-}
-
-static struct family *family_add(struct ndc_metrics_buf *b, const char *name, const char *type,
-				 const char *help)
-{
-	struct family *f;
-
-	if (b->nfam == b->capfam) {
-		size_t cap = b->capfam ? b->capfam * 2 : 16;
-		struct family *p = realloc(b->fam, cap * sizeof(*p));
-
-		if (!p) {
-			b->error = -ENOMEM;
-			return NULL;
-		}
-		b->fam = p;
-		b->capfam = cap;
-	}
-	f = &b->fam[b->nfam];
-	*f = (struct family){.name = strdup(name), .type = type};
-	if (!f->name) {
-		b->error = -ENOMEM;
-		return NULL;
-	}
-	b->last = b->nfam++;
-	if (help) {
-		fam_puts(b, f, "# HELP ");
-		fam_puts(b, f, name);
-		fam_puts(b, f, " ");
-		fam_put_help(b, f, help);
-		fam_puts(b, f, "\n");
-	}
-	fam_puts(b, f, "# TYPE ");
-	fam_puts(b, f, name);
-	fam_puts(b, f, " ");
-	fam_puts(b, f, type);
-	fam_puts(b, f, "\n");
-	return f;
-}
-
-static void add_sample_as(struct ndc_metrics_buf *b, const char *name, const char *sample,
-			  const char *type, const char *help, const char *labels, const char *value)
-{
-	/* The family keeps a pointer into types[], never the caller's string. */
-	static const char *const types[] = {"counter", "gauge", "histogram"};
-	const char *t = NULL;
-	struct family *f;
-
-	if (b->error)
-		return;
-	for (size_t i = 0; type && i < 3; i++)
-		if (strcmp(type, types[i]) == 0)
-			t = types[i];
-	type = t;
-	if (labels && !*labels)
-		labels = NULL;
-	if (!type || !valid_metric_name(name) || !valid_metric_name(sample) ||
-	    (labels && !valid_labels(labels))) {
-		b->error = -EINVAL;
-		return;
-	}
-	f = family_find(b, name);
-	if (!f)
-		f = family_add(b, name, type, help);
-	else if (f->type != type)
-		b->error = -EINVAL;
-	if (!f || b->error)
-		return;
-	fam_puts(b, f, sample);
-	if (labels) {
-		fam_puts(b, f, "{");
-		fam_puts(b, f, labels);
-		fam_puts(b, f, "}");
-	}
-	fam_puts(b, f, " ");
-	fam_puts(b, f, value);
-	fam_puts(b, f, "\n");
-}
-
-/* Counters and gauges: histograms go through ndc_metric_histogram. */
-static void add_sample(struct ndc_metrics_buf *b, const char *name, const char *type,
-		       const char *help, const char *labels, const char *value)
-{
-	if (type && !strcmp(type, "histogram"))
-		type = NULL;
-	add_sample_as(b, name, name, type, help, labels, value);
-}
-
-void ndc_metric_histogram(struct ndc_metrics_buf *b, const char *name, const char *help,
-			  const uint64_t *bounds, const uint64_t *counts, size_t n, uint64_t sum)
-{
-	char sample[256], le[48], v[24];
-	uint64_t cum = 0;
-
-	if (snprintf(sample, sizeof(sample), "%s_bucket", name) >= (int)sizeof(sample)) {
-		b->error = -EINVAL;
-		return;
-	}
-	/* One family: its samples are name_bucket, name_sum, name_count. */
-	for (size_t i = 0; i < n; i++) {
-		cum += counts[i];
-		if (bounds[i] == UINT64_MAX)
-			snprintf(le, sizeof(le), "le=\"+Inf\"");
-		else
-			snprintf(le, sizeof(le), "le=\"%" PRIu64 "\"", bounds[i]);
-		snprintf(v, sizeof(v), "%" PRIu64, cum);
-		add_sample_as(b, name, sample, "histogram", help, le, v);
-	}
-	snprintf(sample, sizeof(sample), "%s_sum", name);
-	snprintf(v, sizeof(v), "%" PRIu64, sum);
-	add_sample_as(b, name, sample, "histogram", help, NULL, v);
-	snprintf(sample, sizeof(sample), "%s_count", name);
-	snprintf(v, sizeof(v), "%" PRIu64, cum);
-	add_sample_as(b, name, sample, "histogram", help, NULL, v);
-}
-
-void ndc_metric(struct ndc_metrics_buf *b, const char *name, const char *type, const char *help,
-		const char *labels, double value)
-{
-	char s[32];
-
-	if (isnan(value)) {
-		strcpy(s, "NaN");
-	} else if (isinf(value)) {
-		strcpy(s, value > 0 ? "+Inf" : "-Inf");
-	} else {
-		/* Shortest of %.15g..%.17g that reads back as the same double (17 always does). The
-		 * process never calls setlocale, so the decimal point is '.'. */
-		for (int prec = 15; prec <= 17; prec++) {
-			snprintf(s, sizeof(s), "%.*g", prec, value);
-			if (strtod(s, NULL) == value)
-				break;
-		}
-	}
-	add_sample(b, name, type, help, labels, s);
-}
-
-void ndc_metric_u64(struct ndc_metrics_buf *b, const char *name, const char *type, const char *help,
-		    const char *labels, uint64_t value)
-{
-	char s[24];
-
-	snprintf(s, sizeof(s), "%" PRIu64, value);
-	add_sample(b, name, type, help, labels, s);
-}
-
-int ndc_http_render_metrics(ndc_http_metrics_fn fn, void *arg, char **ret_text, size_t *ret_len)
-{
-	struct ndc_metrics_buf b = {0};
-	char *text = NULL;
-	size_t off = 0;
-	int r;
-
-	if (fn)
-		fn(arg, &b);
-	r = b.error;
-	if (r == 0) {
-		text = malloc(b.total + 1);
-		if (!text)
-			r = -ENOMEM;
-	}
-	for (size_t i = 0; i < b.nfam; i++) {
-		if (text) {
-			memcpy(text + off, b.fam[i].text, b.fam[i].len);
-			off += b.fam[i].len;
-		}
-		free(b.fam[i].name);
-		free(b.fam[i].text);
-	}
-	free(b.fam);
-	if (r < 0)
-		return r;
-	text[off] = '\0';
-	*ret_text = text;
-	*ret_len = off;
-	return 0;
-}
 
 /* ---- server ---- */
 
@@ -493,7 +193,7 @@ static void respond_error(struct ndc_http *h, struct conn *c, int status, bool h
 /* RFC 9110 §5.6.2 tchar. */
 static bool is_tchar(unsigned char c)
 {
-	return is_alpha(c) || is_digit(c) || (c && strchr("!#$%&'*+-.^_`|~", c));
+	return ndc_http_is_alpha(c) || ndc_http_is_digit(c) || (c && strchr("!#$%&'*+-.^_`|~", c));
 }
 
 /* Field value bytes (RFC 9110 §5.5): VCHAR, obs-text, SP, HTAB. */
@@ -549,8 +249,8 @@ static int parse_request(const char *p, const char *end, struct request *req)
 	req->target_len = (size_t)(s - req->target);
 	if (!req->target_len || s == e || *s++ != ' ')
 		return 400;
-	if (e - s != 8 || memcmp(s, "HTTP/", 5) != 0 || !is_digit(s[5]) || s[6] != '.' ||
-	    !is_digit(s[7]))
+	if (e - s != 8 || memcmp(s, "HTTP/", 5) != 0 || !ndc_http_is_digit(s[5]) || s[6] != '.' ||
+	    !ndc_http_is_digit(s[7]))
 		return 400;
 	if (s[5] != '1')
 		return 505;
@@ -867,7 +567,7 @@ static int parse_listen(const char *s, struct sockaddr_storage *ss, socklen_t *r
 	if (he == hs || (size_t)(he - hs) >= sizeof(host) || !colon[1] || strlen(colon + 1) > 5)
 		return -EINVAL;
 	for (const char *p = colon + 1; *p; p++) {
-		if (!is_digit(*p))
+		if (!ndc_http_is_digit(*p))
 			return -EINVAL;
 		port = port * 10 + (unsigned long)(*p - '0');
 	}
