@@ -74,13 +74,16 @@ class Inputs:
         self.manifest_path = "deploy/kubernetes/ndcache.yaml"
         self.manifest = read(self.manifest_path)
         self.dockerfile = read("deploy/kubernetes/Dockerfile")
-        self.k8s_client = read("control/k8s_client.c")
+        # The client is three files: the requests' URLs, the curl options and the parsers.
+        self.k8s_client = "\n".join(read(f"control/{f}") for f in CLIENT_SOURCES)
         self.agent = read("control/agent.c")
         self.http = read("control/http.c")
         self.config_c = read("control/config.c")
 
 
 # ---- facts taken from the code -------------------------------------------------------------
+
+CLIENT_SOURCES = ("k8s_client.c", "k8s_transfer.c", "k8s_stream.c")
 
 
 def client_kinds(src):

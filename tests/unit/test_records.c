@@ -1170,6 +1170,7 @@ static void lazy_matches_eager(const struct ndc_k8s_objects *objs, int min_srv, 
 	struct lazy_cmp c = {.got = malloc(sizeof(struct ndc_answer) + NDC_MSG_MAX)};
 
 	opts_init(&o);
+	o.serial = 1; /* else the SOA serial is each build's second */
 	assert_int_equal(ndc_records_build(objs, &o, &lazy), 0);
 	o.render_all = true;
 	assert_int_equal(ndc_records_build(objs, &o, &eager), 0);
