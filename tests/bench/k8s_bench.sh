@@ -4,7 +4,7 @@
 # See tests/bench/K8S.md for what each figure means.
 #
 # Usage: k8s_bench.sh [--services N[,N...]] [--changes-per-s R] [--duration S] [--out FILE.csv]
-#                     [--build DIR] [--logs DIR] [--quick]     (root: network namespaces)
+#                     [--churn services|endpoints|mixed] [--build DIR] [--logs DIR] [--quick]
 set -u
 here=$(cd "$(dirname "$0")" && pwd)
 root=$(cd "$here/../.." && pwd)
@@ -19,6 +19,7 @@ usage() {
 scales="10000,100000"
 rate=1000
 duration=10
+churn=services
 out=""
 build="$root/build-k8b"
 logs=""
@@ -27,6 +28,7 @@ while [ $# -gt 0 ]; do
 	--services) scales=${2:-}; shift 2 ;;
 	--changes-per-s) rate=${2:-}; shift 2 ;;
 	--duration) duration=${2:-}; shift 2 ;;
+	--churn) churn=${2:-}; shift 2 ;;
 	--out) out=${2:-}; shift 2 ;;
 	--build) build=${2:-}; shift 2 ;;
 	--logs) logs=${2:-}; shift 2 ;;
@@ -43,6 +45,10 @@ if ! [[ $rate =~ ^[0-9]+$ ]] || ((rate < 1 || rate > 20000)); then
 	echo "k8s_bench: --changes-per-s must be 1..20000" >&2
 	exit 2
 fi
+case $churn in
+services | endpoints | mixed) ;;
+*) echo "k8s_bench: --churn wants services, endpoints or mixed" >&2; exit 2 ;;
+esac
 if ! [[ $duration =~ ^[0-9]+$ ]] || ((duration < 1 || duration > 120)); then
 	echo "k8s_bench: --duration must be 1..120" >&2
 	exit 2
@@ -123,18 +129,21 @@ import http.client, json, math, os, socket, struct, sys, threading, time
 sys.path.insert(0, os.environ["GEN_DIR"])
 import gen_k8s_scale as g
 
-tsv, ctl_port, rate, duration, drain_max, dns_addr = sys.argv[1:7]
+tsv, ctl_port, rate, duration, drain_max, dns_addr, churn = sys.argv[1:8]
 ctl_port, rate, duration, drain_max = int(ctl_port), int(rate), float(duration), float(drain_max)
 PROBE_EVERY = 0.2
 SCRAPE_EVERY = 0.05
 POLL_EVERY = 0.0005
 
 svcs = []
+slices = []  # (index, ns, name, headless, endpoints) of every Service with endpoints
 with open(tsv) as f:
     for line in f:
-        i, ns, name, cip, alt, _ = line.split()
+        i, ns, name, cip, alt, eps = line.split()
         if cip != "None" and i != "0":
             svcs.append((ns, name, cip, alt))
+        if eps != "-" and i != "0":
+            slices.append((int(i), ns, name, cip == "None", len(eps.split(","))))
 n_probe = min(len(svcs) // 4, int(duration / PROBE_EVERY) + 10)
 # The loader's Services may switch more than once (back to their original address), so the
 # drain is timed on a marker Service changed once, after the load.
@@ -196,7 +205,7 @@ errors = []
 def loader(t_end):
     ctl = Ctl()
     flip = {}
-    k = 0
+    k = j = 0
     t0 = time.monotonic()
     while not stop.is_set():
         now = time.monotonic()
@@ -205,7 +214,19 @@ def loader(t_end):
         due = int(rate * (now - t0)) - sent[0]
         if due > 0:
             objs = []
-            for _ in range(min(due, 500)):
+            for c in range(min(due, 500)):
+                if churn == "endpoints" or (churn == "mixed" and (sent[0] + c) % 2):
+                    # An endpoint turns not ready, or ready again: its Service's addresses,
+                    # SRV sets, host names and reverse names change (the common change in a
+                    # real cluster: pods come and go).
+                    i, ns, name, headless, per = slices[j % len(slices)]
+                    j += 1
+                    sl = g.endpoint_slice(i, ns, name, headless, per)
+                    ready = bool(flip.get(sl["metadata"]["name"]))
+                    flip[sl["metadata"]["name"]] = not ready
+                    sl["endpoints"][0]["conditions"]["ready"] = ready
+                    objs.append(sl)
+                    continue
                 ns, name, cip, alt = load[k % len(load)]
                 k += 1
                 new = alt if not flip.get(name) else cip
@@ -498,9 +519,9 @@ la_start=$(loadavg)
 echo "k8s_bench: load average $(cut -d' ' -f1-3 /proc/loadavg)" \
 	"(other work on this machine skews every figure)"
 echo "k8s_bench: ndcache $("$bin" --version 2>/dev/null | head -1) ($bin), workers 1, socket mode;" \
-	"$rate changes/s for ${duration}s; scales: $scales services"
+	"$rate changes/s ($churn) for ${duration}s; scales: $scales services"
 
-csv_head="date,host,services,headless,namespaces,endpoints,k8s_objects,records,api_load_s,ready_s,rss_ready_kb,hwm_ready_kb,rss_end_kb,hwm_end_kb,checks_ok,checks_total,rate_target,rate_achieved,changes,duration_s,rebuilds,batches_seen,metric_p50_us,metric_p99_us,metric_max_us,e2e_n,e2e_timeouts,e2e_p50_us,e2e_p99_us,e2e_max_us,drain_s,ndcache_cpu_sync_s,api_cpu_sync_s,ndcache_cpu_load_pct,api_cpu_load_pct,loadavg1_start,loadavg1_end,nproc,kernel,intake_per_s,backlog_max,lists_s,first_build_s"
+csv_head="date,host,services,headless,namespaces,endpoints,k8s_objects,records,api_load_s,ready_s,rss_ready_kb,hwm_ready_kb,rss_end_kb,hwm_end_kb,checks_ok,checks_total,rate_target,rate_achieved,changes,duration_s,rebuilds,batches_seen,metric_p50_us,metric_p99_us,metric_max_us,e2e_n,e2e_timeouts,e2e_p50_us,e2e_p99_us,e2e_max_us,drain_s,ndcache_cpu_sync_s,api_cpu_sync_s,ndcache_cpu_load_pct,api_cpu_load_pct,loadavg1_start,loadavg1_end,nproc,kernel,intake_per_s,backlog_max,lists_s,first_build_s,churn"
 rows=()
 declare -A R
 failed=0
@@ -600,7 +621,7 @@ run_scale() {
 	api_cpu1=$(cpu_s "$api_pid")
 	t0=$(now)
 	GEN_DIR=$here ip netns exec "$NS_NODE" python3 "$TOPO_DIR/driver.py" "$dir/services.tsv" \
-		"$CTL_PORT" "$rate" "$duration" "$DRAIN_MAX" "$NODE_LOCAL" >"$TOPO_DIR/driver.out" \
+		"$CTL_PORT" "$rate" "$duration" "$DRAIN_MAX" "$NODE_LOCAL" "$churn" >"$TOPO_DIR/driver.out" \
 		2>"$TOPO_DIR/driver.err"
 	t2=$(now)
 	while IFS='=' read -r k v; do
@@ -648,7 +669,7 @@ run_scale() {
 		"${R[e2e_p50_us]:-}" "${R[e2e_p99_us]:-}" "${R[e2e_max_us]:-}" "${R[drain_s]:-}" \
 		"${R[ndcache_cpu_sync_s]}" "${R[api_cpu_sync_s]}" "${R[ndcache_cpu_load_pct]}" \
 		"${R[api_cpu_load_pct]}" "${R[loadavg1_start]}" "${R[loadavg1_end]}" "$(nproc)" \
-		"$kernel" "${R[intake]:-}" "${R[backlog_max]:-}" "${R[lists_s]}")${R[first_build_s]}")
+		"$kernel" "${R[intake]:-}" "${R[backlog_max]:-}" "${R[lists_s]}" "${R[first_build_s]}")$churn")
 	return 0
 }
 
