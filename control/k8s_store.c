@@ -339,6 +339,11 @@ static int snapshot_take(struct ndc_k8s_store *s, struct snapshot *sn)
 	return 0;
 }
 
+static void coll_done(void *arg)
+{
+	ndc_k8s_coll_free(arg);
+}
+
 static int snapshot_build(struct ndc_k8s_store *s, const struct snapshot *sn,
 			  struct ndc_records **ret)
 {
@@ -350,10 +355,12 @@ static int snapshot_build(struct ndc_k8s_store *s, const struct snapshot *sn,
 
 		err = ndc_k8s_coll_add(&all, &v);
 	}
-	if (!err)
-		err = ndc_records_build(&all.o, s->ropts, ret);
-	ndc_k8s_coll_free(&all);
-	return err;
+	if (err) {
+		ndc_k8s_coll_free(&all);
+		return err;
+	}
+	/* The arrays (15 MB at 100,000 Services) go before rendering, not after. */
+	return ndc_records_build_from(&all.o, s->ropts, coll_done, &all, ret);
 }
 
 /* ---------------------------------------------------------------------------------------------

@@ -93,6 +93,11 @@ static int parse_args(int argc, char **argv, struct opts *o)
 	return -1;
 }
 
+static void objects_done(void *arg)
+{
+	ndc_k8s_objects_free(arg);
+}
+
 /* A snapshot source (a file, or the sample cluster compiled in) into a record table. */
 static int load_snapshot(const struct ndc_config *cfg, struct ndc_records **ret)
 {
@@ -114,8 +119,7 @@ static int load_snapshot(const struct ndc_config *cfg, struct ndc_records **ret)
 	if (r < 0)
 		return r;
 	ndc_records_opts_from_config(&ropts, cfg);
-	r = ndc_records_build(&objs, &ropts, ret);
-	ndc_k8s_objects_free(&objs);
+	r = ndc_records_build_from(&objs, &ropts, objects_done, &objs, ret);
 	if (r < 0)
 		ndc_err("building records: %s", strerror(-r));
 	return r;

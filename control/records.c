@@ -789,14 +789,23 @@ static int negative_init(struct ndc_records *r)
 int ndc_records_build(const struct ndc_k8s_objects *o, const struct ndc_records_opts *opts,
 		      struct ndc_records **ret)
 {
+	return ndc_records_build_from(o, opts, NULL, NULL, ret);
+}
+
+int ndc_records_build_from(const struct ndc_k8s_objects *o, const struct ndc_records_opts *opts,
+			   void (*done)(void *arg), void *arg, struct ndc_records **ret)
+{
 	struct ndc_rec_bld b;
 	struct ndc_records *r;
 	int err;
 
 	*ret = NULL;
 	err = ndc_rec_bld_init(&b, opts);
-	if (err)
+	if (err) {
+		if (done)
+			done(arg);
 		return err;
+	}
 	r = calloc(1, sizeof(*r));
 	if (!r) {
 		err = -ENOMEM;
@@ -816,6 +825,9 @@ int ndc_records_build(const struct ndc_k8s_objects *o, const struct ndc_records_
 	clock_gettime(CLOCK_MONOTONIC, &t0);
 	ndc_rec_add_apex(&b, r->soa, &r->soa_len);
 	err = ndc_rec_add_objects(&b, o);
+	if (done) /* the builder holds copies of everything it read */
+		done(arg);
+	done = NULL;
 	if (err)
 		goto fail;
 	clock_gettime(CLOCK_MONOTONIC, &t1);
@@ -838,6 +850,8 @@ int ndc_records_build(const struct ndc_k8s_objects *o, const struct ndc_records_
 	*ret = r;
 	return 0;
 fail:
+	if (done)
+		done(arg);
 	ndc_rec_bld_free(&b);
 	ndc_records_free(r);
 	return err == -E2BIG ? -ENOMEM : err;

@@ -49,6 +49,14 @@ void ndc_records_opts_from_config(struct ndc_records_opts *opts, const struct nd
 int ndc_records_build(const struct ndc_k8s_objects *o, const struct ndc_records_opts *opts,
 		      struct ndc_records **ret);
 
+/*
+ * As ndc_records_build, calling done(arg) exactly once, as soon as o is no longer read (before
+ * the answers are rendered, or on failure before that): the caller frees what it built o from
+ * while the rest of the build runs, which lowers the build's peak memory by that much.
+ */
+int ndc_records_build_from(const struct ndc_k8s_objects *o, const struct ndc_records_opts *opts,
+			   void (*done)(void *arg), void *arg, struct ndc_records **ret);
+
 void ndc_records_free(struct ndc_records *r);
 
 /*

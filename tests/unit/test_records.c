@@ -1227,6 +1227,32 @@ static void test_lazy_matches_eager(void **state)
 	lazy_matches_eager(&o, 4, BIG + 3);
 }
 
+static void count_done(void *arg)
+{
+	++*(int *)arg;
+}
+
+/* done is called exactly once, built or not, and the table is the one ndc_records_build makes. */
+static void test_build_from(void **state)
+{
+	struct ndc_records_opts o;
+	struct ndc_records *r = NULL, *ref = build_default();
+	int calls = 0;
+
+	(void)state;
+	opts_init(&o);
+	assert_int_equal(ndc_records_build_from(&objs, &o, count_done, &calls, &r), 0);
+	assert_int_equal(calls, 1);
+	assert_int_equal(ndc_records_count(r), ndc_records_count(ref));
+	assert_int_equal(ndc_records_bytes(r), ndc_records_bytes(ref));
+	ndc_records_free(r);
+	o.zone = "bad..zone";
+	assert_int_equal(ndc_records_build_from(&objs, &o, count_done, &calls, &r), -EINVAL);
+	assert_int_equal(calls, 2);
+	assert_null(r);
+	ndc_records_free(ref);
+}
+
 static void test_nxdomain_template(void **state)
 {
 	static union {
@@ -1282,6 +1308,7 @@ int main(void)
 	    cmocka_unit_test(test_foreach_matches_lookup),
 	    cmocka_unit_test(test_nxdomain_template),
 	    cmocka_unit_test(test_lazy_matches_eager),
+	    cmocka_unit_test(test_build_from),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
