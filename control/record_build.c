@@ -176,6 +176,55 @@ static void add_rr(struct ndc_rec_bld *b, const uint8_t *owner, size_t olen, uin
 	t->tail = rr;
 }
 
+/*
+ * A PTR record at ip's reverse name for target tgt: compact (struct ndc_rec_ptr) when the target
+ * is a node or the address's dashed label (dash, or NULL to make it) before one, else a record
+ * of the reverse-name node.
+ */
+static void add_ptr(struct ndc_rec_bld *b, const struct ndc_ip *ip, const uint8_t *tgt, size_t tl,
+		    const char *dash)
+{
+	uint8_t rev[NDC_NAME_MAX];
+
+	if (b->compact_ptrs && !b->err) {
+		struct ndc_rec_node *t = ndc_rec_find(b, tgt, tl);
+		char buf[INET6_ADDRSTRLEN];
+		bool dashed = false;
+
+		if (!t) {
+			size_t dl;
+
+			if (!dash) {
+				ndc_rec_dashed(ip, buf, sizeof(buf));
+				dash = buf;
+			}
+			dl = strlen(dash);
+			if (tgt[0] == dl && 1 + dl < tl && !memcmp(tgt + 1, dash, dl)) {
+				t = ndc_rec_find(b, tgt + 1 + dl, tl - 1 - dl);
+				dashed = true;
+			}
+		}
+		if (t) {
+			if (b->n_ptrs == b->cap_ptrs) {
+				size_t cap = b->cap_ptrs ? 2 * b->cap_ptrs : 1024;
+				struct ndc_rec_ptr *p = reallocarray(b->ptrs, cap, sizeof(*p));
+
+				if (!p) {
+					b->err = -ENOMEM;
+					return;
+				}
+				b->ptrs = p;
+				b->cap_ptrs = cap;
+			}
+			b->ptrs[b->n_ptrs++] =
+			    (struct ndc_rec_ptr){.tgt = t, .ip = *ip, .dashed = dashed};
+			return;
+		}
+		b->ptr_nodes++;
+	}
+	add_rr(b, rev, ndc_records_reverse_name(ip, rev), NDC_T_PTR, tgt, tl, false);
+}
+
 static void skip(struct ndc_rec_bld *b, const char *what, const char *ns, const char *name)
 {
 	if (!b->skipped++)
@@ -348,7 +397,7 @@ static void add_endpoint(struct ndc_rec_bld *b, const struct ndc_k8s_service *s,
 			 const uint8_t *svn, size_t svl)
 {
 	const char *host = NULL;
-	uint8_t hn[NDC_NAME_MAX], rev[NDC_NAME_MAX];
+	uint8_t hn[NDC_NAME_MAX];
 	size_t hl;
 
 	if (ep->hostname) {
@@ -372,15 +421,16 @@ static void add_endpoint(struct ndc_rec_bld *b, const struct ndc_k8s_service *s,
 			skip(b, "endpoint", s->ns, host ? host : dash);
 			continue;
 		}
-		/* Spec 2.4.1: the PTR names the endpoint whichever kind its service is. */
-		add_rr(b, rev, ndc_records_reverse_name(ip, rev), NDC_T_PTR, hn, hl, false);
-		if (!s->headless)
-			continue;
-		/* Spec 2.4.1: <hostname>.<svc> and per-endpoint SRV exist for headless services. */
-		add_rr(b, svn, svl, addr_type(ip), ip->addr, addr_len(ip), false);
-		add_rr(b, hn, hl, addr_type(ip), ip->addr, addr_len(ip), false);
-		for (size_t p = 0; p < sl->n_ports; p++)
-			add_srv(b, svn, svl, &sl->ports[p], hn, hl, 0, true);
+		if (s->headless) {
+			/* Spec 2.4.1: <hostname>.<svc> and per-endpoint SRV exist for headless. */
+			add_rr(b, svn, svl, addr_type(ip), ip->addr, addr_len(ip), false);
+			add_rr(b, hn, hl, addr_type(ip), ip->addr, addr_len(ip), false);
+			for (size_t p = 0; p < sl->n_ports; p++)
+				add_srv(b, svn, svl, &sl->ports[p], hn, hl, 0, true);
+		}
+		/* Spec 2.4.1: the PTR names the endpoint whichever kind its service is (after its
+		 * A record: a compact PTR needs its target's node). */
+		add_ptr(b, ip, hn, hl, host ? NULL : dash);
 	}
 }
 
@@ -403,7 +453,7 @@ static void add_service(struct ndc_rec_bld *b, const struct ndc_k8s_objects *o, 
 			size_t head, const size_t *next)
 {
 	const struct ndc_k8s_service *s = &o->services[si];
-	uint8_t nsn[NDC_NAME_MAX], svn[NDC_NAME_MAX], rev[NDC_NAME_MAX], tgt[NDC_NAME_MAX];
+	uint8_t nsn[NDC_NAME_MAX], svn[NDC_NAME_MAX], tgt[NDC_NAME_MAX];
 	size_t nsl, svl, tl;
 
 	if (!ns_allowed(b->opts, s->ns))
@@ -432,8 +482,7 @@ static void add_service(struct ndc_rec_bld *b, const struct ndc_k8s_objects *o, 
 			if (!ip_ok(ip))
 				continue;
 			add_rr(b, svn, svl, addr_type(ip), ip->addr, addr_len(ip), false);
-			add_rr(b, rev, ndc_records_reverse_name(ip, rev), NDC_T_PTR, svn, svl,
-			       false);
+			add_ptr(b, ip, svn, svl, NULL);
 		}
 		for (size_t p = 0; p < s->n_ports; p++)
 			add_srv(b, svn, svl, &s->ports[p], svn, svl, NDC_REC_SRV_WEIGHT, false);
@@ -605,6 +654,98 @@ void ndc_rec_bld_free(struct ndc_rec_bld *b)
 	free(b->tab);
 	free(b->vec);
 	free(b->xvec);
+	free(b->ptrs);
+}
+
+/* ---------------------------------------------------------------------------------------------
+ * Compact PTR records (full builds).
+ */
+static bool same_addr(const struct ndc_rec_ptr *a, const struct ndc_rec_ptr *b)
+{
+	return a->ip.family == b->ip.family && !memcmp(a->ip.addr, b->ip.addr, 16);
+}
+
+static int ptr_addr_cmp(const void *x, const void *y)
+{
+	const struct ndc_rec_ptr *a = x, *b = y;
+
+	if (a->ip.family != b->ip.family)
+		return a->ip.family < b->ip.family ? -1 : 1;
+	return memcmp(a->ip.addr, b->ip.addr, 16);
+}
+
+/* The target's name (NDC_NAME_MAX bytes, a label more); its length. */
+static size_t ptr_name(const struct ndc_rec_ptr *p, uint8_t *out)
+{
+	size_t l = 0;
+
+	if (p->dashed) {
+		char dash[INET6_ADDRSTRLEN];
+
+		ndc_rec_dashed(&p->ip, dash, sizeof(dash));
+		l = strlen(dash);
+		out[0] = (uint8_t)l;
+		memcpy(out + 1, dash, l++);
+	}
+	memcpy(out + l, p->tgt->name, p->tgt->nlen);
+	return l + p->tgt->nlen;
+}
+
+/* As rendering orders RRs: RDATA length, then bytes. */
+static int ptr_name_cmp(const void *x, const void *y)
+{
+	uint8_t a[NDC_NAME_MAX + NDC_LABEL_MAX + 1], b[NDC_NAME_MAX + NDC_LABEL_MAX + 1];
+	size_t al = ptr_name(x, a), bl = ptr_name(y, b);
+
+	if (al != bl)
+		return al < bl ? -1 : 1;
+	return memcmp(a, b, al);
+}
+
+size_t ndc_rec_ptrs_group(const struct ndc_rec_bld *b, size_t i)
+{
+	size_t n = 1;
+
+	while (i + n < b->n_ptrs && same_addr(&b->ptrs[i], &b->ptrs[i + n]))
+		n++;
+	return n;
+}
+
+int ndc_rec_ptrs_resolve(struct ndc_rec_bld *b)
+{
+	size_t w = 0;
+
+	if (b->err || !b->n_ptrs)
+		return b->err;
+	qsort(b->ptrs, b->n_ptrs, sizeof(*b->ptrs), ptr_addr_cmp);
+	for (size_t i = 0, n; i < b->n_ptrs; i += n) {
+		struct ndc_rec_ptr *g = &b->ptrs[i];
+		uint8_t rev[NDC_NAME_MAX];
+		size_t u = 1, rl = 0;
+
+		n = ndc_rec_ptrs_group(b, i);
+		if (n > 1) {
+			qsort(g, n, sizeof(*g), ptr_name_cmp);
+			for (size_t k = 1; k < n; k++) /* RFC 2181 5: a set has no duplicates */
+				if (ptr_name_cmp(&g[u - 1], &g[k]))
+					g[u++] = g[k];
+		}
+		if (b->ptr_nodes || u > NDC_REC_REV_MAX_TARGETS)
+			rl = ndc_records_reverse_name(&g->ip, rev);
+		if (u > NDC_REC_REV_MAX_TARGETS || (b->ptr_nodes && ndc_rec_find(b, rev, rl))) {
+			/* too big for the index, or the name has records of the node path too */
+			for (size_t k = 0; k < u; k++) {
+				uint8_t t[NDC_NAME_MAX + NDC_LABEL_MAX + 1];
+
+				add_rr(b, rev, rl, NDC_T_PTR, t, ptr_name(&g[k], t), false);
+			}
+			continue;
+		}
+		memmove(&b->ptrs[w], g, u * sizeof(*g));
+		w += u;
+	}
+	b->n_ptrs = w;
+	return b->err;
 }
 
 void ndc_rec_add_pod_namespace(struct ndc_rec_bld *b, const char *ns)

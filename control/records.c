@@ -402,8 +402,6 @@ static int render_lazy_ptr(struct ndc_rec_bld *b, struct ndc_records *r,
 /* ---------------------------------------------------------------------------------------------
  * The reverse index (see struct ndc_rec_rev4).
  */
-/* PTR targets of one reverse name in the index, at most: its answer fits NDC_REC_LAZY_MAX. */
-#define REV_MAX_TARGETS (NDC_REC_LAZY_MAX / (12 + NDC_NAME_MAX))
 
 /* The address reverse name n stands for, when written exactly as ndc_records_reverse_name does. */
 bool ndc_rec_rev_parse(const uint8_t *n, size_t len, struct ndc_ip *ip)
@@ -480,7 +478,7 @@ static int grow(void **v, size_t *cap, size_t need, size_t sz)
  */
 static int rev_add(struct ndc_rec_bld *b, struct rev_part *rv, const struct ndc_rec_node *t)
 {
-	uint32_t tgt[REV_MAX_TARGETS];
+	uint32_t tgt[NDC_REC_REV_MAX_TARGETS];
 	char dash[INET6_ADDRSTRLEN];
 	size_t n, dl = 0;
 	struct ndc_ip ip;
@@ -491,7 +489,7 @@ static int rev_add(struct ndc_rec_bld *b, struct rev_part *rv, const struct ndc_
 	err = collect(b, t, NDC_T_PTR, &n);
 	if (err)
 		return err;
-	if (!n || n > REV_MAX_TARGETS)
+	if (!n || n > NDC_REC_REV_MAX_TARGETS)
 		return -EAGAIN;
 	for (size_t i = 0; i < n; i++) {
 		size_t l;
@@ -559,6 +557,43 @@ static void rev6_sort(struct ndc_rec_rev6 *v, struct ndc_rec_rev6 *tmp, size_t n
 			tmp[cnt[v[i].ip[byte]]++] = v[i];
 		memcpy(v, tmp, n * sizeof(*v));
 	}
+}
+
+/*
+ * The compact PTR records (ndc_rec_ptrs_resolve left them sorted, one address's set together in
+ * answer order) as a part of the index, now that their targets' offsets are final.
+ */
+static int rev_compact(const struct ndc_rec_bld *b, struct rev_part *rv)
+{
+	int err = 0;
+
+	for (size_t i = 0; i < b->n_ptrs && !err; i++) {
+		const struct ndc_rec_ptr *p = &b->ptrs[i];
+		uint32_t tgt = p->tgt->off | (p->dashed ? NDC_REC_REV_DASHED : 0);
+
+		if (!i || p->ip.family != p[-1].ip.family ||
+		    memcmp(p->ip.addr, p[-1].ip.addr, 16)) {
+			rv->names++;
+			rv->rrsets++;
+		}
+		if (p->ip.family == AF_INET) {
+			const uint8_t *a = p->ip.addr;
+
+			err = grow((void **)&rv->v4, &rv->cap4, rv->n4 + 1, sizeof(*rv->v4));
+			if (!err)
+				rv->v4[rv->n4++] = (struct ndc_rec_rev4){
+				    .ip = (uint32_t)a[0] << 24 | (uint32_t)a[1] << 16 |
+					  (uint32_t)a[2] << 8 | a[3],
+				    .tgt = tgt};
+		} else {
+			err = grow((void **)&rv->v6, &rv->cap6, rv->n6 + 1, sizeof(*rv->v6));
+			if (!err) {
+				memcpy(rv->v6[rv->n6].ip, p->ip.addr, 16);
+				rv->v6[rv->n6++].tgt = tgt;
+			}
+		}
+	}
+	return err;
 }
 
 /* The shares' parts into r's index, sorted. */
@@ -691,7 +726,7 @@ static int render_pass(struct ndc_rec_bld *b, struct ndc_records *r, struct rend
 static int render(struct ndc_rec_bld *b, struct ndc_records *r)
 {
 	struct render_job job[2] = {0};
-	struct rev_part parts[2];
+	struct rev_part parts[3] = {0};
 	int njobs = b->tcount > 50000 ? 2 : 1, err = 0;
 	size_t cap = 16, nodes = 0;
 
@@ -714,7 +749,11 @@ static int render(struct ndc_rec_bld *b, struct ndc_records *r)
 	for (int k = 0; k < njobs; k++)
 		parts[k] = job[k].rev;
 	if (!err)
-		err = rev_merge(r, parts, njobs);
+		err = rev_compact(b, &parts[njobs]);
+	if (!err)
+		err = rev_merge(r, parts, njobs + 1);
+	free(parts[njobs].v4);
+	free(parts[njobs].v6);
 	for (size_t i = 0; i < b->tcap; i++)
 		nodes += b->tab[i] && !b->tab[i]->unindexed;
 	while (cap < nodes + nodes / 2)
@@ -823,11 +862,14 @@ int ndc_records_build_from(const struct ndc_k8s_objects *o, const struct ndc_rec
 	struct timespec t0, t1, t2;
 
 	clock_gettime(CLOCK_MONOTONIC, &t0);
+	b.compact_ptrs = !opts->render_all;
 	ndc_rec_add_apex(&b, r->soa, &r->soa_len);
 	err = ndc_rec_add_objects(&b, o);
 	if (done) /* the builder holds copies of everything it read */
 		done(arg);
 	done = NULL;
+	if (!err)
+		err = ndc_rec_ptrs_resolve(&b);
 	if (err)
 		goto fail;
 	clock_gettime(CLOCK_MONOTONIC, &t1);

@@ -47,6 +47,17 @@ struct ndc_rec_node {
 };
 
 /*
+ * A PTR record of a full build kept out of the name table: the reverse index takes it (see
+ * struct ndc_rec_rev4). A reverse name as a pending node was about 150 bytes of scratch (node,
+ * name, slot, RR and the target's name as its RDATA): 55 MB of a 100,000-Service build's peak.
+ */
+struct ndc_rec_ptr {
+	struct ndc_rec_node *tgt; /* the target, or the node after its dashed-address label */
+	struct ndc_ip ip;
+	bool dashed;
+};
+
+/*
  * Build scratch: an arena (freed whole by ndc_rec_bld_free) and an open-addressing table of owner
  * names, tab[tcap] with tcount used. The error is sticky: the first failure is kept in err and
  * later additions do nothing, so the caller checks once after adding everything.
@@ -65,6 +76,15 @@ struct ndc_rec_bld {
 	int err;
 	size_t skipped; /* objects whose names are not valid DNS names */
 	char first_skip[160];
+	/*
+	 * compact_ptrs (full builds, not render_all): PTR records whose target is a node, or the
+	 * address's dashed label before one, go to ptrs instead of reverse-name nodes;
+	 * ndc_rec_ptrs_resolve sorts them and sends back to nodes the names that need one.
+	 */
+	bool compact_ptrs;
+	struct ndc_rec_ptr *ptrs;
+	size_t n_ptrs, cap_ptrs;
+	size_t ptr_nodes; /* reverse names made nodes while compact_ptrs was on */
 	size_t zlen, svczlen, podzlen;
 	uint8_t zone[NDC_NAME_MAX]; /* lowercase wire names */
 	uint8_t svcz[NDC_NAME_MAX]; /* svc.<zone> */
@@ -105,6 +125,16 @@ void ndc_rec_add_apex(struct ndc_rec_bld *b, uint8_t *soa, size_t *ret_soa_len);
  */
 int ndc_rec_add_objects(struct ndc_rec_bld *b, const struct ndc_k8s_objects *o);
 
+/*
+ * Sorts b->ptrs by address and then target name, dropping duplicates, so that each address's
+ * records are its PTR set in answer order; a set too big for the index, or whose reverse name is
+ * also a node, goes to that node (add_rr) instead. Before rendering; -ENOMEM, or b->err.
+ */
+int ndc_rec_ptrs_resolve(struct ndc_rec_bld *b);
+
+/* Entries in b->ptrs for the PTR set starting at i (after ndc_rec_ptrs_resolve). */
+size_t ndc_rec_ptrs_group(const struct ndc_rec_bld *b, size_t i);
+
 /* <ns>.pod.<zone> alone, as pods in a namespace make it (pod records on, namespace served). */
 void ndc_rec_add_pod_namespace(struct ndc_rec_bld *b, const char *ns);
 
@@ -144,6 +174,8 @@ struct ndc_rec_node_r {
  * binary search, its answer made at lookup. Other reverse names stay nodes (lazy or rendered).
  */
 #define NDC_REC_REV_DASHED 1u /* node offsets are 4-aligned: bit 0 is free */
+/* PTR targets of one reverse name in the index, at most: its answer fits NDC_REC_LAZY_MAX. */
+#define NDC_REC_REV_MAX_TARGETS (NDC_REC_LAZY_MAX / (12 + NDC_NAME_MAX))
 
 struct ndc_rec_rev4 {
 	uint32_t ip;
