@@ -345,6 +345,28 @@ static const struct ndc_rec_node *ptr_target(const struct ndc_rec_bld *b,
 }
 
 /*
+ * t's PTR set, in the order rendering lists it (b->vec), as rendered nodes: each record's target
+ * (lab[i] 0) or the node after the target's first label (lab[i] its length). -EAGAIN: no records,
+ * more than NDC_REC_REV_MAX_TARGETS, or a target that is neither.
+ */
+static int ptr_set(struct ndc_rec_bld *b, const struct ndc_rec_node *t,
+		   const struct ndc_rec_node **tgt, size_t *lab, size_t *ret_n)
+{
+	int err = collect(b, t, NDC_T_PTR, ret_n);
+
+	if (err)
+		return err;
+	if (!*ret_n || *ret_n > NDC_REC_REV_MAX_TARGETS)
+		return -EAGAIN;
+	for (size_t i = 0; i < *ret_n; i++) {
+		tgt[i] = ptr_target(b, b->vec[i], &lab[i]);
+		if (!tgt[i])
+			return -EAGAIN;
+	}
+	return 0;
+}
+
+/*
  * Writes t as a lazy PTR node (NDC_REC_LAZY_PTR), its targets in the order the rendered answer
  * would list them. -EAGAIN: a target is not a node nor a label before one, or the answer could
  * be big: render it now instead.
@@ -352,26 +374,15 @@ static const struct ndc_rec_node *ptr_target(const struct ndc_rec_bld *b,
 static int render_lazy_ptr(struct ndc_rec_bld *b, struct ndc_records *r,
 			   const struct ndc_rec_node *t)
 {
-	enum { MAX_TARGETS = NDC_REC_LAZY_MAX / (12 + NDC_NAME_MAX) };
-	const struct ndc_rec_node *tgt[MAX_TARGETS];
-	uint8_t lab[MAX_TARGETS];
+	const struct ndc_rec_node *tgt[NDC_REC_REV_MAX_TARGETS];
+	size_t lab[NDC_REC_REV_MAX_TARGETS];
 	size_t n, llen = t->nlen, body = 2, hdr, off;
-	int err = collect(b, t, NDC_T_PTR, &n);
+	int err = ptr_set(b, t, tgt, lab, &n);
 
 	if (err)
 		return err;
-	if (!n || n > MAX_TARGETS)
-		return -EAGAIN;
-	for (size_t i = 0; i < n; i++) {
-		size_t l;
-		const struct ndc_rec_node *c = ptr_target(b, b->vec[i], &l);
-
-		if (!c)
-			return -EAGAIN;
-		tgt[i] = c;
-		lab[i] = (uint8_t)l;
-		body += 5 + l;
-	}
+	for (size_t i = 0; i < n; i++)
+		body += 5 + lab[i];
 	hdr = NDC_REC_ALIGN4(sizeof(struct ndc_rec_node_r) + llen);
 	err = blob_reserve(r, hdr + NDC_REC_ALIGN4(body));
 	if (err)
@@ -390,7 +401,7 @@ static int render_lazy_ptr(struct ndc_rec_bld *b, struct ndc_records *r,
 	p += 2;
 	for (size_t i = 0; i < n; i++) {
 		memcpy(p, &tgt[i]->off, 4);
-		p[4] = lab[i];
+		p[4] = (uint8_t)lab[i];
 		memcpy(p + 5, b->vec[i]->rdata + 1, lab[i]);
 		p += 5 + lab[i];
 	}
@@ -457,6 +468,32 @@ struct rev_part {
 	size_t names, rrsets;
 };
 
+static int grow(void **v, size_t *cap, size_t need, size_t sz);
+
+/* One index entry: address ip, target word tgt (node offset, NDC_REC_REV_DASHED). */
+static int rev_append(struct rev_part *rv, const struct ndc_ip *ip, uint32_t tgt)
+{
+	int err;
+
+	if (ip->family == AF_INET) {
+		const uint8_t *a = ip->addr;
+
+		err = grow((void **)&rv->v4, &rv->cap4, rv->n4 + 1, sizeof(*rv->v4));
+		if (!err)
+			rv->v4[rv->n4++] = (struct ndc_rec_rev4){.ip = (uint32_t)a[0] << 24 |
+								       (uint32_t)a[1] << 16 |
+								       (uint32_t)a[2] << 8 | a[3],
+								 .tgt = tgt};
+		return err;
+	}
+	err = grow((void **)&rv->v6, &rv->cap6, rv->n6 + 1, sizeof(*rv->v6));
+	if (!err) {
+		memcpy(rv->v6[rv->n6].ip, ip->addr, 16);
+		rv->v6[rv->n6++].tgt = tgt;
+	}
+	return err;
+}
+
 static int grow(void **v, size_t *cap, size_t need, size_t sz)
 {
 	if (need <= *cap)
@@ -478,48 +515,28 @@ static int grow(void **v, size_t *cap, size_t need, size_t sz)
  */
 static int rev_add(struct ndc_rec_bld *b, struct rev_part *rv, const struct ndc_rec_node *t)
 {
-	uint32_t tgt[NDC_REC_REV_MAX_TARGETS];
+	const struct ndc_rec_node *tgt[NDC_REC_REV_MAX_TARGETS];
+	size_t lab[NDC_REC_REV_MAX_TARGETS], n, dl = 0;
 	char dash[INET6_ADDRSTRLEN];
-	size_t n, dl = 0;
 	struct ndc_ip ip;
 	int err;
 
 	if (!ndc_rec_rev_parse(t->name, t->nlen, &ip))
 		return -EAGAIN;
-	err = collect(b, t, NDC_T_PTR, &n);
+	err = ptr_set(b, t, tgt, lab, &n);
 	if (err)
 		return err;
-	if (!n || n > NDC_REC_REV_MAX_TARGETS)
-		return -EAGAIN;
 	for (size_t i = 0; i < n; i++) {
-		size_t l;
-		const struct ndc_rec_node *c = ptr_target(b, b->vec[i], &l);
-
-		if (!c)
-			return -EAGAIN;
-		if (l && !dl) {
+		if (lab[i] && !dl) {
 			ndc_rec_dashed(&ip, dash, sizeof(dash));
 			dl = strlen(dash);
 		}
 		/* the one label the index can make again: the address's own */
-		if (l && (l != dl || memcmp(b->vec[i]->rdata + 1, dash, dl)))
+		if (lab[i] && (lab[i] != dl || memcmp(b->vec[i]->rdata + 1, dash, dl)))
 			return -EAGAIN;
-		tgt[i] = c->off | (l ? NDC_REC_REV_DASHED : 0);
 	}
-	if (ip.family == AF_INET) {
-		uint32_t a = (uint32_t)ip.addr[0] << 24 | (uint32_t)ip.addr[1] << 16 |
-			     (uint32_t)ip.addr[2] << 8 | ip.addr[3];
-
-		err = grow((void **)&rv->v4, &rv->cap4, rv->n4 + n, sizeof(*rv->v4));
-		for (size_t i = 0; !err && i < n; i++)
-			rv->v4[rv->n4++] = (struct ndc_rec_rev4){.ip = a, .tgt = tgt[i]};
-	} else {
-		err = grow((void **)&rv->v6, &rv->cap6, rv->n6 + n, sizeof(*rv->v6));
-		for (size_t i = 0; !err && i < n; i++) {
-			memcpy(rv->v6[rv->n6].ip, ip.addr, 16);
-			rv->v6[rv->n6++].tgt = tgt[i];
-		}
-	}
+	for (size_t i = 0; i < n && !err; i++)
+		err = rev_append(rv, &ip, tgt[i]->off | (lab[i] ? NDC_REC_REV_DASHED : 0));
 	rv->names += !err;
 	rv->rrsets += !err;
 	return err;
@@ -569,29 +586,13 @@ static int rev_compact(const struct ndc_rec_bld *b, struct rev_part *rv)
 
 	for (size_t i = 0; i < b->n_ptrs && !err; i++) {
 		const struct ndc_rec_ptr *p = &b->ptrs[i];
-		uint32_t tgt = p->tgt->off | (p->dashed ? NDC_REC_REV_DASHED : 0);
 
 		if (!i || p->ip.family != p[-1].ip.family ||
 		    memcmp(p->ip.addr, p[-1].ip.addr, 16)) {
 			rv->names++;
 			rv->rrsets++;
 		}
-		if (p->ip.family == AF_INET) {
-			const uint8_t *a = p->ip.addr;
-
-			err = grow((void **)&rv->v4, &rv->cap4, rv->n4 + 1, sizeof(*rv->v4));
-			if (!err)
-				rv->v4[rv->n4++] = (struct ndc_rec_rev4){
-				    .ip = (uint32_t)a[0] << 24 | (uint32_t)a[1] << 16 |
-					  (uint32_t)a[2] << 8 | a[3],
-				    .tgt = tgt};
-		} else {
-			err = grow((void **)&rv->v6, &rv->cap6, rv->n6 + 1, sizeof(*rv->v6));
-			if (!err) {
-				memcpy(rv->v6[rv->n6].ip, p->ip.addr, 16);
-				rv->v6[rv->n6++].tgt = tgt;
-			}
-		}
+		err = rev_append(rv, &p->ip, p->tgt->off | (p->dashed ? NDC_REC_REV_DASHED : 0));
 	}
 	return err;
 }
