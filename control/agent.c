@@ -37,6 +37,7 @@ struct agent {
 	const struct ndc_records *rec; /* what the resolver serves, under install_lock */
 	_Atomic uint64_t rrsets;
 	_Atomic uint64_t records_bytes; /* of the base table the served version shares */
+	_Atomic uint64_t overlay_names; /* changed since that base was built */
 	_Atomic bool synced;
 };
 
@@ -61,6 +62,7 @@ static void install(struct agent *ag, struct ndc_records *rec,
 	ndc_records_free((struct ndc_records *)old);
 	atomic_store(&ag->rrsets, ndc_records_count(rec));
 	atomic_store(&ag->records_bytes, ndc_records_bytes(rec));
+	atomic_store(&ag->overlay_names, ndc_records_overlay_size(rec));
 	pthread_mutex_unlock(&ag->install_lock);
 	if (!atomic_exchange(&ag->synced, true)) {
 		ndc_info("records: %zu RRsets of %s: ready", ndc_records_count(rec),
@@ -176,6 +178,9 @@ static void memory_metrics(struct agent *ag, struct ndc_metrics_buf *b)
 			       (uint64_t)resident * (uint64_t)sysconf(_SC_PAGESIZE));
 	G(b, "records_bytes", "Bytes of the built record table (incremental overlays not counted).",
 	  atomic_load(&ag->records_bytes));
+	G(b, "records_overlay_names",
+	  "Names changed since the table was last built whole (folded in at 1/32 of the table).",
+	  atomic_load(&ag->overlay_names));
 }
 
 static void metrics(void *arg, struct ndc_metrics_buf *b)
