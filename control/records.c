@@ -712,6 +712,10 @@ static int render_pass(struct ndc_rec_bld *b, struct ndc_records *r, struct rend
 		memcpy(r->blob + base, job[1].own.blob, job[1].own.blob_len);
 		r->blob_len += job[1].own.blob_len;
 		r->n_rrsets += job[1].own.n_rrsets;
+		/* a quarter of the table: not kept beside the index and the rest of the build */
+		free(job[1].own.blob);
+		job[1].own.blob = NULL;
+		job[1].own.blob_cap = 0;
 		for (size_t i = job[1].from; i < job[1].to; i++)
 			if (b->tab[i] && lazy_candidate(b, b->tab[i]) == pass)
 				b->tab[i]->off += (uint32_t)base;
@@ -751,10 +755,17 @@ static int render(struct ndc_rec_bld *b, struct ndc_records *r)
 		parts[k] = job[k].rev;
 	if (!err)
 		err = rev_compact(b, &parts[njobs]);
+	free(b->ptrs); /* in the index part now; 12 MB at 100,000 Services */
+	b->ptrs = NULL;
+	b->n_ptrs = b->cap_ptrs = 0;
 	if (!err)
 		err = rev_merge(r, parts, njobs + 1);
-	free(parts[njobs].v4);
-	free(parts[njobs].v6);
+	for (int k = 0; k <= njobs; k++) {
+		free(parts[k].v4);
+		free(parts[k].v6);
+	}
+	for (int k = 0; k < njobs; k++)
+		job[k].rev = (struct rev_part){0};
 	for (size_t i = 0; i < b->tcap; i++)
 		nodes += b->tab[i] && !b->tab[i]->unindexed;
 	while (cap < nodes + nodes / 2)
