@@ -130,7 +130,18 @@ static bool rev_find(const struct ndc_records *r, const uint8_t *name, size_t nl
 }
 
 /* The whole name of nd into out (NDC_NAME_MAX bytes); returns its length. */
-static size_t node_name(const struct ndc_records *r, const struct ndc_rec_node_r *nd, uint8_t *out);
+static size_t node_name(const struct ndc_records *r, const struct ndc_rec_node_r *nd, uint8_t *out)
+{
+	size_t len = nd->nlen, pos = 0;
+
+	for (;;) {
+		memcpy(out + pos, nd->name, nd->llen);
+		pos += nd->llen;
+		if (!nd->parent)
+			return len;
+		nd = (const struct ndc_rec_node_r *)(r->blob + nd->parent);
+	}
+}
 
 /* Target i of h into out (NDC_NAME_MAX bytes, a label more); its length. */
 static size_t rev_target(const struct ndc_records *r, const struct rev_hit *h, size_t i,
@@ -149,69 +160,6 @@ static size_t rev_target(const struct ndc_records *r, const struct rev_hit *h, s
 		memcpy(out + 1, dash, tl++);
 	}
 	return tl + node_name(r, (const struct ndc_rec_node_r *)(r->blob + (t & ~3u)), out + tl);
-}
-
-/* The PTR answer of h at name, as rendering it at build time would have made it. */
-static int rev_render(const struct ndc_records *r, const struct rev_hit *h, const uint8_t *name,
-		      size_t nlen, struct ndc_answer *out, size_t cap)
-{
-	uint8_t tgt[NDC_NAME_MAX + NDC_LABEL_MAX + 1];
-	struct ndc_ab ab;
-
-	ndc_ab_init(&ab, out, cap, name, nlen);
-	for (size_t i = 0; i < h->n; i++)
-		ndc_ab_rr(&ab, NDC_SEC_ANSWER, name, nlen, NDC_T_PTR, NDC_C_IN, r->ttl, tgt,
-			  rev_target(r, h, i, tgt));
-	return ndc_ab_finish(&ab, NDC_RCODE_NOERROR, true);
-}
-
-/* What ndc_records_foreach yields for a reverse name of the index. */
-static int rev_emit(const struct ndc_records *r, const struct rev_hit *h, const uint8_t *name,
-		    size_t nlen, ndc_records_fn fn, void *arg)
-{
-	union {
-		struct ndc_answer a;
-		uint8_t b[sizeof(struct ndc_answer) + NDC_REC_LAZY_MAX];
-	} ptr;
-	int err = rev_render(r, h, name, nlen, &ptr.a, NDC_REC_LAZY_MAX);
-
-	ptr.a.pad = (uint8_t)NDC_T_PTR;
-	return err ? err : fn(arg, name, nlen, NDC_T_PTR, &ptr.a);
-}
-
-unsigned ndc_rec_base_rrsets(const struct ndc_records *r, const uint8_t *n, size_t len, uint32_t h)
-{
-	const struct ndc_rec_node_r *nd = ndc_rec_base_find(r, n, len, h);
-	struct rev_hit hit;
-
-	return nd ? ndc_rec_node_rrsets(nd) : rev_find(r, n, len, &hit) ? 1u : 0u;
-}
-
-int ndc_rec_rev_answer(const struct ndc_records *r, const uint8_t *n, size_t len,
-		       struct ndc_answer *out, size_t cap)
-{
-	struct rev_hit h;
-	int err;
-
-	if (!rev_find(r, n, len, &h))
-		return -ENOENT;
-	err = rev_render(r, &h, n, len, out, cap);
-	out->pad = (uint8_t)NDC_T_PTR; /* as a node's answer holds it */
-	return err;
-}
-
-int ndc_rec_rev_targets(const struct ndc_records *r, const uint8_t *n, size_t len,
-			int (*fn)(void *arg, const uint8_t *target, size_t tlen), void *arg)
-{
-	uint8_t tgt[NDC_NAME_MAX + NDC_LABEL_MAX + 1];
-	struct rev_hit h;
-	int err = 0;
-
-	if (!rev_find(r, n, len, &h))
-		return 0;
-	for (size_t i = 0; i < h.n && !err; i++)
-		err = fn(arg, tgt, rev_target(r, &h, i, tgt));
-	return err;
 }
 
 /* The answer for type at nd; with type 0 the first one the name has. */
@@ -275,23 +223,85 @@ static int lazy_rr(void *arg, const uint8_t *target, size_t tlen)
 	return 0;
 }
 
-/* The PTR answer of a lazy node, as rendering it at build time would have made it. */
-static int lazy_render(const struct ndc_records *r, const struct ndc_rec_node_r *nd,
-		       const uint8_t *name, size_t nlen, struct ndc_answer *out, size_t cap)
+/*
+ * A PTR set made at lookup: a lazy node's (nd), or the reverse index's (h, nd NULL). Both are
+ * rendered and walked alike.
+ */
+struct ptr_src {
+	const struct ndc_rec_node_r *nd;
+	struct rev_hit h;
+};
+
+static int ptr_targets(const struct ndc_records *r, const struct ptr_src *s, lazy_fn fn, void *arg)
+{
+	uint8_t tgt[NDC_NAME_MAX + NDC_LABEL_MAX + 1];
+	int err = 0;
+
+	if (s->nd)
+		return lazy_targets(r, s->nd, fn, arg);
+	for (size_t i = 0; i < s->h.n && !err; i++)
+		err = fn(arg, tgt, rev_target(r, &s->h, i, tgt));
+	return err;
+}
+
+/* The PTR answer of s at name, as rendering it at build time would have made it. */
+static int ptr_render(const struct ndc_records *r, const struct ptr_src *s, const uint8_t *name,
+		      size_t nlen, struct ndc_answer *out, size_t cap)
 {
 	struct lazy_ab l = {.name = name, .nlen = nlen, .ttl = r->ttl};
 
 	ndc_ab_init(&l.ab, out, cap, name, nlen);
-	lazy_targets(r, nd, lazy_rr, &l);
+	ptr_targets(r, s, lazy_rr, &l);
 	return ndc_ab_finish(&l.ab, NDC_RCODE_NOERROR, true);
+}
+
+/* What ndc_records_foreach yields for s, named name. */
+static int ptr_emit(const struct ndc_records *r, const struct ptr_src *s, const uint8_t *name,
+		    size_t nlen, ndc_records_fn fn, void *arg)
+{
+	union {
+		struct ndc_answer a;
+		uint8_t b[sizeof(struct ndc_answer) + NDC_REC_LAZY_MAX];
+	} ptr;
+	int err = ptr_render(r, s, name, nlen, &ptr.a, NDC_REC_LAZY_MAX);
+
+	ptr.a.pad = (uint8_t)NDC_T_PTR;
+	return err ? err : fn(arg, name, nlen, NDC_T_PTR, &ptr.a);
+}
+
+unsigned ndc_rec_base_rrsets(const struct ndc_records *r, const uint8_t *n, size_t len, uint32_t h)
+{
+	const struct ndc_rec_node_r *nd = ndc_rec_base_find(r, n, len, h);
+	struct rev_hit hit;
+
+	return nd ? ndc_rec_node_rrsets(nd) : rev_find(r, n, len, &hit) ? 1u : 0u;
+}
+
+int ndc_rec_rev_answer(const struct ndc_records *r, const uint8_t *n, size_t len,
+		       struct ndc_answer *out, size_t cap)
+{
+	struct ptr_src s = {0};
+	int err;
+
+	if (!rev_find(r, n, len, &s.h))
+		return -ENOENT;
+	err = ptr_render(r, &s, n, len, out, cap);
+	out->pad = (uint8_t)NDC_T_PTR; /* as a node's answer holds it */
+	return err;
+}
+
+int ndc_rec_rev_targets(const struct ndc_records *r, const uint8_t *n, size_t len,
+			int (*fn)(void *arg, const uint8_t *target, size_t tlen), void *arg)
+{
+	struct ptr_src s = {0};
+
+	return rev_find(r, n, len, &s.h) ? ptr_targets(r, &s, fn, arg) : 0;
 }
 
 static bool node_lazy(const struct ndc_rec_node_r *nd)
 {
 	return nd->pad & NDC_REC_LAZY_PTR;
 }
-
-static const struct ndc_rec_node_r *find(const struct ndc_records *r, const uint8_t *n, size_t len);
 
 /* A lazy SRV target (see NDC_REC_LAZY_RCODE) seen from owner name into tgt; its length, or 0. */
 static size_t lazy_srv_target(const uint8_t *e, const uint8_t *name, size_t nlen, uint8_t *tgt)
@@ -440,7 +450,7 @@ int ndc_records_lookup(const struct ndc_records *r, const uint8_t *lname, size_t
 {
 	const struct ndc_answer *a;
 	const struct ndc_rec_node_r *nd;
-	struct rev_hit h;
+	struct ptr_src s = {0};
 	bool ovl;
 
 	if (!nlen || nlen > NDC_NAME_MAX)
@@ -448,10 +458,12 @@ int ndc_records_lookup(const struct ndc_records *r, const uint8_t *lname, size_t
 	nd = find_ex(r, lname, nlen, &ovl);
 	if (!ndc_name_in_zone(lname, nlen, r->zone, r->zlen)) {
 		/* Only reverse names live outside the zone; the rest falls through upstream. */
-		if (!nd && !ovl && qtype == NDC_T_PTR && rev_find(r, lname, nlen, &h))
-			return rev_render(r, &h, lname, nlen, out, cap);
-		if (nd && qtype == NDC_T_PTR && node_lazy(nd))
-			return lazy_render(r, nd, lname, nlen, out, cap);
+		if (!nd && !ovl && qtype == NDC_T_PTR && rev_find(r, lname, nlen, &s.h))
+			return ptr_render(r, &s, lname, nlen, out, cap);
+		if (nd && qtype == NDC_T_PTR && node_lazy(nd)) {
+			s.nd = nd;
+			return ptr_render(r, &s, lname, nlen, out, cap);
+		}
 		a = nd && qtype == NDC_T_PTR ? node_answer(nd, NDC_T_PTR) : NULL;
 		return a ? copy_answer(r, a, lname, nlen, out, cap) : -ENOENT;
 	}
@@ -474,20 +486,6 @@ int ndc_records_lookup(const struct ndc_records *r, const uint8_t *lname, size_t
 /* ---------------------------------------------------------------------------------------------
  * Iteration, for the fast-path publisher.
  */
-/* The whole name of nd into out (NDC_NAME_MAX bytes); returns its length. */
-static size_t node_name(const struct ndc_records *r, const struct ndc_rec_node_r *nd, uint8_t *out)
-{
-	size_t len = nd->nlen, pos = 0;
-
-	for (;;) {
-		memcpy(out + pos, nd->name, nd->llen);
-		pos += nd->llen;
-		if (!nd->parent)
-			return len;
-		nd = (const struct ndc_rec_node_r *)(r->blob + nd->parent);
-	}
-}
-
 /* What ndc_records_foreach yields for one node, named name. */
 static int node_emit(const struct ndc_records *r, const struct ndc_rec_node_r *nd,
 		     const uint8_t *name, size_t nlen, ndc_records_fn fn, void *arg)
@@ -504,16 +502,8 @@ static int node_emit(const struct ndc_records *r, const struct ndc_rec_node_r *n
 	const struct ndc_answer *other, *any = NULL;
 	int err;
 
-	if (node_lazy(nd)) {
-		union {
-			struct ndc_answer a;
-			uint8_t b[sizeof(struct ndc_answer) + NDC_REC_LAZY_MAX];
-		} ptr;
-
-		err = lazy_render(r, nd, name, nlen, &ptr.a, NDC_REC_LAZY_MAX);
-		ptr.a.pad = (uint8_t)NDC_T_PTR;
-		return err ? err : fn(arg, name, nlen, NDC_T_PTR, &ptr.a);
-	}
+	if (node_lazy(nd))
+		return ptr_emit(r, &(struct ptr_src){.nd = nd}, name, nlen, fn, arg);
 	for (int t = 0; t < nd->ntypes; t++) {
 		const struct ndc_answer *a = (const struct ndc_answer *)e;
 
@@ -583,7 +573,8 @@ int ndc_records_foreach(const struct ndc_records *r, ndc_records_fn fn, void *ar
 			return err;
 	}
 	for (size_t i = 0, n = r->n_rev4 + r->n_rev6; i < n;) {
-		struct rev_hit h = {.first = i < r->n_rev4 ? i : i - r->n_rev4};
+		struct ptr_src s = {.h.first = i < r->n_rev4 ? i : i - r->n_rev4};
+		struct rev_hit *h = &s.h;
 		const struct ndc_rec_node_r *shadow;
 		size_t nlen;
 		int err;
@@ -591,24 +582,24 @@ int ndc_records_foreach(const struct ndc_records *r, ndc_records_fn fn, void *ar
 		if (i < r->n_rev4) {
 			uint32_t ip = r->rev4[i].ip;
 
-			h.ip.family = AF_INET;
+			h->ip.family = AF_INET;
 			for (int k = 0; k < 4; k++)
-				h.ip.addr[k] = (uint8_t)(ip >> (24 - 8 * k));
-			while (h.first + h.n < r->n_rev4 && r->rev4[h.first + h.n].ip == ip)
-				h.n++;
+				h->ip.addr[k] = (uint8_t)(ip >> (24 - 8 * k));
+			while (h->first + h->n < r->n_rev4 && r->rev4[h->first + h->n].ip == ip)
+				h->n++;
 		} else {
-			h.ip.family = AF_INET6;
-			memcpy(h.ip.addr, r->rev6[h.first].ip, 16);
-			while (h.first + h.n < r->n_rev6 &&
-			       !memcmp(r->rev6[h.first + h.n].ip, h.ip.addr, 16))
-				h.n++;
+			h->ip.family = AF_INET6;
+			memcpy(h->ip.addr, r->rev6[h->first].ip, 16);
+			while (h->first + h->n < r->n_rev6 &&
+			       !memcmp(r->rev6[h->first + h->n].ip, h->ip.addr, 16))
+				h->n++;
 		}
-		i += h.n;
-		nlen = ndc_records_reverse_name(&h.ip, name);
+		i += h->n;
+		nlen = ndc_records_reverse_name(&h->ip, name);
 		if (r->ovl &&
 		    !ndc_rec_ovl_find(r->ovl, name, nlen, ndc_rec_name_hash(name, nlen), &shadow))
 			continue; /* changed since the base was built: the overlay has it */
-		err = rev_emit(r, &h, name, nlen, fn, arg);
+		err = ptr_emit(r, &s, name, nlen, fn, arg);
 		if (err)
 			return err;
 	}
@@ -619,7 +610,7 @@ int ndc_records_foreach_name(const struct ndc_records *r, const uint8_t *lname, 
 			     ndc_records_fn fn, void *arg)
 {
 	const struct ndc_rec_node_r *nd;
-	struct rev_hit h;
+	struct ptr_src s = {0};
 	bool ovl;
 
 	if (!nlen || nlen > NDC_NAME_MAX)
@@ -627,7 +618,7 @@ int ndc_records_foreach_name(const struct ndc_records *r, const uint8_t *lname, 
 	nd = find_ex(r, lname, nlen, &ovl);
 	if (nd)
 		return node_emit(r, nd, lname, nlen, fn, arg);
-	return !ovl && rev_find(r, lname, nlen, &h) ? rev_emit(r, &h, lname, nlen, fn, arg) : 0;
+	return !ovl && rev_find(r, lname, nlen, &s.h) ? ptr_emit(r, &s, lname, nlen, fn, arg) : 0;
 }
 
 int ndc_rec_node_ptr_targets(const struct ndc_records *r, const struct ndc_rec_node_r *nd,
