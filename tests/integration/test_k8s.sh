@@ -218,13 +218,14 @@ ctl "{\"op\":\"apply\",\"object\":${svc//10.96.77.7/10.96.77.9}}"
 until_ok 10 answer_is late.shop.svc.cluster.local A 10.96.77.9 &&
 	ok "token rotated: re-read, events flow" || bad "token rotation: no events" "$(tail -5 "$TOPO_DIR/ndcache.log")"
 
-# Memory metrics: the resident set, the built table, and the change above still in the overlay.
+# Memory metrics: the resident set, the built table, the overlay's names (any count: a relist
+# after the dropped connection above may have folded the changes into a full build).
 m=$(in_node curl -s http://127.0.0.1:9254/metrics)
 rss=$(awk '/^process_resident_memory_bytes / {print $2}' <<<"$m")
 tb=$(awk '/^ndcache_records_bytes / {print $2}' <<<"$m")
 ov=$(awk '/^ndcache_records_overlay_names / {print $2}' <<<"$m")
 [ "${rss:-0}" -gt 1000000 ] && [ "${rss:-0}" -lt 1000000000 ] && [ "${tb:-0}" -gt 1000 ] &&
-	[ "${ov:-0}" -ge 1 ] && ok "memory metrics: RSS $rss B, table $tb B, $ov names in the overlay" ||
+	[[ ${ov:-x} =~ ^[0-9]+$ ]] && ok "memory metrics: RSS $rss B, table $tb B, $ov names in the overlay" ||
 	bad "memory metrics: rss '$rss' table '$tb' overlay '$ov'"
 
 if [ "$MODE" = tc ]; then
