@@ -12,14 +12,14 @@
 #include <ndc/log.h>
 
 #include "agent.h"
-#include "cache.h"
-#include "fastpath.h"
-#include "forwarder.h"
-#include "http.h"
-#include "k8s_store.h"
+#include "query/query.h"
+#include "fastpath/fastpath.h"
+#include "query/forwarder.h"
+#include "http/http.h"
+#include "store/store.h"
 #include "publisher.h"
-#include "resolver.h"
-#include "server.h"
+#include "query/resolver.h"
+#include "socket/socket.h"
 
 struct agent {
 	const struct ndc_config *cfg;

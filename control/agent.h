@@ -8,8 +8,8 @@
 #define NDC_AGENT_H
 
 #include "config.h"
-#include "k8s_client.h"
-#include "records.h"
+#include "k8s/k8s.h"
+#include "records/records.h"
 
 /*
  * Runs until a signal. rec: the record table of a snapshot source (ownership passes), or NULL

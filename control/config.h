@@ -12,7 +12,7 @@
 #include <stdint.h>
 #include <sys/socket.h>
 
-#include "k8s_objects.h"
+#include "objects/objects.h"
 
 #define NDC_CFG_MAX_ADDRS 8
 

@@ -18,9 +18,9 @@
 
 #include "agent.h"
 #include "config.h"
-#include "k8s_client.h"
-#include "k8s_objects.h"
-#include "records.h"
+#include "k8s/k8s.h"
+#include "objects/objects.h"
+#include "records/records.h"
 
 struct opts {
 	const char *config;

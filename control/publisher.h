@@ -10,9 +10,9 @@
 
 #include <stdint.h>
 
-#include "cache.h"
-#include "fastpath.h"
-#include "records.h"
+#include "query/query.h"
+#include "fastpath/fastpath.h"
+#include "records/records.h"
 
 struct ndc_publisher;
 

@@ -41,8 +41,8 @@
 
 #include <ndc/log.h>
 
-#include "http.h"
-#include "http_internal.h"
+#include "http/http.h"
+#include "internal.h"
 
 #define NDC_HTTP_LINGER_MS 1000
 #define NDC_HTTP_BACKLOG 128

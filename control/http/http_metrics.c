@@ -17,8 +17,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "http.h"
-#include "http_internal.h"
+#include "http/http.h"
+#include "internal.h"
 
 struct family {
 	char *name;

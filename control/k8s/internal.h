@@ -20,7 +20,7 @@
 
 #include <curl/curl.h>
 
-#include "k8s_client.h"
+#include "k8s/k8s.h"
 
 struct json_object;
 struct json_tokener;

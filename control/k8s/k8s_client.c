@@ -27,7 +27,7 @@
 
 #include <ndc/log.h>
 
-#include "k8s_client_internal.h"
+#include "internal.h"
 
 const struct kind_info ndc_k8s_kind_info[NDC_K8S_KINDS] = {
     [NDC_K8S_NAMESPACES] = {"/api/v1/namespaces", "Namespace", "v1", "namespaces"},

@@ -4,7 +4,7 @@
  * across chunks at any byte), list pages split into their items by a small scanner, Status bodies
  * for the log, and the replays that run the same parsers over a buffer for the tests and the fuzz
  * targets. Kept apart from the requests (k8s_transfer.c) and the list/watch protocol
- * (k8s_client.c), which reach it only through k8s_client_internal.h: these are the parsers of
+ * (k8s_client.c), which reach it only through internal.h: these are the parsers of
  * untrusted input, and here they can be read, fuzzed and changed on their own.
  */
 #include <errno.h>
@@ -18,7 +18,7 @@
 
 #include <ndc/log.h>
 
-#include "k8s_client_internal.h"
+#include "internal.h"
 
 int ndc_k8s_buf_add(struct buf *b, const char *data, size_t len)
 {

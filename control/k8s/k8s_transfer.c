@@ -19,7 +19,7 @@
 
 #include <ndc/log.h>
 
-#include "k8s_client_internal.h"
+#include "internal.h"
 
 #ifndef NDC_VERSION
 #define NDC_VERSION "dev"

@@ -16,7 +16,7 @@
 #include <json-c/json.h>
 #include <yaml.h>
 
-#include "k8s_client.h"
+#include "k8s/k8s.h"
 
 /* A kubeconfig is 5 levels deep; the bounds only keep hostile input (alias bombs) cheap. */
 #define NDC_KUBECONFIG_MAX_DEPTH 32

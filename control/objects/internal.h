@@ -12,7 +12,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "k8s_objects.h"
+#include "objects/objects.h"
 
 struct json_object;
 

@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: MIT
 /*
- * API objects (json-c trees) reduced to the structs of k8s_objects.h. Every field DNS reads is
+ * API objects (json-c trees) reduced to the structs of objects/objects.h. Every field DNS reads is
  * type-checked; all others are ignored, so fields added by newer API versions never break a
  * snapshot. An object is converted into a local struct and appended only once complete: a failure
  * leaves the store as it was.
@@ -16,7 +16,7 @@
 
 #include <json-c/json.h>
 
-#include "k8s_objects_internal.h"
+#include "internal.h"
 
 static void free_service(void *e)
 {

@@ -2,7 +2,7 @@
 /*
  * The reading half of k8s_objects.c: JSON field access with type checks and error messages that
  * name the object and the field, and the conversion of each kind (Service, EndpointSlice, Pod)
- * into the structs of k8s_objects.h as separate allocations, easy to unwind on a bad field.
+ * into the structs of objects/objects.h as separate allocations, easy to unwind on a bad field.
  * Kept apart from the packing and placing in k8s_objects.c, which reads JSON only through the
  * functions here, so that each file holds one concern and stays well under a thousand lines.
  */
@@ -18,7 +18,7 @@
 
 #include <json-c/json.h>
 
-#include "k8s_objects_internal.h"
+#include "internal.h"
 
 static void vreport(const struct conv *c, const char *fmt, va_list ap)
 {

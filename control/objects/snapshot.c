@@ -16,7 +16,7 @@
 #include <json-c/json.h>
 #include <yaml.h>
 
-#include "k8s_objects.h"
+#include "objects/objects.h"
 
 /*
  * An API object sits 6 levels below a List at most (items[].spec.ports[].x); the bound keeps

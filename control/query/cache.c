@@ -15,7 +15,7 @@
 #include <string.h>
 #include <time.h>
 
-#include "cache.h"
+#include "query/query.h"
 
 #define NDC_SHARDS_MAX 64
 #define NDC_SHARD_MIN_ENTRIES 64

@@ -16,7 +16,7 @@
 
 #include <ndc/dns_wire.h>
 
-#include "cache.h"
+#include "query/query.h"
 
 struct ndc_forwarder;
 

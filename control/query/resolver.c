@@ -9,7 +9,7 @@
 #include <ndc/log.h>
 
 #include "rcu.h"
-#include "resolver.h"
+#include "query/resolver.h"
 
 struct ndc_resolver {
 	/* Swapped by the writer, read under ndc_rcu_read_lock; NULL until the first full sync. */

@@ -9,10 +9,10 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "cache.h"
-#include "forwarder.h"
-#include "records.h"
-#include "server.h"
+#include "query/query.h"
+#include "query/forwarder.h"
+#include "records/records.h"
+#include "socket/socket.h"
 
 struct ndc_resolver;
 

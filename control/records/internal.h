@@ -15,8 +15,8 @@
 
 #include <ndc/dns_wire.h>
 
-#include "k8s_objects.h"
-#include "records.h"
+#include "objects/objects.h"
+#include "records/records.h"
 
 /* SRV weight of a service's own records; headless endpoints share it at render time. */
 #define NDC_REC_SRV_WEIGHT 100

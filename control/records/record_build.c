@@ -14,7 +14,7 @@
 #include <sys/socket.h>
 #include <time.h>
 
-#include "records_internal.h"
+#include "internal.h"
 
 /* SOA timers as CoreDNS writes them; the minimum is the record TTL (RFC 2308 4 negative TTL). */
 #define SOA_REFRESH 7200

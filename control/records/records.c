@@ -21,7 +21,7 @@
 
 #include <ndc/log.h>
 
-#include "records_internal.h"
+#include "internal.h"
 
 #define OPT_RR_LEN 11 /* room left for the OPT RR the reply writer appends */
 #define MAX_TYPES 8   /* distinct types one owner can hold: SOA NS A AAAA SRV PTR TXT CNAME */

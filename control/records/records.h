@@ -14,7 +14,7 @@
 #include <ndc/dns_wire.h>
 
 #include "config.h"
-#include "k8s_objects.h"
+#include "objects/objects.h"
 
 struct ndc_records;
 

@@ -2,7 +2,7 @@
 /*
  * The record model, third stage: answering from the table records.c built (and the overlays of
  * records_patch.c), and walking it for the fast-path publisher. Separate from building because
- * the two share only the layout (records_internal.h): this side runs per query, reads, and never
+ * the two share only the layout (internal.h): this side runs per query, reads, and never
  * allocates, locks or logs. Answers kept lazy at build time (reverse names, SRV sets) are made
  * here, byte for byte as rendering them at build time would have.
  */
@@ -12,7 +12,7 @@
 #include <string.h>
 #include <sys/socket.h>
 
-#include "records_internal.h"
+#include "internal.h"
 
 /* ---------------------------------------------------------------------------------------------
  * Negative answers: the table's template moved to each question.

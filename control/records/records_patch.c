@@ -13,7 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "records_internal.h"
+#include "internal.h"
 
 #define OVL_MIN_BITS 6
 #define OVL_LOAD 4 /* mean entries per bucket before the directory doubles */

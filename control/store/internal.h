@@ -11,9 +11,9 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "k8s_client.h"
-#include "k8s_objects.h"
-#include "records.h"
+#include "k8s/k8s.h"
+#include "objects/objects.h"
+#include "records/records.h"
 
 struct lh_table;
 

@@ -13,7 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "k8s_store_internal.h"
+#include "internal.h"
 
 /* ---------------------------------------------------------------------------------------------
  * The core: slots of object pointers, each table's key hashed by home().

@@ -25,8 +25,8 @@
 
 #include <ndc/log.h>
 
-#include "k8s_store.h"
-#include "k8s_store_internal.h"
+#include "store/store.h"
+#include "internal.h"
 
 /*
  * Overlay names past which the base is rebuilt: a fraction of the base, at least this many. The

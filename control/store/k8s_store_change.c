@@ -16,7 +16,7 @@
 #include <string.h>
 #include <sys/socket.h>
 
-#include "k8s_store_internal.h"
+#include "internal.h"
 
 /* ---------------------------------------------------------------------------------------------
  * Objects and collections.

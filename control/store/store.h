@@ -14,8 +14,8 @@
 
 #include <stdint.h>
 
-#include "k8s_client.h"
-#include "records.h"
+#include "k8s/k8s.h"
+#include "records/records.h"
 
 struct ndc_k8s_store;
 

@@ -21,9 +21,9 @@
 
 #include <ndc/log.h>
 
-#include "fastpath.h"
-#include "fastpath_internal.h"
-#include "k8s_objects.h"
+#include "fastpath/fastpath.h"
+#include "internal.h"
+#include "objects/objects.h"
 #include "ndc_fastpath.skel.h"
 
 #define DEFAULT_MAX_ENTRIES 65536

@@ -2,7 +2,7 @@
 /* The fast path in a build without BPF: every call says so, callers need no #ifdef. */
 #include <errno.h>
 
-#include "fastpath.h"
+#include "fastpath/fastpath.h"
 
 int ndc_fastpath_open(const struct ndc_fastpath_opts *opts, struct ndc_fp **ret)
 {

@@ -8,7 +8,7 @@
 
 #include <stddef.h>
 
-#include "fastpath.h"
+#include "fastpath/fastpath.h"
 
 struct ndc_link_watch;
 

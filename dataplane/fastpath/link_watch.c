@@ -25,7 +25,7 @@
 
 #include <ndc/log.h>
 
-#include "fastpath_internal.h"
+#include "internal.h"
 
 #define NL_BUF 32768
 #define NL_RCVBUF (1 << 20) /* a node creating hundreds of pods at once must not overrun it */

@@ -18,7 +18,7 @@
 #include <sys/socket.h>
 #include <sys/uio.h>
 
-#include "server.h"
+#include "socket/socket.h"
 
 /*
  * Per-datagram buffer, query and reply alike. Replies over UDP are bounded by the client's EDNS

@@ -27,9 +27,9 @@
 
 #include <ndc/log.h>
 
-#include "k8s_objects.h"
-#include "server.h"
-#include "server_internal.h"
+#include "objects/objects.h"
+#include "socket/socket.h"
+#include "internal.h"
 
 #define NDC_TCP_IDLE_DEFAULT_MS 10000 /* RFC 7766 6.2.3: "on the order of seconds" */
 #define NDC_TCP_MAX_CONNS_DEFAULT 1024

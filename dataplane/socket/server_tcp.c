@@ -17,7 +17,7 @@
 
 #include <ndc/log.h>
 
-#include "server_internal.h"
+#include "internal.h"
 
 /* A TCP query longer than this closes the connection: no real query comes near it. */
 #define NDC_TCP_QUERY_MAX 4096

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * The one contract between the BPF fast path (bpf/) and user space (dataplane/fastpath.c).
+ * The one contract between the BPF fast path (bpf/) and user space (dataplane/fastpath/fastpath.c).
  * Included by both: fixed-width kernel types only, network order marked __be, explicit padding,
  * sizes pinned with _Static_assert. Any change to a struct here bumps NDC_ABI_VERSION; the loader
  * refuses pinned maps of another version.
@@ -60,7 +60,7 @@
  * the program compares it with the query's after every lookup and passes the query to user space
  * on a mismatch (counted as NDC_FP_PASS_MISS, and not followed by the other-type entry or NXDOMAIN
  * synthesis), and user space refuses to overwrite or delete an entry that holds another name
- * (dataplane/fastpath.c), which then stays with the name published first; the other one is
+ * (dataplane/fastpath/fastpath.c), which then stays with the name published first; the other one is
  * answered by user space.
  */
 #define NDC_FP_HASH_INIT 0x6e6463616368652dULL /* "ndcache-": any non-zero start */

@@ -12,8 +12,8 @@
 
 #include <ndc/log.h>
 
-#include "k8s_objects.h"
-#include "records.h"
+#include "objects/objects.h"
+#include "records/records.h"
 
 static double now_s(void)
 {

@@ -15,7 +15,7 @@
 #include <time.h>
 #include <unistd.h>
 #include <json-c/json.h>
-#include "k8s_store.h"
+#include "store/store.h"
 
 static struct ndc_records *cur;
 static void on_table(void *arg, struct ndc_records *rec, const struct ndc_records_patch *ch)

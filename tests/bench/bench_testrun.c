@@ -29,10 +29,10 @@
 #include <ndc/dns_wire.h>
 
 #include "../bpf/packets.h"
-#include "fastpath.h"
-#include "k8s_objects.h"
+#include "fastpath/fastpath.h"
+#include "objects/objects.h"
 #include "ndc_reflector.skel.h"
-#include "records.h"
+#include "records/records.h"
 
 #define REPEAT_PASS 1000000
 

@@ -398,7 +398,7 @@ echo "fastpath_bench: TCP, $tcp_rounds rounds of ndcache's tc program attached a
 tcp_id=$(tc_prog_id ndc_tc_ingress)
 [ -n "$tcp_id" ] || die "ndcache's program is no longer on eth-pod"
 # Detached: ndcache's own filter deleted; attached again: the same program, pinned for the
-# purpose, at the same priority and handle (dataplane/fastpath.h), so that ndcache detaches it as
+# purpose, at the same priority and handle (dataplane/fastpath/fastpath.h), so that ndcache detaches it as
 # usual when it exits. nsenter keeps this mount namespace (ip netns exec would remount /sys and
 # hide the pin).
 PIN="/sys/fs/bpf/ndc-fpb-$$"

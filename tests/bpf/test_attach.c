@@ -37,8 +37,8 @@
 #include <ndc/dns_wire.h>
 #include <ndc/log.h>
 
-#include "fastpath.h"
-#include "k8s_objects.h"
+#include "fastpath/fastpath.h"
+#include "objects/objects.h"
 
 #define A_CAP 1024
 

@@ -29,10 +29,10 @@
 #include <ndc/abi.h>
 #include <ndc/dns_wire.h>
 
-#include "fastpath.h"
-#include "k8s_objects.h"
+#include "fastpath/fastpath.h"
+#include "objects/objects.h"
 #include "packets.h"
-#include "records.h"
+#include "records/records.h"
 
 #define NONE (-1) /* no counter may move: not a query to us */
 #define RD 0x0100

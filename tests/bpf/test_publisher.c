@@ -36,11 +36,11 @@
 #include <ndc/dns_wire.h>
 #include <ndc/log.h>
 
-#include "cache.h"
-#include "fastpath.h"
-#include "k8s_objects.h"
+#include "query/query.h"
+#include "fastpath/fastpath.h"
+#include "objects/objects.h"
 #include "publisher.h"
-#include "records.h"
+#include "records/records.h"
 
 #define BPF_FS_MAGIC_NR 0xcafe4a11
 #define CLASS_CH 3 /* RFC 1035 3.2.4 */

@@ -6,7 +6,7 @@ Usage: check_manifests.py --ndcache BUILD/control/ndcache [--root REPO] [--self-
 What it compares, and where the truth comes from:
 - every document parses (duplicate keys are errors: PyYAML would keep the last one silently),
   has a known apiVersion/kind, a name, and the namespaced ones share one namespace;
-- the ClusterRole grants exactly list and watch (what control/k8s_client.c requests) on exactly
+- the ClusterRole grants exactly list and watch (what control/k8s/k8s_client.c requests) on exactly
   the kinds of k8s_client.c's kinds table, minus Pods unless the config has records.pods:
   verified (control/agent.c watches Pods only then): a kind added to the client without RBAC
   fails here; the binding names the ServiceAccount the DaemonSet runs as;
@@ -14,7 +14,7 @@ What it compares, and where the truth comes from:
   in-cluster source, and its addresses agree with the Service, the init container and the probes;
 - the DaemonSet: selector against template labels, host network, DNS policy, priority, taints,
   capabilities (what the fast path needs, nothing privileged), mounts against the config, probes
-  against control/http.c's paths and the config's http.listen port, a no-surge rolling update;
+  against control/http/http.c's paths and the config's http.listen port, a no-surge rolling update;
 - the Dockerfile: ENTRYPOINT's --config is the ConfigMap's mount path and key, its USER is the
   DaemonSet's runAsUser, its setcap list is the DaemonSet's capabilities.add.
 --self-test applies known mistakes to copies of the inputs and requires each to be reported.
@@ -75,15 +75,16 @@ class Inputs:
         self.manifest = read(self.manifest_path)
         self.dockerfile = read("deploy/kubernetes/Dockerfile")
         # The client is three files: the requests' URLs, the curl options and the parsers.
-        self.k8s_client = "\n".join(read(f"control/{f}") for f in CLIENT_SOURCES)
+        self.k8s_client = "\n".join(read(f) for f in CLIENT_SOURCES)
         self.agent = read("control/agent.c")
-        self.http = read("control/http.c")
+        self.http = read("control/http/http.c")
         self.config_c = read("control/config.c")
 
 
 # ---- facts taken from the code -------------------------------------------------------------
 
-CLIENT_SOURCES = ("k8s_client.c", "k8s_transfer.c", "k8s_stream.c")
+CLIENT_SOURCES = ("control/k8s/k8s_client.c", "control/k8s/k8s_transfer.c",
+                  "control/k8s/k8s_stream.c")
 
 
 def client_kinds(src):
@@ -383,7 +384,7 @@ def check(inp, run_agent=True):
     except ValueError as e:
         return errors + [str(e)]
     if not kinds:
-        return errors + ["control/k8s_client.c: no kinds table found (update the check)"]
+        return errors + ["control/k8s/k8s_client.c: no kinds table found (update the check)"]
     cond = conditional_kinds(inp.agent)
     required = {kinds[e] for e in kinds if e not in cond or condition_holds(cond[e], cfg)}
     verbs = client_verbs(inp.k8s_client)
@@ -409,7 +410,7 @@ def check(inp, run_agent=True):
     fmt = lambda gr: f"{gr[1]}.{gr[0]}" if gr[0] else gr[1]
     for gr in sorted(required):
         if gr not in granted:
-            err(f"RBAC: the agent lists and watches {fmt(gr)} (control/k8s_client.c) but the "
+            err(f"RBAC: the agent lists and watches {fmt(gr)} (control/k8s/k8s_client.c) but the "
                 f"ClusterRole does not grant it")
         elif granted[gr] != verbs:
             err(f"RBAC: {fmt(gr)}: verbs {sorted(granted[gr])}, the client needs exactly "
@@ -498,7 +499,7 @@ def check(inp, run_agent=True):
         g = pr["httpGet"]
         p = named.get(g.get("port"), g.get("port"))
         if g.get("path") != want or want not in paths:
-            err(f"agent: {probe} path {g.get('path')}: must be {want} (control/http.c serves "
+            err(f"agent: {probe} path {g.get('path')}: must be {want} (control/http/http.c serves "
                 f"{sorted(paths)})")
         if p != hport:
             err(f"agent: {probe} port {g.get('port')} != http.listen port {hport}")

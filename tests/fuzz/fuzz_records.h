@@ -11,8 +11,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "k8s_objects.h"
-#include "records.h"
+#include "objects/objects.h"
+#include "records/records.h"
 
 struct fuzz_cmp {
 	const struct ndc_records *other;

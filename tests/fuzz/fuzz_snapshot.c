@@ -1,8 +1,8 @@
 // SPDX-License-Identifier: MIT
 /*
  * Snapshot parser (JSON and YAML) on arbitrary bytes. Beyond memory errors, aborts when a parsed
- * store breaks a promise of k8s_objects.h the record builder relies on, or when a failure leaves
- * anything behind or no reason.
+ * store breaks a promise of objects/objects.h the record builder relies on, or when a failure
+ * leaves anything behind or no reason.
  */
 #include <errno.h>
 #include <netinet/in.h>
@@ -11,7 +11,7 @@
 #include <string.h>
 #include <sys/socket.h>
 
-#include "k8s_objects.h"
+#include "objects/objects.h"
 
 #define CHECK(cond)              \
 	do {                     \

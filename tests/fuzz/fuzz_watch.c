@@ -13,10 +13,10 @@
 
 #include <ndc/log.h>
 
-#include "k8s_client.h"
-#include "k8s_objects.h"
+#include "k8s/k8s.h"
+#include "objects/objects.h"
 #include "fuzz_records.h"
-#include "records.h"
+#include "records/records.h"
 
 struct sink {
 	struct ndc_k8s_objects o;

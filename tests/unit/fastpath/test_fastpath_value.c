@@ -17,7 +17,7 @@
 #include <ndc/abi.h>
 #include <ndc/dns_wire.h>
 
-#include "fastpath.h"
+#include "fastpath/fastpath.h"
 
 #define A_CAP 4096
 #define NOW 1000000000000ull /* 1000 s of uptime */

@@ -26,7 +26,7 @@
 #include <setjmp.h>
 #include <cmocka.h>
 
-#include "http.h"
+#include "http/http.h"
 
 #define RESP_MAX (64 << 10)
 

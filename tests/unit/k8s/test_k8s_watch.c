@@ -33,7 +33,7 @@
 
 #include <ndc/log.h>
 
-#include "k8s_client.h"
+#include "k8s/k8s.h"
 
 #define TOKEN "t0ken-one"
 #define N_NS 3

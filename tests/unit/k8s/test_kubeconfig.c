@@ -15,7 +15,7 @@
 #include <setjmp.h>
 #include <cmocka.h>
 
-#include "k8s_client.h"
+#include "k8s/k8s.h"
 
 #define CA_PEM "-----BEGIN CERTIFICATE-----\nMIIBfake\n-----END CERTIFICATE-----\n"
 /* base64 of CA_PEM */

@@ -19,7 +19,7 @@
 
 #include <json-c/json.h>
 
-#include "k8s_objects.h"
+#include "objects/objects.h"
 
 /*
  * deploy/examples/ relative to this file. Meson passes __FILE__ relative to the build directory
@@ -45,7 +45,7 @@ static char *example_path(const char *name)
 	}
 	bases[n_bases++] = "";
 	for (size_t i = 0; i < n_bases; i++) {
-		if (asprintf(&path, "%s%s/../../deploy/examples/%s", bases[i], srcdir, name) < 0)
+		if (asprintf(&path, "%s%s/../../../deploy/examples/%s", bases[i], srcdir, name) < 0)
 			return NULL;
 		if (access(path, R_OK) == 0)
 			return path;
@@ -864,7 +864,7 @@ static void test_object_add_direct(void **state)
 	json_object_put(list);
 }
 
-/* One block per converted object; the first one also holds the array (see k8s_objects.h). */
+/* One block per converted object; the first one also holds the array (see objects/objects.h). */
 static void test_packed_objects(void **state)
 {
 	static const char *const kinds[] = {

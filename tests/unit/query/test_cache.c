@@ -12,7 +12,7 @@
 #include <setjmp.h>
 #include <cmocka.h>
 
-#include "cache.h"
+#include "query/query.h"
 
 /* The cache never interprets answer data: these tests fill it with a recognisable pattern. */
 struct test_answer {

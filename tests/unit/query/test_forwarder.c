@@ -21,7 +21,7 @@
 #include <setjmp.h>
 #include <cmocka.h>
 
-#include "forwarder.h"
+#include "query/forwarder.h"
 
 enum fake_mode {
 	M_ANSWER,     /* one A record, TTL 300 */

@@ -15,7 +15,7 @@
 #include <sys/socket.h>
 #include <time.h>
 
-#include "records.h"
+#include "records/records.h"
 
 #define ZONE "cluster.local"
 

@@ -24,8 +24,8 @@
 #include <setjmp.h>
 #include <cmocka.h>
 
-#include "k8s_objects.h"
-#include "server.h"
+#include "objects/objects.h"
+#include "socket/socket.h"
 
 #define MAX_HELD 16
 

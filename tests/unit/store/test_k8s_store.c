@@ -18,8 +18,8 @@
 #include <cmocka.h>
 #include <json-c/json.h>
 
-#include "k8s_store.h"
-#include "k8s_store_internal.h"
+#include "store/store.h"
+#include "store/internal.h"
 
 #define NS_POOL 4
 #define SVC_POOL 10
