@@ -12,14 +12,12 @@
 #include <ndc/log.h>
 
 #include "agent.h"
-#include "query/query.h"
 #include "fastpath/fastpath.h"
-#include "query/forwarder.h"
 #include "http/http.h"
-#include "store/store.h"
 #include "publisher.h"
-#include "query/resolver.h"
+#include "query/query.h"
 #include "socket/socket.h"
+#include "store/store.h"
 
 struct agent {
 	const struct ndc_config *cfg;

@@ -10,8 +10,8 @@
 
 #include <stdint.h>
 
-#include "query/query.h"
 #include "fastpath/fastpath.h"
+#include "query/query.h"
 #include "records/records.h"
 
 struct ndc_publisher;

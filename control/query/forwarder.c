@@ -35,7 +35,7 @@
 
 #include <ndc/log.h>
 
-#include "query/forwarder.h"
+#include "query/query.h"
 
 #define NDC_FWD_TIMEOUT_MS 1000
 #define NDC_FWD_INFLIGHT_MAX 4096

@@ -1,18 +1,30 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * Cache of upstream answers, positive and negative (RFC 2308), bounded in entries and bytes with
- * LRU eviction, expired entries kept for serve-stale (RFC 8767) until stale_max. Thread-safe:
- * sharded, each shard under its own short mutex; no allocation on a hit.
+ * The query path behind the socket server: the resolver answers the cluster zone from the record
+ * table, repeat queries from the cache, and hands the rest to the forwarder, which asks upstream
+ * and fills the cache. One record model serves every reader.
  */
-#ifndef NDC_CACHE_H
-#define NDC_CACHE_H
+#ifndef NDC_QUERY_H
+#define NDC_QUERY_H
 
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/socket.h>
 
 #include <ndc/dns_wire.h>
 
+#include "records/records.h"
+#include "socket/socket.h"
+
+/* ---- cache: cache.c ----------------------------------------------------------------------------
+ */
+
+/*
+ * Cache of upstream answers, positive and negative (RFC 2308), bounded in entries and bytes with
+ * LRU eviction, expired entries kept for serve-stale (RFC 8767) until stale_max. Thread-safe:
+ * sharded, each shard under its own short mutex; no allocation on a hit.
+ */
 struct ndc_cache;
 
 struct ndc_cache_opts {
@@ -65,5 +77,86 @@ void ndc_cache_set_hook(struct ndc_cache *c, ndc_cache_hook_fn fn, void *arg);
 
 /* Monotonic milliseconds, the clock every now_ms argument uses. */
 uint64_t ndc_now_ms(void);
+
+/* ---- forwarder: forwarder.c --------------------------------------------------------------------
+ */
+
+/*
+ * Forwards misses to the upstream list and caches what comes back. One thread with its own epoll
+ * loop; ndc_forwarder_resolve may be called from any thread. Each upstream query uses a random ID
+ * and a fresh socket (random source port); the response must come from the upstream's address,
+ * carry our ID and our question. TC means retry over TCP; a timeout moves to the next upstream.
+ * Identical concurrent misses (same lname, qtype, qclass) share one upstream query.
+ */
+struct ndc_forwarder;
+
+struct ndc_forwarder_opts {
+	size_t n_upstreams;
+	const struct sockaddr_storage *upstreams;
+	uint32_t timeout_ms;   /* per attempt */
+	uint32_t max_inflight; /* distinct upstream queries at once; more: fail with -EBUSY */
+};
+
+struct ndc_fwd_result {
+	int status; /* 0: answer valid; else -ETIMEDOUT, -ECONNREFUSED, -EBUSY ...: SERVFAIL */
+	const struct ndc_answer *answer; /* valid only during the callback */
+	uint32_t age;			 /* seconds to subtract from TTLs */
+	bool stale;			 /* served from an expired cache entry (RFC 8767): TTL 30 */
+};
+
+/* Runs on the forwarder thread (or inline in ndc_forwarder_resolve for immediate failures). */
+typedef void (*ndc_fwd_done_fn)(void *arg, const struct ndc_fwd_result *res);
+
+/* Starts the forwarder thread. cache may be NULL (nothing cached, no stale serving). */
+int ndc_forwarder_new(const struct ndc_forwarder_opts *opts, struct ndc_cache *cache,
+		      struct ndc_forwarder **ret);
+
+/*
+ * Resolves (lname, qtype, qclass) upstream; done(arg, ...) is called exactly once, unless this
+ * returns an error (then never). When every upstream fails and the cache has a stale entry, that
+ * entry is the result with stale set. With no upstreams configured the result is -ENOTCONN.
+ */
+int ndc_forwarder_resolve(struct ndc_forwarder *f, const uint8_t *lname, size_t nlen,
+			  uint16_t qtype, uint16_t qclass, ndc_fwd_done_fn done, void *arg);
+
+/* Stops the thread; pending callbacks are called with -ECANCELED first. */
+void ndc_forwarder_free(struct ndc_forwarder *f);
+
+struct ndc_forwarder_stats {
+	uint64_t queries, coalesced, responses, timeouts, tcp_retries, errors, stale_served;
+};
+void ndc_forwarder_stats(struct ndc_forwarder *f, struct ndc_forwarder_stats *ret);
+
+/* ---- resolver: resolver.c ----------------------------------------------------------------------
+ */
+
+/*
+ * The query path of the socket server: parse, answer the cluster zone from the record table,
+ * answer repeat queries from the cache, forward the rest. One record model serves every reader.
+ */
+struct ndc_resolver;
+
+struct ndc_resolver_stats {
+	uint64_t queries, local, cache_hits, forwarded, servfail, errors, dropped;
+};
+
+/* records, cache and fwd stay owned by the caller and must outlive the resolver; cache and fwd
+ * may be NULL (then every non-local name gets SERVFAIL). */
+int ndc_resolver_new(const struct ndc_records *records, struct ndc_cache *cache,
+		     struct ndc_forwarder *fwd, struct ndc_resolver **ret);
+void ndc_resolver_free(struct ndc_resolver *r);
+
+/*
+ * Installs a new record table (NULL: none) and returns the old one once no query can still be
+ * reading it, for the caller to free. Writers only, one at a time.
+ */
+const struct ndc_records *ndc_resolver_set_records(struct ndc_resolver *r,
+						   const struct ndc_records *rec);
+
+/* The ndc_server_handler: ctx is the struct ndc_resolver. */
+enum ndc_verdict ndc_resolver_handle(void *ctx, struct ndc_server_req *req, const uint8_t *msg,
+				     size_t len, uint8_t *out, size_t cap, size_t *ret_len);
+
+void ndc_resolver_stats(struct ndc_resolver *r, struct ndc_resolver_stats *ret);
 
 #endif

@@ -8,8 +8,8 @@
 #include <ndc/dns_wire.h>
 #include <ndc/log.h>
 
+#include "query/query.h"
 #include "rcu.h"
-#include "query/resolver.h"
 
 struct ndc_resolver {
 	/* Swapped by the writer, read under ndc_rcu_read_lock; NULL until the first full sync. */

@@ -36,10 +36,10 @@
 #include <ndc/dns_wire.h>
 #include <ndc/log.h>
 
-#include "query/query.h"
 #include "fastpath/fastpath.h"
 #include "objects/objects.h"
 #include "publisher.h"
+#include "query/query.h"
 #include "records/records.h"
 
 #define BPF_FS_MAGIC_NR 0xcafe4a11

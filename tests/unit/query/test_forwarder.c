@@ -21,7 +21,7 @@
 #include <setjmp.h>
 #include <cmocka.h>
 
-#include "query/forwarder.h"
+#include "query/query.h"
 
 enum fake_mode {
 	M_ANSWER,     /* one A record, TTL 300 */
