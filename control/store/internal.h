@@ -91,6 +91,7 @@ static inline struct ndc_k8s_objects ndc_k8s_obj_view(const struct ndc_k8s_obj *
 	return v;
 }
 
+/* Drops a reference; the last one frees the object (k8s_objtab.c). Any thread. */
 void ndc_k8s_obj_put(struct ndc_k8s_obj *o);
 
 /*

@@ -15,6 +15,17 @@
 
 #include "internal.h"
 
+/*
+ * An object's last reference: the tables hold one each, and so do the store's snapshots and
+ * changes in flight; so the object's lifetime lives here, below everything that holds one.
+ */
+void ndc_k8s_obj_put(struct ndc_k8s_obj *o)
+{
+	/* One block: the header, the element and what it points to (ndc_k8s_object_convert). */
+	if (o && atomic_fetch_sub(&o->refs, 1) == 1)
+		free(o);
+}
+
 /* ---------------------------------------------------------------------------------------------
  * The core: slots of object pointers, each table's key hashed by home().
  */

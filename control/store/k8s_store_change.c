@@ -19,15 +19,8 @@
 #include "internal.h"
 
 /* ---------------------------------------------------------------------------------------------
- * Objects and collections.
+ * Collections of objects.
  */
-void ndc_k8s_obj_put(struct ndc_k8s_obj *o)
-{
-	/* One block: the header, the element and what it points to (ndc_k8s_object_convert). */
-	if (o && atomic_fetch_sub(&o->refs, 1) == 1)
-		free(o);
-}
-
 /* Appends n elements of size sz from src to *dst (count *n_dst, capacity *cap). */
 static int append(void **dst, size_t *n_dst, size_t *cap, const void *src, size_t n, size_t sz)
 {
