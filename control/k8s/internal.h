@@ -96,7 +96,7 @@ struct ndc_k8s_watch {
 	struct worker workers[NDC_K8S_KINDS];
 };
 
-/* Path, kind and apiVersion of each kind, indexed by enum ndc_k8s_kind (in k8s_client.c). */
+/* Path, kind and apiVersion of each kind, indexed by enum ndc_k8s_kind (in k8s_stream.c). */
 extern const struct kind_info ndc_k8s_kind_info[NDC_K8S_KINDS];
 
 static inline void ndc_k8s_count(atomic_uint_fast64_t *c)

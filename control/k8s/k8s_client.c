@@ -29,14 +29,6 @@
 
 #include "internal.h"
 
-const struct kind_info ndc_k8s_kind_info[NDC_K8S_KINDS] = {
-    [NDC_K8S_NAMESPACES] = {"/api/v1/namespaces", "Namespace", "v1", "namespaces"},
-    [NDC_K8S_SERVICES] = {"/api/v1/services", "Service", "v1", "services"},
-    [NDC_K8S_ENDPOINTSLICES] = {"/apis/discovery.k8s.io/v1/endpointslices", "EndpointSlice",
-				"discovery.k8s.io/v1", "endpointslices"},
-    [NDC_K8S_PODS] = {"/api/v1/pods", "Pod", "v1", "pods"},
-};
-
 /* ---- list -------------------------------------------------------------------------------------
  */
 

@@ -20,6 +20,19 @@
 
 #include "internal.h"
 
+/*
+ * The kinds: where each is listed and watched, and the kind and apiVersion its objects carry
+ * (list items come without them: set_kind adds them). The parsers below are the lowest layer
+ * that needs the table; the requests and the protocol above read it from here.
+ */
+const struct kind_info ndc_k8s_kind_info[NDC_K8S_KINDS] = {
+    [NDC_K8S_NAMESPACES] = {"/api/v1/namespaces", "Namespace", "v1", "namespaces"},
+    [NDC_K8S_SERVICES] = {"/api/v1/services", "Service", "v1", "services"},
+    [NDC_K8S_ENDPOINTSLICES] = {"/apis/discovery.k8s.io/v1/endpointslices", "EndpointSlice",
+				"discovery.k8s.io/v1", "endpointslices"},
+    [NDC_K8S_PODS] = {"/api/v1/pods", "Pod", "v1", "pods"},
+};
+
 int ndc_k8s_buf_add(struct buf *b, const char *data, size_t len)
 {
 	if (len > b->max - b->len)

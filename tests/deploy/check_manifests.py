@@ -6,10 +6,11 @@ Usage: check_manifests.py --ndcache BUILD/control/ndcache [--root REPO] [--self-
 What it compares, and where the truth comes from:
 - every document parses (duplicate keys are errors: PyYAML would keep the last one silently),
   has a known apiVersion/kind, a name, and the namespaced ones share one namespace;
-- the ClusterRole grants exactly list and watch (what control/k8s/k8s_client.c requests) on exactly
-  the kinds of k8s_client.c's kinds table, minus Pods unless the config has records.pods:
-  verified (control/agent.c watches Pods only then): a kind added to the client without RBAC
-  fails here; the binding names the ServiceAccount the DaemonSet runs as;
+- the ClusterRole grants exactly list and watch (what control/k8s/k8s_client.c requests) on
+  exactly the kinds of the client's kinds table (control/k8s/k8s_stream.c), minus Pods unless
+  the config has records.pods: verified (control/agent.c watches Pods only then): a kind added
+  to the client without RBAC fails here; the binding names the ServiceAccount the DaemonSet
+  runs as;
 - the ConfigMap's config is accepted by the real agent (`ndcache --check-config`), selects the
   in-cluster source, and its addresses agree with the Service, the init container and the probes;
 - the DaemonSet: selector against template labels, host network, DNS policy, priority, taints,
@@ -88,14 +89,14 @@ CLIENT_SOURCES = ("control/k8s/k8s_client.c", "control/k8s/k8s_transfer.c",
 
 
 def client_kinds(src):
-    """{enum: (group, resource)} from k8s_client.c's kinds table."""
+    """{enum: (group, resource)} from the client's kinds table (k8s_stream.c)."""
     kinds = {}
     for m in re.finditer(r'\[(NDC_K8S_\w+)\]\s*=\s*\{\s*"([^"]+)"\s*,\s*"(\w+)"\s*,\s*'
                          r'"([^"]+)"\s*,\s*"(\w+)"\s*\}', src):
         enum, path, _kind, api_version, resource = m.groups()
         group = api_version.rsplit("/", 1)[0] if "/" in api_version else ""
         if not path.endswith("/" + resource):
-            raise ValueError(f"k8s_client.c: {enum}: path {path} does not end in {resource}")
+            raise ValueError(f"k8s_stream.c: {enum}: path {path} does not end in {resource}")
         kinds[enum] = (group, resource)
     return kinds
 
@@ -384,7 +385,7 @@ def check(inp, run_agent=True):
     except ValueError as e:
         return errors + [str(e)]
     if not kinds:
-        return errors + ["control/k8s/k8s_client.c: no kinds table found (update the check)"]
+        return errors + ["control/k8s/k8s_stream.c: no kinds table found (update the check)"]
     cond = conditional_kinds(inp.agent)
     required = {kinds[e] for e in kinds if e not in cond or condition_holds(cond[e], cfg)}
     verbs = client_verbs(inp.k8s_client)
