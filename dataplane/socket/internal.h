@@ -2,8 +2,8 @@
 /*
  * Private to the socket server, shared by its two halves: server.c (setup and teardown, the
  * public API, the worker loop, UDP) and server_tcp.c (TCP connections: accept, the connection
- * table, framing, idle and max-conns policy, write buffering, delivery of detained TCP answers).
- * Nothing outside those two files includes this.
+ * table, framing, idle and max-conns policy, write buffering, delivery of detained TCP answers),
+ * and by the hub below both (server_hub.c). Nothing outside this folder includes it.
  *
  * Threading: a worker's fields are touched only by its own thread, except the completion queue
  * (qlock) and the relaxed stats counters.
@@ -44,7 +44,7 @@ struct stats {
 
 struct conn; /* server_tcp.c */
 struct slot; /* server_tcp.c */
-struct hub;  /* server.c */
+struct hub;  /* server_hub.c */
 
 struct worker {
 	struct ndc_server *srv;
@@ -112,7 +112,19 @@ struct ndc_pending {
 	uint8_t frame[]; /* length prefix and message */
 };
 
-/* server.c: frees p and drops its reference on the hub. */
+/*
+ * server_hub.c. new makes s->hub with the server's reference (-ENOMEM); ref and unref count
+ * detained queries (the last unref frees it); kill marks it dead, after which enter returns NULL.
+ * enter takes the read lock (a completion in flight) and returns the server, or NULL once the
+ * server is stopping; leave must follow every enter.
+ */
+int ndc_srv_hub_new(struct ndc_server *s);
+void ndc_srv_hub_ref(struct hub *h);
+void ndc_srv_hub_unref(struct hub *h);
+void ndc_srv_hub_kill(struct hub *h);
+struct ndc_server *ndc_srv_hub_enter(struct hub *h);
+void ndc_srv_hub_leave(struct hub *h);
+/* Frees p and drops its reference on the hub. */
 void ndc_srv_pending_free(struct ndc_pending *p);
 
 /*

@@ -5,11 +5,8 @@
  * connections by flow hash), its TCP connections and a completion queue fed by other threads.
  * Nothing on the query path is shared between workers except the relaxed stats counters, which
  * are per worker too. This file has setup and teardown, the public API, the worker loop and the
- * UDP path; server_tcp.c has everything TCP.
- *
- * Detained queries reach back to their worker through a small refcounted hub, not through the
- * server itself: ndc_server_complete may run after ndc_server_stop (a caller bug, but one that
- * must not turn into a use-after-free), and then finds the hub marked dead and drops the answer.
+ * UDP path; server_tcp.c has everything TCP. Detained queries reach back to their worker through
+ * a small refcounted hub (server_hub.c), not through the server itself.
  */
 #include <arpa/inet.h>
 #include <errno.h>
@@ -39,35 +36,12 @@
 #define NDC_BIND_TRIES 8 /* fresh ephemeral ports to try when TCP cannot take UDP's port */
 #define NDC_MAX_WORKERS 1024
 
-struct hub {
-	pthread_rwlock_t lock; /* read: a completion in flight; write: stop marking dead */
-	unsigned long refs;    /* the server's plus one per detained query */
-	bool dead;
-	struct ndc_server *srv;
-};
-
 static uint64_t now_ms(void)
 {
 	struct timespec ts;
 
 	clock_gettime(CLOCK_MONOTONIC, &ts);
 	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
-}
-
-static void hub_unref(struct hub *h)
-{
-	if (__atomic_sub_fetch(&h->refs, 1, __ATOMIC_ACQ_REL) == 0) {
-		pthread_rwlock_destroy(&h->lock);
-		free(h);
-	}
-}
-
-void ndc_srv_pending_free(struct ndc_pending *p)
-{
-	struct hub *h = p->hub;
-
-	free(p);
-	hub_unref(h);
 }
 
 /* Returns true when the server is stopping. */
@@ -426,11 +400,8 @@ static int watch_sockets(struct worker *w, size_t n_addrs)
 static void server_free(struct ndc_server *s)
 {
 	/* From here on completions drop their answer instead of touching workers or sockets. */
-	if (s->hub) {
-		pthread_rwlock_wrlock(&s->hub->lock);
-		s->hub->dead = true;
-		pthread_rwlock_unlock(&s->hub->lock);
-	}
+	if (s->hub)
+		ndc_srv_hub_kill(s->hub);
 	__atomic_store_n(&s->stopping, true, __ATOMIC_RELEASE);
 	for (unsigned i = 0; s->workers && i < s->n_workers; i++) {
 		struct worker *w = s->workers[i];
@@ -447,26 +418,8 @@ static void server_free(struct ndc_server *s)
 	free(s->workers);
 	free(s->addrs);
 	if (s->hub)
-		hub_unref(s->hub);
+		ndc_srv_hub_unref(s->hub);
 	free(s);
-}
-
-static int hub_new(struct ndc_server *s)
-{
-	pthread_rwlockattr_t attr;
-	struct hub *h = calloc(1, sizeof(*h));
-
-	if (!h)
-		return -ENOMEM;
-	/* Completions keep coming under load; stop must not starve behind them. */
-	pthread_rwlockattr_init(&attr);
-	pthread_rwlockattr_setkind_np(&attr, PTHREAD_RWLOCK_PREFER_WRITER_NONRECURSIVE_NP);
-	pthread_rwlock_init(&h->lock, &attr);
-	pthread_rwlockattr_destroy(&attr);
-	h->refs = 1;
-	h->srv = s;
-	s->hub = h;
-	return 0;
 }
 
 static int start_workers(struct ndc_server *s)
@@ -526,7 +479,7 @@ int ndc_server_start(const struct ndc_server_opts *opts, ndc_server_handler hand
 	err = -ENOMEM;
 	s->addrs = malloc(opts->n_addrs * sizeof(*s->addrs));
 	s->workers = calloc(s->n_workers, sizeof(*s->workers));
-	if (!s->addrs || !s->workers || hub_new(s) < 0)
+	if (!s->addrs || !s->workers || ndc_srv_hub_new(s) < 0)
 		goto fail;
 	memcpy(s->addrs, opts->addrs, opts->n_addrs * sizeof(*s->addrs));
 	for (unsigned i = 0; i < s->n_workers; i++) {
@@ -582,7 +535,7 @@ struct ndc_pending *ndc_server_detain(struct ndc_server_req *req)
 		return NULL;
 	p->next = NULL;
 	p->hub = w->srv->hub;
-	__atomic_add_fetch(&p->hub->refs, 1, __ATOMIC_RELAXED);
+	ndc_srv_hub_ref(p->hub);
 	p->len = 0;
 	p->tcp = req->c != NULL;
 	if (p->tcp) {
@@ -603,10 +556,9 @@ void ndc_server_complete(struct ndc_pending *p, const uint8_t *msg, size_t len)
 	if (!p)
 		return;
 	h = p->hub;
-	pthread_rwlock_rdlock(&h->lock);
-	if (h->dead)
+	s = ndc_srv_hub_enter(h);
+	if (!s)
 		goto drop;
-	s = h->srv;
 	if (!p->tcp) {
 		/* sendto on one socket from several threads is safe; the worker's socket is bound
 		 * to the address the query came to, so the answer leaves from there. */
@@ -618,11 +570,11 @@ void ndc_server_complete(struct ndc_pending *p, const uint8_t *msg, size_t len)
 		goto drop;
 	}
 	ndc_srv_tcp_complete(s, p, msg, len);
-	pthread_rwlock_unlock(&h->lock);
+	ndc_srv_hub_leave(h);
 	return;
 
 drop:
-	pthread_rwlock_unlock(&h->lock);
+	ndc_srv_hub_leave(h);
 	ndc_srv_pending_free(p);
 }
 
