@@ -12,6 +12,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <string.h>
 
 #include <ndc/dns_wire.h>
 
@@ -265,7 +266,47 @@ int ndc_rec_node_ptr_targets(const struct ndc_records *r, const struct ndc_rec_n
 			     const uint8_t *name, size_t nlen,
 			     int (*fn)(void *arg, const uint8_t *target, size_t tlen), void *arg);
 
-struct ndc_rec_ovl;
+/*
+ * The overlay of a derived version: a directory of buckets of whole nodes, consulted before the
+ * base. A new version copies the directory and only the buckets its names fall in; entries and
+ * buckets are reference counted across versions. Its lifetime and lookups are in
+ * records_overlay.c, below everything that reads it; records_patch.c writes it.
+ */
+struct ndc_rec_oent {
+	_Atomic uint32_t refs;
+	bool exists; /* false: the name was deleted */
+	uint64_t seq;
+	_Alignas(8) uint8_t node[]; /* struct ndc_rec_node_r, whole name, then its answers */
+};
+
+struct ndc_rec_obkt {
+	_Atomic uint32_t refs; /* directories holding it */
+	uint32_t n, cap;
+	struct ndc_rec_oent *e[];
+};
+
+struct ndc_rec_ovl {
+	uint32_t bits;
+	size_t n;
+	struct ndc_rec_obkt *b[];
+};
+
+static inline const struct ndc_rec_node_r *ndc_rec_oent_node(const struct ndc_rec_oent *e)
+{
+	return (const struct ndc_rec_node_r *)e->node;
+}
+
+static inline bool ndc_rec_oent_is(const struct ndc_rec_oent *e, const uint8_t *n, size_t len,
+				   uint32_t h)
+{
+	const struct ndc_rec_node_r *nd = ndc_rec_oent_node(e);
+
+	return nd->hash == h && nd->nlen == len && !memcmp(nd->name, n, len);
+}
+
+/* Drop a reference on an entry, a bucket (and its entries' when it is the last). */
+void ndc_rec_oent_put(struct ndc_rec_oent *e);
+void ndc_rec_obkt_put(struct ndc_rec_obkt *b);
 
 /* Renders pending node t into r's blob (whole name when whole, or when its parent is not a node).
  */

@@ -18,106 +18,13 @@
 #define OVL_MIN_BITS 6
 #define OVL_LOAD 4 /* mean entries per bucket before the directory doubles */
 
-struct oent {
-	_Atomic uint32_t refs;
-	bool exists; /* false: the name was deleted */
-	uint64_t seq;
-	_Alignas(8) uint8_t node[]; /* struct ndc_rec_node_r, whole name, then its answers */
-};
-
-struct obkt {
-	_Atomic uint32_t refs; /* directories holding it */
-	uint32_t n, cap;
-	struct oent *e[];
-};
-
-struct ndc_rec_ovl {
-	uint32_t bits;
-	size_t n;
-	struct obkt *b[];
-};
-
 struct ndc_records_patch {
 	const struct ndc_records_opts *opts;
-	struct oent **tab; /* open addressing by name */
+	struct ndc_rec_oent **tab; /* open addressing by name */
 	size_t cap, n;
 	struct ndc_records scratch; /* only its blob: where nodes are rendered */
 	struct ndc_answer *ans;
 };
-
-static const struct ndc_rec_node_r *ent_node(const struct oent *e)
-{
-	return (const struct ndc_rec_node_r *)e->node;
-}
-
-static bool ent_is(const struct oent *e, const uint8_t *n, size_t len, uint32_t h)
-{
-	const struct ndc_rec_node_r *nd = ent_node(e);
-
-	return nd->hash == h && nd->nlen == len && !memcmp(nd->name, n, len);
-}
-
-static void ent_put(struct oent *e)
-{
-	if (e && atomic_fetch_sub(&e->refs, 1) == 1)
-		free(e);
-}
-
-static void bkt_put(struct obkt *b)
-{
-	if (!b || atomic_fetch_sub(&b->refs, 1) != 1)
-		return;
-	for (uint32_t i = 0; i < b->n; i++)
-		ent_put(b->e[i]);
-	free(b);
-}
-
-/* ---------------------------------------------------------------------------------------------
- * Overlay lookups (readers).
- */
-int ndc_rec_ovl_find(const struct ndc_rec_ovl *o, const uint8_t *n, size_t len, uint32_t h,
-		     const struct ndc_rec_node_r **ret)
-{
-	const struct obkt *b = o->b[h & ((1u << o->bits) - 1)];
-
-	for (uint32_t i = 0; b && i < b->n; i++) {
-		if (ent_is(b->e[i], n, len, h)) {
-			*ret = b->e[i]->exists ? ent_node(b->e[i]) : NULL;
-			return 0;
-		}
-	}
-	return -ENOENT;
-}
-
-int ndc_rec_ovl_foreach(const struct ndc_rec_ovl *o,
-			int (*fn)(void *arg, const struct ndc_rec_node_r *nd), void *arg)
-{
-	for (size_t i = 0; i < (size_t)1 << o->bits; i++) {
-		const struct obkt *b = o->b[i];
-
-		for (uint32_t k = 0; b && k < b->n; k++) {
-			int err = b->e[k]->exists ? fn(arg, ent_node(b->e[k])) : 0;
-
-			if (err)
-				return err;
-		}
-	}
-	return 0;
-}
-
-size_t ndc_rec_ovl_size(const struct ndc_rec_ovl *o)
-{
-	return o ? o->n : 0;
-}
-
-void ndc_rec_ovl_put(struct ndc_rec_ovl *o)
-{
-	if (!o)
-		return;
-	for (size_t i = 0; i < (size_t)1 << o->bits; i++)
-		bkt_put(o->b[i]);
-	free(o);
-}
 
 /* ---------------------------------------------------------------------------------------------
  * Patches: changes to whole nodes.
@@ -145,7 +52,7 @@ void ndc_records_patch_free(struct ndc_records_patch *p)
 	if (!p)
 		return;
 	for (size_t i = 0; p->tab && i < p->cap; i++)
-		ent_put(p->tab[i]);
+		ndc_rec_oent_put(p->tab[i]);
 	free(p->tab);
 	free(p->scratch.blob);
 	free(p->ans);
@@ -161,7 +68,7 @@ int ndc_records_patch_foreach(const struct ndc_records_patch *p,
 			      int (*fn)(void *arg, const uint8_t *lname, size_t nlen), void *arg)
 {
 	for (size_t i = 0; i < p->cap; i++) {
-		const struct ndc_rec_node_r *nd = p->tab[i] ? ent_node(p->tab[i]) : NULL;
+		const struct ndc_rec_node_r *nd = p->tab[i] ? ndc_rec_oent_node(p->tab[i]) : NULL;
 		int err = nd ? fn(arg, nd->name, nd->nlen) : 0;
 
 		if (err)
@@ -170,22 +77,23 @@ int ndc_records_patch_foreach(const struct ndc_records_patch *p,
 	return 0;
 }
 
-static struct oent **pslot(struct oent **tab, size_t cap, const uint8_t *n, size_t len, uint32_t h)
+static struct ndc_rec_oent **pslot(struct ndc_rec_oent **tab, size_t cap, const uint8_t *n,
+				   size_t len, uint32_t h)
 {
 	for (size_t i = h & (cap - 1);; i = (i + 1) & (cap - 1))
-		if (!tab[i] || ent_is(tab[i], n, len, h))
+		if (!tab[i] || ndc_rec_oent_is(tab[i], n, len, h))
 			return &tab[i];
 }
 
 static int pgrow(struct ndc_records_patch *p)
 {
 	size_t cap = p->cap * 2;
-	struct oent **tab = calloc(cap, sizeof(*tab));
+	struct ndc_rec_oent **tab = calloc(cap, sizeof(*tab));
 
 	if (!tab)
 		return -ENOMEM;
 	for (size_t i = 0; i < p->cap; i++) {
-		const struct ndc_rec_node_r *nd = p->tab[i] ? ent_node(p->tab[i]) : NULL;
+		const struct ndc_rec_node_r *nd = p->tab[i] ? ndc_rec_oent_node(p->tab[i]) : NULL;
 
 		if (nd)
 			*pslot(tab, cap, nd->name, nd->nlen, nd->hash) = p->tab[i];
@@ -201,7 +109,7 @@ static int patch_name(struct ndc_records_patch *p, struct ndc_rec_bld *bc,
 		      const struct ndc_rec_node *t, uint64_t seq)
 {
 	const struct ndc_rec_node *c = ndc_rec_find(bc, t->name, t->nlen);
-	struct oent **s, *e;
+	struct ndc_rec_oent **s, *e;
 	bool exists;
 	size_t len;
 	int err;
@@ -239,7 +147,7 @@ static int patch_name(struct ndc_records_patch *p, struct ndc_rec_bld *bc,
 		memcpy(nd->name, t->name, t->nlen);
 	}
 	if (*s)
-		ent_put(*s);
+		ndc_rec_oent_put(*s);
 	else
 		p->n++;
 	*s = e;
@@ -299,19 +207,19 @@ int ndc_records_patch_add(struct ndc_records_patch *p, uint64_t seq,
  * Versions.
  */
 /* Puts e in v's overlay, replacing the entry of the same name; b is v's own once copied. */
-static int ovl_set(struct ndc_records *v, struct oent *e)
+static int ovl_set(struct ndc_records *v, struct ndc_rec_oent *e)
 {
 	struct ndc_rec_ovl *o = v->ovl;
-	const struct ndc_rec_node_r *nd = ent_node(e);
+	const struct ndc_rec_node_r *nd = ndc_rec_oent_node(e);
 	size_t i = nd->hash & ((1u << o->bits) - 1);
-	struct obkt *b = o->b[i];
+	struct ndc_rec_obkt *b = o->b[i];
 	uint32_t k = 0;
 	unsigned old;
 
 	if (!b || atomic_load(&b->refs) > 1 || b->n == b->cap) {
 		/* Shared with an older version, or full: this version gets its own copy. */
 		uint32_t n = b ? b->n : 0, cap = n < 4 ? 4 : n * 2;
-		struct obkt *c = malloc(sizeof(*c) + cap * sizeof(c->e[0]));
+		struct ndc_rec_obkt *c = malloc(sizeof(*c) + cap * sizeof(c->e[0]));
 
 		if (!c)
 			return -ENOMEM;
@@ -322,14 +230,14 @@ static int ovl_set(struct ndc_records *v, struct oent *e)
 			c->e[j] = b->e[j];
 			atomic_fetch_add(&c->e[j]->refs, 1);
 		}
-		bkt_put(b);
+		ndc_rec_obkt_put(b);
 		o->b[i] = b = c;
 	}
-	while (k < b->n && !ent_is(b->e[k], nd->name, nd->nlen, nd->hash))
+	while (k < b->n && !ndc_rec_oent_is(b->e[k], nd->name, nd->nlen, nd->hash))
 		k++;
 	if (k < b->n) {
-		old = b->e[k]->exists ? ndc_rec_node_rrsets(ent_node(b->e[k])) : 0;
-		ent_put(b->e[k]);
+		old = b->e[k]->exists ? ndc_rec_node_rrsets(ndc_rec_oent_node(b->e[k])) : 0;
+		ndc_rec_oent_put(b->e[k]);
 	} else {
 		old = ndc_rec_base_rrsets(v, nd->name, nd->nlen, nd->hash);
 		b->n++;
@@ -359,9 +267,9 @@ static const uint8_t *node_answers(const struct ndc_rec_node_r *nd, size_t *ret_
  * the service, its ports, its endpoints and their reverse names) and most come out the same;
  * keeping those out of the overlay keeps it, and the memory between full builds, small.
  */
-static bool ent_unchanged(const struct ndc_records *v, const struct oent *e)
+static bool ent_unchanged(const struct ndc_records *v, const struct ndc_rec_oent *e)
 {
-	const struct ndc_rec_node_r *nd = ent_node(e), *cur = NULL;
+	const struct ndc_rec_node_r *nd = ndc_rec_oent_node(e), *cur = NULL;
 	bool in_ovl = v->ovl && !ndc_rec_ovl_find(v->ovl, nd->name, nd->nlen, nd->hash, &cur);
 	size_t la, lb;
 
@@ -391,7 +299,7 @@ static bool ent_unchanged(const struct ndc_records *v, const struct oent *e)
 }
 
 /* A new version of r with ents (those newer than r's base) put in its overlay. */
-static int derive(const struct ndc_records *r, struct oent *const *ents, size_t n,
+static int derive(const struct ndc_records *r, struct ndc_rec_oent *const *ents, size_t n,
 		  struct ndc_records **ret)
 {
 	struct ndc_records *o = r->owner ? r->owner : (struct ndc_records *)r;
@@ -446,7 +354,7 @@ static int derive(const struct ndc_records *r, struct oent *const *ents, size_t 
 int ndc_records_apply(const struct ndc_records *r, const struct ndc_records_patch *p,
 		      struct ndc_records **ret)
 {
-	struct oent **ents = malloc((p->n + 1) * sizeof(*ents));
+	struct ndc_rec_oent **ents = malloc((p->n + 1) * sizeof(*ents));
 	size_t n = 0;
 	int err;
 
@@ -464,7 +372,7 @@ int ndc_records_rebase(const struct ndc_records *cur, const struct ndc_records *
 		       struct ndc_records **ret)
 {
 	const struct ndc_rec_ovl *o = cur->ovl;
-	struct oent **ents = malloc((ndc_rec_ovl_size(o) + 1) * sizeof(*ents));
+	struct ndc_rec_oent **ents = malloc((ndc_rec_ovl_size(o) + 1) * sizeof(*ents));
 	size_t n = 0;
 	int err;
 
@@ -510,10 +418,10 @@ int ndc_records_ptr_targets(const struct ndc_records *r, const struct ndc_record
 	const struct ndc_rec_node_r *nd = NULL;
 
 	if (p) {
-		struct oent *const *s = pslot(p->tab, p->cap, rev, len, h);
+		struct ndc_rec_oent *const *s = pslot(p->tab, p->cap, rev, len, h);
 
 		if (*s) {
-			nd = (*s)->exists ? ent_node(*s) : NULL;
+			nd = (*s)->exists ? ndc_rec_oent_node(*s) : NULL;
 			return nd ? ndc_rec_node_ptr_targets(r, nd, rev, len, fn, arg) : 0;
 		}
 	}
