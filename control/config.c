@@ -808,6 +808,7 @@ static const struct field dataplane_fields[] = {
 	F_FIELD("interfaces", do_names, dataplane.interfaces, .max = 64),
 	F_INT("table_size", dataplane.table_size, 1024, 16777216),
 	F_FIELD("redirect_peer", do_bool, dataplane.redirect_peer),
+	F_FIELD("failopen", do_bool, dataplane.failopen),
 	{ 0 },
 };
 
@@ -912,6 +913,7 @@ void ndc_config_defaults(struct ndc_config *cfg)
 	cfg->dataplane.n_interfaces = sizeof(default_ifaces) / sizeof(default_ifaces[0]);
 	cfg->dataplane.interfaces = default_ifaces;
 	cfg->dataplane.table_size = 262144;
+	cfg->dataplane.failopen = true;
 	cfg->http.listen = default_http;
 	cfg->cache.max_entries = 100000;
 	cfg->cache.max_bytes = 64ULL << 20;

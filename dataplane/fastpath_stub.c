@@ -11,7 +11,23 @@ int ndc_fastpath_open(const struct ndc_fastpath_opts *opts, struct ndc_fp **ret)
 	return -EOPNOTSUPP;
 }
 
+int ndc_fastpath_attach(struct ndc_fp *fp)
+{
+	(void)fp;
+	return -EOPNOTSUPP;
+}
+
 void ndc_fastpath_close(struct ndc_fp *fp)
+{
+	(void)fp;
+}
+
+void ndc_fastpath_quiet(struct ndc_fp *fp)
+{
+	(void)fp;
+}
+
+void ndc_fastpath_release(struct ndc_fp *fp)
 {
 	(void)fp;
 }

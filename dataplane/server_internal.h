@@ -84,6 +84,8 @@ struct ndc_server {
 	unsigned n_workers;
 	uint32_t idle_ms, max_conns;
 	bool stopping;
+	int *inherit; /* handed-over sockets not yet used (-1: taken) */
+	size_t n_inherit, n_inherited;
 	struct worker **workers;
 	struct stats st; /* UDP completions, sent from the completing thread */
 };
