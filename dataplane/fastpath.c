@@ -766,6 +766,11 @@ int ndc_fastpath_counters(struct ndc_fp *fp, uint64_t ret[NDC_FP_COUNTER_MAX])
 	return r;
 }
 
+int ndc_fastpath_egress_prog_fd(struct ndc_fp *fp)
+{
+	return bpf_program__fd(fp->skel->progs.ndc_tc_egress);
+}
+
 int ndc_fastpath_prog_fd(struct ndc_fp *fp, enum ndc_fp_attach which)
 {
 	switch (which) {

@@ -137,6 +137,8 @@ int ndc_fastpath_counters(struct ndc_fp *fp, uint64_t ret[NDC_FP_COUNTER_MAX]);
 
 /* The program fds, for BPF_PROG_TEST_RUN in tests and benchmarks. */
 int ndc_fastpath_prog_fd(struct ndc_fp *fp, enum ndc_fp_attach which);
+/* The tc egress program (fail-open replies), for tests. */
+int ndc_fastpath_egress_prog_fd(struct ndc_fp *fp);
 
 /*
  * Conversions, exposed for tests. key: the name's hash (ndc_fp_name_hash), qtype and nlen, padding

@@ -93,3 +93,9 @@ int ndc_fastpath_value(const struct ndc_answer *a, uint32_t ttl_s, uint64_t now_
 	(void)a, (void)ttl_s, (void)now_ns, (void)ret;
 	return -EOPNOTSUPP;
 }
+
+int ndc_fastpath_egress_prog_fd(struct ndc_fp *fp)
+{
+	(void)fp;
+	return -EOPNOTSUPP;
+}
