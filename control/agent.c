@@ -109,6 +109,7 @@ static void fastpath_start(struct agent *ag)
 	    .max_entries = cfg->dataplane.table_size,
 	    .redirect_peer = cfg->dataplane.redirect_peer,
 	    .failopen = cfg->dataplane.failopen,
+	    .pin_dir = cfg->dataplane.pin_dir,
 	    .n_upstreams = cfg->n_upstream,
 	    .upstreams = cfg->upstream,
 	    /* attached once the table is full and the sockets are read: maybe_attach */
@@ -542,9 +543,21 @@ int ndc_agent_run(const struct ndc_config *cfg, struct ndc_records *rec,
 	 * Loaded and filled here, attached only in maybe_attach: until then whatever program is
 	 * attached (an earlier agent's) keeps answering.
 	 */
-	if (cfg->dataplane.mode == NDC_DP_TC || cfg->dataplane.mode == NDC_DP_XDP)
+	/* A running agent's sockets (an upgrade): shared from here on, nothing is rebound. */
+	handover_join(&ag, &inherit, &n_inherit);
+	if (cfg->dataplane.mode == NDC_DP_TC || cfg->dataplane.mode == NDC_DP_XDP) {
 		fastpath_start(&ag);
-	else if (cfg->dataplane.mode == NDC_DP_DPDK)
+		/*
+		 * A successor that would serve with less than it replaces (no capabilities, no BPF
+		 * in its build) does not start: the running agent keeps everything.
+		 */
+		if (ag.pred && !ag.fp) {
+			ndc_err("handover: not taking over from the running agent without the fast "
+				"path; it keeps serving");
+			ret = -EPERM;
+			goto out;
+		}
+	} else if (cfg->dataplane.mode == NDC_DP_DPDK)
 		ndc_warn("dataplane.mode dpdk: the DPDK backend is not in this build; answering "
 			 "from sockets only");
 	ret = ndc_forwarder_new(&fopts, ag.cache, &ag.fwd);
@@ -555,8 +568,6 @@ int ndc_agent_run(const struct ndc_config *cfg, struct ndc_records *rec,
 	ret = ndc_resolver_new(NULL, ag.cache, ag.fwd, &ag.res);
 	if (ret < 0)
 		goto out;
-	/* A running agent's sockets (an upgrade): shared from here on, nothing is rebound. */
-	handover_join(&ag, &inherit, &n_inherit);
 	ret = ndc_http_start_inherit(cfg->http.listen, inherit, n_inherit, metrics, &ag, &ag.http);
 	if (ret < 0) {
 		ndc_err("http.listen %s: %s", cfg->http.listen, strerror(-ret));
