@@ -64,7 +64,8 @@ struct {
 	__type(value, struct ndc_fp_scratch);
 } ndc_scratch SEC(".maps");
 
-#define NDC_NOT_OURS NDC_FP_COUNTER_MAX /* pass without counting: not a query to us */
+#define NDC_NOT_OURS NDC_FP_COUNTER_MAX	      /* pass without counting: not a query to us */
+#define NDC_TCP_OURS (NDC_FP_COUNTER_MAX + 1) /* TCP to a node-local address: fail-open's */
 #define NSEC_PER_SEC 1000000000ULL
 
 struct ndc_pkt {
@@ -100,10 +101,11 @@ static __always_inline void count(__u32 idx)
 		*c += 1;
 }
 
-static __always_inline int pass(const enum ndc_hook hook, __u32 why)
+static __always_inline int pass(const enum ndc_hook hook, __u32 why, __u32 *ret_why)
 {
 	if (why < NDC_FP_COUNTER_MAX)
 		count(why);
+	*ret_why = why;
 	return ctx_pass(hook);
 }
 
@@ -165,6 +167,10 @@ static __always_inline int ndc_l4(void *ctx, const enum ndc_hook hook, struct nd
 	if (proto == bpf_htons(ETH_P_IP)) {
 		struct iphdr *iph = parse_ipv4(&c);
 
+		if (iph && iph->protocol == IPPROTO_TCP) {
+			cfg = config_get();
+			return cfg && addr4_ours(cfg, iph->daddr) ? NDC_TCP_OURS : NDC_NOT_OURS;
+		}
 		if (!iph || iph->protocol != IPPROTO_UDP || iph->version != 4)
 			return NDC_NOT_OURS;
 		cfg = config_get();
@@ -182,6 +188,10 @@ static __always_inline int ndc_l4(void *ctx, const enum ndc_hook hook, struct nd
 	} else if (proto == bpf_htons(ETH_P_IPV6)) {
 		struct ipv6hdr *ip6h = parse_ipv6(&c);
 
+		if (ip6h && ip6h->nexthdr == IPPROTO_TCP) {
+			cfg = config_get();
+			return cfg && addr6_ours(cfg, &ip6h->daddr) ? NDC_TCP_OURS : NDC_NOT_OURS;
+		}
 		if (!ip6h || (ip6h->nexthdr != IPPROTO_UDP && !ipv6_is_ext(ip6h->nexthdr)))
 			return NDC_NOT_OURS;
 		cfg = config_get();
@@ -275,7 +285,11 @@ ndc_lookup(const struct ndc_fp_config *cfg, struct ndc_fp_scratch *s, const stru
 	return v;
 }
 
-static __always_inline int ndc_handle(void *ctx, const enum ndc_hook hook)
+/*
+ * Answers in place (the verdict that sends the reply) or passes (ctx_pass) with *ret_why: a pass
+ * reason, NDC_NOT_OURS or NDC_TCP_OURS.
+ */
+static __always_inline int ndc_handle(void *ctx, const enum ndc_hook hook, __u32 *ret_why)
 {
 	const struct ndc_fp_config *cfg = NULL;
 	const struct ndc_fp_value *v;
@@ -291,59 +305,61 @@ static __always_inline int ndc_handle(void *ctx, const enum ndc_hook hook)
 
 	why = ndc_l4(ctx, hook, &pk, &cfg);
 	if (why != NDC_GO || !cfg)
-		return pass(hook, why);
+		return pass(hook, why, ret_why);
 	s = bpf_map_lookup_elem(&ndc_scratch, &zero);
 	if (!s)
-		return pass(hook, NDC_FP_PASS_CONFIG);
+		return pass(hook, NDC_FP_PASS_CONFIG, ret_why);
 	pk.l3_off = launder(&s->launder[0], pk.l3_off);
 	pk.l4_off = launder(&s->launder[1], pk.l4_off);
 	if (pk.l3_off > NDC_L3_OFF_MAX || pk.l4_off > NDC_L4_OFF_MAX)
-		return pass(hook, NDC_FP_PASS_FORMAT);
+		return pass(hook, NDC_FP_PASS_FORMAT, ret_why);
 
 	/* the query: header, question, OPT; the name goes straight into the scratch, hashed */
 	data = ctx_data(ctx, hook);
 	data_end = ctx_data_end(ctx, hook);
 	dh = data + pk.l4_off + sizeof(struct udphdr);
 	if ((void *)(dh + 1) > data_end)
-		return pass(hook, NDC_FP_PASS_FORMAT);
+		return pass(hook, NDC_FP_PASS_FORMAT, ret_why);
 	why = dns_check_header(dh, &q);
 	if (why != NDC_GO)
-		return pass(hook, why);
+		return pass(hook, why, ret_why);
 	name_off = pk.l4_off + sizeof(struct udphdr) + sizeof(*dh);
 	why = dns_walk_name(data, data_end, name_off, &q);
 	if (why != NDC_GO)
-		return pass(hook, why);
+		return pass(hook, why, ret_why);
 	q.name_len = launder(&s->launder[2], q.name_len);
 	if (q.name_len == 0 || q.name_len > NDC_FP_NAME_MAX)
-		return pass(hook, NDC_FP_PASS_FORMAT);
+		return pass(hook, NDC_FP_PASS_FORMAT, ret_why);
 	why = dns_check_tail(data, data_end, name_off + q.name_len, pk.l4_off + pk.udp_len, &q);
 	if (why != NDC_GO)
-		return pass(hook, why);
+		return pass(hook, why, ret_why);
 	why = dns_name_to_key(data, data_end, name_off, &q, (__u64 *)s->name, &hash);
 	if (why != NDC_GO)
-		return pass(hook, why);
+		return pass(hook, why, ret_why);
 
 	v = ndc_lookup(cfg, s, &q, hash, &hit, &why);
 	if (!v)
-		return pass(hook, why);
+		return pass(hook, why, ret_why);
 	if (v->expire_ns) {
 		__u64 now = bpf_ktime_get_ns();
 
 		if (now >= v->expire_ns)
-			return pass(hook, NDC_FP_PASS_EXPIRED); /* user space refreshes it */
+			return pass(hook, NDC_FP_PASS_EXPIRED,
+				    ret_why); /* user space refreshes it */
 		if (now > v->insert_ns)
 			age = (__u32)((now - v->insert_ns) / NSEC_PER_SEC);
 		why = dns_ttl_check(v);
 		if (why != NDC_GO)
-			return pass(hook, why);
+			return pass(hook, why, ret_why);
 	}
 	dlen = v->len;
 	if (dlen > NDC_FP_DATA_MAX)
-		return pass(hook, NDC_FP_PASS_SIZE);
+		return pass(hook, NDC_FP_PASS_SIZE, ret_why);
 	reply_len =
 	    sizeof(*dh) + q.name_len + NDC_DNS_QFIXED + dlen + (q.has_opt ? NDC_DNS_OPT_LEN : 0);
 	if (reply_len > dns_udp_limit(&q))
-		return pass(hook, NDC_FP_PASS_SIZE); /* user space drops additional or sets TC */
+		return pass(hook, NDC_FP_PASS_SIZE,
+			    ret_why); /* user space drops additional or sets TC */
 	udp_len = sizeof(struct udphdr) + reply_len;
 
 	/*
@@ -353,47 +369,75 @@ static __always_inline int ndc_handle(void *ctx, const enum ndc_hook hook)
 	ans_off = name_off + q.name_len + NDC_DNS_QFIXED;
 	if (ctx_resize(ctx, hook, ctx_len(ctx, hook), pk.l4_off + udp_len, ans_off,
 		       NDC_ANS_OFF_MAX))
-		return pass(hook, NDC_FP_PASS_SIZE);
+		return pass(hook, NDC_FP_PASS_SIZE, ret_why);
 	data = ctx_data(ctx, hook);
 	data_end = ctx_data_end(ctx, hook);
 	if (ctx_copy_in(data, data_end, ans_off, v->data, dlen, NDC_FP_DATA_MAX))
-		return pass(hook, NDC_FP_PASS_SIZE);
+		return pass(hook, NDC_FP_PASS_SIZE, ret_why);
 	if (v->expire_ns && dns_ttl_countdown(data, data_end, ans_off, v, age) != NDC_GO)
-		return pass(hook, NDC_FP_PASS_SIZE);
+		return pass(hook, NDC_FP_PASS_SIZE, ret_why);
 	/* nothing below fails once resized: these checks are for the verifier */
 	if (q.has_opt) {
 		p = data + ans_off + (dlen & (2 * NDC_FP_DATA_MAX - 1));
 		if ((void *)(p + NDC_DNS_OPT_LEN) > data_end)
-			return pass(hook, NDC_FP_PASS_SIZE);
+			return pass(hook, NDC_FP_PASS_SIZE, ret_why);
 		dns_put_opt(p);
 	}
 	dh = data + pk.l4_off + sizeof(struct udphdr);
 	if ((void *)(dh + 1) > data_end)
-		return pass(hook, NDC_FP_PASS_SIZE);
+		return pass(hook, NDC_FP_PASS_SIZE, ret_why);
 	dns_reply_header(dh, &q, v);
 	if (swap_eth(data, data_end))
-		return pass(hook, NDC_FP_PASS_SIZE);
+		return pass(hook, NDC_FP_PASS_SIZE, ret_why);
 	if (pk.v6) {
 		if (swap_ipv6_udp(data, data_end, pk.l3_off, udp_len) ||
 		    ipv6_udp_csum_set(data, data_end, pk.l3_off, pk.l4_off, udp_len))
-			return pass(hook, NDC_FP_PASS_SIZE);
+			return pass(hook, NDC_FP_PASS_SIZE, ret_why);
 	} else if (swap_ipv4_udp(data, data_end, pk.l3_off, udp_len)) {
-		return pass(hook, NDC_FP_PASS_SIZE);
+		return pass(hook, NDC_FP_PASS_SIZE, ret_why);
 	}
 	count(hit);
+	*ret_why = NDC_GO;
 	return ctx_reply(ctx, hook, cfg->flags & NDC_FP_C_REDIRECT_PEER);
 }
+
+#include "ndc_failopen.h"
 
 SEC("tc")
 int ndc_tc_ingress(struct __sk_buff *skb)
 {
-	return ndc_handle(skb, NDC_HOOK_TC);
+	__u32 why = NDC_NOT_OURS;
+	int verdict = ndc_handle(skb, NDC_HOOK_TC, &why);
+
+	/* passed queries and TCP to us: on to the upstream if no agent listens */
+	if (verdict != TC_ACT_OK || why == NDC_NOT_OURS || why == NDC_FP_PASS_CONFIG)
+		return verdict;
+	return ndc_failopen_in(skb);
+}
+
+/* Replies of fail-open flows (clsact egress of the same links). */
+SEC("tc")
+int ndc_tc_egress(struct __sk_buff *skb)
+{
+	return ndc_failopen_out(skb);
+}
+
+/*
+ * XDP mode's partner at tc ingress: what XDP passed (already counted there) goes to the upstream
+ * when no agent listens. It answers nothing itself.
+ */
+SEC("tc")
+int ndc_tc_failopen(struct __sk_buff *skb)
+{
+	return ndc_failopen_in(skb);
 }
 
 SEC("xdp")
 int ndc_xdp(struct xdp_md *ctx)
 {
-	return ndc_handle(ctx, NDC_HOOK_XDP);
+	__u32 why;
+
+	return ndc_handle(ctx, NDC_HOOK_XDP, &why);
 }
 
 char LICENSE[] SEC("license") = "Dual MIT/GPL";

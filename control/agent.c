@@ -5,6 +5,7 @@
 #include <signal.h>
 #include <stdatomic.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
@@ -13,6 +14,7 @@
 
 #include "agent.h"
 #include "fastpath/fastpath.h"
+#include "handover.h"
 #include "http/http.h"
 #include "publisher.h"
 #include "query/query.h"
@@ -37,7 +39,16 @@ struct agent {
 	_Atomic uint64_t records_bytes; /* of the base table the served version shares */
 	_Atomic uint64_t overlay_names; /* changed since that base was built */
 	_Atomic bool synced;
+	/* Upgrades (handover.h): the predecessor we joined, our own listener for a successor. */
+	struct ndc_handover_peer *pred;
+	struct ndc_handover *ho;
+	pthread_mutex_t attach_lock; /* serving, attached, the fast path's attach state */
+	bool serving;		     /* the DNS sockets are read */
+	bool attached;		     /* our programs are in (or there is no fast path) */
+	bool taken_over;	     /* we told the predecessor */
 };
+
+static void maybe_attach(struct agent *ag);
 
 /* ---------------------------------------------------------------------------------------------
  * The record table.
@@ -65,6 +76,7 @@ static void install(struct agent *ag, struct ndc_records *rec,
 	if (!atomic_exchange(&ag->synced, true)) {
 		ndc_info("records: %zu RRsets of %s: ready", ndc_records_count(rec),
 			 ag->cfg->cluster_domain);
+		maybe_attach(ag);
 		ndc_http_set_ready(ag->http, true);
 	}
 }
@@ -94,6 +106,12 @@ static void fastpath_start(struct agent *ag)
 	    .port = cfg->port,
 	    .max_entries = cfg->dataplane.table_size,
 	    .redirect_peer = cfg->dataplane.redirect_peer,
+	    .failopen = cfg->dataplane.failopen,
+	    .pin_dir = cfg->dataplane.pin_dir,
+	    .n_upstreams = cfg->n_upstream,
+	    .upstreams = cfg->upstream,
+	    /* attached once the table is full and the sockets are read: maybe_attach */
+	    .defer_attach = true,
 	};
 	size_t zlen;
 	int err;
@@ -118,7 +136,8 @@ static void fastpath_start(struct agent *ag)
 	if (err)
 		goto fail;
 	ndc_cache_set_hook(ag->cache, ndc_publisher_cache_hook, ag->pub);
-	ndc_info("fast path: %s on links matching dataplane.interfaces",
+	ndc_info("fast path: %s loaded; attached to links matching dataplane.interfaces once "
+		 "the table is filled",
 		 fo.attach == NDC_FP_ATTACH_XDP ? "xdp" : "tc");
 	return;
 fail:
@@ -138,13 +157,17 @@ static void fastpath_stop(struct agent *ag)
 		return;
 	ndc_publisher_free(ag->pub);
 	if (!ndc_fastpath_counters(ag->fp, c))
-		ndc_info("fast path: %lu answered, %lu NODATA, %lu NXDOMAIN; passed: %lu miss, "
-			 "%lu expired, %lu EDNS, %lu size, %lu format, %lu fragment",
-			 (unsigned long)c[NDC_FP_HIT], (unsigned long)c[NDC_FP_NODATA],
-			 (unsigned long)c[NDC_FP_NXDOMAIN], (unsigned long)c[NDC_FP_PASS_MISS],
-			 (unsigned long)c[NDC_FP_PASS_EXPIRED], (unsigned long)c[NDC_FP_PASS_EDNS],
-			 (unsigned long)c[NDC_FP_PASS_SIZE], (unsigned long)c[NDC_FP_PASS_FORMAT],
-			 (unsigned long)c[NDC_FP_PASS_FRAG]);
+		ndc_info(
+		    "fast path: %lu answered, %lu NODATA, %lu NXDOMAIN; passed: %lu miss, "
+		    "%lu expired, %lu EDNS, %lu size, %lu format, %lu fragment; sent on to the "
+		    "upstream with no agent listening: %lu udp, %lu tcp segments",
+		    (unsigned long)c[NDC_FP_HIT], (unsigned long)c[NDC_FP_NODATA],
+		    (unsigned long)c[NDC_FP_NXDOMAIN], (unsigned long)c[NDC_FP_PASS_MISS],
+		    (unsigned long)c[NDC_FP_PASS_EXPIRED], (unsigned long)c[NDC_FP_PASS_EDNS],
+		    (unsigned long)c[NDC_FP_PASS_SIZE], (unsigned long)c[NDC_FP_PASS_FORMAT],
+		    (unsigned long)c[NDC_FP_PASS_FRAG], (unsigned long)c[NDC_FP_FWD_UDP],
+		    (unsigned long)c[NDC_FP_FWD_TCP]);
+	/* Only what is still ours: a successor's programs and pins stay. */
 	ndc_fastpath_close(ag->fp);
 }
 
@@ -221,6 +244,10 @@ static void metrics(void *arg, struct ndc_metrics_buf *b)
 	G(b, "records", "RRsets in the record table.", atomic_load(&ag->rrsets));
 	G(b, "synced", "1 once the record table has been built from a full sync.",
 	  atomic_load(&ag->synced));
+	G(b, "handed_over",
+	  "1 once a successor agent has taken over (this one exits on SIGTERM "
+	  "leaving the fast path to it).",
+	  ndc_handover_taken(ag->ho));
 	memory_metrics(ag, b);
 	if (ag->fp) {
 		static const char *const why[] = {"miss",   "expired",	"edns",	 "size",
@@ -237,11 +264,20 @@ static void metrics(void *arg, struct ndc_metrics_buf *b)
 				       "kind=\"nodata\"", c[NDC_FP_NODATA]);
 			ndc_metric_u64(b, "ndcache_kernel_answers_total", "counter", help,
 				       "kind=\"nxdomain\"", c[NDC_FP_NXDOMAIN]);
-			for (int i = NDC_FP_PASS_MISS; i < NDC_FP_COUNTER_MAX; i++) {
+			for (int i = NDC_FP_PASS_MISS; i <= NDC_FP_PASS_CONFIG; i++) {
 				snprintf(l, sizeof(l), "reason=\"%s\"", why[i - NDC_FP_PASS_MISS]);
 				ndc_metric_u64(b, "ndcache_kernel_passed_total", "counter",
 					       "Queries the kernel passed to user space.", l, c[i]);
 			}
+			help =
+			    "Packets the kernel sent on to the upstream (or back from it) while no "
+			    "agent listened (dataplane.failopen).";
+			ndc_metric_u64(b, "ndcache_kernel_failopen_total", "counter", help,
+				       "kind=\"udp\"", c[NDC_FP_FWD_UDP]);
+			ndc_metric_u64(b, "ndcache_kernel_failopen_total", "counter", help,
+				       "kind=\"tcp\"", c[NDC_FP_FWD_TCP]);
+			ndc_metric_u64(b, "ndcache_kernel_failopen_total", "counter", help,
+				       "kind=\"reply\"", c[NDC_FP_FWD_REPLY]);
 		}
 	}
 	if (ag->store && ag->watch) {
@@ -336,6 +372,121 @@ static int watch_start(struct agent *ag, const struct ndc_k8s_conn *conn)
 	return err;
 }
 
+/* ---------------------------------------------------------------------------------------------
+ * Upgrades: taking over from a running agent, handing over to the next (handover.h).
+ */
+/*
+ * Attaches the fast path once the table is filled (synced) and the sockets are read, so that what
+ * it replaces (an earlier agent's program, still answering from its own table) is never replaced
+ * by less; then tells the predecessor, which leaves the fast path to us from then on.
+ */
+static void maybe_attach(struct agent *ag)
+{
+	int err;
+
+	pthread_mutex_lock(&ag->attach_lock);
+	if (!ag->serving || !atomic_load(&ag->synced) || ag->attached)
+		goto out;
+	if (ag->fp) {
+		err = ndc_fastpath_attach(ag->fp);
+		if (err < 0)
+			ndc_warn("fast path: cannot attach (%s); answering from sockets only",
+				 strerror(-err));
+	}
+	ag->attached = true;
+	if (ag->pred && !ag->taken_over) {
+		err = ndc_handover_takeover(ag->pred, 2000);
+		if (err < 0)
+			ndc_warn("handover: the previous agent did not confirm the takeover: %s",
+				 strerror(-err));
+		else
+			ndc_info("handover: took over from the previous agent");
+		ag->taken_over = true;
+	}
+out:
+	pthread_mutex_unlock(&ag->attach_lock);
+}
+
+static size_t handover_fds(void *arg, int *out, size_t cap)
+{
+	struct agent *ag = arg;
+	size_t n = ag->srv ? ndc_server_fds(ag->srv, out, cap) : 0;
+
+	if (ag->http && n < cap)
+		out[n++] = ndc_http_fd(ag->http);
+	return n;
+}
+
+/* On the handover thread: a successor took over (its programs replace ours), or died. */
+static void handover_taken(void *arg, bool taken)
+{
+	struct agent *ag = arg;
+
+	pthread_mutex_lock(&ag->attach_lock);
+	if (taken) {
+		ndc_fastpath_quiet(ag->fp);
+	} else if (ag->fp && ndc_fastpath_attach(ag->fp) == 0) {
+		ndc_info("fast path: attached again");
+	}
+	pthread_mutex_unlock(&ag->attach_lock);
+}
+
+static void handover_name(const struct ndc_config *cfg, char *out, size_t cap)
+{
+	char a[INET6_ADDRSTRLEN] = "none";
+
+	if (cfg->n_listen)
+		inet_ntop(cfg->listen[0].family, cfg->listen[0].addr, a, sizeof(a));
+	ndc_handover_name(a, cfg->port, out, cap);
+}
+
+/*
+ * Joins a running agent with the same listen address and port, if any: its sockets are ours too
+ * from here on.
+ */
+static void handover_join(struct agent *ag, int **ret_fds, size_t *ret_n)
+{
+	char name[128];
+	int err;
+
+	handover_name(ag->cfg, name, sizeof(name));
+	err = ndc_handover_join(name, 2000, &ag->pred, ret_fds, ret_n);
+	if (err == -ENOENT)
+		return;
+	if (err < 0)
+		ndc_warn("handover: an agent runs at %s but the handover failed (%s); binding "
+			 "anew",
+			 name, strerror(-err));
+	else
+		ndc_info("handover: joined the running agent: %zu sockets handed over", *ret_n);
+}
+
+/*
+ * A successor took over: stop reading (what is queued stays in the sockets it shares), answer
+ * what is in flight upstream, leave the fast path and its pins to it.
+ */
+static void hand_over(struct agent *ag)
+{
+	/* a query detained upstream is answered within the timeout of every upstream in turn */
+	uint64_t wait_ms = (uint64_t)ag->cfg->forward.timeout_ms * (ag->cfg->n_upstream + 1) + 500;
+	struct timespec t0, t;
+	size_t left;
+
+	ndc_info("handover: a successor serves; stopping without detaching");
+	ndc_server_quiesce(ag->srv);
+	clock_gettime(CLOCK_MONOTONIC, &t0);
+	while ((left = ndc_server_outstanding(ag->srv)) > 0) {
+		clock_gettime(CLOCK_MONOTONIC, &t);
+		if ((uint64_t)((t.tv_sec - t0.tv_sec) * 1000 +
+			       (t.tv_nsec - t0.tv_nsec) / 1000000) >= wait_ms) {
+			ndc_warn("handover: %zu queries still upstream after %lu ms", left,
+				 (unsigned long)wait_ms);
+			break;
+		}
+		nanosleep(&(struct timespec){.tv_nsec = 10 * 1000000}, NULL);
+	}
+}
+
 int ndc_agent_run(const struct ndc_config *cfg, struct ndc_records *rec,
 		  const struct ndc_k8s_conn *conn)
 {
@@ -359,7 +510,11 @@ int ndc_agent_run(const struct ndc_config *cfg, struct ndc_records *rec,
 	    .tcp_idle_ms = cfg->tcp_idle_ms,
 	    .tcp_max_conns = cfg->tcp_max_conns,
 	};
+	struct ndc_handover_ops hops = {.fds = handover_fds, .taken = handover_taken};
 	struct agent ag = {.cfg = cfg};
+	int *inherit = NULL;
+	size_t n_inherit = 0;
+	char name[128];
 	sigset_t set;
 	int sig, ret;
 
@@ -367,6 +522,8 @@ int ndc_agent_run(const struct ndc_config *cfg, struct ndc_records *rec,
 	/* One SOA serial for the agent's life: rebuilt bases keep negative answers byte-equal. */
 	ag.ropts.serial = (uint32_t)time(NULL);
 	pthread_mutex_init(&ag.install_lock, NULL);
+	pthread_mutex_init(&ag.attach_lock, NULL);
+	hops.arg = &ag;
 	/* Block the signals before any thread starts so only sigwait below sees them. */
 	sigemptyset(&set);
 	sigaddset(&set, SIGINT);
@@ -379,10 +536,26 @@ int ndc_agent_run(const struct ndc_config *cfg, struct ndc_records *rec,
 		ndc_err("cache: %s", strerror(-ret));
 		goto out;
 	}
-	/* Before the forwarder starts: the cache hook must be in place for its first answer. */
-	if (cfg->dataplane.mode == NDC_DP_TC || cfg->dataplane.mode == NDC_DP_XDP)
+	/*
+	 * Before the forwarder starts: the cache hook must be in place for its first answer.
+	 * Loaded and filled here, attached only in maybe_attach: until then whatever program is
+	 * attached (an earlier agent's) keeps answering.
+	 */
+	/* A running agent's sockets (an upgrade): shared from here on, nothing is rebound. */
+	handover_join(&ag, &inherit, &n_inherit);
+	if (cfg->dataplane.mode == NDC_DP_TC || cfg->dataplane.mode == NDC_DP_XDP) {
 		fastpath_start(&ag);
-	else if (cfg->dataplane.mode == NDC_DP_DPDK)
+		/*
+		 * A successor that would serve with less than it replaces (no capabilities, no BPF
+		 * in its build) does not start: the running agent keeps everything.
+		 */
+		if (ag.pred && !ag.fp) {
+			ndc_err("handover: not taking over from the running agent without the fast "
+				"path; it keeps serving");
+			ret = -EPERM;
+			goto out;
+		}
+	} else if (cfg->dataplane.mode == NDC_DP_DPDK)
 		ndc_warn("dataplane.mode dpdk: the DPDK backend is not in this build; answering "
 			 "from sockets only");
 	ret = ndc_forwarder_new(&fopts, ag.cache, &ag.fwd);
@@ -393,7 +566,7 @@ int ndc_agent_run(const struct ndc_config *cfg, struct ndc_records *rec,
 	ret = ndc_resolver_new(NULL, ag.cache, ag.fwd, &ag.res);
 	if (ret < 0)
 		goto out;
-	ret = ndc_http_start(cfg->http.listen, metrics, &ag, &ag.http);
+	ret = ndc_http_start_inherit(cfg->http.listen, inherit, n_inherit, metrics, &ag, &ag.http);
 	if (ret < 0) {
 		ndc_err("http.listen %s: %s", cfg->http.listen, strerror(-ret));
 		goto out;
@@ -402,23 +575,40 @@ int ndc_agent_run(const struct ndc_config *cfg, struct ndc_records *rec,
 		install(&ag, rec, NULL);
 		rec = NULL;
 	}
+	sopts.inherit = inherit;
+	sopts.n_inherit = n_inherit;
 	ret = ndc_server_start(&sopts, ndc_resolver_handle, ag.res, &ag.srv);
+	free(inherit); /* the server owns the descriptors now */
+	inherit = NULL;
+	n_inherit = 0;
 	if (ret < 0) {
 		ndc_err("listen: %s", strerror(-ret));
 		goto out;
 	}
+	pthread_mutex_lock(&ag.attach_lock);
+	ag.serving = true;
+	pthread_mutex_unlock(&ag.attach_lock);
+	maybe_attach(&ag);
 	if (conn) {
 		ret = watch_start(&ag, conn);
 		if (ret < 0)
 			goto out;
 	}
+	handover_name(cfg, name, sizeof(name));
+	if (ndc_handover_serve(name, &hops, &ag.ho) < 0)
+		ndc_warn("handover: cannot listen at %s: upgrades of this agent will rebind", name);
 	log_summary(cfg);
 
 	sigwait(&set, &sig);
 	ndc_info("%s: shutting down", strsignal(sig));
 	ret = 0;
+	if (ndc_handover_taken(ag.ho))
+		hand_over(&ag);
 
 out:
+	for (size_t i = 0; i < n_inherit; i++)
+		close(inherit[i]);
+	free(inherit);
 	/* /metrics reads every component: it goes first. */
 	ndc_http_stop(ag.http);
 	/* No new tables, then no new answers upstream, then no more queries. */
@@ -429,7 +619,10 @@ out:
 		ndc_forwarder_free(ag.fwd);
 	if (ag.srv)
 		ndc_server_stop(ag.srv);
+	/* Before the fast path: a successor that dies from here on finds nothing to reattach. */
+	ndc_handover_stop(ag.ho);
 	fastpath_stop(&ag);
+	ndc_handover_peer_free(ag.pred);
 	if (ag.res) {
 		struct ndc_resolver_stats st;
 
@@ -446,6 +639,7 @@ out:
 	ndc_records_free(rec);
 	if (ag.cache)
 		ndc_cache_free(ag.cache);
+	pthread_mutex_destroy(&ag.attach_lock);
 	pthread_mutex_destroy(&ag.install_lock);
 	return ret < 0 ? 1 : 0;
 }

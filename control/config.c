@@ -726,7 +726,10 @@ static int do_names(struct ctx *c, const struct field *f, const struct node *n,
 	return 0;
 }
 
-/* source.snapshot and source.kubernetes.kubeconfig; a null kubeconfig means in-cluster. */
+/*
+ * source.snapshot, source.kubernetes.kubeconfig and dataplane.pin_dir; a null kubeconfig means
+ * in-cluster, a null pin_dir the default.
+ */
 static int do_path(struct ctx *c, const struct field *f, const struct node *n,
 		   struct ndc_config *cfg)
 {
@@ -808,6 +811,8 @@ static const struct field dataplane_fields[] = {
 	F_FIELD("interfaces", do_names, dataplane.interfaces, .max = 64),
 	F_INT("table_size", dataplane.table_size, 1024, 16777216),
 	F_FIELD("redirect_peer", do_bool, dataplane.redirect_peer),
+	F_FIELD("failopen", do_bool, dataplane.failopen),
+	F_FIELD("pin_dir", do_path, dataplane.pin_dir),
 	{ 0 },
 };
 
@@ -912,6 +917,7 @@ void ndc_config_defaults(struct ndc_config *cfg)
 	cfg->dataplane.n_interfaces = sizeof(default_ifaces) / sizeof(default_ifaces[0]);
 	cfg->dataplane.interfaces = default_ifaces;
 	cfg->dataplane.table_size = 262144;
+	cfg->dataplane.failopen = true;
 	cfg->http.listen = default_http;
 	cfg->cache.max_entries = 100000;
 	cfg->cache.max_bytes = 64ULL << 20;
@@ -989,6 +995,7 @@ void ndc_config_free(struct ndc_config *cfg)
 		free(cfg->cluster_domain);
 	free(cfg->source.snapshot);
 	free(cfg->source.kubeconfig);
+	free(cfg->dataplane.pin_dir);
 	free_strv(cfg->records.namespaces, cfg->records.n_namespaces);
 	if (cfg->dataplane.interfaces != default_ifaces)
 		free_strv(cfg->dataplane.interfaces, cfg->dataplane.n_interfaces);

@@ -47,6 +47,8 @@ struct ndc_config {
 		char **interfaces;
 		uint32_t table_size; /* fast-path answer table entries, 262144 */
 		bool redirect_peer; /* tc replies with bpf_redirect_peer (faster; skips peer XDP) */
+		bool failopen;	    /* no agent listening: the kernel forwards to the upstream */
+		char *pin_dir;	    /* NULL: NDC_FP_PIN_DIR (bpffs mounted there if needed) */
 	} dataplane;
 	struct {
 		char *listen; /* "127.0.0.1:9254" */

@@ -597,8 +597,33 @@ static int parse_listen(const char *s, struct sockaddr_storage *ss, socklen_t *r
 	return 0;
 }
 
+/* The descriptor in fds (taken out: -1 left) of a TCP socket bound to ss, or -1. */
+static int take_listener(int *fds, size_t n, const struct sockaddr_storage *ss, socklen_t sl)
+{
+	for (size_t i = 0; i < n; i++) {
+		struct sockaddr_storage b;
+		socklen_t bl = sizeof(b);
+		int t = 0, fd = fds[i];
+		socklen_t tl = sizeof(t);
+
+		if (fd < 0 || getsockopt(fd, SOL_SOCKET, SO_TYPE, &t, &tl) < 0 ||
+		    t != SOCK_STREAM || getsockname(fd, (struct sockaddr *)&b, &bl) < 0 ||
+		    bl != sl || memcmp(&b, ss, sl) != 0)
+			continue;
+		fds[i] = -1;
+		return fd;
+	}
+	return -1;
+}
+
 int ndc_http_start(const char *listen_addr, ndc_http_metrics_fn fn, void *arg,
 		   struct ndc_http **ret)
+{
+	return ndc_http_start_inherit(listen_addr, NULL, 0, fn, arg, ret);
+}
+
+int ndc_http_start_inherit(const char *listen_addr, int *inherit, size_t n_inherit,
+			   ndc_http_metrics_fn fn, void *arg, struct ndc_http **ret)
 {
 	struct sockaddr_storage ss;
 	socklen_t sl;
@@ -625,6 +650,11 @@ int ndc_http_start(const char *listen_addr, ndc_http_metrics_fn fn, void *arg,
 	for (int i = 0; i < NDC_HTTP_CONN_MAX; i++)
 		h->conns[i].fd = -1;
 
+	h->lfd = take_listener(inherit, n_inherit, &ss, sl);
+	if (h->lfd >= 0) {
+		ndc_info("http: %s handed over by the previous agent", listen_addr);
+		goto listening;
+	}
 	what = "socket";
 	h->lfd = socket(ss.ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
 	if (h->lfd < 0)
@@ -639,6 +669,7 @@ int ndc_http_start(const char *listen_addr, ndc_http_metrics_fn fn, void *arg,
 	what = "listen";
 	if (listen(h->lfd, NDC_HTTP_BACKLOG) < 0)
 		goto fail_errno;
+listening:
 	what = "getsockname";
 	if (getsockname(h->lfd, (struct sockaddr *)&ss, &sl) < 0)
 		goto fail_errno;
@@ -673,6 +704,11 @@ fail:
 		close(h->lfd);
 	free(h);
 	return r;
+}
+
+int ndc_http_fd(const struct ndc_http *h)
+{
+	return h->lfd;
 }
 
 uint16_t ndc_http_port(const struct ndc_http *h)

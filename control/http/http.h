@@ -85,4 +85,14 @@ void ndc_http_set_ready(struct ndc_http *h, bool ready);
 /* Stops the thread, closes every connection (answered or not) and frees h. NULL is a no-op. */
 void ndc_http_stop(struct ndc_http *h);
 
+/*
+ * ndc_http_start, but a listening socket among inherit (handed over by a predecessor) that is
+ * bound to the same address is used instead of a new one, and set to -1 there.
+ */
+int ndc_http_start_inherit(const char *listen, int *inherit, size_t n_inherit,
+			   ndc_http_metrics_fn fn, void *arg, struct ndc_http **ret);
+
+/* The listening socket, for a successor (stays ours). */
+int ndc_http_fd(const struct ndc_http *h);
+
 #endif

@@ -28,6 +28,7 @@
 
 #define DEFAULT_MAX_ENTRIES 65536
 #define DEFAULT_PORT 53
+#define NMAPS 5			   /* maps_of */
 #define BPF_FS_MAGIC_NR 0xcafe4a11 /* linux/magic.h BPF_FS_MAGIC */
 
 /* Capability numbers (linux/capability.h), read from /proc/self/status CapEff. */
@@ -38,6 +39,7 @@
 struct ndc_fp {
 	struct ndc_fastpath *skel;
 	struct ndc_link_watch *watch;
+	struct ndc_link_watch_opts watch_opts; /* mode and patterns, for ndc_fastpath_attach */
 	char pin_dir[PATH_MAX];
 	bool made_dir; /* we created pin_dir: remove it on close if empty */
 	bool pinned;
@@ -262,6 +264,7 @@ static struct bpf_map *const *maps_of(struct ndc_fastpath *skel, struct bpf_map 
 	out[1] = skel->maps.ndc_nx;
 	out[2] = skel->maps.ndc_config;
 	out[3] = skel->maps.ndc_counters;
+	out[4] = skel->maps.ndc_flows;
 	return out;
 }
 
@@ -272,13 +275,51 @@ static int pin_path(const struct ndc_fp *fp, const struct bpf_map *m, char *out,
 	return n < 0 || (size_t)n >= cap ? -ENAMETOOLONG : 0;
 }
 
-static void unpin_all(struct ndc_fp *fp)
+/* The id of the map pinned at path, 0 if none. */
+static uint32_t pinned_id(const char *path)
 {
-	struct bpf_map *maps[4];
+	struct bpf_map_info info = {0};
+	uint32_t len = sizeof(info);
+	int fd = bpf_obj_get(path);
+
+	if (fd < 0)
+		return 0;
+	if (bpf_obj_get_info_by_fd(fd, &info, &len) < 0)
+		info.id = 0;
+	close(fd);
+	return info.id;
+}
+
+/*
+ * Removes the pins that still name our maps. A successor that pinned its own in their place, or
+ * a second agent that failed to start, keeps its hands off the other's.
+ */
+static void unpin_ours(struct ndc_fp *fp)
+{
+	struct bpf_map *maps[NMAPS];
 	char path[PATH_MAX];
 
 	maps_of(fp->skel, maps);
-	for (int i = 0; i < 4; i++)
+	for (int i = 0; i < NMAPS; i++) {
+		struct bpf_map_info info = {0};
+		uint32_t len = sizeof(info);
+
+		if (pin_path(fp, maps[i], path, sizeof(path)) < 0 ||
+		    bpf_obj_get_info_by_fd(bpf_map__fd(maps[i]), &info, &len) < 0 ||
+		    pinned_id(path) != info.id)
+			continue;
+		if (unlink(path) < 0 && errno != ENOENT)
+			ndc_warn("fast path: cannot remove pin %s: %s", path, strerror(errno));
+	}
+}
+
+static void unpin_all(struct ndc_fp *fp)
+{
+	struct bpf_map *maps[NMAPS];
+	char path[PATH_MAX];
+
+	maps_of(fp->skel, maps);
+	for (int i = 0; i < NMAPS; i++)
 		if (pin_path(fp, maps[i], path, sizeof(path)) == 0 && unlink(path) < 0 &&
 		    errno != ENOENT)
 			ndc_warn("fast path: cannot remove pin %s: %s", path, strerror(errno));
@@ -286,14 +327,17 @@ static void unpin_all(struct ndc_fp *fp)
 
 static int pin_all(struct ndc_fp *fp)
 {
-	struct bpf_map *maps[4];
+	struct bpf_map *maps[NMAPS];
 	char path[PATH_MAX];
 	int r;
 
 	maps_of(fp->skel, maps);
-	/* A previous run's pins: the table starts empty, user space republishes everything. */
+	/*
+	 * A previous run's (or the predecessor's) pins give way to ours: the pins are for
+	 * inspection; the programs attached hold the maps they use.
+	 */
 	unpin_all(fp);
-	for (int i = 0; i < 4; i++) {
+	for (int i = 0; i < NMAPS; i++) {
 		r = pin_path(fp, maps[i], path, sizeof(path));
 		if (r == 0)
 			r = bpf_map__pin(maps[i], path);
@@ -329,6 +373,26 @@ static int build_config(const struct ndc_fastpath_opts *o, struct ndc_fp_config 
 		}
 	}
 	c->port = htons(o->port ? o->port : DEFAULT_PORT);
+	/* Fail open to the first upstream of each family. */
+	for (size_t i = 0; o->failopen && i < o->n_upstreams; i++) {
+		const struct sockaddr_storage *ss = &o->upstreams[i];
+
+		if (ss->ss_family == AF_INET && !c->has_up4) {
+			const struct sockaddr_in *s4 = (const void *)ss;
+
+			c->up4 = s4->sin_addr.s_addr;
+			c->up4_port = s4->sin_port;
+			c->has_up4 = 1;
+		} else if (ss->ss_family == AF_INET6 && !c->has_up6) {
+			const struct sockaddr_in6 *s6 = (const void *)ss;
+
+			memcpy(c->up6, &s6->sin6_addr, 16);
+			c->up6_port = s6->sin6_port;
+			c->has_up6 = 1;
+		}
+	}
+	if (c->has_up4 || c->has_up6)
+		c->flags |= NDC_FP_C_FAILOPEN;
 	if (o->zone_len > NDC_FP_NAME_MAX || o->pass_len > NDC_FP_NAME_MAX) {
 		ndc_err("fast path: zone or pass-through suffix longer than %d bytes",
 			NDC_FP_NAME_MAX);
@@ -436,32 +500,22 @@ int ndc_fastpath_open(const struct ndc_fastpath_opts *opts, struct ndc_fp **ret)
 	fp->config_fd = bpf_map__fd(fp->skel->maps.ndc_config);
 	fp->counters_fd = bpf_map__fd(fp->skel->maps.ndc_counters);
 
-	r = pin_all(fp);
-	if (r < 0)
-		goto fail_skel;
+	fp->watch_opts.mode = opts->attach;
+	fp->watch_opts.n_patterns = opts->n_patterns;
+	fp->watch_opts.patterns = opts->patterns;
 	r = bpf_map_update_elem(fp->config_fd, &key, &cfg, BPF_ANY);
 	if (r < 0) {
 		ndc_err("fast path: cannot write the config: %s", strerror(-r));
-		goto fail_pins;
+		goto fail_skel;
 	}
-	if (opts->attach != NDC_FP_ATTACH_NONE) {
-		struct ndc_link_watch_opts lo = {
-		    .mode = opts->attach,
-		    .prog_fd = ndc_fastpath_prog_fd(fp, opts->attach),
-		    .n_patterns = opts->n_patterns,
-		    .patterns = opts->patterns,
-		};
-		r = ndc_link_watch_start(&lo, &fp->watch);
-		if (r < 0) {
-			ndc_err("fast path: cannot start the link watch: %s", strerror(-r));
-			goto fail_pins;
-		}
+	if (!opts->defer_attach) {
+		r = ndc_fastpath_attach(fp);
+		if (r < 0)
+			goto fail_skel;
 	}
 	*ret = fp;
 	return 0;
 
-fail_pins:
-	unpin_all(fp);
 fail_skel:
 	ndc_fastpath__destroy(fp->skel);
 fail_dir:
@@ -473,20 +527,63 @@ fail:
 	return r;
 }
 
-void ndc_fastpath_close(struct ndc_fp *fp)
+int ndc_fastpath_attach(struct ndc_fp *fp)
+{
+	struct ndc_link_watch_opts lo = fp->watch_opts;
+	int r;
+
+	if (fp->watch)
+		return 0;
+	r = pin_all(fp);
+	if (r < 0)
+		return r;
+	if (lo.mode == NDC_FP_ATTACH_NONE)
+		return 0;
+	lo.prog_fd = ndc_fastpath_prog_fd(fp, lo.mode);
+	lo.egress_fd = bpf_program__fd(fp->skel->progs.ndc_tc_egress);
+	lo.ingress_fd =
+	    lo.mode == NDC_FP_ATTACH_XDP ? bpf_program__fd(fp->skel->progs.ndc_tc_failopen) : -1;
+	r = ndc_link_watch_start(&lo, &fp->watch);
+	if (r < 0) {
+		ndc_err("fast path: cannot start the link watch: %s", strerror(-r));
+		unpin_ours(fp);
+		fp->pinned = false;
+	}
+	return r;
+}
+
+void ndc_fastpath_quiet(struct ndc_fp *fp)
 {
 	if (!fp)
 		return;
-	ndc_link_watch_stop(fp->watch);
-	if (fp->pinned)
-		unpin_all(fp);
+	ndc_link_watch_stop(fp->watch, false);
+	fp->watch = NULL;
+}
+
+static void fp_free(struct ndc_fp *fp, bool keep)
+{
+	ndc_link_watch_stop(fp->watch, !keep);
+	if (fp->pinned && !keep)
+		unpin_ours(fp);
 	ndc_fastpath__destroy(fp->skel);
 	/* Only when empty: someone may keep their own pins next to ours. */
-	if (rmdir(fp->pin_dir) < 0 && errno != ENOTEMPTY && errno != EEXIST && errno != ENOENT &&
-	    errno != EBUSY)
+	if (!keep && rmdir(fp->pin_dir) < 0 && errno != ENOTEMPTY && errno != EEXIST &&
+	    errno != ENOENT && errno != EBUSY)
 		ndc_warn("fast path: cannot remove %s: %s", fp->pin_dir, strerror(errno));
 	pthread_mutex_destroy(&fp->config_lock);
 	free(fp);
+}
+
+void ndc_fastpath_close(struct ndc_fp *fp)
+{
+	if (fp)
+		fp_free(fp, false);
+}
+
+void ndc_fastpath_release(struct ndc_fp *fp)
+{
+	if (fp)
+		fp_free(fp, true);
 }
 
 /* ---------------------------------------------------------------------------------------------
@@ -667,6 +764,11 @@ int ndc_fastpath_counters(struct ndc_fp *fp, uint64_t ret[NDC_FP_COUNTER_MAX])
 	}
 	free(vals);
 	return r;
+}
+
+int ndc_fastpath_egress_prog_fd(struct ndc_fp *fp)
+{
+	return bpf_program__fd(fp->skel->progs.ndc_tc_egress);
 }
 
 int ndc_fastpath_prog_fd(struct ndc_fp *fp, enum ndc_fp_attach which)

@@ -13,6 +13,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/socket.h>
 
 #include <ndc/abi.h>
 #include <ndc/dns_wire.h>
@@ -43,22 +44,52 @@ struct ndc_fastpath_opts {
 	uint32_t max_entries; /* answer table size; 0: 65536 */
 	bool redirect_peer;   /* tc replies with bpf_redirect_peer */
 	const char *pin_dir;  /* NULL: NDC_FP_PIN_DIR; must be on bpffs */
+	/* fail open (abi.h NDC_FP_C_FAILOPEN) to the first upstream of each family */
+	bool failopen;
+	size_t n_upstreams;
+	const struct sockaddr_storage *upstreams;
+	/*
+	 * Load and fill only: no pins, nothing attached until ndc_fastpath_attach. An agent fills
+	 * the table first, so that what it attaches never answers from less than the program it
+	 * replaces.
+	 */
+	bool defer_attach;
 };
 
 /*
- * Loads, pins the four maps as <pin_dir>/<map name> (the pins are for inspection with bpftool;
- * pins left by an earlier run are removed first: a restart starts from an empty table and user
- * space republishes), writes the config (abi_version, addresses, port, zone, pass, flags; not
- * synced), and for TC/XDP attaches to the matching links present now before returning, then to
- * new ones as they appear (within ~100 ms). -EOPNOTSUPP without BPF in the build; -EPERM without
- * the privileges (CAP_BPF or CAP_SYS_ADMIN, and CAP_NET_ADMIN); -E2BIG: more than
+ * Loads, writes the config (abi_version, addresses, port, zone, pass, fail-open upstreams, flags;
+ * not synced), and unless opts->defer_attach does what ndc_fastpath_attach does. Never touches
+ * pins or programs of another agent before that. -EOPNOTSUPP without BPF in the build; -EPERM
+ * without the privileges (CAP_BPF or CAP_SYS_ADMIN, and CAP_NET_ADMIN); -E2BIG: more than
  * NDC_FP_MAX_ADDRS addresses of one family; -ENAMETOOLONG: zone or pass over NDC_FP_NAME_MAX;
  * -EINVAL: bad options or pin_dir not on bpffs; -errno from libbpf.
  */
 int ndc_fastpath_open(const struct ndc_fastpath_opts *opts, struct ndc_fp **ret);
 
-/* Detaches from every link, removes the pins, frees. NULL is fine. */
+/*
+ * Pins the maps as <pin_dir>/<map name> (for inspection with bpftool; pins of an earlier run or
+ * of the predecessor are replaced), and for TC/XDP attaches to the matching links present now
+ * before returning, then to new ones as they appear (within ~100 ms). Attaching replaces an
+ * earlier program of ours in one step (tc filter replace, XDP replace): a link is never without
+ * one. In tc mode the egress filter (fail-open replies) goes in too; in XDP mode, tc ingress and
+ * egress filters for fail-open. 0 when already attached.
+ */
+int ndc_fastpath_attach(struct ndc_fp *fp);
+
+/*
+ * Stops attaching to new links, leaving attached what is (a successor has taken over and attaches
+ * its own); ndc_fastpath_attach starts again. NULL is fine.
+ */
+void ndc_fastpath_quiet(struct ndc_fp *fp);
+
+/* Detaches what is still ours from every link, removes the pins still ours, frees. NULL ok. */
 void ndc_fastpath_close(struct ndc_fp *fp);
+
+/*
+ * Frees, leaving programs attached and pins in place: a successor has taken over (its
+ * programs replaced ours) or is about to. NULL is fine.
+ */
+void ndc_fastpath_release(struct ndc_fp *fp);
 
 /*
  * Publishes the answer for (lname, qtype); qtype NDC_FP_QTYPE_OTHER for the answer to every type
@@ -106,6 +137,8 @@ int ndc_fastpath_counters(struct ndc_fp *fp, uint64_t ret[NDC_FP_COUNTER_MAX]);
 
 /* The program fds, for BPF_PROG_TEST_RUN in tests and benchmarks. */
 int ndc_fastpath_prog_fd(struct ndc_fp *fp, enum ndc_fp_attach which);
+/* The tc egress program (fail-open replies), for tests. */
+int ndc_fastpath_egress_prog_fd(struct ndc_fp *fp);
 
 /*
  * Conversions, exposed for tests. key: the name's hash (ndc_fp_name_hash), qtype and nlen, padding

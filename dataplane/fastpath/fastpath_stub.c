@@ -11,7 +11,23 @@ int ndc_fastpath_open(const struct ndc_fastpath_opts *opts, struct ndc_fp **ret)
 	return -EOPNOTSUPP;
 }
 
+int ndc_fastpath_attach(struct ndc_fp *fp)
+{
+	(void)fp;
+	return -EOPNOTSUPP;
+}
+
 void ndc_fastpath_close(struct ndc_fp *fp)
+{
+	(void)fp;
+}
+
+void ndc_fastpath_quiet(struct ndc_fp *fp)
+{
+	(void)fp;
+}
+
+void ndc_fastpath_release(struct ndc_fp *fp)
 {
 	(void)fp;
 }
@@ -75,5 +91,11 @@ int ndc_fastpath_value(const struct ndc_answer *a, uint32_t ttl_s, uint64_t now_
 		       struct ndc_fp_value *ret)
 {
 	(void)a, (void)ttl_s, (void)now_ns, (void)ret;
+	return -EOPNOTSUPP;
+}
+
+int ndc_fastpath_egress_prog_fd(struct ndc_fp *fp)
+{
+	(void)fp;
 	return -EOPNOTSUPP;
 }

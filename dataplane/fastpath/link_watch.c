@@ -3,8 +3,13 @@
  * The attach manager: an rtnetlink link watch (RTMGRP_LINK) on a thread of its own, plus a
  * RTM_GETLINK dump at start and after a multicast overrun. Every link whose name matches a
  * pattern gets the tc filter (clsact ingress, NDC_FP_TC_HANDLE/NDC_FP_TC_PRIO) or the XDP
- * program. The kernel drops both with the link, so RTM_DELLINK only forgets it. The watch runs in
- * the network namespace of the thread that started it.
+ * program, plus the fail-open filters when given (tc egress; in XDP mode tc ingress too). The
+ * kernel drops them with the link, so RTM_DELLINK only forgets it. The watch runs in the network
+ * namespace of the thread that started it.
+ *
+ * Attaching replaces: a filter at our handle and priority, or our XDP program, is swapped in one
+ * netlink request, so at no instant is nothing attached (an upgrade's successor takes over this
+ * way). Detaching removes only what is still ours: a successor's program is left alone.
  */
 #include <errno.h>
 #include <fnmatch.h>
@@ -37,12 +42,16 @@ struct link {
 	char name[IF_NAMESIZE];
 	enum link_state state;
 	bool own_hook;	    /* tc: we created the clsact qdisc */
+	bool tc_failed;	    /* XDP mode: the fail-open tc filters did not go in */
 	uint32_t xdp_flags; /* XDP: the mode it went in with */
 };
 
 struct ndc_link_watch {
 	enum ndc_fp_attach mode;
 	int prog_fd;
+	int egress_fd;				 /* tc egress, or -1 */
+	int ingress_fd;				 /* XDP mode: tc ingress beside XDP, or -1 */
+	uint32_t prog_id, egress_id, ingress_id; /* to recognise our filters when detaching */
 	size_t n_patterns;
 	char **patterns;
 	int nl_fd;  /* multicast RTMGRP_LINK */
@@ -94,20 +103,50 @@ static void forget_link(struct ndc_link_watch *lw, struct link *l)
 	*l = lw->links[--lw->n_links];
 }
 
+static int tc_attach_one(struct link *l, enum bpf_tc_attach_point where, int fd)
+{
+	DECLARE_LIBBPF_OPTS(bpf_tc_hook, hook, .ifindex = l->ifindex, .attach_point = where);
+	DECLARE_LIBBPF_OPTS(bpf_tc_opts, opts, .handle = NDC_FP_TC_HANDLE,
+			    .priority = NDC_FP_TC_PRIO, .prog_fd = fd, .flags = BPF_TC_F_REPLACE);
+
+	return bpf_tc_attach(&hook, &opts);
+}
+
+/* Removes our filter at where if the program in it is still prog_id. */
+static int tc_detach_one(struct link *l, enum bpf_tc_attach_point where, uint32_t prog_id)
+{
+	DECLARE_LIBBPF_OPTS(bpf_tc_hook, hook, .ifindex = l->ifindex, .attach_point = where);
+	DECLARE_LIBBPF_OPTS(bpf_tc_opts, opts, .handle = NDC_FP_TC_HANDLE,
+			    .priority = NDC_FP_TC_PRIO);
+	int r;
+
+	r = bpf_tc_query(&hook, &opts);
+	if (r < 0)
+		return r;
+	if (opts.prog_id != prog_id)
+		return -EEXIST; /* replaced by someone else (a successor): theirs now */
+	opts.prog_id = 0;
+	opts.prog_fd = 0;
+	opts.flags = 0;
+	return bpf_tc_detach(&hook, &opts);
+}
+
 static int attach_tc(struct ndc_link_watch *lw, struct link *l)
 {
 	DECLARE_LIBBPF_OPTS(bpf_tc_hook, hook, .ifindex = l->ifindex,
 			    .attach_point = BPF_TC_INGRESS);
-	DECLARE_LIBBPF_OPTS(bpf_tc_opts, opts, .handle = NDC_FP_TC_HANDLE,
-			    .priority = NDC_FP_TC_PRIO, .prog_fd = lw->prog_fd,
-			    .flags = BPF_TC_F_REPLACE);
 	int r;
 
 	r = bpf_tc_hook_create(&hook);
 	if (r < 0 && r != -EEXIST)
 		return r;
 	l->own_hook = r == 0;
-	r = bpf_tc_attach(&hook, &opts);
+	if (lw->mode == NDC_FP_ATTACH_TC)
+		r = tc_attach_one(l, BPF_TC_INGRESS, lw->prog_fd);
+	else
+		r = lw->ingress_fd >= 0 ? tc_attach_one(l, BPF_TC_INGRESS, lw->ingress_fd) : 0;
+	if (r == 0 && lw->egress_fd >= 0)
+		r = tc_attach_one(l, BPF_TC_EGRESS, lw->egress_fd);
 	if (r < 0 && l->own_hook) {
 		hook.attach_point = BPF_TC_INGRESS | BPF_TC_EGRESS;
 		bpf_tc_hook_destroy(&hook);
@@ -140,7 +179,7 @@ static uint32_t xdp_replace_flag(struct ndc_link_watch *lw, int ifindex)
 	return 0;
 }
 
-static int attach_xdp(struct ndc_link_watch *lw, struct link *l)
+static int attach_xdp_prog(struct ndc_link_watch *lw, struct link *l)
 {
 	uint32_t flags = xdp_replace_flag(lw, l->ifindex);
 	int r;
@@ -159,6 +198,43 @@ static int attach_xdp(struct ndc_link_watch *lw, struct link *l)
 	return r;
 }
 
+/* XDP answers; what it passes reaches tc ingress, where fail-open looks at it. */
+static int attach_xdp(struct ndc_link_watch *lw, struct link *l)
+{
+	int r = attach_xdp_prog(lw, l);
+
+	if (r < 0 || (lw->ingress_fd < 0 && lw->egress_fd < 0))
+		return r;
+	r = attach_tc(lw, l);
+	if (r < 0) {
+		ndc_warn("fast path: fail-open filters on %s: %s; without an agent its queries "
+			 "meet a closed port",
+			 l->name, strerror(-r));
+		l->tc_failed = true;
+	}
+	return 0;
+}
+
+static int detach_tc(struct ndc_link_watch *lw, struct link *l)
+{
+	int r = 0, e = 0;
+
+	if (lw->mode == NDC_FP_ATTACH_TC)
+		r = tc_detach_one(l, BPF_TC_INGRESS, lw->prog_id);
+	else if (lw->ingress_fd >= 0)
+		r = tc_detach_one(l, BPF_TC_INGRESS, lw->ingress_id);
+	if (lw->egress_fd >= 0)
+		e = tc_detach_one(l, BPF_TC_EGRESS, lw->egress_id);
+	if (r == 0 && e == 0 && l->own_hook) {
+		DECLARE_LIBBPF_OPTS(bpf_tc_hook, hook, .ifindex = l->ifindex,
+				    .attach_point = BPF_TC_INGRESS | BPF_TC_EGRESS);
+
+		/* Both directions: that deletes the clsact qdisc we created. */
+		r = bpf_tc_hook_destroy(&hook);
+	}
+	return r ? r : e;
+}
+
 static void detach_link(struct ndc_link_watch *lw, struct link *l)
 {
 	int r;
@@ -166,22 +242,18 @@ static void detach_link(struct ndc_link_watch *lw, struct link *l)
 	if (l->state != LINK_ATTACHED)
 		return;
 	if (lw->mode == NDC_FP_ATTACH_TC) {
-		DECLARE_LIBBPF_OPTS(bpf_tc_hook, hook, .ifindex = l->ifindex,
-				    .attach_point = BPF_TC_INGRESS);
-		DECLARE_LIBBPF_OPTS(bpf_tc_opts, opts, .handle = NDC_FP_TC_HANDLE,
-				    .priority = NDC_FP_TC_PRIO);
-
-		r = bpf_tc_detach(&hook, &opts);
-		if (r == 0 && l->own_hook) {
-			/* Both directions: that deletes the clsact qdisc we created. */
-			hook.attach_point = BPF_TC_INGRESS | BPF_TC_EGRESS;
-			r = bpf_tc_hook_destroy(&hook);
-		}
+		r = detach_tc(lw, l);
 	} else {
 		/* With REPLACE and our fd: if someone replaced our program, theirs stays. */
 		DECLARE_LIBBPF_OPTS(bpf_xdp_attach_opts, opts, .old_prog_fd = lw->prog_fd);
 
 		r = bpf_xdp_detach(l->ifindex, l->xdp_flags | XDP_FLAGS_REPLACE, &opts);
+		if (!l->tc_failed && (lw->ingress_fd >= 0 || lw->egress_fd >= 0)) {
+			int t = detach_tc(lw, l);
+
+			if (r == 0)
+				r = t;
+		}
 	}
 	if (r == 0)
 		ndc_info("fast path: detached from %s (ifindex %d)", l->name, l->ifindex);
@@ -215,7 +287,8 @@ static void attach_link(struct ndc_link_watch *lw, int ifindex, const char *name
 	}
 	l->state = LINK_ATTACHED;
 	if (lw->mode == NDC_FP_ATTACH_TC)
-		ndc_info("fast path: attached tc ingress to %s (ifindex %d)", name, ifindex);
+		ndc_info("fast path: attached tc ingress%s to %s (ifindex %d)",
+			 lw->egress_fd >= 0 ? " and egress" : "", name, ifindex);
 	else
 		ndc_info("fast path: attached XDP (%s mode) to %s (ifindex %d)",
 			 l->xdp_flags == XDP_FLAGS_DRV_MODE ? "native" : "generic", name, ifindex);
@@ -417,6 +490,16 @@ static void *watch_thread(void *arg)
 	}
 }
 
+static uint32_t prog_id(int fd)
+{
+	struct bpf_prog_info info = {0};
+	uint32_t len = sizeof(info);
+
+	if (fd < 0 || bpf_obj_get_info_by_fd(fd, &info, &len) < 0)
+		return 0;
+	return info.id;
+}
+
 int ndc_link_watch_start(const struct ndc_link_watch_opts *opts, struct ndc_link_watch **ret)
 {
 	struct ndc_link_watch *lw;
@@ -431,6 +514,11 @@ int ndc_link_watch_start(const struct ndc_link_watch_opts *opts, struct ndc_link
 		return -ENOMEM;
 	lw->mode = opts->mode;
 	lw->prog_fd = opts->prog_fd;
+	lw->egress_fd = opts->egress_fd > 0 ? opts->egress_fd : -1;
+	lw->ingress_fd = opts->ingress_fd > 0 ? opts->ingress_fd : -1;
+	lw->prog_id = prog_id(lw->prog_fd);
+	lw->egress_id = prog_id(lw->egress_fd);
+	lw->ingress_id = prog_id(lw->ingress_fd);
 	lw->nl_fd = -1;
 	lw->evt_fd = -1;
 	if (opts->n_patterns) {
@@ -469,11 +557,11 @@ int ndc_link_watch_start(const struct ndc_link_watch_opts *opts, struct ndc_link
 	*ret = lw;
 	return 0;
 fail:
-	ndc_link_watch_stop(lw);
+	ndc_link_watch_stop(lw, true);
 	return r;
 }
 
-void ndc_link_watch_stop(struct ndc_link_watch *lw)
+void ndc_link_watch_stop(struct ndc_link_watch *lw, bool detach)
 {
 	uint64_t one = 1;
 
@@ -484,7 +572,7 @@ void ndc_link_watch_stop(struct ndc_link_watch *lw)
 			ndc_err("fast path: cannot stop the link watch: %s", strerror(errno));
 		pthread_join(lw->thread, NULL);
 	}
-	for (size_t i = 0; i < lw->n_links; i++)
+	for (size_t i = 0; detach && i < lw->n_links; i++)
 		detach_link(lw, &lw->links[i]);
 	if (lw->nl_fd >= 0)
 		close(lw->nl_fd);

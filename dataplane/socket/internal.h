@@ -84,6 +84,8 @@ struct ndc_server {
 	unsigned n_workers;
 	uint32_t idle_ms, max_conns;
 	bool stopping;
+	int *inherit; /* handed-over sockets not yet used (-1: taken) */
+	size_t n_inherit, n_inherited;
 	struct worker **workers;
 	struct stats st; /* UDP completions, sent from the completing thread */
 };
@@ -124,6 +126,8 @@ void ndc_srv_hub_unref(struct hub *h);
 void ndc_srv_hub_kill(struct hub *h);
 struct ndc_server *ndc_srv_hub_enter(struct hub *h);
 void ndc_srv_hub_leave(struct hub *h);
+/* Detained queries not yet completed (the references beyond the server's own). */
+size_t ndc_srv_hub_outstanding(struct hub *h);
 /* Frees p and drops its reference on the hub. */
 void ndc_srv_pending_free(struct ndc_pending *p);
 

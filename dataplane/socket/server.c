@@ -259,6 +259,65 @@ static void close_sockets(struct ndc_server *s)
 	}
 }
 
+/* Whether fd is a socket of type bound to ip:port. */
+static bool sock_is(int fd, const struct ndc_ip *ip, uint16_t port, int type)
+{
+	struct sockaddr_storage ss, want;
+	socklen_t len = sizeof(ss), wl = make_sockaddr(ip, port, &want);
+	int t = 0;
+	socklen_t tl = sizeof(t);
+
+	if (fd < 0 || getsockopt(fd, SOL_SOCKET, SO_TYPE, &t, &tl) < 0 || t != type ||
+	    getsockname(fd, (struct sockaddr *)&ss, &len) < 0 || len != wl)
+		return false;
+	if (ip->family == AF_INET) {
+		const struct sockaddr_in *a = (const void *)&ss, *b = (const void *)&want;
+
+		return a->sin_family == AF_INET && a->sin_port == b->sin_port &&
+		       a->sin_addr.s_addr == b->sin_addr.s_addr;
+	}
+	const struct sockaddr_in6 *a = (const void *)&ss, *b = (const void *)&want;
+
+	return a->sin6_family == AF_INET6 && a->sin6_port == b->sin6_port &&
+	       memcmp(&a->sin6_addr, &b->sin6_addr, 16) == 0;
+}
+
+/* An inherited socket for ip:port of type, taken out of the pool; -1 if none. */
+static int take_inherited(struct ndc_server *s, const struct ndc_ip *ip, uint16_t port, int type)
+{
+	for (size_t i = 0; port && i < s->n_inherit; i++) {
+		int fd = s->inherit[i];
+
+		if (sock_is(fd, ip, port, type)) {
+			s->inherit[i] = -1;
+			return fd;
+		}
+	}
+	return -1;
+}
+
+static size_t count_inherited(const struct ndc_server *s, const struct ndc_ip *ip, uint16_t port,
+			      int type)
+{
+	size_t n = 0;
+
+	for (size_t i = 0; port && i < s->n_inherit; i++)
+		n += sock_is(s->inherit[i], ip, port, type);
+	return n;
+}
+
+static int open_or_inherit(struct ndc_server *s, const struct ndc_ip *ip, uint16_t port, int type,
+			   const char **ret_step)
+{
+	int fd = take_inherited(s, ip, port, type);
+
+	if (fd >= 0) {
+		s->n_inherited++;
+		return fd;
+	}
+	return open_socket(ip, port, type, ret_step);
+}
+
 /*
  * Every worker binds its own sockets on the same port. With port 0 the first UDP bind picks it;
  * when TCP (or another address) cannot have that port, everything starts over on a new one.
@@ -280,7 +339,7 @@ static int bind_all(struct ndc_server *s, uint16_t want)
 			for (size_t a = 0; a < s->n_addrs; a++) {
 				ip = &s->addrs[a];
 				type = SOCK_DGRAM;
-				fd = open_socket(ip, port, type, &step);
+				fd = open_or_inherit(s, ip, port, type, &step);
 				if (fd < 0)
 					goto next;
 				w->udp[a].fd = fd;
@@ -288,7 +347,7 @@ static int bind_all(struct ndc_server *s, uint16_t want)
 				if (!port && (fd = bound_port(fd, &port)) < 0)
 					goto next;
 				type = SOCK_STREAM;
-				fd = open_socket(ip, port, type, &step);
+				fd = open_or_inherit(s, ip, port, type, &step);
 				if (fd < 0)
 					goto next;
 				w->lis[a].fd = fd;
@@ -417,6 +476,10 @@ static void server_free(struct ndc_server *s)
 	}
 	free(s->workers);
 	free(s->addrs);
+	for (size_t i = 0; i < s->n_inherit; i++)
+		if (s->inherit[i] >= 0)
+			close(s->inherit[i]);
+	free(s->inherit);
 	if (s->hub)
 		ndc_srv_hub_unref(s->hub);
 	free(s);
@@ -473,6 +536,28 @@ int ndc_server_start(const struct ndc_server_opts *opts, ndc_server_handler hand
 	s->max_conns = opts->tcp_max_conns ? opts->tcp_max_conns : NDC_TCP_MAX_CONNS_DEFAULT;
 	cpus = sysconf(_SC_NPROCESSORS_ONLN);
 	s->n_workers = opts->workers ? opts->workers : cpus > 0 ? (unsigned)cpus : 1;
+	if (opts->n_inherit) {
+		s->inherit = malloc(opts->n_inherit * sizeof(*s->inherit));
+		if (!s->inherit) {
+			for (size_t i = 0; i < opts->n_inherit; i++)
+				close(opts->inherit[i]);
+			free(s);
+			return -ENOMEM;
+		}
+		memcpy(s->inherit, opts->inherit, opts->n_inherit * sizeof(*s->inherit));
+		s->n_inherit = opts->n_inherit;
+		s->addrs = (struct ndc_ip *)opts->addrs; /* for counting only; copied below */
+		/* A worker per inherited socket at least: every one of them must be read. */
+		for (size_t a = 0; a < opts->n_addrs; a++)
+			for (int t = 0; t < 2; t++) {
+				size_t k = count_inherited(s, &opts->addrs[a], opts->port,
+							   t ? SOCK_STREAM : SOCK_DGRAM);
+
+				if (k > s->n_workers)
+					s->n_workers = (unsigned)k;
+			}
+		s->addrs = NULL;
+	}
 	if (s->n_workers > NDC_MAX_WORKERS)
 		s->n_workers = NDC_MAX_WORKERS;
 
@@ -492,6 +577,19 @@ int ndc_server_start(const struct ndc_server_opts *opts, ndc_server_handler hand
 	err = bind_all(s, opts->port);
 	if (err < 0)
 		goto fail;
+	if (s->n_inherit) {
+		size_t unused = 0;
+
+		for (size_t i = 0; i < s->n_inherit; i++)
+			if (s->inherit[i] >= 0) {
+				close(s->inherit[i]);
+				s->inherit[i] = -1;
+				unused++;
+			}
+		ndc_info("server: serving from %zu sockets handed over by the previous agent%s",
+			 s->n_inherited,
+			 unused ? " (some of its addresses are no longer configured)" : "");
+	}
 	for (unsigned i = 0; i < s->n_workers; i++) {
 		err = watch_sockets(s->workers[i], s->n_addrs);
 		if (err < 0) {
@@ -508,6 +606,45 @@ int ndc_server_start(const struct ndc_server_opts *opts, ndc_server_handler hand
 fail:
 	server_free(s);
 	return err;
+}
+
+size_t ndc_server_fds(const struct ndc_server *s, int *out, size_t cap)
+{
+	size_t n = 0;
+
+	for (unsigned i = 0; i < s->n_workers; i++)
+		for (size_t a = 0; a < s->n_addrs; a++) {
+			if (n < cap && s->workers[i]->udp[a].fd >= 0)
+				out[n++] = s->workers[i]->udp[a].fd;
+			if (n < cap && s->workers[i]->lis[a].fd >= 0)
+				out[n++] = s->workers[i]->lis[a].fd;
+		}
+	return n;
+}
+
+void ndc_server_quiesce(struct ndc_server *s)
+{
+	__atomic_store_n(&s->stopping, true, __ATOMIC_RELEASE);
+	for (unsigned i = 0; i < s->n_workers; i++) {
+		struct worker *w = s->workers[i];
+		uint64_t one = 1;
+
+		if (w && w->started && write(w->ev.fd, &one, sizeof(one)) < 0)
+			ndc_err("server: waking worker %u: %s", i, strerror(errno));
+	}
+	for (unsigned i = 0; i < s->n_workers; i++) {
+		struct worker *w = s->workers[i];
+
+		if (w && w->started) {
+			pthread_join(w->thread, NULL);
+			w->started = false;
+		}
+	}
+}
+
+size_t ndc_server_outstanding(struct ndc_server *s)
+{
+	return ndc_srv_hub_outstanding(s->hub);
 }
 
 uint16_t ndc_server_port(const struct ndc_server *s)

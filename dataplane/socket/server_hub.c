@@ -77,3 +77,10 @@ void ndc_srv_pending_free(struct ndc_pending *p)
 	free(p);
 	ndc_srv_hub_unref(h);
 }
+
+size_t ndc_srv_hub_outstanding(struct hub *h)
+{
+	unsigned long refs = __atomic_load_n(&h->refs, __ATOMIC_ACQUIRE);
+
+	return refs > 0 ? (size_t)refs - 1 : 0;
+}

@@ -38,6 +38,14 @@ struct ndc_server_opts {
 	/* per worker; 0: 1024. When full, the least recently active connection that owes no
 	 * detained reply is closed to make room; if all owe one, the newcomer is refused. */
 	uint32_t tcp_max_conns;
+	/*
+	 * Sockets handed over by a predecessor (control/handover.h): each one whose family,
+	 * address, port and type match a listen address is used in place of a new one, and there
+	 * are at least as many workers as inherited sockets of one address and type, so none is
+	 * left unread. The server owns every descriptor passed here (unmatched ones are closed).
+	 */
+	const int *inherit;
+	size_t n_inherit;
 };
 
 /*
@@ -65,6 +73,20 @@ void ndc_server_complete(struct ndc_pending *p, const uint8_t *msg, size_t len);
  * the workers. */
 int ndc_server_start(const struct ndc_server_opts *opts, ndc_server_handler handler, void *ctx,
 		     struct ndc_server **ret);
+
+/* Copies of the listening sockets' descriptors (every worker's UDP and TCP), up to cap, for a
+ * successor; returns how many. They stay ours: the caller must not close them. */
+size_t ndc_server_fds(const struct ndc_server *s, int *out, size_t cap);
+
+/*
+ * Stops reading: joins the workers, leaving every socket open and detained queries answerable.
+ * What a worker has read it answers first; what is queued stays for whoever else holds the
+ * sockets (a successor). ndc_server_stop must still follow.
+ */
+void ndc_server_quiesce(struct ndc_server *s);
+
+/* Detained queries not yet completed. */
+size_t ndc_server_outstanding(struct ndc_server *s);
 
 /* The bound port (the ephemeral one when opts.port was 0). */
 uint16_t ndc_server_port(const struct ndc_server *s);

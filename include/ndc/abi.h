@@ -24,7 +24,7 @@
 
 #include <linux/types.h>
 
-#define NDC_ABI_VERSION 2
+#define NDC_ABI_VERSION 3
 
 #define NDC_FP_NAME_MAX 128 /* longer wire names go to user space */
 #define NDC_FP_DATA_MAX 512 /* bigger answers go to user space */
@@ -40,6 +40,7 @@
 #define NDC_FP_MAP_NX ndc_nx
 #define NDC_FP_MAP_CONFIG ndc_config
 #define NDC_FP_MAP_COUNTERS ndc_counters
+#define NDC_FP_MAP_FLOWS ndc_flows
 
 /*
  * The name hash: a 64-bit multiply-xorshift over the lowercase wire name read as little-endian
@@ -136,6 +137,15 @@ struct ndc_fp_value {
 /* config flags */
 #define NDC_FP_C_SYNCED 0x01	    /* the store is complete: synthesise NXDOMAIN */
 #define NDC_FP_C_REDIRECT_PEER 0x02 /* tc: reply with bpf_redirect_peer instead of bpf_redirect */
+/*
+ * Fail open (tc): a query (UDP, or a TCP connection) to a node-local address that the kernel does
+ * not answer, and for which no socket listens there (no agent runs: killed, OOM, between an exit
+ * and the next start), is sent on to the upstream of its family instead of meeting a closed port:
+ * the destination is rewritten to up4/up6 and the flow remembered in ndc_flows; the upstream's
+ * replies to that flow get the node-local address back as their source at tc egress. See
+ * bpf/ndc_failopen.h.
+ */
+#define NDC_FP_C_FAILOPEN 0x04
 
 struct ndc_fp_config {
 	__u32 abi_version; /* NDC_ABI_VERSION, or the program passes everything */
@@ -150,6 +160,37 @@ struct ndc_fp_config {
 	__u8 pass_len;		    /* 0: none */
 	__u16 pad;
 	__u8 pass[NDC_FP_NAME_MAX]; /* names under this suffix are never synthesised */
+	/* fail-open upstreams (NDC_FP_C_FAILOPEN): one per family, has_up* 0 for none */
+	__be32 up4;
+	__u8 up6[16];
+	__be16 up4_port;
+	__be16 up6_port;
+	__u8 has_up4;
+	__u8 has_up6;
+	__u8 pad3[6];
+};
+
+/*
+ * A fail-open flow (map ndc_flows, LRU): the pod's end and the upstream it was sent to, as the
+ * upstream's replies carry them (pod = their destination). IPv4 addresses in the first 4 bytes,
+ * the rest zero.
+ */
+struct ndc_fp_flow_key {
+	__u8 pod[16];
+	__u8 up[16];
+	__be16 pod_port;
+	__be16 up_port;
+	__u8 proto; /* IPPROTO_UDP or IPPROTO_TCP */
+	__u8 v6;
+	__u8 pad[2];
+};
+
+struct ndc_fp_flow {
+	__u8 local[16];	   /* the node-local address the pod asked: the replies' source */
+	__be16 local_port; /* config port */
+	__u16 pad;
+	__u32 pad2;
+	__u64 last_ns; /* bpf_ktime_get_ns() of the pod's last packet of the flow */
 };
 
 /* Per-CPU counters, indexed by enum ndc_fp_counter. */
@@ -164,6 +205,9 @@ enum ndc_fp_counter {
 	NDC_FP_PASS_FORMAT,  /* QDCOUNT != 1, not a plain query, malformed, name too long */
 	NDC_FP_PASS_FRAG,    /* IP fragment or IPv4 options / IPv6 extension headers */
 	NDC_FP_PASS_CONFIG,  /* no config or ABI mismatch */
+	NDC_FP_FWD_UDP,	     /* fail open: a passed UDP query sent on to the upstream */
+	NDC_FP_FWD_TCP,	     /* fail open: a TCP segment sent on to the upstream */
+	NDC_FP_FWD_REPLY,    /* fail open: an upstream reply given the node-local source */
 	NDC_FP_COUNTER_MAX,
 };
 
@@ -174,8 +218,10 @@ _Static_assert(sizeof(struct ndc_fp_value) ==
 		   32 + 2 * NDC_FP_TTL_MAX + NDC_FP_NAME_MAX + NDC_FP_DATA_MAX,
 	       "ndc_fp_value layout");
 _Static_assert(sizeof(struct ndc_fp_config) ==
-		   16 + 4 * NDC_FP_MAX_ADDRS + 16 * NDC_FP_MAX_ADDRS + 2 * NDC_FP_NAME_MAX,
+		   16 + 4 * NDC_FP_MAX_ADDRS + 16 * NDC_FP_MAX_ADDRS + 2 * NDC_FP_NAME_MAX + 32,
 	       "ndc_fp_config layout");
+_Static_assert(sizeof(struct ndc_fp_flow_key) == 40, "ndc_fp_flow_key layout");
+_Static_assert(sizeof(struct ndc_fp_flow) == 32, "ndc_fp_flow layout");
 #endif
 
 #endif

@@ -20,6 +20,8 @@
 #include <time.h>
 #include <unistd.h>
 #include <sys/socket.h>
+#include <arpa/inet.h>
+#include <netinet/in.h>
 #include <linux/bpf.h>
 #include <linux/pkt_cls.h>
 
@@ -973,6 +975,189 @@ static void test_collision(void **state)
 	check_row(&nodata_back, NULL, 0);
 }
 
+/* ---------------------------------------------------------------------------------------------
+ * Fail open: no socket listens at the node-local address, so the query goes to the upstream and
+ * its reply comes back with the node-local source.
+ */
+static const uint8_t up4[16] = {169, 254, 53, 1};
+static const uint8_t up6[16] = {0xfe, 0x80, [14] = 0x53, [15] = 0x01};
+#define UP_PORT 5353
+
+static void failopen_config(bool on)
+{
+	struct ndc_fp_config c;
+	uint32_t zero = 0;
+
+	assert_int_equal(bpf_map_lookup_elem(env.config_fd, &zero, &c), 0);
+	c.flags = on ? c.flags | NDC_FP_C_FAILOPEN : c.flags & ~NDC_FP_C_FAILOPEN;
+	memcpy(&c.up4, up4, 4);
+	memcpy(c.up6, up6, 16);
+	c.up4_port = c.up6_port = htons(UP_PORT);
+	c.has_up4 = c.has_up6 = on;
+	assert_int_equal(bpf_map_update_elem(env.config_fd, &zero, &c, BPF_ANY), 0);
+}
+
+static uint32_t run_fd(int fd, const uint8_t *in, size_t inlen, uint8_t *out, size_t *outlen)
+{
+	LIBBPF_OPTS(bpf_test_run_opts, o, .data_in = in, .data_size_in = (uint32_t)inlen,
+		    .data_out = out, .data_size_out = NDC_PKT_MAX, .repeat = 1);
+
+	assert_int_equal(bpf_prog_test_run_opts(fd, &o), 0);
+	*outlen = o.data_size_out;
+	return o.retval;
+}
+
+/* A socket at the node-local address (IP_FREEBIND: the address need not be configured). */
+static int listener(bool v6, int type)
+{
+	struct sockaddr_storage ss = {0};
+	socklen_t len;
+	int one = 1, fd = socket(v6 ? AF_INET6 : AF_INET, type, 0);
+
+	assert_true(fd >= 0);
+	assert_int_equal(setsockopt(fd, IPPROTO_IP, IP_FREEBIND, &one, sizeof(one)), 0);
+	if (v6) {
+		struct sockaddr_in6 *a = (struct sockaddr_in6 *)&ss;
+
+		assert_int_equal(setsockopt(fd, IPPROTO_IPV6, IPV6_FREEBIND, &one, sizeof(one)),
+				 0);
+		a->sin6_family = AF_INET6;
+		a->sin6_port = htons(53);
+		memcpy(&a->sin6_addr, node6, 16);
+		/* link-local: scoped to lo, where BPF_PROG_TEST_RUN's packets arrive */
+		a->sin6_scope_id = 1;
+		len = sizeof(*a);
+	} else {
+		struct sockaddr_in *a = (struct sockaddr_in *)&ss;
+
+		a->sin_family = AF_INET;
+		a->sin_port = htons(53);
+		memcpy(&a->sin_addr, node4, 4);
+		len = sizeof(*a);
+	}
+	if (bind(fd, (struct sockaddr *)&ss, len) < 0)
+		fail_msg("binding the node-local address port 53: %s (something listens there?)",
+			 strerror(errno));
+	if (type == SOCK_STREAM)
+		assert_int_equal(listen(fd, 1), 0);
+	return fd;
+}
+
+static void test_failopen(void **state)
+{
+	int egress = ndc_fastpath_egress_prog_fd(env.fp);
+	uint8_t dns[NDC_PKT_MAX], in[NDC_PKT_MAX], out[NDC_PKT_MAX], back[NDC_PKT_MAX];
+	uint64_t before[NDC_FP_COUNTER_MAX], after[NDC_FP_COUNTER_MAX];
+	struct ndc_pkt_query q = {.id = 7, .flags = RD, .name = "www.example.com", .qtype = 1};
+	size_t dlen, inlen, outlen, blen;
+
+	(void)state;
+	assert_true(egress >= 0);
+	assert_int_equal(ndc_pkt_dns_query(&q, dns, sizeof(dns), &dlen), 0);
+	failopen_config(true);
+	for (int v6 = 0; v6 <= 1; v6++) {
+		struct ndc_pkt_addrs a = {.v6 = v6, .sport = 40000, .dport = 53};
+		struct ndc_pkt_addrs r = {.v6 = v6, .sport = UP_PORT, .dport = 40000};
+		const uint8_t *node = v6 ? node6 : node4, *up = v6 ? up6 : up4;
+		const uint8_t *client = v6 ? client6 : client4;
+		struct ndc_pkt_parsed p;
+		int fd;
+
+		memcpy(a.src_mac, client_mac, 6);
+		memcpy(a.dst_mac, node_mac, 6);
+		memcpy(a.saddr, client, 16);
+		memcpy(a.daddr, node, 16);
+		assert_int_equal(
+		    ndc_pkt_build(&a, &(struct ndc_pkt_opts){0}, dns, dlen, in, sizeof(in), &inlen),
+		    0);
+
+		/* nobody listens: on to the upstream, checksums still right */
+		counters(before);
+		assert_int_equal(run(TC, in, inlen, out, &outlen), TC_ACT_OK);
+		counters(after);
+		assert_int_equal(after[NDC_FP_FWD_UDP], before[NDC_FP_FWD_UDP] + 1);
+		assert_int_equal(after[NDC_FP_PASS_MISS], before[NDC_FP_PASS_MISS] + 1);
+		assert_int_equal(ndc_pkt_parse(out, outlen, &p), 0);
+		assert_memory_equal(p.daddr, up, 16);
+		assert_memory_equal(p.saddr, client, 16);
+		assert_int_equal(p.dport, UP_PORT);
+		assert_int_equal(p.sport, 40000);
+		assert_true(p.ip_csum_ok);
+		if (!p.udp_csum_ok)
+			fail_msg("forwarded query (%s): UDP checksum wrong", v6 ? "v6" : "v4");
+		assert_int_equal(p.plen, dlen);
+		assert_memory_equal(p.payload, dns, dlen);
+
+		/* the upstream's reply gets the node-local source back */
+		memcpy(r.src_mac, node_mac, 6);
+		memcpy(r.dst_mac, client_mac, 6);
+		memcpy(r.saddr, up, 16);
+		memcpy(r.daddr, client, 16);
+		assert_int_equal(
+		    ndc_pkt_build(&r, &(struct ndc_pkt_opts){0}, dns, dlen, in, sizeof(in), &inlen),
+		    0);
+		assert_int_equal(run_fd(egress, in, inlen, back, &blen), TC_ACT_OK);
+		assert_int_equal(ndc_pkt_parse(back, blen, &p), 0);
+		assert_memory_equal(p.saddr, node, 16);
+		assert_int_equal(p.sport, 53);
+		assert_memory_equal(p.daddr, client, 16);
+		assert_int_equal(p.dport, 40000);
+		assert_true(p.ip_csum_ok);
+		if (!p.udp_csum_ok)
+			fail_msg("reply (%s): UDP checksum wrong", v6 ? "v6" : "v4");
+		counters(after);
+		assert_int_equal(after[NDC_FP_FWD_REPLY], before[NDC_FP_FWD_REPLY] + 1);
+
+		/* a reply to a port that asked nobody through us stays as it is */
+		r.dport = 40001;
+		assert_int_equal(
+		    ndc_pkt_build(&r, &(struct ndc_pkt_opts){0}, dns, dlen, in, sizeof(in), &inlen),
+		    0);
+		assert_int_equal(run_fd(egress, in, inlen, back, &blen), TC_ACT_OK);
+		assert_int_equal(blen, inlen);
+		assert_memory_equal(back, in, inlen);
+
+		/* an agent listens: the query goes up the stack untouched */
+		fd = listener(v6, SOCK_DGRAM);
+		assert_int_equal(
+		    ndc_pkt_build(&a, &(struct ndc_pkt_opts){0}, dns, dlen, in, sizeof(in), &inlen),
+		    0);
+		counters(before);
+		assert_int_equal(run(TC, in, inlen, out, &outlen), TC_ACT_OK);
+		assert_int_equal(outlen, inlen);
+		assert_memory_equal(out, in, inlen);
+		counters(after);
+		assert_int_equal(after[NDC_FP_FWD_UDP], before[NDC_FP_FWD_UDP]);
+		close(fd);
+
+		/* a cluster name is still answered in the kernel, agent or not */
+		q.name = "kubernetes.default.svc.cluster.local";
+		assert_int_equal(ndc_pkt_dns_query(&q, dns, sizeof(dns), &dlen), 0);
+		assert_int_equal(
+		    ndc_pkt_build(&a, &(struct ndc_pkt_opts){0}, dns, dlen, in, sizeof(in), &inlen),
+		    0);
+		assert_int_equal(run(TC, in, inlen, out, &outlen), TC_ACT_REDIRECT);
+		q.name = "www.example.com";
+		assert_int_equal(ndc_pkt_dns_query(&q, dns, sizeof(dns), &dlen), 0);
+	}
+	/* off: passed untouched */
+	failopen_config(false);
+	{
+		struct ndc_pkt_addrs a = {.sport = 40000, .dport = 53};
+
+		memcpy(a.src_mac, client_mac, 6);
+		memcpy(a.dst_mac, node_mac, 6);
+		memcpy(a.saddr, client4, 16);
+		memcpy(a.daddr, node4, 16);
+		assert_int_equal(
+		    ndc_pkt_build(&a, &(struct ndc_pkt_opts){0}, dns, dlen, in, sizeof(in), &inlen),
+		    0);
+		assert_int_equal(run(TC, in, inlen, out, &outlen), TC_ACT_OK);
+		assert_int_equal(outlen, inlen);
+		assert_memory_equal(out, in, inlen);
+	}
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -981,6 +1166,7 @@ int main(void)
 	    cmocka_unit_test(test_redirect_peer), cmocka_unit_test(test_cache_ttl),
 	    cmocka_unit_test(test_sizes),	  cmocka_unit_test(test_pass_marker),
 	    cmocka_unit_test(test_name_lengths),  cmocka_unit_test(test_collision),
+	    cmocka_unit_test(test_failopen),
 	};
 
 	if (geteuid() != 0) {

@@ -113,6 +113,7 @@ static void assert_defaults(const struct ndc_config *c)
 	assert_strv(c->dataplane.interfaces, c->dataplane.n_interfaces, ifaces, 4);
 	assert_int_equal(c->dataplane.table_size, 262144);
 	assert_false(c->dataplane.redirect_peer);
+	assert_true(c->dataplane.failopen);
 	assert_string_equal(c->http.listen, "127.0.0.1:9254");
 	assert_int_equal(c->cache.max_entries, 100000);
 	assert_int_equal(c->cache.max_bytes, 64ULL << 20);
@@ -289,7 +290,8 @@ static void test_value_forms(void **state)
 	expect_ok(
 	    "listen: fd00::53\nupstream: 10.0.0.1:54\n"
 	    "records: {pods: insecure, endpoint_pod_names: No, ignore_empty_service: false}\n"
-	    "dataplane: {mode: socket, interfaces: [], table_size: 1024, redirect_peer: yes}\n",
+	    "dataplane: {mode: socket, interfaces: [], table_size: 1024, redirect_peer: yes,\n"
+	    "  failopen: no, pin_dir: /sys/fs/bpf/x}\n",
 	    &cfg);
 	assert_int_equal(cfg.n_listen, 1);
 	assert_v6(&cfg.listen[0], "fd00::53");
@@ -302,6 +304,8 @@ static void test_value_forms(void **state)
 	assert_int_equal(cfg.dataplane.n_interfaces, 0);
 	assert_int_equal(cfg.dataplane.table_size, 1024);
 	assert_true(cfg.dataplane.redirect_peer);
+	assert_false(cfg.dataplane.failopen);
+	assert_string_equal(cfg.dataplane.pin_dir, "/sys/fs/bpf/x");
 	ndc_config_free(&cfg);
 	expect_error("dataplane:\n  table_size: 100\n",
 		     "line 2: dataplane.table_size: expected an integer 1024..16777216, got '100'");

@@ -1,0 +1,432 @@
+// SPDX-License-Identifier: MIT
+/* The handover protocol between an agent and its successor: see handover.h. */
+#include <errno.h>
+#include <poll.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/eventfd.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <ndc/log.h>
+
+#include "handover.h"
+
+#define MSG_HELLO "HELLO 1"
+#define MSG_TAKEOVER "TAKEOVER"
+#define MSG_OK "OK"
+#define MSG_FDS "FDS"
+#define FDS_PER_MSG 64 /* well under SCM_MAX_FD (253) */
+#define PEERS_MAX 4
+#define RETRY_MS 200
+
+struct peer {
+	int fd;
+	bool took;
+};
+
+struct ndc_handover {
+	char name[108];
+	struct ndc_handover_ops ops;
+	int lfd;
+	int evfd;
+	pthread_t thread;
+	struct peer peers[PEERS_MAX];
+	atomic_bool taken;
+};
+
+struct ndc_handover_peer {
+	int fd;
+};
+
+void ndc_handover_name(const char *addr, unsigned port, char *out, size_t cap)
+{
+	snprintf(out, cap, "ndcache/%s/%u", addr, port);
+}
+
+static socklen_t make_addr(const char *name, struct sockaddr_un *sa)
+{
+	size_t n = strnlen(name, sizeof(sa->sun_path) - 1);
+
+	memset(sa, 0, sizeof(*sa));
+	sa->sun_family = AF_UNIX;
+	/* abstract: sun_path[0] is NUL, the name follows without a terminator */
+	memcpy(sa->sun_path + 1, name, n);
+	return (socklen_t)(offsetof(struct sockaddr_un, sun_path) + 1 + n);
+}
+
+static int wait_fd(int fd, short events, int timeout_ms)
+{
+	struct pollfd p = {.fd = fd, .events = events};
+	int r;
+
+	do
+		r = poll(&p, 1, timeout_ms);
+	while (r < 0 && errno == EINTR);
+	if (r < 0)
+		return -errno;
+	return r == 0 ? -ETIMEDOUT : 0;
+}
+
+/* One message of up to cap bytes (NUL-terminated), with any descriptors it carries. */
+static ssize_t recv_msg(int fd, char *buf, size_t cap, int *fds, size_t fd_cap, size_t *ret_nfds)
+{
+	char ctl[CMSG_SPACE(sizeof(int) * FDS_PER_MSG)];
+	struct iovec iov = {.iov_base = buf, .iov_len = cap - 1};
+	struct msghdr m = {
+	    .msg_iov = &iov, .msg_iovlen = 1, .msg_control = ctl, .msg_controllen = sizeof(ctl)};
+	struct cmsghdr *c;
+	ssize_t n;
+
+	*ret_nfds = 0;
+	do
+		n = recvmsg(fd, &m, MSG_CMSG_CLOEXEC);
+	while (n < 0 && errno == EINTR);
+	if (n < 0)
+		return -errno;
+	buf[n] = '\0';
+	for (c = CMSG_FIRSTHDR(&m); c; c = CMSG_NXTHDR(&m, c)) {
+		size_t k;
+
+		if (c->cmsg_level != SOL_SOCKET || c->cmsg_type != SCM_RIGHTS)
+			continue;
+		k = (c->cmsg_len - CMSG_LEN(0)) / sizeof(int);
+		for (size_t i = 0; i < k; i++) {
+			int d;
+
+			memcpy(&d, CMSG_DATA(c) + i * sizeof(int), sizeof(int));
+			if (*ret_nfds < fd_cap)
+				fds[(*ret_nfds)++] = d;
+			else
+				close(d);
+		}
+	}
+	if (m.msg_flags & (MSG_TRUNC | MSG_CTRUNC)) {
+		for (size_t i = 0; i < *ret_nfds; i++)
+			close(fds[i]);
+		*ret_nfds = 0;
+		return -EMSGSIZE;
+	}
+	return n;
+}
+
+static int send_msg(int fd, const char *text, const int *fds, size_t nfds)
+{
+	char ctl[CMSG_SPACE(sizeof(int) * FDS_PER_MSG)];
+	struct iovec iov = {.iov_base = (void *)text, .iov_len = strlen(text)};
+	struct msghdr m = {.msg_iov = &iov, .msg_iovlen = 1};
+	ssize_t n;
+
+	if (nfds > FDS_PER_MSG)
+		return -EINVAL;
+	if (nfds) {
+		struct cmsghdr *c;
+
+		memset(ctl, 0, sizeof(ctl));
+		m.msg_control = ctl;
+		m.msg_controllen = CMSG_SPACE(sizeof(int) * nfds);
+		c = CMSG_FIRSTHDR(&m);
+		c->cmsg_level = SOL_SOCKET;
+		c->cmsg_type = SCM_RIGHTS;
+		c->cmsg_len = CMSG_LEN(sizeof(int) * nfds);
+		memcpy(CMSG_DATA(c), fds, sizeof(int) * nfds);
+	}
+	do
+		n = sendmsg(fd, &m, MSG_NOSIGNAL);
+	while (n < 0 && errno == EINTR);
+	return n < 0 ? -errno : 0;
+}
+
+/* ---------------------------------------------------------------------------------------------
+ * The successor.
+ */
+
+int ndc_handover_join(const char *name, int timeout_ms, struct ndc_handover_peer **ret,
+		      int **ret_fds, size_t *ret_n)
+{
+	struct sockaddr_un sa;
+	socklen_t sl = make_addr(name, &sa);
+	size_t n = 0, total = 0;
+	int *fds = NULL, fd, r;
+	char buf[64];
+
+	*ret = NULL;
+	*ret_fds = NULL;
+	*ret_n = 0;
+	fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
+	if (fd < 0)
+		return -errno;
+	if (connect(fd, (struct sockaddr *)&sa, sl) < 0) {
+		r = errno == ECONNREFUSED || errno == ENOENT ? -ENOENT : -errno;
+		close(fd);
+		return r;
+	}
+	fds = calloc(NDC_HANDOVER_MAX_FDS, sizeof(int));
+	if (!fds) {
+		r = -ENOMEM;
+		goto fail;
+	}
+	r = send_msg(fd, MSG_HELLO, NULL, 0);
+	/* FDS <total> <more>: chunks of descriptors until more is 0 */
+	for (bool more = true; r == 0 && more;) {
+		unsigned t = 0, m = 0;
+		size_t got = 0;
+		ssize_t len;
+
+		r = wait_fd(fd, POLLIN, timeout_ms);
+		if (r < 0)
+			break;
+		len = recv_msg(fd, buf, sizeof(buf), fds + n, NDC_HANDOVER_MAX_FDS - n, &got);
+		if (len < 0) {
+			r = (int)len;
+			break;
+		}
+		n += got;
+		if (len == 0 || sscanf(buf, MSG_FDS " %u %u", &t, &m) != 2 ||
+		    t > NDC_HANDOVER_MAX_FDS) {
+			r = -EPROTO;
+			break;
+		}
+		total = t;
+		more = m != 0;
+	}
+	if (r == 0 && n != total)
+		r = -EPROTO;
+	if (r < 0)
+		goto fail;
+	*ret = calloc(1, sizeof(**ret));
+	if (!*ret) {
+		r = -ENOMEM;
+		goto fail;
+	}
+	(*ret)->fd = fd;
+	*ret_fds = fds;
+	*ret_n = n;
+	return 0;
+fail:
+	for (size_t i = 0; i < n; i++)
+		close(fds[i]);
+	free(fds);
+	close(fd);
+	return r;
+}
+
+int ndc_handover_takeover(struct ndc_handover_peer *p, int timeout_ms)
+{
+	char buf[16];
+	size_t got;
+	ssize_t n;
+	int r;
+
+	r = send_msg(p->fd, MSG_TAKEOVER, NULL, 0);
+	if (r == 0)
+		r = wait_fd(p->fd, POLLIN, timeout_ms);
+	if (r < 0)
+		return r;
+	n = recv_msg(p->fd, buf, sizeof(buf), NULL, 0, &got);
+	if (n < 0)
+		return (int)n;
+	return strcmp(buf, MSG_OK) == 0 ? 0 : -EPROTO;
+}
+
+void ndc_handover_peer_free(struct ndc_handover_peer *p)
+{
+	if (!p)
+		return;
+	close(p->fd);
+	free(p);
+}
+
+/* ---------------------------------------------------------------------------------------------
+ * The running agent.
+ */
+
+static int try_listen(struct ndc_handover *h)
+{
+	struct sockaddr_un sa;
+	socklen_t sl = make_addr(h->name, &sa);
+	int fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+
+	if (fd < 0)
+		return -errno;
+	if (bind(fd, (struct sockaddr *)&sa, sl) < 0 || listen(fd, PEERS_MAX) < 0) {
+		int r = -errno;
+
+		close(fd);
+		return r;
+	}
+	h->lfd = fd;
+	return 0;
+}
+
+static void send_fds(struct ndc_handover *h, int fd)
+{
+	int *fds = calloc(NDC_HANDOVER_MAX_FDS, sizeof(int));
+	size_t n = fds ? h->ops.fds(h->ops.arg, fds, NDC_HANDOVER_MAX_FDS) : 0;
+	char msg[64];
+	int r = 0;
+
+	if (!fds) {
+		ndc_err("handover: out of memory");
+		return;
+	}
+	for (size_t off = 0; r == 0 && (off < n || off == 0);) {
+		size_t k = n - off < FDS_PER_MSG ? n - off : FDS_PER_MSG;
+
+		snprintf(msg, sizeof(msg), MSG_FDS " %zu %d", n, off + k < n);
+		r = send_msg(fd, msg, fds + off, k);
+		off += k;
+		if (n == 0)
+			break;
+	}
+	if (r < 0)
+		ndc_warn("handover: sending sockets to a successor: %s", strerror(-r));
+	else
+		ndc_info("handover: a successor joined; handed it %zu sockets", n);
+	free(fds);
+}
+
+static void peer_close(struct ndc_handover *h, struct peer *p)
+{
+	close(p->fd);
+	p->fd = -1;
+	if (p->took) {
+		p->took = false;
+		atomic_store(&h->taken, false);
+		ndc_warn(
+		    "handover: the successor that took over is gone; serving on our own again");
+		h->ops.taken(h->ops.arg, false);
+	}
+}
+
+static void peer_message(struct ndc_handover *h, struct peer *p)
+{
+	char buf[64];
+	size_t got;
+	ssize_t n = recv_msg(p->fd, buf, sizeof(buf), NULL, 0, &got);
+
+	if (n <= 0) {
+		peer_close(h, p);
+		return;
+	}
+	if (strcmp(buf, MSG_HELLO) == 0) {
+		send_fds(h, p->fd);
+	} else if (strcmp(buf, MSG_TAKEOVER) == 0) {
+		p->took = true;
+		atomic_store(&h->taken, true);
+		h->ops.taken(h->ops.arg, true);
+		if (send_msg(p->fd, MSG_OK, NULL, 0) == 0)
+			ndc_info("handover: a successor took over; this agent exits on SIGTERM "
+				 "leaving the fast path to it");
+	} else {
+		ndc_warn("handover: unknown message from a successor; closing");
+		peer_close(h, p);
+	}
+}
+
+static void *serve_thread(void *arg)
+{
+	struct ndc_handover *h = arg;
+	bool said = false;
+
+	for (;;) {
+		struct pollfd pfd[2 + PEERS_MAX];
+		nfds_t n = 0;
+		int r;
+
+		if (h->lfd < 0 && try_listen(h) < 0 && !said) {
+			ndc_info("handover: %s is held (an earlier agent still runs); retrying",
+				 h->name);
+			said = true;
+		}
+		pfd[n++] = (struct pollfd){.fd = h->evfd, .events = POLLIN};
+		pfd[n++] = (struct pollfd){.fd = h->lfd, .events = POLLIN};
+		for (int i = 0; i < PEERS_MAX; i++)
+			pfd[n++] = (struct pollfd){.fd = h->peers[i].fd, .events = POLLIN};
+		r = poll(pfd, n, h->lfd < 0 ? RETRY_MS : -1);
+		if (r < 0 && errno != EINTR) {
+			ndc_err("handover: poll: %s", strerror(errno));
+			return NULL;
+		}
+		if (r <= 0)
+			continue;
+		if (pfd[0].revents)
+			return NULL;
+		if (pfd[1].revents & POLLIN) {
+			int c = accept4(h->lfd, NULL, NULL, SOCK_CLOEXEC);
+			int slot = -1;
+
+			for (int i = 0; c >= 0 && i < PEERS_MAX; i++)
+				if (h->peers[i].fd < 0)
+					slot = i;
+			if (slot >= 0)
+				h->peers[slot] = (struct peer){.fd = c};
+			else if (c >= 0)
+				close(c);
+		}
+		for (int i = 0; i < PEERS_MAX; i++)
+			if (h->peers[i].fd >= 0 && pfd[2 + i].revents)
+				peer_message(h, &h->peers[i]);
+	}
+}
+
+int ndc_handover_serve(const char *name, const struct ndc_handover_ops *ops,
+		       struct ndc_handover **ret)
+{
+	struct ndc_handover *h = calloc(1, sizeof(*h));
+	int r;
+
+	*ret = NULL;
+	if (!h)
+		return -ENOMEM;
+	snprintf(h->name, sizeof(h->name), "%s", name);
+	h->ops = *ops;
+	h->lfd = -1;
+	for (int i = 0; i < PEERS_MAX; i++)
+		h->peers[i].fd = -1;
+	h->evfd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+	if (h->evfd < 0) {
+		r = -errno;
+		free(h);
+		return r;
+	}
+	try_listen(h); /* now if we can; else the thread retries */
+	r = -pthread_create(&h->thread, NULL, serve_thread, h);
+	if (r < 0) {
+		if (h->lfd >= 0)
+			close(h->lfd);
+		close(h->evfd);
+		free(h);
+		return r;
+	}
+	*ret = h;
+	return 0;
+}
+
+bool ndc_handover_taken(struct ndc_handover *h)
+{
+	return h && atomic_load(&h->taken);
+}
+
+void ndc_handover_stop(struct ndc_handover *h)
+{
+	uint64_t one = 1;
+
+	if (!h)
+		return;
+	if (write(h->evfd, &one, sizeof(one)) < 0)
+		ndc_err("handover: cannot stop: %s", strerror(errno));
+	pthread_join(h->thread, NULL);
+	for (int i = 0; i < PEERS_MAX; i++)
+		if (h->peers[i].fd >= 0)
+			close(h->peers[i].fd);
+	if (h->lfd >= 0)
+		close(h->lfd);
+	close(h->evfd);
+	free(h);
+}

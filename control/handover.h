@@ -1,0 +1,72 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Handing a running agent's serving state to its successor, so that an upgrade (a DaemonSet
+ * rolling with maxSurge: 1, or a second ndcache started by hand with the same config) loses no
+ * query. The two agents meet at an abstract unix socket (per network namespace, so two pods with
+ * hostNetwork on one node meet; no file, no volume):
+ *
+ *   successor                                 running agent
+ *   join: connect, HELLO          ------->
+ *                                 <-------    FDS: its DNS sockets (UDP, TCP listeners) and its
+ *                                             HTTP listener, by SCM_RIGHTS
+ *   serves from the same sockets (nothing is ever closed with packets queued in it), fills its
+ *   own BPF table, attaches its programs in place of the old ones (one replace per link)
+ *   takeover: TAKEOVER            ------->    stops attaching to new links; on SIGTERM it
+ *                                 <-------    OK  detaches nothing, unpins nothing, stops reading,
+ *                                             answers what it has in flight, exits
+ *
+ * A successor that dies after TAKEOVER (its connection closes) gives the state back: the running
+ * agent is told (ops.taken(false)) and attaches its programs again. A successor that fails before
+ * TAKEOVER never touched the running agent's programs, maps, pins or sockets: it only held copies
+ * of the socket descriptors, which closing does not affect.
+ */
+#ifndef NDC_HANDOVER_H
+#define NDC_HANDOVER_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+#define NDC_HANDOVER_MAX_FDS 1024
+
+struct ndc_handover;	  /* the running agent's listener */
+struct ndc_handover_peer; /* the successor's connection to its predecessor */
+
+/* The abstract socket name for an agent listening on addr (text) and port: fills out. */
+void ndc_handover_name(const char *addr, unsigned port, char *out, size_t cap);
+
+/*
+ * The successor's side: connects to the agent at name. 0 with *ret and the received descriptors
+ * (caller owns them, and frees *ret_fds) when one answered within timeout_ms; -ENOENT when none
+ * runs (nobody listens at name); other -errno on a protocol failure (then no descriptor is kept).
+ */
+int ndc_handover_join(const char *name, int timeout_ms, struct ndc_handover_peer **ret,
+		      int **ret_fds, size_t *ret_n);
+
+/* Tells the predecessor that we serve and our programs are attached; waits for its OK. */
+int ndc_handover_takeover(struct ndc_handover_peer *p, int timeout_ms);
+
+/* Closes the connection (after takeover: the predecessor exits when told to). NULL is fine. */
+void ndc_handover_peer_free(struct ndc_handover_peer *p);
+
+struct ndc_handover_ops {
+	/* the descriptors to hand over: up to cap into out, returns how many */
+	size_t (*fds)(void *arg, int *out, size_t cap);
+	/* a successor took over (true), or the one that had died (false) */
+	void (*taken)(void *arg, bool taken);
+	void *arg;
+};
+
+/*
+ * The running agent's side: listens at name on a thread of its own, retrying every 200 ms while
+ * the name is still held (by the predecessor this agent is replacing). 0 or -errno.
+ */
+int ndc_handover_serve(const char *name, const struct ndc_handover_ops *ops,
+		       struct ndc_handover **ret);
+
+/* True while a successor that took over is connected. */
+bool ndc_handover_taken(struct ndc_handover *h);
+
+/* Stops the thread and closes every connection. NULL is fine. */
+void ndc_handover_stop(struct ndc_handover *h);
+
+#endif
