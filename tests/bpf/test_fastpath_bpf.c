@@ -1019,8 +1019,7 @@ static int listener(bool v6, int type)
 	if (v6) {
 		struct sockaddr_in6 *a = (struct sockaddr_in6 *)&ss;
 
-		assert_int_equal(setsockopt(fd, IPPROTO_IPV6, IPV6_FREEBIND, &one, sizeof(one)),
-				 0);
+		assert_int_equal(setsockopt(fd, IPPROTO_IPV6, IPV6_FREEBIND, &one, sizeof(one)), 0);
 		a->sin6_family = AF_INET6;
 		a->sin6_port = htons(53);
 		memcpy(&a->sin6_addr, node6, 16);
