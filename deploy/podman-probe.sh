@@ -33,7 +33,7 @@ ndc_podman_probe() {
 			continue
 		fi
 		if timeout 60 podman "${PODMAN_GLOBAL[@]}" run --rm --network none \
-			"${PODMAN_LIMITS[@]}" "$image" true 2>>"$err"; then
+			"${PODMAN_LIMITS[@]}" --user 0 --entrypoint /bin/true "$image" 2>>"$err"; then
 			[ $try = default ] ||
 				echo "podman-probe: using $try: the defaults fail here: $(head -1 "$err")"
 			rm -f "$err"
