@@ -57,6 +57,13 @@ step "integration: sync from a (fake) API server under ASan + UBSan" \
 step "deploy: manifests against the code" tests/deploy/check_manifests.sh build
 step "deploy: the fast path under the manifest's user and capabilities" \
 	tests/deploy/try_security_context.sh build
+step "deploy: kustomize base and overlays render and pass the manifest checks" \
+	tests/deploy/test_kustomize.sh build
+step "deploy: dashboard and alerts use only metrics the agent exports" \
+	tests/deploy/test_monitoring.sh build
+# About 1.5 min cold (debootstrap, then podman build), under 1 min with the layers cached.
+step "deploy: the image (deploy/image.sh: debootstrap base, podman build)" deploy/image.sh
+step "deploy: the image run as the DaemonSet runs it" tests/deploy/test_image.sh
 
 echo "tests/run.sh: $passed passed, $failed failed"
 [ "$failed" = 0 ]
