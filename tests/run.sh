@@ -61,7 +61,7 @@ step "deploy: kustomize base and overlays render and pass the manifest checks" \
 	tests/deploy/test_kustomize.sh build
 step "deploy: dashboard and alerts use only metrics the agent exports" \
 	tests/deploy/test_monitoring.sh build
-# About 1.5 min cold (debootstrap, then podman build), under 1 min with the layers cached.
+# 1.5 to 3.5 min from nothing (debootstrap, podman build), under 1 min with the layers cached.
 step "deploy: the image (deploy/image.sh: debootstrap base, podman build)" deploy/image.sh
 step "deploy: the image run as the DaemonSet runs it" tests/deploy/test_image.sh
 
