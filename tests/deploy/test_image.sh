@@ -23,7 +23,7 @@
 # changed, below). Under podman's own profile the agent logs "fast path unavailable (Operation
 # not permitted)" and answers from sockets (seen here).
 # Usage (root): tests/deploy/test_image.sh   (the image must exist: deploy/image.sh)
-# Needs: podman, iproute2, dnsutils, curl, python3-yaml.
+# Needs: podman, iproute2, dnsutils, curl, python3-yaml, libcap2-bin (capsh).
 set -u
 root=$(cd "$(dirname "$0")/../.." && pwd)
 [ "$(id -u)" = 0 ] || { echo "test_image.sh: needs root" >&2; exit 1; }
@@ -210,7 +210,7 @@ else
 fi
 entry=$(python3 -c 'import json,sys; print(json.dumps(sys.argv[1:]))' \
 	setpriv --ambient-caps=-all --inh-caps=-all -- "${argv[@]}")
-if ! podman "${PODMAN_GLOBAL[@]}" run -d --name "$agent_name" "${node_net[@]}" \
+if ! timeout 120 podman "${PODMAN_GLOBAL[@]}" run -d --name "$agent_name" "${node_net[@]}" \
 	"${PODMAN_LIMITS[@]}" "${AGENT_OPTS[@]}" --entrypoint "$entry" "$AGENT_IMAGE" \
 	>"$work/run.log" 2>&1; then
 	bad "agent container does not start: $(tail -3 "$work/run.log")"
@@ -254,12 +254,15 @@ if [ -n "$pid" ] && [ "$pid" != 0 ]; then
 	uid=$(awk '/^Uid:/ { print $3 }' "$st")
 	[ "$uid" = "$AGENT_UID" ] && ok "agent runs as uid $uid" || bad "agent uid $uid"
 	amb=$(awk '/^CapAmb:/ { print $2 }' "$st")
-	eff=$(awk '/^CapEff:/ { print $2 }' "$st")
-	want=$(echo "$AGENT_CAPS" | tr A-Z a-z | sed 's/\([a-z_]*\)/cap_\1/g')
-	got=$(capsh --decode="$eff" 2>/dev/null | sed 's/.*=//' | tr , '\n' | sort | paste -sd,)
-	[ "$amb" = 0000000000000000 ] && [ "$got" = "$(echo "$want" | tr , '\n' | sort | paste -sd,)" ] &&
+	decode() { capsh --decode="$(awk -v k="^$1:" '$0 ~ k { print $2 }' "$st")" 2>/dev/null |
+		sed 's/.*=//' | tr , '\n' | sort | paste -sd,; }
+	want=$(echo "$AGENT_CAPS" | tr A-Z a-z | tr , '\n' | sed 's/^/cap_/' | sort | paste -sd,)
+	got=$(decode CapEff) bnd=$(decode CapBnd)
+	[ "$amb" = 0000000000000000 ] && [ "$got" = "$want" ] &&
 		ok "capabilities from the image's file capabilities: $got (ambient none)" ||
 		bad "capabilities: effective $got, ambient $amb; want $want and no ambient"
+	[ "$bnd" = "$want" ] && ok "bounding set = capabilities.add ($bnd)" ||
+		bad "bounding set $bnd, want $want (drop ALL, add the manifest's)"
 	ip -n "$ns_node" link show "$host_if" >/dev/null && tc -n "$ns_node" filter show dev "$host_if" \
 		ingress | grep -q ndc_ && ok "tc filter attached on the pod's veth $host_if" ||
 		bad "no tc filter on $host_if"
