@@ -36,8 +36,12 @@ init_name=ndci-init-$$ agent_name=ndci-agent-$$
 work=$(mktemp -d /tmp/ndc-image.XXXXXX)
 chmod 755 "$work"
 passed=0 failed=0
+PODMAN_GLOBAL=()
 cleanup() {
-	podman rm -f -t 0 "$init_name" "$agent_name" >/dev/null 2>&1
+	# One at a time: podman rm stops at a name that no longer exists.
+	for c in "$init_name" "$agent_name"; do
+		podman "${PODMAN_GLOBAL[@]}" rm -f -t 0 --ignore "$c" >/dev/null 2>&1
+	done
 	ip netns del "$ns_pod" 2>/dev/null
 	ip netns del "$ns_node" 2>/dev/null
 	umount "$work/bpffs" 2>/dev/null
