@@ -204,6 +204,38 @@ static void memory_metrics(struct agent *ag, struct ndc_metrics_buf *b)
 	  atomic_load(&ag->overlay_names));
 }
 
+/*
+ * Whether the fast path runs and what did not fit its table. The gauge is always present, so that
+ * an alert can tell "not loaded" from "not scraped".
+ */
+static void fastpath_state_metrics(struct agent *ag, struct ndc_metrics_buf *b)
+{
+	static const char *const modes[] = {"tc", "xdp", "socket", "dpdk"};
+	unsigned m = ag->cfg->dataplane.mode;
+	char l[32];
+
+	snprintf(l, sizeof(l), "mode=\"%s\"",
+		 m < sizeof(modes) / sizeof(modes[0]) ? modes[m] : "unknown");
+	ndc_metric_u64(b, "ndcache_fastpath_loaded", "gauge",
+		       "1 while the BPF fast path is loaded (it attaches to matching links as they "
+		       "appear); 0 when dataplane.mode is tc or xdp and it could not be loaded, or "
+		       "for the other modes.",
+		       l, ag->fp != NULL);
+	if (ag->pub) {
+		struct ndc_publisher_stats ps;
+
+		ndc_publisher_stats(ag->pub, &ps);
+		C(b, "fastpath_table_full_total",
+		  "Answers that did not fit the kernel's table (full, or a colliding key held by "
+		  "another name): user space answers them. Raise dataplane.table_size.",
+		  ps.table_full);
+		C(b, "fastpath_too_big_total",
+		  "Answers too big or with too long a name for the kernel's table (user space "
+		  "answers).",
+		  ps.too_big);
+	}
+}
+
 static void metrics(void *arg, struct ndc_metrics_buf *b)
 {
 	struct agent *ag = arg;
@@ -241,6 +273,14 @@ static void metrics(void *arg, struct ndc_metrics_buf *b)
 	C(b, "upstream_coalesced_total", "Misses that joined a query in flight.", fs.coalesced);
 	C(b, "upstream_timeouts_total", "Upstream attempts that timed out.", fs.timeouts);
 	C(b, "upstream_tcp_retries_total", "Truncated answers retried over TCP.", fs.tcp_retries);
+	C(b, "upstream_responses_total", "Upstream answers accepted.", fs.responses);
+	C(b, "upstream_errors_total",
+	  "Upstream attempts that failed other than by timeout (refused, broken TCP, SERVFAIL, "
+	  "REFUSED, FORMERR, NOTIMP).",
+	  fs.errors);
+	C(b, "upstream_stale_served_total",
+	  "Queries every upstream failed, answered from an expired cache entry (RFC 8767).",
+	  fs.stale_served);
 	G(b, "records", "RRsets in the record table.", atomic_load(&ag->rrsets));
 	G(b, "synced", "1 once the record table has been built from a full sync.",
 	  atomic_load(&ag->synced));
@@ -249,6 +289,7 @@ static void metrics(void *arg, struct ndc_metrics_buf *b)
 	  "leaving the fast path to it).",
 	  ndc_handover_taken(ag->ho));
 	memory_metrics(ag, b);
+	fastpath_state_metrics(ag, b);
 	if (ag->fp) {
 		static const char *const why[] = {"miss",   "expired",	"edns",	 "size",
 						  "format", "fragment", "config"};
