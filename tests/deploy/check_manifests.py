@@ -18,7 +18,7 @@ What it compares, and where the truth comes from:
   in-cluster source, and its addresses agree with the Service, the init container and the probes;
 - the DaemonSet: selector against template labels, host network, DNS policy, priority, taints,
   capabilities (what the fast path needs, nothing privileged), mounts against the config, probes
-  against control/http/http.c's paths and the config's http.listen port, a no-surge rolling update;
+  against control/http/http.c's paths and the config's http.listen port, a surge rolling update (maxSurge 1, maxUnavailable 0, no host ports);
 - the Dockerfile: ENTRYPOINT's --config is the ConfigMap's mount path and key, its USER is the
   DaemonSet's runAsUser, its setcap list is the DaemonSet's capabilities.add, its runtime stage
   starts from Debian 12 (FROM, through an ARG's default); the DaemonSet's two containers run one
@@ -309,11 +309,17 @@ def check(inp, run_agent=True):
     ru = us.get("rollingUpdate") or {}
     if us.get("type") != "RollingUpdate":
         err("DaemonSet: updateStrategy.type must be RollingUpdate")
-    if str(ru.get("maxSurge", 0)) not in ("0", "0%"):
-        err("DaemonSet: maxSurge must be 0: two agents on one node conflict (http.listen bind, "
-            "tc filter handle)")
-    if str(ru.get("maxUnavailable", 1)) in ("0", "0%"):
-        err("DaemonSet: maxUnavailable 0 with maxSurge 0 never updates")
+    # Upgrades overlap (control/handover.c): the new agent takes over before the old one stops.
+    if str(ru.get("maxSurge", 0)) in ("0", "0%"):
+        err("DaemonSet: maxSurge must be 1: the new agent takes over from the old one on the "
+            "node before it stops (without surge DNS on the node has a gap on every upgrade)")
+    if str(ru.get("maxUnavailable", 1)) not in ("0", "0%"):
+        err("DaemonSet: maxUnavailable must be 0: an upgrade must never leave a node without "
+            "an agent")
+    for c in pod.get("containers") or []:
+        if c.get("ports"):
+            err(f"DaemonSet: container {c['name']} declares ports: with hostNetwork they are "
+                f"host ports and the surge pod could not be scheduled next to the old one")
 
     containers = {c["name"]: c for c in pod.get("containers") or []}
     inits = {c["name"]: c for c in pod.get("initContainers") or []}
@@ -691,9 +697,12 @@ MUTATIONS = [
     ("config mounted elsewhere than the ENTRYPOINT reads",
      _edit(lambda d: _agent_c(d)["volumeMounts"][0].__setitem__("mountPath", "/etc/ndc")),
      "ENTRYPOINT --config"),
-    ("surge during rolling update",
+    ("no surge during rolling update",
      _edit(lambda d: _find(d, "DaemonSet")["spec"]["updateStrategy"]["rollingUpdate"]
-           .__setitem__("maxSurge", 1)), "maxSurge"),
+           .__setitem__("maxSurge", 0)), "maxSurge"),
+    ("host ports that block the surge pod",
+     _edit(lambda d: _agent_c(d).__setitem__("ports", [{"containerPort": 53, "protocol": "UDP"}])),
+     "declares ports"),
     ("ndcache pods labelled like kube-dns (the upstream Service would select them)",
      _edit(lambda d: _find(d, "DaemonSet")["spec"]["template"]["metadata"]["labels"]
            .__setitem__("k8s-app", "kube-dns")), "forward to itself"),
