@@ -11,7 +11,7 @@
 # socket: 0 lost in b (a and c are reported: nothing answers without a process); d: 0 lost
 # (cached names answered, stale if need be; fresh names SERVFAIL within 1 s); e: at most 1% lost;
 # never a wrong answer; the agent alive after d and e.
-# Usage: test_chaos.sh BUILD_DIR [tc|socket|xdp]   (root: network namespaces, BPF; about 90 s)
+# Usage: test_chaos.sh BUILD_DIR [tc|socket|xdp]   (root: network namespaces, BPF; about 70 s)
 # Environment (tests/bench/chaos_bench.sh sets these): CHAOS_QPS (1000), CHAOS_STEADY (seconds
 # before and after each event, 3), CHAOS_GARBAGE (datagrams, 20000), CHAOS_GARBAGE_RATE (4000),
 # CHAOS_RESULTS (copy the prober's JSON lines there).
@@ -103,6 +103,25 @@ out=$(in_node dig +time=1 +tries=1 +short "@$UPSTREAM_ADDR" check-1.fresh.exampl
 	summary test_chaos.sh
 	exit 1
 }
+
+# XDP mode: a veth delivers the frames its peer sends with XDP_TX only when it has an XDP
+# program itself (tests/bench/compare.sh), so the pod's eth0 gets one that passes everything.
+if [ "$MODE" = xdp ]; then
+	cat >"$TOPO_DIR/xdp_pass.c" <<'EOF'
+struct xdp_md;
+__attribute__((section("xdp"), used)) int xdp_pass(struct xdp_md *ctx)
+{
+	return 2; /* XDP_PASS */
+}
+char _license[] __attribute__((section("license"), used)) = "GPL";
+EOF
+	if ! clang -O2 -target bpf -c "$TOPO_DIR/xdp_pass.c" -o "$TOPO_DIR/xdp_pass.o" ||
+		! in_pod ip -force link set dev eth0 xdp obj "$TOPO_DIR/xdp_pass.o" sec xdp; then
+		bad "xdp: cannot attach an XDP pass program to the pod's eth0"
+		summary test_chaos.sh
+		exit 1
+	fi
+fi
 
 # --- The agents ------------------------------------------------------------------------------
 # Every agent runs in one mount namespace of this test with one bpffs, as the DaemonSet's pods
