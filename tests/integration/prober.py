@@ -330,7 +330,7 @@ def probe(args):
             else:
                 q.outcome, detail = check_reply(data, q, w.servfail_ok)
             if q.outcome == "wrong" and len(w.wrong_examples) < 5:
-                w.wrong_examples.append(detail)
+                w.wrong_examples.append("+%.3f s %s" % (q.t - w.start, detail))
 
     while True:
         now_m = time.monotonic()
@@ -413,6 +413,18 @@ def probe(args):
     report(args, windows, sent, unsent, stray, max_lag, wall0)
 
 
+def lost_examples(w, n=5):
+    """The first N lost queries of a window: when (send time in the window) and what."""
+    out = []
+    for q in w.queries:
+        if q.outcome == "lost":
+            out.append("+%.3f s %s %s (%s)" % (q.t - w.start, q.expect[0], q.expect[1],
+                                              KINDS[q.kind]))
+            if len(out) == n:
+                break
+    return out
+
+
 def report(args, windows, sent, unsent, stray, max_lag, wall0):
     # From the first query to "stop", without the wait for the last replies.
     elapsed = windows[-1].end - windows[0].start
@@ -428,7 +440,8 @@ def report(args, windows, sent, unsent, stray, max_lag, wall0):
         dur = w.end - w.start
         rec = dict(event=w.name, servfail_ok=w.servfail_ok, duration_s=round(dur, 3),
                    start_s=round(w.start - wall0, 3), late=w.late, **st, kinds=kinds,
-                   notes=w.notes, wrong_examples=w.wrong_examples)
+                   notes=w.notes, wrong_examples=w.wrong_examples,
+                   lost_examples=lost_examples(w))
         jl.append(rec)
         rows.append(rec)
         flat.append("%s all %d %d %d %d %.1f" % (w.name, st["sent"], st["lost"], st["wrong"],
@@ -466,6 +479,9 @@ def report(args, windows, sent, unsent, stray, max_lag, wall0):
             print("%-20s   longest gap from +%.2f s" % ("", r["gap_from_s"]))
         for t, text in r["notes"]:
             print("%-20s   +%6.2f s  %s" % ("", t, text))
+        if 0 < r["lost"] <= 20:
+            for e in r["lost_examples"]:
+                print("%-20s   lost: %s" % ("", e))
         for e in r["wrong_examples"]:
             print("%-20s   wrong: %s" % ("", e))
     print("%-20s %7.1f %8d %7d %5s %6d %8d" % ("total", elapsed, totals["sent"], totals["lost"],
