@@ -326,7 +326,8 @@ def probe(args):
                 w.late += 1
                 continue
             if addr[0] != args.server or addr[1] != args.port:
-                q.outcome, detail = "wrong", "reply from %s:%d" % addr[:2]
+                q.outcome = "wrong"
+                detail = "%s %s: reply from %s:%d" % (q.expect[0], q.expect[1], addr[0], addr[1])
             else:
                 q.outcome, detail = check_reply(data, q, w.servfail_ok)
             if q.outcome == "wrong" and len(w.wrong_examples) < 5:
