@@ -56,6 +56,10 @@ step "integration: sync from a (fake) API server under ASan + UBSan" \
 	tests/integration/test_k8s.sh build-asan
 step "integration: upgrades, second instances, no agent (fail open)" \
 	tests/integration/test_upgrade.sh build
+step "integration: chaos (kill -9, upgrade, 10 s without an agent, upstream down, garbage), tc" \
+	tests/integration/test_chaos.sh build tc
+step "integration: chaos (kill -9, upgrade, 10 s without an agent, upstream down, garbage), socket" \
+	tests/integration/test_chaos.sh build socket
 step "deploy: manifests against the code" tests/deploy/check_manifests.sh build
 step "deploy: the fast path under the manifest's user and capabilities" \
 	tests/deploy/try_security_context.sh build
