@@ -46,6 +46,7 @@ struct agent {
 	bool serving;		     /* the DNS sockets are read */
 	bool attached;		     /* our programs are in (or there is no fast path) */
 	bool taken_over;	     /* we told the predecessor */
+	bool handed_over;	     /* at shutdown: a successor had taken over from us */
 };
 
 static void maybe_attach(struct agent *ag);
@@ -168,7 +169,10 @@ static void fastpath_stop(struct agent *ag)
 		    (unsigned long)c[NDC_FP_PASS_FRAG], (unsigned long)c[NDC_FP_FWD_UDP],
 		    (unsigned long)c[NDC_FP_FWD_TCP]);
 	/* Only what is still ours: a successor's programs and pins stay. */
-	ndc_fastpath_close(ag->fp);
+	if (ag->handed_over)
+		ndc_fastpath_hand_off(ag->fp);
+	else
+		ndc_fastpath_close(ag->fp);
 }
 
 /* ---------------------------------------------------------------------------------------------
@@ -643,7 +647,8 @@ int ndc_agent_run(const struct ndc_config *cfg, struct ndc_records *rec,
 	sigwait(&set, &sig);
 	ndc_info("%s: shutting down", strsignal(sig));
 	ret = 0;
-	if (ndc_handover_taken(ag.ho))
+	ag.handed_over = ndc_handover_taken(ag.ho);
+	if (ag.handed_over)
 		hand_over(&ag);
 
 out:

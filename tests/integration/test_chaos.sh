@@ -282,6 +282,7 @@ steady
 note "kill -9 agent $AGENT_PID"
 kill -9 "$AGENT_PID"
 wait "$AGENT_PID" 2>/dev/null
+echo killed >&7
 sleep 2
 agent_start
 note "agent $AGENT_PID started"
@@ -325,6 +326,7 @@ steady
 note "kill -9 agent $AGENT_PID"
 kill -9 "$AGENT_PID"
 wait "$AGENT_PID" 2>/dev/null
+echo killed >&7
 sleep 10
 agent_start
 note "agent $AGENT_PID started"
@@ -389,7 +391,7 @@ echo "---"
 
 # --- Verdicts ----------------------------------------------------------------------------------
 # get WINDOW [KIND]: "sent lost wrong servfail gap_ms"
-get() { awk -v w="$1" -v k="${2:-all}" '$1 == w && $2 == k {print $3, $4, $5, $6, $7}' "$sum"; }
+get() { awk -v w="$1" -v k="${2:-all}" '$1 == w && $2 == k {print $3, $4, $5, $6, $7, $8}' "$sum"; }
 read -r _ _ rate _ target _ unsent _ lag < <(grep '^rate ' "$sum")
 if awk -v r="$rate" -v t="$target" 'BEGIN {exit !(r >= 0.95 * t)}' && [ "$unsent" = 0 ]; then
 	ok "prober kept the rate: $rate queries/s of $target (longest send lag $lag ms)"
@@ -398,13 +400,15 @@ else
 fi
 # judge WINDOW DESC MAX_LOST: 0 wrong always; lost at most MAX_LOST ("-": reported, not judged).
 judge() {
-	local w=$1 desc=$2 max=$3 sent lost wrong sf gap
-	read -r sent lost wrong sf gap < <(get "$w")
+	local w=$1 desc=$2 max=$3 sent lost wrong sf gap inproc
+	read -r sent lost wrong sf gap inproc < <(get "$w")
 	if [ -z "${sent:-}" ] || [ "$sent" = 0 ]; then
 		bad "$desc: no queries in window $w"
 		return
 	fi
 	local figs="$lost lost, $wrong wrong of $sent (SERVFAIL $sf), longest gap $gap ms"
+	# kill -9 takes the queries inside the process with it: counted, shown, not judged
+	[ "${inproc:-0}" != 0 ] && figs="$figs; and $inproc inside the agent when it was killed"
 	if [ "$wrong" != 0 ]; then
 		bad "$desc: $figs" "$(grep -A8 "^$w " "$TOPO_DIR/prober.out" | grep 'wrong:')"
 	elif [ "$max" = - ]; then
