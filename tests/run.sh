@@ -54,6 +54,8 @@ step "integration: sync from a (fake) API server, answers from the kernel (tc)" 
 	tests/integration/test_k8s.sh build tc
 step "integration: sync from a (fake) API server under ASan + UBSan" \
 	tests/integration/test_k8s.sh build-asan
+step "integration: hostile input and upstream trouble under a prober (socket, tc)" \
+	tests/integration/test_hostile.sh build
 step "deploy: manifests against the code" tests/deploy/check_manifests.sh build
 step "deploy: the fast path under the manifest's user and capabilities" \
 	tests/deploy/try_security_context.sh build
