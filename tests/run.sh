@@ -1,8 +1,13 @@
 #!/usr/bin/env bash
 # The whole test suite, the README's test command: installs missing packages, then builds and
 # runs every unit test and fuzz-corpus replay in a -Werror build and in an ASan+UBSan build, and
-# the netns integration tests against both binaries. Needs root for apt and network namespaces.
-# Usage: tests/run.sh   (environment: NDC_JOBS to limit build parallelism)
+# the netns integration tests against both binaries, the demo's own check, the scripts' commands
+# against deploy/deps.sh, and the README's first command (deploy/demo.sh) in a fresh minimal
+# Debian 12 root (tests/minimal/run_minimal.sh). Needs root for apt, namespaces and the chroot.
+# Every step is bounded (NDC_STEP_TIMEOUT seconds, default 1800); a step that exits 77 is
+# reported as skipped.
+# Usage: tests/run.sh   (environment: NDC_JOBS to limit build parallelism; NDC_MINIMAL_FULL=1 to
+#        run this whole suite in the minimal root too, which about doubles the time)
 set -u
 root=$(cd "$(dirname "$0")/.." && pwd)
 cd "$root" || exit 1
@@ -11,13 +16,23 @@ cd "$root" || exit 1
 
 passed=0
 failed=0
+skipped=0
+step_timeout=${NDC_STEP_TIMEOUT:-1800}
 step() {
-	local name=$1
+	local name=$1 rc t0=$SECONDS
 	shift
 	echo "=== $name"
-	if "$@"; then
+	timeout -k 30 "$step_timeout" "$@"
+	rc=$?
+	if [ $rc = 0 ]; then
 		passed=$((passed + 1))
-		echo "=== $name: ok"
+		echo "=== $name: ok ($((SECONDS - t0)) s)"
+	elif [ $rc = 77 ]; then
+		skipped=$((skipped + 1))
+		echo "=== $name: SKIPPED"
+	elif [ $rc = 124 ] || [ $rc = 137 ]; then
+		failed=$((failed + 1))
+		echo "=== $name: FAILED (timed out after $step_timeout s: $*)"
 	else
 		failed=$((failed + 1))
 		echo "=== $name: FAILED"
@@ -27,22 +42,20 @@ step() {
 jobs=()
 [ -n "${NDC_JOBS:-}" ] && jobs=(-j "$NDC_JOBS")
 
+# setup DIR OPTIONS: configure and build (a command line, so that step can bound it).
 setup() {
-	local dir=$1
+	local dir=$1 reconf=""
 	shift
-	if [ -d "$dir" ]; then
-		meson setup --reconfigure "$dir" "$@" >/dev/null
-	else
-		meson setup "$dir" "$@" >/dev/null
-	fi && meson compile -C "$dir" "${jobs[@]}"
+	[ -d "$dir" ] && reconf=--reconfigure
+	echo "meson setup $reconf $dir $* >/dev/null && meson compile -C $dir ${jobs[*]}"
 }
 
 step "clang-format (kernel style)" tests/format.sh
 # -Wall -Wextra clean is enforced by -Werror here.
-step "build (gcc, -Werror)" setup build -Dwerror=true -Dbpf=enabled
+step "build (gcc, -Werror)" bash -c "$(setup build -Dwerror=true -Dbpf=enabled)"
 step "unit tests and fuzz corpus replays" meson test -C build --print-errorlogs
-step "build (ASan + UBSan)" setup build-asan -Db_sanitize=address,undefined -Dwerror=true \
-	-Dbpf=enabled
+step "build (ASan + UBSan)" bash -c "$(setup build-asan -Db_sanitize=address,undefined \
+	-Dwerror=true -Dbpf=enabled)"
 export ASAN_OPTIONS=detect_leaks=1:abort_on_error=1
 export UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
 step "unit tests and fuzz corpus replays (ASan + UBSan)" meson test -C build-asan --print-errorlogs
@@ -57,6 +70,21 @@ step "integration: sync from a (fake) API server under ASan + UBSan" \
 step "deploy: manifests against the code" tests/deploy/check_manifests.sh build
 step "deploy: the fast path under the manifest's user and capabilities" \
 	tests/deploy/try_security_context.sh build
+step "scripts: every command they run comes from the minimal root or deploy/deps.sh" \
+	bash -c "tests/minimal/check_commands.py --self-test && tests/minimal/check_commands.py"
+step "demo: every answer checked; a wrong one fails the demo, named" tests/integration/test_demo.sh
+if [ "${NDC_MINIMAL_FULL:-0}" = 1 ]; then
+	# The suite inside takes about as long as outside: more than one step's usual bound.
+	step_timeout=$((step_timeout + 3600)) step \
+		"minimal Debian 12 root: deploy/demo.sh, then tests/run.sh" tests/minimal/run_minimal.sh --full
+else
+	step "minimal Debian 12 root: deploy/demo.sh (NDC_MINIMAL_FULL=1: tests/run.sh too)" \
+		tests/minimal/run_minimal.sh
+fi
 
-echo "tests/run.sh: $passed passed, $failed failed"
+if [ "$skipped" = 0 ]; then
+	echo "tests/run.sh: $passed passed, $failed failed"
+else
+	echo "tests/run.sh: $passed passed, $failed failed, $skipped skipped"
+fi
 [ "$failed" = 0 ]

@@ -5,7 +5,7 @@
 # load and answer in the kernel with only those capabilities. The config is the ConfigMap's, with
 # the embedded sample cluster as source and no upstream (nothing leaves the namespaces).
 # Usage (root): tests/deploy/try_security_context.sh BUILD_DIR
-# Needs: iproute2, util-linux (setpriv, unshare), libcap2-bin (setcap, capsh), dnsutils, curl,
+# Needs: iproute2, util-linux (setpriv, unshare), libcap2-bin (setcap, capsh), bind9-dnsutils, curl,
 # python3-yaml. Every wait is bounded; a check that cannot run fails, it is never skipped.
 set -u
 build=${1:?usage: $0 BUILD_DIR}
