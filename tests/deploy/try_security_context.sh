@@ -97,9 +97,10 @@ grep -q "^pin dir $NDC_UID:$NDC_UID 700" "$work/log" && ok "init: pin directory 
 	bad "init: pin directory"
 [ "$answer" = 10.96.0.1 ] && ok "a pod's query answered: $answer" || bad "no answer ($answer)"
 # ip netns exec, unshare (no --fork), bash's last command and setpriv all exec: the process
-# started above becomes the agent itself, so its PID is $runner (no pgrep).
+# started above becomes the agent itself, so its PID is $runner (no pgrep). Compared as files
+# (-ef): in a chroot, the link of a process in another mount namespace reads as a host path.
 exe=$(readlink "/proc/$runner/exe" 2>/dev/null)
-if [ "$exe" = "$work/ndcache" ]; then
+if [ "/proc/$runner/exe" -ef "$work/ndcache" ]; then
 	uid=$(awk '/^Uid:/{print $3}' "/proc/$runner/status")
 	eff=$(awk '/^CapEff:/{print $2}' "/proc/$runner/status")
 	[ "$uid" = "$AGENT_UID" ] && ok "agent runs as uid $uid" || bad "agent uid $uid, want $AGENT_UID"
