@@ -172,8 +172,7 @@ out=$(q short.example.com A)
 expect "short-TTL name forwarded" "$out" "IN[[:space:]]+A[[:space:]]+192\.0\.2\.40$"
 
 # The upstream goes away: fresh entries still answer, expired ones are served stale (RFC 8767).
-kill "${TOPO_PIDS[0]}"
-wait "${TOPO_PIDS[0]}" 2>/dev/null
+term_wait "${TOPO_PIDS[0]}" "the upstream (unbound) after SIGTERM"
 sleep 2.5
 out=$(q www.example.com A)
 expect "upstream down: cached answer still served" "$out" "status: NOERROR" "IN[[:space:]]+A[[:space:]]+192\.0\.2\.10$"
@@ -187,7 +186,6 @@ out=$(q kubernetes.default.$Z A)
 expect "upstream down: cluster names unaffected" "$out" "IN[[:space:]]+A[[:space:]]+10\.96\.0\.1$"
 
 # --- Shutdown --------------------------------------------------------------------------------------
-kill -TERM "$NDCACHE_PID"
-if wait "$NDCACHE_PID"; then ok "SIGTERM: clean exit 0"; else bad "SIGTERM: exit status $?" "$(cat "$TOPO_DIR/ndcache.log")"; fi
+if term_wait "$NDCACHE_PID" "ndcache after SIGTERM" 10; then ok "SIGTERM: clean exit 0"; else bad "SIGTERM: exit status $?" "$(cat "$TOPO_DIR/ndcache.log")"; fi
 
 summary e2e

@@ -134,8 +134,7 @@ done <"$questions"
 if [ $mismatch = 0 ]; then ok "$n questions: fast-path and socket-path answers equal"; else bad "$mismatch of $n questions differ"; fi
 
 # The counters: stop ndcache (it logs them at exit) and check the kernel did the answering.
-kill -TERM "$NDCACHE_PID"
-wait "$NDCACHE_PID"
+term_wait "$NDCACHE_PID" "ndcache after SIGTERM" 10 || bad "ndcache: no clean exit on SIGTERM"
 line=$(grep "fast path: [0-9]* answered" "$TOPO_DIR/ndcache.log")
 hits=$(sed -E 's/.*fast path: ([0-9]+) answered, ([0-9]+) NODATA, ([0-9]+) NXDOMAIN.*/\1 \2 \3/' <<<"$line")
 read -r h nd nx <<<"$hits"
