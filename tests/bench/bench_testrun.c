@@ -15,7 +15,8 @@
  * the caches, as it is for a node's pods asking for every service of a big cluster; the
  * reflector's *_many_ns runs on the same frames.
  *
- * Usage: bench_testrun [runs [filter [N]]]   (default 200000 per case; needs root)
+ * Usage: bench_testrun [runs [filter [N [table]]]]   (default 200000 per case; needs root)
+ * table: the answer table's size (dataplane.table_size; default 65536).
  * With filter, only the cases whose name contains it (e.g. "xdp_a_hit", for perf record).
  */
 #include <errno.h>
@@ -104,6 +105,7 @@ int main(int argc, char **argv)
 	unsigned int runs = argc > 1 ? (unsigned int)strtoul(argv[1], NULL, 10) : 200000;
 	const char *filter = argc > 2 ? argv[2] : NULL;
 	size_t n_many = argc > 3 ? strtoul(argv[3], NULL, 10) : 10000;
+	uint32_t table = argc > 4 ? (uint32_t)strtoul(argv[4], NULL, 10) : 0;
 	struct frame *many = NULL;
 	struct ndc_ip addr = {.family = AF_INET};
 	uint8_t zone[NDC_NAME_MAX], lname[NDC_NAME_MAX];
@@ -152,7 +154,8 @@ int main(int argc, char **argv)
 				       .port = 53,
 				       .zone = zone,
 				       .zone_len = zlen,
-				       .pin_dir = pin_dir};
+				       .pin_dir = pin_dir,
+				       .max_entries = table};
 	err = ndc_fastpath_open(&fo, &fp);
 	if (err)
 		goto out;

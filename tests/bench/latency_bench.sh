@@ -25,6 +25,7 @@
 #   --cost-rate Q     kxdpgun's rate in the cost runs (default 100000)
 #   --hot N           names in the hot set (default 8)
 #   --services N      services in the synthetic cluster (default 10000; 20% headless)
+#   --table-size N    ndcache's dataplane.table_size (default: 12 per service, to a power of 2)
 #   --servers LIST    subset, comma-separated (default: reflector, reflector-xdp, ndcache-tc,
 #                     ndcache-xdp, knot-xdp, knot, unbound, kresd; ndcache-socket on request)
 #   --build DIR       meson build dir (default build-lat; set up with -Dbpf=enabled if missing)
@@ -53,6 +54,7 @@ endpoints=3
 ttl=30
 ext_names=200
 servers_opt=""
+table_size=""
 build="$root/build-lat"
 out=""
 all_servers=(reflector reflector-xdp ndcache-socket ndcache-tc ndcache-xdp knot-xdp knot unbound
@@ -87,6 +89,7 @@ while [ $# -gt 0 ]; do
 	--cost-rate) cost_rate=$2 ;;
 	--hot) hot=$2 ;;
 	--services) services=$2 ;;
+	--table-size) table_size=$2 ;;
 	--servers) servers_opt=$2 ;;
 	--build) build=$2 ;;
 	--out) out=$2 ;;
@@ -102,6 +105,8 @@ in_range "$probe_rate" 100000 || die "--probe-rate: 1..100000"
 in_range "$cost_rate" 5000000 || die "--cost-rate: 1..5000000"
 in_range "$hot" 1000 || die "--hot: 1..1000"
 is_uint "$services" || die "--services: a positive integer"
+[ -z "$table_size" ] || { in_range "$table_size" 16777216 && [ "$table_size" -ge 1024 ]; } ||
+	die "--table-size: 1024..16777216"
 servers=()
 if [ -n "$servers_opt" ]; then
 	IFS=, read -r -a want <<<"$servers_opt"
@@ -201,8 +206,10 @@ GEN_PID=""
 SERVER_PID=""
 work="$TOPO_DIR"
 node_mac=$(in_node cat /sys/class/net/eth-pod/address) || die "no eth-pod in the node netns"
-table_size=65536
-while [ "$table_size" -lt $((services * 12)) ]; do table_size=$((table_size * 2)); done
+if [ -z "$table_size" ]; then
+	table_size=65536
+	while [ "$table_size" -lt $((services * 12)) ]; do table_size=$((table_size * 2)); done
+fi
 # shellcheck source=servers.sh
 . "$here/servers.sh"
 bench_data_up
