@@ -81,6 +81,7 @@ static __always_inline void table_rmb(struct ndc_fp_scratch *s)
 static __always_inline int slot_name_is(const struct ndc_fp_slot *sl, const __u64 *kw,
 					const struct ndc_question *q)
 {
+	const __u64 *sw = (const __u64 *)sl->bytes;
 	__u32 nwords = (q->name_len + 7) / 8;
 	__u64 diff = 0;
 
@@ -88,22 +89,27 @@ static __always_inline int slot_name_is(const struct ndc_fp_slot *sl, const __u6
 	for (__u32 i = 0; i < NDC_FP_SLOT_BYTES / 8; i++) {
 		if (i >= nwords)
 			break;
-		diff |= *(const __u64 *)&sl->bytes[i * 8] ^ kw[i];
+		diff |= sw[i] ^ kw[i];
 	}
 	return diff == 0 && nwords <= NDC_FP_SLOT_BYTES / 8;
 }
 
 /*
- * The word at byte o of the slot's bytes, or -1 when o + 8 is past them. verifier: o is hidden
- * from clang, which would otherwise add the caller's parts of it to the pointer separately, out
- * of the check's sight.
+ * The word at byte o (a multiple of 8) of the slot's bytes, or -1 when it is past them. verifier:
+ * the word index is hidden from clang, which would otherwise add the caller's parts of it to the
+ * pointer separately, out of the check's sight.
+ *
+ * Words are read and written through __u64 pointers here and below, never as *(__u64 *)&b[i]:
+ * clang 14 gives that form the alignment of the byte array and reads it a byte at a time.
  */
 static __always_inline int slot_word(const struct ndc_fp_slot *sl, __u32 o, __u64 *ret)
 {
-	asm volatile("" : "+r"(o));
-	if (o > NDC_FP_SLOT_BYTES - 8)
+	__u32 w = o / 8;
+
+	asm volatile("" : "+r"(w));
+	if (w >= NDC_FP_SLOT_BYTES / 8)
 		return -1;
-	*ret = *(const __u64 *)(sl->bytes + o);
+	*ret = ((const __u64 *)sl->bytes)[w];
 	return 0;
 }
 
@@ -134,7 +140,7 @@ static __always_inline int slot_copy_inline(struct ndc_fp_scratch *s, const stru
 			break;
 		if (slot_word(sl, off + i * 8, &w))
 			return -1;
-		*(__u64 *)&s->v.data[i * 8] = w;
+		((__u64 *)s->v.data)[i] = w;
 	}
 	if (flags & NDC_FP_V_EXPIRES) {
 		o = off + ((len + 7) & ~7U);
@@ -149,7 +155,7 @@ static __always_inline int slot_copy_inline(struct ndc_fp_scratch *s, const stru
 				break;
 			if (slot_word(sl, o + 16 + i * 8, &w))
 				return -1;
-			*(__u64 *)&s->v.ttl_off[i * 4] = w;
+			((__u64 *)s->v.ttl_off)[i] = w;
 		}
 	}
 	s->v.n_ttl = n_ttl;
@@ -170,12 +176,12 @@ static __always_inline void big_copy(struct ndc_fp_scratch *s, const struct ndc_
 	for (__u32 i = 0; i < NDC_FP_DATA_MAX / 8; i++) {
 		if (i * 8 >= len)
 			break;
-		*(__u64 *)&s->v.data[i * 8] = *(const __u64 *)&b->data[i * 8];
+		((__u64 *)s->v.data)[i] = ((const __u64 *)b->data)[i];
 	}
 	if (b->n_ttl) {
 		/* verifier: constant bound */
 		for (__u32 i = 0; i < NDC_FP_TTL_MAX / 4; i++)
-			*(__u64 *)&s->v.ttl_off[i * 4] = *(const __u64 *)&b->ttl_off[i * 4];
+			((__u64 *)s->v.ttl_off)[i] = ((const __u64 *)b->ttl_off)[i];
 	}
 }
 
@@ -254,16 +260,21 @@ static __always_inline const struct ndc_fp_slot *table_walk(const struct ndc_que
 static __always_inline enum ndc_table_res table_get(struct ndc_fp_scratch *s,
 						    const struct ndc_question *q, __u64 hash)
 {
-	const struct ndc_fp_slot *sl = table_walk(q, hash, q->qtype);
+	const struct ndc_fp_slot *sl = NULL;
 	enum ndc_table_res r;
+	__u16 qtype = q->qtype;
 
-	if (sl)
-		return slot_read(s, sl, q, hash, q->qtype);
-	sl = table_walk(q, hash, NDC_FP_QTYPE_OTHER);
+	/* one walk in the code, run once or twice: the program's size is its cold cost */
+	for (int k = 0; k < 2; k++) {
+		qtype = k ? NDC_FP_QTYPE_OTHER : q->qtype;
+		sl = table_walk(q, hash, qtype);
+		if (sl)
+			break;
+	}
 	if (!sl)
 		return NDC_TABLE_ABSENT;
-	r = slot_read(s, sl, q, hash, NDC_FP_QTYPE_OTHER);
-	return r == NDC_TABLE_EXACT ? NDC_TABLE_OTHER : r;
+	r = slot_read(s, sl, q, hash, qtype);
+	return r == NDC_TABLE_EXACT && qtype != q->qtype ? NDC_TABLE_OTHER : r;
 }
 
 /* The NXDOMAIN template into s->v: 0, or -1 when it changed while it was read. */

@@ -131,14 +131,15 @@ struct ndc_fp_value {
 	 * The entry's own lowercase wire name, zero after name_len: the key holds only its hash
 	 * (collisions: see ndc_fp_hash_step).
 	 */
-	__u8 name[NDC_FP_NAME_MAX];
+	__u8 name[NDC_FP_NAME_MAX] __attribute__((aligned(8))); /* read as words */
 	/*
 	 * Answer, authority and additional RRs as they follow the question. Compression pointers
 	 * assume the question name at offset 12 (its length is name_len), exactly like struct
 	 * ndc_answer in user space.
 	 */
-	__u8 data[NDC_FP_DATA_MAX];
-	__u16 ttl_off[NDC_FP_TTL_MAX]; /* offsets in data of RR TTL fields to count down */
+	__u8 data[NDC_FP_DATA_MAX] __attribute__((aligned(8)));
+	__u16 ttl_off[NDC_FP_TTL_MAX] __attribute__((aligned(8))); /* offsets in data of RR TTL
+								      fields to count down */
 };
 
 /*
@@ -214,8 +215,8 @@ struct ndc_fp_slot {
 	__u8 n_ttl;
 	__u8 pad;
 	union {
-		__u8 bytes[NDC_FP_SLOT_BYTES];
-		__u32 big; /* NDC_FP_V_BIG */
+		__u8 bytes[NDC_FP_SLOT_BYTES] __attribute__((aligned(8))); /* read as words */
+		__u32 big;						   /* NDC_FP_V_BIG */
 	};
 };
 
