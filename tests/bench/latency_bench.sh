@@ -27,7 +27,10 @@
 #   --services N      services in the synthetic cluster (default 10000; 20% headless)
 #   --table-size N    ndcache's dataplane.table_size (default: 12 per service, to a power of 2)
 #   --servers LIST    subset, comma-separated (default: reflector, reflector-xdp, ndcache-tc,
-#                     ndcache-xdp, knot-xdp, knot, unbound, kresd; ndcache-socket on request)
+#                     ndcache-xdp, knot-xdp, knot, unbound, kresd; ndcache-socket, base-tc and
+#                     base-xdp on request)
+#   --base-build DIR  the build whose ndcache base-tc and base-xdp run (DIR/control/ndcache,
+#                     built beforehand): two builds compared in one run
 #   --build DIR       meson build dir (default build-lat; set up with -Dbpf=enabled if missing)
 #   --out DIR         results (default BUILD/latency): latency.txt/.csv/.json, samples, logs
 #   --quick           development run: 1 repeat, 4 s
@@ -55,10 +58,11 @@ ttl=30
 ext_names=200
 servers_opt=""
 table_size=""
+base_build=""
 build="$root/build-lat"
 out=""
-all_servers=(reflector reflector-xdp ndcache-socket ndcache-tc ndcache-xdp knot-xdp knot unbound
-	kresd)
+all_servers=(reflector reflector-xdp ndcache-socket ndcache-tc ndcache-xdp base-tc base-xdp knot-xdp
+	knot unbound kresd)
 default_servers=(reflector reflector-xdp ndcache-tc ndcache-xdp knot-xdp knot unbound kresd)
 kx_max_qps=5000000
 # kxdpgun needs about a second to set up its XDP socket before it sends: the prober starts
@@ -90,6 +94,7 @@ while [ $# -gt 0 ]; do
 	--hot) hot=$2 ;;
 	--services) services=$2 ;;
 	--table-size) table_size=$2 ;;
+	--base-build) base_build=$2 ;;
 	--servers) servers_opt=$2 ;;
 	--build) build=$2 ;;
 	--out) out=$2 ;;
@@ -120,6 +125,13 @@ else
 	servers=("${default_servers[@]}")
 fi
 IFS=, read -r -a load_list <<<"$loads"
+base_bin=""
+if [[ " ${servers[*]} " == *" base-"* ]]; then
+	[ -n "$base_build" ] || die "base-tc and base-xdp need --base-build DIR"
+	case "$base_build" in /*) ;; *) base_build="$PWD/$base_build" ;; esac
+	base_bin="$base_build/control/ndcache"
+	[ -x "$base_bin" ] || die "--base-build: no $base_bin (build it first)"
+fi
 [ "$(id -u)" = 0 ] || die "needs root (packages, network namespaces, BPF)"
 [ "$(nproc)" -ge 2 ] || die "needs at least 2 CPUs (servers and prober on CPU 0, kxdpgun on 1)"
 case "$build" in /*) ;; *) build="$PWD/$build" ;; esac
@@ -324,6 +336,7 @@ cpu_model=$(lscpu 2>/dev/null | sed -n 's/^Model name: *//p' | head -1)
 machine="$(nproc) CPUs ($cpu_model), kernel $(uname -r)"
 ver() { "$@" 2>&1 | sed -n 's/.*[Vv]ersion //p' | head -1; }
 software="ndcache $("$bin" --version 2>&1 | head -1 | sed 's/^ndcache //')"
+[ -z "$base_bin" ] || software+=" (base-*: $base_bin)"
 software+=", unbound $(ver unbound -V), knotd $(ver knotd -V), kresd $(ver kresd -V)"
 software+=", kxdpgun $(ver kxdpgun -V)"
 per=$((15 + 3 * duration + (${#load_list[@]} + 3) * (duration + kx_lead + kx_tail + 1)))

@@ -41,12 +41,15 @@ TARGET_LOAD = "250000"
 ANSWER_HOOK = {
     "reflector": "ingress",
     "ndcache-tc": "ingress",
+    "base-tc": "ingress",
     "reflector-xdp": "xdp",
     "ndcache-xdp": "xdp",
+    "base-xdp": "xdp",
     "knot-xdp": "xdp",
 }
 # The floor each in-kernel server is compared with.
-FLOOR = {"ndcache-tc": "reflector", "ndcache-xdp": "reflector-xdp"}
+FLOOR = {"ndcache-tc": "reflector", "ndcache-xdp": "reflector-xdp", "base-tc": "reflector",
+         "base-xdp": "reflector-xdp"}
 
 
 def die(msg):

@@ -13,9 +13,10 @@
 #   server_start SERVER PHASE, server_stop SERVER, attached
 #
 # Servers: reflector (tc ingress), reflector-xdp, ndcache-socket, ndcache-tc, ndcache-xdp,
-# unbound, knot, knot-xdp, kresd. PHASE kx: ndcache-tc replies with bpf_redirect, which an XDP
-# receiver on the pod's eth0 (kxdpgun) sees; dns: its default, bpf_redirect_peer, which is
-# faster for socket clients but skips the pod's XDP hook.
+# unbound, knot, knot-xdp, kresd; base-tc and base-xdp are ndcache-tc and -xdp run from
+# $base_bin (another build, to compare two builds in one run). PHASE kx: ndcache-tc replies with
+# bpf_redirect, which an XDP receiver on the pod's eth0 (kxdpgun) sees; dns: its default,
+# bpf_redirect_peer, which is faster for socket clients but skips the pod's XDP hook.
 
 # The data, derived from gen_cluster.py's cluster: the external names, the three workloads, a
 # zone file for knot, an RPZ file for kresd; then the upstream and the XDP pass program.
@@ -139,8 +140,8 @@ check_answers() {
 write_conf() {
 	local s=$1 phase=$2 mode peer=""
 	case "$s" in
-	ndcache-*)
-		mode=${s#ndcache-}
+	ndcache-* | base-*)
+		mode=${s#*-}
 		# kxdpgun receives with XDP on eth0, which bpf_redirect_peer's replies skip: tc mode
 		# uses plain bpf_redirect for kxdpgun only, its default (redirect_peer) for dnsperf.
 		[ "$mode" = tc ] && [ "$phase" = kx ] && peer=", redirect_peer: false"
@@ -247,6 +248,10 @@ server_start() {
 	ndcache-*)
 		ip netns exec "$NS_NODE" taskset -c 0 "$bin" --config "$work/$s.yaml" >"$log" 2>&1 &
 		;;
+	base-*)
+		ip netns exec "$NS_NODE" taskset -c 0 "$base_bin" --config "$work/$s.yaml" \
+			>"$log" 2>&1 &
+		;;
 	unbound)
 		ip netns exec "$NS_NODE" taskset -c 0 unbound -d -c "$work/unbound-bench.conf" \
 			>"$log" 2>&1 &
@@ -279,7 +284,7 @@ server_start() {
 		return 1
 	fi
 	case "$s" in
-	ndcache-tc | ndcache-xdp)
+	ndcache-tc | ndcache-xdp | base-tc | base-xdp)
 		if grep -q "fast path unavailable" "$log"; then
 			START_ERR="fast path did not load: $(grep -m1 'fast path unavailable' "$log")"
 			return 1
