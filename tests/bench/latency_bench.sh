@@ -231,8 +231,9 @@ mkdir -p "$out/samples" "$out/logs"
 hz=$(getconf CLK_TCK)
 report() { python3 "$here/latency_report.py" "$@"; }
 
-# "busy0 total0 sirq0 busy1 total1 sirq1 srv": /proc/stat ticks of CPUs 0 and 1 and the
-# server's utime + stime (all threads).
+# "busy0 total0 sirq0 busy1 total1 sirq1 srv": /proc/stat ticks of CPUs 0 and 1 (busy: user,
+# nice, system, irq, softirq; not idle, iowait or steal) and the server's utime + stime (all
+# threads).
 cpu_snap() {
 	local srv=0
 	if [ -n "$SERVER_PID" ] && [ -r "/proc/$SERVER_PID/stat" ]; then
@@ -240,8 +241,8 @@ cpu_snap() {
 	fi
 	awk -v srv="$srv" '
 		$1 == "cpu0" || $1 == "cpu1" {
-			t = 0; for (i = 2; i <= NF; i++) t += $i
-			busy[$1] = t - $5 - $6; tot[$1] = t; sirq[$1] = $8 }
+			t = 0; for (i = 2; i <= 9; i++) t += $i
+			busy[$1] = $2 + $3 + $4 + $7 + $8; tot[$1] = t; sirq[$1] = $8 }
 		END { print busy["cpu0"], tot["cpu0"], sirq["cpu0"], busy["cpu1"], tot["cpu1"],
 		      sirq["cpu1"], srv }' /proc/stat
 }
