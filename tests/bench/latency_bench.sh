@@ -4,9 +4,11 @@
 # and kernel UDP), unbound and kresd, every figure from one run on the same path
 # (tests/integration/lib.sh: pod netns 169.254.100.2 -> veth -> node-local 169.254.20.10).
 #
-# Latency: tests/bench/prober.c from the pod, pinned to CPU 0 (SCHED_FIFO), one query in flight,
-#   paced at --probe-rate, kernel receive timestamps, asking the cluster's service names (A),
-#   while kxdpgun on CPU 1 sends a fixed background load of the same names: each --loads level
+# Latency: tests/bench/prober.c from a second pod (its own netns and veth: a pod asking while
+#   others load the node), pinned to CPU 0 (SCHED_FIFO), one query in flight, paced at
+#   --probe-rate, kernel receive timestamps, asking the cluster's service names (A), while
+#   kxdpgun on CPU 1 sends a fixed background load of the same names from the first pod: each
+#   --loads level
 #   (QPS; "sat": the server's own kxdpgun maximum, measured first in the same session). p50,
 #   p99, p99.9 and max per server and load, pooled over the repeats, and the share of the
 #   background the server answered.
@@ -69,8 +71,10 @@ kx_max_qps=5000000
 # this long after it, and kxdpgun keeps sending this long after the prober stops.
 kx_lead=2
 kx_tail=1
-# The prober's source port: kxdpgun's XDP program on the pod's eth0 takes the replies to its
-# own ports, which are above this one.
+# The prober's pod: its own netns and veth (eth-probe on the node's side), so that its replies
+# do not queue behind the background's in the first pod's veth (one NAPI instance when XDP is on).
+PROBE_ADDR=169.254.101.2
+PROBE_GW=169.254.101.1
 probe_port=1053
 probe_timeout_ms=250
 
@@ -171,7 +175,7 @@ if [ -z "${NDC_LATENCY_TOPO:-}" ]; then
 	MAIN_PID=""
 	# shellcheck disable=SC2317 # run by the EXIT trap
 	cleanup() {
-		local ns pids
+		local ns pids i
 		trap '' INT TERM
 		if [ -n "$MAIN_PID" ]; then
 			term_wait "$MAIN_PID" "the measuring copy on exit" 10
@@ -189,16 +193,38 @@ if [ -z "${NDC_LATENCY_TOPO:-}" ]; then
 		# shellcheck disable=SC2086 # a list of PIDs
 		[ -z "$pids" ] || kill -9 $pids 2>/dev/null
 		ip netns exec "$NS_POD" ip link set dev eth0 xdp off 2>/dev/null
-		ip netns exec "$NS_NODE" ip link set dev eth-pod xdp off 2>/dev/null
-		ip netns exec "$NS_NODE" tc qdisc del dev eth-pod clsact 2>/dev/null
+		pids=$(ip netns pids "$NS_PROBE" 2>/dev/null)
+		# shellcheck disable=SC2086 # a list of PIDs
+		[ -z "$pids" ] || kill -9 $pids 2>/dev/null
+		for i in eth-pod eth-probe; do
+			ip netns exec "$NS_NODE" ip link set dev "$i" xdp off 2>/dev/null
+			ip netns exec "$NS_NODE" tc qdisc del dev "$i" clsact 2>/dev/null
+		done
+		ip netns del "$NS_PROBE" 2>/dev/null
 		topo_down
 		sysctl -qw kernel.bpf_stats_enabled="$stats_prev"
+	}
+	NS_PROBE="ndc-probe-$TOPO_ID"
+	probe_up() {
+		ip netns add "$NS_PROBE" &&
+			ip link add "ndcq$TOPO_ID" type veth peer name "ndcr$TOPO_ID" &&
+			ip link set "ndcq$TOPO_ID" netns "$NS_PROBE" &&
+			ip link set "ndcr$TOPO_ID" netns "$NS_NODE" &&
+			in_node ip link set "ndcr$TOPO_ID" name eth-probe &&
+			in_node ip addr add "$PROBE_GW/24" dev eth-probe &&
+			in_node ip link set eth-probe up &&
+			ip netns exec "$NS_PROBE" ip link set lo up &&
+			ip netns exec "$NS_PROBE" ip link set "ndcq$TOPO_ID" name eth0 &&
+			ip netns exec "$NS_PROBE" ip addr add "$PROBE_ADDR/24" dev eth0 &&
+			ip netns exec "$NS_PROBE" ip link set eth0 up &&
+			ip netns exec "$NS_PROBE" ip route add default via "$PROBE_GW"
 	}
 	topo_up
 	topo_rc=$?
 	trap cleanup EXIT
 	trap 'exit 130' INT TERM
 	[ $topo_rc = 0 ] || die "could not create the network namespaces"
+	probe_up || die "could not create the prober's network namespace"
 	sysctl -qw kernel.bpf_stats_enabled=1 || die "cannot set kernel.bpf_stats_enabled"
 	NDC_LATENCY_TOPO="$TOPO_ID:$TOPO_DIR" "$BASH" "${BASH_SOURCE[0]}" "${args[@]}" &
 	MAIN_PID=$!
@@ -214,6 +240,7 @@ TOPO_ID=${NDC_LATENCY_TOPO%%:*}
 # shellcheck source=SCRIPTDIR/../integration/lib.sh
 . "$root/tests/integration/lib.sh"
 TOPO_DIR=${NDC_LATENCY_TOPO#*:}
+NS_PROBE="ndc-probe-$TOPO_ID"
 GEN_PID=""
 SERVER_PID=""
 work="$TOPO_DIR"
@@ -222,9 +249,14 @@ if [ -z "$table_size" ]; then
 	table_size=65536
 	while [ "$table_size" -lt $((services * 12)) ]; do table_size=$((table_size * 2)); done
 fi
+# shellcheck disable=SC2034 # read by servers.sh
+BENCH_IFACES="eth-pod eth-probe"
 # shellcheck source=servers.sh
 . "$here/servers.sh"
 bench_data_up
+# For the XDP servers' XDP_TX replies (see pass_on), on the prober's pod for the whole run.
+ip netns exec "$NS_PROBE" ip -force link set dev eth0 xdp obj "$work/xdp_pass.o" sec xdp ||
+	die "cannot attach the XDP pass program to the prober's eth0"
 head -n "$hot" "$work/hits.txt" >"$work/hot.txt"
 cp "$work/hits.txt" "$work/all.txt"
 mkdir -p "$out/samples" "$out/logs"
@@ -274,7 +306,7 @@ cell() {
 		samples="$out/samples/$s.$rep.$label.txt"
 		case "$s" in reflector*) echo=-e ;; esac
 		# shellcheck disable=SC2086 # $echo: one flag or none
-		ip netns exec "$NS_POD" "$prober" -s "$NODE_LOCAL" -B "$probe_port" -c 0 -P 10 \
+		ip netns exec "$NS_PROBE" "$prober" -s "$NODE_LOCAL" -B "$probe_port" -c 0 -P 10 \
 			-r "$probe_rate" -d "$duration" -t "$probe_timeout_ms" -f "$work/hits.txt" \
 			$echo -w "$samples" >"$pf" 2>"$work/probe.err" &
 		local ppid=$!

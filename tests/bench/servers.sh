@@ -12,11 +12,16 @@
 #   check_answers SERVER     its answers, asked from the pod
 #   server_start SERVER PHASE, server_stop SERVER, attached
 #
+# The servers attach to, and listen on, every node-side interface in BENCH_IFACES (default
+# eth-pod, the pod's veth): latency_bench.sh adds its prober's own veth.
+#
 # Servers: reflector (tc ingress), reflector-xdp, ndcache-socket, ndcache-tc, ndcache-xdp,
 # unbound, knot, knot-xdp, kresd; base-tc and base-xdp are ndcache-tc and -xdp run from
 # $base_bin (another build, to compare two builds in one run). PHASE kx: ndcache-tc replies with
 # bpf_redirect, which an XDP receiver on the pod's eth0 (kxdpgun) sees; dns: its default,
 # bpf_redirect_peer, which is faster for socket clients but skips the pod's XDP hook.
+
+BENCH_IFACES=${BENCH_IFACES:-eth-pod}
 
 # The data, derived from gen_cluster.py's cluster: the external names, the three workloads, a
 # zone file for knot, an RPZ file for kresd; then the upstream and the XDP pass program.
@@ -154,7 +159,7 @@ port: 53
 upstream: [$UPSTREAM_ADDR]
 source: {snapshot: $cluster/cluster.json}
 records: {ttl: $ttl}
-dataplane: {mode: $mode, interfaces: [eth-pod], table_size: $table_size$peer}
+dataplane: {mode: $mode, interfaces: [${BENCH_IFACES// /, }], table_size: $table_size$peer}
 workers: 1
 EOF
 		;;
@@ -178,7 +183,9 @@ server:
     background-workers: 1
 EOF
 			if [ "$s" = knot-xdp ]; then
-				printf 'xdp:\n    listen: eth-pod@53\n    udp: on\n    tcp: off\n'
+				# shellcheck disable=SC2086 # the list, word by word
+				printf 'xdp:\n    listen: [%s]\n    udp: on\n    tcp: off\n' \
+					"$(printf '%s@53, ' $BENCH_IFACES | sed 's/, $//')"
 			fi
 			cat <<EOF
 log:
@@ -222,7 +229,13 @@ EOF
 	esac
 }
 
-attached() { in_node bpftool -j net show dev eth-pod 2>/dev/null | grep -q '"id"'; }
+attached() {
+	local i
+	for i in $BENCH_IFACES; do
+		in_node bpftool -j net show dev "$i" 2>/dev/null | grep -q '"id"' && return 0
+	done
+	return 1
+}
 
 # server_start SERVER PHASE: 0 when it answers, else 1 with the reason in START_ERR.
 START_ERR=""
@@ -230,19 +243,23 @@ server_start() {
 	local s=$1 phase=$2 log="$work/$1.log" i
 	START_ERR=""
 	SERVER_PID=""
-	attached && die "a program is still attached to eth-pod before $s starts"
+	attached && die "a program is still attached to $BENCH_IFACES before $s starts"
 	write_conf "$s" "$phase"
 	case "$s" in
 	reflector)
-		if ! in_node tc qdisc add dev eth-pod clsact ||
-			! in_node tc filter add dev eth-pod ingress bpf da obj "$reflector" sec tc; then
-			die "cannot attach $reflector to eth-pod"
-		fi
+		for i in $BENCH_IFACES; do
+			if ! in_node tc qdisc add dev "$i" clsact ||
+				! in_node tc filter add dev "$i" ingress bpf da obj "$reflector" sec tc; then
+				die "cannot attach $reflector to $i"
+			fi
+		done
 		return 0
 		;;
 	reflector-xdp)
-		in_node ip link set dev eth-pod xdp obj "$reflector" sec xdp ||
-			die "cannot attach $reflector (XDP) to eth-pod"
+		for i in $BENCH_IFACES; do
+			in_node ip link set dev "$i" xdp obj "$reflector" sec xdp ||
+				die "cannot attach $reflector (XDP) to $i"
+		done
 		return 0
 		;;
 	ndcache-*)
@@ -301,7 +318,7 @@ server_start() {
 }
 
 server_stop() {
-	local pid=$SERVER_PID keep=() p
+	local pid=$SERVER_PID keep=() p i
 	if [ -n "$pid" ]; then
 		kill "$pid" 2>/dev/null
 		for _ in $(seq 50); do
@@ -316,8 +333,10 @@ server_stop() {
 		TOPO_PIDS=("${keep[@]}")
 	fi
 	SERVER_PID=""
-	in_node tc qdisc del dev eth-pod clsact 2>/dev/null
-	in_node ip link set dev eth-pod xdp off 2>/dev/null
-	attached && die "a program is still attached to eth-pod after $1 stopped"
+	for i in $BENCH_IFACES; do
+		in_node tc qdisc del dev "$i" clsact 2>/dev/null
+		in_node ip link set dev "$i" xdp off 2>/dev/null
+	done
+	attached && die "a program is still attached to $BENCH_IFACES after $1 stopped"
 	return 0
 }
