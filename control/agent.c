@@ -13,6 +13,7 @@
 #include <ndc/log.h>
 
 #include "agent.h"
+#include "dpdk/dpdk.h"
 #include "fastpath/fastpath.h"
 #include "handover.h"
 #include "http/http.h"
@@ -26,6 +27,7 @@ struct agent {
 	struct ndc_records_opts ropts;
 	struct ndc_cache *cache;
 	struct ndc_fp *fp;
+	struct ndc_dpdk *dp; /* mode dpdk */
 	struct ndc_publisher *pub;
 	struct ndc_forwarder *fwd;
 	struct ndc_resolver *res;
@@ -90,6 +92,27 @@ static void on_records(void *arg, struct ndc_records *rec, const struct ndc_reco
  * The fast path.
  */
 /*
+ * The zone below which the fast paths answer NXDOMAIN, and the suffix they never do: insecure pod
+ * names are computed per query in user space. Lowercase wire names; *ret_plen 0 for no suffix.
+ */
+static int zone_and_pass(const struct ndc_config *cfg, uint8_t zone[NDC_NAME_MAX],
+			 size_t *ret_zlen, uint8_t pass[NDC_NAME_MAX], size_t *ret_plen)
+{
+	int err = ndc_name_from_text(cfg->cluster_domain, zone, NDC_NAME_MAX, ret_zlen);
+
+	if (err)
+		return err;
+	ndc_name_lower(zone, zone, *ret_zlen);
+	*ret_plen = 0;
+	if (cfg->records.pods == NDC_PODS_INSECURE && *ret_zlen + 4 <= NDC_NAME_MAX) {
+		memcpy(pass, "\3pod", 4);
+		memcpy(pass + 4, zone, *ret_zlen);
+		*ret_plen = *ret_zlen + 4;
+	}
+	return 0;
+}
+
+/*
  * Loads and attaches the fast path. Failing here is not fatal: the socket path answers everything
  * the kernel would have (fail open), so it is logged once.
  */
@@ -113,22 +136,13 @@ static void fastpath_start(struct agent *ag)
 	    /* attached once the table is full and the sockets are read: maybe_attach */
 	    .defer_attach = true,
 	};
-	size_t zlen;
 	int err;
 
-	err = ndc_name_from_text(cfg->cluster_domain, zone, sizeof(zone), &zlen);
+	err = zone_and_pass(cfg, zone, &fo.zone_len, pass, &fo.pass_len);
 	if (err)
 		goto fail;
-	ndc_name_lower(zone, zone, zlen);
 	fo.zone = zone;
-	fo.zone_len = zlen;
-	/* Insecure pod names are computed per query in user space: never NXDOMAIN them here. */
-	if (cfg->records.pods == NDC_PODS_INSECURE && zlen + 4 <= sizeof(pass)) {
-		memcpy(pass, "\3pod", 4);
-		memcpy(pass + 4, zone, zlen);
-		fo.pass = pass;
-		fo.pass_len = zlen + 4;
-	}
+	fo.pass = fo.pass_len ? pass : NULL;
 	err = ndc_fastpath_open(&fo, &ag->fp);
 	if (err)
 		goto fail;
@@ -172,6 +186,74 @@ static void fastpath_stop(struct agent *ag)
 }
 
 /* ---------------------------------------------------------------------------------------------
+ * The DPDK dataplane (mode dpdk): chosen explicitly, so failing to start it is fatal.
+ */
+static int dpdk_start(struct agent *ag)
+{
+	const struct ndc_config *cfg = ag->cfg;
+	uint8_t zone[NDC_NAME_MAX], pass[NDC_NAME_MAX];
+	struct ndc_dpdk_opts o = {
+	    .n_eal_args = cfg->dataplane.dpdk.n_eal_args,
+	    .eal_args = cfg->dataplane.dpdk.eal_args,
+	    .n_lcores = cfg->dataplane.dpdk.n_lcores,
+	    .lcores = cfg->dataplane.dpdk.lcores,
+	    .n_ports = cfg->dataplane.dpdk.n_ports,
+	    .ports = cfg->dataplane.dpdk.ports,
+	    .queues = (uint16_t)cfg->dataplane.dpdk.queues,
+	    .burst = (uint16_t)cfg->dataplane.dpdk.burst,
+	    .poll_sleep_us = cfg->dataplane.dpdk.poll_sleep_us,
+	    .tap_prefix = cfg->dataplane.dpdk.tap_prefix,
+	    .max_entries = cfg->dataplane.table_size,
+	    .n_addrs = cfg->n_listen,
+	    .addrs = cfg->listen,
+	    .port = cfg->port,
+	};
+	int err;
+
+	err = zone_and_pass(cfg, zone, &o.zone_len, pass, &o.pass_len);
+	if (err)
+		return err;
+	o.zone = zone;
+	o.pass = o.pass_len ? pass : NULL;
+	err = ndc_dpdk_open(&o, &ag->dp);
+	if (err == -EOPNOTSUPP)
+		ndc_err("dataplane.mode dpdk: this build has no DPDK support (build with meson "
+			"-Ddpdk=enabled, libdpdk-dev installed)");
+	else if (err)
+		ndc_err("dataplane.mode dpdk: cannot start: %s", strerror(-err));
+	if (!err)
+		err = ndc_publisher_new_dpdk(NULL, ag->dp, &ag->pub);
+	if (err)
+		return err;
+	/* Before the forwarder starts, as for the fast path: its first answer is published. */
+	ndc_cache_set_hook(ag->cache, ndc_publisher_cache_hook, ag->pub);
+	err = ndc_dpdk_start(ag->dp);
+	if (err)
+		ndc_err("dataplane.mode dpdk: cannot launch the lcores: %s", strerror(-err));
+	return err;
+}
+
+static void dpdk_stop(struct agent *ag)
+{
+	uint64_t c[NDC_FP_COUNTER_MAX];
+
+	if (!ag->dp)
+		return;
+	ndc_publisher_free(ag->pub);
+	ag->pub = NULL;
+	ndc_dpdk_counters(ag->dp, c);
+	ndc_info("dpdk: %lu answered, %lu NODATA, %lu NXDOMAIN; passed: %lu miss, %lu expired, "
+		 "%lu EDNS, %lu size, %lu format, %lu fragment",
+		 (unsigned long)c[NDC_FP_HIT], (unsigned long)c[NDC_FP_NODATA],
+		 (unsigned long)c[NDC_FP_NXDOMAIN], (unsigned long)c[NDC_FP_PASS_MISS],
+		 (unsigned long)c[NDC_FP_PASS_EXPIRED], (unsigned long)c[NDC_FP_PASS_EDNS],
+		 (unsigned long)c[NDC_FP_PASS_SIZE], (unsigned long)c[NDC_FP_PASS_FORMAT],
+		 (unsigned long)c[NDC_FP_PASS_FRAG]);
+	ndc_dpdk_close(ag->dp);
+	ag->dp = NULL;
+}
+
+/* ---------------------------------------------------------------------------------------------
  * Metrics.
  */
 #define C(b, name, help, v) ndc_metric_u64(b, "ndcache_" name, "counter", help, NULL, v)
@@ -202,6 +284,12 @@ static void memory_metrics(struct agent *ag, struct ndc_metrics_buf *b)
 	G(b, "records_overlay_names",
 	  "Names changed since the table was last built whole (folded in at 1/32 of the table).",
 	  atomic_load(&ag->overlay_names));
+}
+
+static void dpdk_metric(void *arg, const char *name, const char *type, const char *help,
+			const char *labels, uint64_t v)
+{
+	ndc_metric_u64(arg, name, type, help, labels, v);
 }
 
 static void metrics(void *arg, struct ndc_metrics_buf *b)
@@ -280,6 +368,8 @@ static void metrics(void *arg, struct ndc_metrics_buf *b)
 				       "kind=\"reply\"", c[NDC_FP_FWD_REPLY]);
 		}
 	}
+	if (ag->dp)
+		ndc_dpdk_metrics(ag->dp, dpdk_metric, b);
 	if (ag->store && ag->watch) {
 		struct ndc_k8s_store_stats ks;
 		struct ndc_k8s_watch_stats ws;
@@ -555,9 +645,11 @@ int ndc_agent_run(const struct ndc_config *cfg, struct ndc_records *rec,
 			ret = -EPERM;
 			goto out;
 		}
-	} else if (cfg->dataplane.mode == NDC_DP_DPDK)
-		ndc_warn("dataplane.mode dpdk: the DPDK backend is not in this build; answering "
-			 "from sockets only");
+	} else if (cfg->dataplane.mode == NDC_DP_DPDK) {
+		ret = dpdk_start(&ag);
+		if (ret < 0)
+			goto out;
+	}
 	ret = ndc_forwarder_new(&fopts, ag.cache, &ag.fwd);
 	if (ret < 0) {
 		ndc_err("forwarder: %s", strerror(-ret));
@@ -622,6 +714,7 @@ out:
 	/* Before the fast path: a successor that dies from here on finds nothing to reattach. */
 	ndc_handover_stop(ag.ho);
 	fastpath_stop(&ag);
+	dpdk_stop(&ag);
 	ndc_handover_peer_free(ag.pred);
 	if (ag.res) {
 		struct ndc_resolver_stats st;

@@ -29,11 +29,15 @@
 #define DNS_NAME_MAX 253
 #define QUOTE_MAX 40 /* bytes of a bad value echoed in an error */
 #define QUOTE_BUF (QUOTE_MAX + 8)
+#define EAL_ARG_MAX 1024 /* bytes of one dataplane.dpdk.eal_args item */
+#define U16_LIST_MAX 1023 /* dataplane.dpdk.ports and lcores items */
+#define TAP_PREFIX_MAX 12 /* dataplane.dpdk.tap_prefix: the port's index follows it */
 
 static char default_domain[] = "cluster.local";
 static char default_http[] = "127.0.0.1:9254";
 static char if_veth[] = "veth*", if_cali[] = "cali*", if_lxc[] = "lxc*", if_cni[] = "cni*";
 static char *default_ifaces[] = {if_veth, if_cali, if_lxc, if_cni};
+static char default_tap_prefix[] = "ndc-tap";
 
 /* ---- node tree ---------------------------------------------------------------------------- */
 
@@ -457,6 +461,7 @@ struct field {
 	uint64_t min, max;	  /* integers, sizes, list lengths */
 	const char *const *names; /* enums, NULL-terminated */
 	const struct field *sub;  /* sections: ends with a NULL key */
+	size_t aux;		  /* lists with a separate count: the count's offset */
 };
 
 #define CFG_OFF(member) offsetof(struct ndc_config, member)
@@ -745,6 +750,106 @@ static int do_path(struct ctx *c, const struct field *f, const struct node *n,
 	return r < 0 ? r : set_str(c, field_ptr(cfg, f), NULL, n->text);
 }
 
+/* dataplane.dpdk.eal_args: a list of strings, each passed to rte_eal_init as it is. */
+static int do_strings(struct ctx *c, const struct field *f, const struct node *n,
+		      struct ndc_config *cfg)
+{
+	static const char item_what[] = "a string of 1..1024 bytes";
+	const struct node *const *items;
+	char **v = NULL, ***slot = field_ptr(cfg, f);
+	size_t count, i, *n_slot = (size_t *)((char *)cfg + f->aux);
+	int r = list_items(c, n, "a list of strings", false, &items, &count);
+
+	if (r < 0)
+		return r;
+	if (count > f->max)
+		return fail(c, n->line, "expected at most %llu entries, got %zu",
+			    (unsigned long long)f->max, count);
+	if (count && !(v = calloc(count, sizeof(*v))))
+		return oom(c);
+	for (i = 0; i < count; i++) {
+		const struct node *it = items[i];
+		size_t mark = path_push(c, "[%zu]", i);
+
+		r = expect_scalar(c, it, item_what);
+		if (r == 0 && (!it->len || it->len > EAL_ARG_MAX))
+			r = bad_value(c, it, item_what);
+		path_pop(c, mark);
+		if (r == 0 && !(v[i] = strdup(it->text)))
+			r = oom(c);
+		if (r < 0) {
+			free_strv(v, i);
+			return r;
+		}
+	}
+	free_strv(*slot, *n_slot);
+	*slot = v;
+	*n_slot = count;
+	return 0;
+}
+
+/*
+ * dataplane.dpdk.ports and lcores: lists of distinct integers 0..1023 (port ids, CPU numbers;
+ * whether they exist is for the EAL to say), replaced as a whole.
+ */
+static int do_u16s(struct ctx *c, const struct field *f, const struct node *n,
+		   struct ndc_config *cfg)
+{
+	const struct node *const *items;
+	uint16_t *v = NULL, **slot = field_ptr(cfg, f);
+	size_t count, *n_slot = (size_t *)((char *)cfg + f->aux);
+	char what[64];
+	int r = list_items(c, n, "a list of integers", false, &items, &count);
+
+	if (r < 0)
+		return r;
+	if (count > f->max)
+		return fail(c, n->line, "expected at most %llu entries, got %zu",
+			    (unsigned long long)f->max, count);
+	snprintf(what, sizeof(what), "an integer 0..%u", U16_LIST_MAX);
+	if (count && !(v = calloc(count, sizeof(*v))))
+		return oom(c);
+	for (size_t i = 0; i < count; i++) {
+		const struct node *it = items[i];
+		size_t mark = path_push(c, "[%zu]", i);
+		uint64_t x = 0;
+
+		r = expect_scalar(c, it, what);
+		if (r == 0 && (!parse_u64(it->text, it->len, &x) || x > U16_LIST_MAX))
+			r = bad_value(c, it, what);
+		for (size_t j = 0; r == 0 && j < i; j++)
+			if (v[j] == x)
+				r = fail(c, it->line, "%llu is listed twice", (unsigned long long)x);
+		path_pop(c, mark);
+		if (r < 0) {
+			free(v);
+			return r;
+		}
+		v[i] = (uint16_t)x;
+	}
+	free(*slot);
+	*slot = v;
+	*n_slot = count;
+	return 0;
+}
+
+/* dataplane.dpdk.tap_prefix: the start of an interface name, the port's index follows it. */
+static int do_tap_prefix(struct ctx *c, const struct field *f, const struct node *n,
+			 struct ndc_config *cfg)
+{
+	static const char what[] = "1..12 characters of an interface name (no '/', ':', spaces "
+				   "or globs)";
+	int r = expect_scalar(c, n, what);
+
+	(void)f;
+	if (r < 0)
+		return r;
+	if (n->len > TAP_PREFIX_MAX || !is_ifname_glob(n->text, n->len) ||
+	    strpbrk(n->text, "*?[]"))
+		return bad_value(c, n, what);
+	return set_str(c, &cfg->dataplane.dpdk.tap_prefix, default_tap_prefix, n->text);
+}
+
 /* Section values: a mapping, or null (everything under it commented out) for the defaults. */
 static int do_section(struct ctx *c, const struct field *f, const struct node *n,
 		      struct ndc_config *cfg)
@@ -771,6 +876,29 @@ static int do_source(struct ctx *c, const struct field *f, const struct node *n,
 	/* kubernetes: {} or null means in-cluster configuration. */
 	cfg->source.kind =
 	    strcmp(n->kids[0]->text, "snapshot") ? NDC_SOURCE_KUBERNETES : NDC_SOURCE_SNAPSHOT;
+	return 0;
+}
+
+/* An EAL option that places lcores: dataplane.dpdk.lcores must not be given beside it. */
+static bool is_lcore_arg(const char *a)
+{
+	return !strncmp(a, "-l", 2) || !strncmp(a, "-c", 2) || !strcmp(a, "--lcores") ||
+	       !strncmp(a, "--lcores=", 9);
+}
+
+static int do_dpdk(struct ctx *c, const struct field *f, const struct node *n,
+		   struct ndc_config *cfg)
+{
+	int r = do_section(c, f, n, cfg);
+
+	if (r < 0 || !cfg->dataplane.dpdk.n_lcores)
+		return r;
+	for (size_t i = 0; i < cfg->dataplane.dpdk.n_eal_args; i++)
+		if (is_lcore_arg(cfg->dataplane.dpdk.eal_args[i]))
+			return fail(c, n->line,
+				    "lcores and an lcore option in eal_args ('%s'): give the "
+				    "polling CPUs in one of them",
+				    cfg->dataplane.dpdk.eal_args[i]);
 	return 0;
 }
 
@@ -806,6 +934,20 @@ static const struct field records_fields[] = {
 	{ 0 },
 };
 
+static const struct field dpdk_fields[] = {
+	F_FIELD("eal_args", do_strings, dataplane.dpdk.eal_args, .max = 128,
+		.aux = CFG_OFF(dataplane.dpdk.n_eal_args)),
+	F_FIELD("ports", do_u16s, dataplane.dpdk.ports, .max = 64,
+		.aux = CFG_OFF(dataplane.dpdk.n_ports)),
+	F_INT("queues", dataplane.dpdk.queues, 1, 16),
+	F_FIELD("lcores", do_u16s, dataplane.dpdk.lcores, .max = 64,
+		.aux = CFG_OFF(dataplane.dpdk.n_lcores)),
+	F_INT("burst", dataplane.dpdk.burst, 1, 512),
+	F_INT("poll_sleep_us", dataplane.dpdk.poll_sleep_us, 0, 100000),
+	F_FIELD("tap_prefix", do_tap_prefix, dataplane.dpdk.tap_prefix),
+	{ 0 },
+};
+
 static const struct field dataplane_fields[] = {
 	F_FIELD("mode", do_enum, dataplane.mode, .names = mode_names),
 	F_FIELD("interfaces", do_names, dataplane.interfaces, .max = 64),
@@ -813,6 +955,7 @@ static const struct field dataplane_fields[] = {
 	F_FIELD("redirect_peer", do_bool, dataplane.redirect_peer),
 	F_FIELD("failopen", do_bool, dataplane.failopen),
 	F_FIELD("pin_dir", do_path, dataplane.pin_dir),
+	F_SECTION("dpdk", do_dpdk, dpdk_fields),
 	{ 0 },
 };
 
@@ -857,6 +1000,8 @@ static const struct field top_fields[] = {
 FIELDS_FIT(top_fields);
 FIELDS_FIT(records_fields);
 FIELDS_FIT(cache_fields);
+FIELDS_FIT(dataplane_fields);
+FIELDS_FIT(dpdk_fields);
 
 static int walk_map(struct ctx *c, const struct node *map, const struct field *fields,
 		    struct ndc_config *cfg)
@@ -918,6 +1063,9 @@ void ndc_config_defaults(struct ndc_config *cfg)
 	cfg->dataplane.interfaces = default_ifaces;
 	cfg->dataplane.table_size = 262144;
 	cfg->dataplane.failopen = true;
+	cfg->dataplane.dpdk.queues = 1;
+	cfg->dataplane.dpdk.burst = 32;
+	cfg->dataplane.dpdk.tap_prefix = default_tap_prefix;
 	cfg->http.listen = default_http;
 	cfg->cache.max_entries = 100000;
 	cfg->cache.max_bytes = 64ULL << 20;
@@ -996,6 +1144,11 @@ void ndc_config_free(struct ndc_config *cfg)
 	free(cfg->source.snapshot);
 	free(cfg->source.kubeconfig);
 	free(cfg->dataplane.pin_dir);
+	free_strv(cfg->dataplane.dpdk.eal_args, cfg->dataplane.dpdk.n_eal_args);
+	free(cfg->dataplane.dpdk.ports);
+	free(cfg->dataplane.dpdk.lcores);
+	if (cfg->dataplane.dpdk.tap_prefix != default_tap_prefix)
+		free(cfg->dataplane.dpdk.tap_prefix);
 	free_strv(cfg->records.namespaces, cfg->records.n_namespaces);
 	if (cfg->dataplane.interfaces != default_ifaces)
 		free_strv(cfg->dataplane.interfaces, cfg->dataplane.n_interfaces);

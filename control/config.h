@@ -49,6 +49,18 @@ struct ndc_config {
 		bool redirect_peer; /* tc replies with bpf_redirect_peer (faster; skips peer XDP) */
 		bool failopen;	    /* no agent listening: the kernel forwards to the upstream */
 		char *pin_dir;	    /* NULL: NDC_FP_PIN_DIR (bpffs mounted there if needed) */
+		struct {		    /* mode dpdk (dataplane/dpdk/dpdk.h) */
+			size_t n_eal_args;
+			char **eal_args; /* for rte_eal_init */
+			size_t n_ports;
+			uint16_t *ports; /* empty: every port the EAL probed */
+			size_t n_lcores;
+			uint16_t *lcores;	/* CPUs to poll on; empty: one */
+			uint32_t queues;	/* per port, 1 */
+			uint32_t burst;		/* 32 */
+			uint32_t poll_sleep_us; /* 0: busy-poll */
+			char *tap_prefix;	/* "ndc-tap": exception-path taps ndc-tap0, ... */
+		} dpdk;
 	} dataplane;
 	struct {
 		char *listen; /* "127.0.0.1:9254" */

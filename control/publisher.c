@@ -34,7 +34,8 @@ struct bucket {
 };
 
 struct ndc_publisher {
-	struct ndc_fp *fp;
+	struct ndc_fp *fp;    /* either may be NULL */
+	struct ndc_dpdk *dp;
 	pthread_t thread;
 	bool started;
 	pthread_mutex_t lock; /* the wheel and stop */
@@ -55,11 +56,64 @@ static uint64_t now_sec(void)
 	return (uint64_t)ts.tv_sec;
 }
 
-/* Publishes one answer, counting the outcome; returns the fast path's error. */
+/* ---------------------------------------------------------------------------------------------
+ * The tables: the BPF fast path's, the DPDK backend's, or both (publisher.h).
+ */
+static int t_publish(struct ndc_publisher *p, const uint8_t *lname, size_t nlen, uint16_t qtype,
+		     const struct ndc_answer *a, uint32_t ttl)
+{
+	int e1 = p->fp ? ndc_fastpath_publish(p->fp, lname, nlen, qtype, a, ttl) : 0;
+	int e2 = p->dp ? ndc_dpdk_publish(p->dp, lname, nlen, qtype, a, ttl) : 0;
+
+	return e1 ? e1 : e2;
+}
+
+static int t_publish_pass(struct ndc_publisher *p, const uint8_t *lname, size_t nlen)
+{
+	int e1 = p->fp ? ndc_fastpath_publish_pass(p->fp, lname, nlen) : 0;
+	int e2 = p->dp ? ndc_dpdk_publish_pass(p->dp, lname, nlen) : 0;
+
+	return e1 ? e1 : e2;
+}
+
+/* Removals: 0 when some table removed the entry. */
+static int t_unpublish(struct ndc_publisher *p, const uint8_t *lname, size_t nlen, uint16_t qtype)
+{
+	int e1 = p->fp ? ndc_fastpath_unpublish(p->fp, lname, nlen, qtype) : -ENOENT;
+	int e2 = p->dp ? ndc_dpdk_unpublish(p->dp, lname, nlen, qtype) : -ENOENT;
+
+	return e1 && e2 ? e1 : 0;
+}
+
+static int t_unpublish_expired(struct ndc_publisher *p, const struct ndc_fp_key *k)
+{
+	int e1 = p->fp ? ndc_fastpath_unpublish_expired(p->fp, k) : -ENOENT;
+	int e2 = p->dp ? ndc_dpdk_unpublish_expired(p->dp, k) : -ENOENT;
+
+	return e1 && e2 ? e1 : 0;
+}
+
+static int t_set_nx(struct ndc_publisher *p, const struct ndc_answer *nx)
+{
+	int e1 = p->fp ? ndc_fastpath_set_nx(p->fp, nx) : 0;
+	int e2 = p->dp ? ndc_dpdk_set_nx(p->dp, nx) : 0;
+
+	return e1 ? e1 : e2;
+}
+
+static int t_set_synced(struct ndc_publisher *p, bool synced)
+{
+	int e1 = p->fp ? ndc_fastpath_set_synced(p->fp, synced) : 0;
+	int e2 = p->dp ? ndc_dpdk_set_synced(p->dp, synced) : 0;
+
+	return e1 ? e1 : e2;
+}
+
+/* Publishes one answer, counting the outcome; returns the tables' error. */
 static int publish(struct ndc_publisher *p, const uint8_t *lname, size_t nlen, uint16_t qtype,
 		   const struct ndc_answer *a, uint32_t ttl)
 {
-	int err = ndc_fastpath_publish(p->fp, lname, nlen, qtype, a, ttl);
+	int err = t_publish(p, lname, nlen, qtype, a, ttl);
 
 	if (!err)
 		count(p, published);
@@ -109,7 +163,7 @@ static int load_one(void *arg, const uint8_t *lname, size_t nlen, uint16_t qtype
 			return l->err = err;
 	}
 	/* Some answer of this name lives in user space only: send every other type there too. */
-	err = ndc_fastpath_publish_pass(l->p->fp, lname, nlen);
+	err = t_publish_pass(l->p, lname, nlen);
 	if (!err) {
 		count(l->p, passed);
 		return 0;
@@ -134,7 +188,7 @@ int ndc_publisher_load_records(struct ndc_publisher *p, const struct ndc_records
 	struct load l = {.p = p};
 	int err;
 
-	err = ndc_fastpath_set_synced(p->fp, false);
+	err = t_set_synced(p, false);
 	if (err)
 		return err;
 	err = ndc_records_foreach(r, load_one, &l);
@@ -142,7 +196,7 @@ int ndc_publisher_load_records(struct ndc_publisher *p, const struct ndc_records
 		return l.err ? l.err : err;
 	err = ndc_records_nxdomain(r, &nx.a, NDC_FP_DATA_MAX);
 	if (!err)
-		err = ndc_fastpath_set_nx(p->fp, &nx.a);
+		err = t_set_nx(p, &nx.a);
 	if (err)
 		return err;
 	if (l.uncovered) {
@@ -150,7 +204,7 @@ int ndc_publisher_load_records(struct ndc_publisher *p, const struct ndc_records
 			 "stay in user space (raise dataplane.table_size)");
 		return 0;
 	}
-	return ndc_fastpath_set_synced(p->fp, true);
+	return t_set_synced(p, true);
 }
 
 struct prune {
@@ -165,7 +219,7 @@ static int prune_one(void *arg, const uint8_t *lname, size_t nlen, uint16_t qtyp
 
 	(void)a;
 	if (!ndc_records_has(pr->now, lname, nlen, qtype) &&
-	    !ndc_fastpath_unpublish(pr->p->fp, lname, nlen, qtype))
+	    !t_unpublish(pr->p, lname, nlen, qtype))
 		count(pr->p, removed);
 	return 0;
 }
@@ -217,7 +271,7 @@ int ndc_publisher_update_names(struct ndc_publisher *p, const struct ndc_records
 	if (w.l.uncovered) {
 		ndc_warn("fast path: table too small for every cluster name; NXDOMAIN answers "
 			 "stay in user space (raise dataplane.table_size)");
-		return ndc_fastpath_set_synced(p->fp, false);
+		return t_set_synced(p, false);
 	}
 	return 0;
 }
@@ -253,7 +307,7 @@ void ndc_publisher_cache_hook(void *arg, const struct ndc_answer *a, const uint8
 	if (qclass != NDC_C_IN || ndc_fastpath_key(lname, nlen, qtype, &k))
 		return;
 	if (!a) {
-		if (!ndc_fastpath_unpublish(p->fp, lname, nlen, qtype))
+		if (!t_unpublish(p, lname, nlen, qtype))
 			count(p, removed);
 		return;
 	}
@@ -262,7 +316,7 @@ void ndc_publisher_cache_hook(void *arg, const struct ndc_answer *a, const uint8
 		 * The cache replaced the key's answer with one the table cannot hold (too big): the
 		 * earlier answer must not go on being served in the kernel instead of it.
 		 */
-		if (!ndc_fastpath_unpublish(p->fp, lname, nlen, qtype))
+		if (!t_unpublish(p, lname, nlen, qtype))
 			count(p, removed);
 		return;
 	}
@@ -286,7 +340,7 @@ static void sweep_bucket(struct ndc_publisher *p, struct bucket *b, uint64_t sec
 		 * -EAGAIN: published again since, and filed again by that publish; -ENOENT: the
 		 * cache dropped it. Either way this filing is done.
 		 */
-		err = ndc_fastpath_unpublish_expired(p->fp, &b->keys[i].key);
+		err = t_unpublish_expired(p, &b->keys[i].key);
 		if (!err)
 			count(p, removed);
 	}
@@ -319,12 +373,18 @@ static void *sweep(void *arg)
 
 int ndc_publisher_new(struct ndc_fp *fp, struct ndc_publisher **ret)
 {
+	return ndc_publisher_new_dpdk(fp, NULL, ret);
+}
+
+int ndc_publisher_new_dpdk(struct ndc_fp *fp, struct ndc_dpdk *dp, struct ndc_publisher **ret)
+{
 	struct ndc_publisher *p = calloc(1, sizeof(*p));
 	int err;
 
 	if (!p)
 		return -ENOMEM;
 	p->fp = fp;
+	p->dp = dp;
 	p->swept_sec = now_sec();
 	pthread_mutex_init(&p->lock, NULL);
 	pthread_cond_init(&p->cond, NULL);
