@@ -95,8 +95,8 @@ static void on_records(void *arg, struct ndc_records *rec, const struct ndc_reco
  * The zone below which the fast paths answer NXDOMAIN, and the suffix they never do: insecure pod
  * names are computed per query in user space. Lowercase wire names; *ret_plen 0 for no suffix.
  */
-static int zone_and_pass(const struct ndc_config *cfg, uint8_t zone[NDC_NAME_MAX],
-			 size_t *ret_zlen, uint8_t pass[NDC_NAME_MAX], size_t *ret_plen)
+static int zone_and_pass(const struct ndc_config *cfg, uint8_t zone[NDC_NAME_MAX], size_t *ret_zlen,
+			 uint8_t pass[NDC_NAME_MAX], size_t *ret_plen)
 {
 	int err = ndc_name_from_text(cfg->cluster_domain, zone, NDC_NAME_MAX, ret_zlen);
 

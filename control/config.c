@@ -29,7 +29,7 @@
 #define DNS_NAME_MAX 253
 #define QUOTE_MAX 40 /* bytes of a bad value echoed in an error */
 #define QUOTE_BUF (QUOTE_MAX + 8)
-#define EAL_ARG_MAX 1024 /* bytes of one dataplane.dpdk.eal_args item */
+#define EAL_ARG_MAX 1024  /* bytes of one dataplane.dpdk.eal_args item */
 #define U16_LIST_MAX 1023 /* dataplane.dpdk.ports and lcores items */
 #define TAP_PREFIX_MAX 12 /* dataplane.dpdk.tap_prefix: the port's index follows it */
 
@@ -819,7 +819,8 @@ static int do_u16s(struct ctx *c, const struct field *f, const struct node *n,
 			r = bad_value(c, it, what);
 		for (size_t j = 0; r == 0 && j < i; j++)
 			if (v[j] == x)
-				r = fail(c, it->line, "%llu is listed twice", (unsigned long long)x);
+				r = fail(c, it->line, "%llu is listed twice",
+					 (unsigned long long)x);
 		path_pop(c, mark);
 		if (r < 0) {
 			free(v);
@@ -844,8 +845,7 @@ static int do_tap_prefix(struct ctx *c, const struct field *f, const struct node
 	(void)f;
 	if (r < 0)
 		return r;
-	if (n->len > TAP_PREFIX_MAX || !is_ifname_glob(n->text, n->len) ||
-	    strpbrk(n->text, "*?[]"))
+	if (n->len > TAP_PREFIX_MAX || !is_ifname_glob(n->text, n->len) || strpbrk(n->text, "*?[]"))
 		return bad_value(c, n, what);
 	return set_str(c, &cfg->dataplane.dpdk.tap_prefix, default_tap_prefix, n->text);
 }

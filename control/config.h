@@ -49,7 +49,7 @@ struct ndc_config {
 		bool redirect_peer; /* tc replies with bpf_redirect_peer (faster; skips peer XDP) */
 		bool failopen;	    /* no agent listening: the kernel forwards to the upstream */
 		char *pin_dir;	    /* NULL: NDC_FP_PIN_DIR (bpffs mounted there if needed) */
-		struct {		    /* mode dpdk (dataplane/dpdk/dpdk.h) */
+		struct {	    /* mode dpdk (dataplane/dpdk/dpdk.h) */
 			size_t n_eal_args;
 			char **eal_args; /* for rte_eal_init */
 			size_t n_ports;

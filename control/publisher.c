@@ -34,7 +34,7 @@ struct bucket {
 };
 
 struct ndc_publisher {
-	struct ndc_fp *fp;    /* either may be NULL */
+	struct ndc_fp *fp; /* either may be NULL */
 	struct ndc_dpdk *dp;
 	pthread_t thread;
 	bool started;

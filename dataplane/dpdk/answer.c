@@ -191,8 +191,8 @@ int ndc_dpdk_answer(const struct ndc_dpdk_table *t, uint8_t *data, uint32_t len,
 		return (int)why;
 	if (q.name_len == 0 || q.name_len > NDC_FP_NAME_MAX)
 		return NDC_FP_PASS_FORMAT;
-	why = (uint32_t)dns_check_tail(data, data_end, name_off + q.name_len, pk.l4_off + pk.udp_len,
-				       &q);
+	why = (uint32_t)dns_check_tail(data, data_end, name_off + q.name_len,
+				       pk.l4_off + pk.udp_len, &q);
 	if (why != NDC_GO)
 		return (int)why;
 	why = (uint32_t)dns_name_to_key(data, data_end, name_off, &q, (__u64 *)s.name, &hash);

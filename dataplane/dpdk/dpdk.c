@@ -89,8 +89,9 @@ static int pick_ports(struct ndc_dpdk *dp, const struct ndc_dpdk_opts *o)
 	if (o->n_ports) {
 		for (size_t i = 0; i < o->n_ports; i++) {
 			if (!rte_eth_dev_is_valid_port(o->ports[i])) {
-				ndc_err("dpdk: dataplane.dpdk.ports: no port %u (the EAL probed %u)",
-					o->ports[i], rte_eth_dev_count_avail());
+				ndc_err(
+				    "dpdk: dataplane.dpdk.ports: no port %u (the EAL probed %u)",
+				    o->ports[i], rte_eth_dev_count_avail());
 				return -ENODEV;
 			}
 			dp->ports[dp->n_ports++] = o->ports[i];
@@ -124,7 +125,8 @@ static int plan(struct ndc_dpdk *dp, uint16_t queues, uint16_t burst, uint32_t s
 	dp->workers = calloc(dp->n_workers, sizeof(*dp->workers));
 	if (!dp->units || !dp->workers)
 		return -ENOMEM;
-	RTE_LCORE_FOREACH_WORKER(lcore) {
+	RTE_LCORE_FOREACH_WORKER(lcore)
+	{
 		struct ndc_dpdk_worker *w = &dp->workers[i];
 
 		w->lcore = lcore;
@@ -187,8 +189,8 @@ int ndc_dpdk_open(const struct ndc_dpdk_opts *o, struct ndc_dpdk **ret)
 	 * Every descriptor of every queue of the ports and their taps may hold an mbuf, and each
 	 * lcore's pool cache some more; at least POOL_MIN.
 	 */
-	n_mbufs = (unsigned int)(dp->n_ports * queues * MBUFS_PER_UNIT +
-				 rte_lcore_count() * POOL_CACHE);
+	n_mbufs =
+	    (unsigned int)(dp->n_ports * queues * MBUFS_PER_UNIT + rte_lcore_count() * POOL_CACHE);
 	if (n_mbufs < POOL_MIN)
 		n_mbufs = POOL_MIN;
 	dp->pool = rte_pktmbuf_pool_create("ndc_mbufs", n_mbufs, POOL_CACHE, 0,
@@ -253,8 +255,8 @@ int ndc_dpdk_start(struct ndc_dpdk *dp)
 		}
 		dp->launched = true;
 	}
-	ndc_info("dpdk: polling %zu queue%s on %zu lcore%s", dp->n_units, dp->n_units > 1 ? "s" : "",
-		 dp->n_workers, dp->n_workers > 1 ? "s" : "");
+	ndc_info("dpdk: polling %zu queue%s on %zu lcore%s", dp->n_units,
+		 dp->n_units > 1 ? "s" : "", dp->n_workers, dp->n_workers > 1 ? "s" : "");
 	return 0;
 }
 
@@ -394,8 +396,8 @@ void ndc_dpdk_metrics(struct ndc_dpdk *dp, ndc_dpdk_metric_fn fn, void *arg)
 		   "Frames the device dropped for want of an RX descriptor.", l, st.imissed);
 		fn(arg, M_PREFIX "port_rx_errors_total", "counter", "Erroneous frames received.", l,
 		   st.ierrors);
-		fn(arg, M_PREFIX "port_tx_errors_total", "counter", "Frames the device failed to send.",
-		   l, st.oerrors);
+		fn(arg, M_PREFIX "port_tx_errors_total", "counter",
+		   "Frames the device failed to send.", l, st.oerrors);
 		fn(arg, M_PREFIX "mbuf_alloc_failed_total", "counter",
 		   "RX mbuf allocation failures (pool exhausted).", l, st.rx_nombuf);
 	}

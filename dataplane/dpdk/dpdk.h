@@ -100,8 +100,8 @@ int ndc_dpdk_counters(struct ndc_dpdk *dp, uint64_t ret[NDC_FP_COUNTER_MAX]);
  * passed to the kernel by reason, sent to and received from the kernel, dropped; per port the
  * device's own counters (mbuf exhaustion included); the pool's free mbufs.
  */
-typedef void (*ndc_dpdk_metric_fn)(void *arg, const char *name, const char *type,
-				   const char *help, const char *labels, uint64_t value);
+typedef void (*ndc_dpdk_metric_fn)(void *arg, const char *name, const char *type, const char *help,
+				   const char *labels, uint64_t value);
 void ndc_dpdk_metrics(struct ndc_dpdk *dp, ndc_dpdk_metric_fn fn, void *arg);
 
 #endif

@@ -29,8 +29,8 @@ struct rte_rcu_qsbr;
 struct ndc_dpdk_table;
 
 struct ndc_dpdk_table_opts {
-	uint32_t max_entries;		  /* 0: 65536 */
-	uint32_t max_readers;		  /* QSBR thread ids 0 .. max_readers - 1; at least 1 */
+	uint32_t max_entries;		    /* 0: 65536 */
+	uint32_t max_readers;		    /* QSBR thread ids 0 .. max_readers - 1; at least 1 */
 	const struct ndc_fp_config *config; /* addresses, port, zone, pass; flags but SYNCED */
 };
 

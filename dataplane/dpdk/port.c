@@ -94,8 +94,9 @@ int ndc_dpdk_eal_init(size_t n_args, char *const *args, size_t n_lcores, const u
 			return -E2BIG;
 		argv[argc++] = lc;
 	} else if (n_lcores) {
-		ndc_err("dpdk: give the polling CPUs either in dataplane.dpdk.lcores or in eal_args "
-			"(-l, -c, --lcores), not both");
+		ndc_err(
+		    "dpdk: give the polling CPUs either in dataplane.dpdk.lcores or in eal_args "
+		    "(-l, -c, --lcores), not both");
 		return -EINVAL;
 	}
 	if (!has_opt(n_args, args, "--file-prefix")) {
@@ -139,8 +140,9 @@ static int setup(uint16_t port, uint16_t queues, struct rte_mempool *pool)
 	if (r < 0)
 		return r;
 	if (queues > info.max_rx_queues || queues > info.max_tx_queues) {
-		ndc_err("dpdk: port %u (%s) has %u RX and %u TX queues; dataplane.dpdk.queues is %u",
-			port, info.driver_name, info.max_rx_queues, info.max_tx_queues, queues);
+		ndc_err(
+		    "dpdk: port %u (%s) has %u RX and %u TX queues; dataplane.dpdk.queues is %u",
+		    port, info.driver_name, info.max_rx_queues, info.max_tx_queues, queues);
 		return -EINVAL;
 	}
 	r = rte_eth_dev_configure(port, queues, queues, &conf);

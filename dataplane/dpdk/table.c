@@ -50,8 +50,8 @@ struct ndc_dpdk_table {
 	pthread_mutex_t lock; /* writers, and the retired FIFO */
 	struct retired *retired;
 	uint32_t r_head, r_len, r_cap; /* a ring: r_len entries from r_head */
-	struct ndc_fp_value *nx;    /* __atomic: the NXDOMAIN template */
-	struct ndc_fp_config cfg;   /* flags: __atomic */
+	struct ndc_fp_value *nx;       /* __atomic: the NXDOMAIN template */
+	struct ndc_fp_config cfg;      /* flags: __atomic */
 };
 
 _Static_assert(sizeof(struct ndc_fp_value) % VALUE_ALIGN == 0, "values fill whole cache lines");
@@ -166,7 +166,8 @@ int ndc_dpdk_table_new(const struct ndc_dpdk_table_opts *o, struct ndc_dpdk_tabl
 		goto fail;
 	}
 
-	snprintf(name, sizeof(name), "ndc_answers_%u", __atomic_fetch_add(&seq, 1, __ATOMIC_RELAXED));
+	snprintf(name, sizeof(name), "ndc_answers_%u",
+		 __atomic_fetch_add(&seq, 1, __ATOMIC_RELAXED));
 	struct rte_hash_parameters hp = {
 	    .name = name,
 	    .entries = entries,

@@ -95,7 +95,7 @@ ip netns exec "$NS_NODE" python3 "$fake" --cert "$certs/server.pem" --key "$cert
 	--port $API_PORT --control-port $CTL_PORT --bookmark-interval 1 \
 	>"$TOPO_DIR/fakeapi.out" 2>"$TOPO_DIR/fakeapi.err" &
 TOPO_PIDS+=($!)
-until_ok 5 grep -q "fakeapi listening" "$TOPO_DIR/fakeapi.out" || {
+until_ok 5 grep -qs "fakeapi listening" "$TOPO_DIR/fakeapi.out" || {
 	cat "$TOPO_DIR/fakeapi.err" >&2
 	exit 1
 }
