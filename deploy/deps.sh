@@ -7,7 +7,8 @@ level=${1:-test}
 build_pkgs=(meson ninja-build pkg-config gcc python3 libyaml-dev libjson-c-dev libcurl4-openssl-dev
 	clang libbpf-dev bpftool linux-libc-dev)
 test_pkgs=(libcmocka-dev libknot-dev clang-format libclang-rt-14-dev iproute2 unbound dnsutils
-	knot-dnsutils curl openssl python3-yaml libcap2-bin)
+	knot-dnsutils curl openssl python3-yaml libcap2-bin dpdk-dev libdpdk-dev ethtool iptables
+	iputils-ping)
 bench_pkgs=(dnsperf knot knot-resolver gnuplot-nox procps iperf3)
 
 pkgs=("${build_pkgs[@]}")

@@ -6,7 +6,9 @@
 # Every server runs pinned to CPU 0, the load generators (dnsperf, kxdpgun) to CPU 1.
 #
 # Servers: reflector (bpf/ndc_reflector.bpf.o on eth-pod tc ingress: bounces each query, no DNS
-# work; the latency floor), ndcache-socket, ndcache-tc, ndcache-xdp, unbound (local-data),
+# work; the latency floor), ndcache-socket, ndcache-tc, ndcache-xdp, ndcache-dpdk (a DPDK lcore
+# busy-polling eth-pod through --dpdk-vdev, the exception path through a net_tap; only in a
+# build with DPDK), unbound (local-data),
 # knot (authoritative zones, kernel UDP), knot-xdp (same, XDP mode on eth-pod), kresd (RPZ local
 # data). Nothing recurses: unbound and kresd forward example.com to a local unbound on
 # 169.254.53.1, knot serves example.com itself, every other name is refused or NXDOMAIN.
@@ -29,6 +31,8 @@
 #   --ext-rates LIST fixed rates for the ndots and cached workloads (default 40000)
 #   --sat-pct P      the near-saturation rate: P% of the server's dnsperf max (default 80)
 #   --servers LIST   subset of the server list, comma-separated (default: all)
+#   --dpdk-vdev V    how ndcache-dpdk takes eth-pod: af_xdp (default; hugepages are set up for
+#                    the run and restored after) or af_packet (--no-huge)
 #   --build DIR      meson build dir (default build-cmp; set up with -Dbpf=enabled if missing)
 #   --out DIR        results: compare.txt/.csv/.json/.png, raw logs (default BUILD/compare)
 #   --quick          development run: 1 repeat, 2 s, 2000 services
@@ -55,7 +59,9 @@ sat_pct=80
 servers_opt=""
 build="$root/build-cmp"
 out=""
-all_servers=(reflector ndcache-socket ndcache-tc ndcache-xdp unbound knot knot-xdp kresd)
+all_servers=(reflector ndcache-socket ndcache-tc ndcache-xdp ndcache-dpdk unbound knot knot-xdp
+	kresd)
+dpdk_vdev=af_xdp
 # kxdpgun offers far more than one CPU can answer: its figure is the server's maximum.
 kx_qps=5000000
 # dnsperf: 4 sockets, at most 500 queries in flight, a query unanswered after 1 s is lost.
@@ -85,6 +91,7 @@ while [ $# -gt 0 ]; do
 	--ext-rates) ext_rates=$2 ;;
 	--sat-pct) sat_pct=$2 ;;
 	--servers) servers_opt=$2 ;;
+	--dpdk-vdev) dpdk_vdev=$2 ;;
 	--build) build=$2 ;;
 	--out) out=$2 ;;
 	*) echo "compare: unknown argument '$1'" >&2; usage 2 ;;
@@ -100,6 +107,7 @@ in_range "$ext_names" 50000 || die "--ext-names: 1..50000"
 is_list "$rates" || die "--rates: comma-separated QPS, e.g. 10000,40000"
 is_list "$ext_rates" || die "--ext-rates: comma-separated QPS"
 in_range "$sat_pct" 100 || die "--sat-pct: 1..100"
+[[ $dpdk_vdev =~ ^(af_xdp|af_packet)$ ]] || die "--dpdk-vdev: af_xdp or af_packet"
 servers=()
 if [ -n "$servers_opt" ]; then
 	IFS=, read -r -a want <<<"$servers_opt"
@@ -180,7 +188,20 @@ if [ -z "${NDC_COMPARE_TOPO:-}" ]; then
 		ip netns exec "$NS_NODE" ip link set dev eth-pod xdp off 2>/dev/null
 		ip netns exec "$NS_NODE" tc qdisc del dev eth-pod clsact 2>/dev/null
 		topo_down
+		# ndcache-dpdk with af_xdp: the hugepages this run set up
+		[ -z "$HP_SAVED" ] || echo "$HP_SAVED" >/proc/sys/vm/nr_hugepages
+		[ "$HP_MOUNTED" = 0 ] || umount /dev/hugepages
 	}
+	HP_SAVED=""
+	HP_MOUNTED=0
+	if [[ " ${servers[*]} " == *" ndcache-dpdk "* ]] && [ "$dpdk_vdev" = af_xdp ]; then
+		HP_SAVED=$(cat /proc/sys/vm/nr_hugepages)
+		if ! mountpoint -q /dev/hugepages; then
+			mkdir -p /dev/hugepages && mount -t hugetlbfs none /dev/hugepages &&
+				HP_MOUNTED=1
+		fi
+		[ "$HP_SAVED" -ge 256 ] || echo 256 >/proc/sys/vm/nr_hugepages
+	fi
 	topo_up
 	topo_rc=$?
 	trap cleanup EXIT
@@ -331,13 +352,23 @@ write_conf() {
 		# The fast path's table holds one entry per name and type (about 6 per service with
 		# its SRV, PTR and endpoint records); the default (65536) is too small for 10000
 		# services, and then most names and every NXDOMAIN stay in user space.
+		local dpdk=""
+		if [ "$mode" = dpdk ]; then
+			# The lcore polls on CPU 0 (the last CPU the agent may use under taskset).
+			dpdk=", dpdk: {eal_args: [\"-m\", \"256\", \"--no-pci\""
+			if [ "$dpdk_vdev" = af_xdp ]; then
+				dpdk+=", \"--vdev=net_af_xdp0,iface=eth-pod,start_queue=0,queue_count=1\"]}"
+			else
+				dpdk+=", \"--no-huge\", \"--vdev=net_af_packet0,iface=eth-pod\"]}"
+			fi
+		fi
 		cat >"$work/$s.yaml" <<EOF
 listen: [$NODE_LOCAL]
 port: 53
 upstream: [$UPSTREAM_ADDR]
 source: {snapshot: $cluster/cluster.json}
 records: {ttl: $ttl}
-dataplane: {mode: $mode, interfaces: [eth-pod], table_size: $table_size$peer}
+dataplane: {mode: $mode, interfaces: [eth-pod], table_size: $table_size$peer$dpdk}
 workers: 1
 EOF
 		;;
@@ -407,6 +438,27 @@ EOF
 
 attached() { in_node bpftool -j net show dev eth-pod 2>/dev/null | grep -q '"id"'; }
 
+# ndcache-dpdk: the veth's address moves to the agent's tap (which has the veth's MAC); with
+# af_packet the kernel's own copy of each frame is dropped (af_packet reads beside the kernel).
+# The pod sends full checksums: a query with the CHECKSUM_PARTIAL of a socket on a veth would
+# reach the kernel through the tap with a wrong one. Undone after the server stops.
+dpdk_takes_veth() {
+	in_pod ethtool -K eth0 tx off >/dev/null 2>&1 || die "ethtool -K eth0 tx off failed"
+	in_node ip addr del "$NODE_VETH_ADDR/24" dev eth-pod
+	if [ "$dpdk_vdev" = af_packet ]; then
+		in_node iptables -t raw -A PREROUTING -i eth-pod -j DROP
+		in_node arptables -A INPUT -i eth-pod -j DROP
+	fi
+}
+kernel_takes_veth() {
+	if [ "$dpdk_vdev" = af_packet ]; then
+		in_node iptables -t raw -D PREROUTING -i eth-pod -j DROP
+		in_node arptables -D INPUT -i eth-pod -j DROP
+	fi
+	in_node ip addr add "$NODE_VETH_ADDR/24" dev eth-pod 2>/dev/null
+	in_pod ethtool -K eth0 tx on >/dev/null 2>&1
+}
+
 # server_start SERVER PHASE: 0 when it answers, else 1 with the reason in START_ERR.
 START_ERR=""
 server_start() {
@@ -424,6 +476,7 @@ server_start() {
 		return 0
 		;;
 	ndcache-*)
+		[ "$s" = ndcache-dpdk ] && dpdk_takes_veth
 		ip netns exec "$NS_NODE" taskset -c 0 "$bin" --config "$work/$s.yaml" >"$log" 2>&1 &
 		;;
 	unbound)
@@ -464,6 +517,16 @@ server_start() {
 			return 1
 		fi
 		;;
+	ndcache-dpdk)
+		for ((i = 0; i < 100; i++)); do
+			in_node ip link show ndc-tap0 >/dev/null 2>&1 && break
+			sleep 0.1
+		done
+		if ! in_node ip addr add "$NODE_VETH_ADDR/24" dev ndc-tap0; then
+			START_ERR="no exception-path tap ndc-tap0: $(grep -m1 -i 'dpdk' "$log")"
+			return 1
+		fi
+		;;
 	knot-xdp)
 		if ! grep -q "initialized XDP interface eth-pod" "$log"; then
 			START_ERR="knotd did not initialise XDP on eth-pod: $(grep -m1 -i 'xdp' "$log")"
@@ -490,6 +553,7 @@ server_stop() {
 		TOPO_PIDS=("${keep[@]}")
 	fi
 	SERVER_PID=""
+	[ "$1" = ndcache-dpdk ] && kernel_takes_veth
 	in_node tc qdisc del dev eth-pod clsact 2>/dev/null
 	in_node ip link set dev eth-pod xdp off 2>/dev/null
 	attached && die "a program is still attached to eth-pod after $1 stopped"
@@ -650,6 +714,9 @@ print(int(json.loads(sys.argv[1])["qps"] * int(sys.argv[2]) / 100))' \
 	server_stop "$s"
 	[ "$s" = reflector ] || cp "$work/$s.log" "$out/logs/$s.$rep.log"
 	case "$s" in
+	ndcache-dpdk)
+		FP_COUNTERS[$s]=$(grep -o "dpdk: [0-9]* answered.*" "$work/$s.log" | tail -1)
+		;;
 	ndcache-tc | ndcache-xdp)
 		# What the kernel answered and what it passed up, and why (e.g. "size").
 		FP_COUNTERS[$s]=$(grep -o "fast path: [0-9]* answered.*" "$work/$s.log" | tail -1)
@@ -710,8 +777,12 @@ note "reflector: echoes each query unchanged (no DNS work, RCODE not checked): t
 	"latency and the ceiling for replies/s"
 note "knot serves example.com authoritatively (it has no cache or forwarder); ndcache, unbound" \
 	"and kresd forward it to $UPSTREAM_ADDR and answer from their caches after the warm-up"
-note "ndcache dataplane mode dpdk: not in this build (ndcache answers from sockets when asked" \
-	"for it): not measured"
+if [[ " ${servers[*]} " == *" ndcache-dpdk "* ]]; then
+	note "ndcache-dpdk: net_$dpdk_vdev on eth-pod (the node side of the veth), one lcore" \
+		"busy-polling on CPU 0 beside the socket worker, misses through a net_tap; its process" \
+		"CPU is the polling lcore's 100% at any rate; the pod's eth0 sends full checksums for" \
+		"it (ethtool -K tx off), which its kernel computes in software"
+fi
 hot=$(python3 -c '
 import json, sys
 worst = {}
