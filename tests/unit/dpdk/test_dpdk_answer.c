@@ -20,6 +20,7 @@
 #include <cmocka.h>
 
 #include <errno.h>
+#include <limits.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -153,12 +154,16 @@ static int setup(void **state)
 
 static int teardown(void **state)
 {
+	char dir[PATH_MAX];
+
 	(void)state;
 	ndc_dpdk_table_free(env.t);
 	rte_mempool_free(env.pool);
 	ndc_records_free(env.rec);
 	ndc_k8s_objects_free(&env.objs);
+	snprintf(dir, sizeof(dir), "%s", rte_eal_get_runtime_dir());
 	rte_eal_cleanup();
+	rmdir(dir); /* the EAL leaves its (empty) runtime directory */
 	return 0;
 }
 
