@@ -12,8 +12,10 @@
  * Threads: ndc_dpdk_open runs rte_eal_init on the calling thread (it becomes the main lcore, its
  * CPU affinity is left as it was) and the EAL's threads inherit that thread's signal mask, so a
  * caller that blocks SIGTERM and SIGINT first keeps receiving them with sigwait. Polling runs on
- * the EAL's worker lcores only. Without DPDK in the build every call returns -EOPNOTSUPP
- * (dpdk_stub.c), so callers need no #ifdef.
+ * the EAL's worker lcores only. net_tap learns that the kernel wrote to a tap through SIGIO (its
+ * handler only bumps a counter the RX poll reads): SIGIO must stay unblocked in some thread, and
+ * the process's blocking calls see EINTR when it lands on their thread. Without DPDK in the build
+ * every call returns -EOPNOTSUPP (dpdk_stub.c), so callers need no #ifdef.
  */
 #ifndef NDC_DPDK_H
 #define NDC_DPDK_H
