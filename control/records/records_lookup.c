@@ -4,7 +4,8 @@
  * records_patch.c), and walking it for the fast-path publisher. Separate from building because
  * the two share only the layout (internal.h): this side runs per query, reads, and never
  * allocates, locks or logs. Answers kept lazy at build time (reverse names, SRV sets) are made
- * here, byte for byte as rendering them at build time would have.
+ * here, byte for byte as rendering them at build time would have, and so are the answers of
+ * aliases followed inside the zone, from whatever version of their targets the table holds.
  */
 #include <arpa/inet.h>
 #include <errno.h>
