@@ -268,7 +268,8 @@ ndc_lookup(const struct ndc_fp_config *cfg, struct ndc_fp_scratch *s, const stru
 		if (!dns_name_is(v, (const __u64 *)s->name, q) || v->flags & NDC_FP_V_PASS ||
 		    q->qtype == NDC_DNS_T_ANY)
 			return NULL;
-		*ret_hit = NDC_FP_NODATA;
+		/* An ExternalName's CNAME answers any type: an answer, not NODATA. */
+		*ret_hit = v->ancount ? NDC_FP_HIT : NDC_FP_NODATA;
 		return v;
 	}
 	if (!(cfg->flags & NDC_FP_C_SYNCED) || cfg->zone_len > NDC_FP_NAME_MAX ||

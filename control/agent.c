@@ -48,6 +48,7 @@ struct agent {
 	bool serving;		     /* the DNS sockets are read */
 	bool attached;		     /* our programs are in (or there is no fast path) */
 	bool taken_over;	     /* we told the predecessor */
+	bool handed_over;	     /* at shutdown: a successor had taken over from us */
 };
 
 static void maybe_attach(struct agent *ag);
@@ -182,7 +183,10 @@ static void fastpath_stop(struct agent *ag)
 		    (unsigned long)c[NDC_FP_PASS_FRAG], (unsigned long)c[NDC_FP_FWD_UDP],
 		    (unsigned long)c[NDC_FP_FWD_TCP]);
 	/* Only what is still ours: a successor's programs and pins stay. */
-	ndc_fastpath_close(ag->fp);
+	if (ag->handed_over)
+		ndc_fastpath_hand_off(ag->fp);
+	else
+		ndc_fastpath_close(ag->fp);
 }
 
 /* ---------------------------------------------------------------------------------------------
@@ -292,6 +296,38 @@ static void dpdk_metric(void *arg, const char *name, const char *type, const cha
 	ndc_metric_u64(arg, name, type, help, labels, v);
 }
 
+/*
+ * Whether the fast path runs and what did not fit its table. The gauge is always present, so that
+ * an alert can tell "not loaded" from "not scraped".
+ */
+static void fastpath_state_metrics(struct agent *ag, struct ndc_metrics_buf *b)
+{
+	static const char *const modes[] = {"tc", "xdp", "socket", "dpdk"};
+	unsigned m = ag->cfg->dataplane.mode;
+	char l[32];
+
+	snprintf(l, sizeof(l), "mode=\"%s\"",
+		 m < sizeof(modes) / sizeof(modes[0]) ? modes[m] : "unknown");
+	ndc_metric_u64(b, "ndcache_fastpath_loaded", "gauge",
+		       "1 while the BPF fast path is loaded (it attaches to matching links as they "
+		       "appear); 0 when dataplane.mode is tc or xdp and it could not be loaded, or "
+		       "for the other modes.",
+		       l, ag->fp != NULL);
+	if (ag->pub) {
+		struct ndc_publisher_stats ps;
+
+		ndc_publisher_stats(ag->pub, &ps);
+		C(b, "fastpath_table_full_total",
+		  "Answers that did not fit the kernel's table (full, or a colliding key held by "
+		  "another name): user space answers them. Raise dataplane.table_size.",
+		  ps.table_full);
+		C(b, "fastpath_too_big_total",
+		  "Answers too big or with too long a name for the kernel's table (user space "
+		  "answers).",
+		  ps.too_big);
+	}
+}
+
 static void metrics(void *arg, struct ndc_metrics_buf *b)
 {
 	struct agent *ag = arg;
@@ -329,6 +365,54 @@ static void metrics(void *arg, struct ndc_metrics_buf *b)
 	C(b, "upstream_coalesced_total", "Misses that joined a query in flight.", fs.coalesced);
 	C(b, "upstream_timeouts_total", "Upstream attempts that timed out.", fs.timeouts);
 	C(b, "upstream_tcp_retries_total", "Truncated answers retried over TCP.", fs.tcp_retries);
+	C(b, "upstream_rejected_total",
+	  "Misses answered SERVFAIL at once: forward.max_pending or the in-flight limit reached.",
+	  fs.rejected);
+	G(b, "upstream_pending", "Client queries waiting for an upstream answer.", fs.pending);
+	for (size_t i = 0; i < fs.n_upstreams; i++) {
+		const struct ndc_fwd_upstream_stats *u = &fs.upstream[i];
+		char l[96];
+
+		snprintf(l, sizeof(l), "upstream=\"%s\"", u->name);
+		ndc_metric_u64(b, "ndcache_upstream_healthy", "gauge",
+			       "1 while the upstream is tried in its turn, 0 while skipped after a "
+			       "failure (backoff).",
+			       l, u->healthy);
+		ndc_metric_u64(b, "ndcache_upstream_backoff_ms", "gauge",
+			       "Backoff of a down upstream (1000..30000), 0 when healthy.", l,
+			       u->backoff_ms);
+		ndc_metric_u64(b, "ndcache_upstream_server_queries_total", "counter",
+			       "Attempts sent to the upstream (probes included).", l, u->queries);
+		ndc_metric_u64(b, "ndcache_upstream_server_responses_total", "counter",
+			       "Responses accepted from the upstream.", l, u->responses);
+		ndc_metric_u64(b, "ndcache_upstream_server_timeouts_total", "counter",
+			       "Attempts to the upstream that timed out.", l, u->timeouts);
+		ndc_metric_u64(b, "ndcache_upstream_server_errors_total", "counter",
+			       "Other failed attempts (refused, unreachable, bad answer).", l,
+			       u->errors);
+		ndc_metric_u64(b, "ndcache_upstream_server_probes_total", "counter",
+			       "Attempts sent while it was down, to learn whether it is back.", l,
+			       u->probes);
+		ndc_metric_u64(b, "ndcache_upstream_server_skipped_total", "counter",
+			       "Queries that went past it because it was down.", l, u->skipped);
+	}
+	if (ag->pub) {
+		struct ndc_publisher_stats ps;
+
+		ndc_publisher_stats(ag->pub, &ps);
+		G(b, "kernel_expiry_tracked",
+		  "Cached upstream answers in the kernel table whose expiry is tracked (at most "
+		  "cache entries).",
+		  ps.tracked);
+	}
+	C(b, "upstream_responses_total", "Upstream answers accepted.", fs.responses);
+	C(b, "upstream_errors_total",
+	  "Upstream attempts that failed other than by timeout (refused, broken TCP, SERVFAIL, "
+	  "REFUSED, FORMERR, NOTIMP).",
+	  fs.errors);
+	C(b, "upstream_stale_served_total",
+	  "Queries every upstream failed, answered from an expired cache entry (RFC 8767).",
+	  fs.stale_served);
 	G(b, "records", "RRsets in the record table.", atomic_load(&ag->rrsets));
 	G(b, "synced", "1 once the record table has been built from a full sync.",
 	  atomic_load(&ag->synced));
@@ -337,6 +421,7 @@ static void metrics(void *arg, struct ndc_metrics_buf *b)
 	  "leaving the fast path to it).",
 	  ndc_handover_taken(ag->ho));
 	memory_metrics(ag, b);
+	fastpath_state_metrics(ag, b);
 	if (ag->fp) {
 		static const char *const why[] = {"miss",   "expired",	"edns",	 "size",
 						  "format", "fragment", "config"};
@@ -591,6 +676,7 @@ int ndc_agent_run(const struct ndc_config *cfg, struct ndc_records *rec,
 	    .n_upstreams = cfg->n_upstream,
 	    .upstreams = cfg->upstream,
 	    .timeout_ms = cfg->forward.timeout_ms,
+	    .max_pending = cfg->forward.max_pending,
 	};
 	struct ndc_server_opts sopts = {
 	    .n_addrs = cfg->n_listen,
@@ -694,7 +780,8 @@ int ndc_agent_run(const struct ndc_config *cfg, struct ndc_records *rec,
 	sigwait(&set, &sig);
 	ndc_info("%s: shutting down", strsignal(sig));
 	ret = 0;
-	if (ndc_handover_taken(ag.ho))
+	ag.handed_over = ndc_handover_taken(ag.ho);
+	if (ag.handed_over)
 		hand_over(&ag);
 
 out:

@@ -975,6 +975,7 @@ static const struct field cache_fields[] = {
 
 static const struct field forward_fields[] = {
 	F_INT("timeout_ms", forward.timeout_ms, 10, 60000),
+	F_INT("max_pending", forward.max_pending, 1, 1000000),
 	{ 0 },
 };
 
@@ -1073,6 +1074,7 @@ void ndc_config_defaults(struct ndc_config *cfg)
 	cfg->cache.neg_max_ttl = 3600;
 	cfg->cache.stale_max = 86400;
 	cfg->forward.timeout_ms = 1000;
+	cfg->forward.max_pending = 10000;
 	cfg->tcp_idle_ms = 10000;
 	cfg->tcp_max_conns = 1024;
 }

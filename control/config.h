@@ -73,7 +73,8 @@ struct ndc_config {
 		uint32_t stale_max;   /* 86400: RFC 8767 suggests 1-3 days of serving stale */
 	} cache;
 	struct {
-		uint32_t timeout_ms; /* per upstream attempt, 1000 */
+		uint32_t timeout_ms;  /* per upstream attempt, 1000 */
+		uint32_t max_pending; /* queries waiting for an upstream, 10000; more: SERVFAIL */
 	} forward;
 	uint32_t workers;	/* 0: one per online CPU */
 	uint32_t tcp_idle_ms;	/* 10000 (RFC 7766 6.2.3 suggests seconds) */

@@ -4,9 +4,13 @@
  * answers before its any-other-type entry, so that entry can become a pass marker when one of
  * them did not make it. Upstream answers arrive through the cache hook. Their expiry is tracked
  * in a timing wheel of one-second buckets: the sweep looks at the keys of each second that has
- * passed and deletes those whose entry in the table has really expired. A key published again
- * since then has a later expiry and stays; that publish filed it again, so the earlier filing is
- * dropped: a name refreshed all day long must not pile up filings.
+ * passed and deletes those whose entry in the table has really expired.
+ *
+ * Each key has one filing at most, found through a hash index: a key published again moves to
+ * its new second, and a key the cache drops (evicted, or too big for the table now) loses its
+ * filing with its entry. So the filings are bounded by the cache's entries, not by the distinct
+ * names ever forwarded (a random-subdomain flood left one 24-byte filing per name until its TTL
+ * ran out, whatever cache.max_entries said), and the index shrinks as they go.
  */
 #include <errno.h>
 #include <pthread.h>
@@ -21,16 +25,15 @@
 #include "publisher.h"
 
 #define WHEEL_SECONDS 4096 /* longer TTLs stay filed for as many rounds as they need */
+#define INDEX_MIN 1024	   /* index buckets; grows past one filing per bucket, halves below 1/4 */
+#define SWEEP_BATCH 256	   /* filings deleted per hold of the lock the cache hook needs too */
 
 /* due_sec: the second the entry has expired by; rounds of the wheel later for a long TTL */
 struct filing {
 	struct ndc_fp_key key;
 	uint64_t due_sec;
-};
-
-struct bucket {
-	struct filing *keys;
-	uint32_t n, cap;
+	struct filing *hnext;		/* index chain */
+	struct filing *wnext, **wpprev; /* wheel bucket list */
 };
 
 struct ndc_publisher {
@@ -42,7 +45,10 @@ struct ndc_publisher {
 	pthread_cond_t cond;
 	bool stop;
 	uint64_t swept_sec; /* every second up to this one has been swept */
-	struct bucket wheel[WHEEL_SECONDS];
+	struct filing *wheel[WHEEL_SECONDS];
+	struct filing **index; /* by key; nindex buckets, a power of two */
+	uint32_t nindex;
+	_Atomic uint64_t tracked; /* filings; written under lock */
 	_Atomic uint64_t published, too_big, table_full, passed, removed;
 };
 
@@ -279,22 +285,114 @@ int ndc_publisher_update_names(struct ndc_publisher *p, const struct ndc_records
 /* ---------------------------------------------------------------------------------------------
  * Upstream answers and their expiry.
  */
-static void wheel_add(struct ndc_publisher *p, const struct ndc_fp_key *k, uint64_t due_sec)
+static uint32_t key_bucket(const struct ndc_fp_key *k, uint32_t n)
 {
-	struct bucket *b = &p->wheel[due_sec % WHEEL_SECONDS];
+	/* The name hash is already well mixed (abi.h); qtype separates a name's types. */
+	uint64_t h = k->hash ^ ((uint64_t)k->qtype * 0x9e3779b97f4a7c15ULL);
 
-	if (b->n == b->cap) {
-		uint32_t cap = b->cap ? b->cap * 2 : 16;
-		struct filing *keys = realloc(b->keys, cap * sizeof(*keys));
+	return (uint32_t)(h ^ (h >> 32)) & (n - 1);
+}
 
-		if (!keys)
-			return; /* the entry then stays until the cache drops it: still correct */
-		b->keys = keys;
-		b->cap = cap;
+static struct filing **index_find(struct ndc_publisher *p, const struct ndc_fp_key *k)
+{
+	struct filing **pp = &p->index[key_bucket(k, p->nindex)];
+
+	while (*pp && memcmp(&(*pp)->key, k, sizeof(*k)))
+		pp = &(*pp)->hnext;
+	return pp;
+}
+
+/* Rehashes into n buckets; on -ENOMEM keeps the old size (only chains get longer). */
+static void index_resize(struct ndc_publisher *p, uint32_t n)
+{
+	struct filing **nb = calloc(n, sizeof(*nb));
+
+	if (!nb)
+		return;
+	for (uint32_t i = 0; i < p->nindex; i++) {
+		struct filing *fl = p->index[i], *next;
+
+		for (; fl; fl = next) {
+			uint32_t b = key_bucket(&fl->key, n);
+
+			next = fl->hnext;
+			fl->hnext = nb[b];
+			nb[b] = fl;
+		}
 	}
-	b->keys[b->n].key = *k;
-	b->keys[b->n].due_sec = due_sec;
-	b->n++;
+	free(p->index);
+	p->index = nb;
+	p->nindex = n;
+}
+
+static void wheel_link(struct ndc_publisher *p, struct filing *fl, uint64_t due_sec)
+{
+	struct filing **head = &p->wheel[due_sec % WHEEL_SECONDS];
+
+	fl->due_sec = due_sec;
+	fl->wnext = *head;
+	fl->wpprev = head;
+	if (*head)
+		(*head)->wpprev = &fl->wnext;
+	*head = fl;
+}
+
+static void wheel_unlink(struct filing *fl)
+{
+	*fl->wpprev = fl->wnext;
+	if (fl->wnext)
+		fl->wnext->wpprev = fl->wpprev;
+}
+
+/* Files k for due_sec, moving its filing if it has one. Under p->lock. */
+static void file_key(struct ndc_publisher *p, const struct ndc_fp_key *k, uint64_t due_sec)
+{
+	struct filing **pp = index_find(p, k), *fl = *pp;
+	uint64_t n;
+
+	if (fl) {
+		wheel_unlink(fl);
+		wheel_link(p, fl, due_sec);
+		return;
+	}
+	fl = malloc(sizeof(*fl));
+	if (!fl)
+		return; /* the entry then stays until the cache drops it: still correct */
+	fl->key = *k;
+	fl->hnext = NULL;
+	*pp = fl;
+	wheel_link(p, fl, due_sec);
+	n = atomic_load_explicit(&p->tracked, memory_order_relaxed) + 1;
+	atomic_store_explicit(&p->tracked, n, memory_order_relaxed);
+	if (n > p->nindex && p->nindex < (1u << 31))
+		index_resize(p, p->nindex * 2);
+}
+
+/* Takes fl out of the index (at *pp) and the wheel; the caller frees it. Under p->lock. */
+static void unfile(struct ndc_publisher *p, struct filing **pp)
+{
+	struct filing *fl = *pp;
+	uint64_t n = atomic_load_explicit(&p->tracked, memory_order_relaxed) - 1;
+
+	*pp = fl->hnext;
+	wheel_unlink(fl);
+	atomic_store_explicit(&p->tracked, n, memory_order_relaxed);
+	if (p->nindex > INDEX_MIN && n < p->nindex / 4)
+		index_resize(p, p->nindex / 2);
+}
+
+/* The cache no longer has k's answer in the table: its filing goes too. */
+static void unfile_key(struct ndc_publisher *p, const struct ndc_fp_key *k)
+{
+	struct filing **pp, *fl;
+
+	pthread_mutex_lock(&p->lock);
+	pp = index_find(p, k);
+	fl = *pp;
+	if (fl)
+		unfile(p, pp);
+	pthread_mutex_unlock(&p->lock);
+	free(fl);
 }
 
 void ndc_publisher_cache_hook(void *arg, const struct ndc_answer *a, const uint8_t *lname,
@@ -309,6 +407,7 @@ void ndc_publisher_cache_hook(void *arg, const struct ndc_answer *a, const uint8
 	if (!a) {
 		if (!t_unpublish(p, lname, nlen, qtype))
 			count(p, removed);
+		unfile_key(p, &k);
 		return;
 	}
 	if (publish(p, lname, nlen, qtype, a, ttl)) {
@@ -318,33 +417,47 @@ void ndc_publisher_cache_hook(void *arg, const struct ndc_answer *a, const uint8
 		 */
 		if (!t_unpublish(p, lname, nlen, qtype))
 			count(p, removed);
+		unfile_key(p, &k);
 		return;
 	}
 	pthread_mutex_lock(&p->lock);
-	wheel_add(p, &k, now_sec() + ttl + 1);
+	file_key(p, &k, now_sec() + ttl + 1);
 	pthread_mutex_unlock(&p->lock);
 }
 
-static void sweep_bucket(struct ndc_publisher *p, struct bucket *b, uint64_t sec)
+/*
+ * Deletes the expired entries filed for second sec, SWEEP_BATCH at a time: the filings are taken
+ * out under the lock, the map is written without it (the cache hook waits on this lock under a
+ * cache shard's lock). A key published again meanwhile has a new filing and a later expiry:
+ * unpublish_expired leaves it (-EAGAIN), as it does one the cache dropped (-ENOENT).
+ */
+static void sweep_second(struct ndc_publisher *p, uint64_t sec)
 {
-	uint32_t keep = 0;
+	struct filing *batch[SWEEP_BATCH];
+	size_t n;
 
-	for (uint32_t i = 0; i < b->n; i++) {
-		int err;
+	do {
+		struct filing *fl = p->wheel[sec % WHEEL_SECONDS];
 
-		if (b->keys[i].due_sec > sec) { /* a TTL longer than the wheel: a later round */
-			b->keys[keep++] = b->keys[i];
-			continue;
+		n = 0;
+		while (fl && n < SWEEP_BATCH) {
+			struct filing *next = fl->wnext;
+
+			/* A TTL longer than the wheel: a later round. */
+			if (fl->due_sec <= sec) {
+				unfile(p, index_find(p, &fl->key));
+				batch[n++] = fl;
+			}
+			fl = next;
 		}
-		/*
-		 * -EAGAIN: published again since, and filed again by that publish; -ENOENT: the
-		 * cache dropped it. Either way this filing is done.
-		 */
-		err = t_unpublish_expired(p, &b->keys[i].key);
-		if (!err)
-			count(p, removed);
-	}
-	b->n = keep;
+		pthread_mutex_unlock(&p->lock);
+		for (size_t i = 0; i < n; i++) {
+			if (!t_unpublish_expired(p, &batch[i]->key))
+				count(p, removed);
+			free(batch[i]);
+		}
+		pthread_mutex_lock(&p->lock);
+	} while (n == SWEEP_BATCH);
 }
 
 static void *sweep(void *arg)
@@ -359,9 +472,9 @@ static void *sweep(void *arg)
 		/* A long stall sweeps the whole wheel once, not once per missed second. */
 		if (now - p->swept_sec > WHEEL_SECONDS)
 			p->swept_sec = now - WHEEL_SECONDS;
-		while (p->swept_sec < now) {
+		while (p->swept_sec < now && !p->stop) {
 			p->swept_sec++;
-			sweep_bucket(p, &p->wheel[p->swept_sec % WHEEL_SECONDS], p->swept_sec);
+			sweep_second(p, p->swept_sec);
 		}
 		clock_gettime(CLOCK_REALTIME, &ts);
 		ts.tv_sec += 1;
@@ -386,6 +499,12 @@ int ndc_publisher_new_dpdk(struct ndc_fp *fp, struct ndc_dpdk *dp, struct ndc_pu
 	p->fp = fp;
 	p->dp = dp;
 	p->swept_sec = now_sec();
+	p->nindex = INDEX_MIN;
+	p->index = calloc(p->nindex, sizeof(*p->index));
+	if (!p->index) {
+		free(p);
+		return -ENOMEM;
+	}
 	pthread_mutex_init(&p->lock, NULL);
 	pthread_cond_init(&p->cond, NULL);
 	err = -pthread_create(&p->thread, NULL, sweep, p);
@@ -409,8 +528,15 @@ void ndc_publisher_free(struct ndc_publisher *p)
 		pthread_mutex_unlock(&p->lock);
 		pthread_join(p->thread, NULL);
 	}
-	for (size_t i = 0; i < WHEEL_SECONDS; i++)
-		free(p->wheel[i].keys);
+	for (size_t i = 0; i < WHEEL_SECONDS; i++) {
+		struct filing *fl = p->wheel[i], *next;
+
+		for (; fl; fl = next) {
+			next = fl->wnext;
+			free(fl);
+		}
+	}
+	free(p->index);
 	pthread_cond_destroy(&p->cond);
 	pthread_mutex_destroy(&p->lock);
 	free(p);
@@ -423,4 +549,5 @@ void ndc_publisher_stats(struct ndc_publisher *p, struct ndc_publisher_stats *re
 	ret->table_full = atomic_load(&p->table_full);
 	ret->passed = atomic_load(&p->passed);
 	ret->removed = atomic_load(&p->removed);
+	ret->tracked = atomic_load(&p->tracked);
 }

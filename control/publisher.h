@@ -3,7 +3,8 @@
  * Keeps the fast-path table equal to what the socket path answers: every cluster record from the
  * record table, and every cacheable upstream answer as the cache stores and drops it. Expired
  * upstream answers are deleted from the table by a sweep once a second (the fast path already
- * passes them to user space from the moment they expire; the sweep frees their slots).
+ * passes them to user space from the moment they expire; the sweep frees their slots). What it
+ * keeps per upstream answer is bounded by the cache: it goes when the cache drops the answer.
  */
 #ifndef NDC_PUBLISHER_H
 #define NDC_PUBLISHER_H
@@ -23,6 +24,7 @@ struct ndc_publisher_stats {
 	uint64_t table_full; /* entries that did not fit the table */
 	uint64_t passed;  /* names marked NDC_FP_V_PASS because one of their answers is missing */
 	uint64_t removed; /* cache drops and expiries deleted */
+	uint64_t tracked; /* gauge: upstream answers whose expiry is tracked (<= cache entries) */
 };
 
 /* Starts the sweep thread. fp stays owned by the caller and must outlive the publisher. */

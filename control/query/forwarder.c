@@ -7,25 +7,33 @@
  * Choices the header leaves open:
  * - Upstreams are tried in configured order, each once per request: the list is a primary and
  *   fallbacks (resolv.conf semantics); the kube-dns ClusterIP behind it already spreads load.
+ *   One that is down is skipped while an untried one is up (see the header); a failure that is
+ *   the name's (SERVFAIL, a bad answer) says nothing of the upstream's health, nor does a local
+ *   one (socket(), no memory). Backoff only grows on a failed probe: the requests already in
+ *   flight to an upstream when it went down time out without doubling it.
+ * - A probe is an ordinary query: the request that finds a down upstream due for one sends it
+ *   there, or, while an up one remains for the request, sends a copy of itself there (a shadow:
+ *   no waiters, never moves on, its answer only cached), so no client waits on the probe.
  * - Every attempt has timeout_ms (0: NDC_FWD_TIMEOUT_MS); a TC retry over TCP to the same upstream
  *   gets a fresh timeout_ms of its own. All deadlines are now + the same timeout, so the timer
  *   list is kept sorted by appending, and one epoll timeout covers it.
- * - max_inflight 0 means NDC_FWD_INFLIGHT_MAX. Beyond it, and with no upstreams (-ENOTCONN),
- *   resolve returns the error and never calls done.
+ * - max_inflight 0 means NDC_FWD_INFLIGHT_MAX, max_pending 0 NDC_FWD_PENDING_MAX. Beyond them
+ *   (-EBUSY, counted as rejected), and with no upstreams (-ENOTCONN), resolve returns the error
+ *   and never calls done: the caller answers SERVFAIL at once, holding nothing.
  * - A request fails over to the next upstream on timeout, ICMP unreachable on the connected
  *   socket (-ECONNREFUSED), a broken TCP exchange, or an rcode other than NOERROR/NXDOMAIN
  *   (-EREMOTEIO: SERVFAIL, REFUSED, FORMERR, NOTIMP are never cached). When all fail, a cached
  *   (possibly stale, RFC 8767) answer is the result, else the last attempt's error.
  * - Query names carry 0x20 random case; a UDP response must echo it exactly. An upstream that
  *   answers with the right ID and question in other case gets asked again once without it.
- * - Stats: queries = attempts sent (UDP and TCP), coalesced = resolves that joined a request in
- *   flight, responses = answers accepted, timeouts = attempts that timed out, tcp_retries = TC
- *   retries, errors = other failed attempts, stale_served = failed requests served stale.
+ * - Stats: as ndc_forwarder_stats says; per upstream, counters are atomics the thread bumps.
  */
+#include <arpa/inet.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <netinet/in.h>
 #include <pthread.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/epoll.h>
@@ -39,6 +47,8 @@
 
 #define NDC_FWD_TIMEOUT_MS 1000
 #define NDC_FWD_INFLIGHT_MAX 4096
+#define NDC_FWD_BACKOFF_MIN_MS 1000
+#define NDC_FWD_BACKOFF_MAX_MS 30000
 #define NDC_FWD_EVENTS 64
 #define NDC_FWD_QUERY_MAX (NDC_DNS_HDR_LEN + NDC_NAME_MAX + 4 + 11 + 64)
 
@@ -61,7 +71,11 @@ struct request {
 	uint8_t lname[NDC_NAME_MAX];
 	uint8_t qname[NDC_NAME_MAX]; /* lname with 0x20 random case while caps */
 	bool caps;
+	bool shadow;	   /* a probe's copy of a request: no waiters, not in the table */
+	uint32_t nwaiters; /* under f->lock */
 	/* The current attempt (thread only). */
+	uint32_t tried; /* bit per upstream attempted (or, for a shadow, not to attempt) */
+	bool probe;	/* this attempt is its upstream's probe (u->probing) */
 	size_t up;
 	int fd;
 	enum att_state st;
@@ -73,17 +87,33 @@ struct request {
 	uint8_t tlenbuf[2];
 };
 
+struct upstream {
+	struct sockaddr_storage addr;
+	char name[64];
+	/* Health, thread only. */
+	bool down;
+	bool probing; /* a probe is in flight */
+	uint32_t backoff_ms;
+	uint64_t retry_ms; /* while down: probe again from then on */
+	/* Published for stats. */
+	bool st_healthy;
+	uint32_t st_backoff_ms;
+	uint64_t queries, responses, timeouts, errors, probes, skipped;
+};
+
 struct ndc_forwarder {
 	size_t n_up;
-	struct sockaddr_storage *up;
+	struct upstream *up;
 	uint32_t timeout_ms;
 	uint32_t max_inflight;
+	uint32_t max_pending;
 	struct ndc_cache *cache;
 
 	pthread_mutex_t lock;
 	struct request **table;
 	uint32_t nbuckets;
 	uint32_t inflight;
+	uint32_t pending; /* waiters of every request; written under lock, read atomically */
 	struct request *queue, **qtail;
 	bool stop;
 
@@ -99,6 +129,7 @@ struct ndc_forwarder {
 };
 
 #define STAT_INC(f, field) __atomic_fetch_add(&(f)->stats.field, 1, __ATOMIC_RELAXED)
+#define UP_INC(u, field) __atomic_fetch_add(&(u)->field, 1, __ATOMIC_RELAXED)
 
 static uint64_t key_hash(const uint8_t *lname, size_t nlen, uint16_t qtype, uint16_t qclass)
 {
@@ -148,18 +179,21 @@ static void timer_append(struct ndc_forwarder *f, struct request *r)
 static void finish(struct ndc_forwarder *f, struct request *r, const struct ndc_fwd_result *res)
 {
 	struct request **pp;
-	struct waiter *w;
+	struct waiter *w = NULL;
 
-	pthread_mutex_lock(&f->lock);
-	pp = &f->table[r->hash & (f->nbuckets - 1)];
-	while (*pp && *pp != r)
-		pp = &(*pp)->hnext;
-	if (*pp)
-		*pp = r->hnext;
-	w = r->waiters;
-	r->waiters = NULL;
-	f->inflight--;
-	pthread_mutex_unlock(&f->lock);
+	if (!r->shadow) {
+		pthread_mutex_lock(&f->lock);
+		pp = &f->table[r->hash & (f->nbuckets - 1)];
+		while (*pp && *pp != r)
+			pp = &(*pp)->hnext;
+		if (*pp)
+			*pp = r->hnext;
+		w = r->waiters;
+		r->waiters = NULL;
+		f->inflight--;
+		__atomic_store_n(&f->pending, f->pending - r->nwaiters, __ATOMIC_RELAXED);
+		pthread_mutex_unlock(&f->lock);
+	}
 
 	/* Unlocked: a callback may call ndc_forwarder_resolve, even for this very key. */
 	while (w) {
@@ -229,7 +263,7 @@ static socklen_t addr_len(const struct sockaddr_storage *ss)
 
 static int start_udp(struct ndc_forwarder *f, struct request *r)
 {
-	const struct sockaddr_storage *ss = &f->up[r->up];
+	const struct sockaddr_storage *ss = &f->up[r->up].addr;
 	struct epoll_event ev = {.events = EPOLLIN, .data.ptr = r};
 	uint8_t q[NDC_FWD_QUERY_MAX];
 	size_t qlen;
@@ -257,12 +291,13 @@ static int start_udp(struct ndc_forwarder *f, struct request *r)
 	r->st = ATT_UDP;
 	timer_append(f, r);
 	STAT_INC(f, queries);
+	UP_INC(&f->up[r->up], queries);
 	return 0;
 }
 
 static int start_tcp(struct ndc_forwarder *f, struct request *r)
 {
-	const struct sockaddr_storage *ss = &f->up[r->up];
+	const struct sockaddr_storage *ss = &f->up[r->up].addr;
 	struct epoll_event ev = {.events = EPOLLOUT, .data.ptr = r};
 	size_t qlen;
 	int fd, err;
@@ -293,57 +328,227 @@ static int start_tcp(struct ndc_forwarder *f, struct request *r)
 	r->st = ATT_TCP_CONNECT;
 	timer_append(f, r);
 	STAT_INC(f, queries);
+	UP_INC(&f->up[r->up], queries);
 	STAT_INC(f, tcp_retries);
 	return 0;
+}
+
+/* Is err the upstream's fault (dead, unreachable), not the name's (SERVFAIL) nor ours? */
+static bool upstream_fault(int err)
+{
+	return err == -ETIMEDOUT || err == -ECONNREFUSED || err == -EHOSTUNREACH ||
+	       err == -ENETUNREACH || err == -EHOSTDOWN || err == -ECONNRESET;
+}
+
+static void up_publish(struct upstream *u)
+{
+	__atomic_store_n(&u->st_healthy, !u->down, __ATOMIC_RELAXED);
+	__atomic_store_n(&u->st_backoff_ms, u->down ? u->backoff_ms : 0, __ATOMIC_RELAXED);
+}
+
+/* r's upstream answered (any rcode, or TC): it is up. */
+static void up_alive(struct ndc_forwarder *f, struct request *r)
+{
+	struct upstream *u = &f->up[r->up];
+
+	if (r->probe) {
+		u->probing = false;
+		r->probe = false;
+	}
+	if (!u->down)
+		return;
+	u->down = false;
+	u->backoff_ms = 0;
+	up_publish(u);
+	ndc_info("forwarder: upstream %s answers again", u->name);
+}
+
+/* r's attempt on its upstream failed with err. */
+static void up_failed(struct ndc_forwarder *f, struct request *r, int err)
+{
+	struct upstream *u = &f->up[r->up];
+	bool probe = r->probe;
+
+	if (probe) {
+		u->probing = false;
+		r->probe = false;
+	}
+	if (!upstream_fault(err))
+		return;
+	if (!u->down) {
+		u->down = true;
+		u->backoff_ms = NDC_FWD_BACKOFF_MIN_MS;
+		ndc_warn("forwarder: upstream %s: %s; skipped while another answers, probed again "
+			 "in %u ms",
+			 u->name, strerror(-err), u->backoff_ms);
+	} else if (probe) {
+		u->backoff_ms = u->backoff_ms * 2 < NDC_FWD_BACKOFF_MAX_MS ? u->backoff_ms * 2
+									   : NDC_FWD_BACKOFF_MAX_MS;
+		ndc_debug("forwarder: upstream %s: probe: %s; next in %u ms", u->name,
+			  strerror(-err), u->backoff_ms);
+	} else {
+		return; /* sent before it was known down, or while every upstream was */
+	}
+	u->retry_ms = ndc_now_ms() + u->backoff_ms;
+	up_publish(u);
+}
+
+/* Answers r from the cache, stale if need be (RFC 8767): true if it did (r is then freed). */
+static bool serve_cached(struct ndc_forwarder *f, struct request *r)
+{
+	struct ndc_fwd_result res = {.status = 0, .answer = f->ans};
+	uint32_t age = 0;
+	int err;
+
+	if (!f->cache || r->shadow)
+		return false;
+	err = ndc_cache_get(f->cache, r->lname, r->nlen, r->qtype, r->qclass, ndc_now_ms(), true,
+			    f->ans, NDC_MSG_MAX, &age);
+	if (err != 0 && err != -ESTALE)
+		return false;
+	res.age = age;
+	res.stale = err == -ESTALE;
+	if (res.stale)
+		STAT_INC(f, stale_served);
+	finish(f, r, &res);
+	return true;
 }
 
 /* Serves a cached answer, stale if need be (RFC 8767), or the last error. */
 static void fail_request(struct ndc_forwarder *f, struct request *r)
 {
 	struct ndc_fwd_result res = {.status = r->last_err ? r->last_err : -ETIMEDOUT};
-	uint32_t age = 0;
-	int err;
 
-	if (f->cache) {
-		err = ndc_cache_get(f->cache, r->lname, r->nlen, r->qtype, r->qclass, ndc_now_ms(),
-				    true, f->ans, NDC_MSG_MAX, &age);
-		if (err == 0 || err == -ESTALE) {
-			res.status = 0;
-			res.answer = f->ans;
-			res.age = age;
-			res.stale = err == -ESTALE;
-			if (res.stale)
-				STAT_INC(f, stale_served);
-		}
-	}
-	finish(f, r, &res);
+	if (!serve_cached(f, r))
+		finish(f, r, &res);
 }
 
-/* Starts an attempt on r->up or the next upstream that can be tried; fails r when none is left. */
+/* Starts r's attempt on upstream i: true if under way, else the error is recorded. */
+static bool try_upstream(struct ndc_forwarder *f, struct request *r, size_t i)
+{
+	int err;
+
+	r->up = i;
+	r->tried |= 1u << i;
+	if (r->probe)
+		UP_INC(&f->up[i], probes);
+	err = start_udp(f, r);
+	if (!err)
+		return true;
+	attempt_end(r);
+	r->last_err = err;
+	STAT_INC(f, errors);
+	UP_INC(&f->up[i], errors);
+	up_failed(f, r, err);
+	ndc_debug("forwarder: upstream %s: %s", f->up[i].name, strerror(-err));
+	return false;
+}
+
+/* Sends a copy of r to the down upstream i, as its probe, for no client to wait on. */
+static void probe_shadow(struct ndc_forwarder *f, const struct request *r, size_t i)
+{
+	static const struct ndc_fwd_result res = {.status = -ECANCELED};
+	struct request *p = calloc(1, sizeof(*p));
+
+	if (!p)
+		return;
+	p->hash = r->hash;
+	p->qtype = r->qtype;
+	p->qclass = r->qclass;
+	p->nlen = r->nlen;
+	memcpy(p->lname, r->lname, r->nlen);
+	p->caps = true;
+	p->shadow = true;
+	p->fd = -1;
+	p->tried = ~0u; /* this one upstream, never the next */
+	p->probe = true;
+	f->up[i].probing = true;
+	if (!try_upstream(f, p, i))
+		finish(f, p, &res);
+}
+
+/*
+ * The upstream for r's next attempt: the first untried one that is up, going past (and counting)
+ * the down ones before it. A down one past its backoff with no probe out gets one: r itself when
+ * no untried upstream is up and r has made no attempt yet (a client waits on one dead upstream
+ * at most, once all are known down), else a shadow of r. -1: none.
+ */
+static ssize_t pick_upstream(struct ndc_forwarder *f, struct request *r, uint64_t now)
+{
+	ssize_t up = -1;
+	bool first = !r->tried;
+
+	for (size_t i = 0; i < f->n_up && up < 0; i++)
+		if (!(r->tried & (1u << i)) && !f->up[i].down)
+			up = (ssize_t)i;
+	for (size_t i = 0; i < f->n_up; i++) {
+		struct upstream *u = &f->up[i];
+
+		if ((r->tried & (1u << i)) || !u->down || u->probing || now < u->retry_ms)
+			continue;
+		if (up < 0 && first) {
+			u->probing = true;
+			r->probe = true;
+			return (ssize_t)i;
+		}
+		probe_shadow(f, r, i);
+	}
+	for (ssize_t i = 0; i < up; i++)
+		if (!(r->tried & (1u << i)) && f->up[i].down)
+			UP_INC(&f->up[i], skipped);
+	return up;
+}
+
+/* The down upstream r has not tried that is due soonest. */
+static size_t soonest_down(struct ndc_forwarder *f, const struct request *r)
+{
+	size_t best = 0;
+	bool found = false;
+
+	for (size_t i = 0; i < f->n_up; i++) {
+		if (r->tried & (1u << i))
+			continue;
+		if (!found || f->up[i].retry_ms < f->up[best].retry_ms)
+			best = i;
+		found = true;
+	}
+	return best;
+}
+
+/* Starts r's next attempt; fails r when no upstream is left for it. */
 static void start_next(struct ndc_forwarder *f, struct request *r)
 {
-	for (; r->up < f->n_up; r->up++) {
-		int err = start_udp(f, r);
+	uint64_t now = ndc_now_ms();
+	ssize_t i;
 
-		if (!err)
+	while ((i = pick_upstream(f, r, now)) >= 0)
+		if (try_upstream(f, r, (size_t)i))
 			return;
-		attempt_end(r);
-		r->last_err = err;
-		STAT_INC(f, errors);
-		ndc_debug("forwarder: upstream %zu: %s", r->up, strerror(-err));
-	}
-	fail_request(f, r);
+	/*
+	 * Every upstream is down, none due for a probe. What the cache has is answered at once
+	 * (RFC 8767 5: no client waits on a known failure); anything else still gets one attempt,
+	 * to the one due soonest: the name's only chance of an answer but SERVFAIL.
+	 */
+	if (r->tried || r->shadow)
+		fail_request(f, r);
+	else if (!serve_cached(f, r) && !try_upstream(f, r, soonest_down(f, r)))
+		fail_request(f, r);
 }
 
 static void attempt_fail(struct ndc_forwarder *f, struct request *r, int err)
 {
+	struct upstream *u = &f->up[r->up];
+
 	attempt_end(r);
 	r->last_err = err;
-	if (err == -ETIMEDOUT)
+	if (err == -ETIMEDOUT) {
 		STAT_INC(f, timeouts);
-	else
+		UP_INC(u, timeouts);
+	} else {
 		STAT_INC(f, errors);
-	r->up++;
+		UP_INC(u, errors);
+	}
+	up_failed(f, r, err);
 	start_next(f, r);
 }
 
@@ -401,6 +606,7 @@ static void accept_answer(struct ndc_forwarder *f, struct request *r, struct ndc
 	}
 	attempt_end(r);
 	STAT_INC(f, responses);
+	UP_INC(&f->up[r->up], responses);
 	if (f->cache) {
 		if (a->rcode == NDC_RCODE_NOERROR && a->ancount)
 			ttl = a->min_ttl;
@@ -453,10 +659,13 @@ static void on_udp(struct ndc_forwarder *f, struct request *r)
 		m = question_match(r, f->msg, (size_t)n);
 		if (m == Q_NO)
 			continue;
+		up_alive(f, r);
 		if (m == Q_CASE && r->caps) {
 			attempt_end(r);
 			r->caps = false;
-			start_next(f, r);
+			err = start_udp(f, r);
+			if (err)
+				attempt_fail(f, r, err);
 			return;
 		}
 		if (ndc_get16(f->msg + 2) & NDC_F_TC) {
@@ -486,6 +695,7 @@ static void on_tcp_message(struct ndc_forwarder *f, struct request *r)
 		attempt_fail(f, r, -EBADMSG);
 		return;
 	}
+	up_alive(f, r);
 	err = ndc_dns_parse_response(r->tbuf, r->tlen, r->lname, r->nlen, r->qtype, r->qclass,
 				     f->ans, NDC_MSG_MAX, &tc);
 	if (err) {
@@ -649,6 +859,23 @@ static void *forwarder_thread(void *arg)
 	return NULL;
 }
 
+static void upstream_name(const struct sockaddr_storage *ss, char *buf, size_t len)
+{
+	char ip[INET6_ADDRSTRLEN] = "?";
+
+	if (ss->ss_family == AF_INET6) {
+		const struct sockaddr_in6 *s6 = (const struct sockaddr_in6 *)ss;
+
+		inet_ntop(AF_INET6, &s6->sin6_addr, ip, sizeof(ip));
+		snprintf(buf, len, "[%s]:%u", ip, ntohs(s6->sin6_port));
+	} else {
+		const struct sockaddr_in *s4 = (const struct sockaddr_in *)ss;
+
+		inet_ntop(AF_INET, &s4->sin_addr, ip, sizeof(ip));
+		snprintf(buf, len, "%s:%u", ip, ntohs(s4->sin_port));
+	}
+}
+
 int ndc_forwarder_new(const struct ndc_forwarder_opts *opts, struct ndc_cache *cache,
 		      struct ndc_forwarder **ret)
 {
@@ -659,6 +886,8 @@ int ndc_forwarder_new(const struct ndc_forwarder_opts *opts, struct ndc_cache *c
 
 	if (!opts || !ret || (opts->n_upstreams && !opts->upstreams))
 		return -EINVAL;
+	if (opts->n_upstreams > NDC_FWD_MAX_UPSTREAMS)
+		return -E2BIG;
 	for (size_t i = 0; i < opts->n_upstreams; i++)
 		if (opts->upstreams[i].ss_family != AF_INET &&
 		    opts->upstreams[i].ss_family != AF_INET6)
@@ -671,6 +900,7 @@ int ndc_forwarder_new(const struct ndc_forwarder_opts *opts, struct ndc_cache *c
 	f->cache = cache;
 	f->timeout_ms = opts->timeout_ms ? opts->timeout_ms : NDC_FWD_TIMEOUT_MS;
 	f->max_inflight = opts->max_inflight ? opts->max_inflight : NDC_FWD_INFLIGHT_MAX;
+	f->max_pending = opts->max_pending ? opts->max_pending : NDC_FWD_PENDING_MAX;
 	f->n_up = opts->n_upstreams;
 	f->queue = NULL;
 	f->qtail = &f->queue;
@@ -680,7 +910,11 @@ int ndc_forwarder_new(const struct ndc_forwarder_opts *opts, struct ndc_cache *c
 		f->up = calloc(f->n_up, sizeof(*f->up));
 		if (!f->up)
 			goto err;
-		memcpy(f->up, opts->upstreams, f->n_up * sizeof(*f->up));
+	}
+	for (size_t i = 0; i < f->n_up; i++) {
+		f->up[i].addr = opts->upstreams[i];
+		f->up[i].st_healthy = true;
+		upstream_name(&opts->upstreams[i], f->up[i].name, sizeof(f->up[i].name));
 	}
 	while (nb < f->max_inflight && nb < 65536)
 		nb *= 2;
@@ -736,11 +970,18 @@ int ndc_forwarder_resolve(struct ndc_forwarder *f, const uint8_t *lname, size_t 
 		err = -ECANCELED;
 		goto out_unlock;
 	}
+	/* Each waiter is a client query held in memory until its answer: bounded. */
+	if (f->pending >= f->max_pending) {
+		err = -EBUSY;
+		goto out_unlock;
+	}
 	pp = table_find(f, hash, lname, nlen, qtype, qclass);
 	if (*pp) {
 		r = *pp;
 		*r->wtail = w;
 		r->wtail = &w->next;
+		r->nwaiters++;
+		__atomic_store_n(&f->pending, f->pending + 1, __ATOMIC_RELAXED);
 		STAT_INC(f, coalesced);
 		pthread_mutex_unlock(&f->lock);
 		return 0;
@@ -763,10 +1004,12 @@ int ndc_forwarder_resolve(struct ndc_forwarder *f, const uint8_t *lname, size_t 
 	r->fd = -1;
 	r->waiters = w;
 	r->wtail = &w->next;
+	r->nwaiters = 1;
 	*pp = r;
 	*f->qtail = r;
 	f->qtail = &r->qnext;
 	f->inflight++;
+	__atomic_store_n(&f->pending, f->pending + 1, __ATOMIC_RELAXED);
 	pthread_mutex_unlock(&f->lock);
 	if (write(f->evfd, &one, sizeof(one)) < 0 && errno != EAGAIN)
 		ndc_warn("forwarder: eventfd: %s", strerror(errno));
@@ -774,6 +1017,8 @@ int ndc_forwarder_resolve(struct ndc_forwarder *f, const uint8_t *lname, size_t 
 
 out_unlock:
 	pthread_mutex_unlock(&f->lock);
+	if (err == -EBUSY)
+		STAT_INC(f, rejected);
 	free(w);
 	return err;
 }
@@ -813,4 +1058,21 @@ void ndc_forwarder_stats(struct ndc_forwarder *f, struct ndc_forwarder_stats *re
 	ret->tcp_retries = __atomic_load_n(&f->stats.tcp_retries, __ATOMIC_RELAXED);
 	ret->errors = __atomic_load_n(&f->stats.errors, __ATOMIC_RELAXED);
 	ret->stale_served = __atomic_load_n(&f->stats.stale_served, __ATOMIC_RELAXED);
+	ret->rejected = __atomic_load_n(&f->stats.rejected, __ATOMIC_RELAXED);
+	ret->pending = __atomic_load_n(&f->pending, __ATOMIC_RELAXED);
+	ret->n_upstreams = f->n_up;
+	for (size_t i = 0; i < f->n_up; i++) {
+		struct ndc_fwd_upstream_stats *o = &ret->upstream[i];
+		struct upstream *u = &f->up[i];
+
+		memcpy(o->name, u->name, sizeof(o->name));
+		o->healthy = __atomic_load_n(&u->st_healthy, __ATOMIC_RELAXED);
+		o->backoff_ms = __atomic_load_n(&u->st_backoff_ms, __ATOMIC_RELAXED);
+		o->queries = __atomic_load_n(&u->queries, __ATOMIC_RELAXED);
+		o->responses = __atomic_load_n(&u->responses, __ATOMIC_RELAXED);
+		o->timeouts = __atomic_load_n(&u->timeouts, __ATOMIC_RELAXED);
+		o->errors = __atomic_load_n(&u->errors, __ATOMIC_RELAXED);
+		o->probes = __atomic_load_n(&u->probes, __ATOMIC_RELAXED);
+		o->skipped = __atomic_load_n(&u->skipped, __ATOMIC_RELAXED);
+	}
 }

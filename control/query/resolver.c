@@ -58,10 +58,11 @@ static void forward_done(void *arg, const struct ndc_fwd_result *res)
 	int err = -1;
 
 	if (res->status == 0 && res->answer->qname_len == w->q.qname_len) {
-		/* RFC 8767 4: a stale answer goes out with TTL 30, not its remaining (zero) TTL. */
+		/* RFC 8767 4: every record of a stale answer goes out with TTL 30, whatever its
+		 * original or remaining TTL. */
 		uint32_t sub = res->stale ? 0 : res->age;
-		uint32_t cap = res->stale ? NDC_STALE_TTL : 0;
-		err = ndc_dns_write_reply(&w->q, res->answer, sub, cap, w->limit, reply_buf,
+		uint32_t stale = res->stale ? NDC_STALE_TTL : 0;
+		err = ndc_dns_write_reply(&w->q, res->answer, sub, stale, w->limit, reply_buf,
 					  sizeof(reply_buf), &len);
 	}
 	if (err < 0) {

@@ -286,6 +286,32 @@ static int check_bpffs(const char *dir)
 	return 0;
 }
 
+/*
+ * The fail-open flows of the program we will replace (an earlier agent's, pinned in pin_dir): our
+ * egress program must still recognise the replies to queries the kernel sent upstream while no
+ * agent ran, or they would reach the pod with the upstream's address as their source. Taken only
+ * when the pinned map is of the same layout; else we start with an empty one.
+ */
+static void adopt_flows(struct ndc_fp *fp)
+{
+	struct bpf_map *m = fp->skel->maps.ndc_flows;
+	struct bpf_map_info info = {0};
+	uint32_t len = sizeof(info);
+	char path[PATH_MAX];
+	int fd;
+
+	if (pin_path(fp, m, path, sizeof(path)) < 0)
+		return;
+	fd = bpf_obj_get(path);
+	if (fd < 0)
+		return;
+	if (bpf_obj_get_info_by_fd(fd, &info, &len) == 0 && info.type == bpf_map__type(m) &&
+	    info.key_size == bpf_map__key_size(m) && info.value_size == bpf_map__value_size(m) &&
+	    info.max_entries == bpf_map__max_entries(m) && bpf_map__reuse_fd(m, fd) == 0)
+		ndc_info("fast path: adopted the fail-open flows of the previous agent");
+	close(fd); /* reuse_fd took its own copy */
+}
+
 int ndc_fastpath_open(const struct ndc_fastpath_opts *opts, struct ndc_fp **ret)
 {
 	const char *dir = opts->pin_dir ? opts->pin_dir : NDC_FP_PIN_DIR;
@@ -337,6 +363,7 @@ int ndc_fastpath_open(const struct ndc_fastpath_opts *opts, struct ndc_fp **ret)
 				     opts->max_entries ? opts->max_entries : DEFAULT_MAX_ENTRIES);
 	if (r < 0)
 		goto fail_skel;
+	adopt_flows(fp);
 	r = ndc_fastpath__load(fp->skel);
 	if (r < 0) {
 		ndc_err("fast path: cannot load the BPF programs: %s", strerror(-r));
@@ -407,14 +434,14 @@ void ndc_fastpath_quiet(struct ndc_fp *fp)
 	fp->watch = NULL;
 }
 
-static void fp_free(struct ndc_fp *fp, bool keep)
+static void fp_free(struct ndc_fp *fp, bool detach, bool unpin)
 {
-	ndc_link_watch_stop(fp->watch, !keep);
-	if (fp->pinned && !keep)
+	ndc_link_watch_stop(fp->watch, detach);
+	if (fp->pinned && unpin)
 		unpin_ours(fp);
 	ndc_fastpath__destroy(fp->skel);
 	/* Only when empty: someone may keep their own pins next to ours. */
-	if (!keep && rmdir(fp->pin_dir) < 0 && errno != ENOTEMPTY && errno != EEXIST &&
+	if (unpin && rmdir(fp->pin_dir) < 0 && errno != ENOTEMPTY && errno != EEXIST &&
 	    errno != ENOENT && errno != EBUSY)
 		ndc_warn("fast path: cannot remove %s: %s", fp->pin_dir, strerror(errno));
 	pthread_mutex_destroy(&fp->config_lock);
@@ -424,13 +451,19 @@ static void fp_free(struct ndc_fp *fp, bool keep)
 void ndc_fastpath_close(struct ndc_fp *fp)
 {
 	if (fp)
-		fp_free(fp, false);
+		fp_free(fp, true, true);
+}
+
+void ndc_fastpath_hand_off(struct ndc_fp *fp)
+{
+	if (fp)
+		fp_free(fp, true, false);
 }
 
 void ndc_fastpath_release(struct ndc_fp *fp)
 {
 	if (fp)
-		fp_free(fp, true);
+		fp_free(fp, false, false);
 }
 
 /* ---------------------------------------------------------------------------------------------

@@ -86,6 +86,13 @@ void ndc_fastpath_quiet(struct ndc_fp *fp);
 void ndc_fastpath_close(struct ndc_fp *fp);
 
 /*
+ * For an agent whose successor took over: detaches what is still ours (links the successor did
+ * not take, e.g. one running without the fast path), leaves every pin (the successor pinned its
+ * maps in their place, and shares our fail-open flows map), frees. NULL is fine.
+ */
+void ndc_fastpath_hand_off(struct ndc_fp *fp);
+
+/*
  * Frees, leaving programs attached and pins in place: a successor has taken over (its
  * programs replaced ours) or is about to. NULL is fine.
  */

@@ -30,6 +30,11 @@ void ndc_fastpath_quiet(struct ndc_fp *fp)
 	(void)fp;
 }
 
+void ndc_fastpath_hand_off(struct ndc_fp *fp)
+{
+	(void)fp;
+}
+
 void ndc_fastpath_release(struct ndc_fp *fp)
 {
 	(void)fp;

@@ -785,8 +785,9 @@ static int data_rrs_end(const struct ndc_answer *a, uint32_t n, size_t *ret_off)
 	return 0;
 }
 
-/* Rewrites the TTLs of the n RRs in d (a copy of answer data) for the entry's age. */
-static int data_adjust_ttls(uint8_t *d, size_t len, uint32_t n, uint32_t sub, uint32_t cap)
+/* Rewrites the TTLs of the n RRs in d (a copy of answer data): the entry's age off, or all
+ * set to stale. */
+static int data_adjust_ttls(uint8_t *d, size_t len, uint32_t n, uint32_t sub, uint32_t stale)
 {
 	size_t pos = 0, ttl_off;
 
@@ -797,8 +798,8 @@ static int data_adjust_ttls(uint8_t *d, size_t len, uint32_t n, uint32_t sub, ui
 			return -EINVAL;
 		ttl = ndc_get32(d + ttl_off);
 		ttl = ttl > sub ? ttl - sub : 0;
-		if (cap && ttl > cap)
-			ttl = cap;
+		if (stale)
+			ttl = stale;
 		ndc_put32(d + ttl_off, ttl);
 	}
 	return 0;
@@ -812,7 +813,7 @@ static void put_question(struct ndc_wbuf *w, const struct ndc_query *q)
 }
 
 int ndc_dns_write_reply(const struct ndc_query *q, const struct ndc_answer *a, uint32_t ttl_sub,
-			uint32_t ttl_cap, size_t limit, uint8_t *out, size_t cap, size_t *ret_len)
+			uint32_t ttl_stale, size_t limit, uint8_t *out, size_t cap, size_t *ret_len)
 {
 	size_t fixed = NDC_DNS_HDR_LEN + q->qname_len + 4 + (q->has_edns ? OPT_RR_LEN : 0);
 	size_t dlen = a->len;
@@ -845,8 +846,8 @@ int ndc_dns_write_reply(const struct ndc_query *q, const struct ndc_answer *a, u
 
 		memcpy(d, a->data, dlen);
 		w.len += dlen;
-		if ((ttl_sub || ttl_cap) &&
-		    data_adjust_ttls(d, dlen, (uint32_t)an + ns + ar, ttl_sub, ttl_cap) < 0)
+		if ((ttl_sub || ttl_stale) &&
+		    data_adjust_ttls(d, dlen, (uint32_t)an + ns + ar, ttl_sub, ttl_stale) < 0)
 			return -EINVAL;
 	}
 	if (q->has_edns)

@@ -195,8 +195,8 @@ struct ndc_fp_flow {
 
 /* Per-CPU counters, indexed by enum ndc_fp_counter. */
 enum ndc_fp_counter {
-	NDC_FP_HIT = 0,	     /* answered from an exact entry */
-	NDC_FP_NODATA,	     /* answered from a NDC_FP_QTYPE_OTHER entry */
+	NDC_FP_HIT = 0,	     /* answered with answer RRs (exact entry, or an ExternalName CNAME) */
+	NDC_FP_NODATA,	     /* answered NODATA from a NDC_FP_QTYPE_OTHER entry (ANCOUNT 0) */
 	NDC_FP_NXDOMAIN,     /* synthesised NXDOMAIN */
 	NDC_FP_PASS_MISS,    /* not in the table */
 	NDC_FP_PASS_EXPIRED, /* entry expired: user space refreshes it */

@@ -316,15 +316,18 @@ int ndc_dns_parse_response(const uint8_t *msg, size_t len, const uint8_t *lname,
 
 /*
  * Writes the reply to q: header (ID, RD and CD echoed, QR and RA set, AA and RCODE from a),
- * the question exactly as received, a's data with every TTL lowered by ttl_sub (floored at 0)
- * and, if ttl_cap is non-zero, capped at ttl_cap, then an OPT RR when the query had one.
+ * the question exactly as received, a's data with every TTL lowered by ttl_sub (floored at 0),
+ * or, if ttl_stale is non-zero, every TTL set to ttl_stale (RFC 8767 4: an answer served stale
+ * goes out with NDC_STALE_TTL, whatever its records' original TTLs), then an OPT RR when the
+ * query had one.
  * When the reply exceeds limit, the additional section is left out (RFC 2181 9: no TC for that);
  * if it still does not fit, it is cut to header + question (+ OPT) with TC set, AN/NS counts 0.
  * a->qname_len must equal q->qname_len (-EINVAL otherwise, also for inconsistent a->data);
  * -ENOSPC when the reply does not fit cap, or not even the truncated reply fits limit.
  */
 int ndc_dns_write_reply(const struct ndc_query *q, const struct ndc_answer *a, uint32_t ttl_sub,
-			uint32_t ttl_cap, size_t limit, uint8_t *out, size_t cap, size_t *ret_len);
+			uint32_t ttl_stale, size_t limit, uint8_t *out, size_t cap,
+			size_t *ret_len);
 
 /*
  * Writes an error reply with the given rcode (FORMERR, NOTIMP, REFUSED, SERVFAIL, BADVERS):

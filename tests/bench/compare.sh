@@ -167,8 +167,7 @@ if [ -z "${NDC_COMPARE_TOPO:-}" ]; then
 		local ns pids
 		trap '' INT TERM
 		if [ -n "$MAIN_PID" ]; then
-			kill "$MAIN_PID" 2>/dev/null
-			wait "$MAIN_PID" 2>/dev/null
+			term_wait "$MAIN_PID" "the measuring copy on exit" 10
 		fi
 		for ns in "$NS_POD" "$NS_NODE"; do
 			pids=$(ip netns pids "$ns" 2>/dev/null)
@@ -209,7 +208,8 @@ if [ -z "${NDC_COMPARE_TOPO:-}" ]; then
 	[ $topo_rc = 0 ] || die "could not create the network namespaces"
 	NDC_COMPARE_TOPO="$TOPO_ID:$TOPO_DIR" "$BASH" "${BASH_SOURCE[0]}" "${args[@]}" &
 	MAIN_PID=$!
-	wait "$MAIN_PID"
+	wait_pid "$MAIN_PID" "${NDC_BENCH_MAX_S:-14400}" \
+		"the measurements (limit NDC_BENCH_MAX_S, default 14400 s)"
 	rc=$?
 	MAIN_PID=""
 	exit $rc
@@ -566,7 +566,7 @@ run_gen() {
 	shift
 	ip netns exec "$NS_POD" taskset -c 1 "$@" >"$f" 2>&1 &
 	GEN_PID=$!
-	wait "$GEN_PID"
+	wait_pid "$GEN_PID" $((2 * duration + 60)) "the load generator ($1)"
 	rc=$?
 	GEN_PID=""
 	[ "$interrupted" = 0 ] || exit 130

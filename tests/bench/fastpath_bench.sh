@@ -195,7 +195,7 @@ run_wait() {
 	shift
 	"$@" >"$f" 2>&1 &
 	RUN_PID=$!
-	wait "$RUN_PID"
+	wait_pid "$RUN_PID" $((duration + tcp_duration + 60)) "$*"
 	rc=$?
 	RUN_PID=""
 	return $rc
@@ -443,8 +443,8 @@ R[tcp.cpu]=$(awk -v t="$((tst1 - tst0))" -v s="$((tcp_rounds * tcp_duration))" \
 	'BEGIN { printf "%.3f", 100 * t / (s * 1e9) }')
 
 # ndcache logs its fast-path counters when it exits on SIGTERM.
-kill -TERM "$NDCACHE_PID"
-wait "$NDCACHE_PID"
+term_wait "$NDCACHE_PID" "ndcache after SIGTERM" 10 ||
+	echo "fastpath_bench.sh: ndcache exited with status $? on SIGTERM" >&2
 keep=()
 for p in "${TOPO_PIDS[@]}"; do
 	[ "$p" = "$NDCACHE_PID" ] || keep+=("$p")

@@ -13,6 +13,8 @@
  *   - the cache hook: puts with their expiry and TTL offsets, class CH ignored, an eviction
  *     unpublished, an answer replaced by a too big one unpublished, the sweep deleting an
  *     expired entry, and one published again with a longer TTL only once that has expired;
+ *   - bounded expiry tracking: a flood of distinct names through a small cache leaves as many
+ *     filings as the cache has entries, and none once they have expired and been swept;
  *   - free and close: the table outlives the publisher, close leaves no pin.
  */
 #include <errno.h>
@@ -784,6 +786,43 @@ static void test_hook_eviction(void **state)
 	ndc_publisher_stats(f->pub, &st);
 	assert_int_equal(st.removed, 1);
 	assert_int_equal(st.published, 65);
+	assert_int_equal(st.tracked, 64); /* the evicted key's filing went with it */
+}
+
+/*
+ * A random-subdomain flood: 20,000 distinct names through a 64-entry cache. The expiry filings
+ * follow the cache, not the names ever seen; and once every entry has expired and been swept,
+ * nothing is left of them.
+ */
+static void test_hook_flood_bounded(void **state)
+{
+	struct fixture *f = *state;
+	struct ndc_publisher_stats st;
+	struct ndc_cache_stats cs;
+	char name[64];
+	uint64_t t0;
+
+	fp_open(f, 0);
+	cache_new(f, 64);
+	for (int i = 0; i < 20000; i++) {
+		snprintf(name, sizeof(name), "r%d.flood.example.com", i);
+		put(f, name, NDC_C_IN, 1, i < 19936 ? 3600 : 1);
+	}
+	ndc_cache_stats(f->cache, &cs);
+	assert_int_equal(cs.entries, 64);
+	assert_int_equal(cs.evictions, 20000 - 64);
+	ndc_publisher_stats(f->pub, &st);
+	assert_int_equal(st.tracked, 64);
+	assert_int_equal(map_count(f->answers_fd), 64);
+
+	/* The last 64 had 1 s: swept within a few seconds, filings and entries both. */
+	t0 = mono_ns();
+	do {
+		sleep_ms(100);
+		ndc_publisher_stats(f->pub, &st);
+	} while (st.tracked && mono_ns() < t0 + 5 * NS);
+	assert_int_equal(st.tracked, 0);
+	assert_int_equal(map_count(f->answers_fd), 0);
 }
 
 static void test_hook_expiry(void **state)
@@ -829,6 +868,7 @@ static void test_hook_expiry(void **state)
 	ndc_publisher_stats(f->pub, &st);
 	assert_int_equal(st.removed, 2);
 	assert_int_equal(st.published, 5);
+	assert_int_equal(st.tracked, 1); /* one filing per key, however often it was published */
 	assert_int_equal(map_count(f->answers_fd), 1);
 }
 
@@ -894,6 +934,7 @@ int main(void)
 	    cmocka_unit_test_setup_teardown(test_hook_publish, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_hook_eviction, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_hook_expiry, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_hook_flood_bounded, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_free_close, setup, teardown),
 	};
 	int r;

@@ -1,7 +1,10 @@
 #!/usr/bin/env python3
 """Checks deploy/kubernetes/ (manifests and Dockerfile) against the code, without a cluster.
 
-Usage: check_manifests.py --ndcache BUILD/control/ndcache [--root REPO] [--self-test]
+Usage: check_manifests.py --ndcache BUILD/control/ndcache [--root REPO] [--manifest FILE]
+                          [--self-test]
+--manifest: check FILE (e.g. `kubectl kustomize` output of an overlay) instead of
+deploy/kubernetes/ndcache.yaml.
 
 What it compares, and where the truth comes from:
 - every document parses (duplicate keys are errors: PyYAML would keep the last one silently),
@@ -15,9 +18,11 @@ What it compares, and where the truth comes from:
   in-cluster source, and its addresses agree with the Service, the init container and the probes;
 - the DaemonSet: selector against template labels, host network, DNS policy, priority, taints,
   capabilities (what the fast path needs, nothing privileged), mounts against the config, probes
-  against control/http/http.c's paths and the config's http.listen port, a no-surge rolling update;
+  against control/http/http.c's paths and the config's http.listen port, a surge rolling update (maxSurge 1, maxUnavailable 0, no host ports);
 - the Dockerfile: ENTRYPOINT's --config is the ConfigMap's mount path and key, its USER is the
-  DaemonSet's runAsUser, its setcap list is the DaemonSet's capabilities.add.
+  DaemonSet's runAsUser, its setcap list is the DaemonSet's capabilities.add, its runtime stage
+  starts from Debian 12 (FROM, through an ARG's default); the DaemonSet's two containers run one
+  image, ndcache:<version in meson.build> (any registry in front).
 --self-test applies known mistakes to copies of the inputs and requires each to be reported.
 """
 import argparse
@@ -68,12 +73,14 @@ UniqueKeyLoader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG,
 class Inputs:
     """Everything the check reads; --self-test mutates copies of it."""
 
-    def __init__(self, root, ndcache):
+    def __init__(self, root, ndcache, manifest=None):
         self.root = root
         self.ndcache = ndcache
         read = lambda p: open(os.path.join(root, p), encoding="utf-8").read()
-        self.manifest_path = "deploy/kubernetes/ndcache.yaml"
+        self.manifest_path = manifest or "deploy/kubernetes/ndcache.yaml"
         self.manifest = read(self.manifest_path)
+        m = re.search(r"^\s*version\s*:\s*'([^']+)'", read("meson.build"), re.M)
+        self.version = m.group(1) if m else None
         self.dockerfile = read("deploy/kubernetes/Dockerfile")
         # The client is three files: the requests' URLs, the curl options and the parsers.
         self.k8s_client = "\n".join(read(f) for f in CLIENT_SOURCES)
@@ -176,6 +183,19 @@ def mount_covers(mounts, path):
             if best is None or len(mp) > len(best["mountPath"]):
                 best = m
     return best
+
+
+def dockerfile_from(text, stage_lines):
+    """The image a stage starts from, ${ARG} and $ARG replaced by the global ARG defaults."""
+    lines = re.sub(r"\\\n", " ", text).splitlines()
+    first = next((i for i, l in enumerate(lines) if re.match(r"\s*FROM\s", l, re.I)), 0)
+    args = {}
+    for l in lines[:first]:
+        m = re.match(r"\s*ARG\s+(\w+)=(\S+)", l, re.I)
+        if m:
+            args[m.group(1)] = m.group(2).strip("\"'")
+    frm = next((l.split()[1] for l in stage_lines if re.match(r"\s*FROM\s", l, re.I)), "")
+    return re.sub(r"\$\{?(\w+)\}?", lambda m: args.get(m.group(1), m.group(0)), frm)
 
 
 def dockerfile_last_stage(text):
@@ -289,11 +309,17 @@ def check(inp, run_agent=True):
     ru = us.get("rollingUpdate") or {}
     if us.get("type") != "RollingUpdate":
         err("DaemonSet: updateStrategy.type must be RollingUpdate")
-    if str(ru.get("maxSurge", 0)) not in ("0", "0%"):
-        err("DaemonSet: maxSurge must be 0: two agents on one node conflict (http.listen bind, "
-            "tc filter handle)")
-    if str(ru.get("maxUnavailable", 1)) in ("0", "0%"):
-        err("DaemonSet: maxUnavailable 0 with maxSurge 0 never updates")
+    # Upgrades overlap (control/handover.c): the new agent takes over before the old one stops.
+    if str(ru.get("maxSurge", 0)) in ("0", "0%"):
+        err("DaemonSet: maxSurge must be 1: the new agent takes over from the old one on the "
+            "node before it stops (without surge DNS on the node has a gap on every upgrade)")
+    if str(ru.get("maxUnavailable", 1)) not in ("0", "0%"):
+        err("DaemonSet: maxUnavailable must be 0: an upgrade must never leave a node without "
+            "an agent")
+    for c in pod.get("containers") or []:
+        if c.get("ports"):
+            err(f"DaemonSet: container {c['name']} declares ports: with hostNetwork they are "
+                f"host ports and the surge pod could not be scheduled next to the old one")
 
     containers = {c["name"]: c for c in pod.get("containers") or []}
     inits = {c["name"]: c for c in pod.get("initContainers") or []}
@@ -518,8 +544,18 @@ def check(inp, run_agent=True):
 
     # -- Dockerfile ---------------------------------------------------------------------------
     stage = dockerfile_last_stage(inp.dockerfile)
-    if not re.search(r"^\s*FROM\s+debian:12(\s|$)", "\n".join(stage), re.M | re.I):
-        err("Dockerfile: the runtime stage must be FROM debian:12")
+    base = dockerfile_from(inp.dockerfile, stage)
+    if base.rsplit("/", 1)[-1] != "debian:12":
+        err(f"Dockerfile: the runtime stage starts FROM {base or '(none)'}, not debian:12 (the "
+            f"libraries the build stage linked against)")
+    images = {c.get("image") for c in list(containers.values()) + list(inits.values())}
+    if len(images) != 1:
+        err(f"DaemonSet: the init container and the agent run different images {sorted(images)}")
+    want = f"ndcache:{inp.version}"
+    for im in sorted(i for i in images if i):
+        if im.rsplit("/", 1)[-1] != want:
+            err(f"DaemonSet: image {im} is not {want} (meson.build's version, the tag "
+                f"deploy/image.sh builds)")
     ep = [l for l in stage if re.match(r"\s*ENTRYPOINT\s", l, re.I)]
     if not ep:
         err("Dockerfile: no ENTRYPOINT in the runtime stage")
@@ -661,15 +697,23 @@ MUTATIONS = [
     ("config mounted elsewhere than the ENTRYPOINT reads",
      _edit(lambda d: _agent_c(d)["volumeMounts"][0].__setitem__("mountPath", "/etc/ndc")),
      "ENTRYPOINT --config"),
-    ("surge during rolling update",
+    ("no surge during rolling update",
      _edit(lambda d: _find(d, "DaemonSet")["spec"]["updateStrategy"]["rollingUpdate"]
-           .__setitem__("maxSurge", 1)), "maxSurge"),
+           .__setitem__("maxSurge", 0)), "maxSurge"),
+    ("host ports that block the surge pod",
+     _edit(lambda d: _agent_c(d).__setitem__("ports", [{"containerPort": 53, "protocol": "UDP"}])),
+     "declares ports"),
     ("ndcache pods labelled like kube-dns (the upstream Service would select them)",
      _edit(lambda d: _find(d, "DaemonSet")["spec"]["template"]["metadata"]["labels"]
            .__setitem__("k8s-app", "kube-dns")), "forward to itself"),
     ("Dockerfile setcap list differs from capabilities.add",
      lambda inp: setattr(inp, "dockerfile", inp.dockerfile.replace("cap_perfmon,", "")),
      "setcap"),
+    ("Dockerfile runtime stage on another base",
+     lambda inp: setattr(inp, "dockerfile", inp.dockerfile.replace(
+         "ARG BASE=debian:12", "ARG BASE=debian:13")), "not debian:12"),
+    ("image tag not the version in meson.build",
+     _edit(lambda d: _agent_c(d).__setitem__("image", "ndcache:0.0.9")), "meson.build"),
     ("Dockerfile ENTRYPOINT reads another config path",
      lambda inp: setattr(inp, "dockerfile", inp.dockerfile.replace(
          '"/etc/ndcache/ndcache.yaml"', '"/etc/ndcache/config.yaml"')), "ENTRYPOINT --config"),
@@ -714,13 +758,15 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--ndcache", required=True, help="the built agent (BUILD/control/ndcache)")
     ap.add_argument("--root", default=os.path.join(os.path.dirname(__file__), "..", ".."))
+    ap.add_argument("--manifest", help="check this file instead of deploy/kubernetes/ndcache.yaml")
     ap.add_argument("--self-test", action="store_true")
     ap.add_argument("-v", "--verbose", action="store_true", help="self-test: print each error")
     a = ap.parse_args()
     if not os.access(a.ndcache, os.X_OK):
         print(f"check_manifests: {a.ndcache}: not an executable", file=sys.stderr)
         return 2
-    inp = Inputs(os.path.abspath(a.root), os.path.abspath(a.ndcache))
+    inp = Inputs(os.path.abspath(a.root), os.path.abspath(a.ndcache),
+                 a.manifest and os.path.abspath(a.manifest))
     if a.self_test:
         return self_test(inp, a.verbose)
     errs = check(inp)

@@ -5,7 +5,8 @@
 # load and answer in the kernel with only those capabilities. The config is the ConfigMap's, with
 # the embedded sample cluster as source and no upstream (nothing leaves the namespaces).
 # Usage (root): tests/deploy/try_security_context.sh BUILD_DIR
-# Needs: iproute2, util-linux (setpriv, unshare), libcap2-bin (setcap), dnsutils, curl, python3-yaml.
+# Needs: iproute2, util-linux (setpriv, unshare), libcap2-bin (setcap, capsh), bind9-dnsutils, curl,
+# python3-yaml. Every wait is bounded; a check that cannot run fails, it is never skipped.
 set -u
 build=${1:?usage: $0 BUILD_DIR}
 root=$(cd "$(dirname "$0")/../.." && pwd)
@@ -18,8 +19,10 @@ work=$(mktemp -d /tmp/ndc-secctx.XXXXXX)
 chmod 755 "$work"
 runner=
 passed=0 failed=0
+# shellcheck source=../integration/lib.sh
+. "$root/tests/integration/lib.sh" # wait_pid, term_wait
 cleanup() {
-	[ -n "$runner" ] && kill "$runner" 2>/dev/null && wait "$runner" 2>/dev/null
+	[ -n "$runner" ] && term_wait "$runner" "the agent, on exit"
 	ip netns del "$ns_pod" 2>/dev/null
 	ip netns del "$ns_node" 2>/dev/null
 	rm -rf "$work"
@@ -93,28 +96,32 @@ done
 grep -q "^pin dir $NDC_UID:$NDC_UID 700" "$work/log" && ok "init: pin directory for uid $NDC_UID" ||
 	bad "init: pin directory"
 [ "$answer" = 10.96.0.1 ] && ok "a pod's query answered: $answer" || bad "no answer ($answer)"
-pid=$(pgrep -f "^$work/ndcache" | head -1)
-if [ -n "$pid" ]; then
-	uid=$(awk '/^Uid:/{print $3}' /proc/"$pid"/status)
-	eff=$(awk '/^CapEff:/{print $2}' /proc/"$pid"/status)
-	[ "$uid" = "$AGENT_UID" ] && ok "agent runs as uid $uid" || bad "agent uid $uid"
+# ip netns exec, unshare (no --fork), bash's last command and setpriv all exec: the process
+# started above becomes the agent itself, so its PID is $runner (no pgrep). Compared as files
+# (-ef): in a chroot, the link of a process in another mount namespace reads as a host path.
+exe=$(readlink "/proc/$runner/exe" 2>/dev/null)
+if [ "/proc/$runner/exe" -ef "$work/ndcache" ]; then
+	uid=$(awk '/^Uid:/{print $3}' "/proc/$runner/status")
+	eff=$(awk '/^CapEff:/{print $2}' "/proc/$runner/status")
+	[ "$uid" = "$AGENT_UID" ] && ok "agent runs as uid $uid" || bad "agent uid $uid, want $AGENT_UID"
 	echo "     CapEff $(capsh --decode="$eff" 2>/dev/null || echo "$eff")"
+else
+	bad "agent process: pid $runner runs '${exe:-nothing}', not $work/ndcache (uid not checked)"
 fi
 for _ in 1 2 3; do
 	ip netns exec "$ns_pod" dig +time=1 +tries=1 +short @"$NDC_NODE_LOCAL_ADDRESS" \
 		kubernetes.default.svc.cluster.local A >/dev/null
 done
-metrics=$(ip netns exec "$ns_node" curl -s http://169.254.98.1:9254/metrics)
+metrics=$(ip netns exec "$ns_node" curl -s --max-time 5 http://169.254.98.1:9254/metrics)
 kernel=$(echo "$metrics" | awk -F' ' '/^ndcache_kernel_answers_total\{kind="answer"\}/{print $2}')
 [ "${kernel:-0}" -gt 0 ] 2>/dev/null && ok "answered in the kernel: $kernel" ||
 	bad "no kernel answers (fast path not loaded: see the log below)"
 for p in health ready; do
-	code=$(ip netns exec "$ns_node" curl -s -o /dev/null -w '%{http_code}' \
+	code=$(ip netns exec "$ns_node" curl -s --max-time 5 -o /dev/null -w '%{http_code}' \
 		http://169.254.98.1:9254/$p)
 	[ "$code" = 200 ] && ok "/$p on the node address: 200" || bad "/$p: $code"
 done
-[ -n "$pid" ] && kill -TERM "$pid"
-wait "$runner" 2>/dev/null
+term_wait "$runner" "the agent after SIGTERM" 10 || bad "agent: no clean exit on SIGTERM (status $?)"
 runner=
 grep -q "fast path: detached" "$work/log" && ok "clean stop: detached" || bad "no detach on stop"
 [ "$failed" = 0 ] || sed 's/^/     log: /' "$work/log" | tail -40

@@ -11,10 +11,25 @@ pass=0
 fail=0
 bgpids=()
 
+# wait_for PID SECONDS WHAT: bounded wait; past SECONDS it says so, kills PID, returns 124.
+wait_for() {
+	local i
+	for ((i = 0; i < $2 * 10; i++)); do
+		kill -0 "$1" 2>/dev/null || {
+			wait "$1" 2>/dev/null
+			return
+		}
+		sleep 0.1
+	done
+	echo "selftest.sh: timeout: $3 (pid $1) still running after $2 s; killed" >&2
+	kill -9 "$1" 2>/dev/null
+	wait "$1" 2>/dev/null
+	return 124
+}
 cleanup() {
-	for p in "${bgpids[@]}"; do kill "$p" 2>/dev/null; done
-	if [ -n "$server_pid" ]; then kill "$server_pid" 2>/dev/null; fi
-	wait 2>/dev/null
+	local p
+	for p in "${bgpids[@]}" $server_pid; do kill "$p" 2>/dev/null; done
+	for p in "${bgpids[@]}" $server_pid; do wait_for "$p" 5 "a process of the self-test"; done
 	rm -rf "$tmp"
 }
 trap cleanup EXIT
@@ -97,17 +112,17 @@ token=t0
 kget() {
 	local p=$1
 	shift
-	curl -s -o "$tmp/body" -w '%{http_code}' --cacert "$pki/ca.pem" \
+	curl -s --max-time 10 -o "$tmp/body" -w '%{http_code}' --cacert "$pki/ca.pem" \
 		-H "Authorization: Bearer $token" "$@" "$base$p"
 }
 ctl() {
-	curl -s -o "$tmp/ctl" -w '%{http_code}' -X POST -H 'Content-Type: application/json' \
+	curl -s --max-time 10 -o "$tmp/ctl" -w '%{http_code}' -X POST -H 'Content-Type: application/json' \
 		--data "$1" "http://127.0.0.1:$ctl/control"
 }
 # watch_bg OUTFILE QUERY: background curl -N; its exit code lands in OUTFILE.rc
 watch_bg() {
 	(
-		curl -sN --cacert "$pki/ca.pem" -H "Authorization: Bearer $token" \
+		curl -sN --max-time 90 --cacert "$pki/ca.pem" -H "Authorization: Bearer $token" \
 			"$base/api/v1/services?watch=true&$2" >"$1"
 		echo $? >"$1.rc"
 	) &
@@ -123,21 +138,21 @@ wait_file() { # FILE SECONDS
 }
 
 # --- auth -------------------------------------------------------------------------------------
-code=$(curl -s -o "$tmp/body" -w '%{http_code}' --cacert "$pki/ca.pem" "$base/api/v1/services")
+code=$(curl -s --max-time 10 -o "$tmp/body" -w '%{http_code}' --cacert "$pki/ca.pem" "$base/api/v1/services")
 check "no credentials: 401" 401 "$code"
 check "401 body is a Status" "Status Failure Unauthorized 401" \
 	"$(jget "$tmp/body" 'd["kind"], d["status"], d["reason"], d["code"]' | tr -d "(),'")"
 check "wrong token: 401" 401 "$(token=nope kget /api/v1/services)"
 check "right token: 200" 200 "$(kget /api/v1/services)"
-code=$(curl -s -o /dev/null -w '%{http_code}' --cacert "$pki/ca.pem" --cert "$pki/client.pem" \
+code=$(curl -s --max-time 10 -o /dev/null -w '%{http_code}' --cacert "$pki/ca.pem" --cert "$pki/client.pem" \
 	--key "$pki/client.key" "$base/api/v1/namespaces")
 check "client certificate: 200" 200 "$code"
-curl -s -o /dev/null --cacert "$pki/ca.pem" --cert "$pki/other-client.pem" \
+curl -s --max-time 10 -o /dev/null --cacert "$pki/ca.pem" --cert "$pki/other-client.pem" \
 	--key "$pki/other-client.key" "$base/api/v1/namespaces"
 rc=$?
 if [ $rc -ne 0 ]; then ok "client cert from the other CA rejected (curl rc $rc)"; else
 	bad "client cert from the other CA rejected" "curl rc 0"; fi
-curl -s -o /dev/null --cacert "$pki/other-ca.pem" -H "Authorization: Bearer t0" \
+curl -s --max-time 10 -o /dev/null --cacert "$pki/other-ca.pem" -H "Authorization: Bearer t0" \
 	"$base/api/v1/namespaces"
 check "server verified against the wrong CA: curl rc 60" 60 $?
 
@@ -186,7 +201,7 @@ check "bookmarks every 0.3 s over 2 s" yes "$([ "$nbm" -ge 3 ] && echo yes)"
 check "last bookmark carries the current rv" "BOOKMARK - $rv_del" \
 	"$(events "$tmp/w1" | grep BOOKMARK | tail -n1)"
 check "watch headers: chunked, application/json" "chunked application/json" "$(
-	curl -s -D - -o /dev/null --cacert "$pki/ca.pem" -H "Authorization: Bearer $token" \
+	curl -s --max-time 10 -D - -o /dev/null --cacert "$pki/ca.pem" -H "Authorization: Bearer $token" \
 		"$base/api/v1/services?watch=true&resourceVersion=$rv&timeoutSeconds=1" |
 		tr -d '\r' | awk -F': ' 'tolower($1)=="transfer-encoding"{t=$2} tolower($1)=="content-type"{c=$2} END{print t, c}')"
 # Replay from history: a watch from an older rv gets the same events at once.
@@ -223,7 +238,7 @@ check "watch from the compaction rv itself is fine" "0|" "$(cat "$tmp/w5.rc")|$(
 watch_bg "$tmp/w6" "resourceVersion=$new_rv&allowWatchBookmarks=true&timeoutSeconds=60"
 watch_bg "$tmp/w7" "resourceVersion=$new_rv&timeoutSeconds=60"
 sleep 0.6
-check "stats: 2 watchers" 2 "$(curl -s -o "$tmp/stats" "http://127.0.0.1:$ctl/stats"; jget "$tmp/stats" 'd["watchers"]')"
+check "stats: 2 watchers" 2 "$(curl -s --max-time 10 -o "$tmp/stats" "http://127.0.0.1:$ctl/stats"; jget "$tmp/stats" 'd["watchers"]')"
 t0=$(date +%s%N)
 ctl '{"op":"drop"}' >/dev/null
 wait_file "$tmp/w6.rc" 3
@@ -233,7 +248,7 @@ check "drop: both streams cut without the last chunk (curl rc 18)" "18 18" \
 	"$(cat "$tmp/w6.rc" 2>/dev/null) $(cat "$tmp/w7.rc" 2>/dev/null)"
 check "drop is immediate (${ms} ms)" yes "$([ "$ms" -lt 1500 ] && echo yes)"
 sleep 0.2
-check "stats: 0 watchers after drop" 0 "$(curl -s -o "$tmp/stats" "http://127.0.0.1:$ctl/stats"; jget "$tmp/stats" 'd["watchers"]')"
+check "stats: 0 watchers after drop" 0 "$(curl -s --max-time 10 -o "$tmp/stats" "http://127.0.0.1:$ctl/stats"; jget "$tmp/stats" 'd["watchers"]')"
 
 # --- token rotation ---------------------------------------------------------------------------
 check "token rotate: 200" 200 "$(ctl '{"op":"token","token":"t1"}')"
@@ -249,7 +264,7 @@ c2=$(kget /api/v1/namespaces)
 c3=$(kget /api/v1/services)
 check "fail count 2: 500, 500, then 200" "500 InternalError 500 200" "$c1 $r1 $c2 $c3"
 ctl '{"op":"fail","count":1,"status":503}' >/dev/null
-code=$(curl -s -o /dev/null -w '%{http_code}' --cacert "$pki/ca.pem" -H "Authorization: Bearer $token" \
+code=$(curl -s --max-time 10 -o /dev/null -w '%{http_code}' --cacert "$pki/ca.pem" -H "Authorization: Bearer $token" \
 	"$base/api/v1/services?watch=true&timeoutSeconds=1")
 check "fail applies to watch requests too: 503" 503 "$code"
 ctl '{"op":"fail","count":1,"status":500,"watch":true,"path":"/api/v1/services"}' >/dev/null
@@ -279,7 +294,7 @@ check "control: delete missing object 400" 400 \
 	"$(ctl '{"op":"delete","kind":"Service","namespace":"default","name":"nope"}')"
 check "control: apply unsupported kind 400" 400 \
 	"$(ctl '{"op":"apply","object":{"kind":"ConfigMap","metadata":{"name":"x"}}}')"
-curl -s -o "$tmp/stats" "http://127.0.0.1:$ctl/stats"
+curl -s --max-time 10 -o "$tmp/stats" "http://127.0.0.1:$ctl/stats"
 check "stats: auth failures and per-path counts" yes "$(jget "$tmp/stats" \
 	'"yes" if d["auth_failures"] >= 3 and d["requests"]["/api/v1/services"] >= 10 and d["watches"]["/api/v1/services"] >= 5 else d')"
 
@@ -290,7 +305,7 @@ for i in $(seq 40); do
 	watch_bg "$tmp/m$i" "resourceVersion=$rv&timeoutSeconds=3"
 done
 for _ in $(seq 60); do
-	n=$(curl -s "http://127.0.0.1:$ctl/stats" | python3 -c 'import json,sys; print(json.load(sys.stdin)["watchers"])')
+	n=$(curl -s --max-time 10 "http://127.0.0.1:$ctl/stats" | python3 -c 'import json,sys; print(json.load(sys.stdin)["watchers"])')
 	[ "$n" -ge 40 ] && break
 	sleep 0.1
 done
@@ -308,7 +323,7 @@ check "40 concurrent watchers all get the event and a clean end" 40 "$got"
 watch_bg "$tmp/w8" "timeoutSeconds=60"
 sleep 0.5
 kill -TERM "$server_pid"
-wait "$server_pid"
+wait_for "$server_pid" 10 "the fake API server after SIGTERM"
 src=$?
 server_pid=
 wait_file "$tmp/w8.rc" 3

@@ -43,6 +43,31 @@ summary() {
 }
 in_pod() { ip netns exec "$NS_POD" "$@"; }
 
+# Every wait is bounded (issue 11): wait_pid PID SECONDS WHAT waits for a process this shell
+# started, at most SECONDS, and returns its exit status; past that it says what it waited for,
+# kills it and returns 124.
+wait_pid() {
+	local pid=$1 secs=$2 what=$3 i
+	local end=$((SECONDS + secs))
+	# Polled every 0.1 s for 3 s, then every second (long waits in benchmarks stay quiet).
+	for ((i = 0; SECONDS < end; i++)); do
+		if ! kill -0 "$pid" 2>/dev/null; then
+			wait "$pid" 2>/dev/null
+			return
+		fi
+		if [ $i -lt 30 ]; then sleep 0.1; else sleep 1; fi
+	done
+	echo "timeout: $what (pid $pid) still running after ${secs}s; killed" >&2
+	kill -9 "$pid" 2>/dev/null
+	wait "$pid" 2>/dev/null # reaps a SIGKILLed child at once
+	return 124
+}
+# term_wait PID WHAT [SECONDS]: SIGTERM, then wait_pid (default 5 s); returns its status.
+term_wait() {
+	kill -TERM "$1" 2>/dev/null
+	wait_pid "$1" "${3:-5}" "$2"
+}
+
 topo_down() {
 	local pid
 	for pid in "${TOPO_PIDS[@]}"; do
@@ -55,7 +80,7 @@ topo_down() {
 			sleep 0.1
 		done
 		kill -9 "$pid" 2>/dev/null
-		wait "$pid" 2>/dev/null
+		wait "$pid" 2>/dev/null # SIGKILLed: reaped at once
 	done
 	TOPO_PIDS=()
 	ip netns del "$NS_POD" 2>/dev/null

@@ -49,10 +49,10 @@ start_api() {
 	cat "$TOPO_DIR/fakeapi.err" >&2
 	return 1
 }
-ctl() { in_node curl -sf -X POST --data "$1" "http://127.0.0.1:$CTL_PORT/control" >/dev/null; }
+ctl() { in_node curl -sf --max-time 5 -X POST --data "$1" "http://127.0.0.1:$CTL_PORT/control" >/dev/null; }
 q() { in_pod dig +time=2 +tries=1 +short "@$NODE_LOCAL" "$@" 2>&1; }
 status() { in_pod dig +time=2 +tries=1 "@$NODE_LOCAL" "$@" 2>&1 | grep -o 'status: [A-Z]*'; }
-ready() { in_node curl -s -o /dev/null -w '%{http_code}' "http://127.0.0.1:9254/ready"; }
+ready() { in_node curl -s --max-time 5 -o /dev/null -w '%{http_code}' "http://127.0.0.1:9254/ready"; }
 # answer_is NAME TYPE WANT / status_is NAME TYPE RCODE: one fresh query each call.
 answer_is() { [ "$(q "$1" "$2")" = "$3" ]; }
 status_is() { [ "$(status "$1" "$2")" = "status: $3" ]; }
@@ -180,14 +180,14 @@ ctl '{"op":"pause","seconds":1}'
 ctl '{"op":"apply","object":{"apiVersion":"v1","kind":"Namespace","metadata":{"name":"hidden","uid":"u-h"}}}'
 ctl '{"op":"compact"}'
 ctl '{"op":"drop"}'
-wait $loop
+wait_pid $loop 20 "the query loop across the relist" || bad "the query loop across the relist did not end"
 bads=$(grep -cv '^10\.96\.0\.1$' "$flap")
 total=$(wc -l <"$flap")
 if [ "$bads" = 0 ] && [ "$total" -ge 150 ]; then ok "410 relist: $total answers, none flapped"; else bad "410 relist: $bads of $total answers wrong" "$(sort "$flap" | uniq -c)"; fi
-relists() { in_node curl -s http://127.0.0.1:9254/metrics | awk '/^ndcache_k8s_relists_total/ {print $2}'; }
+relists() { in_node curl -s --max-time 5 http://127.0.0.1:9254/metrics | awk '/^ndcache_k8s_relists_total/ {print $2}'; }
 relisted() { [ "$(relists)" -ge 1 ] 2>/dev/null; }
 until_ok 5 relisted && ok "relist counted in /metrics ($(relists))" ||
-	bad "no relist in /metrics" "$(in_node curl -s http://127.0.0.1:9254/metrics | grep k8s_)"
+	bad "no relist in /metrics" "$(in_node curl -s --max-time 5 http://127.0.0.1:9254/metrics | grep k8s_)"
 ctl "{\"op\":\"apply\",\"object\":$svc}"
 until_ok 5 answer_is late.shop.svc.cluster.local A 10.96.77.7 &&
 	ok "after the relist, events flow again" || bad "no events after relist"
@@ -198,8 +198,7 @@ ctl '{"op":"drop"}'
 sleep 1
 [ "$(q kubernetes.default.svc.cluster.local A)" = 10.96.0.1 ] &&
 	ok "partition: last good state served" || bad "partition: answer lost"
-kill "$API_PID"
-wait "$API_PID" 2>/dev/null
+term_wait "$API_PID" "the fake API server after SIGTERM"
 sleep 1
 [ "$(q late.shop.svc.cluster.local A)" = 10.96.77.7 ] &&
 	ok "API server down: last good state served" || bad "API server down: answer lost"
@@ -220,7 +219,7 @@ until_ok 10 answer_is late.shop.svc.cluster.local A 10.96.77.9 &&
 
 # Memory metrics: the resident set, the built table, the overlay's names (any count: a relist
 # after the dropped connection above may have folded the changes into a full build).
-m=$(in_node curl -s http://127.0.0.1:9254/metrics)
+m=$(in_node curl -s --max-time 5 http://127.0.0.1:9254/metrics)
 rss=$(awk '/^process_resident_memory_bytes / {print $2}' <<<"$m")
 tb=$(awk '/^ndcache_records_bytes / {print $2}' <<<"$m")
 ov=$(awk '/^ndcache_records_overlay_names / {print $2}' <<<"$m")
@@ -230,16 +229,15 @@ ov=$(awk '/^ndcache_records_overlay_names / {print $2}' <<<"$m")
 
 if [ "$MODE" = tc ]; then
 	# The changes above were answered from the kernel's table: the publisher followed them.
-	k=$(in_node curl -s http://127.0.0.1:9254/metrics |
+	k=$(in_node curl -s --max-time 5 http://127.0.0.1:9254/metrics |
 		awk '/^ndcache_kernel_answers_total/ {s += $2} END {print s + 0}')
-	p=$(in_node curl -s http://127.0.0.1:9254/metrics | awk '/^ndcache_records_patches_total/ {print $2}')
+	p=$(in_node curl -s --max-time 5 http://127.0.0.1:9254/metrics | awk '/^ndcache_records_patches_total/ {print $2}')
 	[ "${k:-0}" -ge 20 ] && [ "${p:-0}" -ge 5 ] &&
 		ok "tc: $k answers from the kernel, $p incremental tables published" ||
 		bad "tc: the kernel answered $k, patches $p"
 fi
 
-kill -TERM "$NDCACHE_PID"
-wait "$NDCACHE_PID" && ok "SIGTERM: clean exit" || bad "exit status $?" "$(tail -5 "$TOPO_DIR/ndcache.log")"
+term_wait "$NDCACHE_PID" "ndcache after SIGTERM" 10 && ok "SIGTERM: clean exit" || bad "exit status $?" "$(tail -5 "$TOPO_DIR/ndcache.log")"
 
 # --- A server whose certificate the configured CA did not sign is refused --------------------
 sed "s#$TOPO_DIR/kubeconfig#$TOPO_DIR/kubeconfig-wrong-ca#" "$conf" >"$TOPO_DIR/wrong.yaml"
@@ -250,7 +248,7 @@ sleep 3
 r=$(ready)
 st=$(status kubernetes.default.svc.cluster.local A)
 if [ "$r" = 503 ] && [ "$st" = "status: NXDOMAIN" ]; then ok "wrong CA: never synced, not ready"; else bad "wrong CA: ready=$r $st" "$(cat "$TOPO_DIR/wrong.log")"; fi
-kill -TERM "$NDCACHE_PID"
-wait "$NDCACHE_PID"
+term_wait "$NDCACHE_PID" "ndcache (wrong CA) after SIGTERM" 10
+[ $? = 124 ] && bad "wrong CA: ndcache did not stop on SIGTERM"
 
 summary k8s

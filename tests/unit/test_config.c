@@ -121,6 +121,7 @@ static void assert_defaults(const struct ndc_config *c)
 	assert_int_equal(c->cache.neg_max_ttl, 3600);
 	assert_int_equal(c->cache.stale_max, 86400);
 	assert_int_equal(c->forward.timeout_ms, 1000);
+	assert_int_equal(c->forward.max_pending, 10000);
 	assert_int_equal(c->workers, 0);
 	assert_int_equal(c->tcp_idle_ms, 10000);
 	assert_int_equal(c->tcp_max_conns, 1024);
@@ -233,6 +234,7 @@ static void test_every_key(void **state)
 				   "  stale_max: 0\n"
 				   "forward:\n"
 				   "  timeout_ms: 10\n"
+				   "  max_pending: 1000000\n"
 				   "workers: 256\n"
 				   "tcp_idle_ms: 100\n"
 				   "tcp_max_conns: 65536\n";
@@ -270,6 +272,7 @@ static void test_every_key(void **state)
 	assert_int_equal(cfg.cache.neg_max_ttl, 0);
 	assert_int_equal(cfg.cache.stale_max, 0);
 	assert_int_equal(cfg.forward.timeout_ms, 10);
+	assert_int_equal(cfg.forward.max_pending, 1000000);
 	assert_int_equal(cfg.workers, 256);
 	assert_int_equal(cfg.tcp_idle_ms, 100);
 	assert_int_equal(cfg.tcp_max_conns, 65536);
@@ -412,6 +415,10 @@ static void test_error_integers(void **state)
 	    "suffix), got '64MB'");
 	expect_error("forward:\n  timeout_ms: 9\n",
 		     "line 2: forward.timeout_ms: expected an integer 10..60000, got '9'");
+	expect_error("forward:\n  max_pending: 0\n",
+		     "line 2: forward.max_pending: expected an integer 1..1000000, got '0'");
+	expect_error("forward: {max_pending: 1000001}\n",
+		     "line 1: forward.max_pending: expected an integer 1..1000000, got '1000001'");
 }
 
 static void test_error_addresses(void **state)

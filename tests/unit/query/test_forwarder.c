@@ -161,7 +161,8 @@ static void fake_udp(struct fake *fk)
 		return;
 	}
 	note_query(fk, &q, false);
-	switch (fk->mode) {
+	/* A test may switch a running fake's mode (a dead upstream coming back). */
+	switch (__atomic_load_n(&fk->mode, __ATOMIC_ACQUIRE)) {
 	case M_SILENT:
 		return;
 	case M_WRONG_ID:
@@ -201,7 +202,8 @@ static void fake_udp(struct fake *fk)
 		return;
 	}
 	default:
-		fake_reply(fk, &q, fk->mode, IP_GOOD, 4096, &from, -1);
+		fake_reply(fk, &q, __atomic_load_n(&fk->mode, __ATOMIC_ACQUIRE), IP_GOOD, 4096,
+			   &from, -1);
 		return;
 	}
 }
@@ -480,6 +482,38 @@ static void env_free(struct env *e)
 static int resolve(struct env *e, uint16_t qtype)
 {
 	return ndc_forwarder_resolve(e->fwd, e->name, e->nlen, qtype, NDC_C_IN, on_done, &e->box);
+}
+
+/* Resolves "n<i>.example.test" A and waits for its callback: the milliseconds it took. */
+static uint64_t resolve_name_wait(struct env *e, int i, int *ret_status)
+{
+	uint8_t name[NDC_NAME_MAX];
+	char text[64];
+	size_t nlen;
+	uint64_t t0 = ndc_now_ms();
+	int n = e->box.n;
+
+	snprintf(text, sizeof(text), "n%d.example.test", i);
+	assert_int_equal(ndc_name_from_text(text, name, sizeof(name), &nlen), 0);
+	assert_int_equal(
+	    ndc_forwarder_resolve(e->fwd, name, nlen, NDC_T_A, NDC_C_IN, on_done, &e->box), 0);
+	assert_int_equal(box_wait(&e->box, n + 1), n + 1);
+	*ret_status = e->box.status[n < MAX_RESULTS ? n : MAX_RESULTS - 1];
+	return ndc_now_ms() - t0;
+}
+
+/* Polls the stats (up to 5 s) until cond holds for them; returns whether it did. */
+static bool stats_wait(struct env *e, bool (*cond)(const struct ndc_forwarder_stats *))
+{
+	static struct ndc_forwarder_stats st;
+
+	for (int i = 0; i < 500; i++) {
+		ndc_forwarder_stats(e->fwd, &st);
+		if (cond(&st))
+			return true;
+		usleep(10000);
+	}
+	return false;
 }
 
 /* One upstream fk, one resolve of (name, A), its first callback awaited. */
@@ -835,6 +869,206 @@ static void test_all_dead_no_stale(void **state)
 	env_free(&e);
 }
 
+static bool first_backoff_2s(const struct ndc_forwarder_stats *st)
+{
+	return st->upstream[0].backoff_ms == 2000;
+}
+
+static bool first_healthy(const struct ndc_forwarder_stats *st)
+{
+	return st->upstream[0].healthy;
+}
+
+/*
+ * A dead primary (never answers) and a good secondary: the first query pays the timeout, the
+ * next ones go straight to the secondary; after the backoff a probe (a copy of a query, no client
+ * waiting on it) finds it still dead and doubles the backoff; once it answers a probe it is
+ * first again.
+ */
+static void test_dead_upstream_skipped(void **state)
+{
+	struct env e = {0};
+	struct ndc_forwarder_stats st;
+	uint16_t ports[2];
+	uint64_t dt;
+	char want[64];
+	int status, n1;
+
+	(void)state;
+	e.fk[0] = fake_start(M_SILENT);
+	e.fk[1] = fake_start(M_ANSWER);
+	ports[0] = e.fk[0]->port;
+	ports[1] = e.fk[1]->port;
+	env_init(&e, ports, 2, 1000, 0, "www.example.test");
+
+	ndc_forwarder_stats(e.fwd, &st);
+	assert_int_equal(st.n_upstreams, 2);
+	snprintf(want, sizeof(want), "127.0.0.1:%u", ports[0]);
+	assert_string_equal(st.upstream[0].name, want);
+	assert_true(st.upstream[0].healthy);
+	assert_true(st.upstream[1].healthy);
+
+	dt = resolve_name_wait(&e, 0, &status);
+	assert_int_equal(status, 0);
+	assert_true(dt >= 990);
+	ndc_forwarder_stats(e.fwd, &st);
+	assert_false(st.upstream[0].healthy);
+	assert_int_equal(st.upstream[0].backoff_ms, 1000);
+	assert_int_equal(st.upstream[0].timeouts, 1);
+	assert_true(st.upstream[1].healthy);
+
+	/* Within the backoff: answered by the secondary without waiting (a timeout is 1000 ms). */
+	for (int i = 1; i <= 10; i++) {
+		dt = resolve_name_wait(&e, i, &status);
+		assert_int_equal(status, 0);
+		assert_true(dt < 500);
+	}
+	assert_int_equal(fake_count(e.fk[0], CNT_UDP), 1);
+	assert_int_equal(fake_count(e.fk[1], CNT_UDP), 11);
+	ndc_forwarder_stats(e.fwd, &st);
+	assert_int_equal(st.upstream[0].skipped, 10);
+	assert_int_equal(st.upstream[0].queries, 1);
+	assert_int_equal(st.upstream[1].responses, 11);
+	assert_int_equal(st.timeouts, 1);
+
+	/* Backoff over: the next query probes the primary with a copy of itself, and is still
+	 * answered by the secondary at once. The probe times out: backoff 2 s. */
+	usleep(1100 * 1000);
+	dt = resolve_name_wait(&e, 11, &status);
+	assert_int_equal(status, 0);
+	assert_true(dt < 500);
+	assert_true(stats_wait(&e, first_backoff_2s));
+	assert_int_equal(fake_count(e.fk[0], CNT_UDP), 2);
+	ndc_forwarder_stats(e.fwd, &st);
+	assert_int_equal(st.upstream[0].probes, 1);
+	assert_false(st.upstream[0].healthy);
+	assert_int_equal(e.box.n, 12); /* the probe called no one */
+
+	/* The primary comes back: after the 2 s backoff a probe finds it, then it is first. */
+	__atomic_store_n(&e.fk[0]->mode, M_ANSWER, __ATOMIC_RELEASE);
+	usleep(2100 * 1000);
+	dt = resolve_name_wait(&e, 12, &status);
+	assert_int_equal(status, 0);
+	assert_true(dt < 500);
+	assert_true(stats_wait(&e, first_healthy));
+	ndc_forwarder_stats(e.fwd, &st);
+	assert_int_equal(st.upstream[0].backoff_ms, 0);
+	assert_int_equal(st.upstream[0].responses, 1);
+	n1 = fake_count(e.fk[1], CNT_UDP);
+	dt = resolve_name_wait(&e, 13, &status);
+	assert_int_equal(status, 0);
+	assert_int_equal(fake_count(e.fk[0], CNT_UDP), 4);
+	assert_int_equal(fake_count(e.fk[1], CNT_UDP), n1);
+	env_free(&e);
+}
+
+/*
+ * Every upstream frozen: never silence. The first query tries each (one timeout each); once both
+ * are known down a query makes one attempt (SERVFAIL within one timeout), and one with an
+ * answer in the cache, even expired, gets it at once.
+ */
+static void test_all_dead_fail_fast(void **state)
+{
+	struct env e = {0};
+	struct ndc_forwarder_stats st;
+	struct {
+		struct ndc_answer a;
+		uint8_t data[64];
+	} old;
+	uint16_t ports[2];
+	uint64_t dt, t0;
+	int status;
+
+	(void)state;
+	e.fk[0] = fake_start(M_SILENT);
+	e.fk[1] = fake_start(M_SILENT);
+	ports[0] = e.fk[0]->port;
+	ports[1] = e.fk[1]->port;
+	env_init(&e, ports, 2, 500, 0, "www.example.test");
+
+	dt = resolve_name_wait(&e, 0, &status);
+	assert_int_equal(status, -ETIMEDOUT);
+	assert_true(dt >= 990);
+	assert_true(dt < 3000);
+
+	/* Both down, neither due for 0.5 s: an expired answer in the cache goes out now. */
+	memset(&old, 0, sizeof(old));
+	old.a.ancount = 1;
+	old.a.qname_len = (uint8_t)e.nlen;
+	old.a.len = 16;
+	old.a.min_ttl = 1;
+	assert_int_equal(ndc_cache_put(e.cache, e.name, e.nlen, NDC_T_A, NDC_C_IN, &old.a, 1,
+				       ndc_now_ms() - 10000),
+			 0);
+	t0 = ndc_now_ms();
+	assert_int_equal(resolve(&e, NDC_T_A), 0);
+	assert_int_equal(box_wait(&e.box, 2), 2);
+	assert_true(ndc_now_ms() - t0 < 400);
+	assert_int_equal(e.box.status[1], 0);
+	assert_true(e.box.stale[1]);
+	assert_int_equal(fake_count(e.fk[0], CNT_UDP) + fake_count(e.fk[1], CNT_UDP), 2);
+
+	/* Never-seen names: the error (SERVFAIL) after one timeout, not two, though the backoffs
+	 * run out meanwhile (the other upstream then gets a shadow probe, no one waiting on it). */
+	for (int i = 1; i <= 4; i++) {
+		dt = resolve_name_wait(&e, i, &status);
+		assert_int_equal(status, -ETIMEDOUT);
+		assert_true(dt >= 490);
+		assert_true(dt < 950);
+	}
+	ndc_forwarder_stats(e.fwd, &st);
+	assert_false(st.upstream[0].healthy);
+	assert_false(st.upstream[1].healthy);
+	assert_true(st.upstream[0].probes + st.upstream[1].probes >= 2);
+	assert_int_equal(st.stale_served, 1);
+	env_free(&e);
+}
+
+/* Queries waiting on the forwarder are bounded: beyond max_pending, -EBUSY at once. */
+static void test_max_pending(void **state)
+{
+	struct env e = {0};
+	struct ndc_forwarder_stats st;
+	struct ndc_forwarder_opts o = {.n_upstreams = 1, .timeout_ms = 10000, .max_pending = 3};
+	struct sockaddr_storage up;
+
+	(void)state;
+	e.fk[0] = fake_start(M_SILENT);
+	up = loopback(e.fk[0]->port);
+	o.upstreams = &up;
+	e.cache = new_cache();
+	assert_int_equal(ndc_forwarder_new(&o, e.cache, &e.fwd), 0);
+	assert_int_equal(ndc_name_from_text("www.example.test", e.name, sizeof(e.name), &e.nlen),
+			 0);
+	box_init(&e.box);
+	assert_int_equal(resolve(&e, NDC_T_A), 0);
+	assert_int_equal(resolve(&e, NDC_T_AAAA), 0);
+	assert_int_equal(resolve(&e, NDC_T_A), 0); /* joins the first: still a waiter */
+	assert_int_equal(resolve(&e, NDC_T_TXT), -EBUSY);
+	assert_int_equal(resolve(&e, NDC_T_A), -EBUSY);
+	ndc_forwarder_stats(e.fwd, &st);
+	assert_int_equal(st.pending, 3);
+	assert_int_equal(st.rejected, 2);
+	assert_int_equal(st.coalesced, 1);
+	ndc_forwarder_free(e.fwd);
+	e.fwd = NULL;
+	assert_int_equal(e.box.n, 3);
+	env_free(&e);
+}
+
+static void test_too_many_upstreams(void **state)
+{
+	struct sockaddr_storage ups[NDC_FWD_MAX_UPSTREAMS + 1];
+	struct ndc_forwarder_opts o = {.n_upstreams = NDC_FWD_MAX_UPSTREAMS + 1, .upstreams = ups};
+	struct ndc_forwarder *f = NULL;
+
+	(void)state;
+	for (size_t i = 0; i <= NDC_FWD_MAX_UPSTREAMS; i++)
+		ups[i] = loopback(53);
+	assert_int_equal(ndc_forwarder_new(&o, NULL, &f), -E2BIG);
+	assert_null(f);
+}
+
 #define CONC_THREADS 4
 #define CONC_PER_THREAD 5
 
@@ -985,6 +1219,10 @@ int main(void)
 	    cmocka_unit_test(test_servfail_then_second),
 	    cmocka_unit_test(test_all_dead_stale),
 	    cmocka_unit_test(test_all_dead_no_stale),
+	    cmocka_unit_test(test_dead_upstream_skipped),
+	    cmocka_unit_test(test_all_dead_fail_fast),
+	    cmocka_unit_test(test_max_pending),
+	    cmocka_unit_test(test_too_many_upstreams),
 	    cmocka_unit_test(test_coalesce),
 	    cmocka_unit_test(test_no_upstreams),
 	    cmocka_unit_test(test_free_in_flight),

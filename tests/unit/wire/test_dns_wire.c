@@ -633,15 +633,19 @@ static void test_write_reply_exact(void **state)
 	ndc_put32(exp + hq + 69 + 6, 3500);
 	ndc_put32(exp + hq + 119 + 10, 0);
 	assert_memory_equal(out, exp, len);
-	/* stale: no age, capped at 30 */
-	assert_int_equal(
-	    ndc_dns_write_reply(&q, &ab.a, 0, NDC_STALE_TTL, 512, out, sizeof(out), &len), 0);
-	ndc_put32(exp + hq + 6, 30);
-	ndc_put32(exp + hq + 18 + 6, 30);
-	ndc_put32(exp + hq + 34 + 6, 30);
-	ndc_put32(exp + hq + 69 + 6, 30);
-	ndc_put32(exp + hq + 119 + 10, 5);
-	assert_memory_equal(out, exp, len);
+	/* stale (RFC 8767 4): every TTL 30, the ones below it (the additional A's 5) included,
+	 * whatever the age */
+	for (uint32_t age = 0; age <= 100000; age += 100000) {
+		assert_int_equal(
+		    ndc_dns_write_reply(&q, &ab.a, age, NDC_STALE_TTL, 512, out, sizeof(out), &len),
+		    0);
+		ndc_put32(exp + hq + 6, 30);
+		ndc_put32(exp + hq + 18 + 6, 30);
+		ndc_put32(exp + hq + 34 + 6, 30);
+		ndc_put32(exp + hq + 69 + 6, 30);
+		ndc_put32(exp + hq + 119 + 10, 30);
+		assert_memory_equal(out, exp, len);
+	}
 	/* the answer data itself is untouched */
 	assert_memory_equal(ab.a.data, sample_data, sizeof(sample_data));
 
