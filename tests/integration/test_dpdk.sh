@@ -5,13 +5,14 @@
 # tap, so the pod's ARP for its gateway, its TCP, its misses and the socket path's replies all go
 # through that exception path. Records come from the fake API server (tests/fakeapi).
 #
-# Checks: the 938 questions of test_fastpath.sh, asked over UDP (the lcore answers) and TCP (the
-# socket path, through the tap), decode equal; every record kind is answered by the lcore (its
-# counter moves, the socket path's does not); ARP and ICMP through the tap; a miss is forwarded,
-# then answered by the lcore from the cache with its TTL counting down; a Service added in the
-# API server reaches the DPDK table; SIGTERM stops it cleanly (tap gone, EAL files gone). Then
-# the same agent with net_af_xdp on the veth (hugepages set up here and restored afterwards),
-# and a build without DPDK must refuse mode dpdk at start with a clear error.
+# Checks: test_fastpath.sh's questions (its first run's list), asked over UDP (the lcore
+# answers) and TCP (the socket path, through the tap), decode equal; every record kind is
+# answered by the lcore (its counter moves, the socket path's does not); ARP and ICMP through the
+# tap; a miss is forwarded, then answered by the lcore from the cache with its TTL counting down;
+# a Service added in the API server reaches the DPDK table; SIGTERM stops it cleanly (tap gone,
+# EAL files gone). Then the same agent with net_af_xdp on the veth (hugepages set up here and
+# restored afterwards), and a build without DPDK must refuse mode dpdk at start with a clear
+# error.
 #
 # Usage: test_dpdk.sh BUILD_DIR [NODPDK_BUILD_DIR]   (root: network namespaces, af_packet)
 # Without NODPDK_BUILD_DIR, BUILD_DIR-nodpdk is configured (-Ddpdk=disabled) and its ndcache
@@ -228,12 +229,17 @@ fi
 [ "$(in_pod dig +tcp +time=2 +tries=1 +short "@$NODE_LOCAL" kubernetes.default.svc.cluster.local A)" = 10.96.0.1 ] &&
 	ok "TCP through the tap to the socket path" || bad "no answer over TCP"
 
-# --- The 938 questions: lcore (UDP) and socket path (TCP) answer alike ----------------------
-# The question list is test_fastpath.sh's own generator, taken from that file: one list.
+# --- test_fastpath.sh's questions: lcore (UDP) and socket path (TCP) answer alike -----------
+# The question list is test_fastpath.sh's own generator (its first run's list), taken from that
+# file: one list, so the two tests cannot drift apart.
 gen="$TOPO_DIR/questions.py"
-sed -n "/^python3 - .*>\"\$questions\" <<'EOF'\$/,/^EOF\$/p" "$here/test_fastpath.sh" | sed '1d;$d' >"$gen"
+awk -v q="'" '
+	!in_py && $0 ~ ("python3 - .*<<" q "[A-Z]+" q "$") {
+		d = $0; sub(".*<<" q, "", d); sub(q "$", "", d); in_py = 1; next }
+	in_py && $0 == d { exit }
+	in_py { print }' "$here/test_fastpath.sh" >"$gen"
 questions="$TOPO_DIR/questions"
-python3 "$gen" "$root/deploy/examples/sample-cluster.json" >"$questions" || bad "question generator"
+python3 "$gen" "$root/deploy/examples/sample-cluster.json" "" >"$questions" || bad "question generator"
 n=$(wc -l <"$questions")
 norm() {
 	grep -Ev '^;; (Query time|SERVER|WHEN|MSG SIZE|global options)|^; <<>>|^$|^;; WARNING|^;; You are|^; \(1 server' |
@@ -257,7 +263,7 @@ while read -r name type opt; do
 	fi
 done <"$questions"
 a1=$(metric ndcache_dpdk_answers_total)
-if [ "$n" -ge 900 ] && [ $mismatch = 0 ]; then ok "$n questions: DPDK and socket-path answers equal"; else bad "$mismatch of $n questions differ"; fi
+if [ "$n" -ge 500 ] && [ $mismatch = 0 ]; then ok "$n questions: DPDK and socket-path answers equal"; else bad "$mismatch of $n questions differ"; fi
 # As in test_fastpath.sh: all but the reverse names of other types (forwarded by design).
 [ $((a1 - a0)) -ge $((n * 2 / 3)) ] && ok "the lcore answered $((a1 - a0)) of the $n UDP questions" ||
 	bad "the lcore answered only $((a1 - a0)) of $n"
