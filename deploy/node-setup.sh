@@ -267,14 +267,15 @@ handover_inode() {
 listener() { handover_inode -l; }
 joined() { [ -n "$(handover_inode state established)" ]; }
 
-# An agent serves: it holds the handover socket, or a UDP socket on a listen address.
+# An agent serves every listen address: each has a UDP socket on the port (the agent binds each
+# address; a successor shares its predecessor's sockets). Rules for an address nobody has bound
+# would make it a black hole: NOTRACK skips the DNAT, and the local address refuses.
 serving() {
-	[ -n "$(listener)" ] && return 0
+	bound=$(ss -H -u -l -n 2>/dev/null | awk '{ print $4 }')
 	for a in $ADDRS; do
 		if is_v6 "$a"; then s="[$a]:$PORT"; else s="$a:$PORT"; fi
-		ss -H -u -l -n 2>/dev/null | awk -v s="$s" '$4 == s { f = 1 } END { exit !f }' && return 0
+		echo "$bound" | grep -qxF "$s" || return 1
 	done
-	return 1
 }
 
 # nap SECONDS: a sleep that SIGTERM interrupts.
@@ -319,12 +320,17 @@ stop() {
 		log "the agent still runs after ${wait_s}s; going on as if it had exited"
 	fi
 	# 2 s: a successor's 200 ms retry on a loaded node.
-	if until_ 2 other_listener "$ours"; then
+	if until_ 2 other_listener "$ours" && serving; then
 		rules_up quiet
 		log "another agent serves: the rules and addresses stay with it"
 		exit 0
 	fi
 	rules_down
+	if other_listener "$ours"; then
+		log "another agent runs but does not serve all of $ADDRS: rules removed, addresses" \
+			"left to it"
+		exit 0
+	fi
 	addrs_down
 	log "no agent left: node setup removed"
 	exit 0

@@ -6,8 +6,10 @@
 # iptables-legacy, nftables. In each:
 #   - baseline, no ndcache: the ClusterIP is answered through the DNAT by unbound;
 #   - deploy/node-setup.sh up (the init container) puts 169.254.20.10 and the ClusterIP on the
-#     node, the agent starts with both in `listen`; before the NOTRACK rules the kernel fast path
-#     already answers at the veth (before netfilter) but a TCP query is DNATed to unbound;
+#     node, the agent starts with both in `listen`; (iptables-nft) before the NOTRACK rules the
+#     kernel fast path already answers at the veth (before netfilter) but a TCP query is DNATed
+#     to unbound; (the others) the node-setup container started first installs no rule until the
+#     agent has bound every address;
 #   - node-setup.sh hold (the DaemonSet's node-setup container, with the overlay's capabilities)
 #     installs the NOTRACK rules in the packet filter kube-proxy uses; then the ClusterIP is
 #     answered by ndcache: cluster names in the kernel (kernel answer counter) and over TCP by the
@@ -253,9 +255,20 @@ EOF
 
 	dnat_path "$BACKEND: baseline, no ndcache"
 
-	# -- the init container, the agent
+	# -- the init container, then the agent and the node-setup container. With UPGRADE=1 the
+	# agent first and the rules after (what the sockets get without them); else both at once, as
+	# kubelet starts them: no rule before the agent has bound every address.
 	r=$(node_setup up 2>&1)
 	[ "$(addrs_on_node)" = 2 ] && ok "$BACKEND: up: ${r##*node-setup: }" || bad "$BACKEND: up" "$r"
+	if [ "$upgrade" = 0 ]; then
+		hold_start hold-a
+		H=$HOLD_PID
+		wait_log hold-a "waiting for an agent" 5
+		sleep 1
+		[ "$(rules)" = "ipt-nft:0 ipt-legacy:0 nft:0" ] &&
+			ok "$BACKEND: hold: no rules while no agent serves" ||
+			bad "$BACKEND: hold: rules with no agent: $(rules)" "$(cat "$TOPO_DIR/hold-a.log")"
+	fi
 	agent_start a
 	A=$AGENT_PID
 	if ! wait_log a "attached tc ingress" 15; then
@@ -263,18 +276,18 @@ EOF
 		topo_down
 		return 1
 	fi
-	ask pod udp kubernetes.default.svc.cluster.local
-	ra=$ADDR
-	ask pod tcp kubernetes.default.svc.cluster.local
-	if [ "$ra" = 10.96.0.1 ] && [ "$RCODE" = NXDOMAIN ]; then
-		ok "$BACKEND: before the NOTRACK rules: UDP answered at the veth by the kernel, TCP DNATed to unbound (NXDOMAIN)"
-	else
-		bad "$BACKEND: before the NOTRACK rules" "UDP '$ra', TCP $RCODE '$ADDR' (want 10.96.0.1, NXDOMAIN)"
+	if [ "$upgrade" = 1 ]; then
+		ask pod udp kubernetes.default.svc.cluster.local
+		ra=$ADDR
+		ask pod tcp kubernetes.default.svc.cluster.local
+		if [ "$ra" = 10.96.0.1 ] && [ "$RCODE" = NXDOMAIN ]; then
+			ok "$BACKEND: before the NOTRACK rules: UDP answered at the veth by the kernel, TCP DNATed to unbound (NXDOMAIN)"
+		else
+			bad "$BACKEND: before the NOTRACK rules" "UDP '$ra', TCP $RCODE '$ADDR' (want 10.96.0.1, NXDOMAIN)"
+		fi
+		hold_start hold-a
+		H=$HOLD_PID
 	fi
-
-	# -- the node-setup container: rules once the agent serves
-	hold_start hold-a
-	H=$HOLD_PID
 	if wait_log hold-a "NOTRACK rules for" 15; then
 		ok "$BACKEND: hold: $(grep -o 'NOTRACK rules for.*' "$TOPO_DIR/hold-a.log")"
 	else
