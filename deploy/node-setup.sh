@@ -2,12 +2,13 @@
 # The node side of ndcache: the addresses it listens on and, in transparent mode, the NOTRACK
 # rules that keep kube-proxy's DNAT off them. Run by the DaemonSet (deploy/kubernetes/ndcache.yaml:
 # the init container runs `up`; deploy/overlays/transparent adds a container running `hold`),
-# installed in the image as /usr/lib/ndcache/node-setup.sh. POSIX sh: the image has dash.
+# installed in the image as /usr/lib/ndcache/node-setup.sh. For dash (the image's sh): POSIX
+# but for `local`.
 #
 #   up       put every listen address on the dummy link (on lo where the kernel has no dummy
 #            driver) and hand the BPF pin directory to the agent's user. Idempotent.
-#   hold     (a container beside the agent) once an agent serves, install the NOTRACK rules, and
-#            check them every NDC_RECHECK seconds. On SIGTERM: if another agent takes over (an
+#   hold     (a container beside the agent) once an agent has bound every listen address,
+#            install the NOTRACK rules, and check them every NDC_RECHECK seconds. On SIGTERM: if another agent takes over (an
 #            upgrade), leave everything to it; if this agent is the last one, remove the rules at
 #            once (new queries take kube-proxy's DNAT path to kube-dns while the agent finishes),
 #            then the addresses once the agent has exited.
@@ -29,9 +30,8 @@
 # which sees only tracked connections. Untracked (raw table, before conntrack), the query reaches
 # the agent's socket on the address this script puts on the node. The kernel fast path answers at
 # the pod's veth (tc ingress), before netfilter: it needs no rule. Rules go into the packet filter
-# kube-proxy itself uses (two iptables backends on one node confuse both: kube-proxy's docs).
-# dash's `local` (not POSIX, but in every sh a Debian image has).
-# shellcheck disable=SC3043
+# kube-proxy itself uses (detect, below), not beside it in another one.
+# shellcheck disable=SC3043 # local: dash, busybox and bash have it
 set -eu
 
 ADDRS=${NDC_NODE_LOCAL_ADDRESS:?NDC_NODE_LOCAL_ADDRESS: the listen addresses}
@@ -104,22 +104,45 @@ ipt() { # ipt 4|6 legacy|nft ARGS...: iptables or ip6tables of that backend
 	if [ "$fam" = 6 ]; then "ip6tables-$be" -w "$WAIT" "$@"; else "iptables-$be" -w "$WAIT" "$@"; fi
 }
 
-# Sets BACKEND and WHY.
+# chain_in 4 legacy|nft TABLE CHAIN: the chain exists there. Legacy only where that table exists.
+chain_in() {
+	[ "$2" = nft ] || legacy_has "$1" "$3" || return 1
+	has "iptables-$2" && ipt "$1" "$2" -t "$3" -S "$4" >/dev/null 2>&1
+}
+
+# Sets BACKEND (once) and WHY: the packet filter kube-proxy's DNAT is in. Its own marks first,
+# the small ones before the big ones (a nat table holds every Service): kube-proxy's nftables
+# table, its canary chain in the mangle table, kubelet's hint chain there (kubelet 1.24 and later
+# create KUBE-IPTABLES-HINT in the mangle table of the iptables the node uses, for components
+# like this one), then kube-proxy's KUBE-SERVICES chain in the nat table.
 detect() {
+	[ -z "${BACKEND:-}" ] || return 0
 	BACKEND=${NDC_NOTRACK_BACKEND:-auto}
 	WHY="NDC_NOTRACK_BACKEND"
 	[ "$BACKEND" = auto ] || return 0
-	if has nft && nft list table ip kube-proxy >/dev/null 2>&1; then
+	if has nft && nft list tables ip 2>/dev/null | grep -qx 'table ip kube-proxy'; then
 		BACKEND=nft WHY="kube-proxy's nftables table is there"
-	elif legacy_has 4 nat && has iptables-legacy &&
-		ipt 4 legacy -t nat -S KUBE-SERVICES >/dev/null 2>&1; then
-		BACKEND=iptables-legacy WHY="kube-proxy's KUBE-SERVICES chain is in iptables-legacy"
-	elif has iptables-nft && ipt 4 nft -t nat -S KUBE-SERVICES >/dev/null 2>&1; then
-		BACKEND=iptables-nft WHY="kube-proxy's KUBE-SERVICES chain is in iptables-nft"
-	elif has iptables-nft; then
-		BACKEND=iptables-nft WHY="no kube-proxy rules found; iptables' default backend"
+		return 0
+	fi
+	for mark in "mangle KUBE-PROXY-CANARY kube-proxy's canary chain" \
+		"mangle KUBE-IPTABLES-HINT kubelet's hint chain" \
+		"mangle KUBE-KUBELET-CANARY kubelet's canary chain" \
+		"nat KUBE-SERVICES kube-proxy's KUBE-SERVICES chain"; do
+		# shellcheck disable=SC2086 # split on purpose: table, chain, then what it means
+		set -- $mark
+		for b in legacy nft; do
+			if chain_in 4 $b "$1" "$2"; then
+				t=$1
+				shift 2
+				BACKEND=iptables-$b WHY="$* is in iptables-$b ($t table)"
+				return 0
+			fi
+		done
+	done
+	if has iptables-nft; then
+		BACKEND=iptables-nft WHY="no kube-proxy or kubelet chains found; iptables' default backend"
 	else
-		BACKEND=nft WHY="no kube-proxy rules found and no iptables-nft"
+		BACKEND=nft WHY="no kube-proxy or kubelet chains found and no iptables-nft"
 	fi
 }
 

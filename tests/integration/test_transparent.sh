@@ -120,7 +120,10 @@ kp_up() {
 	case $1 in
 	iptables-*)
 		local ipt=$1
-		in_node "$ipt" -w 5 -t nat -N KUBE-SERVICES &&
+		# kubelet's hint and kube-proxy's canary in the mangle table, as they leave them
+		in_node "$ipt" -w 5 -t mangle -N KUBE-IPTABLES-HINT &&
+			in_node "$ipt" -w 5 -t mangle -N KUBE-PROXY-CANARY &&
+			in_node "$ipt" -w 5 -t nat -N KUBE-SERVICES &&
 			in_node "$ipt" -w 5 -t nat -A PREROUTING -i eth-pod -j KUBE-SERVICES &&
 			in_node "$ipt" -w 5 -t nat -A OUTPUT -j KUBE-SERVICES || return 1
 		for p in udp tcp; do
@@ -225,6 +228,53 @@ ndcache_path() {
 		bad "$what: miss" "$rm '$am' (want $3), upstream queries $u0 -> $u1, unbound from the node $n0 -> $n1, from the pod $(from_pod "$2")"
 	fi
 }
+
+# --- which packet filter node-setup picks, from the marks kube-proxy and kubelet leave ------------
+# mark NETNS WHAT: leaves one mark (nft-table, or BACKEND:TABLE:CHAIN)
+mark() {
+	local n=(ip netns exec "$1")
+	case $2 in
+	nft-table) "${n[@]}" nft add table ip kube-proxy ;;
+	*:*:*) "${n[@]}" "iptables-${2%%:*}" -w 5 -t "$(cut -d: -f2 <<<"$2")" -N "${2##*:}" ;;
+	esac
+}
+detection() {
+	local ns=ndc-det-$$ marks want got m ok_n=0 fails=""
+	while read -r want marks; do
+		ip netns add "$ns" || return 1
+		for m in $marks; do
+			[ "$m" = - ] || mark "$ns" "$m" || fails+=" (cannot leave $m)"
+		done
+		got=$(NDC_NODE_LOCAL_ADDRESS=$CIP ip netns exec "$ns" "$setup" backend 2>&1)
+		if [ "${got%% *}" = "$want" ]; then
+			ok_n=$((ok_n + 1))
+		else
+			fails+=" [$marks: $got, want $want]"
+		fi
+		# a legacy table only where a mark put one: looking must not create them
+		[ "$(ip netns exec "$ns" cat /proc/net/ip_tables_names 2>/dev/null | wc -l)" = \
+			"$(grep -o 'legacy:[a-z]*' <<<"$marks" | sort -u | wc -l)" ] ||
+			fails+=" [$marks: legacy tables $(ip netns exec "$ns" cat /proc/net/ip_tables_names | paste -sd,)]"
+		ip netns del "$ns"
+	done <<'MARKS'
+iptables-nft -
+nft nft-table
+nft nft-table legacy:mangle:KUBE-IPTABLES-HINT
+iptables-legacy legacy:mangle:KUBE-PROXY-CANARY nft:mangle:KUBE-IPTABLES-HINT
+iptables-nft nft:mangle:KUBE-PROXY-CANARY
+iptables-legacy legacy:mangle:KUBE-IPTABLES-HINT
+iptables-nft nft:mangle:KUBE-IPTABLES-HINT
+iptables-nft nft:mangle:KUBE-KUBELET-CANARY
+iptables-legacy legacy:nat:KUBE-SERVICES
+iptables-nft nft:nat:KUBE-SERVICES
+MARKS
+	if [ -z "$fails" ]; then
+		ok "packet filter detection: $ok_n cases (kube-proxy's nftables table or canary chain, kubelet's hint or canary, KUBE-SERVICES; legacy or nft; none), no legacy table made by looking"
+	else
+		bad "packet filter detection:$fails"
+	fi
+}
+detection
 
 # --- one packet filter ---------------------------------------------------------------------------
 # scenario BACKEND UPGRADE(0|1)
