@@ -64,8 +64,8 @@ cleanup() {
 	[ -n "$pins" ] && rm -rf "$pins"
 }
 
-# The node setup as the DaemonSet runs it: node_setup up|down|backend (the init container is root
-# with NET_ADMIN and CHOWN; no NDC_UID here: no pin directory in the host's bpffs).
+# The init container's command: node_setup up, as root (try_security_context.sh runs it with the
+# init container's exact capabilities); no NDC_UID here: no pin directory in the host's bpffs.
 node_setup() { NDC_NODE_LOCAL_ADDRESS=$ADDRS nsenter --net=/run/netns/"$NS_NODE" "$setup" "$@"; }
 # The node-setup container: hold_start NAME; HOLD_PID. Root, bounding set = the overlay's caps.
 hold_start() {
@@ -240,6 +240,7 @@ mark() {
 }
 detection() {
 	local ns=ndc-det-$$ marks want got m ok_n=0 fails=""
+	trap 'ip netns del "ndc-det-$$" 2>/dev/null' EXIT
 	while read -r want marks; do
 		ip netns add "$ns" || return 1
 		for m in $marks; do
@@ -268,6 +269,7 @@ iptables-nft nft:mangle:KUBE-KUBELET-CANARY
 iptables-legacy legacy:nat:KUBE-SERVICES
 iptables-nft nft:nat:KUBE-SERVICES
 MARKS
+	trap - EXIT
 	if [ -z "$fails" ]; then
 		ok "packet filter detection: $ok_n cases (kube-proxy's nftables table or canary chain, kubelet's hint or canary, KUBE-SERVICES; legacy or nft; none), no legacy table made by looking"
 	else
