@@ -101,6 +101,8 @@ step "integration: chaos (kill -9, upgrade, 10 s without an agent, upstream down
 	tests/integration/test_chaos.sh build xdp
 step "integration: hostile input and upstream trouble under a prober (socket, tc)" \
 	tests/integration/test_hostile.sh build
+step "integration: transparent mode (the kube-dns ClusterIP answered; iptables-nft, -legacy, nft)" \
+	tests/integration/test_transparent.sh build
 step "integration: DPDK dataplane (net_af_packet --no-huge, net_af_xdp, a build without DPDK)" tests/integration/test_dpdk.sh build
 step "deploy: manifests against the code" tests/deploy/check_manifests.sh build
 step "deploy: the fast path under the manifest's user and capabilities" \

@@ -27,7 +27,8 @@ ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
 LEVELS = {
     "test": ["deploy/demo.sh", "deploy/deps.sh", "tests/run.sh", "tests/format.sh", ".ci/run",
              "tests/integration/*.sh", "tests/deploy/*.sh", "tests/fakeapi/*.sh",
-             "tests/minimal/*.sh", "deploy/image.sh", "deploy/podman-probe.sh"],
+             "tests/minimal/*.sh", "deploy/image.sh", "deploy/podman-probe.sh",
+             "deploy/node-setup.sh"],
     "bench": ["tests/bench/*.sh"],
 }
 
@@ -72,6 +73,8 @@ COMMANDS = {
     "cc": "gcc", "python3": "python3>python3-minimal", "clang": "clang", "bpftool": "bpftool",
     # deploy/deps.sh: test
     "clang-format": "clang-format", "ip": "iproute2", "tc": "iproute2", "ss": "iproute2",
+    "iptables-nft": "iptables", "iptables-legacy": "iptables", "ip6tables-nft": "iptables",
+    "ip6tables-legacy": "iptables", "nft": "nftables",
     "unbound": "unbound", "unbound-checkconf": "unbound", "dig": "bind9-dnsutils",
     "kdig": "knot-dnsutils", "kxdpgun": "knot-dnsutils", "curl": "curl",
     "setcap": "libcap2-bin", "lscpu": "util-linux", "nsenter": "util-linux", "free": "procps", "getcap": "libcap2-bin", "capsh": "libcap2-bin",
