@@ -1,8 +1,9 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * Private to control/query: the forwarder's route table (routes.c), which forwarder.c builds,
- * matches names against and compares. Plain data, immutable once built, shared by reference
- * count between the thread that reconfigures the forwarder and the forwarder thread.
+ * matches names against and compares (plain data, immutable once built, shared by reference
+ * count between the thread that reconfigures the forwarder and the forwarder thread); and the
+ * query log's lines (querylog.c), which resolver.c writes.
  */
 #ifndef NDC_QUERY_INTERNAL_H
 #define NDC_QUERY_INTERNAL_H
@@ -55,5 +56,26 @@ bool ndc_routes_same(const struct ndc_routes *a, const struct ndc_route *ra,
 
 /* "192.0.2.10:53" or "[2001:db8::53]:53", for logs and metric labels. */
 void ndc_routes_addr_name(const struct sockaddr_storage *ss, char *buf, size_t len);
+
+/* ---- query logging (querylog.c), for the resolver ---- */
+
+/* A sampled query: what its line needs besides the query and the reply. */
+struct ndc_qlog {
+	bool on;
+	bool tcp;
+	uint16_t size; /* of the query */
+	uint64_t t0_us;
+	struct sockaddr_storage peer;
+};
+
+/* Whether this query is one of ppm per million (a thread-local generator, no lock). */
+bool ndc_qlog_sampled(uint32_t ppm);
+
+/* Starts lg for a query of len bytes in req: the time, the client. */
+void ndc_qlog_begin(struct ndc_qlog *lg, const struct ndc_server_req *req, size_t len);
+
+/* The line, for a reply of rlen bytes (0: none was sent) that source gave. */
+void ndc_qlog_end(const struct ndc_qlog *lg, const struct ndc_query *q, const uint8_t *reply,
+		  size_t rlen, const char *source);
 
 #endif

@@ -236,4 +236,12 @@ enum ndc_verdict ndc_resolver_handle(void *ctx, struct ndc_server_req *req, cons
 
 void ndc_resolver_stats(struct ndc_resolver *r, struct ndc_resolver_stats *ret);
 
+/*
+ * Query logging, as CoreDNS's log plugin: sample_ppm per million queries answered here (0: off,
+ * the default) get an info line "query" with client, id, type, class, name, proto, size, do,
+ * bufsize, rcode, rsize, source (cluster, cache, upstream, error) and duration_us. Any thread, at
+ * any time. Queries the kernel answers never reach the resolver and are not logged.
+ */
+void ndc_resolver_set_query_log(struct ndc_resolver *r, uint32_t sample_ppm);
+
 #endif
