@@ -1019,6 +1019,17 @@ static int opts_check(const struct ndc_forwarder_opts *opts)
 	return 0;
 }
 
+int ndc_forwarder_check(const struct ndc_forwarder_opts *opts)
+{
+	struct ndc_routes *routes = NULL;
+	int err = opts_check(opts);
+
+	if (!err)
+		err = ndc_routes_new(opts, &routes);
+	ndc_routes_unref(routes);
+	return err;
+}
+
 int ndc_forwarder_new(const struct ndc_forwarder_opts *opts, struct ndc_cache *cache,
 		      struct ndc_forwarder **ret)
 {

@@ -173,6 +173,9 @@ int ndc_forwarder_resolve(struct ndc_forwarder *f, const uint8_t *lname, size_t 
  */
 int ndc_forwarder_reconfigure(struct ndc_forwarder *f, const struct ndc_forwarder_opts *opts);
 
+/* What ndc_forwarder_new and ndc_forwarder_reconfigure would say of opts, changing nothing. */
+int ndc_forwarder_check(const struct ndc_forwarder_opts *opts);
+
 /* Stops the thread; pending callbacks are called with -ECANCELED first. */
 void ndc_forwarder_free(struct ndc_forwarder *f);
 
