@@ -800,6 +800,7 @@ int ndc_agent_run(const struct ndc_config *cfg, struct ndc_records *rec,
 	};
 	struct ndc_handover_ops hops = {.fds = handover_fds, .taken = handover_taken};
 	struct agent ag = {.cfg = cfg, .opts = opts, .conn = conn};
+	pthread_condattr_t ca;
 	int *inherit = NULL;
 	size_t n_inherit = 0;
 	char name[128];
@@ -813,7 +814,10 @@ int ndc_agent_run(const struct ndc_config *cfg, struct ndc_records *rec,
 	pthread_mutex_init(&ag.attach_lock, NULL);
 	pthread_mutex_init(&ag.source_lock, NULL);
 	pthread_mutex_init(&ag.src_lock, NULL);
-	pthread_cond_init(&ag.source_cond, NULL);
+	pthread_condattr_init(&ca);
+	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC); /* rebuild_records waits on it */
+	pthread_cond_init(&ag.source_cond, &ca);
+	pthread_condattr_destroy(&ca);
 	hops.arg = &ag;
 	/* Block the signals before any thread starts so only sigwait below sees them. */
 	sigemptyset(&set);

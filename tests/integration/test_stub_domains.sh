@@ -8,6 +8,9 @@
 #      DNSCache reads it): stubDomains and upstreamNameservers applied at start, a change
 #      followed within a second, bad JSON logged with its key, counted and the last good value
 #      kept, the ConfigMap deleted: back to the default upstream.
+#   3. With that Kubernetes source, records.ttl changed in the config file: the cluster is listed
+#      again beside the running source, which answers until the new table is in; no answer
+#      missing meanwhile, and the ConfigMap's routes stay.
 # Usage: test_stub_domains.sh BUILD_DIR [tc|socket]   (root: network namespaces; about 30 s)
 set -u
 here=$(cd "$(dirname "$0")" && pwd)
@@ -277,6 +280,53 @@ else
 fi
 answer_is www.example.org 198.51.100.7 && ok "ConfigMap deleted: other names back to upstream" ||
 	bad "ConfigMap deleted: www.example.org" "$(q www.example.org A)"
+
+# --- 3. records.* with a Kubernetes source ------------------------------------------------------
+kube_dns "{\"corp.example\": [\"$STUB_B\"]}"
+until_ok 5 answer_is www.corp.example 192.0.2.122 || bad "ConfigMap applied again: not routed"
+ttl() { in_pod dig +time=2 +tries=1 +noall +answer "@$NODE_LOCAL" "$1" A | awk '{print $2; exit}'; }
+lists0=$(in_node curl -s --max-time 5 "http://127.0.0.1:$CTL_PORT/stats" |
+	python3 -c 'import json,sys; print(json.load(sys.stdin)["lists"].get("/api/v1/services", 0))')
+# A pod asking all along: every answer must be the ClusterIP.
+(
+	while [ ! -e "$TOPO_DIR/stop-asking" ]; do
+		q kubernetes.default.svc.cluster.local A | head -1
+		sleep 0.05
+	done
+) >"$TOPO_DIR/asked" 2>&1 &
+asker=$!
+# The API server stalls for 2 s (the fake's partition): the new list waits, the old table answers.
+ctl '{"op":"pause","seconds":2}'
+sed 's/^dataplane:/records: {ttl: 17}\ndataplane:/' "$conf" >"$conf.new" && mv "$conf.new" "$conf"
+ttl_is() { [ "$(ttl "$1")" = "$2" ]; }
+sleep 1
+ttl_is kubernetes.default.svc.cluster.local 5 &&
+	ok "while the API server stalls: the running table answers (TTL 5)" ||
+	bad "while the API server stalls: TTL $(ttl kubernetes.default.svc.cluster.local)"
+if ms=$(ms_until 15 ttl_is kubernetes.default.svc.cluster.local 17); then
+	ok "records.ttl with a Kubernetes source: TTL 17, $ms ms after the stall's first second"
+else
+	bad "records.ttl with a Kubernetes source: not applied" "$(tail -5 "$TOPO_DIR/ndcache-k8s.log")"
+fi
+sleep 0.5
+touch "$TOPO_DIR/stop-asking"
+wait "$asker"
+n=$(wc -l <"$TOPO_DIR/asked")
+other=$(grep -vc '^10\.96\.0\.1$' "$TOPO_DIR/asked")
+[ "$n" -gt 3 ] && [ "$other" = 0 ] &&
+	ok "while it was listed again: $n answers, all the ClusterIP" ||
+	bad "while it was listed again: $other of $n answers were not the ClusterIP" "$(sort "$TOPO_DIR/asked" | uniq -c)"
+lists1=$(in_node curl -s --max-time 5 "http://127.0.0.1:$CTL_PORT/stats" |
+	python3 -c 'import json,sys; print(json.load(sys.stdin)["lists"].get("/api/v1/services", 0))')
+[ "$lists1" -gt "$lists0" ] && ok "the agent listed Services again ($lists0 -> $lists1)" ||
+	bad "no new list of Services ($lists0 -> $lists1)"
+answer_is www.corp.example 192.0.2.122 && ok "the ConfigMap's routes stay across the reload" ||
+	bad "routes changed by the records reload" "$(q www.corp.example A)"
+ctl '{"op":"apply","object":{"apiVersion":"v1","kind":"Service","metadata":{"name":"after","namespace":"default","uid":"u-after"},"spec":{"type":"ClusterIP","clusterIP":"10.96.99.9","clusterIPs":["10.96.99.9"]}}}'
+until_ok 5 answer_is after.default.svc.cluster.local 10.96.99.9 &&
+	[ "$(ttl after.default.svc.cluster.local)" = 17 ] &&
+	ok "the new source follows changes (a Service added after the reload, TTL 17)" ||
+	bad "the new source does not follow changes" "$(q after.default.svc.cluster.local A)"
 term_wait "$NDCACHE_PID" ndcache 10 && ok "SIGTERM: clean exit" || bad "exit status $?"
 
 summary test_stub_domains.sh
