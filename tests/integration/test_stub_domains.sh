@@ -3,7 +3,9 @@
 # answers and its own query log) beside the default upstream in the node netns.
 #   1. stub_domains in the config file: names under each zone go to that zone's server, the
 #      longest zone winning; other names to the default; cached like the rest. Each upstream's
-#      query log and ndcache's per-upstream counters show who was asked.
+#      query log and ndcache's per-upstream counters show who was asked. The agent runs with
+#      --log-format json and log.queries: every line must be a JSON object, and its query lines
+#      must say who answered each name (upstream, then cache).
 #   2. The kube-dns ConfigMap through the fake API server (kube-system/kube-dns, as NodeLocal
 #      DNSCache reads it): stubDomains and upstreamNameservers applied at start, a change
 #      followed within a second, bad JSON logged with its key, counted and the last good value
@@ -109,8 +111,10 @@ stub_domains:
 source:
   snapshot: $root/deploy/examples/sample-cluster.json
 dataplane: {mode: $MODE, interfaces: [eth-pod]}
+log: {queries: true, sample: 1.0}
 EOF
-ndcache_up "$bin" "$conf" || exit 1
+# JSON logs, every query logged: what a log shipper gets.
+ndcache_up "$bin" "$conf" --log-format json || exit 1
 
 answer_is www.acme.local 192.0.2.111 &&
 	ok "www.acme.local: answered by the acme.local stub ($STUB_A)" ||
@@ -146,6 +150,32 @@ d=$(metric "ndcache_upstream_server_responses_total{upstream=\"$UPSTREAM_ADDR:53
 [ "$(metric ndcache_stub_domains)" = 2 ] && ok "ndcache_stub_domains 2" ||
 	bad "ndcache_stub_domains: $(metric ndcache_stub_domains)"
 term_wait "$NDCACHE_PID" ndcache 10
+# Every line one JSON object (time, level, msg, fields); the query log names who answered.
+if out=$(python3 - "$TOPO_DIR/ndcache.log" <<'EOF'
+import json, sys
+n = 0
+queries = {}
+for line in open(sys.argv[1]):
+    o = json.loads(line)
+    assert set(o) == {"time", "level", "msg", "fields"}, o
+    assert o["time"].endswith("Z") and o["level"] in ("error", "warning", "info", "debug"), o
+    n += 1
+    if o["msg"] == "query":
+        f = o["fields"]
+        queries.setdefault(f["name"], []).append(f["source"] + "/" + f["rcode"] + "/" + f["proto"])
+# Asked twice each: from the stub, then from the cache (in tc mode the kernel answers the
+# second time, and the kernel's answers are not logged).
+for name in ("www.acme.local.", "www.b.acme.local."):
+    seen = queries.get(name) or []
+    if seen[:1] != ["upstream/NOERROR/udp"] or set(seen[1:]) - {"cache/NOERROR/udp"}:
+        sys.exit("%s: %s, want upstream then cache" % (name, seen))
+print("%d lines, %d names in query lines" % (n, len(queries)))
+EOF
+2>&1); then
+	ok "--log-format json: every line a JSON object; query lines: $out"
+else
+	bad "--log-format json / query log" "$out"$'\n'"$(head -5 "$TOPO_DIR/ndcache.log")"
+fi
 
 # --- 2. The kube-dns ConfigMap through the fake API server ------------------------------------
 certs="$TOPO_DIR/certs"
