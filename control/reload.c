@@ -268,10 +268,11 @@ static bool has_zone(const struct routes *rt, const char *zone)
  * What the forwarder gets, as NodeLocal DNSCache builds its Corefile: stub domains (the config
  * file's win over the ConfigMap's for the same zone); upstreamNameservers, when set, for every
  * other name but the cluster domain and the reverse zones, which stay with upstream (the
- * kube-dns-upstream Service). Points into cfg and kd.
+ * kube-dns-upstream Service); zone_kept is the running cluster domain (a new one in the file
+ * waits for a restart). Points into cfg and kd.
  */
-static void routes_make(const struct ndc_config *cfg, const struct kube_dns *kd, bool log_conflicts,
-			struct routes *rt)
+static void routes_make(const struct ndc_config *cfg, const char *zone_kept,
+			const struct kube_dns *kd, bool log_conflicts, struct routes *rt)
 {
 	static const char *const kept[] = {NULL, "in-addr.arpa", "ip6.arpa"};
 
@@ -306,7 +307,7 @@ static void routes_make(const struct ndc_config *cfg, const struct kube_dns *kd,
 	rt->o.n_upstreams = kd->n_ups;
 	rt->o.upstreams = kd->ups;
 	for (size_t i = 0; i < 3 && cfg->n_upstream; i++) {
-		const char *zone = kept[i] ? kept[i] : cfg->cluster_domain;
+		const char *zone = kept[i] ? kept[i] : zone_kept;
 
 		if (!has_zone(rt, zone))
 			rt->r[rt->o.n_routes++] =
@@ -527,7 +528,7 @@ static void reload_file(struct ndc_reload *rl, bool force)
 	}
 	records_keys(cfg, cur, changed);
 
-	routes_make(cfg, &rl->kd_applied, false, &rt);
+	routes_make(cfg, rl->running->cluster_domain, &rl->kd_applied, false, &rt);
 	r = ndc_forwarder_check(&rt.o);
 	if (r < 0) {
 		snprintf(why, sizeof(why), "%s: upstream and stub_domains: %s", rl->path,
@@ -741,7 +742,7 @@ static void apply_kube_dns(struct ndc_reload *rl)
 	pthread_mutex_unlock(&rl->lock);
 	if (r < 0)
 		return;
-	routes_make(current(rl), &kd, true, &rt);
+	routes_make(current(rl), rl->running->cluster_domain, &kd, true, &rt);
 	r = routes_apply(rl, &rt);
 	if (r < 0) {
 		ndc_err("kube-dns ConfigMap: not applied, the last good routes stay: %s",
@@ -934,7 +935,7 @@ int ndc_reload_start(const struct ndc_reload_opts *o, const struct ndc_reload_ta
 	    (o->kubeconfig && !(rl->kubeconfig = strdup(o->kubeconfig))))
 		goto fail;
 	/* What the agent's start did not apply: stub domains, query logging. */
-	routes_make(rl->running, &none, false, &rt);
+	routes_make(rl->running, rl->running->cluster_domain, &none, false, &rt);
 	err = routes_apply(rl, &rt);
 	if (err < 0) {
 		ndc_err("config: upstream and stub_domains: %s", routes_error(err));
