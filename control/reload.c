@@ -465,7 +465,7 @@ static void reload_file(struct ndc_reload *rl, bool force)
 	struct stat st;
 	char *text;
 	size_t len;
-	int r;
+	int r, level;
 
 	r = read_file(rl->path, &text, &len, &st);
 	if (r < 0) {
@@ -585,10 +585,10 @@ static void reload_file(struct ndc_reload *rl, bool force)
 		if (ndc_cache_set_limits(rl->t.cache, &co) == 0)
 			list_add(changed, "cache");
 	}
-	if (cfg->log.level != cur->log.level && !rl->log_level_fixed) {
-		ndc_log_set_level(cfg->log.level);
+	/* Set after the lines below: a quieter level must not hide what this reload did. */
+	level = cfg->log.level != cur->log.level && !rl->log_level_fixed ? cfg->log.level : -1;
+	if (level >= 0)
 		list_add(changed, "log.level");
-	}
 	if (cfg->log.queries != cur->log.queries || cfg->log.sample_ppm != cur->log.sample_ppm) {
 		ndc_resolver_set_query_log(rl->t.res, cfg->log.queries ? cfg->log.sample_ppm : 0);
 		list_add(changed, "log.queries");
@@ -605,6 +605,8 @@ static void reload_file(struct ndc_reload *rl, bool force)
 		ndc_warn("config: %s: %s differ from the running configuration and need a restart; "
 			 "they keep their running values",
 			 rl->path, restart);
+	if (level >= 0)
+		ndc_log_set_level(level);
 	return;
 refused:
 	ndc_config_free(cfg);

@@ -10,8 +10,9 @@
 #           (ndcache_config_reload_failures_total, ndcache_config_last_reload_success 0), /ready
 #           stays 200 and the old configuration keeps serving; SIGHUP reads it again: refused
 #           again
-#   fixed   a good file again (records.ttl 10, and workers, which needs a restart): applied,
-#           workers named as needing a restart, ndcache_config_restart_needed 1
+#   fixed   a good file again (records.ttl 10, cache.max_entries, log.level, and workers, which
+#           needs a restart): applied and logged by name, workers named as needing a restart,
+#           ndcache_config_restart_needed 1
 # The prober must lose nothing and get nothing wrong in any window.
 # Usage: test_reload.sh BUILD_DIR [tc|socket|xdp]   (root: network namespaces, BPF; about 40 s)
 # Environment: RELOAD_QPS (1000), RELOAD_STEADY (seconds around each change, 3).
@@ -237,8 +238,10 @@ sleep "$STEADY"
 # --- fixed: a good file again, with a key that needs a restart -------------------------------
 mark fixed
 sleep "$STEADY"
-note "publish: records.ttl 10, workers 1"
-config 10 "$UPSTREAM_B" "workers: 1" | publish
+note "publish: records.ttl 10, cache.max_entries 5000, log.level warning, workers 1"
+config 10 "$UPSTREAM_B" "workers: 1
+cache: {max_entries: 5000}
+log: {level: warning}" | publish
 if ms=$(ms_until 5 ttl_is kubernetes.default.svc.cluster.local 10); then
 	ok "fixed file applied after $ms ms"
 else
@@ -248,6 +251,9 @@ fi
 	[ "$(metric ndcache_config_reloads_total)" = 2 ] &&
 	ok "ndcache_config_last_reload_success back to 1, reloads_total 2" ||
 	bad "after the fix: last_success=$(metric ndcache_config_last_reload_success) reloads=$(metric ndcache_config_reloads_total)"
+grep -q "applied records.ttl, cache, log.level" "$log" &&
+	ok "log: $(grep 'applied records.ttl, cache' "$log" | sed 's/^ndcache: //')" ||
+	bad "the fixed file's keys not logged as applied" "$(grep config: "$log")"
 grep -q "workers differ from the running configuration and need a restart" "$log" &&
 	[ "$(metric ndcache_config_restart_needed)" = 1 ] &&
 	ok "workers: named as needing a restart, ndcache_config_restart_needed 1" ||
