@@ -389,6 +389,10 @@ def check(inp, run_agent=True):
             file_in_volume = match[0]["path"]
     if m.get("subPath"):
         config_path = m["mountPath"] if m["subPath"] == file_in_volume else None
+        # kubelet never updates a subPath mount: the agent's reload would not see a change.
+        err(f"DaemonSet: the config is mounted with subPath {m['subPath']}: kubelet does not "
+            f"update subPath mounts, so a ConfigMap change would never reach the agent (mount "
+            f"the directory; control/reload.c watches it)")
     else:
         config_path = m["mountPath"].rstrip("/") + "/" + file_in_volume
     try:
@@ -793,6 +797,9 @@ MUTATIONS = [
     ("Dockerfile ENTRYPOINT reads another config path",
      lambda inp: setattr(inp, "dockerfile", inp.dockerfile.replace(
          '"/etc/ndcache/ndcache.yaml"', '"/etc/ndcache/config.yaml"')), "ENTRYPOINT --config"),
+    ("the config mounted with subPath (kubelet never updates it)",
+     _edit(lambda d: _agent_c(d)["volumeMounts"][0].update(
+         mountPath="/etc/ndcache/ndcache.yaml", subPath="ndcache.yaml")), "subPath"),
     ("a duplicate key in the manifest",
      lambda inp: setattr(inp, "manifest", inp.manifest.replace(
          "      hostNetwork: true\n", "      hostNetwork: true\n      hostNetwork: false\n", 1)),
