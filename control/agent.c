@@ -757,6 +757,8 @@ static int reload_start(struct agent *ag)
 	const struct ndc_agent_opts *o = ag->opts;
 	struct ndc_reload_opts ro = {
 	    .path = o ? o->config_path : NULL,
+	    .text = o ? o->config_text : NULL,
+	    .len = o ? o->config_len : 0,
 	    .running = ag->cfg,
 	    .kubeconfig = o ? o->kubeconfig : NULL,
 	    .log_level_fixed = o && o->log_level_fixed,
@@ -900,6 +902,8 @@ int ndc_agent_run(const struct ndc_config *cfg, struct ndc_records *rec,
 	if (ndc_handover_serve(name, &hops, &ag.ho) < 0)
 		ndc_warn("handover: cannot listen at %s: upgrades of this agent will rebind", name);
 	log_summary(cfg);
+	/* Everything a reload may replace runs now: changes of the file are applied from here. */
+	ndc_reload_arm(ag.reload);
 
 	while (sigwait(&set, &sig) == 0 && sig == SIGHUP)
 		ndc_reload_request(ag.reload);

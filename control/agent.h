@@ -17,8 +17,10 @@
 /* How the agent was started, for reloads (reload.h). */
 struct ndc_agent_opts {
 	const char *config_path; /* --config: watched, and read again on SIGHUP; NULL: none */
-	const char *kubeconfig;	 /* --kubeconfig: replaces source in every config read */
-	bool log_level_fixed;	 /* --log-level: the config's log.level is not applied */
+	const char *config_text; /* what cfg was parsed from: a reload compares the file with it */
+	size_t config_len;
+	const char *kubeconfig; /* --kubeconfig: replaces source in every config read */
+	bool log_level_fixed;	/* --log-level: the config's log.level is not applied */
 	/*
 	 * A snapshot (or the embedded) source's table, built with ropts, read from cfg's source:
 	 * a records.* reload builds the table again with it. 0 or -errno, logged.

@@ -1164,11 +1164,19 @@ out:
 
 int ndc_config_load(const char *path, struct ndc_config *cfg, char *err, size_t errlen)
 {
+	return ndc_config_load_text(path, cfg, NULL, NULL, err, errlen);
+}
+
+int ndc_config_load_text(const char *path, struct ndc_config *cfg, char **ret_text, size_t *ret_len,
+			 char *err, size_t errlen)
+{
 	FILE *f = fopen(path, "re");
 	char *buf = NULL, *msg;
 	size_t len = 0;
 	int r = f ? 0 : -errno;
 
+	if (ret_text)
+		*ret_text = NULL;
 	ndc_config_defaults(cfg);
 	if (r == 0 && !(buf = malloc(MAX_FILE_SIZE + 1)))
 		r = -ENOMEM;
@@ -1188,6 +1196,12 @@ int ndc_config_load(const char *path, struct ndc_config *cfg, char *err, size_t 
 		return r;
 	}
 	r = ndc_config_parse(buf, len, cfg, err, errlen);
+	if (r == 0 && ret_text) {
+		buf[len] = '\0';
+		*ret_text = buf;
+		*ret_len = len;
+		buf = NULL;
+	}
 	free(buf);
 	/* Parse errors name the file too: "path: line N: key: reason". */
 	if (r < 0 && err && errlen && (msg = strdup(err))) {

@@ -112,6 +112,11 @@ int ndc_config_parse(const char *text, size_t len, struct ndc_config *cfg, char 
  */
 int ndc_config_load(const char *path, struct ndc_config *cfg, char *err, size_t errlen);
 
+/* ndc_config_load, and on success the text parsed (NUL-terminated, *ret_len bytes; free it):
+ * what a reload compares the file with. */
+int ndc_config_load_text(const char *path, struct ndc_config *cfg, char **ret_text, size_t *ret_len,
+			 char *err, size_t errlen);
+
 /* Frees what parsing allocated and zeroes cfg, so freeing twice (or NULL) is harmless. */
 void ndc_config_free(struct ndc_config *cfg);
 

@@ -177,6 +177,8 @@ int main(int argc, char **argv)
 	struct ndc_k8s_conn conn = {0};
 	struct ndc_records *rec = NULL;
 	struct ndc_agent_opts ao = {.load_records = load_records};
+	char *cfg_text = NULL;
+	size_t cfg_len = 0;
 	struct ndc_config cfg;
 	struct opts o = {0};
 	char err[512] = "";
@@ -189,7 +191,8 @@ int main(int argc, char **argv)
 	malloc_setup();
 
 	ndc_config_defaults(&cfg);
-	if (o.config && ndc_config_load(o.config, &cfg, err, sizeof(err)) < 0) {
+	if (o.config &&
+	    ndc_config_load_text(o.config, &cfg, &cfg_text, &cfg_len, err, sizeof(err)) < 0) {
 		/* The message starts with the file's path and names the key and line. */
 		fprintf(stderr, "ndcache: %s\n", err);
 		ndc_config_free(&cfg);
@@ -216,6 +219,8 @@ int main(int argc, char **argv)
 		goto out;
 	}
 	ao.config_path = o.config;
+	ao.config_text = cfg_text;
+	ao.config_len = cfg_len;
 	ao.kubeconfig = o.kubeconfig;
 	ao.log_level_fixed = o.log_level;
 	ret = ndc_agent_run(&cfg, rec, k8s ? &conn : NULL, &ao) ? -1 : 0;
@@ -225,5 +230,6 @@ out:
 	ndc_records_free(rec);
 	ndc_k8s_conn_free(&conn);
 	ndc_config_free(&cfg);
+	free(cfg_text);
 	return ret < 0 ? 1 : 0;
 }

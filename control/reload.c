@@ -74,6 +74,8 @@ struct ndc_reload {
 	/* Handed to the thread. */
 	pthread_mutex_t lock;
 	bool stop, want_file, want_routes;
+	bool armed;	       /* the agent is up: file changes are applied (ndc_reload_arm) */
+	bool want_check;       /* compare the file with the baseline */
 	struct kube_dns kd;    /* the ConfigMap's values, under lock */
 	char *cm_raw[CM_KEYS]; /* the last text seen per key (watch thread only) */
 	bool cm_in_list;       /* watch thread only */
@@ -816,15 +818,17 @@ static void *reload_main(void *arg)
 {
 	struct ndc_reload *rl = arg;
 	uint64_t settle_at = 0, settle_max = 0, next_stat = now_ms() + RELOAD_STAT_MS;
+	bool armed = false;
 
 	for (;;) {
 		struct pollfd p[2] = {{.fd = rl->efd, .events = POLLIN},
 				      {.fd = rl->ifd, .events = POLLIN}};
 		uint64_t now = now_ms(), due = next_stat;
-		bool stop, want_file, want_routes;
+		bool stop, want_file, want_routes, want_check;
 		int timeout;
 
-		if (settle_at && settle_at < due)
+		/* Before the agent arms the reload a settled change waits (no busy loop). */
+		if (armed && settle_at && settle_at < due)
 			due = settle_at;
 		timeout = due > now ? (int)(due - now) : 0;
 		if (poll(p, rl->ifd >= 0 ? 2 : 1, timeout) < 0 && errno != EINTR)
@@ -858,7 +862,9 @@ static void *reload_main(void *arg)
 		stop = rl->stop;
 		want_file = rl->want_file;
 		want_routes = rl->want_routes;
-		rl->want_file = false;
+		armed = rl->armed;
+		want_check = rl->want_check;
+		rl->want_file = rl->want_check = false;
 		pthread_mutex_unlock(&rl->lock);
 		if (stop)
 			break;
@@ -872,6 +878,17 @@ static void *reload_main(void *arg)
 		}
 		if (want_routes)
 			apply_kube_dns(rl);
+		/* Not yet: the agent is still starting what a reload may replace. */
+		if (!armed) {
+			if (want_file) {
+				pthread_mutex_lock(&rl->lock);
+				rl->want_file = true;
+				pthread_mutex_unlock(&rl->lock);
+			}
+			continue;
+		}
+		if (want_check && !settle_at)
+			settle_at = now;
 		if (want_file) {
 			if (rl->path)
 				reload_file(rl, true);
@@ -950,8 +967,15 @@ int ndc_reload_start(const struct ndc_reload_opts *o, const struct ndc_reload_ta
 		char *text;
 		size_t len;
 
-		/* What was read at start is the baseline: only a change reloads. */
-		if (read_file(rl->path, &text, &len, &st) == 0) {
+		/*
+		 * The baseline is the text the running configuration was parsed from: a file
+		 * changed since is applied when the agent arms the reload.
+		 */
+		if (o->text && (rl->last_text = malloc(o->len + 1))) {
+			memcpy(rl->last_text, o->text, o->len + 1);
+			rl->last_len = o->len;
+			rl->have_last = true;
+		} else if (read_file(rl->path, &text, &len, &st) == 0) {
 			rl->last_text = text;
 			rl->last_len = len;
 			rl->last_st = st;
@@ -982,6 +1006,18 @@ int ndc_reload_start(const struct ndc_reload_opts *o, const struct ndc_reload_ta
 fail:
 	ndc_reload_stop(rl);
 	return err;
+}
+
+void ndc_reload_arm(struct ndc_reload *rl)
+{
+	if (!rl)
+		return;
+	pthread_mutex_lock(&rl->lock);
+	rl->armed = true;
+	/* Compared with the baseline now, not at the next stat (unchanged: nothing happens). */
+	rl->want_check = rl->path != NULL;
+	pthread_mutex_unlock(&rl->lock);
+	wake(rl);
 }
 
 void ndc_reload_request(struct ndc_reload *rl)

@@ -46,7 +46,9 @@ struct ndc_reload_targets {
 };
 
 struct ndc_reload_opts {
-	const char *path;		  /* the config file; NULL: none (SIGHUP says so) */
+	const char *path; /* the config file; NULL: none (SIGHUP says so) */
+	const char *text; /* what running was parsed from (NULL: read it now) */
+	size_t len;
 	const struct ndc_config *running; /* what the agent started with; outlives the reload */
 	const char *kubeconfig;		  /* --kubeconfig: replaces source in every file read */
 	bool log_level_fixed;		  /* --log-level: log.level is not applied */
@@ -62,6 +64,13 @@ struct ndc_reload_opts {
  */
 int ndc_reload_start(const struct ndc_reload_opts *opts, const struct ndc_reload_targets *t,
 		     struct ndc_reload **ret);
+
+/*
+ * The agent has started everything a reload may change (the Kubernetes source included): until
+ * then changes of the file are noted, not applied. A file that differs from what the running
+ * configuration was parsed from is applied now.
+ */
+void ndc_reload_arm(struct ndc_reload *rl);
 
 /* Reads the config file again, soon, on the reload thread (SIGHUP). Any thread. */
 void ndc_reload_request(struct ndc_reload *rl);
