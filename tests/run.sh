@@ -107,6 +107,8 @@ step "integration: stub domains and the kube-dns ConfigMap under ASan + UBSan (s
 	tests/integration/test_stub_domains.sh build-asan socket
 step "integration: config reloads under a prober (symlink swap, broken file, SIGHUP), tc" \
 	tests/integration/test_reload.sh build tc
+step "integration: transparent mode (the kube-dns ClusterIP answered; iptables-nft, -legacy, nft)" \
+	tests/integration/test_transparent.sh build
 step "deploy: manifests against the code" tests/deploy/check_manifests.sh build
 step "deploy: the fast path under the manifest's user and capabilities" \
 	tests/deploy/try_security_context.sh build

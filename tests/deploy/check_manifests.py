@@ -19,6 +19,10 @@ What it compares, and where the truth comes from:
   ServiceAccount the DaemonSet runs as;
 - the ConfigMap's config is accepted by the real agent (`ndcache --check-config`), selects the
   in-cluster source, and its addresses agree with the Service, the init container and the probes;
+  the upstream is not a listen address (a loop); a listen address that is not link-local (the
+  kube-dns ClusterIP, transparent mode) comes with the node-setup container (deploy/node-setup.sh
+  hold: root, NET_ADMIN and NET_RAW, the host's xtables lock, the same addresses) and a preStop
+  delay on the agent; a node-setup.sh the containers run is where the Dockerfile copies it;
 - the DaemonSet: selector against template labels, host network, DNS policy, priority, taints,
   capabilities (what the fast path needs, nothing privileged), mounts against the config, probes
   against control/http/http.c's paths and the config's http.listen port, a surge rolling update (maxSurge 1, maxUnavailable 0, no host ports);
@@ -161,6 +165,23 @@ def condition_holds(cond, cfg):
     return True
 
 
+def node_setup_path(dockerfile):
+    """Where the Dockerfile's runtime stage puts deploy/node-setup.sh, or None."""
+    m = re.search(r"^COPY\s+deploy/node-setup\.sh\s+(\S+)\s*$", "\n".join(
+        dockerfile_last_stage(dockerfile)), re.M)
+    return m.group(1) if m else None
+
+
+def node_setup_verb(c, path):
+    """`up`, `hold`, ... when the container runs deploy/node-setup.sh (at path), else None."""
+    cmd = as_list(c.get("command")) + as_list(c.get("args"))
+    return cmd[1] if path and len(cmd) >= 2 and cmd[0] == path else None
+
+
+def env_of(c):
+    return {e.get("name"): str(e.get("value", "")) for e in c.get("env") or []}
+
+
 def http_paths(src):
     return set(re.findall(r'path_is\(path, plen, "(/[a-z]+)"\)', src))
 
@@ -260,6 +281,34 @@ def run_agent_check(ndcache, cfg_text):
     return errors
 
 
+def check_hold(h, agent, pod, volumes, listen, err):
+    """The node-setup container (transparent mode) can do its job and leave when it must."""
+    name = f"node-setup container {h['name']}"
+    env = env_of(h)
+    addrs = {ipaddress.ip_address(a) for a in env.get("NDC_NODE_LOCAL_ADDRESS", "").split()}
+    if addrs != listen:
+        err(f"{name}: NDC_NODE_LOCAL_ADDRESS {sorted(map(str, addrs))} != config listen "
+            f"{sorted(map(str, listen))}: its rules and its look for a successor would miss some")
+    sc = h.get("securityContext") or {}
+    uid = sc.get("runAsUser", (pod.get("securityContext") or {}).get("runAsUser"))
+    if uid != 0:
+        err(f"{name}: must set runAsUser: 0 (iptables and nft run as root; the image's USER is "
+            f"the agent's, and Kubernetes gives a non-root process no capabilities)")
+    added = {c.upper().removeprefix("CAP_") for c in as_list((sc.get("capabilities") or {}).get("add"))}
+    if added != {"NET_ADMIN", "NET_RAW"}:
+        err(f"{name}: capabilities.add {sorted(added)}: needs exactly NET_ADMIN (netfilter, "
+            f"addresses) and NET_RAW (iptables-legacy talks to the kernel through a raw socket)")
+    lock = mount_covers(h.get("volumeMounts") or [], "/run/xtables.lock")
+    if not lock or (volumes.get(lock["name"], {}).get("hostPath") or {}).get(
+            "path") != "/run/xtables.lock":
+        err(f"{name}: needs the host's /run/xtables.lock mounted at /run/xtables.lock (the lock "
+            f"iptables-legacy shares with kube-proxy; the root filesystem is read-only)")
+    pre = ((agent.get("lifecycle") or {}).get("preStop") or {}).get("exec") or {}
+    if not pre.get("command"):
+        err(f"agent: no preStop hook beside the {name}: it decides on SIGTERM whether a "
+            f"successor has joined this agent, which must still run then (an exec of sleep)")
+
+
 # ---- the check -------------------------------------------------------------------------------
 
 
@@ -344,9 +393,24 @@ def check(inp, run_agent=True):
 
     containers = {c["name"]: c for c in pod.get("containers") or []}
     inits = {c["name"]: c for c in pod.get("initContainers") or []}
-    if len(containers) != 1:
-        return errors + [f"DaemonSet: expected one container, found {list(containers)}"]
-    agent = next(iter(containers.values()))
+    # The agent runs the image's ENTRYPOINT (or the binary itself); beside it, only the
+    # node-setup container of the transparent mode (deploy/node-setup.sh hold).
+    setup_path = node_setup_path(inp.dockerfile)
+    verb = lambda c: node_setup_verb(c, setup_path)
+    agents = [c for c in containers.values() if verb(c) is None and
+              (not c.get("command") or as_list(c["command"])[0].endswith("/ndcache"))]
+    holds = [c for c in containers.values() if verb(c) == "hold"]
+    others = [c["name"] for c in containers.values() if c not in agents and c not in holds]
+    if len(agents) != 1 or others:
+        return errors + [f"DaemonSet: expected one agent container (the image's ENTRYPOINT) and "
+                         f"at most a node-setup container running `node-setup.sh hold`, found "
+                         f"{list(containers)}"]
+    agent = agents[0]
+    for c in list(inits.values()) + holds:
+        cmd = as_list(c.get("command"))
+        if cmd and "node-setup.sh" in cmd[0] and cmd[0] != setup_path:
+            err(f"container {c['name']}: runs {cmd[0]}, which the Dockerfile does not put in the "
+                f"image (it copies deploy/node-setup.sh to {setup_path or 'nowhere'})")
     for c in list(containers.values()) + list(inits.values()):
         sc = c.get("securityContext") or {}
         if sc.get("privileged"):
@@ -525,10 +589,21 @@ def check(inp, run_agent=True):
     if init_addrs != listen:
         err(f"init container NDC_NODE_LOCAL_ADDRESS {sorted(map(str, init_addrs))} != config "
             f"listen {sorted(map(str, listen))}: the agent binds addresses nobody added")
+    # An address that is not link-local is the kube-dns ClusterIP of the transparent mode
+    # (deploy/overlays/transparent): kube-proxy DNATs it, so what the kernel passes to the
+    # agent's sockets reaches them only with the NOTRACK rules the node-setup container keeps.
     for a in listen:
-        if not (a.is_link_local or a.is_loopback):
-            err(f"listen {a}: not link-local (169.254.0.0/16, fe80::/10)")
+        if not (a.is_link_local or a.is_loopback) and not holds:
+            err(f"listen {a}: not link-local (169.254.0.0/16, fe80::/10); a kube-dns ClusterIP "
+                f"there (transparent mode) needs the node-setup container (node-setup.sh hold: "
+                f"NOTRACK rules), or kube-proxy DNATs the queries the sockets should get")
+    for h in holds:
+        check_hold(h, agent, pod, volumes, listen, err)
     upstreams = [hostport(u) for u in as_list(cfg.get("upstream"))]
+    for ip, _ in upstreams:
+        if ip in listen:
+            err(f"config upstream {ip} is also a listen address: misses would come back to the "
+                f"agent (a forwarding loop); the upstream is the kube-dns-upstream Service")
     if not upstreams:
         err("config upstream is empty: names outside the cluster domain would fail")
     svcs = by_kind["Service"]
@@ -716,7 +791,57 @@ def _drop_rule_resource(resource):
     return fn
 
 
+CLUSTER_IP = "10.96.0.10"
+
+
+def _with_listen(docs, addrs):
+    _set_cfg(["listen"], addrs)(docs)
+    _find(docs, "DaemonSet")["spec"]["template"]["spec"]["initContainers"][0]["env"][0][
+        "value"] = " ".join(addrs)
+
+
+def _transparent(breakage):
+    """The base made transparent by hand (the overlay's DaemonSet patch applied), then broken."""
+    def mutate(inp):
+        docs = _docs(inp)
+        patch = next(d for d in yaml.safe_load_all(open(os.path.join(
+            inp.root, "deploy/overlays/transparent/node-setup.yaml"))) if d)["spec"]["template"]
+        pod = _find(docs, "DaemonSet")["spec"]["template"]["spec"]
+        _with_listen(docs, ["169.254.20.10", CLUSTER_IP])
+        extra = {c["name"]: c for c in patch["spec"]["containers"]}
+        pod["containers"][0]["lifecycle"] = extra.pop(pod["containers"][0]["name"])["lifecycle"]
+        pod["containers"] += list(extra.values())
+        pod["volumes"] += patch["spec"]["volumes"]
+        breakage(pod)
+        _put(inp, docs)
+    return mutate
+
+
+def _hold(pod):
+    return next(c for c in pod["containers"] if c.get("command", [""])[-1] == "hold")
+
+
 MUTATIONS = [
+    ("the kube-dns ClusterIP in listen without the node-setup container",
+     _edit(lambda d: _with_listen(d, ["169.254.20.10", CLUSTER_IP])), "node-setup container"),
+    ("the upstream among the listen addresses",
+     _edit(lambda d: _with_listen(d, ["169.254.20.10", "10.96.0.11"])), "forwarding loop"),
+    ("the init container runs a node-setup.sh the image does not have",
+     lambda inp: setattr(inp, "dockerfile", inp.dockerfile.replace(
+         "COPY deploy/node-setup.sh /usr/lib/ndcache/", "COPY deploy/node-setup.sh /usr/lib/ndc/")),
+     "does not put"),
+    ("transparent: no preStop delay for the agent",
+     _transparent(lambda pod: pod["containers"][0].pop("lifecycle")), "preStop"),
+    ("transparent: node-setup container without NET_RAW",
+     _transparent(lambda pod: _hold(pod)["securityContext"]["capabilities"].__setitem__(
+         "add", ["NET_ADMIN"])), "NET_RAW"),
+    ("transparent: node-setup container as the image's user",
+     _transparent(lambda pod: _hold(pod)["securityContext"].pop("runAsUser")), "runAsUser: 0"),
+    ("transparent: no xtables lock shared with kube-proxy",
+     _transparent(lambda pod: _hold(pod).pop("volumeMounts")), "xtables.lock"),
+    ("transparent: node-setup container watching other addresses",
+     _transparent(lambda pod: _hold(pod)["env"][0].__setitem__("value", "169.254.20.10")),
+     "NDC_NODE_LOCAL_ADDRESS"),
     ("endpointslices missing from the ClusterRole",
      _edit(_drop_rule_resource("endpointslices")), "endpointslices.discovery.k8s.io"),
     ("a new kind in the client without RBAC",

@@ -874,9 +874,10 @@ static bool first_backoff_2s(const struct ndc_forwarder_stats *st)
 	return st->upstream[0].backoff_ms == 2000;
 }
 
+/* Back, and the probe's answer counted (under load the two are seen a moment apart). */
 static bool first_healthy(const struct ndc_forwarder_stats *st)
 {
-	return st->upstream[0].healthy;
+	return st->upstream[0].healthy && st->upstream[0].responses >= 1;
 }
 
 /*
