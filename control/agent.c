@@ -18,7 +18,7 @@
 #include "http/http.h"
 #include "publisher.h"
 #include "query/query.h"
-#include "reload.h"
+#include "reload/reload.h"
 #include "socket/socket.h"
 #include "store/store.h"
 

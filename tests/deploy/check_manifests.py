@@ -13,7 +13,7 @@ What it compares, and where the truth comes from:
   exactly the collections of the client's kinds table (control/k8s/k8s_stream.c), minus Pods
   unless the config has records.pods: verified (control/agent.c watches Pods only then); a kind
   the table reads in one namespace by name (fieldSelector=metadata.name=..., the kube-dns
-  ConfigMap, watched by control/reload.c unless source.kubernetes.kube_dns_configmap is false)
+  ConfigMap, watched by control/reload/reload_kube_dns.c unless source.kubernetes.kube_dns_configmap is false)
   is granted by a Role in that namespace with exactly that name in resourceNames, and by
   nothing broader: a kind added to the client without RBAC fails here; the bindings name the
   ServiceAccount the DaemonSet runs as;
@@ -94,7 +94,7 @@ class Inputs:
         # The client is three files: the requests' URLs, the curl options and the parsers.
         self.k8s_client = "\n".join(read(f) for f in CLIENT_SOURCES)
         # Where the watches are started, with the conditions of the kinds they add.
-        self.agent = read("control/agent.c") + "\n" + read("control/reload.c")
+        self.agent = read("control/agent.c") + "\n" + read("control/reload/reload_kube_dns.c")
         self.http = read("control/http/http.c")
         self.config_c = read("control/config.c")
 
@@ -144,7 +144,7 @@ def client_verbs(src):
 
 
 def conditional_kinds(agent_src):
-    """{enum: config condition} for kinds agent.c and reload.c add to a watch only under a
+    """{enum: config condition} for kinds agent.c and reload_kube_dns.c add to a watch only under a
     condition."""
     out = {}
     for m in re.finditer(r'if \(([^)]*)\)\s*\n?\s*(?:wo\.)?kinds \|= 1u << (NDC_K8S_\w+);',
@@ -456,7 +456,7 @@ def check(inp, run_agent=True):
         # kubelet never updates a subPath mount: the agent's reload would not see a change.
         err(f"DaemonSet: the config is mounted with subPath {m['subPath']}: kubelet does not "
             f"update subPath mounts, so a ConfigMap change would never reach the agent (mount "
-            f"the directory; control/reload.c watches it)")
+            f"the directory; control/reload/ watches it)")
     else:
         config_path = m["mountPath"].rstrip("/") + "/" + file_in_volume
     try:
