@@ -304,7 +304,8 @@ void ndc_reload_file(struct ndc_reload *rl, bool force)
 	level = cfg->log.level != cur->log.level && !rl->log_level_fixed ? cfg->log.level : -1;
 	if (level >= 0)
 		ndc_reload_list_add(changed, "log.level");
-	if (cfg->log.queries != cur->log.queries || cfg->log.sample_ppm != cur->log.sample_ppm) {
+	if (cfg->log.queries != cur->log.queries ||
+	    (cfg->log.queries && cfg->log.sample_ppm != cur->log.sample_ppm)) {
 		ndc_resolver_set_query_log(rl->t.res, cfg->log.queries ? cfg->log.sample_ppm : 0);
 		ndc_reload_list_add(changed, "log.queries");
 	}
