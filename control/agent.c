@@ -13,26 +13,55 @@
 #include <ndc/log.h>
 
 #include "agent.h"
+#include "dpdk/dpdk.h"
 #include "fastpath/fastpath.h"
 #include "handover.h"
 #include "http/http.h"
 #include "publisher.h"
 #include "query/query.h"
+#include "reload/reload.h"
 #include "socket/socket.h"
 #include "store/store.h"
 
+/* A records.* reload with a Kubernetes source lists everything again: this long at most. */
+#define NDC_RESYNC_TIMEOUT_S 120
+
+struct agent;
+
+/*
+ * A Kubernetes source: a store and the watch that fills it, made with one set of record
+ * options. A records.* reload makes a new one beside it, which takes over at its first table.
+ */
+struct source {
+	struct agent *ag;
+	struct ndc_records_opts ropts;
+	char **namespaces; /* ropts.namespaces, this source's own copy */
+	size_t n_namespaces;
+	struct ndc_k8s_store *store;
+	struct ndc_k8s_watch *watch;
+};
+
 struct agent {
 	const struct ndc_config *cfg;
+	const struct ndc_agent_opts *opts;
+	const struct ndc_k8s_conn *conn;
+	struct ndc_reload *reload;
 	struct ndc_records_opts ropts;
 	struct ndc_cache *cache;
 	struct ndc_fp *fp;
+	struct ndc_dpdk *dp; /* mode dpdk */
 	struct ndc_publisher *pub;
 	struct ndc_forwarder *fwd;
 	struct ndc_resolver *res;
 	struct ndc_server *srv;
 	struct ndc_http *http;
-	struct ndc_k8s_store *store;
-	struct ndc_k8s_watch *watch;
+	/* The Kubernetes source (NULL: snapshot or embedded) and, during a records.* reload, the
+	 * one that replaces it. source_lock orders their tables; src_lock guards src for /metrics.
+	 */
+	struct source *src, *next_src;
+	pthread_mutex_t source_lock, src_lock;
+	pthread_cond_t source_cond;
+	bool stopping; /* under source_lock: a reload waiting for a new source gives up */
 	pthread_mutex_t install_lock;  /* one writer of the record table at a time */
 	const struct ndc_records *rec; /* what the resolver serves, under install_lock */
 	_Atomic uint64_t rrsets;
@@ -82,14 +111,55 @@ static void install(struct agent *ag, struct ndc_records *rec,
 	}
 }
 
+/*
+ * A table from a source's store. A replacing source's first one makes it the source (installed
+ * whole: its versions are not the old one's); tables of a replaced source are dropped.
+ */
 static void on_records(void *arg, struct ndc_records *rec, const struct ndc_records_patch *changed)
 {
-	install(arg, rec, changed);
+	struct source *src = arg;
+	struct agent *ag = src->ag;
+
+	pthread_mutex_lock(&ag->source_lock);
+	if (src == ag->next_src) {
+		pthread_mutex_lock(&ag->src_lock);
+		ag->src = src;
+		ag->next_src = NULL;
+		pthread_mutex_unlock(&ag->src_lock);
+		install(ag, rec, NULL);
+		pthread_cond_broadcast(&ag->source_cond);
+	} else if (src == ag->src) {
+		install(ag, rec, changed);
+	} else {
+		ndc_records_free(rec);
+	}
+	pthread_mutex_unlock(&ag->source_lock);
 }
 
 /* ---------------------------------------------------------------------------------------------
  * The fast path.
  */
+/*
+ * The zone below which the fast paths answer NXDOMAIN, and the suffix they never do: insecure pod
+ * names are computed per query in user space. Lowercase wire names; *ret_plen 0 for no suffix.
+ */
+static int zone_and_pass(const struct ndc_config *cfg, uint8_t zone[NDC_NAME_MAX], size_t *ret_zlen,
+			 uint8_t pass[NDC_NAME_MAX], size_t *ret_plen)
+{
+	int err = ndc_name_from_text(cfg->cluster_domain, zone, NDC_NAME_MAX, ret_zlen);
+
+	if (err)
+		return err;
+	ndc_name_lower(zone, zone, *ret_zlen);
+	*ret_plen = 0;
+	if (cfg->records.pods == NDC_PODS_INSECURE && *ret_zlen + 4 <= NDC_NAME_MAX) {
+		memcpy(pass, "\3pod", 4);
+		memcpy(pass + 4, zone, *ret_zlen);
+		*ret_plen = *ret_zlen + 4;
+	}
+	return 0;
+}
+
 /*
  * Loads and attaches the fast path. Failing here is not fatal: the socket path answers everything
  * the kernel would have (fail open), so it is logged once.
@@ -114,22 +184,13 @@ static void fastpath_start(struct agent *ag)
 	    /* attached once the table is full and the sockets are read: maybe_attach */
 	    .defer_attach = true,
 	};
-	size_t zlen;
 	int err;
 
-	err = ndc_name_from_text(cfg->cluster_domain, zone, sizeof(zone), &zlen);
+	err = zone_and_pass(cfg, zone, &fo.zone_len, pass, &fo.pass_len);
 	if (err)
 		goto fail;
-	ndc_name_lower(zone, zone, zlen);
 	fo.zone = zone;
-	fo.zone_len = zlen;
-	/* Insecure pod names are computed per query in user space: never NXDOMAIN them here. */
-	if (cfg->records.pods == NDC_PODS_INSECURE && zlen + 4 <= sizeof(pass)) {
-		memcpy(pass, "\3pod", 4);
-		memcpy(pass + 4, zone, zlen);
-		fo.pass = pass;
-		fo.pass_len = zlen + 4;
-	}
+	fo.pass = fo.pass_len ? pass : NULL;
 	err = ndc_fastpath_open(&fo, &ag->fp);
 	if (err)
 		goto fail;
@@ -176,6 +237,74 @@ static void fastpath_stop(struct agent *ag)
 }
 
 /* ---------------------------------------------------------------------------------------------
+ * The DPDK dataplane (mode dpdk): chosen explicitly, so failing to start it is fatal.
+ */
+static int dpdk_start(struct agent *ag)
+{
+	const struct ndc_config *cfg = ag->cfg;
+	uint8_t zone[NDC_NAME_MAX], pass[NDC_NAME_MAX];
+	struct ndc_dpdk_opts o = {
+	    .n_eal_args = cfg->dataplane.dpdk.n_eal_args,
+	    .eal_args = cfg->dataplane.dpdk.eal_args,
+	    .n_lcores = cfg->dataplane.dpdk.n_lcores,
+	    .lcores = cfg->dataplane.dpdk.lcores,
+	    .n_ports = cfg->dataplane.dpdk.n_ports,
+	    .ports = cfg->dataplane.dpdk.ports,
+	    .queues = (uint16_t)cfg->dataplane.dpdk.queues,
+	    .burst = (uint16_t)cfg->dataplane.dpdk.burst,
+	    .poll_sleep_us = cfg->dataplane.dpdk.poll_sleep_us,
+	    .tap_prefix = cfg->dataplane.dpdk.tap_prefix,
+	    .max_entries = cfg->dataplane.table_size,
+	    .n_addrs = cfg->n_listen,
+	    .addrs = cfg->listen,
+	    .port = cfg->port,
+	};
+	int err;
+
+	err = zone_and_pass(cfg, zone, &o.zone_len, pass, &o.pass_len);
+	if (err)
+		return err;
+	o.zone = zone;
+	o.pass = o.pass_len ? pass : NULL;
+	err = ndc_dpdk_open(&o, &ag->dp);
+	if (err == -EOPNOTSUPP)
+		ndc_err("dataplane.mode dpdk: this build has no DPDK support (build with meson "
+			"-Ddpdk=enabled, libdpdk-dev installed)");
+	else if (err)
+		ndc_err("dataplane.mode dpdk: cannot start: %s", strerror(-err));
+	if (!err)
+		err = ndc_publisher_new_dpdk(NULL, ag->dp, &ag->pub);
+	if (err)
+		return err;
+	/* Before the forwarder starts, as for the fast path: its first answer is published. */
+	ndc_cache_set_hook(ag->cache, ndc_publisher_cache_hook, ag->pub);
+	err = ndc_dpdk_start(ag->dp);
+	if (err)
+		ndc_err("dataplane.mode dpdk: cannot launch the lcores: %s", strerror(-err));
+	return err;
+}
+
+static void dpdk_stop(struct agent *ag)
+{
+	uint64_t c[NDC_FP_COUNTER_MAX];
+
+	if (!ag->dp)
+		return;
+	ndc_publisher_free(ag->pub);
+	ag->pub = NULL;
+	ndc_dpdk_counters(ag->dp, c);
+	ndc_info("dpdk: %lu answered, %lu NODATA, %lu NXDOMAIN; passed: %lu miss, %lu expired, "
+		 "%lu EDNS, %lu size, %lu format, %lu fragment",
+		 (unsigned long)c[NDC_FP_HIT], (unsigned long)c[NDC_FP_NODATA],
+		 (unsigned long)c[NDC_FP_NXDOMAIN], (unsigned long)c[NDC_FP_PASS_MISS],
+		 (unsigned long)c[NDC_FP_PASS_EXPIRED], (unsigned long)c[NDC_FP_PASS_EDNS],
+		 (unsigned long)c[NDC_FP_PASS_SIZE], (unsigned long)c[NDC_FP_PASS_FORMAT],
+		 (unsigned long)c[NDC_FP_PASS_FRAG]);
+	ndc_dpdk_close(ag->dp);
+	ag->dp = NULL;
+}
+
+/* ---------------------------------------------------------------------------------------------
  * Metrics.
  */
 #define C(b, name, help, v) ndc_metric_u64(b, "ndcache_" name, "counter", help, NULL, v)
@@ -206,6 +335,12 @@ static void memory_metrics(struct agent *ag, struct ndc_metrics_buf *b)
 	G(b, "records_overlay_names",
 	  "Names changed since the table was last built whole (folded in at 1/32 of the table).",
 	  atomic_load(&ag->overlay_names));
+}
+
+static void dpdk_metric(void *arg, const char *name, const char *type, const char *help,
+			const char *labels, uint64_t v)
+{
+	ndc_metric_u64(arg, name, type, help, labels, v);
 }
 
 /*
@@ -365,11 +500,15 @@ static void metrics(void *arg, struct ndc_metrics_buf *b)
 				       "kind=\"reply\"", c[NDC_FP_FWD_REPLY]);
 		}
 	}
-	if (ag->store && ag->watch) {
+	if (ag->dp)
+		ndc_dpdk_metrics(ag->dp, dpdk_metric, b);
+	ndc_reload_metrics(ag->reload, b);
+	pthread_mutex_lock(&ag->src_lock);
+	if (ag->src) {
 		struct ndc_k8s_store_stats ks;
 		struct ndc_k8s_watch_stats ws;
 
-		ndc_k8s_store_stats(ag->store, &ks);
+		ndc_k8s_store_stats(ag->src->store, &ks);
 		G(b, "k8s_objects", "Objects in the store.", ks.objects);
 		C(b, "k8s_events_total", "Watch events applied.", ks.events);
 		C(b, "k8s_rejected_total", "Objects rejected (last good state kept).", ks.rejected);
@@ -389,12 +528,13 @@ static void metrics(void *arg, struct ndc_metrics_buf *b)
 		  "Largest programming latency seen, microseconds.", ks.max_latency_us);
 		G(b, "records_build_last_us",
 		  "Duration of the last record table build, microseconds.", ks.last_build_us);
-		ndc_k8s_watch_stats(ag->watch, &ws);
+		ndc_k8s_watch_stats(ag->src->watch, &ws);
 		C(b, "k8s_relists_total", "Relists after 410 Gone.", ws.relists_410);
 		C(b, "k8s_reconnects_total", "Watch reconnects.", ws.reconnects);
 		C(b, "k8s_auth_failures_total", "401 answers from the API server.",
 		  ws.auth_failures);
 	}
+	pthread_mutex_unlock(&ag->src_lock);
 }
 
 /* ---------------------------------------------------------------------------------------------
@@ -431,7 +571,67 @@ static void log_summary(const struct ndc_config *cfg)
 		 cfg->http.listen);
 }
 
-static int watch_start(struct agent *ag, const struct ndc_k8s_conn *conn)
+static void source_free(struct source *src)
+{
+	if (!src)
+		return;
+	ndc_k8s_watch_stop(src->watch);
+	ndc_k8s_store_free(src->store);
+	for (size_t i = 0; i < src->n_namespaces; i++)
+		free(src->namespaces[i]);
+	free(src->namespaces);
+	free(src);
+}
+
+/*
+ * A source whose records options are cfg's records.* (NULL: the agent's own), the rest (zone,
+ * name server addresses, SOA serial) the agent's: a store, not yet watched (source_watch).
+ */
+static int source_new(struct agent *ag, const struct ndc_config *cfg, struct source **ret)
+{
+	struct source *src = calloc(1, sizeof(*src));
+	uint32_t kinds =
+	    1u << NDC_K8S_NAMESPACES | 1u << NDC_K8S_SERVICES | 1u << NDC_K8S_ENDPOINTSLICES;
+	int err;
+
+	if (!src)
+		return -ENOMEM;
+	src->ag = ag;
+	src->ropts = ag->ropts;
+	if (cfg) {
+		src->ropts.ttl = cfg->records.ttl;
+		src->ropts.pods = cfg->records.pods;
+		src->ropts.endpoint_pod_names = cfg->records.endpoint_pod_names;
+		src->ropts.ignore_empty_service = cfg->records.ignore_empty_service;
+		src->namespaces = calloc(cfg->records.n_namespaces + 1, sizeof(char *));
+		if (!src->namespaces) {
+			free(src);
+			return -ENOMEM;
+		}
+		for (; src->n_namespaces < cfg->records.n_namespaces; src->n_namespaces++) {
+			src->namespaces[src->n_namespaces] =
+			    strdup(cfg->records.namespaces[src->n_namespaces]);
+			if (!src->namespaces[src->n_namespaces]) {
+				source_free(src);
+				return -ENOMEM;
+			}
+		}
+		src->ropts.n_namespaces = src->n_namespaces;
+		src->ropts.namespaces = src->namespaces;
+	}
+	/* Pods are only needed to verify pod names (CoreDNS "pods verified"). */
+	if (src->ropts.pods == NDC_PODS_VERIFIED)
+		kinds |= 1u << NDC_K8S_PODS;
+	err = ndc_k8s_store_new(&src->ropts, kinds, on_records, src, &src->store);
+	if (err) {
+		source_free(src);
+		return err;
+	}
+	*ret = src;
+	return 0;
+}
+
+static int source_watch(struct source *src, const struct ndc_k8s_conn *conn)
 {
 	struct ndc_k8s_watch_opts wo = {
 	    .kinds =
@@ -441,20 +641,89 @@ static int watch_start(struct agent *ag, const struct ndc_k8s_conn *conn)
 	    .backoff_min_ms = 250,
 	    .backoff_max_ms = 30000,
 	};
+
+	if (src->ropts.pods == NDC_PODS_VERIFIED)
+		wo.kinds |= 1u << NDC_K8S_PODS;
+	return ndc_k8s_watch_start(conn, &wo, &ndc_k8s_store_ops, src->store, &src->watch);
+}
+
+static int watch_start(struct agent *ag, const struct ndc_k8s_conn *conn)
+{
+	struct source *src = NULL;
 	int err;
 
-	/* Pods are only needed to verify pod names (CoreDNS "pods verified"). */
-	if (ag->cfg->records.pods == NDC_PODS_VERIFIED)
-		wo.kinds |= 1u << NDC_K8S_PODS;
-	err = ndc_k8s_store_new(&ag->ropts, wo.kinds, on_records, ag, &ag->store);
-	if (!err)
-		err = ndc_k8s_watch_start(conn, &wo, &ndc_k8s_store_ops, ag->store, &ag->watch);
+	err = source_new(ag, NULL, &src);
+	if (!err) {
+		pthread_mutex_lock(&ag->src_lock);
+		ag->src = src;
+		pthread_mutex_unlock(&ag->src_lock);
+		err = source_watch(src, conn);
+	}
 	if (err)
 		ndc_err("kubernetes source: %s", strerror(-err));
 	else
 		ndc_info("kubernetes source: syncing from %s; forwarding cluster names until then",
 			 conn->server);
 	return err;
+}
+
+/*
+ * The reload's records.* hook (reload.h): the table rebuilt with cfg's records options. A
+ * snapshot (or the embedded sample) is read and built again; a Kubernetes source is listed and
+ * watched again by a new source, which replaces the running one at its first table. The old
+ * table answers until then.
+ */
+static int rebuild_records(void *arg, const struct ndc_config *cfg)
+{
+	struct agent *ag = arg;
+	struct ndc_records_opts ro = ag->ropts;
+	struct ndc_records *rec = NULL;
+	struct source *old, *next = NULL;
+	struct timespec until;
+	int err;
+
+	if (!ag->conn) {
+		if (!ag->opts || !ag->opts->load_records)
+			return -EOPNOTSUPP;
+		ro.ttl = cfg->records.ttl;
+		ro.pods = cfg->records.pods;
+		ro.endpoint_pod_names = cfg->records.endpoint_pod_names;
+		ro.ignore_empty_service = cfg->records.ignore_empty_service;
+		ro.n_namespaces = cfg->records.n_namespaces;
+		ro.namespaces = cfg->records.namespaces;
+		err = ag->opts->load_records(ag->cfg, &ro, &rec);
+		if (err)
+			return err;
+		pthread_mutex_lock(&ag->source_lock);
+		install(ag, rec, NULL);
+		pthread_mutex_unlock(&ag->source_lock);
+		return 0;
+	}
+	err = source_new(ag, cfg, &next);
+	if (err)
+		return err;
+	pthread_mutex_lock(&ag->source_lock);
+	old = ag->src;
+	ag->next_src = next;
+	pthread_mutex_unlock(&ag->source_lock);
+	err = source_watch(next, ag->conn);
+	ndc_info("records: listing the cluster again for the new records options; the current "
+		 "table answers until the new one is built");
+	clock_gettime(CLOCK_MONOTONIC, &until);
+	until.tv_sec += NDC_RESYNC_TIMEOUT_S;
+	pthread_mutex_lock(&ag->source_lock);
+	while (!err && ag->next_src == next && !ag->stopping &&
+	       pthread_cond_timedwait(&ag->source_cond, &ag->source_lock, &until) != ETIMEDOUT)
+		;
+	if (!err && ag->src == next) {
+		pthread_mutex_unlock(&ag->source_lock);
+		source_free(old);
+		return 0;
+	}
+	ag->next_src = NULL;
+	pthread_mutex_unlock(&ag->source_lock);
+	source_free(next);
+	return err ? err : ag->stopping ? -ECANCELED : -ETIMEDOUT;
 }
 
 /* ---------------------------------------------------------------------------------------------
@@ -572,8 +841,33 @@ static void hand_over(struct agent *ag)
 	}
 }
 
+/* The reload (reload.h), once the forwarder and the resolver exist. */
+static int reload_start(struct agent *ag)
+{
+	const struct ndc_agent_opts *o = ag->opts;
+	struct ndc_reload_opts ro = {
+	    .path = o ? o->config_path : NULL,
+	    .text = o ? o->config_text : NULL,
+	    .len = o ? o->config_len : 0,
+	    .running = ag->cfg,
+	    .kubeconfig = o ? o->kubeconfig : NULL,
+	    .log_level_fixed = o && o->log_level_fixed,
+	    .conn = ag->conn,
+	};
+	struct ndc_reload_targets t = {
+	    .cache = ag->cache,
+	    .fwd = ag->fwd,
+	    .res = ag->res,
+	    .fastpath = ag->fp != NULL,
+	    .rebuild = rebuild_records,
+	    .arg = ag,
+	};
+
+	return ndc_reload_start(&ro, &t, &ag->reload);
+}
+
 int ndc_agent_run(const struct ndc_config *cfg, struct ndc_records *rec,
-		  const struct ndc_k8s_conn *conn)
+		  const struct ndc_k8s_conn *conn, const struct ndc_agent_opts *opts)
 {
 	struct ndc_cache_opts copts = {
 	    .max_entries = cfg->cache.max_entries,
@@ -597,7 +891,8 @@ int ndc_agent_run(const struct ndc_config *cfg, struct ndc_records *rec,
 	    .tcp_max_conns = cfg->tcp_max_conns,
 	};
 	struct ndc_handover_ops hops = {.fds = handover_fds, .taken = handover_taken};
-	struct agent ag = {.cfg = cfg};
+	struct agent ag = {.cfg = cfg, .opts = opts, .conn = conn};
+	pthread_condattr_t ca;
 	int *inherit = NULL;
 	size_t n_inherit = 0;
 	char name[128];
@@ -609,11 +904,18 @@ int ndc_agent_run(const struct ndc_config *cfg, struct ndc_records *rec,
 	ag.ropts.serial = (uint32_t)time(NULL);
 	pthread_mutex_init(&ag.install_lock, NULL);
 	pthread_mutex_init(&ag.attach_lock, NULL);
+	pthread_mutex_init(&ag.source_lock, NULL);
+	pthread_mutex_init(&ag.src_lock, NULL);
+	pthread_condattr_init(&ca);
+	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC); /* rebuild_records waits on it */
+	pthread_cond_init(&ag.source_cond, &ca);
+	pthread_condattr_destroy(&ca);
 	hops.arg = &ag;
 	/* Block the signals before any thread starts so only sigwait below sees them. */
 	sigemptyset(&set);
 	sigaddset(&set, SIGINT);
 	sigaddset(&set, SIGTERM);
+	sigaddset(&set, SIGHUP); /* reload the config file */
 	pthread_sigmask(SIG_BLOCK, &set, NULL);
 	signal(SIGPIPE, SIG_IGN);
 
@@ -641,9 +943,11 @@ int ndc_agent_run(const struct ndc_config *cfg, struct ndc_records *rec,
 			ret = -EPERM;
 			goto out;
 		}
-	} else if (cfg->dataplane.mode == NDC_DP_DPDK)
-		ndc_warn("dataplane.mode dpdk: the DPDK backend is not in this build; answering "
-			 "from sockets only");
+	} else if (cfg->dataplane.mode == NDC_DP_DPDK) {
+		ret = dpdk_start(&ag);
+		if (ret < 0)
+			goto out;
+	}
 	ret = ndc_forwarder_new(&fopts, ag.cache, &ag.fwd);
 	if (ret < 0) {
 		ndc_err("forwarder: %s", strerror(-ret));
@@ -652,13 +956,19 @@ int ndc_agent_run(const struct ndc_config *cfg, struct ndc_records *rec,
 	ret = ndc_resolver_new(NULL, ag.cache, ag.fwd, &ag.res);
 	if (ret < 0)
 		goto out;
+	/* Before the sockets: stub domains and query logging apply from the first query. */
+	ret = reload_start(&ag);
+	if (ret < 0)
+		goto out;
 	ret = ndc_http_start_inherit(cfg->http.listen, inherit, n_inherit, metrics, &ag, &ag.http);
 	if (ret < 0) {
 		ndc_err("http.listen %s: %s", cfg->http.listen, strerror(-ret));
 		goto out;
 	}
 	if (rec) {
+		pthread_mutex_lock(&ag.source_lock);
 		install(&ag, rec, NULL);
+		pthread_mutex_unlock(&ag.source_lock);
 		rec = NULL;
 	}
 	sopts.inherit = inherit;
@@ -684,8 +994,11 @@ int ndc_agent_run(const struct ndc_config *cfg, struct ndc_records *rec,
 	if (ndc_handover_serve(name, &hops, &ag.ho) < 0)
 		ndc_warn("handover: cannot listen at %s: upgrades of this agent will rebind", name);
 	log_summary(cfg);
+	/* Everything a reload may replace runs now: changes of the file are applied from here. */
+	ndc_reload_arm(ag.reload);
 
-	sigwait(&set, &sig);
+	while (sigwait(&set, &sig) == 0 && sig == SIGHUP)
+		ndc_reload_request(ag.reload);
 	ndc_info("%s: shutting down", strsignal(sig));
 	ret = 0;
 	ag.handed_over = ndc_handover_taken(ag.ho);
@@ -698,9 +1011,14 @@ out:
 	free(inherit);
 	/* /metrics reads every component: it goes first. */
 	ndc_http_stop(ag.http);
+	/* A reload waiting for a new source gives up; no reload changes anything after this. */
+	pthread_mutex_lock(&ag.source_lock);
+	ag.stopping = true;
+	pthread_cond_broadcast(&ag.source_cond);
+	pthread_mutex_unlock(&ag.source_lock);
+	ndc_reload_stop(ag.reload);
 	/* No new tables, then no new answers upstream, then no more queries. */
-	ndc_k8s_watch_stop(ag.watch);
-	ndc_k8s_store_free(ag.store);
+	source_free(ag.src);
 	/* The forwarder completes every detained query before the server goes away. */
 	if (ag.fwd)
 		ndc_forwarder_free(ag.fwd);
@@ -709,6 +1027,7 @@ out:
 	/* Before the fast path: a successor that dies from here on finds nothing to reattach. */
 	ndc_handover_stop(ag.ho);
 	fastpath_stop(&ag);
+	dpdk_stop(&ag);
 	ndc_handover_peer_free(ag.pred);
 	if (ag.res) {
 		struct ndc_resolver_stats st;
@@ -726,6 +1045,9 @@ out:
 	ndc_records_free(rec);
 	if (ag.cache)
 		ndc_cache_free(ag.cache);
+	pthread_cond_destroy(&ag.source_cond);
+	pthread_mutex_destroy(&ag.src_lock);
+	pthread_mutex_destroy(&ag.source_lock);
 	pthread_mutex_destroy(&ag.attach_lock);
 	pthread_mutex_destroy(&ag.install_lock);
 	return ret < 0 ? 1 : 0;

@@ -29,11 +29,15 @@
 #define DNS_NAME_MAX 253
 #define QUOTE_MAX 40 /* bytes of a bad value echoed in an error */
 #define QUOTE_BUF (QUOTE_MAX + 8)
+#define EAL_ARG_MAX 1024  /* bytes of one dataplane.dpdk.eal_args item */
+#define U16_LIST_MAX 1023 /* dataplane.dpdk.ports and lcores items */
+#define TAP_PREFIX_MAX 12 /* dataplane.dpdk.tap_prefix: the port's index follows it */
 
 static char default_domain[] = "cluster.local";
 static char default_http[] = "127.0.0.1:9254";
 static char if_veth[] = "veth*", if_cali[] = "cali*", if_lxc[] = "lxc*", if_cni[] = "cni*";
 static char *default_ifaces[] = {if_veth, if_cali, if_lxc, if_cni};
+static char default_tap_prefix[] = "ndc-tap";
 
 /* ---- node tree ---------------------------------------------------------------------------- */
 
@@ -300,6 +304,21 @@ static bool is_null(const struct node *n)
 	       !strcmp(n->text, "Null") || !strcmp(n->text, "NULL");
 }
 
+/* Digits only, leading zeros allowed (a fraction's), no overflow. */
+static bool parse_u64_digits(const char *s, size_t len, uint64_t *ret)
+{
+	uint64_t v = 0;
+
+	for (size_t i = 0; i < len; i++) {
+		unsigned int d = (unsigned char)s[i] - '0';
+		if (d > 9 || v > (UINT64_MAX - d) / 10)
+			return false;
+		v = v * 10 + d;
+	}
+	*ret = v;
+	return len > 0;
+}
+
 /* Plain decimal only: no sign, no leading zero (YAML 1.1 reads 010 as octal), no overflow. */
 static bool parse_u64(const char *s, size_t len, uint64_t *ret)
 {
@@ -369,8 +388,7 @@ static int parse_hostport(const char *s, bool need_port, struct ndc_ip *ret_ip, 
 	return 0;
 }
 
-/* NULL if the cluster domain is fine, else why not. Lowercases and strips one trailing dot. */
-static const char *check_domain(char *s)
+const char *ndc_config_check_domain(char *s)
 {
 	size_t len = strlen(s), label = 0;
 
@@ -457,6 +475,7 @@ struct field {
 	uint64_t min, max;	  /* integers, sizes, list lengths */
 	const char *const *names; /* enums, NULL-terminated */
 	const struct field *sub;  /* sections: ends with a NULL key */
+	size_t aux;		  /* lists with a separate count: the count's offset */
 };
 
 #define CFG_OFF(member) offsetof(struct ndc_config, member)
@@ -569,7 +588,7 @@ static int do_domain(struct ctx *c, const struct field *f, const struct node *n,
 		return r;
 	if (n->len < sizeof(buf)) {
 		memcpy(buf, n->text, n->len + 1);
-		why = check_domain(buf);
+		why = ndc_config_check_domain(buf);
 	}
 	if (why)
 		return fail(c, n->line, "expected %s, got %s (%s)", what, describe(n, q), why);
@@ -606,22 +625,76 @@ static void to_sockaddr(const struct ndc_ip *ip, uint16_t port, struct sockaddr_
 		memcpy(&sin6->sin6_addr, ip->addr, 16);
 }
 
-/* listen (IPs, 1..8) and upstream (ip[:port], 0..8), committed only when all items are good. */
-static int do_addrs(struct ctx *c, const struct field *f, const struct node *n,
-		    struct ndc_config *cfg)
+int ndc_config_parse_server(const char *s, struct sockaddr_storage *ret)
 {
-	bool upstream = f->off == CFG_OFF(upstream);
-	const char *what = upstream ? "an address (ip, ip:port or [ipv6]:port) or a list of them"
-				    : "an IP address or a list of them";
-	const char *item_what =
-	    upstream ? "an address (ip, ip:port or [ipv6]:port)" : "an IPv4 or IPv6 address";
-	struct sockaddr_storage ups[NDC_CFG_MAX_ADDRS];
-	struct ndc_ip ips[NDC_CFG_MAX_ADDRS];
+	uint16_t port = 53; /* RFC 1035 4.2 */
+	struct ndc_ip ip;
+	int r = parse_hostport(s, false, &ip, &port);
+
+	if (r == 0)
+		to_sockaddr(&ip, port, ret);
+	return r;
+}
+
+/*
+ * A list of servers (or one) into out: upstream and each stub domain's. *ret_count set only
+ * when every item is good.
+ */
+static int parse_servers(struct ctx *c, const struct node *n, size_t min, size_t max,
+			 struct sockaddr_storage out[NDC_CFG_MAX_ADDRS], size_t *ret_count)
+{
+	static const char what[] = "an address (ip, ip:port or [ipv6]:port) or a list of them";
+	static const char item_what[] = "an address (ip, ip:port or [ipv6]:port)";
 	const struct node *const *items;
 	char q[QUOTE_BUF + 2];
 	size_t count;
 	int r = list_items(c, n, what, true, &items, &count);
 
+	if (r < 0)
+		return r;
+	if (count < min || count > max)
+		return fail(c, n->line, "expected %zu..%zu addresses, got %zu", min, max, count);
+	for (size_t i = 0; i < count; i++) {
+		const struct node *it = items ? items[i] : n;
+		size_t mark = items ? path_push(c, "[%zu]", i) : c->plen;
+		int e = 0;
+
+		r = expect_scalar(c, it, item_what);
+		if (r == 0)
+			e = ndc_config_parse_server(it->text, &out[i]);
+		if (e == -ERANGE)
+			r = fail(c, it->line, "expected a port 1..65535 in %s", describe(it, q));
+		else if (e < 0)
+			r = bad_value(c, it, item_what);
+		path_pop(c, mark);
+		if (r < 0)
+			return r;
+	}
+	*ret_count = count;
+	return 0;
+}
+
+/* listen (IPs, 1..8) and upstream (ip[:port], 0..8), committed only when all items are good. */
+static int do_addrs(struct ctx *c, const struct field *f, const struct node *n,
+		    struct ndc_config *cfg)
+{
+	static const char what[] = "an IP address or a list of them";
+	static const char item_what[] = "an IPv4 or IPv6 address";
+	struct sockaddr_storage ups[NDC_CFG_MAX_ADDRS];
+	struct ndc_ip ips[NDC_CFG_MAX_ADDRS];
+	const struct node *const *items;
+	size_t count;
+	int r;
+
+	if (f->off == CFG_OFF(upstream)) {
+		r = parse_servers(c, n, f->min, f->max, ups, &count);
+		if (r == 0) {
+			memcpy(cfg->upstream, ups, count * sizeof(ups[0]));
+			cfg->n_upstream = count;
+		}
+		return r;
+	}
+	r = list_items(c, n, what, true, &items, &count);
 	if (r < 0)
 		return r;
 	if (count < f->min || count > f->max)
@@ -630,29 +703,120 @@ static int do_addrs(struct ctx *c, const struct field *f, const struct node *n,
 	for (size_t i = 0; i < count; i++) {
 		const struct node *it = items ? items[i] : n;
 		size_t mark = items ? path_push(c, "[%zu]", i) : c->plen;
-		uint16_t port = 53; /* RFC 1035 4.2 */
-		int e = 0;
 
 		r = expect_scalar(c, it, item_what);
-		if (r == 0 && upstream)
-			e = parse_hostport(it->text, false, &ips[i], &port);
-		else if (r == 0 && !parse_ip(it->text, &ips[i]))
-			e = -EINVAL;
-		if (e == -ERANGE)
-			r = fail(c, it->line, "expected a port 1..65535 in %s", describe(it, q));
-		else if (e < 0)
+		if (r == 0 && !parse_ip(it->text, &ips[i]))
 			r = bad_value(c, it, item_what);
 		path_pop(c, mark);
 		if (r < 0)
 			return r;
-		if (upstream)
-			to_sockaddr(&ips[i], port, &ups[i]);
 	}
-	if (upstream)
-		memcpy(cfg->upstream, ups, count * sizeof(ups[0]));
-	else
-		memcpy(cfg->listen, ips, count * sizeof(ips[0]));
-	*(upstream ? &cfg->n_upstream : &cfg->n_listen) = count;
+	memcpy(cfg->listen, ips, count * sizeof(ips[0]));
+	cfg->n_listen = count;
+	return 0;
+}
+
+void ndc_config_stubs_free(struct ndc_stub_domain *v, size_t n)
+{
+	for (size_t i = 0; v && i < n; i++)
+		free(v[i].zone);
+	free(v);
+}
+
+/*
+ * stub_domains: {zone: [addr, ...]} (or one addr), replaced as a whole. Zones as cluster_domain
+ * takes them, lowercased; the root is not a stub domain (that is upstream), and a zone given
+ * twice (in any case, with or without the dot) is an error.
+ */
+static int do_stub_domains(struct ctx *c, const struct field *f, const struct node *n,
+			   struct ndc_config *cfg)
+{
+	static const char what[] = "a mapping of zones to server addresses";
+	struct ndc_stub_domain *v = NULL;
+	size_t count = 0;
+	int r = 0;
+
+	(void)f;
+	if (is_null(n))
+		goto commit;
+	if (n->kind != NODE_MAP)
+		return bad_value(c, n, what);
+	if (n->n / 2 > NDC_CFG_MAX_STUBS)
+		return fail(c, n->line, "expected at most %d zones, got %zu", NDC_CFG_MAX_STUBS,
+			    n->n / 2);
+	if (n->n && !(v = calloc(n->n / 2, sizeof(*v))))
+		return oom(c);
+	for (size_t i = 0; i + 1 < n->n && r == 0; i += 2, count++) {
+		const struct node *key = n->kids[i], *val = n->kids[i + 1];
+		struct ndc_stub_domain *sd = &v[count];
+		char q[QUOTE_BUF], kq[QUOTE_BUF + 2];
+		const char *why = "longer than 253 characters";
+		size_t mark;
+
+		r = expect_scalar(c, key, "a zone name");
+		if (r < 0)
+			break;
+		mark = path_push(c, ".%s", sanitize(q, key->text, key->len));
+		if (!(sd->zone = strdup(key->text))) {
+			r = oom(c);
+		} else {
+			if (key->len <= DNS_NAME_MAX + 1)
+				why = ndc_config_check_domain(sd->zone);
+			if (why && !strcmp(why, "empty name"))
+				why = "the root is not a stub domain: that is upstream";
+			if (why)
+				r = fail(c, key->line, "expected a DNS domain name, got %s (%s)",
+					 describe(key, kq), why);
+		}
+		for (size_t j = 0; r == 0 && j < count; j++)
+			if (!strcmp(v[j].zone, sd->zone))
+				r = fail(c, key->line, "zone given twice (first at line %u)",
+					 v[j].line);
+		sd->line = key->line;
+		if (r == 0)
+			r = check_plain_node(c, val);
+		if (r == 0)
+			r = parse_servers(c, val, 1, NDC_CFG_MAX_ADDRS, sd->servers,
+					  &sd->n_servers);
+		path_pop(c, mark);
+	}
+	if (r < 0) {
+		ndc_config_stubs_free(v, n->n / 2);
+		return r;
+	}
+commit:
+	ndc_config_stubs_free(cfg->stub_domains, cfg->n_stub_domains);
+	cfg->stub_domains = v;
+	cfg->n_stub_domains = count;
+	return 0;
+}
+
+/* log.sample: a decimal fraction 0.000001..1 ("1", "0.25", "1e-3" is not taken), in ppm. */
+static int do_sample(struct ctx *c, const struct field *f, const struct node *n,
+		     struct ndc_config *cfg)
+{
+	static const char what[] = "a fraction 0.000001..1 (e.g. 0.01)";
+	const char *dot;
+	uint64_t whole = 0, frac = 0;
+	size_t wlen, flen = 0;
+	int r = expect_scalar(c, n, what);
+
+	(void)f;
+	if (r < 0)
+		return r;
+	dot = strchr(n->text, '.');
+	wlen = dot ? (size_t)(dot - n->text) : n->len;
+	if (dot) {
+		flen = n->len - wlen - 1;
+		if (flen > 6 || (flen && !parse_u64_digits(dot + 1, flen, &frac)))
+			return bad_value(c, n, what);
+		for (size_t i = flen; i < 6; i++)
+			frac *= 10;
+	}
+	if ((!wlen && !flen) || (wlen && !parse_u64(n->text, wlen, &whole)) || whole > 1 ||
+	    (whole == 1 && frac) || (!whole && !frac))
+		return bad_value(c, n, what);
+	cfg->log.sample_ppm = (uint32_t)(whole * NDC_CFG_SAMPLE_ONE + frac);
 	return 0;
 }
 
@@ -745,6 +909,106 @@ static int do_path(struct ctx *c, const struct field *f, const struct node *n,
 	return r < 0 ? r : set_str(c, field_ptr(cfg, f), NULL, n->text);
 }
 
+/* dataplane.dpdk.eal_args: a list of strings, each passed to rte_eal_init as it is. */
+static int do_strings(struct ctx *c, const struct field *f, const struct node *n,
+		      struct ndc_config *cfg)
+{
+	static const char item_what[] = "a string of 1..1024 bytes";
+	const struct node *const *items;
+	char **v = NULL, ***slot = field_ptr(cfg, f);
+	size_t count, i, *n_slot = (size_t *)((char *)cfg + f->aux);
+	int r = list_items(c, n, "a list of strings", false, &items, &count);
+
+	if (r < 0)
+		return r;
+	if (count > f->max)
+		return fail(c, n->line, "expected at most %llu entries, got %zu",
+			    (unsigned long long)f->max, count);
+	if (count && !(v = calloc(count, sizeof(*v))))
+		return oom(c);
+	for (i = 0; i < count; i++) {
+		const struct node *it = items[i];
+		size_t mark = path_push(c, "[%zu]", i);
+
+		r = expect_scalar(c, it, item_what);
+		if (r == 0 && (!it->len || it->len > EAL_ARG_MAX))
+			r = bad_value(c, it, item_what);
+		path_pop(c, mark);
+		if (r == 0 && !(v[i] = strdup(it->text)))
+			r = oom(c);
+		if (r < 0) {
+			free_strv(v, i);
+			return r;
+		}
+	}
+	free_strv(*slot, *n_slot);
+	*slot = v;
+	*n_slot = count;
+	return 0;
+}
+
+/*
+ * dataplane.dpdk.ports and lcores: lists of distinct integers 0..1023 (port ids, CPU numbers;
+ * whether they exist is for the EAL to say), replaced as a whole.
+ */
+static int do_u16s(struct ctx *c, const struct field *f, const struct node *n,
+		   struct ndc_config *cfg)
+{
+	const struct node *const *items;
+	uint16_t *v = NULL, **slot = field_ptr(cfg, f);
+	size_t count, *n_slot = (size_t *)((char *)cfg + f->aux);
+	char what[64];
+	int r = list_items(c, n, "a list of integers", false, &items, &count);
+
+	if (r < 0)
+		return r;
+	if (count > f->max)
+		return fail(c, n->line, "expected at most %llu entries, got %zu",
+			    (unsigned long long)f->max, count);
+	snprintf(what, sizeof(what), "an integer 0..%u", U16_LIST_MAX);
+	if (count && !(v = calloc(count, sizeof(*v))))
+		return oom(c);
+	for (size_t i = 0; i < count; i++) {
+		const struct node *it = items[i];
+		size_t mark = path_push(c, "[%zu]", i);
+		uint64_t x = 0;
+
+		r = expect_scalar(c, it, what);
+		if (r == 0 && (!parse_u64(it->text, it->len, &x) || x > U16_LIST_MAX))
+			r = bad_value(c, it, what);
+		for (size_t j = 0; r == 0 && j < i; j++)
+			if (v[j] == x)
+				r = fail(c, it->line, "%llu is listed twice",
+					 (unsigned long long)x);
+		path_pop(c, mark);
+		if (r < 0) {
+			free(v);
+			return r;
+		}
+		v[i] = (uint16_t)x;
+	}
+	free(*slot);
+	*slot = v;
+	*n_slot = count;
+	return 0;
+}
+
+/* dataplane.dpdk.tap_prefix: the start of an interface name, the port's index follows it. */
+static int do_tap_prefix(struct ctx *c, const struct field *f, const struct node *n,
+			 struct ndc_config *cfg)
+{
+	static const char what[] = "1..12 characters of an interface name (no '/', ':', spaces "
+				   "or globs)";
+	int r = expect_scalar(c, n, what);
+
+	(void)f;
+	if (r < 0)
+		return r;
+	if (n->len > TAP_PREFIX_MAX || !is_ifname_glob(n->text, n->len) || strpbrk(n->text, "*?[]"))
+		return bad_value(c, n, what);
+	return set_str(c, &cfg->dataplane.dpdk.tap_prefix, default_tap_prefix, n->text);
+}
+
 /* Section values: a mapping, or null (everything under it commented out) for the defaults. */
 static int do_section(struct ctx *c, const struct field *f, const struct node *n,
 		      struct ndc_config *cfg)
@@ -774,6 +1038,29 @@ static int do_source(struct ctx *c, const struct field *f, const struct node *n,
 	return 0;
 }
 
+/* An EAL option that places lcores: dataplane.dpdk.lcores must not be given beside it. */
+static bool is_lcore_arg(const char *a)
+{
+	return !strncmp(a, "-l", 2) || !strncmp(a, "-c", 2) || !strcmp(a, "--lcores") ||
+	       !strncmp(a, "--lcores=", 9);
+}
+
+static int do_dpdk(struct ctx *c, const struct field *f, const struct node *n,
+		   struct ndc_config *cfg)
+{
+	int r = do_section(c, f, n, cfg);
+
+	if (r < 0 || !cfg->dataplane.dpdk.n_lcores)
+		return r;
+	for (size_t i = 0; i < cfg->dataplane.dpdk.n_eal_args; i++)
+		if (is_lcore_arg(cfg->dataplane.dpdk.eal_args[i]))
+			return fail(c, n->line,
+				    "lcores and an lcore option in eal_args ('%s'): give the "
+				    "polling CPUs in one of them",
+				    cfg->dataplane.dpdk.eal_args[i]);
+	return 0;
+}
+
 #define SIZEOF_MEMBER(m) sizeof(((struct ndc_config *)0)->m)
 
 /* One key per line: clang-format would split these designated initializers over many. */
@@ -785,9 +1072,12 @@ static int do_source(struct ctx *c, const struct field *f, const struct node *n,
 
 static const char *const pods_names[] = { "disabled", "insecure", "verified", NULL };
 static const char *const mode_names[] = { "tc", "xdp", "socket", "dpdk", NULL };
+/* In the order of enum ndc_log_level (ndc/log.h). */
+static const char *const level_names[] = { "error", "warning", "info", "debug", NULL };
 
 static const struct field kubernetes_fields[] = {
 	F_FIELD("kubeconfig", do_path, source.kubeconfig),
+	F_FIELD("kube_dns_configmap", do_bool, source.kube_dns_configmap),
 	{ 0 },
 };
 
@@ -806,6 +1096,20 @@ static const struct field records_fields[] = {
 	{ 0 },
 };
 
+static const struct field dpdk_fields[] = {
+	F_FIELD("eal_args", do_strings, dataplane.dpdk.eal_args, .max = 128,
+		.aux = CFG_OFF(dataplane.dpdk.n_eal_args)),
+	F_FIELD("ports", do_u16s, dataplane.dpdk.ports, .max = 64,
+		.aux = CFG_OFF(dataplane.dpdk.n_ports)),
+	F_INT("queues", dataplane.dpdk.queues, 1, 16),
+	F_FIELD("lcores", do_u16s, dataplane.dpdk.lcores, .max = 64,
+		.aux = CFG_OFF(dataplane.dpdk.n_lcores)),
+	F_INT("burst", dataplane.dpdk.burst, 1, 512),
+	F_INT("poll_sleep_us", dataplane.dpdk.poll_sleep_us, 0, 100000),
+	F_FIELD("tap_prefix", do_tap_prefix, dataplane.dpdk.tap_prefix),
+	{ 0 },
+};
+
 static const struct field dataplane_fields[] = {
 	F_FIELD("mode", do_enum, dataplane.mode, .names = mode_names),
 	F_FIELD("interfaces", do_names, dataplane.interfaces, .max = 64),
@@ -813,6 +1117,7 @@ static const struct field dataplane_fields[] = {
 	F_FIELD("redirect_peer", do_bool, dataplane.redirect_peer),
 	F_FIELD("failopen", do_bool, dataplane.failopen),
 	F_FIELD("pin_dir", do_path, dataplane.pin_dir),
+	F_SECTION("dpdk", do_dpdk, dpdk_fields),
 	{ 0 },
 };
 
@@ -836,17 +1141,26 @@ static const struct field forward_fields[] = {
 	{ 0 },
 };
 
+static const struct field log_fields[] = {
+	F_FIELD("level", do_enum, log.level, .names = level_names),
+	F_FIELD("queries", do_bool, log.queries),
+	F_FIELD("sample", do_sample, log.sample_ppm),
+	{ 0 },
+};
+
 static const struct field top_fields[] = {
 	F_FIELD("cluster_domain", do_domain, cluster_domain),
 	F_FIELD("listen", do_addrs, listen, .min = 1, .max = NDC_CFG_MAX_ADDRS),
 	F_INT("port", port, 1, 65535),
 	F_FIELD("upstream", do_addrs, upstream, .min = 0, .max = NDC_CFG_MAX_ADDRS),
+	F_FIELD("stub_domains", do_stub_domains, stub_domains),
 	F_SECTION("source", do_source, source_fields),
 	F_SECTION("records", do_section, records_fields),
 	F_SECTION("dataplane", do_section, dataplane_fields),
 	F_SECTION("http", do_section, http_fields),
 	F_SECTION("cache", do_section, cache_fields),
 	F_SECTION("forward", do_section, forward_fields),
+	F_SECTION("log", do_section, log_fields),
 	F_INT("workers", workers, 0, 256),
 	F_INT("tcp_idle_ms", tcp_idle_ms, 100, 600000),
 	F_INT("tcp_max_conns", tcp_max_conns, 1, 65536),
@@ -856,8 +1170,11 @@ static const struct field top_fields[] = {
 
 #define FIELDS_FIT(t) _Static_assert(sizeof(t) / sizeof(t[0]) <= MAX_FIELDS + 1, #t " too long")
 FIELDS_FIT(top_fields);
+FIELDS_FIT(log_fields);
 FIELDS_FIT(records_fields);
 FIELDS_FIT(cache_fields);
+FIELDS_FIT(dataplane_fields);
+FIELDS_FIT(dpdk_fields);
 
 static int walk_map(struct ctx *c, const struct node *map, const struct field *fields,
 		    struct ndc_config *cfg)
@@ -903,6 +1220,37 @@ static int walk_map(struct ctx *c, const struct node *map, const struct field *f
 
 /* ---- public API ----------------------------------------------------------------------------- */
 
+/* Whether name is zone or under it (both lowercase, no trailing dot). */
+static bool in_zone(const char *name, const char *zone)
+{
+	size_t n = strlen(name), z = strlen(zone);
+
+	return n >= z && !strcmp(name + n - z, zone) && (n == z || name[n - z - 1] == '.');
+}
+
+/*
+ * Checks across keys, once all are read: a stub domain inside the cluster domain would never be
+ * asked (ndcache answers the zone itself) and NodeLocal DNSCache refuses it too.
+ */
+static int check_stubs(struct ctx *c, const struct ndc_config *cfg)
+{
+	for (size_t i = 0; i < cfg->n_stub_domains; i++) {
+		const struct ndc_stub_domain *sd = &cfg->stub_domains[i];
+		char q[QUOTE_BUF];
+		size_t mark;
+		int r;
+
+		if (!in_zone(sd->zone, cfg->cluster_domain))
+			continue;
+		mark = path_push(c, "stub_domains.%s", sanitize(q, sd->zone, strlen(sd->zone)));
+		r = fail(c, sd->line, "inside cluster_domain %s, which ndcache answers itself",
+			 cfg->cluster_domain);
+		path_pop(c, mark);
+		return r;
+	}
+	return 0;
+}
+
 void ndc_config_defaults(struct ndc_config *cfg)
 {
 	static const uint8_t node_local[4] = {169, 254, 20, 10};
@@ -919,6 +1267,9 @@ void ndc_config_defaults(struct ndc_config *cfg)
 	cfg->dataplane.interfaces = default_ifaces;
 	cfg->dataplane.table_size = 262144;
 	cfg->dataplane.failopen = true;
+	cfg->dataplane.dpdk.queues = 1;
+	cfg->dataplane.dpdk.burst = 32;
+	cfg->dataplane.dpdk.tap_prefix = default_tap_prefix;
 	cfg->http.listen = default_http;
 	cfg->cache.max_entries = 100000;
 	cfg->cache.max_bytes = 64ULL << 20;
@@ -927,6 +1278,9 @@ void ndc_config_defaults(struct ndc_config *cfg)
 	cfg->cache.stale_max = 86400;
 	cfg->forward.timeout_ms = 1000;
 	cfg->forward.max_pending = 10000;
+	cfg->source.kube_dns_configmap = true;
+	cfg->log.level = 2; /* NDC_LOG_INFO: config.h does not need ndc/log.h */
+	cfg->log.sample_ppm = NDC_CFG_SAMPLE_ONE;
 	cfg->tcp_idle_ms = 10000;
 	cfg->tcp_max_conns = 1024;
 }
@@ -949,6 +1303,8 @@ int ndc_config_parse(const char *text, size_t len, struct ndc_config *cfg, char 
 		r = bad_value(&c, root, "a mapping at the top level");
 	if (r == 0)
 		r = walk_map(&c, root, top_fields, cfg);
+	if (r == 0)
+		r = check_stubs(&c, cfg);
 out:
 	node_free(root);
 	return r;
@@ -956,11 +1312,19 @@ out:
 
 int ndc_config_load(const char *path, struct ndc_config *cfg, char *err, size_t errlen)
 {
+	return ndc_config_load_text(path, cfg, NULL, NULL, err, errlen);
+}
+
+int ndc_config_load_text(const char *path, struct ndc_config *cfg, char **ret_text, size_t *ret_len,
+			 char *err, size_t errlen)
+{
 	FILE *f = fopen(path, "re");
 	char *buf = NULL, *msg;
 	size_t len = 0;
 	int r = f ? 0 : -errno;
 
+	if (ret_text)
+		*ret_text = NULL;
 	ndc_config_defaults(cfg);
 	if (r == 0 && !(buf = malloc(MAX_FILE_SIZE + 1)))
 		r = -ENOMEM;
@@ -980,6 +1344,12 @@ int ndc_config_load(const char *path, struct ndc_config *cfg, char *err, size_t 
 		return r;
 	}
 	r = ndc_config_parse(buf, len, cfg, err, errlen);
+	if (r == 0 && ret_text) {
+		buf[len] = '\0';
+		*ret_text = buf;
+		*ret_len = len;
+		buf = NULL;
+	}
 	free(buf);
 	/* Parse errors name the file too: "path: line N: key: reason". */
 	if (r < 0 && err && errlen && (msg = strdup(err))) {
@@ -998,6 +1368,12 @@ void ndc_config_free(struct ndc_config *cfg)
 	free(cfg->source.snapshot);
 	free(cfg->source.kubeconfig);
 	free(cfg->dataplane.pin_dir);
+	free_strv(cfg->dataplane.dpdk.eal_args, cfg->dataplane.dpdk.n_eal_args);
+	free(cfg->dataplane.dpdk.ports);
+	free(cfg->dataplane.dpdk.lcores);
+	if (cfg->dataplane.dpdk.tap_prefix != default_tap_prefix)
+		free(cfg->dataplane.dpdk.tap_prefix);
+	ndc_config_stubs_free(cfg->stub_domains, cfg->n_stub_domains);
 	free_strv(cfg->records.namespaces, cfg->records.n_namespaces);
 	if (cfg->dataplane.interfaces != default_ifaces)
 		free_strv(cfg->dataplane.interfaces, cfg->dataplane.n_interfaces);

@@ -15,10 +15,20 @@
 #include "objects/objects.h"
 
 #define NDC_CFG_MAX_ADDRS 8
+#define NDC_CFG_MAX_STUBS 64	   /* stub_domains zones */
+#define NDC_CFG_SAMPLE_ONE 1000000 /* log.sample 1.0, in millionths */
 
 enum ndc_pods_mode { NDC_PODS_DISABLED = 0, NDC_PODS_INSECURE, NDC_PODS_VERIFIED };
 enum ndc_source_kind { NDC_SOURCE_EMBEDDED = 0, NDC_SOURCE_SNAPSHOT, NDC_SOURCE_KUBERNETES };
 enum ndc_dp_mode { NDC_DP_TC = 0, NDC_DP_XDP, NDC_DP_SOCKET, NDC_DP_DPDK };
+
+/* A zone whose names are forwarded to servers of its own (kube-dns stubDomains). */
+struct ndc_stub_domain {
+	char *zone; /* lowercase, no trailing dot, not the root */
+	size_t n_servers;
+	struct sockaddr_storage servers[NDC_CFG_MAX_ADDRS]; /* as upstream: port 53 by default */
+	unsigned int line; /* where the config file gave it (0: elsewhere), for errors */
+};
 
 struct ndc_config {
 	char *cluster_domain; /* "cluster.local", no trailing dot */
@@ -28,10 +38,14 @@ struct ndc_config {
 	size_t n_upstream;
 	struct sockaddr_storage
 	    upstream[NDC_CFG_MAX_ADDRS]; /* "ip:port", "[v6]:port", or ip (53) */
+	size_t n_stub_domains;		 /* stub_domains: {zone: [addr, ...]}, at most 64 */
+	struct ndc_stub_domain *stub_domains;
 	struct {
 		enum ndc_source_kind kind; /* no source section: the embedded sample cluster */
 		char *snapshot;		   /* source.snapshot */
 		char *kubeconfig;	   /* source.kubernetes.kubeconfig; NULL: in-cluster */
+		/* source.kubernetes.kube_dns_configmap: watch kube-system/kube-dns (true) */
+		bool kube_dns_configmap;
 	} source;
 	struct {
 		uint32_t ttl; /* 5 (CoreDNS default); 0..3600 */
@@ -49,6 +63,18 @@ struct ndc_config {
 		bool redirect_peer; /* tc replies with bpf_redirect_peer (faster; skips peer XDP) */
 		bool failopen;	    /* no agent listening: the kernel forwards to the upstream */
 		char *pin_dir;	    /* NULL: NDC_FP_PIN_DIR (bpffs mounted there if needed) */
+		struct {	    /* mode dpdk (dataplane/dpdk/dpdk.h) */
+			size_t n_eal_args;
+			char **eal_args; /* for rte_eal_init */
+			size_t n_ports;
+			uint16_t *ports; /* empty: every port the EAL probed */
+			size_t n_lcores;
+			uint16_t *lcores;	/* CPUs to poll on; empty: one */
+			uint32_t queues;	/* per port, 1 */
+			uint32_t burst;		/* 32 */
+			uint32_t poll_sleep_us; /* 0: busy-poll */
+			char *tap_prefix;	/* "ndc-tap": exception-path taps ndc-tap0, ... */
+		} dpdk;
 	} dataplane;
 	struct {
 		char *listen; /* "127.0.0.1:9254" */
@@ -64,6 +90,11 @@ struct ndc_config {
 		uint32_t timeout_ms;  /* per upstream attempt, 1000 */
 		uint32_t max_pending; /* queries waiting for an upstream, 10000; more: SERVFAIL */
 	} forward;
+	struct {
+		int level;	     /* enum ndc_log_level (ndc/log.h); info */
+		bool queries;	     /* a line per query answered in user space (CoreDNS's log) */
+		uint32_t sample_ppm; /* of those, this many per million (log.sample 0.000001..1) */
+	} log;
 	uint32_t workers;	/* 0: one per online CPU */
 	uint32_t tcp_idle_ms;	/* 10000 (RFC 7766 6.2.3 suggests seconds) */
 	uint32_t tcp_max_conns; /* per worker, 1024 */
@@ -93,7 +124,43 @@ int ndc_config_parse(const char *text, size_t len, struct ndc_config *cfg, char 
  */
 int ndc_config_load(const char *path, struct ndc_config *cfg, char *err, size_t errlen);
 
+/* ndc_config_load, and on success the text parsed (NUL-terminated, *ret_len bytes; free it):
+ * what a reload compares the file with. */
+int ndc_config_load_text(const char *path, struct ndc_config *cfg, char **ret_text, size_t *ret_len,
+			 char *err, size_t errlen);
+
 /* Frees what parsing allocated and zeroes cfg, so freeing twice (or NULL) is harmless. */
 void ndc_config_free(struct ndc_config *cfg);
+
+/* ---- helpers the config's other readers share (the kube-dns ConfigMap, reloads) ---- */
+
+/*
+ * A server address as upstream takes it: "ip", "ip:port", "[v6]", "[v6]:port" or a bare IPv6
+ * literal, port 53 by default. 0, -EINVAL for a bad address, -ERANGE for a bad port.
+ */
+int ndc_config_parse_server(const char *s, struct sockaddr_storage *ret);
+
+/* NULL when s is a good domain name (lowercased, one trailing dot dropped, in place), else why
+ * not ("empty name", "label longer than 63 characters", ...). */
+const char *ndc_config_check_domain(char *s);
+
+/* Frees n stub domains and the array. */
+void ndc_config_stubs_free(struct ndc_stub_domain *v, size_t n);
+
+/* ---- the kube-dns ConfigMap (config_kube_dns.c) ---- */
+
+/*
+ * The data keys of kube-system/kube-dns that NodeLocal DNSCache applies, each a JSON text:
+ *   stubDomains:         {"zone": ["ip[:port]", ...], ...}
+ *   upstreamNameservers: ["ip[:port]", ...]
+ * Each returns 0, or -EINVAL with the reason in err (naming the zone or the item), or -ENOMEM.
+ * Zones are checked as stub_domains are (a name, not the root, not twice, at most
+ * NDC_CFG_MAX_STUBS, 1..8 servers each); upstreamNameservers holds 1..8 servers.
+ */
+int ndc_kube_dns_stub_domains(const char *json, size_t len, struct ndc_stub_domain **ret,
+			      size_t *ret_n, char *err, size_t errlen);
+int ndc_kube_dns_upstreams(const char *json, size_t len,
+			   struct sockaddr_storage ret[NDC_CFG_MAX_ADDRS], size_t *ret_n, char *err,
+			   size_t errlen);
 
 #endif

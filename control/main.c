@@ -26,6 +26,7 @@ struct opts {
 	const char *config;
 	const char *kubeconfig;
 	bool check;
+	bool log_level; /* --log-level given: it wins over log.level */
 };
 
 static void usage(FILE *f)
@@ -33,10 +34,12 @@ static void usage(FILE *f)
 	fprintf(
 	    f,
 	    "Usage: ndcache [--config FILE] [--kubeconfig FILE] [--check-config]\n"
-	    "               [--log-level error|warning|info|debug] [--version] [--help]\n"
+	    "               [--log-level error|warning|info|debug] [--log-format text|json]\n"
+	    "               [--version] [--help]\n"
 	    "\n"
 	    "Node-local DNS cache for Kubernetes. Without --config it serves the sample cluster\n"
-	    "compiled into the binary on 169.254.20.10:53. See deploy/examples/ndcache.yaml.\n");
+	    "compiled into the binary on 169.254.20.10:53. See deploy/examples/ndcache.yaml.\n"
+	    "The config file is reloaded when it changes and on SIGHUP.\n");
 }
 
 static int parse_args(int argc, char **argv, struct opts *o)
@@ -46,12 +49,12 @@ static int parse_args(int argc, char **argv, struct opts *o)
 	    {"kubeconfig", required_argument, NULL, 'k'},
 	    {"check-config", no_argument, NULL, 'C'},
 	    {"log-level", required_argument, NULL, 'l'},
+	    {"log-format", required_argument, NULL, 'f'},
 	    {"version", no_argument, NULL, 'V'},
 	    {"help", no_argument, NULL, 'h'},
 	    {0},
 	};
-	static const char *const levels[] = {"error", "warning", "info", "debug"};
-	int c;
+	int c, level;
 
 	while ((c = getopt_long(argc, argv, "c:h", longopts, NULL)) != -1) {
 		switch (c) {
@@ -65,15 +68,23 @@ static int parse_args(int argc, char **argv, struct opts *o)
 			o->check = true;
 			break;
 		case 'l':
-			ndc_log_level = -1;
-			for (int i = 0; i < 4; i++)
-				if (!strcmp(optarg, levels[i]))
-					ndc_log_level = i;
-			if (ndc_log_level < 0) {
+			level = ndc_log_level_from_name(optarg);
+			if (level < 0) {
 				fprintf(stderr, "ndcache: --log-level: unknown level '%s'\n",
 					optarg);
 				return 2;
 			}
+			ndc_log_set_level(level);
+			o->log_level = true;
+			break;
+		case 'f':
+			if (strcmp(optarg, "text") && strcmp(optarg, "json")) {
+				fprintf(stderr,
+					"ndcache: --log-format: expected text or json, got '%s'\n",
+					optarg);
+				return 2;
+			}
+			ndc_log_set_format(strcmp(optarg, "json") ? NDC_LOG_TEXT : NDC_LOG_JSON);
 			break;
 		case 'V':
 			printf("ndcache %s\n", NDC_VERSION);
@@ -98,11 +109,15 @@ static void objects_done(void *arg)
 	ndc_k8s_objects_free(arg);
 }
 
-/* A snapshot source (a file, or the sample cluster compiled in) into a record table. */
-static int load_snapshot(const struct ndc_config *cfg, struct ndc_records **ret)
+/*
+ * A snapshot source (a file, or the sample cluster compiled in) into a record table, built with
+ * ropts (NULL: the config's). Also the agent's load_records: a records.* reload reads it again.
+ */
+static int load_records(const struct ndc_config *cfg, const struct ndc_records_opts *ropts,
+			struct ndc_records **ret)
 {
 	struct ndc_k8s_objects objs = {0};
-	struct ndc_records_opts ropts;
+	struct ndc_records_opts ro;
 	char err[256] = "";
 	int r;
 
@@ -118,8 +133,11 @@ static int load_snapshot(const struct ndc_config *cfg, struct ndc_records **ret)
 	}
 	if (r < 0)
 		return r;
-	ndc_records_opts_from_config(&ropts, cfg);
-	r = ndc_records_build_from(&objs, &ropts, objects_done, &objs, ret);
+	if (!ropts) {
+		ndc_records_opts_from_config(&ro, cfg);
+		ropts = &ro;
+	}
+	r = ndc_records_build_from(&objs, ropts, objects_done, &objs, ret);
 	if (r < 0)
 		ndc_err("building records: %s", strerror(-r));
 	return r;
@@ -158,6 +176,9 @@ int main(int argc, char **argv)
 {
 	struct ndc_k8s_conn conn = {0};
 	struct ndc_records *rec = NULL;
+	struct ndc_agent_opts ao = {.load_records = load_records};
+	char *cfg_text = NULL;
+	size_t cfg_len = 0;
 	struct ndc_config cfg;
 	struct opts o = {0};
 	char err[512] = "";
@@ -170,7 +191,8 @@ int main(int argc, char **argv)
 	malloc_setup();
 
 	ndc_config_defaults(&cfg);
-	if (o.config && ndc_config_load(o.config, &cfg, err, sizeof(err)) < 0) {
+	if (o.config &&
+	    ndc_config_load_text(o.config, &cfg, &cfg_text, &cfg_len, err, sizeof(err)) < 0) {
 		/* The message starts with the file's path and names the key and line. */
 		fprintf(stderr, "ndcache: %s\n", err);
 		ndc_config_free(&cfg);
@@ -183,8 +205,10 @@ int main(int argc, char **argv)
 		cfg.source.kubeconfig = strdup(o.kubeconfig);
 		cfg.source.kind = NDC_SOURCE_KUBERNETES;
 	}
+	if (!o.log_level)
+		ndc_log_set_level(cfg.log.level);
 	k8s = cfg.source.kind == NDC_SOURCE_KUBERNETES;
-	ret = k8s ? load_conn(&cfg, &conn) : load_snapshot(&cfg, &rec);
+	ret = k8s ? load_conn(&cfg, &conn) : load_records(&cfg, NULL, &rec);
 	if (ret < 0)
 		goto out;
 	if (o.check) {
@@ -194,12 +218,18 @@ int main(int argc, char **argv)
 			printf("ndcache: configuration ok (%zu RRsets)\n", ndc_records_count(rec));
 		goto out;
 	}
-	ret = ndc_agent_run(&cfg, rec, k8s ? &conn : NULL) ? -1 : 0;
+	ao.config_path = o.config;
+	ao.config_text = cfg_text;
+	ao.config_len = cfg_len;
+	ao.kubeconfig = o.kubeconfig;
+	ao.log_level_fixed = o.log_level;
+	ret = ndc_agent_run(&cfg, rec, k8s ? &conn : NULL, &ao) ? -1 : 0;
 	rec = NULL; /* the agent owns it now */
 
 out:
 	ndc_records_free(rec);
 	ndc_k8s_conn_free(&conn);
 	ndc_config_free(&cfg);
+	free(cfg_text);
 	return ret < 0 ? 1 : 0;
 }

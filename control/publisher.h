@@ -11,6 +11,7 @@
 
 #include <stdint.h>
 
+#include "dpdk/dpdk.h"
 #include "fastpath/fastpath.h"
 #include "query/query.h"
 #include "records/records.h"
@@ -28,6 +29,13 @@ struct ndc_publisher_stats {
 
 /* Starts the sweep thread. fp stays owned by the caller and must outlive the publisher. */
 int ndc_publisher_new(struct ndc_fp *fp, struct ndc_publisher **ret);
+
+/*
+ * The same, feeding the DPDK table dp too, or only (fp NULL): both take the same entries
+ * (include/ndc/abi.h). Each call goes to each table; the first error counts, so an answer one of
+ * them could not take is handled as missing in both (a pass marker: never a wrong answer).
+ */
+int ndc_publisher_new_dpdk(struct ndc_fp *fp, struct ndc_dpdk *dp, struct ndc_publisher **ret);
 
 /*
  * Publishes every answer of r, the NXDOMAIN template, then marks the table synced, unless some

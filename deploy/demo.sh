@@ -200,6 +200,11 @@ ask "SRV for a named port (ClusterIP)" NOERROR "SRV 0 100 50051 cart.shop.$Z." "
 ask "PTR of a ClusterIP" NOERROR "PTR kube-dns.kube-system.$Z." "" "$LOCAL" -- -x 10.96.0.10
 ask "ExternalName service: CNAME" NOERROR "CNAME payments.example.com." "" "$LOCAL" -- \
 	payments.shop.$Z A
+ask "ExternalName into the cluster domain: the CNAME followed to the target's address" NOERROR \
+	"CNAME frontend.shop.$Z.;A 10.96.12.34" "" "$LOCAL" -- storefront.shop.$Z A
+ask "PTR of an endpoint address two services share: one per service" NOERROR \
+	"PTR 10-244-1-40.postgres-rw.data.$Z.;PTR postgres-0.postgres.data.$Z." "" "$LOCAL" -- \
+	-x 10.244.1.40
 ask "schema version" NOERROR 'TXT "1.1.0"' "" "$LOCAL" -- dns-version.cluster.local TXT
 ask "SOA at the zone apex" NOERROR "$SOA" "" "$LOCAL" -- cluster.local SOA
 ask "search-path name (ndots:5): NXDOMAIN with SOA, answered locally" NXDOMAIN "" "$SOA" \

@@ -101,6 +101,15 @@ step "integration: chaos (kill -9, upgrade, 10 s without an agent, upstream down
 	tests/integration/test_chaos.sh build xdp
 step "integration: hostile input and upstream trouble under a prober (socket, tc)" \
 	tests/integration/test_hostile.sh build
+step "integration: stub domains, the kube-dns ConfigMap from a (fake) API server (tc)" \
+	tests/integration/test_stub_domains.sh build tc
+step "integration: stub domains and the kube-dns ConfigMap under ASan + UBSan (socket)" \
+	tests/integration/test_stub_domains.sh build-asan socket
+step "integration: config reloads under a prober (symlink swap, broken file, SIGHUP), tc" \
+	tests/integration/test_reload.sh build tc
+step "integration: transparent mode (the kube-dns ClusterIP answered; iptables-nft, -legacy, nft)" \
+	tests/integration/test_transparent.sh build
+step "integration: DPDK dataplane (net_af_packet --no-huge, net_af_xdp, a build without DPDK)" tests/integration/test_dpdk.sh build
 step "deploy: manifests against the code" tests/deploy/check_manifests.sh build
 step "deploy: the fast path under the manifest's user and capabilities" \
 	tests/deploy/try_security_context.sh build

@@ -32,6 +32,7 @@ struct json_tokener;
 
 struct kind_info {
 	const char *path, *kind, *api_version, *name;
+	const char *query; /* NULL, or parameters every list and watch adds ("fieldSelector=...") */
 };
 
 struct buf {

@@ -57,6 +57,12 @@ enum ndc_k8s_kind {
 	NDC_K8S_SERVICES,
 	NDC_K8S_ENDPOINTSLICES,
 	NDC_K8S_PODS,
+	/*
+	 * One object, not a collection: the ConfigMap kube-system/kube-dns (stubDomains,
+	 * upstreamNameservers), listed and watched with fieldSelector=metadata.name=kube-dns in
+	 * its namespace, which RBAC can grant by resourceNames. Not an object of the record store.
+	 */
+	NDC_K8S_CONFIGMAPS,
 	NDC_K8S_KINDS,
 };
 

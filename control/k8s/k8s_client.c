@@ -59,7 +59,8 @@ static int do_list(struct worker *t)
 			}
 		}
 		free(url);
-		if (asprintf(&url, "%s%s?limit=%u%s%s", w->conn.server, t->ki->path,
+		if (asprintf(&url, "%s%s?%s%slimit=%u%s%s", w->conn.server, t->ki->path,
+			     t->ki->query ? t->ki->query : "", t->ki->query ? "&" : "",
 			     w->opts.page_size, esc ? "&continue=" : "", esc ? esc : "") < 0)
 			url = NULL;
 		curl_free(esc);
@@ -160,9 +161,10 @@ static enum watch_end do_watch(struct worker *t)
 	t->watching = true;
 	esc = curl_easy_escape(t->easy, t->rv, 0);
 	if (!esc || asprintf(&url,
-			     "%s%s?watch=true&resourceVersion=%s&allowWatchBookmarks=true"
+			     "%s%s?%s%swatch=true&resourceVersion=%s&allowWatchBookmarks=true"
 			     "&timeoutSeconds=%u",
-			     w->conn.server, t->ki->path, esc, w->opts.timeout_s) < 0)
+			     w->conn.server, t->ki->path, t->ki->query ? t->ki->query : "",
+			     t->ki->query ? "&" : "", esc, w->opts.timeout_s) < 0)
 		url = NULL;
 	curl_free(esc);
 	if (!url)

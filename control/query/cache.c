@@ -46,7 +46,7 @@ struct shard {
 } __attribute__((aligned(64)));
 
 struct ndc_cache {
-	struct ndc_cache_opts opts;
+	struct ndc_cache_opts opts; /* ndc_cache_set_limits may change them: atomic loads */
 	uint32_t nshards;
 	struct shard *shards;
 	ndc_cache_hook_fn hook; /* set before the cache is shared, never changed after */
@@ -139,7 +139,8 @@ static void entry_remove(struct ndc_cache *c, struct shard *s, struct entry *e, 
 static bool entry_dead(const struct ndc_cache *c, const struct entry *e, uint64_t now_ms)
 {
 	return now_ms >= e->expire_ms &&
-	       now_ms - e->expire_ms >= (uint64_t)c->opts.stale_max * 1000;
+	       now_ms - e->expire_ms >=
+		   (uint64_t)__atomic_load_n(&c->opts.stale_max, __ATOMIC_RELAXED) * 1000;
 }
 
 static bool shard_full(const struct shard *s, size_t need)
@@ -167,6 +168,20 @@ static void shard_make_room(struct ndc_cache *c, struct shard *s, size_t need, u
 	}
 }
 
+/* Each shard's share of the limits, never below what one shard needs to work. */
+static void shard_limits(const struct ndc_cache_opts *opts, uint32_t n, uint32_t *ret_entries,
+			 uint64_t *ret_bytes)
+{
+	uint64_t biggest = entry_size(NDC_ANSWER_DATA_MAX, NDC_NAME_MAX);
+
+	*ret_entries = opts->max_entries / n;
+	*ret_bytes = opts->max_bytes / n;
+	if (n > 1 && *ret_entries < NDC_SHARD_MIN_ENTRIES)
+		*ret_entries = NDC_SHARD_MIN_ENTRIES;
+	if (n > 1 && *ret_bytes < biggest)
+		*ret_bytes = biggest;
+}
+
 int ndc_cache_new(const struct ndc_cache_opts *opts, struct ndc_cache **ret)
 {
 	struct ndc_cache *c;
@@ -192,8 +207,7 @@ int ndc_cache_new(const struct ndc_cache_opts *opts, struct ndc_cache **ret)
 		uint64_t fit;
 		uint32_t nb = 16;
 
-		s->max_entries = opts->max_entries / n;
-		s->max_bytes = opts->max_bytes / n;
+		shard_limits(opts, n, &s->max_entries, &s->max_bytes);
 		fit = s->max_bytes / sizeof(struct entry);
 		/* Load factor at most 1 when full; no resizing, ever. */
 		while (nb < s->max_entries && nb < fit && nb < (1u << 24))
@@ -247,7 +261,8 @@ static bool answer_negative(const struct ndc_answer *a)
 int ndc_cache_put(struct ndc_cache *c, const uint8_t *lname, size_t nlen, uint16_t qtype,
 		  uint16_t qclass, const struct ndc_answer *a, uint32_t ttl, uint64_t now_ms)
 {
-	uint32_t cap = answer_negative(a) ? c->opts.neg_max_ttl : c->opts.max_ttl;
+	uint32_t cap = answer_negative(a) ? __atomic_load_n(&c->opts.neg_max_ttl, __ATOMIC_RELAXED)
+					  : __atomic_load_n(&c->opts.max_ttl, __ATOMIC_RELAXED);
 	size_t size = entry_size(a->len, nlen);
 	uint64_t hash;
 	struct shard *s;
@@ -259,7 +274,8 @@ int ndc_cache_put(struct ndc_cache *c, const uint8_t *lname, size_t nlen, uint16
 		ttl = cap;
 	if (!ttl)
 		return 0;
-	if (a->len > NDC_ANSWER_DATA_MAX || size > c->opts.max_bytes)
+	if (a->len > NDC_ANSWER_DATA_MAX ||
+	    size > __atomic_load_n(&c->opts.max_bytes, __ATOMIC_RELAXED))
 		return -E2BIG;
 
 	/* Built outside the lock: only the table update is serialised. */
@@ -356,6 +372,53 @@ void ndc_cache_stats(struct ndc_cache *c, struct ndc_cache_stats *ret)
 		ret->bytes += s->bytes;
 		pthread_mutex_unlock(&s->lock);
 	}
+}
+
+int ndc_cache_set_limits(struct ndc_cache *c, const struct ndc_cache_opts *opts)
+{
+	if (!opts->max_entries || !opts->max_bytes)
+		return -EINVAL;
+	__atomic_store_n(&c->opts.max_entries, opts->max_entries, __ATOMIC_RELAXED);
+	__atomic_store_n(&c->opts.max_bytes, opts->max_bytes, __ATOMIC_RELAXED);
+	__atomic_store_n(&c->opts.max_ttl, opts->max_ttl, __ATOMIC_RELAXED);
+	__atomic_store_n(&c->opts.neg_max_ttl, opts->neg_max_ttl, __ATOMIC_RELAXED);
+	__atomic_store_n(&c->opts.stale_max, opts->stale_max, __ATOMIC_RELAXED);
+	for (uint32_t i = 0; i < c->nshards; i++) {
+		struct shard *s = &c->shards[i];
+
+		pthread_mutex_lock(&s->lock);
+		shard_limits(opts, c->nshards, &s->max_entries, &s->max_bytes);
+		/* What is over the new limits goes, least recently used first. */
+		while (s->lru.prev != &s->lru &&
+		       (s->count > s->max_entries || s->bytes > s->max_bytes)) {
+			entry_remove(c, s, s->lru.prev, false);
+			s->evictions++;
+		}
+		pthread_mutex_unlock(&s->lock);
+	}
+	return 0;
+}
+
+size_t ndc_cache_drop(struct ndc_cache *c,
+		      bool (*match)(void *arg, const uint8_t *lname, size_t nlen), void *arg)
+{
+	size_t n = 0;
+
+	for (uint32_t i = 0; i < c->nshards; i++) {
+		struct shard *s = &c->shards[i];
+		struct entry *e, *prev;
+
+		pthread_mutex_lock(&s->lock);
+		for (e = s->lru.prev; e != &s->lru; e = prev) {
+			prev = e->prev;
+			if (match(arg, entry_name(e), e->nlen)) {
+				entry_remove(c, s, e, false);
+				n++;
+			}
+		}
+		pthread_mutex_unlock(&s->lock);
+	}
+	return n;
 }
 
 void ndc_cache_set_hook(struct ndc_cache *c, ndc_cache_hook_fn fn, void *arg)

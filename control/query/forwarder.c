@@ -27,6 +27,11 @@
  * - Query names carry 0x20 random case; a UDP response must echo it exactly. An upstream that
  *   answers with the right ID and question in other case gets asked again once without it.
  * - Stats: as ndc_forwarder_stats says; per upstream, counters are atomics the thread bumps.
+ * - Routes (stub domains, routes.c): a request takes its route when the thread starts it, from
+ *   the upstream set then in use, and keeps both to its end. A reconfiguration makes a new set
+ *   whose upstreams with an address of the old one are the old ones (health and counters go on);
+ *   a set lives while it is in use or a request holds it. Only requests of the set in use fill
+ *   the cache, so an answer of an upstream no longer configured is never cached.
  */
 #include <arpa/inet.h>
 #include <errno.h>
@@ -43,7 +48,7 @@
 
 #include <ndc/log.h>
 
-#include "query/query.h"
+#include "internal.h"
 
 #define NDC_FWD_TIMEOUT_MS 1000
 #define NDC_FWD_INFLIGHT_MAX 4096
@@ -60,6 +65,8 @@ struct waiter {
 	void *arg;
 };
 
+struct fwd_set;
+
 struct request {
 	struct request *hnext;	       /* in-flight table, under f->lock */
 	struct request *qnext;	       /* submit queue, under f->lock */
@@ -73,10 +80,13 @@ struct request {
 	bool caps;
 	bool shadow;	   /* a probe's copy of a request: no waiters, not in the table */
 	uint32_t nwaiters; /* under f->lock */
+	/* Its route, taken when the thread starts it (thread only). */
+	struct fwd_set *rs;
+	const struct ndc_route *rt;
 	/* The current attempt (thread only). */
-	uint32_t tried; /* bit per upstream attempted (or, for a shadow, not to attempt) */
+	uint32_t tried; /* bit per upstream of rt attempted (or, for a shadow, not to attempt) */
 	bool probe;	/* this attempt is its upstream's probe (u->probing) */
-	size_t up;
+	size_t up;	/* index in rt */
 	int fd;
 	enum att_state st;
 	uint16_t id;
@@ -90,6 +100,7 @@ struct request {
 struct upstream {
 	struct sockaddr_storage addr;
 	char name[64];
+	unsigned refs; /* sets using it, thread only */
 	/* Health, thread only. */
 	bool down;
 	bool probing; /* a probe is in flight */
@@ -101,12 +112,18 @@ struct upstream {
 	uint64_t queries, responses, timeouts, errors, probes, skipped;
 };
 
-struct ndc_forwarder {
-	size_t n_up;
-	struct upstream *up;
+/* The upstreams of a route table: up[i] is the state of routes->servers[i]. */
+struct fwd_set {
+	unsigned refs; /* thread only: the set in use, and every started request holding it */
+	struct ndc_routes *routes;
+	struct upstream *up[NDC_FWD_MAX_SERVERS];
 	uint32_t timeout_ms;
+};
+
+struct ndc_forwarder {
+	uint32_t timeout_ms; /* thread only, from the set in use */
 	uint32_t max_inflight;
-	uint32_t max_pending;
+	uint32_t max_pending; /* under lock */
 	struct ndc_cache *cache;
 
 	pthread_mutex_t lock;
@@ -116,6 +133,17 @@ struct ndc_forwarder {
 	uint32_t pending; /* waiters of every request; written under lock, read atomically */
 	struct request *queue, **qtail;
 	bool stop;
+	bool any_up;		  /* some route has an upstream; under lock (resolve reads it) */
+	struct fwd_set *next;	  /* handed to the thread by reconfigure, under lock */
+	pthread_cond_t next_cond; /* the thread took next */
+
+	/* The set in use: replaced by the thread under stats_lock, read by stats under it. */
+	pthread_mutex_t stats_lock;
+	struct fwd_set *cur;
+
+	/* Reconfiguration side: one at a time; the routes last given, for the cache to compare. */
+	pthread_mutex_t reconf_lock;
+	struct ndc_routes *last;
 
 	/* Thread only. */
 	pthread_t thread;
@@ -130,6 +158,89 @@ struct ndc_forwarder {
 
 #define STAT_INC(f, field) __atomic_fetch_add(&(f)->stats.field, 1, __ATOMIC_RELAXED)
 #define UP_INC(u, field) __atomic_fetch_add(&(u)->field, 1, __ATOMIC_RELAXED)
+
+/* Upstream i of r's route. */
+static struct upstream *up_of(const struct request *r, size_t i)
+{
+	return r->rs->up[r->rt->srv[i]];
+}
+
+/* ---- upstream sets ------------------------------------------------------------------------- */
+
+static void set_free(struct fwd_set *s)
+{
+	for (size_t i = 0; s->routes && i < s->routes->n_servers; i++)
+		if (s->up[i] && --s->up[i]->refs == 0)
+			free(s->up[i]);
+	ndc_routes_unref(s->routes);
+	free(s);
+}
+
+/* A set over routes (taking the caller's reference), with fresh upstreams of refs 1. */
+static int set_new(struct ndc_routes *routes, uint32_t timeout_ms, struct fwd_set **ret)
+{
+	struct fwd_set *s = calloc(1, sizeof(*s));
+
+	if (!s) {
+		ndc_routes_unref(routes);
+		return -ENOMEM;
+	}
+	s->refs = 1;
+	s->routes = routes;
+	s->timeout_ms = timeout_ms ? timeout_ms : NDC_FWD_TIMEOUT_MS;
+	for (size_t i = 0; i < routes->n_servers; i++) {
+		struct upstream *u = calloc(1, sizeof(*u));
+
+		if (!u) {
+			set_free(s);
+			return -ENOMEM;
+		}
+		u->addr = routes->servers[i];
+		u->refs = 1;
+		u->st_healthy = true;
+		ndc_routes_addr_name(&u->addr, u->name, sizeof(u->name));
+		s->up[i] = u;
+	}
+	*ret = s;
+	return 0;
+}
+
+static struct fwd_set *set_hold(struct fwd_set *s)
+{
+	s->refs++;
+	return s;
+}
+
+static void set_drop(struct fwd_set *s)
+{
+	if (s && --s->refs == 0)
+		set_free(s);
+}
+
+/*
+ * Thread: makes s the set in use. Its upstreams with an address of the set before are replaced
+ * by those, whose health and counters go on.
+ */
+static void set_install(struct ndc_forwarder *f, struct fwd_set *s)
+{
+	struct fwd_set *old = f->cur;
+
+	for (size_t i = 0; old && i < s->routes->n_servers; i++) {
+		for (size_t j = 0; j < old->routes->n_servers; j++) {
+			if (strcmp(old->up[j]->name, s->up[i]->name))
+				continue;
+			free(s->up[i]);
+			s->up[i] = old->up[j];
+			s->up[i]->refs++;
+			break;
+		}
+	}
+	pthread_mutex_lock(&f->stats_lock);
+	f->cur = s;
+	pthread_mutex_unlock(&f->stats_lock);
+	f->timeout_ms = s->timeout_ms;
+	set_drop(old);
+}
 
 static uint64_t key_hash(const uint8_t *lname, size_t nlen, uint16_t qtype, uint16_t qclass)
 {
@@ -166,13 +277,18 @@ static void timer_unlink(struct request *r)
 	r->tprev = r->tnext = NULL;
 }
 
+/* Sorted by deadline: appended, unless a shorter timeout_ms came with a reconfiguration. */
 static void timer_append(struct ndc_forwarder *f, struct request *r)
 {
+	struct request *at = f->timers.tprev;
+
 	r->deadline = ndc_now_ms() + f->timeout_ms;
-	r->tnext = &f->timers;
-	r->tprev = f->timers.tprev;
-	f->timers.tprev->tnext = r;
-	f->timers.tprev = r;
+	while (at != &f->timers && at->deadline > r->deadline)
+		at = at->tprev;
+	r->tprev = at;
+	r->tnext = at->tnext;
+	at->tnext->tprev = r;
+	at->tnext = r;
 }
 
 /* Removes r from the table and calls every waiter with res; frees r. */
@@ -203,6 +319,7 @@ static void finish(struct ndc_forwarder *f, struct request *r, const struct ndc_
 		free(w);
 		w = next;
 	}
+	set_drop(r->rs);
 	free(r->tbuf);
 	free(r);
 }
@@ -263,7 +380,7 @@ static socklen_t addr_len(const struct sockaddr_storage *ss)
 
 static int start_udp(struct ndc_forwarder *f, struct request *r)
 {
-	const struct sockaddr_storage *ss = &f->up[r->up].addr;
+	const struct sockaddr_storage *ss = &up_of(r, r->up)->addr;
 	struct epoll_event ev = {.events = EPOLLIN, .data.ptr = r};
 	uint8_t q[NDC_FWD_QUERY_MAX];
 	size_t qlen;
@@ -291,13 +408,13 @@ static int start_udp(struct ndc_forwarder *f, struct request *r)
 	r->st = ATT_UDP;
 	timer_append(f, r);
 	STAT_INC(f, queries);
-	UP_INC(&f->up[r->up], queries);
+	UP_INC(up_of(r, r->up), queries);
 	return 0;
 }
 
 static int start_tcp(struct ndc_forwarder *f, struct request *r)
 {
-	const struct sockaddr_storage *ss = &f->up[r->up].addr;
+	const struct sockaddr_storage *ss = &up_of(r, r->up)->addr;
 	struct epoll_event ev = {.events = EPOLLOUT, .data.ptr = r};
 	size_t qlen;
 	int fd, err;
@@ -328,7 +445,7 @@ static int start_tcp(struct ndc_forwarder *f, struct request *r)
 	r->st = ATT_TCP_CONNECT;
 	timer_append(f, r);
 	STAT_INC(f, queries);
-	UP_INC(&f->up[r->up], queries);
+	UP_INC(up_of(r, r->up), queries);
 	STAT_INC(f, tcp_retries);
 	return 0;
 }
@@ -349,8 +466,9 @@ static void up_publish(struct upstream *u)
 /* r's upstream answered (any rcode, or TC): it is up. */
 static void up_alive(struct ndc_forwarder *f, struct request *r)
 {
-	struct upstream *u = &f->up[r->up];
+	struct upstream *u = up_of(r, r->up);
 
+	(void)f;
 	if (r->probe) {
 		u->probing = false;
 		r->probe = false;
@@ -366,9 +484,10 @@ static void up_alive(struct ndc_forwarder *f, struct request *r)
 /* r's attempt on its upstream failed with err. */
 static void up_failed(struct ndc_forwarder *f, struct request *r, int err)
 {
-	struct upstream *u = &f->up[r->up];
+	struct upstream *u = up_of(r, r->up);
 	bool probe = r->probe;
 
+	(void)f;
 	if (probe) {
 		u->probing = false;
 		r->probe = false;
@@ -431,16 +550,16 @@ static bool try_upstream(struct ndc_forwarder *f, struct request *r, size_t i)
 	r->up = i;
 	r->tried |= 1u << i;
 	if (r->probe)
-		UP_INC(&f->up[i], probes);
+		UP_INC(up_of(r, i), probes);
 	err = start_udp(f, r);
 	if (!err)
 		return true;
 	attempt_end(r);
 	r->last_err = err;
 	STAT_INC(f, errors);
-	UP_INC(&f->up[i], errors);
+	UP_INC(up_of(r, i), errors);
 	up_failed(f, r, err);
-	ndc_debug("forwarder: upstream %s: %s", f->up[i].name, strerror(-err));
+	ndc_debug("forwarder: upstream %s: %s", up_of(r, i)->name, strerror(-err));
 	return false;
 }
 
@@ -452,6 +571,8 @@ static void probe_shadow(struct ndc_forwarder *f, const struct request *r, size_
 
 	if (!p)
 		return;
+	p->rs = set_hold(r->rs);
+	p->rt = r->rt;
 	p->hash = r->hash;
 	p->qtype = r->qtype;
 	p->qclass = r->qclass;
@@ -462,7 +583,7 @@ static void probe_shadow(struct ndc_forwarder *f, const struct request *r, size_
 	p->fd = -1;
 	p->tried = ~0u; /* this one upstream, never the next */
 	p->probe = true;
-	f->up[i].probing = true;
+	up_of(r, i)->probing = true;
 	if (!try_upstream(f, p, i))
 		finish(f, p, &res);
 }
@@ -478,11 +599,11 @@ static ssize_t pick_upstream(struct ndc_forwarder *f, struct request *r, uint64_
 	ssize_t up = -1;
 	bool first = !r->tried;
 
-	for (size_t i = 0; i < f->n_up && up < 0; i++)
-		if (!(r->tried & (1u << i)) && !f->up[i].down)
+	for (size_t i = 0; i < r->rt->n_up && up < 0; i++)
+		if (!(r->tried & (1u << i)) && !up_of(r, i)->down)
 			up = (ssize_t)i;
-	for (size_t i = 0; i < f->n_up; i++) {
-		struct upstream *u = &f->up[i];
+	for (size_t i = 0; i < r->rt->n_up; i++) {
+		struct upstream *u = up_of(r, i);
 
 		if ((r->tried & (1u << i)) || !u->down || u->probing || now < u->retry_ms)
 			continue;
@@ -494,8 +615,8 @@ static ssize_t pick_upstream(struct ndc_forwarder *f, struct request *r, uint64_
 		probe_shadow(f, r, i);
 	}
 	for (ssize_t i = 0; i < up; i++)
-		if (!(r->tried & (1u << i)) && f->up[i].down)
-			UP_INC(&f->up[i], skipped);
+		if (!(r->tried & (1u << i)) && up_of(r, (size_t)i)->down)
+			UP_INC(up_of(r, (size_t)i), skipped);
 	return up;
 }
 
@@ -505,10 +626,11 @@ static size_t soonest_down(struct ndc_forwarder *f, const struct request *r)
 	size_t best = 0;
 	bool found = false;
 
-	for (size_t i = 0; i < f->n_up; i++) {
+	(void)f;
+	for (size_t i = 0; i < r->rt->n_up; i++) {
 		if (r->tried & (1u << i))
 			continue;
-		if (!found || f->up[i].retry_ms < f->up[best].retry_ms)
+		if (!found || up_of(r, i)->retry_ms < up_of(r, best)->retry_ms)
 			best = i;
 		found = true;
 	}
@@ -521,6 +643,16 @@ static void start_next(struct ndc_forwarder *f, struct request *r)
 	uint64_t now = ndc_now_ms();
 	ssize_t i;
 
+	if (!r->rs) {
+		r->rs = set_hold(f->cur);
+		r->rt = ndc_routes_match(r->rs->routes, r->lname, r->nlen);
+		if (!r->rt->n_up) {
+			/* A name outside every stub domain, and no default upstream. */
+			r->last_err = -ENOTCONN;
+			fail_request(f, r);
+			return;
+		}
+	}
 	while ((i = pick_upstream(f, r, now)) >= 0)
 		if (try_upstream(f, r, (size_t)i))
 			return;
@@ -537,7 +669,7 @@ static void start_next(struct ndc_forwarder *f, struct request *r)
 
 static void attempt_fail(struct ndc_forwarder *f, struct request *r, int err)
 {
-	struct upstream *u = &f->up[r->up];
+	struct upstream *u = up_of(r, r->up);
 
 	attempt_end(r);
 	r->last_err = err;
@@ -606,8 +738,9 @@ static void accept_answer(struct ndc_forwarder *f, struct request *r, struct ndc
 	}
 	attempt_end(r);
 	STAT_INC(f, responses);
-	UP_INC(&f->up[r->up], responses);
-	if (f->cache) {
+	UP_INC(up_of(r, r->up), responses);
+	/* Started before a reconfiguration: its upstream may no longer be the name's. */
+	if (f->cache && r->rs == f->cur) {
 		if (a->rcode == NDC_RCODE_NOERROR && a->ancount)
 			ttl = a->min_ttl;
 		else if (negative_ttl(a, &ttl))
@@ -772,9 +905,22 @@ static void on_tcp(struct ndc_forwarder *f, struct request *r, uint32_t events)
 	}
 }
 
+/* A new set from reconfigure first: the requests queued since then start with it. */
 static void take_queue(struct ndc_forwarder *f, bool *ret_stop, struct request **ret_q)
 {
+	struct fwd_set *next;
+
 	pthread_mutex_lock(&f->lock);
+	next = f->next;
+	pthread_mutex_unlock(&f->lock);
+	if (next)
+		set_install(f, next);
+	pthread_mutex_lock(&f->lock);
+	if (next)
+		f->next = NULL;
+	/* Stopping: a reconfigure waiting for the thread must not wait forever either. */
+	if (next || f->stop)
+		pthread_cond_broadcast(&f->next_cond);
 	*ret_q = f->queue;
 	f->queue = NULL;
 	f->qtail = &f->queue;
@@ -859,32 +1005,10 @@ static void *forwarder_thread(void *arg)
 	return NULL;
 }
 
-static void upstream_name(const struct sockaddr_storage *ss, char *buf, size_t len)
+/* Checks that do not need the thread: the same for a new forwarder and a reconfiguration. */
+static int opts_check(const struct ndc_forwarder_opts *opts)
 {
-	char ip[INET6_ADDRSTRLEN] = "?";
-
-	if (ss->ss_family == AF_INET6) {
-		const struct sockaddr_in6 *s6 = (const struct sockaddr_in6 *)ss;
-
-		inet_ntop(AF_INET6, &s6->sin6_addr, ip, sizeof(ip));
-		snprintf(buf, len, "[%s]:%u", ip, ntohs(s6->sin6_port));
-	} else {
-		const struct sockaddr_in *s4 = (const struct sockaddr_in *)ss;
-
-		inet_ntop(AF_INET, &s4->sin_addr, ip, sizeof(ip));
-		snprintf(buf, len, "%s:%u", ip, ntohs(s4->sin_port));
-	}
-}
-
-int ndc_forwarder_new(const struct ndc_forwarder_opts *opts, struct ndc_cache *cache,
-		      struct ndc_forwarder **ret)
-{
-	struct epoll_event ev = {.events = EPOLLIN, .data.ptr = NULL};
-	struct ndc_forwarder *f;
-	uint32_t nb = 16;
-	int err = -ENOMEM;
-
-	if (!opts || !ret || (opts->n_upstreams && !opts->upstreams))
+	if (!opts || (opts->n_upstreams && !opts->upstreams))
 		return -EINVAL;
 	if (opts->n_upstreams > NDC_FWD_MAX_UPSTREAMS)
 		return -E2BIG;
@@ -892,30 +1016,63 @@ int ndc_forwarder_new(const struct ndc_forwarder_opts *opts, struct ndc_cache *c
 		if (opts->upstreams[i].ss_family != AF_INET &&
 		    opts->upstreams[i].ss_family != AF_INET6)
 			return -EAFNOSUPPORT;
+	return 0;
+}
 
+int ndc_forwarder_check(const struct ndc_forwarder_opts *opts)
+{
+	struct ndc_routes *routes = NULL;
+	int err = opts_check(opts);
+
+	if (!err)
+		err = ndc_routes_new(opts, &routes);
+	ndc_routes_unref(routes);
+	return err;
+}
+
+int ndc_forwarder_new(const struct ndc_forwarder_opts *opts, struct ndc_cache *cache,
+		      struct ndc_forwarder **ret)
+{
+	struct epoll_event ev = {.events = EPOLLIN, .data.ptr = NULL};
+	struct ndc_routes *routes = NULL;
+	struct ndc_forwarder *f;
+	pthread_condattr_t ca;
+	uint32_t nb = 16;
+	int err;
+
+	if (!ret)
+		return -EINVAL;
+	err = opts_check(opts);
+	if (!err)
+		err = ndc_routes_new(opts, &routes);
+	if (err)
+		return err;
 	f = calloc(1, sizeof(*f));
-	if (!f)
+	if (!f) {
+		ndc_routes_unref(routes);
 		return -ENOMEM;
+	}
 	f->epfd = f->evfd = -1;
 	f->cache = cache;
-	f->timeout_ms = opts->timeout_ms ? opts->timeout_ms : NDC_FWD_TIMEOUT_MS;
 	f->max_inflight = opts->max_inflight ? opts->max_inflight : NDC_FWD_INFLIGHT_MAX;
 	f->max_pending = opts->max_pending ? opts->max_pending : NDC_FWD_PENDING_MAX;
-	f->n_up = opts->n_upstreams;
 	f->queue = NULL;
 	f->qtail = &f->queue;
 	f->timers.tnext = f->timers.tprev = &f->timers;
 	pthread_mutex_init(&f->lock, NULL);
-	if (f->n_up) {
-		f->up = calloc(f->n_up, sizeof(*f->up));
-		if (!f->up)
-			goto err;
-	}
-	for (size_t i = 0; i < f->n_up; i++) {
-		f->up[i].addr = opts->upstreams[i];
-		f->up[i].st_healthy = true;
-		upstream_name(&opts->upstreams[i], f->up[i].name, sizeof(f->up[i].name));
-	}
+	pthread_mutex_init(&f->stats_lock, NULL);
+	pthread_mutex_init(&f->reconf_lock, NULL);
+	pthread_condattr_init(&ca);
+	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+	pthread_cond_init(&f->next_cond, &ca);
+	pthread_condattr_destroy(&ca);
+	f->any_up = routes->n_servers > 0;
+	f->last = ndc_routes_ref(routes);
+	err = set_new(routes, opts->timeout_ms, &f->cur);
+	if (err)
+		goto err;
+	f->timeout_ms = f->cur->timeout_ms;
+	err = -ENOMEM;
 	while (nb < f->max_inflight && nb < 65536)
 		nb *= 2;
 	f->nbuckets = nb;
@@ -945,6 +1102,62 @@ err:
 	return err;
 }
 
+/* The cache drop's test: does the name go elsewhere now? */
+struct route_change {
+	const struct ndc_routes *old, *new;
+};
+
+static bool route_changed(void *arg, const uint8_t *lname, size_t nlen)
+{
+	const struct route_change *c = arg;
+
+	return !ndc_routes_same(c->old, ndc_routes_match(c->old, lname, nlen), c->new,
+				ndc_routes_match(c->new, lname, nlen));
+}
+
+int ndc_forwarder_reconfigure(struct ndc_forwarder *f, const struct ndc_forwarder_opts *opts)
+{
+	struct ndc_routes *routes = NULL, *old;
+	struct fwd_set *set;
+	uint64_t one = 1;
+	int err = opts_check(opts);
+
+	if (!err)
+		err = ndc_routes_new(opts, &routes);
+	if (!err)
+		err = set_new(ndc_routes_ref(routes), opts->timeout_ms, &set);
+	if (err) {
+		ndc_routes_unref(routes);
+		return err;
+	}
+	pthread_mutex_lock(&f->reconf_lock);
+	pthread_mutex_lock(&f->lock);
+	f->next = set;
+	f->max_pending = opts->max_pending ? opts->max_pending : NDC_FWD_PENDING_MAX;
+	f->any_up = routes->n_servers > 0;
+	pthread_mutex_unlock(&f->lock);
+	if (write(f->evfd, &one, sizeof(one)) < 0 && errno != EAGAIN)
+		ndc_warn("forwarder: eventfd: %s", strerror(errno));
+	pthread_mutex_lock(&f->lock);
+	while (f->next == set && !f->stop)
+		pthread_cond_wait(&f->next_cond, &f->lock);
+	pthread_mutex_unlock(&f->lock);
+	old = f->last;
+	f->last = routes;
+	if (f->cache) {
+		struct route_change c = {.old = old, .new = routes};
+		size_t n = ndc_cache_drop(f->cache, route_changed, &c);
+
+		if (n)
+			ndc_info("forwarder: %zu cached answers dropped: their names go to other "
+				 "upstreams now",
+				 n);
+	}
+	ndc_routes_unref(old);
+	pthread_mutex_unlock(&f->reconf_lock);
+	return 0;
+}
+
 int ndc_forwarder_resolve(struct ndc_forwarder *f, const uint8_t *lname, size_t nlen,
 			  uint16_t qtype, uint16_t qclass, ndc_fwd_done_fn done, void *arg)
 {
@@ -954,7 +1167,7 @@ int ndc_forwarder_resolve(struct ndc_forwarder *f, const uint8_t *lname, size_t 
 	uint64_t one = 1;
 	int err = 0;
 
-	if (!f->n_up)
+	if (!__atomic_load_n(&f->any_up, __ATOMIC_RELAXED))
 		return -ENOTCONN;
 	if (!nlen || nlen > NDC_NAME_MAX || !done)
 		return -EINVAL;
@@ -1041,11 +1254,18 @@ void ndc_forwarder_free(struct ndc_forwarder *f)
 		close(f->epfd);
 	if (f->evfd >= 0)
 		close(f->evfd);
+	if (f->next)
+		set_drop(f->next);
+	if (f->cur)
+		set_drop(f->cur);
+	ndc_routes_unref(f->last);
+	pthread_cond_destroy(&f->next_cond);
+	pthread_mutex_destroy(&f->reconf_lock);
+	pthread_mutex_destroy(&f->stats_lock);
 	pthread_mutex_destroy(&f->lock);
 	free(f->ans);
 	free(f->msg);
 	free(f->table);
-	free(f->up);
 	free(f);
 }
 
@@ -1060,10 +1280,11 @@ void ndc_forwarder_stats(struct ndc_forwarder *f, struct ndc_forwarder_stats *re
 	ret->stale_served = __atomic_load_n(&f->stats.stale_served, __ATOMIC_RELAXED);
 	ret->rejected = __atomic_load_n(&f->stats.rejected, __ATOMIC_RELAXED);
 	ret->pending = __atomic_load_n(&f->pending, __ATOMIC_RELAXED);
-	ret->n_upstreams = f->n_up;
-	for (size_t i = 0; i < f->n_up; i++) {
+	pthread_mutex_lock(&f->stats_lock);
+	ret->n_upstreams = f->cur->routes->n_servers;
+	for (size_t i = 0; i < ret->n_upstreams; i++) {
 		struct ndc_fwd_upstream_stats *o = &ret->upstream[i];
-		struct upstream *u = &f->up[i];
+		struct upstream *u = f->cur->up[i];
 
 		memcpy(o->name, u->name, sizeof(o->name));
 		o->healthy = __atomic_load_n(&u->st_healthy, __ATOMIC_RELAXED);
@@ -1075,4 +1296,5 @@ void ndc_forwarder_stats(struct ndc_forwarder *f, struct ndc_forwarder_stats *re
 		o->probes = __atomic_load_n(&u->probes, __ATOMIC_RELAXED);
 		o->skipped = __atomic_load_n(&u->skipped, __ATOMIC_RELAXED);
 	}
+	pthread_mutex_unlock(&f->stats_lock);
 }

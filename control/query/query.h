@@ -65,6 +65,21 @@ int ndc_cache_get(struct ndc_cache *c, const uint8_t *lname, size_t nlen, uint16
 void ndc_cache_stats(struct ndc_cache *c, struct ndc_cache_stats *ret);
 
 /*
+ * New limits while the cache is in use (max_entries, max_bytes, the TTL caps, stale_max): what
+ * is over the new size is evicted at once, least recently used first (the hook is told). The
+ * shard layout stays the one made for the first limits, and each shard keeps room for 64 entries
+ * and the largest entry: a cache made much smaller than it started may hold a little more than
+ * asked, until a restart. Entries already stored keep their expiry.
+ * -EINVAL for zero max_entries or max_bytes.
+ */
+int ndc_cache_set_limits(struct ndc_cache *c, const struct ndc_cache_opts *opts);
+
+/* Removes every entry whose name match() says (the hook is told); returns how many. match runs
+ * under a shard's lock: it must not call into the cache. */
+size_t ndc_cache_drop(struct ndc_cache *c,
+		      bool (*match)(void *arg, const uint8_t *lname, size_t nlen), void *arg);
+
+/*
  * Told of every change, under the shard's lock (keep it short, never call back into the cache):
  * a stored with ttl seconds to live, or a NULL when the key left the cache (evicted, or dead past
  * stale_max). A replaced entry is reported as the new put only. For the fast-path publisher.
@@ -97,12 +112,27 @@ uint64_t ndc_now_ms(void);
  */
 struct ndc_forwarder;
 
-#define NDC_FWD_MAX_UPSTREAMS 8
+#define NDC_FWD_MAX_UPSTREAMS 8	  /* per route */
+#define NDC_FWD_MAX_ROUTES 256	  /* zones with upstreams of their own (stub domains) */
+#define NDC_FWD_MAX_SERVERS 32	  /* distinct upstream addresses over every route */
 #define NDC_FWD_PENDING_MAX 10000 /* max_pending 0 */
 
-struct ndc_forwarder_opts {
-	size_t n_upstreams; /* at most NDC_FWD_MAX_UPSTREAMS (-E2BIG) */
+/*
+ * Names under zone (at a label boundary, the longest zone winning) go to these upstreams
+ * instead of the default ones: stub domains. Each route is a list of its own, tried in order as
+ * above; an upstream in several routes (same address and port) is one upstream, with one health.
+ */
+struct ndc_forwarder_route {
+	const char *zone;   /* text, case-insensitive, trailing dot optional; not the root */
+	size_t n_upstreams; /* 1..NDC_FWD_MAX_UPSTREAMS */
 	const struct sockaddr_storage *upstreams;
+};
+
+struct ndc_forwarder_opts {
+	size_t n_upstreams; /* the default route: at most NDC_FWD_MAX_UPSTREAMS (-E2BIG) */
+	const struct sockaddr_storage *upstreams;
+	size_t n_routes; /* at most NDC_FWD_MAX_ROUTES, distinct zones (-EINVAL) */
+	const struct ndc_forwarder_route *routes;
 	uint32_t timeout_ms;   /* per attempt */
 	uint32_t max_inflight; /* distinct upstream queries at once; more: fail with -EBUSY */
 	/* Resolves waiting for their callback (coalesced ones included): each is a client query
@@ -132,6 +162,20 @@ int ndc_forwarder_new(const struct ndc_forwarder_opts *opts, struct ndc_cache *c
 int ndc_forwarder_resolve(struct ndc_forwarder *f, const uint8_t *lname, size_t nlen,
 			  uint16_t qtype, uint16_t qclass, ndc_fwd_done_fn done, void *arg);
 
+/*
+ * Replaces the upstreams and routes, timeout_ms and max_pending (max_inflight stays) while
+ * queries go on: it returns once the forwarder thread uses the new ones (requests not started
+ * yet included). Requests in flight finish on the upstreams they started with, and their answers
+ * are given to their clients but not cached. An upstream kept (same address and port) keeps its
+ * health and counters. Cached answers of every name whose route changed (other upstreams, or
+ * the same in another order) are dropped, so the next query asks the new upstreams; the cache
+ * hook is told. Returns 0, or the error of ndc_forwarder_new's checks (nothing changed then).
+ */
+int ndc_forwarder_reconfigure(struct ndc_forwarder *f, const struct ndc_forwarder_opts *opts);
+
+/* What ndc_forwarder_new and ndc_forwarder_reconfigure would say of opts, changing nothing. */
+int ndc_forwarder_check(const struct ndc_forwarder_opts *opts);
+
 /* Stops the thread; pending callbacks are called with -ECANCELED first. */
 void ndc_forwarder_free(struct ndc_forwarder *f);
 
@@ -158,8 +202,8 @@ struct ndc_fwd_upstream_stats {
 struct ndc_forwarder_stats {
 	uint64_t queries, coalesced, responses, timeouts, tcp_retries, errors, stale_served;
 	uint64_t rejected, pending;
-	size_t n_upstreams;
-	struct ndc_fwd_upstream_stats upstream[NDC_FWD_MAX_UPSTREAMS];
+	size_t n_upstreams; /* distinct upstreams of the routes in use, default route first */
+	struct ndc_fwd_upstream_stats upstream[NDC_FWD_MAX_SERVERS];
 };
 void ndc_forwarder_stats(struct ndc_forwarder *f, struct ndc_forwarder_stats *ret);
 
@@ -194,5 +238,13 @@ enum ndc_verdict ndc_resolver_handle(void *ctx, struct ndc_server_req *req, cons
 				     size_t len, uint8_t *out, size_t cap, size_t *ret_len);
 
 void ndc_resolver_stats(struct ndc_resolver *r, struct ndc_resolver_stats *ret);
+
+/*
+ * Query logging, as CoreDNS's log plugin: sample_ppm per million queries answered here (0: off,
+ * the default) get an info line "query" with client, id, type, class, name, proto, size, do,
+ * bufsize, rcode, rsize, source (cluster, cache, upstream, error) and duration_us. Any thread, at
+ * any time. Queries the kernel answers never reach the resolver and are not logged.
+ */
+void ndc_resolver_set_query_log(struct ndc_resolver *r, uint32_t sample_ppm);
 
 #endif

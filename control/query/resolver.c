@@ -8,7 +8,7 @@
 #include <ndc/dns_wire.h>
 #include <ndc/log.h>
 
-#include "query/query.h"
+#include "internal.h"
 #include "rcu.h"
 
 struct ndc_resolver {
@@ -16,6 +16,7 @@ struct ndc_resolver {
 	const struct ndc_records *_Atomic records;
 	struct ndc_cache *cache;
 	struct ndc_forwarder *fwd;
+	_Atomic uint32_t qlog_ppm; /* query log sampling; 0: off */
 	_Atomic uint64_t queries, local, cache_hits, forwarded, servfail, errors, dropped;
 };
 
@@ -25,6 +26,7 @@ struct waiter {
 	struct ndc_pending *pending;
 	size_t limit;
 	struct ndc_query q;
+	struct ndc_qlog lg; /* lg.on: this query is logged when answered */
 };
 
 /*
@@ -71,13 +73,15 @@ static void forward_done(void *arg, const struct ndc_fwd_result *res)
 					&len) < 0)
 			len = 0;
 	}
+	if (w->lg.on)
+		ndc_qlog_end(&w->lg, &w->q, reply_buf, len, err < 0 ? "error" : "upstream");
 	ndc_server_complete(w->pending, reply_buf, len);
 	free(w);
 }
 
 static enum ndc_verdict forward(struct ndc_resolver *r, struct ndc_server_req *req,
-				const struct ndc_query *q, size_t limit, uint8_t *out, size_t cap,
-				size_t *ret_len)
+				const struct ndc_query *q, size_t limit, const struct ndc_qlog *lg,
+				uint8_t *out, size_t cap, size_t *ret_len)
 {
 	struct waiter *w;
 	int err;
@@ -95,6 +99,9 @@ static enum ndc_verdict forward(struct ndc_resolver *r, struct ndc_server_req *r
 	w->r = r;
 	w->limit = limit;
 	w->q = *q;
+	w->lg.on = false;
+	if (lg)
+		w->lg = *lg;
 	/* Options live in the request buffer, which is gone by the time the answer comes back. */
 	w->q.edns_opts_len = 0;
 	err = ndc_forwarder_resolve(r->fwd, q->lname, q->qname_len, q->qtype, q->qclass,
@@ -112,64 +119,100 @@ servfail:
 	return error_reply(r, q, NDC_RCODE_SERVFAIL, out, cap, ret_len);
 }
 
-enum ndc_verdict ndc_resolver_handle(void *ctx, struct ndc_server_req *req, const uint8_t *msg,
-				     size_t len, uint8_t *out, size_t cap, size_t *ret_len)
+/*
+ * Answers one query; *ret_source says who did, for the query log (lg non-NULL when this one is
+ * logged: a forwarded query carries it to its answer).
+ */
+static enum ndc_verdict handle(struct ndc_resolver *r, struct ndc_server_req *req,
+			       const uint8_t *msg, size_t len, struct ndc_query *q,
+			       const struct ndc_qlog *lg, uint8_t *out, size_t cap, size_t *ret_len,
+			       const char **ret_source)
 {
-	struct ndc_resolver *r = ctx;
 	struct ndc_answer *a = &scratch.a;
-	struct ndc_query q;
+	enum ndc_verdict v;
 	uint32_t age;
 	size_t limit;
 	int err;
 
-	count(r, queries);
-	err = ndc_dns_parse_query(msg, len, &q);
+	*ret_source = "error";
+	err = ndc_dns_parse_query(msg, len, q);
 	if (err == -EPROTO) {
 		count(r, dropped);
 		return NDC_DROP;
 	}
 	if (err < 0) {
 		count(r, errors);
-		return error_reply(r, &q, q.rcode, out, cap, ret_len);
+		return error_reply(r, q, q->rcode, out, cap, ret_len);
 	}
 	/* Only class IN exists in a cluster; CHAOS and friends are not ours to answer. */
-	if (q.qclass != NDC_C_IN)
-		return error_reply(r, &q, NDC_RCODE_REFUSED, out, cap, ret_len);
+	if (q->qclass != NDC_C_IN)
+		return error_reply(r, q, NDC_RCODE_REFUSED, out, cap, ret_len);
 
-	limit = ndc_server_req_is_tcp(req) ? NDC_MSG_MAX : ndc_dns_udp_limit(&q);
+	limit = ndc_server_req_is_tcp(req) ? NDC_MSG_MAX : ndc_dns_udp_limit(q);
 	if (limit > cap)
 		limit = cap;
 
 	/* Before the first full sync nothing is ours: the upstream answers the cluster too. */
 	ndc_rcu_read_lock();
 	const struct ndc_records *rec = atomic_load_explicit(&r->records, memory_order_acquire);
-	err = rec ? ndc_records_lookup(rec, q.lname, q.qname_len, q.qtype, a, sizeof(scratch.data))
-		  : -ENOENT;
+	err =
+	    rec ? ndc_records_lookup(rec, q->lname, q->qname_len, q->qtype, a, sizeof(scratch.data))
+		: -ENOENT;
 	ndc_rcu_read_unlock();
 	if (err == 0) {
 		count(r, local);
+		*ret_source = "cluster";
 		goto reply;
 	}
 	if (err != -ENOENT) {
 		count(r, servfail);
-		return error_reply(r, &q, NDC_RCODE_SERVFAIL, out, cap, ret_len);
+		return error_reply(r, q, NDC_RCODE_SERVFAIL, out, cap, ret_len);
 	}
 
-	if (r->cache && ndc_cache_get(r->cache, q.lname, q.qname_len, q.qtype, q.qclass,
+	if (r->cache && ndc_cache_get(r->cache, q->lname, q->qname_len, q->qtype, q->qclass,
 				      ndc_now_ms(), false, a, sizeof(scratch.data), &age) == 0) {
 		count(r, cache_hits);
-		if (ndc_dns_write_reply(&q, a, age, 0, limit, out, cap, ret_len) < 0)
-			return error_reply(r, &q, NDC_RCODE_SERVFAIL, out, cap, ret_len);
+		*ret_source = "cache";
+		if (ndc_dns_write_reply(q, a, age, 0, limit, out, cap, ret_len) < 0)
+			return error_reply(r, q, NDC_RCODE_SERVFAIL, out, cap, ret_len);
 		return NDC_SEND;
 	}
-	return forward(r, req, &q, limit, out, cap, ret_len);
+	v = forward(r, req, q, limit, lg, out, cap, ret_len);
+	*ret_source = v == NDC_PENDING ? "upstream" : "error";
+	return v;
 
 reply:
-	if (ndc_dns_write_reply(&q, a, 0, 0, limit, out, cap, ret_len) < 0) {
+	if (ndc_dns_write_reply(q, a, 0, 0, limit, out, cap, ret_len) < 0) {
 		count(r, servfail);
-		return error_reply(r, &q, NDC_RCODE_SERVFAIL, out, cap, ret_len);
+		*ret_source = "error";
+		return error_reply(r, q, NDC_RCODE_SERVFAIL, out, cap, ret_len);
 	}
 	return NDC_SEND;
+}
+
+enum ndc_verdict ndc_resolver_handle(void *ctx, struct ndc_server_req *req, const uint8_t *msg,
+				     size_t len, uint8_t *out, size_t cap, size_t *ret_len)
+{
+	struct ndc_resolver *r = ctx;
+	uint32_t ppm = atomic_load_explicit(&r->qlog_ppm, memory_order_relaxed);
+	struct ndc_qlog lg = {.on = false};
+	const char *source;
+	struct ndc_query q;
+	enum ndc_verdict v;
+
+	count(r, queries);
+	if (ppm && ndc_qlog_sampled(ppm))
+		ndc_qlog_begin(&lg, req, len);
+	v = handle(r, req, msg, len, &q, lg.on ? &lg : NULL, out, cap, ret_len, &source);
+	/* Forwarded queries are logged when answered; dropped ones have no reply to log. */
+	if (lg.on && v == NDC_SEND)
+		ndc_qlog_end(&lg, &q, out, *ret_len, source);
+	return v;
+}
+
+void ndc_resolver_set_query_log(struct ndc_resolver *r, uint32_t sample_ppm)
+{
+	atomic_store_explicit(&r->qlog_ppm, sample_ppm, memory_order_relaxed);
 }
 
 int ndc_resolver_new(const struct ndc_records *records, struct ndc_cache *cache,

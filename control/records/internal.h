@@ -19,6 +19,8 @@
 #include "objects/objects.h"
 #include "records/records.h"
 
+/* Distinct types one owner can hold: SOA NS A AAAA SRV PTR TXT CNAME. */
+#define NDC_REC_MAX_TYPES 8
 /* SRV weight of a service's own records; headless endpoints share it at render time. */
 #define NDC_REC_SRV_WEIGHT 100
 /* SOA RDATA: MNAME, RNAME, then SERIAL REFRESH RETRY EXPIRE MINIMUM (RFC 1035 3.3.13). */
@@ -333,6 +335,28 @@ int ndc_rec_rev_targets(const struct ndc_records *r, const uint8_t *n, size_t le
 
 /* CoreDNS's form of an address as one label: 10-244-1-5, fd00-10-244--5. */
 void ndc_rec_dashed(const struct ndc_ip *ip, char *out, size_t cap);
+
+/*
+ * Room an answer to a question nlen long may take: a message (RFC 1035 4.2.2) less the header,
+ * the question and the OPT RR the reply writer may append.
+ */
+#define NDC_REC_ANSWER_CAP(nlen) (NDC_MSG_MAX - NDC_DNS_HDR_LEN - (nlen)-4 - 11)
+
+/*
+ * Aliases at the wire level (records_alias.c). The target of CNAME answer a (its first record),
+ * an answer to qname, into out (NDC_NAME_MAX bytes). -EBADMSG when a holds no CNAME first.
+ */
+int ndc_rec_cname_target(const struct ndc_answer *a, const uint8_t *qname, size_t qlen,
+			 uint8_t *out, size_t *ret_len);
+
+/*
+ * Appends the records of a, an answer to qname, to b in their own sections, every name whole
+ * again for b to compress against its own question: the first max_an of the answer section, and
+ * when that is all of it the authority section and, with additional, the additional one.
+ * Failures of b are b's (sticky, seen by ndc_ab_finish); -EBADMSG for data that does not parse.
+ */
+int ndc_rec_splice(struct ndc_ab *b, const uint8_t *qname, size_t qlen, const struct ndc_answer *a,
+		   unsigned max_an, bool additional);
 
 /* The overlay's entry for n: -ENOENT when it has none, else 0 and *ret (NULL: deleted name). */
 int ndc_rec_ovl_find(const struct ndc_rec_ovl *o, const uint8_t *n, size_t len, uint32_t h,

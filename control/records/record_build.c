@@ -372,18 +372,20 @@ static void add_srv(struct ndc_rec_bld *b, const uint8_t *svn, size_t svl,
 	size_t pl, ol;
 	const char *proto = proto_label(p->proto);
 
-	if (!p->name || !proto)
-		return; /* unnamed ports have no SRV name (spec 2.4.1) */
-	if (join(pn, &pl, '_', proto, svn, svl) || join(own, &ol, '_', p->name, pn, pl)) {
-		skip(b, "port", "", p->name);
-		return;
-	}
+	if (!p->port)
+		return; /* an EndpointSlice port without a number: nothing to tell */
 	ndc_put16(rd, 0);
 	ndc_put16(rd + 2, weight);
 	ndc_put16(rd + 4, p->port);
 	memcpy(rd + 6, target, tlen);
-	add_rr(b, own, ol, NDC_T_SRV, rd, 6 + tlen, split);
-	/* CoreDNS answers SRV at the service name itself with every named port. */
+	/* Unnamed ports have no _<port>._<proto> name (spec 2.3.2, 2.4.2). */
+	if (p->name && proto) {
+		if (!join(pn, &pl, '_', proto, svn, svl) && !join(own, &ol, '_', p->name, pn, pl))
+			add_rr(b, own, ol, NDC_T_SRV, rd, 6 + tlen, split);
+		else
+			skip(b, "port", "", p->name);
+	}
+	/* CoreDNS answers SRV at the service name itself with every port, named or not. */
 	add_rr(b, svn, svl, NDC_T_SRV, rd, 6 + tlen, split);
 }
 
@@ -474,8 +476,12 @@ static void add_service(struct ndc_rec_bld *b, const struct ndc_k8s_objects *o, 
 	}
 	if (b->opts->ignore_empty_service && !count_served(o, s, head, next))
 		return;
-	tnode_get(b, svn, svl);
+	/*
+	 * A headless service is its endpoints: with none ready it is NXDOMAIN (spec 2.4.1, as
+	 * CoreDNS answers), its name made by the first endpoint's records.
+	 */
 	if (!s->headless) {
+		tnode_get(b, svn, svl);
 		for (size_t i = 0; i < s->n_ips && i < NDC_K8S_MAX_CLUSTER_IPS; i++) {
 			const struct ndc_ip *ip = &s->ips[i];
 
@@ -609,9 +615,12 @@ void ndc_rec_add_apex(struct ndc_rec_bld *b, uint8_t *soa, size_t *ret_soa_len)
 	uint8_t ver[1 + sizeof(DNS_SCHEMA_VERSION)] = {sizeof(DNS_SCHEMA_VERSION) - 1};
 	memcpy(ver + 1, DNS_SCHEMA_VERSION, sizeof(DNS_SCHEMA_VERSION) - 1);
 	add_rr(b, txt, tl, NDC_T_TXT, ver, sizeof(ver) - 1, false);
+	/*
+	 * RFC 8020: NXDOMAIN says nothing exists below a name, and a client may cache it so. svc
+	 * and pod are the spec's fixed labels: NODATA whatever the cluster holds and the pods mode.
+	 */
 	tnode_get(b, b->svcz, b->svczlen);
-	if (b->opts->pods != NDC_PODS_DISABLED)
-		tnode_get(b, b->podz, b->podzlen);
+	tnode_get(b, b->podz, b->podzlen);
 }
 
 /* ---------------------------------------------------------------------------------------------

@@ -23,9 +23,6 @@
 
 #include "internal.h"
 
-#define OPT_RR_LEN 11 /* room left for the OPT RR the reply writer appends */
-#define MAX_TYPES 8   /* distinct types one owner can hold: SOA NS A AAAA SRV PTR TXT CNAME */
-
 /* ---------------------------------------------------------------------------------------------
  * Rendering pending RRsets into the blob.
  */
@@ -249,11 +246,10 @@ int ndc_rec_render_node(struct ndc_rec_bld *b, struct ndc_records *r, const stru
 		struct ndc_answer a;
 		uint8_t b[sizeof(struct ndc_answer) + NDC_REC_LAZY_MAX];
 	} lazy;
-	uint16_t types[MAX_TYPES];
+	uint16_t types[NDC_REC_MAX_TYPES];
 	size_t llen = t->nlen > 1 ? 1u + t->name[0] : t->nlen;
 	size_t ntypes = 0, off = r->blob_len, hdr;
-	/* Room for the reply header, question and OPT around the data (RFC 1035 4.2.2 limit). */
-	size_t cap = NDC_MSG_MAX - NDC_DNS_HDR_LEN - t->nlen - 4 - OPT_RR_LEN;
+	size_t cap = NDC_REC_ANSWER_CAP(t->nlen);
 	int err;
 
 	for (const struct ndc_rec_rr *rr = t->head; rr; rr = rr->next) {
@@ -261,7 +257,7 @@ int ndc_rec_render_node(struct ndc_rec_bld *b, struct ndc_records *r, const stru
 
 		while (k < ntypes && types[k] != rr->type)
 			k++;
-		if (k == ntypes && ntypes < MAX_TYPES)
+		if (k == ntypes && ntypes < NDC_REC_MAX_TYPES)
 			types[ntypes++] = rr->type;
 	}
 	/* In type order, not the order objects came in: ANY answers with the first (RFC 8482). */

@@ -60,7 +60,9 @@ int ndc_records_build_from(const struct ndc_k8s_objects *o, const struct ndc_rec
 void ndc_records_free(struct ndc_records *r);
 
 /*
- * Answers (lname, qtype) for class IN. lname: lowercase wire name. Returns
+ * Answers (lname, qtype) for class IN. lname: lowercase wire name. An ExternalName whose target
+ * is a name of the zone answers every type but CNAME and ANY with its chain of aliases followed
+ * inside the zone (at most 8) and what the last name answers, its RCODE included. Returns
  *   0        out holds the authoritative answer: records, NODATA or NXDOMAIN (SOA in authority)
  *   -ENOENT  not ours: the name is outside the cluster zone, or a reverse name of an IP the store
  *            does not know (fallthrough: forward it)
@@ -75,8 +77,11 @@ bool ndc_records_is_local(const struct ndc_records *r, const uint8_t *lname, siz
 /*
  * Calls fn for every answer the table holds: each (name, type) RRset; for names inside the zone
  * also (name, ANY) with the answer ndc_records_lookup gives for ANY, and (name, 0) with the
- * answer to every type the name does not have (NODATA with SOA, or the CNAME). Reverse names get
- * only their PTR. A non-zero return from fn stops the walk and is returned.
+ * answer to every type the name does not have (NODATA with SOA, or the CNAME). An alias followed
+ * inside the zone also gets (name, type) for each type the chain's last name has, and its
+ * (name, 0) is the chain with that name's answer to any other type; each name's (name, 0) comes
+ * after its other answers. Reverse names get only their PTR. Every answer is the one
+ * ndc_records_lookup gives. A non-zero return from fn stops the walk and is returned.
  */
 typedef int (*ndc_records_fn)(void *arg, const uint8_t *lname, size_t nlen, uint16_t qtype,
 			      const struct ndc_answer *a);

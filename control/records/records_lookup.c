@@ -4,7 +4,8 @@
  * records_patch.c), and walking it for the fast-path publisher. Separate from building because
  * the two share only the layout (internal.h): this side runs per query, reads, and never
  * allocates, locks or logs. Answers kept lazy at build time (reverse names, SRV sets) are made
- * here, byte for byte as rendering them at build time would have.
+ * here, byte for byte as rendering them at build time would have, and so are the answers of
+ * aliases followed inside the zone, from whatever version of their targets the table holds.
  */
 #include <arpa/inet.h>
 #include <errno.h>
@@ -445,6 +446,214 @@ static int pod_insecure(const struct ndc_records *r, const uint8_t *lname, size_
 	return ndc_ab_finish(&ab, NDC_RCODE_NOERROR, true);
 }
 
+/* ---------------------------------------------------------------------------------------------
+ * Aliases followed inside the zone: an ExternalName service whose target is a name of the zone.
+ */
+/* CNAME records one answer holds at most; CoreDNS's kubernetes plugin stops at 8 too. */
+#define CHASE_MAX 8
+
+/* Room for any answer a chain can end at other than the table's own: see end_answer. */
+union end_buf {
+	struct ndc_answer a;
+	uint8_t b[sizeof(struct ndc_answer) + NDC_REC_LAZY_MAX];
+};
+
+/*
+ * An alias followed (RFC 1034 3.6.2, 4.3.2 step 3a): names[i] CNAME names[i + 1] for i < n. It
+ * stops where names[n] leaves the zone, comes back to a name already in the chain, or would be
+ * alias number CHASE_MAX + 1: the answer is then the aliases alone. Else ends is set and the
+ * answer goes on with what names[n] itself answers: its node end, or with none (end NULL) a pod
+ * name made at lookup (pods: insecure) or NXDOMAIN.
+ */
+struct chain {
+	uint8_t names[CHASE_MAX + 1][NDC_NAME_MAX];
+	uint8_t lens[CHASE_MAX + 1];
+	int n;
+	bool ends;
+	const struct ndc_rec_node_r *end;
+};
+
+/*
+ * Follows the alias of the name lname (its CNAME answer a) into c. False when there is nothing
+ * to follow: the target is outside the zone (the answer is the CNAME alone, as for any name).
+ */
+static bool chase(const struct ndc_records *r, const uint8_t *lname, size_t nlen,
+		  const struct ndc_answer *a, struct chain *c)
+{
+	memcpy(c->names[0], lname, nlen);
+	c->lens[0] = (uint8_t)nlen;
+	c->n = 0;
+	c->ends = false;
+	c->end = NULL;
+	for (;;) {
+		uint8_t *t = c->names[c->n + 1];
+		const struct ndc_rec_node_r *nd;
+		size_t tl;
+
+		if (ndc_rec_cname_target(a, c->names[c->n], c->lens[c->n], t, &tl))
+			return c->n > 0; /* never for answers the table made */
+		c->lens[++c->n] = (uint8_t)tl;
+		if (!ndc_name_in_zone(t, tl, r->zone, r->zlen))
+			return c->n > 1;
+		for (int i = 0; i < c->n; i++)
+			if (c->lens[i] == tl && !memcmp(c->names[i], t, tl))
+				return true; /* a loop: the aliases up to it */
+		nd = find(r, t, tl);
+		a = nd && !node_lazy(nd) ? node_answer(nd, NDC_T_CNAME) : NULL;
+		if (!a) {
+			c->ends = true;
+			c->end = nd;
+			return true;
+		}
+		if (c->n == CHASE_MAX)
+			return true;
+	}
+}
+
+/*
+ * What the chain's last name answers for qtype (0: a type it does not have), as a question for
+ * that name would get it: *ret points into the table, or at s for an answer made now.
+ */
+static int end_answer(const struct ndc_records *r, const struct chain *c, uint16_t qtype,
+		      union end_buf *s, const struct ndc_answer **ret)
+{
+	const uint8_t *n = c->names[c->n];
+	size_t l = c->lens[c->n], cap = sizeof(*s) - sizeof(s->a);
+	const struct ndc_answer *a;
+
+	*ret = &s->a;
+	if (!c->end) {
+		if (r->pods == NDC_PODS_INSECURE && l > 1) {
+			int err = pod_insecure(r, n, l, qtype, &s->a, cap);
+
+			if (err != -ENOENT)
+				return err;
+		}
+		return negative(r, l, NDC_RCODE_NXDOMAIN, &s->a, cap);
+	}
+	a = qtype ? node_answer(c->end, qtype) : NULL;
+	if (!a)
+		return negative(r, l, NDC_RCODE_NOERROR, &s->a, cap);
+	if (answer_lazy(a))
+		return lazy_srv_render(r, a, n, l, &s->a, cap);
+	*ret = a;
+	return 0;
+}
+
+/* The aliases of c, then the first an answer records of e (if any), the rest with all of them. */
+static int chase_build(const struct ndc_records *r, const struct chain *c,
+		       const struct ndc_answer *e, unsigned an, bool extra, struct ndc_answer *out,
+		       size_t cap)
+{
+	struct ndc_ab ab;
+	int err = 0;
+
+	ndc_ab_init(&ab, out, cap, c->names[0], c->lens[0]);
+	for (int i = 0; i < c->n; i++)
+		ndc_ab_rr(&ab, NDC_SEC_ANSWER, c->names[i], c->lens[i], NDC_T_CNAME, NDC_C_IN,
+			  r->ttl, c->names[i + 1], c->lens[i + 1]);
+	if (e)
+		err = ndc_rec_splice(&ab, c->names[c->n], c->lens[c->n], e, an, extra);
+	return err ?: ndc_ab_finish(&ab, e ? e->rcode : NDC_RCODE_NOERROR, true);
+}
+
+/*
+ * The answer to (names[0], qtype) along c: the aliases, then what the last name answers, its
+ * RCODE the answer's (RFC 6604 3). One too big for a message loses that answer's additional
+ * section, then as many of its records as it takes (RFC 2181 9), as rendering a set does; the
+ * same whatever cap is, or -ENOSPC.
+ */
+static int chase_answer(const struct ndc_records *r, const struct chain *c, uint16_t qtype,
+			struct ndc_answer *out, size_t cap)
+{
+	size_t limit = NDC_REC_ANSWER_CAP(c->lens[0]);
+	const struct ndc_answer *e = NULL;
+	unsigned lo = 0, hi;
+	union end_buf s;
+	int err;
+
+	if (c->ends) {
+		err = end_answer(r, c, qtype, &s, &e);
+		if (err)
+			return err;
+	}
+	hi = e ? e->ancount : 0;
+	err = chase_build(r, c, e, hi, true, out, cap < limit ? cap : limit);
+	if (err != -ENOSPC || cap < limit)
+		return err;
+	err = chase_build(r, c, e, hi, false, out, limit);
+	while (err == -ENOSPC && hi - lo > 1) { /* lo records fit (or lo is 0), hi do not */
+		unsigned mid = lo + (hi - lo) / 2;
+
+		err = chase_build(r, c, e, mid, false, out, limit);
+		if (err && err != -ENOSPC)
+			return err;
+		*(err ? &hi : &lo) = mid;
+		err = -ENOSPC;
+	}
+	return err == -ENOSPC ? chase_build(r, c, e, lo, false, out, limit) : err;
+}
+
+/*
+ * The types (besides CNAME and ANY, answered with the alias alone) whose answer at the chain's
+ * first name differs from the one for any other type: those the last name has. Returns how many.
+ */
+static int chase_types(const struct ndc_records *r, const struct chain *c, uint16_t *types, int max)
+{
+	static const uint16_t pod_types[] = {NDC_T_A, NDC_T_AAAA};
+	const uint8_t *e;
+	int n = 0;
+
+	if (!c->ends)
+		return 0;
+	if (!c->end) {
+		union end_buf s;
+
+		for (int i = 0; i < 2 && r->pods == NDC_PODS_INSECURE; i++)
+			if (!pod_insecure(r, c->names[c->n], c->lens[c->n], pod_types[i], &s.a,
+					  sizeof(s) - sizeof(s.a)) &&
+			    s.a.ancount)
+				types[n++] = pod_types[i];
+		return n;
+	}
+	e = (const uint8_t *)c->end + NDC_REC_ALIGN4(sizeof(*c->end) + c->end->llen);
+	for (int i = 0; i < c->end->ntypes && n < max; i++) {
+		const struct ndc_answer *a = (const struct ndc_answer *)e;
+
+		types[n++] = a->pad;
+		e += NDC_REC_ALIGN4(ndc_answer_size(a));
+	}
+	return n;
+}
+
+/* Whether the alias at lname (CNAME answer a) answers qtype with more than the alias. */
+static bool chase_has(const struct ndc_records *r, const uint8_t *lname, size_t nlen,
+		      const struct ndc_answer *a, uint16_t qtype)
+{
+	uint16_t types[NDC_REC_MAX_TYPES];
+	struct chain c;
+	int n;
+
+	if (!chase(r, lname, nlen, a, &c))
+		return false;
+	n = chase_types(r, &c, types, NDC_REC_MAX_TYPES);
+	for (int i = 0; i < n; i++)
+		if (types[i] == qtype)
+			return true;
+	return false;
+}
+
+/* A question for an alias inside the zone (qtype not CNAME nor ANY). -ENOENT: not one. */
+static __attribute__((noinline)) int alias_lookup(const struct ndc_records *r, const uint8_t *lname,
+						  size_t nlen, const struct ndc_answer *a,
+						  uint16_t qtype, struct ndc_answer *out,
+						  size_t cap)
+{
+	struct chain c;
+
+	return chase(r, lname, nlen, a, &c) ? chase_answer(r, &c, qtype, out, cap) : -ENOENT;
+}
+
 int ndc_records_lookup(const struct ndc_records *r, const uint8_t *lname, size_t nlen,
 		       uint16_t qtype, struct ndc_answer *out, size_t cap)
 {
@@ -477,8 +686,15 @@ int ndc_records_lookup(const struct ndc_records *r, const uint8_t *lname, size_t
 		return negative(r, nlen, NDC_RCODE_NXDOMAIN, out, cap);
 	}
 	a = node_answer(nd, qtype == NDC_T_ANY ? 0 : qtype);
-	if (!a && qtype != NDC_T_CNAME)
+	if (!a && qtype != NDC_T_CNAME) {
 		a = node_answer(nd, NDC_T_CNAME); /* RFC 1034 3.6.2: the alias answers any type */
+		if (a && qtype != NDC_T_ANY) {
+			int err = alias_lookup(r, lname, nlen, a, qtype, out, cap);
+
+			if (err != -ENOENT)
+				return err;
+		}
+	}
 	return a ? copy_answer(r, a, lname, nlen, out, cap)
 		 : negative(r, nlen, NDC_RCODE_NOERROR, out, cap);
 }
@@ -486,6 +702,40 @@ int ndc_records_lookup(const struct ndc_records *r, const uint8_t *lname, size_t
 /* ---------------------------------------------------------------------------------------------
  * Iteration, for the fast-path publisher.
  */
+/*
+ * What ndc_records_foreach yields for an alias inside the zone, after its CNAME and ANY: the
+ * answer for each type the chain's last name has, then the one for every other type. -ENOENT:
+ * the alias points outside the zone (the CNAME answers every type).
+ */
+static __attribute__((noinline)) int alias_emit(const struct ndc_records *r, const uint8_t *name,
+						size_t nlen, const struct ndc_answer *a,
+						ndc_records_fn fn, void *arg)
+{
+	union {
+		struct ndc_answer a;
+		uint8_t b[sizeof(struct ndc_answer) + NDC_MSG_MAX]; /* as the socket path asks */
+	} buf;
+	uint16_t types[NDC_REC_MAX_TYPES];
+	struct chain c;
+	int n, err;
+
+	if (!chase(r, name, nlen, a, &c))
+		return -ENOENT;
+	n = chase_types(r, &c, types, NDC_REC_MAX_TYPES);
+	for (int i = 0; i <= n; i++) {
+		uint16_t t = i < n ? types[i] : 0;
+
+		err = chase_answer(r, &c, t, &buf.a, NDC_MSG_MAX);
+		if (err)
+			return err;
+		buf.a.pad = (uint8_t)t;
+		err = fn(arg, name, nlen, t, &buf.a);
+		if (err)
+			return err;
+	}
+	return 0;
+}
+
 /* What ndc_records_foreach yields for one node, named name. */
 static int node_emit(const struct ndc_records *r, const struct ndc_rec_node_r *nd,
 		     const uint8_t *name, size_t nlen, ndc_records_fn fn, void *arg)
@@ -530,7 +780,11 @@ static int node_emit(const struct ndc_records *r, const struct ndc_rec_node_r *n
 			return err;
 	}
 	other = node_answer(nd, NDC_T_CNAME);
-	if (!other) {
+	if (other) {
+		err = alias_emit(r, name, nlen, other, fn, arg);
+		if (err != -ENOENT)
+			return err;
+	} else {
 		err = negative(r, nlen, NDC_RCODE_NOERROR, &neg.a, sizeof(neg) - sizeof(neg.a));
 		if (err)
 			return err;
@@ -685,6 +939,7 @@ int ndc_records_nxdomain(const struct ndc_records *r, struct ndc_answer *out, si
 
 bool ndc_records_has(const struct ndc_records *r, const uint8_t *lname, size_t nlen, uint16_t qtype)
 {
+	const struct ndc_answer *a;
 	const struct ndc_rec_node_r *nd;
 	struct rev_hit h;
 	bool in_zone, ovl;
@@ -701,5 +956,9 @@ bool ndc_records_has(const struct ndc_records *r, const uint8_t *lname, size_t n
 		return nd->ntypes > 0;
 	if (node_lazy(nd))
 		return qtype == NDC_T_PTR;
-	return node_answer(nd, qtype) != NULL;
+	if (node_answer(nd, qtype))
+		return true;
+	/* an alias followed inside the zone: the types its chain ends at */
+	a = in_zone ? node_answer(nd, NDC_T_CNAME) : NULL;
+	return a && chase_has(r, lname, nlen, a, qtype);
 }

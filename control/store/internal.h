@@ -134,11 +134,13 @@ void ndc_k8s_coll_free(struct ndc_k8s_coll *c);
 
 struct ndc_k8s_index {
 	const struct ndc_records_opts *ropts;
-	size_t svczlen;
+	size_t svczlen, podzlen;
 	uint8_t svcz[NDC_NAME_MAX];	 /* svc.<zone>: PTR targets name their service below it */
+	uint8_t podz[NDC_NAME_MAX];	 /* pod.<zone> */
 	struct ndc_k8s_slicetab *slices; /* the EndpointSlices labelled for each Service */
 	struct lh_table *ns;		 /* namespace -> what makes it exist */
 	struct lh_table *podips;	 /* "ns|ip" -> pods with that IP there */
+	struct lh_table *aliases;	 /* what makes a name of the zone -> ExternalNames to it */
 };
 
 int ndc_k8s_index_init(struct ndc_k8s_index *x, const struct ndc_records_opts *ropts);

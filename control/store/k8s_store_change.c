@@ -6,7 +6,9 @@
  * Namespace and by every Service in it. The patch must see all of them, so the store keeps what
  * finds them: a Service's EndpointSlices by label, counts of what makes a namespace exist, pod
  * IPs per namespace; and for PTR names the current table itself, whose PTR targets name their
- * Services.
+ * Services. An ExternalName whose target is a name of the zone answers what the target answers
+ * (followed at lookup), so its name is touched by whatever changes the target: the store keeps
+ * the ExternalNames by what makes their target.
  */
 #include <arpa/inet.h>
 #include <errno.h>
@@ -109,6 +111,24 @@ static void nsst_free(struct lh_entry *e)
 	free(lh_entry_v(e));
 }
 
+/* The ExternalName Services ("ns/name") whose target one key of aliases names. */
+struct aliases {
+	size_t n, cap;
+	char **v;
+};
+
+static void aliases_free(struct lh_entry *e)
+{
+	struct aliases *al = lh_entry_v(e);
+
+	for (size_t i = 0; al && i < al->n; i++)
+		free(al->v[i]);
+	if (al)
+		free(al->v);
+	free(al);
+	free((void *)lh_entry_k(e));
+}
+
 static void index_drop(struct ndc_k8s_index *x)
 {
 	ndc_k8s_slicetab_free(x->slices);
@@ -116,8 +136,10 @@ static void index_drop(struct ndc_k8s_index *x)
 		lh_table_free(x->ns);
 	if (x->podips)
 		lh_table_free(x->podips);
+	if (x->aliases)
+		lh_table_free(x->aliases);
 	x->slices = NULL;
-	x->ns = x->podips = NULL;
+	x->ns = x->podips = x->aliases = NULL;
 }
 
 static int index_new(struct ndc_k8s_index *x)
@@ -125,7 +147,8 @@ static int index_new(struct ndc_k8s_index *x)
 	x->slices = ndc_k8s_slicetab_new();
 	x->ns = lh_kchar_table_new(64, nsst_free);
 	x->podips = lh_kchar_table_new(64, free_key);
-	if (x->slices && x->ns && x->podips)
+	x->aliases = lh_kchar_table_new(16, aliases_free);
+	if (x->slices && x->ns && x->podips && x->aliases)
 		return 0;
 	index_drop(x);
 	return -ENOMEM;
@@ -145,6 +168,9 @@ int ndc_k8s_index_init(struct ndc_k8s_index *x, const struct ndc_records_opts *r
 	memcpy(x->svcz, "\3svc", 4);
 	memcpy(x->svcz + 4, zone, zl);
 	x->svczlen = zl + 4;
+	memcpy(x->podz, "\3pod", 4);
+	memcpy(x->podz + 4, zone, zl);
+	x->podzlen = zl + 4;
 	return index_new(x);
 }
 
@@ -235,6 +261,96 @@ static int podips_add(struct ndc_k8s_index *x, const struct ndc_k8s_pod *p, int 
 	return 0;
 }
 
+/*
+ * The key of what makes a name of the zone: "s/<ns>/<svc>" at or below <svc>.<ns>.svc.<zone> (the
+ * Service and its slices), "n/<ns>" for <ns>.svc.<zone> and below <ns>.pod.<zone> (whatever makes
+ * the namespace exist, its pods). Lowercase, as the table's names are. -EINVAL: too long.
+ */
+static int dep_key(char *buf, size_t len, const char *ns, const char *svc)
+{
+	int n = svc ? snprintf(buf, len, "s/%s/%s", ns, svc) : snprintf(buf, len, "n/%s", ns);
+
+	if (n < 0 || (size_t)n >= len)
+		return -EINVAL;
+	for (char *p = buf; *p; p++)
+		if (*p >= 'A' && *p <= 'Z')
+			*p = (char)(*p + 32);
+	return 0;
+}
+
+/*
+ * The key of what makes an ExternalName's target answer what it does. -ENOENT: nothing in the
+ * store does (outside the zone, or the apex's names: svc.<zone>, pod.<zone>, the rest).
+ */
+static int alias_key(const struct ndc_k8s_index *x, const char *target, char *buf, size_t len)
+{
+	uint8_t n[NDC_NAME_MAX];
+	size_t nl, pos = 0, lab[NDC_NAME_MAX / 2], k = 0, plen;
+	char ns[NDC_LABEL_MAX + 1], svc[NDC_LABEL_MAX + 1];
+	bool under_svc;
+
+	if (!target || ndc_name_from_text(target, n, sizeof(n), &nl))
+		return -ENOENT;
+	ndc_name_lower(n, n, nl);
+	under_svc = ndc_name_in_zone(n, nl, x->svcz, x->svczlen);
+	if (!under_svc && !ndc_name_in_zone(n, nl, x->podz, x->podzlen))
+		return -ENOENT;
+	plen = nl - (under_svc ? x->svczlen : x->podzlen);
+	while (pos < plen && k < NDC_NAME_MAX / 2) {
+		lab[k++] = pos;
+		pos += 1u + n[pos];
+	}
+	if (!k)
+		return -ENOENT;
+	snprintf(ns, sizeof(ns), "%.*s", n[lab[k - 1]], (const char *)n + lab[k - 1] + 1);
+	if (under_svc && k >= 2)
+		snprintf(svc, sizeof(svc), "%.*s", n[lab[k - 2]], (const char *)n + lab[k - 2] + 1);
+	return dep_key(buf, len, ns, under_svc && k >= 2 ? svc : NULL) ? -ENOENT : 0;
+}
+
+/* Adds (delta 1) or removes (-1) ExternalName s under the key of its target, if any. */
+static int aliases_add(struct ndc_k8s_index *x, const struct ndc_k8s_service *s, int delta)
+{
+	char key[600], id[520];
+	struct aliases *al = NULL;
+	void *v;
+
+	if (s->type != NDC_SVC_EXTERNAL_NAME || !s->ns || !s->name ||
+	    alias_key(x, s->external_name, key, sizeof(key)) ||
+	    snprintf(id, sizeof(id), "%s/%s", s->ns, s->name) >= (int)sizeof(id))
+		return 0;
+	if (lh_table_lookup_ex(x->aliases, key, &v))
+		al = v;
+	if (delta < 0) {
+		for (size_t i = 0; al && i < al->n; i++) {
+			if (strcmp(al->v[i], id))
+				continue;
+			free(al->v[i]);
+			al->v[i] = al->v[--al->n];
+			if (!al->n)
+				lh_table_delete(x->aliases, key);
+			break;
+		}
+		return 0;
+	}
+	if (!al) {
+		char *k = strdup(key);
+
+		al = calloc(1, sizeof(*al));
+		if (!k || !al || lh_table_insert(x->aliases, k, al)) {
+			free(k);
+			free(al);
+			return -ENOMEM;
+		}
+	}
+	char *dup = strdup(id);
+	int err = dup ? append((void **)&al->v, &al->n, &al->cap, &dup, 1, sizeof(dup)) : -ENOMEM;
+
+	if (err)
+		free(dup);
+	return err;
+}
+
 /* Adds (delta 1) or removes (-1) o of kind in the indexes. */
 static int index_obj(struct ndc_k8s_index *x, enum ndc_k8s_kind kind, struct ndc_k8s_obj *o,
 		     int delta)
@@ -242,14 +358,17 @@ static int index_obj(struct ndc_k8s_index *x, enum ndc_k8s_kind kind, struct ndc
 	const struct ndc_k8s_objects v = ndc_k8s_obj_view(o), *one = &v;
 	int err;
 
-	if (!x->slices || !x->ns || !x->podips)
+	if (!x->slices || !x->ns || !x->podips || !x->aliases)
 		return -ENOMEM; /* a rebuild ran out of memory: nothing to keep in step */
 
 	switch (kind) {
 	case NDC_K8S_NAMESPACES:
 		return one->n_namespaces ? nsst_add(x, one->namespaces[0], 0, delta) : 0;
 	case NDC_K8S_SERVICES:
-		return one->n_services ? nsst_add(x, one->services[0].ns, 1, delta) : 0;
+		if (!one->n_services)
+			return 0;
+		err = nsst_add(x, one->services[0].ns, 1, delta);
+		return err ?: aliases_add(x, &one->services[0], delta);
 	case NDC_K8S_ENDPOINTSLICES:
 		return one->n_slices ? slices_add(x, o, delta) : 0;
 	case NDC_K8S_PODS:
@@ -456,6 +575,106 @@ static const char *ns_of(enum ndc_k8s_kind kind, const struct ndc_k8s_obj *o)
 	return NULL;
 }
 
+/* An owned list of strings; add copies s unless it is there already. */
+struct strs {
+	char **v;
+	size_t n, cap;
+};
+
+static int strs_add(struct strs *l, const char *s, bool *ret_added)
+{
+	char *dup;
+	int err;
+
+	*ret_added = false;
+	for (size_t i = 0; i < l->n; i++)
+		if (!strcmp(l->v[i], s))
+			return 0;
+	dup = strdup(s);
+	err = dup ? append((void **)&l->v, &l->n, &l->cap, &dup, 1, sizeof(dup)) : -ENOMEM;
+	if (err)
+		free(dup);
+	*ret_added = !err;
+	return err;
+}
+
+static void strs_free(struct strs *l)
+{
+	for (size_t i = 0; i < l->n; i++)
+		free(l->v[i]);
+	free(l->v);
+}
+
+/*
+ * Every ExternalName whose alias leads, in any number of steps, to a name the change touches
+ * (keys: what makes those names, see dep_key): its Service goes into before, after and context
+ * as it is, so that its name is in the patch and the fast path takes its answers again. seen
+ * holds the Services ("ns/name") already there.
+ */
+static int alias_dependents(const struct ndc_k8s_change *c, struct strs *keys, struct strs *seen,
+			    struct ndc_k8s_coll *before, struct ndc_k8s_coll *after,
+			    struct ndc_k8s_coll *ctx)
+{
+	int err = 0;
+
+	for (size_t i = 0; i < keys->n && !err; i++) { /* keys grows as dependents are found */
+		const struct aliases *al;
+		void *v;
+
+		if (!lh_table_lookup_ex(c->idx->aliases, keys->v[i], &v))
+			continue;
+		al = v;
+		for (size_t k = 0; k < al->n && !err; k++) {
+			const char *slash = strchr(al->v[k], '/');
+			char key[600];
+			struct unit u;
+			bool added;
+
+			err = strs_add(seen, al->v[k], &added);
+			if (err || !added || !slash)
+				continue;
+			snprintf(u.ns, sizeof(u.ns), "%.*s", (int)(slash - al->v[k]), al->v[k]);
+			snprintf(u.svc, sizeof(u.svc), "%s", slash + 1);
+			err = unit_add(c, before, u.ns, u.svc);
+			err = err ?: unit_add(c, after, u.ns, u.svc);
+			err = err ?: unit_add(c, ctx, u.ns, u.svc);
+			if (!err && !dep_key(key, sizeof(key), u.ns, u.svc))
+				err = strs_add(keys, key, &added);
+		}
+	}
+	return err;
+}
+
+/* Starts the walk above from what the change touches: its Services, its namespaces. */
+static int alias_walk(const struct ndc_k8s_change *c, const struct unit *u, int n,
+		      const char *const *nss, int n_nss, struct ndc_k8s_coll *before,
+		      struct ndc_k8s_coll *after, struct ndc_k8s_coll *ctx)
+{
+	struct strs keys = {0}, seen = {0};
+	char key[600], id[sizeof(u->ns) + sizeof(u->svc) + 1];
+	bool added;
+	int err = 0;
+
+	if (!lh_table_length(c->idx->aliases))
+		return 0;
+	for (int i = 0; i < n && !err; i++) {
+		if (snprintf(id, sizeof(id), "%s/%s", u[i].ns, u[i].svc) >= (int)sizeof(id))
+			continue; /* no Service has such a key */
+		err = strs_add(&seen, id, &added);
+		if (!err && !dep_key(key, sizeof(key), u[i].ns, u[i].svc))
+			err = strs_add(&keys, key, &added);
+		if (!err && !dep_key(key, sizeof(key), u[i].ns, NULL))
+			err = strs_add(&keys, key, &added);
+	}
+	for (int i = 0; i < n_nss && !err; i++)
+		if (nss[i] && !dep_key(key, sizeof(key), nss[i], NULL))
+			err = strs_add(&keys, key, &added);
+	err = err ?: alias_dependents(c, &keys, &seen, before, after, ctx);
+	strs_free(&keys);
+	strs_free(&seen);
+	return err;
+}
+
 int ndc_k8s_change_apply(const struct ndc_k8s_change *c)
 {
 	struct ndc_k8s_objtab *t = c->tab[c->kind];
@@ -516,6 +735,11 @@ int ndc_k8s_change_apply(const struct ndc_k8s_change *c)
 	} else if (!own) {
 		err = err ?: ptr_contributors(&w, &before.o);
 		err = err ?: ptr_contributors(&w, &after.o);
+	}
+	if (!err) {
+		const char *nss[2] = {ns_of(c->kind, old), ns_of(c->kind, c->obj)};
+
+		err = alias_walk(c, u, n, nss, 2, &before, &after, &ctx);
 	}
 	if (!err)
 		err = ndc_records_patch_add(c->patch, c->seq, &before.o, &after.o, &ctx.o, pod_ns.v,

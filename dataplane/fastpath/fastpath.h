@@ -166,7 +166,8 @@ int ndc_fastpath_prog_fd(struct ndc_fp *fp, enum ndc_fp_attach which);
 int ndc_fastpath_egress_prog_fd(struct ndc_fp *fp);
 
 /*
- * Conversions, exposed for tests. key: the name's hash (ndc_fp_name_hash), qtype and nlen, padding
+ * Conversions (value.c, in builds without BPF too: the DPDK table has the same format), exposed
+ * for tests. key: the name's hash (ndc_fp_name_hash), qtype and nlen, padding
  * zero (-EINVAL for nlen 0, -ENAMETOOLONG over NDC_FP_NAME_MAX). value: ttl_s 0 gives expire_ns 0
  * and no TTL offsets; else insert_ns = now_ns, expire_ns = now_ns + ttl_s s, and every RR's TTL
  * offset in data (-E2BIG over NDC_FP_TTL_MAX RRs or NDC_FP_DATA_MAX bytes, -EINVAL when data does
@@ -175,5 +176,7 @@ int ndc_fastpath_egress_prog_fd(struct ndc_fp *fp);
 int ndc_fastpath_key(const uint8_t *lname, size_t nlen, uint16_t qtype, struct ndc_fp_key *ret);
 int ndc_fastpath_value(const struct ndc_answer *a, uint32_t ttl_s, uint64_t now_ns,
 		       struct ndc_fp_value *ret);
+/* The NXDOMAIN template's value: as ndc_fastpath_value, -EINVAL as ndc_fastpath_set_nx says. */
+int ndc_fastpath_nx_value(const struct ndc_answer *nx, struct ndc_fp_value *ret);
 
 #endif

@@ -1,5 +1,8 @@
 // SPDX-License-Identifier: MIT
-/* The fast path in a build without BPF: every call says so, callers need no #ifdef. */
+/*
+ * The fast path in a build without BPF: every call says so, callers need no #ifdef. The key and
+ * value conversions are real (value.c).
+ */
 #include <errno.h>
 
 #include "fastpath/fastpath.h"
@@ -83,19 +86,6 @@ int ndc_fastpath_counters(struct ndc_fp *fp, uint64_t ret[NDC_FP_COUNTER_MAX])
 int ndc_fastpath_prog_fd(struct ndc_fp *fp, enum ndc_fp_attach which)
 {
 	(void)fp, (void)which;
-	return -EOPNOTSUPP;
-}
-
-int ndc_fastpath_key(const uint8_t *lname, size_t nlen, uint16_t qtype, struct ndc_fp_key *ret)
-{
-	(void)lname, (void)nlen, (void)qtype, (void)ret;
-	return -EOPNOTSUPP;
-}
-
-int ndc_fastpath_value(const struct ndc_answer *a, uint32_t ttl_s, uint64_t now_ns,
-		       struct ndc_fp_value *ret)
-{
-	(void)a, (void)ttl_s, (void)now_ns, (void)ret;
 	return -EOPNOTSUPP;
 }
 

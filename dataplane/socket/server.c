@@ -663,6 +663,18 @@ bool ndc_server_req_is_tcp(const struct ndc_server_req *req)
 	return req->c != NULL;
 }
 
+int ndc_server_req_peer(const struct ndc_server_req *req, struct sockaddr_storage *ret)
+{
+	socklen_t len = sizeof(*ret);
+
+	memset(ret, 0, sizeof(*ret));
+	if (req->peer) {
+		memcpy(ret, req->peer, req->peer_len < len ? req->peer_len : len);
+		return 0;
+	}
+	return getpeername(req->fd, (struct sockaddr *)ret, &len) < 0 ? -errno : 0;
+}
+
 struct ndc_pending *ndc_server_detain(struct ndc_server_req *req)
 {
 	struct worker *w = req->w;

@@ -19,6 +19,7 @@
 #include <stdint.h>
 
 struct ndc_ip;
+struct sockaddr_storage;
 struct ndc_server;
 struct ndc_server_req; /* a query in hand on a worker: valid during the handler call */
 struct ndc_pending;    /* a query detained for a later answer */
@@ -58,6 +59,10 @@ typedef enum ndc_verdict (*ndc_server_handler)(void *ctx, struct ndc_server_req 
 					       size_t cap, size_t *ret_len);
 
 bool ndc_server_req_is_tcp(const struct ndc_server_req *req);
+
+/* The client's address, for query logs (TCP: a getpeername(2), so not for every query). 0 or
+ * -errno. */
+int ndc_server_req_peer(const struct ndc_server_req *req, struct sockaddr_storage *ret);
 
 /* Keeps what is needed to answer req later (client address, local address, socket, or the TCP
  * connection). NULL on -ENOMEM. */

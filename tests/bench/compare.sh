@@ -6,7 +6,9 @@
 # Every server runs pinned to CPU 0, the load generators (dnsperf, kxdpgun) to CPU 1.
 #
 # Servers: reflector (bpf/ndc_reflector.bpf.o on eth-pod tc ingress: bounces each query, no DNS
-# work; the latency floor), ndcache-socket, ndcache-tc, ndcache-xdp, unbound (local-data),
+# work; the latency floor), ndcache-socket, ndcache-tc, ndcache-xdp, ndcache-dpdk (a DPDK lcore
+# busy-polling eth-pod through --dpdk-vdev, the exception path through a net_tap; only in a
+# build with DPDK), unbound (local-data),
 # knot (authoritative zones, kernel UDP), knot-xdp (same, XDP mode on eth-pod), kresd (RPZ local
 # data). Nothing recurses: unbound and kresd forward example.com to a local unbound on
 # 169.254.53.1, knot serves example.com itself, every other name is refused or NXDOMAIN.
@@ -29,6 +31,8 @@
 #   --ext-rates LIST fixed rates for the ndots and cached workloads (default 40000)
 #   --sat-pct P      the near-saturation rate: P% of the server's dnsperf max (default 80)
 #   --servers LIST   subset of the server list, comma-separated (default: all)
+#   --dpdk-vdev V    how ndcache-dpdk takes eth-pod: af_xdp (default; hugepages are set up for
+#                    the run and restored after) or af_packet (--no-huge)
 #   --build DIR      meson build dir (default build-cmp; set up with -Dbpf=enabled if missing)
 #   --out DIR        results: compare.txt/.csv/.json/.png, raw logs (default BUILD/compare)
 #   --quick          development run: 1 repeat, 2 s, 2000 services
@@ -55,7 +59,9 @@ sat_pct=80
 servers_opt=""
 build="$root/build-cmp"
 out=""
-all_servers=(reflector ndcache-socket ndcache-tc ndcache-xdp unbound knot knot-xdp kresd)
+all_servers=(reflector ndcache-socket ndcache-tc ndcache-xdp ndcache-dpdk unbound knot knot-xdp
+	kresd)
+dpdk_vdev=af_xdp
 # kxdpgun offers far more than one CPU can answer: its figure is the server's maximum.
 kx_qps=5000000
 # dnsperf: 4 sockets, at most 500 queries in flight, a query unanswered after 1 s is lost.
@@ -85,6 +91,7 @@ while [ $# -gt 0 ]; do
 	--ext-rates) ext_rates=$2 ;;
 	--sat-pct) sat_pct=$2 ;;
 	--servers) servers_opt=$2 ;;
+	--dpdk-vdev) dpdk_vdev=$2 ;;
 	--build) build=$2 ;;
 	--out) out=$2 ;;
 	*) echo "compare: unknown argument '$1'" >&2; usage 2 ;;
@@ -100,6 +107,7 @@ in_range "$ext_names" 50000 || die "--ext-names: 1..50000"
 is_list "$rates" || die "--rates: comma-separated QPS, e.g. 10000,40000"
 is_list "$ext_rates" || die "--ext-rates: comma-separated QPS"
 in_range "$sat_pct" 100 || die "--sat-pct: 1..100"
+[[ $dpdk_vdev =~ ^(af_xdp|af_packet)$ ]] || die "--dpdk-vdev: af_xdp or af_packet"
 servers=()
 if [ -n "$servers_opt" ]; then
 	IFS=, read -r -a want <<<"$servers_opt"
@@ -179,7 +187,20 @@ if [ -z "${NDC_COMPARE_TOPO:-}" ]; then
 		ip netns exec "$NS_NODE" ip link set dev eth-pod xdp off 2>/dev/null
 		ip netns exec "$NS_NODE" tc qdisc del dev eth-pod clsact 2>/dev/null
 		topo_down
+		# ndcache-dpdk with af_xdp: the hugepages this run set up
+		[ -z "$HP_SAVED" ] || echo "$HP_SAVED" >/proc/sys/vm/nr_hugepages
+		[ "$HP_MOUNTED" = 0 ] || umount /dev/hugepages
 	}
+	HP_SAVED=""
+	HP_MOUNTED=0
+	if [[ " ${servers[*]} " == *" ndcache-dpdk "* ]] && [ "$dpdk_vdev" = af_xdp ]; then
+		HP_SAVED=$(cat /proc/sys/vm/nr_hugepages)
+		if ! mountpoint -q /dev/hugepages; then
+			mkdir -p /dev/hugepages && mount -t hugetlbfs none /dev/hugepages &&
+				HP_MOUNTED=1
+		fi
+		[ "$HP_SAVED" -ge 256 ] || echo 256 >/proc/sys/vm/nr_hugepages
+	fi
 	topo_up
 	topo_rc=$?
 	trap cleanup EXIT
@@ -364,6 +385,9 @@ print(int(json.loads(sys.argv[1])["qps"] * int(sys.argv[2]) / 100))' \
 	server_stop "$s"
 	[ "$s" = reflector ] || cp "$work/$s.log" "$out/logs/$s.$rep.log"
 	case "$s" in
+	ndcache-dpdk)
+		FP_COUNTERS[$s]=$(grep -o "dpdk: [0-9]* answered.*" "$work/$s.log" | tail -1)
+		;;
 	ndcache-tc | ndcache-xdp)
 		# What the kernel answered and what it passed up, and why (e.g. "size").
 		FP_COUNTERS[$s]=$(grep -o "fast path: [0-9]* answered.*" "$work/$s.log" | tail -1)
@@ -424,8 +448,12 @@ note "reflector: echoes each query unchanged (no DNS work, RCODE not checked): t
 	"latency and the ceiling for replies/s"
 note "knot serves example.com authoritatively (it has no cache or forwarder); ndcache, unbound" \
 	"and kresd forward it to $UPSTREAM_ADDR and answer from their caches after the warm-up"
-note "ndcache dataplane mode dpdk: not in this build (ndcache answers from sockets when asked" \
-	"for it): not measured"
+if [[ " ${servers[*]} " == *" ndcache-dpdk "* ]]; then
+	note "ndcache-dpdk: net_$dpdk_vdev on eth-pod (the node side of the veth), one lcore" \
+		"busy-polling on CPU 0 beside the socket worker, misses through a net_tap; its process" \
+		"CPU is the polling lcore's 100% at any rate; the pod's eth0 sends full checksums for" \
+		"it (ethtool -K tx off), which its kernel computes in software"
+fi
 hot=$(python3 -c '
 import json, sys
 worst = {}

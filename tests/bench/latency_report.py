@@ -303,11 +303,11 @@ def cmd_report(a):
         "warmer)")
     say("   CPU us/q: busy time of CPUs 0 and 1 (user, system, irq, softirq: the server, the "
         "generator, the path) per answer, and over")
-    say("   the reflector's (the floor: generator and veth path); kxdpgun max: replies/s at full "
-        "rate")
-    say("   %-14s %7s %7s %7s %8s %8s %7s %8s %6s | %11s %8s %5s %s" % (
+    say("   the reflector's (the floor: generator and veth path); proc: the server process's own "
+        "time per answer; kxdpgun max: replies/s at full rate")
+    say("   %-14s %7s %7s %7s %8s %8s %7s %8s %6s %5s | %11s %8s %5s %s" % (
         "server", "ns hot", "ns all", "all/hot", "net all", "+others", "@max", "CPU us/q",
-        "net", "kxdpgun max", "answered", "CPU1", "bound"))
+        "net", "proc", "kxdpgun max", "answered", "CPU1", "bound"))
     cost = {}
     for s in servers:
         hook = ANSWER_HOOK.get(s)
@@ -317,6 +317,7 @@ def cmd_report(a):
             c[lab] = median([c2["progs"].get(hook, {}).get("ns_pkt") for c2 in cs]) if hook \
                 else None
             c[lab + "-cpu"] = median([c2["cpu"]["us_per_q"] for c2 in cs])
+            c[lab + "-proc"] = median([c2["cpu"].get("srv_us_per_q") for c2 in cs])
             tot = []
             for c2 in cs:
                 if hook and c2["progs"].get(hook, {}).get("runs"):
@@ -348,13 +349,15 @@ def cmd_report(a):
         base_cpu = cost.get("reflector", {}).get("cost-all-cpu")
         c["cpu_net"] = (c["cost-all-cpu"] - base_cpu) if c["cost-all-cpu"] is not None and \
             base_cpu is not None and s != "reflector" else None
-        say("   %-14s %7s %7s %7s %8s %8s %7s %8s %6s | %11s %7s%% %4s%% %s" % (
+        say("   %-14s %7s %7s %7s %8s %8s %7s %8s %6s %5s | %11s %7s%% %4s%% %s" % (
             s, fmt(c["cost-hot"]), fmt(c["cost-all"]), fmt(c["all_hot"], "%.2f"),
             fmt(net, "%+.0f"), fmt(c["cost-all-allprogs"]), fmt(c["ns_max"]),
-            fmt(c["cost-all-cpu"], "%.2f"), fmt(c["cpu_net"], "%+.2f"), fmt(c["kx"]),
-            fmt(c["kx_ans"], "%.1f"), fmt(c["kx_cpu1"]), bound))
+            fmt(c["cost-all-cpu"], "%.2f"), fmt(c["cpu_net"], "%+.2f"),
+            fmt(c["cost-all-proc"], "%.2f"), fmt(c["kx"]), fmt(c["kx_ans"], "%.1f"),
+            fmt(c["kx_cpu1"]), bound))
         for k in ("cost-hot", "cost-all", "net_all", "all_hot", "cost-all-allprogs", "ns_max",
-                  "cost-hot-cpu", "cost-all-cpu", "cpu_net", "kx", "kx_ans", "kx_cpu1"):
+                  "cost-hot-cpu", "cost-all-cpu", "cpu_net", "cost-all-proc", "kx", "kx_ans",
+                  "kx_cpu1"):
             csv.append("%s,,%s,%s,%s" % (s, k, "" if c[k] is None else round(c[k], 3),
                                          "ns" if "cost" in k and "cpu" not in k else ""))
     say("   net all: ns all less the floor's (reflector for tc, reflector-xdp for XDP); bound: gen"

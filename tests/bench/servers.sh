@@ -16,6 +16,7 @@
 # eth-pod, the pod's veth): latency_bench.sh adds its prober's own veth.
 #
 # Servers: reflector (tc ingress), reflector-xdp, ndcache-socket, ndcache-tc, ndcache-xdp,
+# ndcache-dpdk (dpdk_vdev: af_xdp or af_packet, compare.sh only),
 # unbound, knot, knot-xdp, kresd; base-tc and base-xdp are ndcache-tc and -xdp run from
 # $base_bin (another build, to compare two builds in one run). PHASE kx: ndcache-tc replies with
 # bpf_redirect, which an XDP receiver on the pod's eth0 (kxdpgun) sees; dns: its default,
@@ -153,13 +154,23 @@ write_conf() {
 		# The fast path's table holds one entry per name and type (about 6 per service with
 		# its SRV, PTR and endpoint records); the default (65536) is too small for 10000
 		# services, and then most names and every NXDOMAIN stay in user space.
+		local dpdk=""
+		if [ "$mode" = dpdk ]; then
+			# The lcore polls on CPU 0 (the last CPU the agent may use under taskset).
+			dpdk=", dpdk: {eal_args: [\"-m\", \"256\", \"--no-pci\""
+			if [ "${dpdk_vdev:-af_xdp}" = af_xdp ]; then
+				dpdk+=", \"--vdev=net_af_xdp0,iface=eth-pod,start_queue=0,queue_count=1\"]}"
+			else
+				dpdk+=", \"--no-huge\", \"--vdev=net_af_packet0,iface=eth-pod\"]}"
+			fi
+		fi
 		cat >"$work/$s.yaml" <<EOF
 listen: [$NODE_LOCAL]
 port: 53
 upstream: [$UPSTREAM_ADDR]
 source: {snapshot: $cluster/cluster.json}
 records: {ttl: $ttl}
-dataplane: {mode: $mode, interfaces: [${BENCH_IFACES// /, }], table_size: $table_size$peer}
+dataplane: {mode: $mode, interfaces: [${BENCH_IFACES// /, }], table_size: $table_size$peer$dpdk}
 workers: 1
 EOF
 		;;
@@ -237,6 +248,28 @@ attached() {
 	return 1
 }
 
+# ndcache-dpdk: the veth's address moves to the agent's tap (which has the veth's MAC); with
+# af_packet the kernel's own copy of each frame is dropped (af_packet reads beside the kernel).
+# The pod sends full checksums: a query with the CHECKSUM_PARTIAL of a socket on a veth would
+# reach the kernel through the tap with a wrong one. Undone after the server stops. Only on
+# eth-pod (compare.sh's topology).
+dpdk_takes_veth() {
+	in_pod ethtool -K eth0 tx off >/dev/null 2>&1 || die "ethtool -K eth0 tx off failed"
+	in_node ip addr del "$NODE_VETH_ADDR/24" dev eth-pod
+	if [ "${dpdk_vdev:-af_xdp}" = af_packet ]; then
+		in_node iptables -t raw -A PREROUTING -i eth-pod -j DROP
+		in_node arptables -A INPUT -i eth-pod -j DROP
+	fi
+}
+kernel_takes_veth() {
+	if [ "${dpdk_vdev:-af_xdp}" = af_packet ]; then
+		in_node iptables -t raw -D PREROUTING -i eth-pod -j DROP
+		in_node arptables -D INPUT -i eth-pod -j DROP
+	fi
+	in_node ip addr add "$NODE_VETH_ADDR/24" dev eth-pod 2>/dev/null
+	in_pod ethtool -K eth0 tx on >/dev/null 2>&1
+}
+
 # server_start SERVER PHASE: 0 when it answers, else 1 with the reason in START_ERR.
 START_ERR=""
 server_start() {
@@ -263,6 +296,7 @@ server_start() {
 		return 0
 		;;
 	ndcache-*)
+		[ "$s" = ndcache-dpdk ] && dpdk_takes_veth
 		ip netns exec "$NS_NODE" taskset -c 0 "$bin" --config "$work/$s.yaml" >"$log" 2>&1 &
 		;;
 	base-*)
@@ -307,6 +341,16 @@ server_start() {
 			return 1
 		fi
 		;;
+	ndcache-dpdk)
+		for ((i = 0; i < 100; i++)); do
+			in_node ip link show ndc-tap0 >/dev/null 2>&1 && break
+			sleep 0.1
+		done
+		if ! in_node ip addr add "$NODE_VETH_ADDR/24" dev ndc-tap0; then
+			START_ERR="no exception-path tap ndc-tap0: $(grep -m1 -i 'dpdk' "$log")"
+			return 1
+		fi
+		;;
 	knot-xdp)
 		if ! grep -q "initialized XDP interface eth-pod" "$log"; then
 			START_ERR="knotd did not initialise XDP on eth-pod: $(grep -m1 -i 'xdp' "$log")"
@@ -333,6 +377,7 @@ server_stop() {
 		TOPO_PIDS=("${keep[@]}")
 	fi
 	SERVER_PID=""
+	[ "$1" = ndcache-dpdk ] && kernel_takes_veth
 	for i in $BENCH_IFACES; do
 		in_node tc qdisc del dev "$i" clsact 2>/dev/null
 		in_node ip link set dev "$i" xdp off 2>/dev/null

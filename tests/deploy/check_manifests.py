@@ -10,12 +10,19 @@ What it compares, and where the truth comes from:
 - every document parses (duplicate keys are errors: PyYAML would keep the last one silently),
   has a known apiVersion/kind, a name, and the namespaced ones share one namespace;
 - the ClusterRole grants exactly list and watch (what control/k8s/k8s_client.c requests) on
-  exactly the kinds of the client's kinds table (control/k8s/k8s_stream.c), minus Pods unless
-  the config has records.pods: verified (control/agent.c watches Pods only then): a kind added
-  to the client without RBAC fails here; the binding names the ServiceAccount the DaemonSet
-  runs as;
+  exactly the collections of the client's kinds table (control/k8s/k8s_stream.c), minus Pods
+  unless the config has records.pods: verified (control/agent.c watches Pods only then); a kind
+  the table reads in one namespace by name (fieldSelector=metadata.name=..., the kube-dns
+  ConfigMap, watched by control/reload/reload_kube_dns.c unless source.kubernetes.kube_dns_configmap is false)
+  is granted by a Role in that namespace with exactly that name in resourceNames, and by
+  nothing broader: a kind added to the client without RBAC fails here; the bindings name the
+  ServiceAccount the DaemonSet runs as;
 - the ConfigMap's config is accepted by the real agent (`ndcache --check-config`), selects the
   in-cluster source, and its addresses agree with the Service, the init container and the probes;
+  the upstream is not a listen address (a loop); a listen address that is not link-local (the
+  kube-dns ClusterIP, transparent mode) comes with the node-setup container (deploy/node-setup.sh
+  hold: root, NET_ADMIN and NET_RAW, the host's xtables lock, the same addresses) and a preStop
+  delay on the agent; a node-setup.sh the containers run is where the Dockerfile copies it;
 - the DaemonSet: selector against template labels, host network, DNS policy, priority, taints,
   capabilities (what the fast path needs, nothing privileged), mounts against the config, probes
   against control/http/http.c's paths and the config's http.listen port, a surge rolling update (maxSurge 1, maxUnavailable 0, no host ports);
@@ -44,6 +51,8 @@ KNOWN_KINDS = {
     ("v1", "Service"),
     ("rbac.authorization.k8s.io/v1", "ClusterRole"),
     ("rbac.authorization.k8s.io/v1", "ClusterRoleBinding"),
+    ("rbac.authorization.k8s.io/v1", "Role"),
+    ("rbac.authorization.k8s.io/v1", "RoleBinding"),
     ("apps/v1", "DaemonSet"),
 }
 CLUSTER_SCOPED = {"ClusterRole", "ClusterRoleBinding"}
@@ -84,7 +93,8 @@ class Inputs:
         self.dockerfile = read("deploy/kubernetes/Dockerfile")
         # The client is three files: the requests' URLs, the curl options and the parsers.
         self.k8s_client = "\n".join(read(f) for f in CLIENT_SOURCES)
-        self.agent = read("control/agent.c")
+        # Where the watches are started, with the conditions of the kinds they add.
+        self.agent = read("control/agent.c") + "\n" + read("control/reload/reload_kube_dns.c")
         self.http = read("control/http/http.c")
         self.config_c = read("control/config.c")
 
@@ -96,24 +106,33 @@ CLIENT_SOURCES = ("control/k8s/k8s_client.c", "control/k8s/k8s_transfer.c",
 
 
 def client_kinds(src):
-    """{enum: (group, resource)} from the client's kinds table (k8s_stream.c)."""
+    """{enum: (group, resource, namespace, name)} from the client's kinds table (k8s_stream.c):
+    namespace from a path .../namespaces/NS/resource, name from a query
+    fieldSelector=metadata.name%3DNAME (both None for a cluster-wide collection)."""
     kinds = {}
     for m in re.finditer(r'\[(NDC_K8S_\w+)\]\s*=\s*\{\s*"([^"]+)"\s*,\s*"(\w+)"\s*,\s*'
-                         r'"([^"]+)"\s*,\s*"(\w+)"\s*\}', src):
-        enum, path, _kind, api_version, resource = m.groups()
+                         r'"([^"]+)"\s*,\s*"(\w+)"\s*(?:,\s*"([^"]*)"\s*)?\}', src):
+        enum, path, _kind, api_version, resource, query = m.groups()
         group = api_version.rsplit("/", 1)[0] if "/" in api_version else ""
         if not path.endswith("/" + resource):
             raise ValueError(f"k8s_stream.c: {enum}: path {path} does not end in {resource}")
-        kinds[enum] = (group, resource)
+        ns = re.search(r"/namespaces/([^/]+)/" + resource + "$", path)
+        name = re.fullmatch(r"fieldSelector=metadata\.name(?:%3D|=)([a-z0-9.-]+)", query or "")
+        if query and not name:
+            raise ValueError(f"k8s_stream.c: {enum}: query {query!r} is not a name selector "
+                             f"this check knows (update check_manifests.py)")
+        kinds[enum] = (group, resource, ns.group(1) if ns else None,
+                       name.group(1) if name else None)
     return kinds
 
 
 def client_verbs(src):
     """The RBAC verbs the requests in k8s_client.c amount to."""
     verbs = set()
-    if re.search(r'"%s%s\?limit=', src):
+    # "%s%s?%s%slimit=": server, path, then the kind's query (a field selector) if any.
+    if re.search(r'"%s%s\?(?:%s%s)?limit=', src):
         verbs.add("list")
-    if re.search(r'\?watch=(true|1)', src):
+    if re.search(r'\?(?:%s%s)?watch=(true|1)', src):
         verbs.add("watch")
     # An object read by name would be ".../%s" after the collection path.
     if re.search(r'"%s%s/%s', src):
@@ -125,19 +144,42 @@ def client_verbs(src):
 
 
 def conditional_kinds(agent_src):
-    """{enum: config condition} for kinds agent.c adds to the watch only under a condition."""
+    """{enum: config condition} for kinds agent.c and reload_kube_dns.c add to a watch only under a
+    condition."""
     out = {}
-    for m in re.finditer(r'if \(([^)]*)\)\s*\n?\s*wo\.kinds \|= 1u << (NDC_K8S_\w+);', agent_src):
+    for m in re.finditer(r'if \(([^)]*)\)\s*\n?\s*(?:wo\.)?kinds \|= 1u << (NDC_K8S_\w+);',
+                         agent_src):
         cond, enum = m.groups()
         out[enum] = cond
     return out
 
 
 def condition_holds(cond, cfg):
-    """Evaluates the agent.c conditions this check knows; unknown ones count as true."""
-    if re.fullmatch(r'\s*ag->cfg->records\.pods == NDC_PODS_VERIFIED\s*', cond):
+    """Evaluates the conditions this check knows; unknown ones count as true."""
+    if re.fullmatch(r'\s*[\w>.-]*(records|ropts)\.pods == NDC_PODS_VERIFIED\s*', cond):
         return (cfg.get("records") or {}).get("pods", "disabled") == "verified"
+    if re.fullmatch(r'\s*[\w>.-]*source\.kube_dns_configmap\s*', cond):
+        k8s = (cfg.get("source") or {}).get("kubernetes")
+        return "kubernetes" in (cfg.get("source") or {}) and \
+            (k8s or {}).get("kube_dns_configmap", True) is not False
     return True
+
+
+def node_setup_path(dockerfile):
+    """Where the Dockerfile's runtime stage puts deploy/node-setup.sh, or None."""
+    m = re.search(r"^COPY\s+deploy/node-setup\.sh\s+(\S+)\s*$", "\n".join(
+        dockerfile_last_stage(dockerfile)), re.M)
+    return m.group(1) if m else None
+
+
+def node_setup_verb(c, path):
+    """`up`, `hold`, ... when the container runs deploy/node-setup.sh (at path), else None."""
+    cmd = as_list(c.get("command")) + as_list(c.get("args"))
+    return cmd[1] if path and len(cmd) >= 2 and cmd[0] == path else None
+
+
+def env_of(c):
+    return {e.get("name"): str(e.get("value", "")) for e in c.get("env") or []}
 
 
 def http_paths(src):
@@ -239,6 +281,34 @@ def run_agent_check(ndcache, cfg_text):
     return errors
 
 
+def check_hold(h, agent, pod, volumes, listen, err):
+    """The node-setup container (transparent mode) can do its job and leave when it must."""
+    name = f"node-setup container {h['name']}"
+    env = env_of(h)
+    addrs = {ipaddress.ip_address(a) for a in env.get("NDC_NODE_LOCAL_ADDRESS", "").split()}
+    if addrs != listen:
+        err(f"{name}: NDC_NODE_LOCAL_ADDRESS {sorted(map(str, addrs))} != config listen "
+            f"{sorted(map(str, listen))}: its rules and its look for a successor would miss some")
+    sc = h.get("securityContext") or {}
+    uid = sc.get("runAsUser", (pod.get("securityContext") or {}).get("runAsUser"))
+    if uid != 0:
+        err(f"{name}: must set runAsUser: 0 (iptables and nft run as root; the image's USER is "
+            f"the agent's, and Kubernetes gives a non-root process no capabilities)")
+    added = {c.upper().removeprefix("CAP_") for c in as_list((sc.get("capabilities") or {}).get("add"))}
+    if added != {"NET_ADMIN", "NET_RAW"}:
+        err(f"{name}: capabilities.add {sorted(added)}: needs exactly NET_ADMIN (netfilter, "
+            f"addresses) and NET_RAW (iptables-legacy talks to the kernel through a raw socket)")
+    lock = mount_covers(h.get("volumeMounts") or [], "/run/xtables.lock")
+    if not lock or (volumes.get(lock["name"], {}).get("hostPath") or {}).get(
+            "path") != "/run/xtables.lock":
+        err(f"{name}: needs the host's /run/xtables.lock mounted at /run/xtables.lock (the lock "
+            f"iptables-legacy shares with kube-proxy; the root filesystem is read-only)")
+    pre = ((agent.get("lifecycle") or {}).get("preStop") or {}).get("exec") or {}
+    if not pre.get("command"):
+        err(f"agent: no preStop hook beside the {name}: it decides on SIGTERM whether a "
+            f"successor has joined this agent, which must still run then (an exec of sleep)")
+
+
 # ---- the check -------------------------------------------------------------------------------
 
 
@@ -323,9 +393,24 @@ def check(inp, run_agent=True):
 
     containers = {c["name"]: c for c in pod.get("containers") or []}
     inits = {c["name"]: c for c in pod.get("initContainers") or []}
-    if len(containers) != 1:
-        return errors + [f"DaemonSet: expected one container, found {list(containers)}"]
-    agent = next(iter(containers.values()))
+    # The agent runs the image's ENTRYPOINT (or the binary itself); beside it, only the
+    # node-setup container of the transparent mode (deploy/node-setup.sh hold).
+    setup_path = node_setup_path(inp.dockerfile)
+    verb = lambda c: node_setup_verb(c, setup_path)
+    agents = [c for c in containers.values() if verb(c) is None and
+              (not c.get("command") or as_list(c["command"])[0].endswith("/ndcache"))]
+    holds = [c for c in containers.values() if verb(c) == "hold"]
+    others = [c["name"] for c in containers.values() if c not in agents and c not in holds]
+    if len(agents) != 1 or others:
+        return errors + [f"DaemonSet: expected one agent container (the image's ENTRYPOINT) and "
+                         f"at most a node-setup container running `node-setup.sh hold`, found "
+                         f"{list(containers)}"]
+    agent = agents[0]
+    for c in list(inits.values()) + holds:
+        cmd = as_list(c.get("command"))
+        if cmd and "node-setup.sh" in cmd[0] and cmd[0] != setup_path:
+            err(f"container {c['name']}: runs {cmd[0]}, which the Dockerfile does not put in the "
+                f"image (it copies deploy/node-setup.sh to {setup_path or 'nowhere'})")
     for c in list(containers.values()) + list(inits.values()):
         sc = c.get("securityContext") or {}
         if sc.get("privileged"):
@@ -368,6 +453,10 @@ def check(inp, run_agent=True):
             file_in_volume = match[0]["path"]
     if m.get("subPath"):
         config_path = m["mountPath"] if m["subPath"] == file_in_volume else None
+        # kubelet never updates a subPath mount: the agent's reload would not see a change.
+        err(f"DaemonSet: the config is mounted with subPath {m['subPath']}: kubelet does not "
+            f"update subPath mounts, so a ConfigMap change would never reach the agent (mount "
+            f"the directory; control/reload/ watches it)")
     else:
         config_path = m["mountPath"].rstrip("/") + "/" + file_in_volume
     try:
@@ -413,14 +502,20 @@ def check(inp, run_agent=True):
     if not kinds:
         return errors + ["control/k8s/k8s_stream.c: no kinds table found (update the check)"]
     cond = conditional_kinds(inp.agent)
-    required = {kinds[e] for e in kinds if e not in cond or condition_holds(cond[e], cfg)}
+    wanted = {kinds[e] for e in kinds if e not in cond or condition_holds(cond[e], cfg)}
+    conditional = {kinds[e][:2] for e in cond}
+    # Cluster-wide collections come from the ClusterRole; a named object in one namespace from
+    # a Role there, by resourceNames.
+    required = {k[:2] for k in wanted if k[2] is None}
+    named = {k for k in wanted if k[2] is not None}
     verbs = client_verbs(inp.k8s_client)
+    sa = pod.get("serviceAccountName")
+    binds_sa = lambda b: any(s.get("kind") == "ServiceAccount" and s.get("name") == sa
+                             and s.get("namespace") == namespace for s in b.get("subjects") or [])
     crs = by_kind["ClusterRole"]
-    crbs = [b for b in by_kind["ClusterRoleBinding"].values()
-            if any(s.get("kind") == "ServiceAccount" and s.get("name") == pod.get("serviceAccountName")
-                   and s.get("namespace") == namespace for s in b.get("subjects") or [])]
+    crbs = [b for b in by_kind["ClusterRoleBinding"].values() if binds_sa(b)]
     if not crbs:
-        err(f"no ClusterRoleBinding for ServiceAccount {namespace}/{pod.get('serviceAccountName')}")
+        err(f"no ClusterRoleBinding for ServiceAccount {namespace}/{sa}")
     granted = {}
     for b in crbs:
         ref = b.get("roleRef") or {}
@@ -443,8 +538,45 @@ def check(inp, run_agent=True):
             err(f"RBAC: {fmt(gr)}: verbs {sorted(granted[gr])}, the client needs exactly "
                 f"{sorted(verbs)}")
     for gr in sorted(set(granted) - required):
-        why = (" (records.pods is not verified)" if gr in {kinds[e] for e in cond} else "")
+        why = (" (records.pods is not verified)" if gr in conditional else "")
+        if any(k[:2] == gr for k in named):
+            why = " cluster-wide (it reads one object by name: a Role with resourceNames)"
         err(f"RBAC: grants {fmt(gr)}, which the agent does not request{why}")
+    # Roles: (namespace, group, resource, name) -> verbs, from the Roles bound to the agent.
+    roles = by_kind.get("Role", {})
+    role_grants = {}
+    for b in (b for b in by_kind.get("RoleBinding", {}).values() if binds_sa(b)):
+        ref = b.get("roleRef") or {}
+        rns = b["metadata"].get("namespace")
+        role = roles.get(ref.get("name"))
+        if ref.get("kind") != "Role" or not role or role["metadata"].get("namespace") != rns:
+            err(f"RoleBinding {b['metadata']['name']}: roleRef {ref} is not a Role defined here "
+                f"in {rns}")
+            continue
+        for rule in role.get("rules") or []:
+            names = as_list(rule.get("resourceNames"))
+            for g in as_list(rule.get("apiGroups")):
+                for r in as_list(rule.get("resources")):
+                    for n in names or [None]:
+                        role_grants.setdefault((rns, g, r, n), set()).update(
+                            as_list(rule.get("verbs")))
+    for group, resource, ns, name in sorted(named, key=str):
+        key = (ns, group, resource, name)
+        what = f"{fmt((group, resource))} {ns}/{name}"
+        if key not in role_grants:
+            err(f"RBAC: the agent lists and watches {what} by name (control/k8s/k8s_stream.c) "
+                f"but no Role in {ns} bound to {namespace}/{sa} grants it with resourceNames: "
+                f"[{name}]")
+        elif role_grants[key] != verbs:
+            err(f"RBAC: {what}: verbs {sorted(role_grants[key])}, the client needs exactly "
+                f"{sorted(verbs)}")
+    for key in sorted(set(role_grants) - {(k[2], k[0], k[1], k[3]) for k in named}, key=str):
+        rns, g, r, n = key
+        why = (" by every name (no resourceNames)" if n is None else
+               " (source.kubernetes.kube_dns_configmap is false)" if (g, r) in conditional
+               else "")
+        err(f"RBAC: a Role in {rns} grants {fmt((g, r))}{'/' + n if n else ''}, which the "
+            f"agent does not request{why}")
 
     # -- addresses: listen, upstream Service, init container ----------------------------------
     listen = {hostport(a)[0] for a in as_list(cfg.get("listen"))}
@@ -457,10 +589,21 @@ def check(inp, run_agent=True):
     if init_addrs != listen:
         err(f"init container NDC_NODE_LOCAL_ADDRESS {sorted(map(str, init_addrs))} != config "
             f"listen {sorted(map(str, listen))}: the agent binds addresses nobody added")
+    # An address that is not link-local is the kube-dns ClusterIP of the transparent mode
+    # (deploy/overlays/transparent): kube-proxy DNATs it, so what the kernel passes to the
+    # agent's sockets reaches them only with the NOTRACK rules the node-setup container keeps.
     for a in listen:
-        if not (a.is_link_local or a.is_loopback):
-            err(f"listen {a}: not link-local (169.254.0.0/16, fe80::/10)")
+        if not (a.is_link_local or a.is_loopback) and not holds:
+            err(f"listen {a}: not link-local (169.254.0.0/16, fe80::/10); a kube-dns ClusterIP "
+                f"there (transparent mode) needs the node-setup container (node-setup.sh hold: "
+                f"NOTRACK rules), or kube-proxy DNATs the queries the sockets should get")
+    for h in holds:
+        check_hold(h, agent, pod, volumes, listen, err)
     upstreams = [hostport(u) for u in as_list(cfg.get("upstream"))]
+    for ip, _ in upstreams:
+        if ip in listen:
+            err(f"config upstream {ip} is also a listen address: misses would come back to the "
+                f"agent (a forwarding loop); the upstream is the kube-dns-upstream Service")
     if not upstreams:
         err("config upstream is empty: names outside the cluster domain would fail")
     svcs = by_kind["Service"]
@@ -648,14 +791,76 @@ def _drop_rule_resource(resource):
     return fn
 
 
+CLUSTER_IP = "10.96.0.10"
+
+
+def _with_listen(docs, addrs):
+    _set_cfg(["listen"], addrs)(docs)
+    _find(docs, "DaemonSet")["spec"]["template"]["spec"]["initContainers"][0]["env"][0][
+        "value"] = " ".join(addrs)
+
+
+def _transparent(breakage):
+    """The base made transparent by hand (the overlay's DaemonSet patch applied), then broken."""
+    def mutate(inp):
+        docs = _docs(inp)
+        patch = next(d for d in yaml.safe_load_all(open(os.path.join(
+            inp.root, "deploy/overlays/transparent/node-setup.yaml"))) if d)["spec"]["template"]
+        pod = _find(docs, "DaemonSet")["spec"]["template"]["spec"]
+        _with_listen(docs, ["169.254.20.10", CLUSTER_IP])
+        extra = {c["name"]: c for c in patch["spec"]["containers"]}
+        pod["containers"][0]["lifecycle"] = extra.pop(pod["containers"][0]["name"])["lifecycle"]
+        pod["containers"] += list(extra.values())
+        pod["volumes"] += patch["spec"]["volumes"]
+        breakage(pod)
+        _put(inp, docs)
+    return mutate
+
+
+def _hold(pod):
+    return next(c for c in pod["containers"] if c.get("command", [""])[-1] == "hold")
+
+
 MUTATIONS = [
+    ("the kube-dns ClusterIP in listen without the node-setup container",
+     _edit(lambda d: _with_listen(d, ["169.254.20.10", CLUSTER_IP])), "node-setup container"),
+    ("the upstream among the listen addresses",
+     _edit(lambda d: _with_listen(d, ["169.254.20.10", "10.96.0.11"])), "forwarding loop"),
+    ("the init container runs a node-setup.sh the image does not have",
+     lambda inp: setattr(inp, "dockerfile", inp.dockerfile.replace(
+         "COPY deploy/node-setup.sh /usr/lib/ndcache/", "COPY deploy/node-setup.sh /usr/lib/ndc/")),
+     "does not put"),
+    ("transparent: no preStop delay for the agent",
+     _transparent(lambda pod: pod["containers"][0].pop("lifecycle")), "preStop"),
+    ("transparent: node-setup container without NET_RAW",
+     _transparent(lambda pod: _hold(pod)["securityContext"]["capabilities"].__setitem__(
+         "add", ["NET_ADMIN"])), "NET_RAW"),
+    ("transparent: node-setup container as the image's user",
+     _transparent(lambda pod: _hold(pod)["securityContext"].pop("runAsUser")), "runAsUser: 0"),
+    ("transparent: no xtables lock shared with kube-proxy",
+     _transparent(lambda pod: _hold(pod).pop("volumeMounts")), "xtables.lock"),
+    ("transparent: node-setup container watching other addresses",
+     _transparent(lambda pod: _hold(pod)["env"][0].__setitem__("value", "169.254.20.10")),
+     "NDC_NODE_LOCAL_ADDRESS"),
     ("endpointslices missing from the ClusterRole",
      _edit(_drop_rule_resource("endpointslices")), "endpointslices.discovery.k8s.io"),
     ("a new kind in the client without RBAC",
      lambda inp: setattr(inp, "k8s_client", inp.k8s_client.replace(
          '[NDC_K8S_PODS] =',
-         '[NDC_K8S_CONFIGMAPS] = {"/api/v1/configmaps", "ConfigMap", "v1", "configmaps"},\n'
-         '    [NDC_K8S_PODS] =')), "configmaps"),
+         '[NDC_K8S_NODES] = {"/api/v1/nodes", "Node", "v1", "nodes"},\n'
+         '    [NDC_K8S_PODS] =')), "nodes"),
+    ("the kube-dns ConfigMap's Role missing",
+     _edit(lambda d: d.remove(_find(d, "Role"))), "no Role in kube-system"),
+    ("the kube-dns ConfigMap's Role without resourceNames (every ConfigMap of kube-system)",
+     _edit(lambda d: _find(d, "Role")["rules"][0].pop("resourceNames")), "by every name"),
+    ("ConfigMaps granted cluster-wide",
+     _edit(lambda d: _find(d, "ClusterRole")["rules"][0]["resources"].append("configmaps")),
+     "cluster-wide"),
+    ("the ConfigMap's Role with a get the client never uses",
+     _edit(lambda d: _find(d, "Role")["rules"][0]["verbs"].append("get")), "verbs"),
+    ("kube_dns_configmap: false, the Role still there",
+     _edit(_set_cfg(["source", "kubernetes", "kube_dns_configmap"], False)),
+     "kube_dns_configmap is false"),
     ("records.pods: verified without the pods rule",
      _edit(_set_cfg(["records", "pods"], "verified")), "lists and watches pods"),
     ("a get verb the client never uses",
@@ -717,6 +922,9 @@ MUTATIONS = [
     ("Dockerfile ENTRYPOINT reads another config path",
      lambda inp: setattr(inp, "dockerfile", inp.dockerfile.replace(
          '"/etc/ndcache/ndcache.yaml"', '"/etc/ndcache/config.yaml"')), "ENTRYPOINT --config"),
+    ("the config mounted with subPath (kubelet never updates it)",
+     _edit(lambda d: _agent_c(d)["volumeMounts"][0].update(
+         mountPath="/etc/ndcache/ndcache.yaml", subPath="ndcache.yaml")), "subPath"),
     ("a duplicate key in the manifest",
      lambda inp: setattr(inp, "manifest", inp.manifest.replace(
          "      hostNetwork: true\n", "      hostNetwork: true\n      hostNetwork: false\n", 1)),

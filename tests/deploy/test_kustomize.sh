@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Renders the kustomize base (deploy/kubernetes) and every overlay (deploy/overlays/*) with a real
 # kustomize, offline, and runs the manifest checks (check_manifests.py) on each output. Also: the
-# base renders exactly ndcache.yaml, and the clusterdns overlay's per-cluster copy of the config
-# holds the base's values (it replaces the ConfigMap whole, so it would otherwise drift).
+# base renders exactly ndcache.yaml, and the overlays' per-cluster copies of the config hold the
+# base's values (they replace the ConfigMap whole, so they would otherwise drift), the
+# transparent one's listen adding the kube-dns ClusterIP.
 # Usage: tests/deploy/test_kustomize.sh BUILD_DIR
 # The renderer: `kubectl kustomize` (any kubectl from 1.14 on) or `kustomize build`; without
 # either, as root, Debian's kubernetes-client (kubectl 1.20, kustomize v2.0.3) is installed.
@@ -60,8 +61,9 @@ for d in "${dirs[@]}"; do
 	fi
 done
 
-# The base is ndcache.yaml itself; the overlay's copy of the per-cluster values is the base's.
-python3 - "$root" "$work" <<'PY' && ok "base = ndcache.yaml; clusterdns overlay's config and ClusterIP = the base's" || bad "renders differ (above)"
+# The base is ndcache.yaml itself; the overlays' copies of the per-cluster values are the base's
+# (the transparent one's listen adds the kube-dns ClusterIP).
+python3 - "$root" "$work" <<'PY' && ok "base = ndcache.yaml; the overlays' configs and ClusterIPs = the base's" || bad "renders differ (above)"
 import sys, yaml
 root, work = sys.argv[1:]
 load = lambda p: [d for d in yaml.safe_load_all(open(p)) if d]
@@ -78,20 +80,28 @@ if norm(src) != norm(base):
     print("     deploy/kubernetes renders other objects than ndcache.yaml:",
           sorted(set(src) ^ set(base)) or [k for k in src if norm(src[k]) != norm(base.get(k))])
     rc = 1
-try:
-    ov = {key(d): d for d in load(work + "/deploy_overlays_clusterdns.yaml")}
-except FileNotFoundError:
-    sys.exit(1)
 cfg = lambda objs: yaml.safe_load(objs[("ConfigMap", "ndcache")]["data"]["ndcache.yaml"])
 cip = lambda objs: objs[("Service", "kube-dns-upstream")]["spec"]["clusterIP"]
-if cfg(ov) != cfg(src):
+for name in ("clusterdns", "transparent"):
+    try:
+        ov = {key(d): d for d in load(f"{work}/deploy_overlays_{name}.yaml")}
+    except FileNotFoundError:
+        sys.exit(1)
     a, b = cfg(src), cfg(ov)
-    print("     clusterdns overlay config differs from the base's in:",
-          sorted(k for k in set(a) | set(b) if a.get(k) != b.get(k)))
-    rc = 1
-if cip(ov) != cip(src):
-    print(f"     clusterdns overlay ClusterIP {cip(ov)} != the base's {cip(src)}")
-    rc = 1
+    if name == "transparent":
+        # listen: the base's node-local address and the kube-dns ClusterIP.
+        if b["listen"][:len(a["listen"])] != a["listen"] or len(b["listen"]) != len(a["listen"]) + 1:
+            print(f"     transparent overlay listen {b['listen']}: not the base's {a['listen']} "
+                  f"plus the kube-dns ClusterIP")
+            rc = 1
+        a, b = dict(a, listen=None), dict(b, listen=None)
+    if a != b:
+        print(f"     {name} overlay config differs from the base's in:",
+              sorted(k for k in set(a) | set(b) if a.get(k) != b.get(k)))
+        rc = 1
+    if cip(ov) != cip(src):
+        print(f"     {name} overlay ClusterIP {cip(ov)} != the base's {cip(src)}")
+        rc = 1
 sys.exit(rc)
 PY
 

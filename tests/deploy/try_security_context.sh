@@ -34,13 +34,18 @@ bad() { echo "FAIL $1"; failed=$((failed + 1)); }
 # What the manifest says: init script and env, both containers' users and capabilities, the
 # config; and the Dockerfile's setcap list.
 python3 - "$root" "$work" <<'PY' || exit 1
-import re, sys, yaml
+import re, shlex, sys, yaml
 root, work = sys.argv[1:]
 docs = [d for d in yaml.safe_load_all(open(root + "/deploy/kubernetes/ndcache.yaml")) if d]
 ds = next(d for d in docs if d["kind"] == "DaemonSet")["spec"]["template"]["spec"]
 cm = next(d for d in docs if d["kind"] == "ConfigMap")
 init, agent = ds["initContainers"][0], ds["containers"][0]
-open(work + "/init.sh", "w").write(init["command"][2])
+# The init container's command, a file the Dockerfile copies into the image run from this tree.
+copies = dict(reversed(m.groups()) for m in re.finditer(
+    r"^COPY\s+(?!--)(\S+)\s+(\S+)\s*$", open(root + "/deploy/kubernetes/Dockerfile").read(), re.M))
+cmd = [root + "/" + copies[a] if a in copies else a
+       for a in (init.get("command") or []) + (init.get("args") or [])]
+open(work + "/init.sh", "w").write(cmd[2] if cmd[:2] == ["/bin/sh", "-c"] else shlex.join(cmd))
 caps = lambda c: ",".join("+" + x.lower() for x in c["securityContext"]["capabilities"]["add"])
 env = {e["name"]: e["value"] for e in init["env"]}
 env.update(INIT_CAPS=caps(init), AGENT_CAPS=caps(agent),

@@ -33,6 +33,8 @@ RESOURCES = {
     "pods": ("Pod", "v1", "PodList", "/api/v1", True),
     "endpointslices": ("EndpointSlice", "discovery.k8s.io/v1", "EndpointSliceList",
                        "/apis/discovery.k8s.io/v1", True),
+    # The kube-dns ConfigMap (stubDomains, upstreamNameservers) is one of these.
+    "configmaps": ("ConfigMap", "v1", "ConfigMapList", "/api/v1", True),
 }
 KINDS = {v[0]: (res,) + v for res, v in RESOURCES.items()}  # kind -> (res, kind, apiVersion, ...)
 

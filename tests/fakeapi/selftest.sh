@@ -178,7 +178,7 @@ check "garbage continue token: 400" 400 "$(kget '/api/v1/services?limit=2&contin
 check "namespaced list" "kube-dns zzz" \
 	"$(kget /api/v1/namespaces/kube-system/services >/dev/null
 	jget "$tmp/body" '" ".join(i["metadata"]["name"] for i in d["items"])')"
-check "unknown path: 404" 404 "$(kget /api/v1/configmaps)"
+check "unknown path: 404" 404 "$(kget /api/v1/secrets)"
 
 # --- watch ------------------------------------------------------------------------------------
 kget /api/v1/services >/dev/null
@@ -293,7 +293,7 @@ check "control: bad JSON 400" 400 "$(ctl '{')"
 check "control: delete missing object 400" 400 \
 	"$(ctl '{"op":"delete","kind":"Service","namespace":"default","name":"nope"}')"
 check "control: apply unsupported kind 400" 400 \
-	"$(ctl '{"op":"apply","object":{"kind":"ConfigMap","metadata":{"name":"x"}}}')"
+	"$(ctl '{"op":"apply","object":{"kind":"Secret","metadata":{"name":"x"}}}')"
 curl -s --max-time 10 -o "$tmp/stats" "http://127.0.0.1:$ctl/stats"
 check "stats: auth failures and per-path counts" yes "$(jget "$tmp/stats" \
 	'"yes" if d["auth_failures"] >= 3 and d["requests"]["/api/v1/services"] >= 10 and d["watches"]["/api/v1/services"] >= 5 else d')"

@@ -70,6 +70,22 @@ static void check_config(const struct ndc_config *c)
 	check(c->cache.neg_max_ttl <= 86400);
 	check(c->cache.stale_max <= 604800);
 	check(c->forward.timeout_ms >= 10 && c->forward.timeout_ms <= 60000);
+	check(c->n_stub_domains <= NDC_CFG_MAX_STUBS);
+	check(!c->n_stub_domains || c->stub_domains);
+	for (size_t i = 0; i < c->n_stub_domains; i++) {
+		const struct ndc_stub_domain *sd = &c->stub_domains[i];
+
+		check(is_name(sd->zone, 253) && sd->zone[strlen(sd->zone) - 1] != '.');
+		check(strcmp(sd->zone, c->cluster_domain));
+		for (size_t j = 0; j < i; j++)
+			check(strcmp(sd->zone, c->stub_domains[j].zone));
+		check(sd->n_servers >= 1 && sd->n_servers <= NDC_CFG_MAX_ADDRS);
+		for (size_t j = 0; j < sd->n_servers; j++)
+			check(sd->servers[j].ss_family == AF_INET ||
+			      sd->servers[j].ss_family == AF_INET6);
+	}
+	check(c->log.level >= 0 && c->log.level <= 3);
+	check(c->log.sample_ppm >= 1 && c->log.sample_ppm <= NDC_CFG_SAMPLE_ONE);
 	check(c->workers <= 256);
 	check(c->tcp_idle_ms >= 100 && c->tcp_idle_ms <= 600000);
 	check(c->tcp_max_conns >= 1 && c->tcp_max_conns <= 65536);

@@ -180,6 +180,43 @@ EOF
 	wait_dns "$UPSTREAM_ADDR" 53 www.example.com
 }
 
+# Another unbound in the node netns, for stub domains and second upstreams:
+#   unbound_up NAME ADDR <<EOF
+#   local-zone: "acme.local." static
+#   local-data: "www.acme.local. 300 IN A 192.0.2.111"
+#   EOF
+# ADDR (a 169.254.0.0/16 address) is put on the node's lo; its server: lines come from stdin;
+# every query it gets is in $TOPO_DIR/unbound-NAME.log ("info: CLIENT NAME. TYPE IN").
+unbound_up() {
+	local name=$1 addr=$2 conf="$TOPO_DIR/unbound-$1.conf"
+	in_node ip addr add "$addr/32" dev lo 2>/dev/null
+	{
+		cat <<EOF
+server:
+	interface: $addr
+	port: 53
+	do-daemonize: no
+	use-syslog: no
+	logfile: ""
+	verbosity: 1
+	log-queries: yes
+	chroot: ""
+	username: ""
+	directory: "$TOPO_DIR"
+	pidfile: ""
+	access-control: 169.254.0.0/16 allow
+	access-control: 127.0.0.0/8 allow
+	num-threads: 1
+	do-ip6: no
+	local-zone: "." static
+EOF
+		sed 's/^/\t/'
+	} >"$conf"
+	ip netns exec "$NS_NODE" unbound -d -c "$conf" >"$TOPO_DIR/unbound-$name.log" 2>&1 &
+	TOPO_PIDS+=($!)
+	wait_dns "$addr" 53 .
+}
+
 # Starts ndcache in the node netns: ndcache_up BINARY CONFIG [extra args]
 ndcache_up() {
 	local bin=$1 conf=$2

@@ -125,6 +125,12 @@ static void assert_defaults(const struct ndc_config *c)
 	assert_int_equal(c->workers, 0);
 	assert_int_equal(c->tcp_idle_ms, 10000);
 	assert_int_equal(c->tcp_max_conns, 1024);
+	assert_int_equal(c->n_stub_domains, 0);
+	assert_null(c->stub_domains);
+	assert_true(c->source.kube_dns_configmap);
+	assert_int_equal(c->log.level, 2);
+	assert_false(c->log.queries);
+	assert_int_equal(c->log.sample_ppm, 1000000);
 }
 
 static void test_defaults(void **state)
@@ -235,6 +241,10 @@ static void test_every_key(void **state)
 				   "forward:\n"
 				   "  timeout_ms: 10\n"
 				   "  max_pending: 1000000\n"
+				   "stub_domains:\n"
+				   "  Acme.Local.: [169.254.53.11, '169.254.53.12:5353']\n"
+				   "  corp.example: '[fd00::53]:54'\n"
+				   "log: {level: debug, queries: yes, sample: 0.25}\n"
 				   "workers: 256\n"
 				   "tcp_idle_ms: 100\n"
 				   "tcp_max_conns: 65536\n";
@@ -273,6 +283,17 @@ static void test_every_key(void **state)
 	assert_int_equal(cfg.cache.stale_max, 0);
 	assert_int_equal(cfg.forward.timeout_ms, 10);
 	assert_int_equal(cfg.forward.max_pending, 1000000);
+	assert_int_equal(cfg.n_stub_domains, 2);
+	assert_string_equal(cfg.stub_domains[0].zone, "acme.local");
+	assert_int_equal(cfg.stub_domains[0].n_servers, 2);
+	assert_sa(&cfg.stub_domains[0].servers[0], "169.254.53.11", 53);
+	assert_sa(&cfg.stub_domains[0].servers[1], "169.254.53.12", 5353);
+	assert_string_equal(cfg.stub_domains[1].zone, "corp.example");
+	assert_int_equal(cfg.stub_domains[1].n_servers, 1);
+	assert_sa(&cfg.stub_domains[1].servers[0], "fd00::53", 54);
+	assert_int_equal(cfg.log.level, 3);
+	assert_true(cfg.log.queries);
+	assert_int_equal(cfg.log.sample_ppm, 250000);
 	assert_int_equal(cfg.workers, 256);
 	assert_int_equal(cfg.tcp_idle_ms, 100);
 	assert_int_equal(cfg.tcp_max_conns, 65536);
@@ -363,10 +384,11 @@ static void test_error_unknown_and_duplicate(void **state)
 		     "ignore_empty_service, namespaces)");
 	expect_error("port: 53\nbogus: 1\n",
 		     "line 2: bogus: unknown key (known keys: cluster_domain, listen, port, "
-		     "upstream, source, records, dataplane, http, cache, forward, workers, "
-		     "tcp_idle_ms, tcp_max_conns)");
+		     "upstream, stub_domains, source, records, dataplane, http, cache, forward, "
+		     "log, workers, tcp_idle_ms, tcp_max_conns)");
 	expect_error("source:\n  kubernetes:\n    kubeconfg: /x\n",
-		     "line 3: source.kubernetes.kubeconfg: unknown key (known keys: kubeconfig)");
+		     "line 3: source.kubernetes.kubeconfg: unknown key (known keys: kubeconfig, "
+		     "kube_dns_configmap)");
 	expect_error("port: 53\nworkers: 2\nport: 54\n",
 		     "line 3: port: duplicate key (first at line 1)");
 	expect_error("cache:\n  max_ttl: 60\n  max_ttl: 60\n",
@@ -533,8 +555,8 @@ static void test_error_yaml_features(void **state)
 		     "line 2: records.ttl: YAML anchors and aliases are not supported");
 	expect_error("defaults: &d {ttl: 5}\nrecords: *d\n",
 		     "line 1: defaults: unknown key (known keys: cluster_domain, listen, port, "
-		     "upstream, source, records, dataplane, http, cache, forward, workers, "
-		     "tcp_idle_ms, tcp_max_conns)");
+		     "upstream, stub_domains, source, records, dataplane, http, cache, forward, "
+		     "log, workers, tcp_idle_ms, tcp_max_conns)");
 	expect_error("records:\n  namespaces: [default, *ns]\n",
 		     "line 2: records.namespaces[1]: YAML anchors and aliases are not supported");
 	expect_error("port: !!int 53\n", "line 1: port: YAML tags are not supported");
@@ -631,6 +653,165 @@ static void test_load(void **state)
 	ndc_config_free(&cfg);
 }
 
+/* stub_domains and log: forms, then each error naming its key. */
+static void test_stub_domains_and_log(void **state)
+{
+	static const struct {
+		const char *text;
+		uint32_t ppm;
+	} samples[] = {{"1", 1000000}, {"1.0", 1000000}, {"1.000000", 1000000}, {"0.5", 500000},
+		       {".5", 500000}, {"0.000001", 1},	 {"0.01", 10000}};
+	struct ndc_config cfg;
+	char yaml[128];
+
+	(void)state;
+	expect_ok("stub_domains: {}\n", &cfg);
+	assert_int_equal(cfg.n_stub_domains, 0);
+	ndc_config_free(&cfg);
+	expect_ok("stub_domains:\n", &cfg);
+	assert_int_equal(cfg.n_stub_domains, 0);
+	ndc_config_free(&cfg);
+	/* Reverse zones are stub domains too; kube_dns_configmap can be turned off. */
+	expect_ok("stub_domains: {10.in-addr.arpa: [10.0.0.53]}\n"
+		  "source: {kubernetes: {kube_dns_configmap: false}}\n",
+		  &cfg);
+	assert_string_equal(cfg.stub_domains[0].zone, "10.in-addr.arpa");
+	assert_false(cfg.source.kube_dns_configmap);
+	ndc_config_free(&cfg);
+	for (size_t i = 0; i < sizeof(samples) / sizeof(samples[0]); i++) {
+		snprintf(yaml, sizeof(yaml), "log: {sample: %s}\n", samples[i].text);
+		expect_ok(yaml, &cfg);
+		assert_int_equal(cfg.log.sample_ppm, samples[i].ppm);
+		ndc_config_free(&cfg);
+	}
+
+	expect_error("stub_domains: [a.b]\n",
+		     "line 1: stub_domains: expected a mapping of zones to server addresses, got "
+		     "a list");
+	expect_error("stub_domains:\n  acme..local: [1.2.3.4]\n",
+		     "line 2: stub_domains.acme..local: expected a DNS domain name, got "
+		     "'acme..local' (empty label)");
+	expect_error("stub_domains:\n  .: [1.2.3.4]\n",
+		     "line 2: stub_domains..: expected a DNS domain name, got '.' (the root is "
+		     "not a stub domain: that is upstream)");
+	expect_error("stub_domains:\n  acme.local: [1.2.3.4]\n  ACME.local.: [1.2.3.5]\n",
+		     "line 3: stub_domains.ACME.local.: zone given twice (first at line 2)");
+	expect_error("stub_domains:\n  acme.local: [1.2.3.4, nameserver.acme]\n",
+		     "line 2: stub_domains.acme.local[1]: expected an address (ip, ip:port or "
+		     "[ipv6]:port), got 'nameserver.acme'");
+	expect_error("stub_domains:\n  acme.local: 1.2.3.4:0\n",
+		     "line 2: stub_domains.acme.local: expected a port 1..65535 in '1.2.3.4:0'");
+	expect_error("stub_domains:\n  acme.local: []\n",
+		     "line 2: stub_domains.acme.local: expected 1..8 addresses, got 0");
+	expect_error("stub_domains:\n  acme.local:\n",
+		     "line 2: stub_domains.acme.local: expected 1..8 addresses, got 0");
+	expect_error("stub_domains:\n  [a]: [1.2.3.4]\n",
+		     "line 2: stub_domains: expected a zone name, got a list");
+	expect_error("cluster_domain: cluster.local\nstub_domains:\n  svc.Cluster.local: "
+		     "[1.2.3.4]\n",
+		     "line 3: stub_domains.svc.cluster.local: inside cluster_domain "
+		     "cluster.local, which ndcache answers itself");
+	expect_error("stub_domains:\n  cluster.local: [1.2.3.4]\n",
+		     "line 2: stub_domains.cluster.local: inside cluster_domain cluster.local, "
+		     "which ndcache answers itself");
+	expect_error("log: {level: verbose}\n",
+		     "line 1: log.level: expected one of error, warning, info, debug, got "
+		     "'verbose'");
+	expect_error("log: {queries: sometimes}\n",
+		     "line 1: log.queries: expected true, false, yes or no, got 'sometimes'");
+	expect_error("log: {sample: 0}\n",
+		     "line 1: log.sample: expected a fraction 0.000001..1 (e.g. 0.01), got '0'");
+	expect_error("log: {sample: 1.5}\n",
+		     "line 1: log.sample: expected a fraction 0.000001..1 (e.g. 0.01), got '1.5'");
+	expect_error("log: {sample: 0.0000001}\n",
+		     "line 1: log.sample: expected a fraction 0.000001..1 (e.g. 0.01), got "
+		     "'0.0000001'");
+	expect_error("log: {sample: 1e-3}\n",
+		     "line 1: log.sample: expected a fraction 0.000001..1 (e.g. 0.01), got '1e-3'");
+	expect_error("log: {sample: 10%}\n",
+		     "line 1: log.sample: expected a fraction 0.000001..1 (e.g. 0.01), got '10%'");
+	expect_error("log: {sample: .}\n",
+		     "line 1: log.sample: expected a fraction 0.000001..1 (e.g. 0.01), got '.'");
+	expect_error("log: {sample: -0.5}\n",
+		     "line 1: log.sample: expected a fraction 0.000001..1 (e.g. 0.01), got "
+		     "'-0.5'");
+	expect_error("log: {format: json}\n",
+		     "line 1: log.format: unknown key (known keys: level, queries, sample)");
+}
+
+/* The kube-dns ConfigMap's two keys: what NodeLocal DNSCache takes, and errors naming the key. */
+static void test_kube_dns(void **state)
+{
+	struct sockaddr_storage ups[NDC_CFG_MAX_ADDRS];
+	struct ndc_stub_domain *sd;
+	char err[256];
+	size_t n;
+
+#define STUB(json) ndc_kube_dns_stub_domains(json, strlen(json), &sd, &n, err, sizeof(err))
+#define UPS(json) ndc_kube_dns_upstreams(json, strlen(json), ups, &n, err, sizeof(err))
+	(void)state;
+	assert_int_equal(STUB("{\"Acme.local.\": [\"1.2.3.4\", \"1.2.3.5:5353\"], "
+			      "\"corp\": [\"[fd00::1]:54\"]}"),
+			 0);
+	assert_int_equal(n, 2);
+	assert_string_equal(sd[0].zone, "acme.local");
+	assert_int_equal(sd[0].n_servers, 2);
+	assert_sa(&sd[0].servers[1], "1.2.3.5", 5353);
+	assert_string_equal(sd[1].zone, "corp");
+	assert_sa(&sd[1].servers[0], "fd00::1", 54);
+	ndc_config_stubs_free(sd, n);
+	/* Empty or absent: nothing. */
+	assert_int_equal(STUB(""), 0);
+	assert_int_equal(n, 0);
+	assert_int_equal(STUB(" {}\n"), 0);
+	assert_int_equal(n, 0);
+	ndc_config_stubs_free(sd, n);
+	assert_int_equal(UPS("[\"8.8.8.8\", \"[2001:db8::1]:5353\"]"), 0);
+	assert_int_equal(n, 2);
+	assert_sa(&ups[0], "8.8.8.8", 53);
+	assert_sa(&ups[1], "2001:db8::1", 5353);
+	assert_int_equal(UPS("[]"), 0);
+	assert_int_equal(n, 0);
+
+	assert_int_equal(STUB("{\"acme.local\": [\"1.2.3.4\""), -EINVAL);
+	assert_string_equal(err, "stubDomains: not JSON: unexpected end of text");
+	assert_int_equal(STUB("{\"a\": [\"1.2.3.4\"]} x"), -EINVAL);
+	assert_string_equal(err, "stubDomains: not JSON: text after the value");
+	assert_int_equal(STUB("[\"1.2.3.4\"]"), -EINVAL);
+	assert_string_equal(err,
+			    "stubDomains: expected a JSON object of zones to lists of addresses");
+	assert_int_equal(STUB("{\"acme..local\": [\"1.2.3.4\"]}"), -EINVAL);
+	assert_string_equal(err, "stubDomains: acme..local: not a zone name (empty label)");
+	assert_int_equal(STUB("{\".\": [\"1.2.3.4\"]}"), -EINVAL);
+	assert_string_equal(err, "stubDomains: .: not a zone name (the root is not a stub domain: "
+				 "that is upstreamNameservers)");
+	assert_int_equal(STUB("{\"a.b\": [\"1.2.3.4\"], \"A.B.\": [\"1.2.3.5\"]}"), -EINVAL);
+	assert_string_equal(err, "stubDomains: A.B.: zone given twice");
+	assert_int_equal(STUB("{\"acme.local\": \"1.2.3.4\"}"), -EINVAL);
+	assert_string_equal(err, "stubDomains: acme.local: expected a list of addresses");
+	assert_int_equal(STUB("{\"acme.local\": []}"), -EINVAL);
+	assert_string_equal(err, "stubDomains: acme.local: expected 1..8 addresses, got 0");
+	assert_int_equal(STUB("{\"acme.local\": [\"1.2.3.4\", \"ns.acme.local\"]}"), -EINVAL);
+	assert_string_equal(err, "stubDomains: acme.local[1]: expected an address (ip, ip:port "
+				 "or [ipv6]:port), got 'ns.acme.local'");
+	assert_int_equal(STUB("{\"acme.local\": [53]}"), -EINVAL);
+	assert_string_equal(err, "stubDomains: acme.local[0]: expected an address string");
+	assert_int_equal(STUB("{\"acme.local\": [\"1.2.3.4:99999\"]}"), -EINVAL);
+	assert_string_equal(
+	    err, "stubDomains: acme.local[0]: expected a port 1..65535 in '1.2.3.4:99999'");
+	assert_int_equal(STUB("{\"a\": [[[[[[[[[[\"1.2.3.4\"]]]]]]]]]]}"), -EINVAL);
+	assert_int_equal(strncmp(err, "stubDomains: not JSON: ", 23), 0);
+	assert_int_equal(UPS("{\"a\": 1}"), -EINVAL);
+	assert_string_equal(err, "upstreamNameservers: expected a JSON list of addresses");
+	assert_int_equal(UPS("[\"8.8.8.8\", \"dns.google\"]"), -EINVAL);
+	assert_string_equal(err, "upstreamNameservers[1]: expected an address (ip, ip:port or "
+				 "[ipv6]:port), got 'dns.google'");
+	assert_int_equal(UPS("[\"1\",\"2\",\"3\",\"4\",\"5\",\"6\",\"7\",\"8\",\"9\"]"), -EINVAL);
+	assert_string_equal(err, "upstreamNameservers: expected 1..8 addresses, got 9");
+#undef STUB
+#undef UPS
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -647,6 +828,8 @@ int main(void)
 	    cmocka_unit_test(test_error_yaml_features),
 	    cmocka_unit_test(test_error_syntax),
 	    cmocka_unit_test(test_error_keeps_parsed),
+	    cmocka_unit_test(test_stub_domains_and_log),
+	    cmocka_unit_test(test_kube_dns),
 	    cmocka_unit_test_teardown(test_load, remove_tmp),
 	};
 

@@ -44,7 +44,7 @@
 #define ALL_KINDS (1u << NDC_K8S_NAMESPACES | 1u << NDC_K8S_SERVICES | 1u << NDC_K8S_ENDPOINTSLICES)
 
 static const char *const kind_names[NDC_K8S_KINDS] = {"Namespace", "Service", "EndpointSlice",
-						      "Pod"};
+						      "Pod", "ConfigMap"};
 
 static char tmpdir[64];
 static char certs[128];
@@ -636,6 +636,45 @@ static void events(void **state)
 	assert_int_equal(st.reconnects, 0);
 	pthread_mutex_lock(&f->rec.m);
 	assert_int_equal(f->rec.n_log, 5);
+	assert_int_equal(f->rec.bad_kind, 0);
+	pthread_mutex_unlock(&f->rec.m);
+}
+
+/*
+ * The kube-dns ConfigMap: one named object in kube-system, listed and watched with a field
+ * selector (what RBAC's resourceNames can grant). Other ConfigMaps, in its namespace or with its
+ * name elsewhere, are never seen.
+ */
+static void kube_dns_configmap(void **state)
+{
+	struct fx *f = *state;
+
+	control("{\"op\":\"apply\",\"object\":{\"kind\":\"ConfigMap\",\"metadata\":{\"name\":"
+		"\"kube-dns\",\"namespace\":\"kube-system\"},\"data\":{\"stubDomains\":"
+		"\"{}\"}}}");
+	control("{\"op\":\"apply\",\"object\":{\"kind\":\"ConfigMap\",\"metadata\":{\"name\":"
+		"\"coredns\",\"namespace\":\"kube-system\"},\"data\":{}}}");
+	control("{\"op\":\"apply\",\"object\":{\"kind\":\"ConfigMap\",\"metadata\":{\"name\":"
+		"\"kube-dns\",\"namespace\":\"app\"},\"data\":{}}}");
+	f->opts.kinds = 1u << NDC_K8S_CONFIGMAPS;
+	start(f);
+	synced(f, f->opts.kinds, 1);
+	pthread_mutex_lock(&f->rec.m);
+	assert_int_equal(f->rec.listed[NDC_K8S_CONFIGMAPS], 1);
+	pthread_mutex_unlock(&f->rec.m);
+	assert_true(listed_name(&f->rec, NDC_K8S_CONFIGMAPS, "kube-system/kube-dns"));
+	assert_int_equal(server_stat("lists", "/api/v1/namespaces/kube-system/configmaps"), 1);
+	control("{\"op\":\"apply\",\"object\":{\"kind\":\"ConfigMap\",\"metadata\":{\"name\":"
+		"\"coredns\",\"namespace\":\"kube-system\"},\"data\":{\"x\":\"y\"}}}");
+	control("{\"op\":\"apply\",\"object\":{\"kind\":\"ConfigMap\",\"metadata\":{\"name\":"
+		"\"kube-dns\",\"namespace\":\"kube-system\"},\"data\":{\"stubDomains\":"
+		"\"{\\\"acme.local\\\": [\\\"1.2.3.4\\\"]}\"}}}");
+	expect_line(f, "MODIFIED ConfigMap kube-system/kube-dns", 1000);
+	control("{\"op\":\"delete\",\"kind\":\"ConfigMap\",\"namespace\":\"kube-system\",\"name\":"
+		"\"kube-dns\"}");
+	expect_line(f, "DELETED ConfigMap kube-system/kube-dns", 1000);
+	pthread_mutex_lock(&f->rec.m);
+	assert_int_equal(f->rec.n_log, 2); /* coredns was never seen */
 	assert_int_equal(f->rec.bad_kind, 0);
 	pthread_mutex_unlock(&f->rec.m);
 }
@@ -1258,6 +1297,7 @@ int main(void)
 	    cmocka_unit_test_setup_teardown(first_sync, setup, teardown),
 	    cmocka_unit_test_setup_teardown(pagination, setup, teardown),
 	    cmocka_unit_test_setup_teardown(events, setup, teardown),
+	    cmocka_unit_test_setup_teardown(kube_dns_configmap, setup, teardown),
 	    cmocka_unit_test_setup_teardown(stream_framing, setup, teardown),
 	    cmocka_unit_test_setup_teardown(compact_relists, setup, teardown),
 	    cmocka_unit_test_setup_teardown(drop_resumes, setup, teardown),

@@ -243,8 +243,8 @@ static void check_sample(const struct ndc_k8s_objects *o)
 	assert_int_equal(o->n_namespaces, 5);
 	assert_string_equal(o->namespaces[0], "default");
 	assert_string_equal(o->namespaces[4], "monitoring");
-	assert_int_equal(o->n_services, 11);
-	assert_int_equal(o->n_slices, 11);
+	assert_int_equal(o->n_services, 13);
+	assert_int_equal(o->n_slices, 12);
 	assert_int_equal(o->n_pods, 14);
 
 	s = service(o, "default", "kubernetes");
@@ -301,6 +301,12 @@ static void check_sample(const struct ndc_k8s_objects *o)
 	assert_int_equal(s->n_ips, 0);
 	assert_false(s->headless);
 
+	/* An ExternalName into the zone: followed there (issue 14). */
+	s = service(o, "shop", "storefront");
+	assert_int_equal(s->type, NDC_SVC_EXTERNAL_NAME);
+	assert_string_equal(s->external_name, "frontend.shop.svc.cluster.local");
+	assert_int_equal(s->n_ports, 0);
+
 	s = service(o, "data", "postgres");
 	assert_true(s->headless);
 	assert_int_equal(s->n_ips, 0);
@@ -318,6 +324,16 @@ static void check_sample(const struct ndc_k8s_objects *o)
 		assert_int_equal(sl->endpoints[i].ready, i < 2);
 	}
 	assert_ip(&sl->endpoints[2].addrs[0], "10.244.3.42");
+
+	/* A second service with postgres-0's address: its reverse name has a PTR for each. */
+	s = service(o, "data", "postgres-rw");
+	assert_false(s->headless);
+	assert_ip(&s->ips[0], "10.96.30.5");
+	sl = slice_of(o, "data", "postgres-rw", 0);
+	assert_int_equal(sl->n_endpoints, 1);
+	assert_ip(&sl->endpoints[0].addrs[0], "10.244.1.40");
+	assert_null(sl->endpoints[0].hostname);
+	assert_string_equal(sl->endpoints[0].pod_name, "postgres-0");
 
 	s = service(o, "data", "kafka");
 	assert_true(s->headless);

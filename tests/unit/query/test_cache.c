@@ -559,6 +559,87 @@ static void test_hook(void **state)
 	ndc_cache_free(c);
 }
 
+/* New limits in use: smaller evicts at once, oldest first (the hook is told); TTL caps apply
+ * to later puts. */
+static void test_set_limits(void **state)
+{
+	struct ndc_cache *c = new_cache(8, 1 << 20, 600, 600, 10);
+	struct ndc_cache_opts o = {.max_entries = 3,
+				   .max_bytes = 1 << 20,
+				   .max_ttl = 60,
+				   .neg_max_ttl = 30,
+				   .stale_max = 10};
+	struct ndc_cache_stats st;
+	struct test_answer a, out;
+	struct hook_log h = {0};
+	char label[8];
+	uint32_t age;
+
+	(void)state;
+	ndc_cache_set_hook(c, hook, &h);
+	make_answer(&a, NDC_RCODE_NOERROR, 1, 20, 1);
+	for (int i = 0; i < 6; i++) {
+		snprintf(label, sizeof(label), "n%d", i);
+		assert_int_equal(put(c, label, NDC_T_A, &a, 300, T0), 0);
+	}
+	/* n0 used last: it stays, n1..n3 go. */
+	assert_int_equal(get(c, "n0", NDC_T_A, T0, false, &out, &age), 0);
+	assert_int_equal(ndc_cache_set_limits(c, &o), 0);
+	ndc_cache_stats(c, &st);
+	assert_int_equal(st.entries, 3);
+	assert_int_equal(h.drops, 3);
+	assert_int_equal(get(c, "n0", NDC_T_A, T0, false, &out, &age), 0);
+	assert_int_equal(get(c, "n5", NDC_T_A, T0, false, &out, &age), 0);
+	assert_int_equal(get(c, "n1", NDC_T_A, T0, false, &out, &age), -ENOENT);
+	/* The new max_ttl caps the next put: fresh at 59 s, not at 61 s. */
+	assert_int_equal(put(c, "x", NDC_T_A, &a, 300, T0), 0);
+	assert_int_equal(h.last_ttl, 60);
+	assert_int_equal(get(c, "x", NDC_T_A, T0 + 61 * 1000, false, &out, &age), -ENOENT);
+	/* Bigger again: room for more. */
+	o.max_entries = 100;
+	assert_int_equal(ndc_cache_set_limits(c, &o), 0);
+	for (int i = 0; i < 10; i++) {
+		snprintf(label, sizeof(label), "m%d", i);
+		assert_int_equal(put(c, label, NDC_T_A, &a, 300, T0), 0);
+	}
+	ndc_cache_stats(c, &st);
+	assert_int_equal(st.entries, 13);
+	o.max_entries = 0;
+	assert_int_equal(ndc_cache_set_limits(c, &o), -EINVAL);
+	ndc_cache_free(c);
+}
+
+static bool starts_with_d(void *arg, const uint8_t *lname, size_t nlen)
+{
+	int *calls = arg;
+
+	(*calls)++;
+	return nlen > 1 && lname[1] == 'd';
+}
+
+static void test_drop(void **state)
+{
+	struct ndc_cache *c = new_cache(100, 1 << 20, 600, 600, 10);
+	struct test_answer a, out;
+	struct hook_log h = {0};
+	uint32_t age;
+	int calls = 0;
+
+	(void)state;
+	ndc_cache_set_hook(c, hook, &h);
+	make_answer(&a, NDC_RCODE_NOERROR, 1, 20, 1);
+	assert_int_equal(put(c, "d1", NDC_T_A, &a, 300, T0), 0);
+	assert_int_equal(put(c, "keep", NDC_T_A, &a, 300, T0), 0);
+	assert_int_equal(put(c, "d2", NDC_T_A, &a, 300, T0), 0);
+	assert_int_equal(ndc_cache_drop(c, starts_with_d, &calls), 2);
+	assert_int_equal(calls, 3);
+	assert_int_equal(h.drops, 2);
+	assert_int_equal(get(c, "keep", NDC_T_A, T0, false, &out, &age), 0);
+	assert_int_equal(get(c, "d1", NDC_T_A, T0, false, &out, &age), -ENOENT);
+	assert_int_equal(get(c, "d2", NDC_T_A, T0, true, &out, &age), -ENOENT);
+	ndc_cache_free(c);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -578,6 +659,8 @@ int main(void)
 	    cmocka_unit_test(test_concurrent),
 	    cmocka_unit_test(test_now_ms_monotonic),
 	    cmocka_unit_test(test_hook),
+	    cmocka_unit_test(test_set_limits),
+	    cmocka_unit_test(test_drop),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

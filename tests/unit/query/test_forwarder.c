@@ -874,9 +874,10 @@ static bool first_backoff_2s(const struct ndc_forwarder_stats *st)
 	return st->upstream[0].backoff_ms == 2000;
 }
 
+/* Back, and the probe's answer counted (under load the two are seen a moment apart). */
 static bool first_healthy(const struct ndc_forwarder_stats *st)
 {
-	return st->upstream[0].healthy;
+	return st->upstream[0].healthy && st->upstream[0].responses >= 1;
 }
 
 /*
@@ -1203,6 +1204,234 @@ static void test_resolve_from_callback(void **state)
 	env_free(&e);
 }
 
+/* ---- routes (stub domains) and reconfiguration ---------------------------------------------- */
+
+/* Resolves text A on f and waits for its callback: the status. */
+static int resolve_text(struct ndc_forwarder *f, struct box *b, const char *text)
+{
+	uint8_t name[NDC_NAME_MAX];
+	size_t nlen;
+	int n = b->n;
+
+	assert_int_equal(ndc_name_from_text(text, name, sizeof(name), &nlen), 0);
+	assert_int_equal(ndc_forwarder_resolve(f, name, nlen, NDC_T_A, NDC_C_IN, on_done, b), 0);
+	assert_int_equal(box_wait(b, n + 1), n + 1);
+	return b->status[n];
+}
+
+/*
+ * Three upstreams: the default, one for stub.test and one for deep.stub.test. A name goes to
+ * the longest zone it is in, at a label boundary; anything else to the default.
+ */
+static void test_stub_routes(void **state)
+{
+	struct fake *fk[3] = {fake_start(M_ANSWER), fake_start(M_ANSWER), fake_start(M_ANSWER)};
+	struct sockaddr_storage def = loopback(fk[0]->port), s1 = loopback(fk[1]->port),
+				s2 = loopback(fk[2]->port);
+	struct ndc_forwarder_route routes[] = {
+	    {.zone = "Stub.Test.", .n_upstreams = 1, .upstreams = &s1},
+	    {.zone = "deep.stub.test", .n_upstreams = 1, .upstreams = &s2},
+	};
+	struct ndc_forwarder_opts o = {
+	    .n_upstreams = 1, .upstreams = &def, .n_routes = 2, .routes = routes};
+	struct ndc_cache *cache = new_cache();
+	struct ndc_forwarder_stats st;
+	struct ndc_cache_stats cs;
+	struct ndc_forwarder *f;
+	struct box b;
+
+	(void)state;
+	box_init(&b);
+	assert_int_equal(ndc_forwarder_new(&o, cache, &f), 0);
+	assert_int_equal(resolve_text(f, &b, "a.stub.test"), 0);
+	assert_int_equal(resolve_text(f, &b, "stub.test"), 0);
+	assert_int_equal(resolve_text(f, &b, "b.deep.stub.test"), 0);
+	assert_int_equal(resolve_text(f, &b, "deep.stub.test"), 0);
+	assert_int_equal(resolve_text(f, &b, "notstub.test"), 0);
+	assert_int_equal(resolve_text(f, &b, "www.example.test"), 0);
+	assert_int_equal(fake_count(fk[0], CNT_UDP), 2);
+	assert_int_equal(fake_count(fk[1], CNT_UDP), 2);
+	assert_int_equal(fake_count(fk[2], CNT_UDP), 2);
+	/* Cached like the rest (the resolver asks the cache before the forwarder). */
+	ndc_cache_stats(cache, &cs);
+	assert_int_equal(cs.entries, 6);
+	/* Every upstream in the stats, the default first. */
+	ndc_forwarder_stats(f, &st);
+	assert_int_equal(st.n_upstreams, 3);
+	assert_int_equal(st.upstream[0].responses, 2);
+	ndc_forwarder_free(f);
+	ndc_cache_free(cache);
+	for (int i = 0; i < 3; i++)
+		fake_stop(fk[i]);
+}
+
+/* Stub domains only: other names get -ENOTCONN from the callback, as SERVFAIL. */
+static void test_stub_no_default(void **state)
+{
+	struct fake *fk = fake_start(M_ANSWER);
+	struct sockaddr_storage s1 = loopback(fk->port);
+	struct ndc_forwarder_route route = {.zone = "corp", .n_upstreams = 1, .upstreams = &s1};
+	struct ndc_forwarder_opts o = {.n_routes = 1, .routes = &route, .timeout_ms = 500};
+	struct ndc_forwarder *f;
+	struct box b;
+
+	(void)state;
+	box_init(&b);
+	assert_int_equal(ndc_forwarder_new(&o, NULL, &f), 0);
+	assert_int_equal(resolve_text(f, &b, "x.corp"), 0);
+	assert_int_equal(resolve_text(f, &b, "www.example.test"), -ENOTCONN);
+	assert_int_equal(fake_count(fk, CNT_UDP), 1);
+	ndc_forwarder_free(f);
+	fake_stop(fk);
+}
+
+static void test_routes_invalid(void **state)
+{
+	struct sockaddr_storage a = loopback(53), many[NDC_FWD_MAX_UPSTREAMS + 1];
+	struct ndc_forwarder_route dup[] = {
+	    {.zone = "a.test", .n_upstreams = 1, .upstreams = &a},
+	    {.zone = "A.TEST.", .n_upstreams = 1, .upstreams = &a},
+	};
+	struct ndc_forwarder_route root = {.zone = ".", .n_upstreams = 1, .upstreams = &a};
+	struct ndc_forwarder_route empty = {.zone = "a.test", .n_upstreams = 0};
+	struct ndc_forwarder_route big = {
+	    .zone = "a.test", .n_upstreams = NDC_FWD_MAX_UPSTREAMS + 1, .upstreams = many};
+	struct ndc_forwarder_route servers[5];
+	struct sockaddr_storage distinct[5][NDC_FWD_MAX_UPSTREAMS];
+	char zones[5][16];
+	struct ndc_forwarder_opts o = {.n_upstreams = 1, .upstreams = &a};
+	struct ndc_forwarder *f = NULL;
+
+	(void)state;
+	for (size_t i = 0; i <= NDC_FWD_MAX_UPSTREAMS; i++)
+		many[i] = loopback((uint16_t)(1000 + i));
+	o.n_routes = 2;
+	o.routes = dup;
+	assert_int_equal(ndc_forwarder_new(&o, NULL, &f), -EINVAL);
+	o.n_routes = 1;
+	o.routes = &root;
+	assert_int_equal(ndc_forwarder_new(&o, NULL, &f), -EINVAL);
+	o.routes = &empty;
+	assert_int_equal(ndc_forwarder_new(&o, NULL, &f), -EINVAL);
+	o.routes = &big;
+	assert_int_equal(ndc_forwarder_new(&o, NULL, &f), -E2BIG);
+	/* 1 + 5 * 8 distinct addresses: over NDC_FWD_MAX_SERVERS. */
+	for (int i = 0; i < 5; i++) {
+		snprintf(zones[i], sizeof(zones[i]), "z%d.test", i);
+		for (int j = 0; j < NDC_FWD_MAX_UPSTREAMS; j++)
+			distinct[i][j] = loopback((uint16_t)(2000 + i * 10 + j));
+		servers[i] = (struct ndc_forwarder_route){.zone = zones[i],
+							  .n_upstreams = NDC_FWD_MAX_UPSTREAMS,
+							  .upstreams = distinct[i]};
+	}
+	o.n_routes = 5;
+	o.routes = servers;
+	assert_int_equal(ndc_forwarder_new(&o, NULL, &f), -E2BIG);
+	assert_null(f);
+}
+
+/*
+ * Reconfigured under way: the default moves from A to B. A's cached answer is dropped (the name
+ * goes elsewhere now) and the next query asks B; a stub domain whose upstream stayed keeps its
+ * cached answer and its upstream's counters.
+ */
+static void test_reconfigure(void **state)
+{
+	struct fake *a = fake_start(M_ANSWER), *bk = fake_start(M_ANSWER),
+		    *stub = fake_start(M_ANSWER);
+	struct sockaddr_storage sa = loopback(a->port), sb = loopback(bk->port),
+				ss = loopback(stub->port);
+	struct ndc_forwarder_route route = {
+	    .zone = "stub.test", .n_upstreams = 1, .upstreams = &ss};
+	struct ndc_forwarder_opts o = {
+	    .n_upstreams = 1, .upstreams = &sa, .n_routes = 1, .routes = &route};
+	struct ndc_cache *cache = new_cache();
+	struct ndc_forwarder_stats st;
+	struct ndc_cache_stats cs;
+	struct ndc_forwarder *f;
+	struct box b;
+	char want[64];
+
+	(void)state;
+	box_init(&b);
+	assert_int_equal(ndc_forwarder_new(&o, cache, &f), 0);
+	assert_int_equal(resolve_text(f, &b, "www.example.test"), 0);
+	assert_int_equal(resolve_text(f, &b, "x.stub.test"), 0);
+	assert_int_equal(fake_count(a, CNT_UDP), 1);
+	ndc_cache_stats(cache, &cs);
+	assert_int_equal(cs.entries, 2);
+
+	o.upstreams = &sb;
+	o.timeout_ms = 300;
+	assert_int_equal(ndc_forwarder_reconfigure(f, &o), 0);
+	ndc_cache_stats(cache, &cs);
+	assert_int_equal(cs.entries, 1);
+	assert_int_equal(resolve_text(f, &b, "www.example.test"), 0);
+	assert_int_equal(resolve_text(f, &b, "x.stub.test"), 0);
+	assert_int_equal(fake_count(a, CNT_UDP), 1);
+	assert_int_equal(fake_count(bk, CNT_UDP), 1);
+	assert_int_equal(fake_count(stub, CNT_UDP), 2);
+	ndc_forwarder_stats(f, &st);
+	assert_int_equal(st.n_upstreams, 2);
+	snprintf(want, sizeof(want), "127.0.0.1:%u", bk->port);
+	assert_string_equal(st.upstream[0].name, want);
+	assert_int_equal(st.upstream[0].responses, 1);
+	assert_int_equal(st.upstream[1].responses, 2); /* the stub's counters go on */
+
+	/* A bad configuration changes nothing. */
+	route.zone = "not a..zone";
+	assert_int_equal(ndc_forwarder_reconfigure(f, &o), -EINVAL);
+	assert_int_equal(resolve_text(f, &b, "y.stub.test"), 0);
+	assert_int_equal(fake_count(stub, CNT_UDP), 3);
+	ndc_forwarder_free(f);
+	ndc_cache_free(cache);
+	fake_stop(a);
+	fake_stop(bk);
+	fake_stop(stub);
+}
+
+/*
+ * A request in flight when its upstream is replaced: the client still gets its answer, which is
+ * not cached (it came from an upstream the name no longer goes to).
+ */
+static void test_reconfigure_in_flight(void **state)
+{
+	struct fake *a = fake_open(M_DELAY), *bk = fake_start(M_ANSWER);
+	struct sockaddr_storage sa, sb = loopback(bk->port);
+	struct ndc_forwarder_opts o = {.n_upstreams = 1, .upstreams = &sa, .timeout_ms = 2000};
+	struct ndc_cache *cache = new_cache();
+	struct ndc_cache_stats cs;
+	struct ndc_forwarder *f;
+	uint8_t name[NDC_NAME_MAX];
+	size_t nlen;
+	struct box b;
+
+	(void)state;
+	a->delay_ms = 300;
+	fake_run(a);
+	sa = loopback(a->port);
+	box_init(&b);
+	assert_int_equal(ndc_forwarder_new(&o, cache, &f), 0);
+	assert_int_equal(ndc_name_from_text("slow.example.test", name, sizeof(name), &nlen), 0);
+	assert_int_equal(ndc_forwarder_resolve(f, name, nlen, NDC_T_A, NDC_C_IN, on_done, &b), 0);
+	usleep(50000);
+	o.upstreams = &sb;
+	assert_int_equal(ndc_forwarder_reconfigure(f, &o), 0);
+	assert_int_equal(box_wait(&b, 1), 1);
+	assert_int_equal(b.status[0], 0);
+	assert_ip(&b.first.a, IP_GOOD);
+	ndc_cache_stats(cache, &cs);
+	assert_int_equal(cs.entries, 0);
+	assert_int_equal(resolve_text(f, &b, "slow.example.test"), 0);
+	assert_int_equal(fake_count(bk, CNT_UDP), 1);
+	ndc_cache_stats(cache, &cs);
+	assert_int_equal(cs.entries, 1);
+	ndc_forwarder_free(f);
+	ndc_cache_free(cache);
+	fake_stop(a);
+	fake_stop(bk);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -1227,6 +1456,11 @@ int main(void)
 	    cmocka_unit_test(test_no_upstreams),
 	    cmocka_unit_test(test_free_in_flight),
 	    cmocka_unit_test(test_resolve_from_callback),
+	    cmocka_unit_test(test_stub_routes),
+	    cmocka_unit_test(test_stub_no_default),
+	    cmocka_unit_test(test_routes_invalid),
+	    cmocka_unit_test(test_reconfigure),
+	    cmocka_unit_test(test_reconfigure_in_flight),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

@@ -254,12 +254,58 @@ static void test_max_pending(void **state)
 	env_free(&e);
 }
 
+/*
+ * Query log, sampled 1.0: a cache hit and a forwarded query that fails each give one line with
+ * the client, the question, the rcode and the source; sampled 0 (off) gives none.
+ */
+static void test_query_log(void **state)
+{
+	struct env e;
+	uint8_t buf[4096];
+	char line[8192], want[64];
+	FILE *tmp = tmpfile();
+	int saved = dup(STDERR_FILENO);
+	struct sockaddr_in me;
+	socklen_t sl = sizeof(me);
+	ssize_t n;
+
+	(void)state;
+	assert_non_null(tmp);
+	env_init(&e, 200, 0);
+	put_expired(&e);
+	assert_int_equal(dup2(fileno(tmp), STDERR_FILENO), STDERR_FILENO);
+	ask(&e, 7, "unlogged.example.test");
+	assert_true(reply(&e, 7, buf, sizeof(buf)) > 0);
+	ndc_resolver_set_query_log(e.res, 1000000);
+	ask(&e, 8, "never-seen.example.test");
+	assert_true(reply(&e, 8, buf, sizeof(buf)) > 0);
+	ndc_resolver_set_query_log(e.res, 0);
+	ask(&e, 9, "unlogged.example.test");
+	assert_true(reply(&e, 9, buf, sizeof(buf)) > 0);
+	assert_int_equal(dup2(saved, STDERR_FILENO), STDERR_FILENO);
+	close(saved);
+	n = pread(fileno(tmp), line, sizeof(line) - 1, 0);
+	assert_true(n > 0);
+	line[n] = '\0';
+	fclose(tmp);
+	assert_int_equal(getsockname(e.client, (struct sockaddr *)&me, &sl), 0);
+	snprintf(want, sizeof(want), "client=127.0.0.1:%u id=8 ", ntohs(me.sin_port));
+	assert_non_null(strstr(line, "ndcache: info: query "));
+	assert_non_null(strstr(line, want));
+	assert_non_null(strstr(line, " type=A class=IN name=never-seen.example.test. proto=udp "));
+	assert_non_null(strstr(line, " rcode=SERVFAIL "));
+	assert_non_null(strstr(line, " source=error duration_us="));
+	assert_null(strstr(line, "unlogged"));
+	env_free(&e);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 	    cmocka_unit_test(test_stale_ttl_30),
 	    cmocka_unit_test(test_never_silent),
 	    cmocka_unit_test(test_max_pending),
+	    cmocka_unit_test(test_query_log),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

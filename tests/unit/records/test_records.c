@@ -458,8 +458,9 @@ static void test_headless(void **state)
 	expect_answer(r, "pnr.default.svc." ZONE, NDC_T_A, 2, &d);
 	assert_has(&d, "an pnr.default.svc.cluster.local. 5 A 10.244.2.1");
 	assert_has(&d, "an pnr.default.svc.cluster.local. 5 A 10.244.2.2");
-	/* headless with no endpoints: exists, no records */
-	NODATA(r, "empty-hl.default.svc." ZONE, NDC_T_A);
+	/* spec 2.4.1: a headless service with no ready endpoint is NXDOMAIN (CoreDNS too) */
+	NXDOMAIN(r, "empty-hl.default.svc." ZONE, NDC_T_A);
+	NXDOMAIN(r, "empty-hl.default.svc." ZONE, NDC_T_SRV);
 	ndc_records_free(r);
 }
 
@@ -519,13 +520,18 @@ static void test_srv_cluster_ip(void **state)
 	assert_int_equal(d.ar, 2);
 	assert_has(&d, "ar dual.default.svc.cluster.local. 5 A 10.96.0.30");
 	assert_has(&d, "ar dual.default.svc.cluster.local. 5 AAAA fd00:96::30");
-	/* SRV at the service name: every named port, the unnamed 8080 has none */
-	expect_answer(r, "web.default.svc." ZONE, NDC_T_SRV, 2, &d);
+	/* SRV at the service name (CoreDNS): every port, the unnamed 8080 too */
+	expect_answer(r, "web.default.svc." ZONE, NDC_T_SRV, 3, &d);
 	assert_has(&d, "an web.default.svc.cluster.local. 5 SRV 0 100 80 "
 		       "web.default.svc.cluster.local.");
 	assert_has(&d, "an web.default.svc.cluster.local. 5 SRV 0 100 53 "
 		       "web.default.svc.cluster.local.");
+	assert_has(&d, "an web.default.svc.cluster.local. 5 SRV 0 100 8080 "
+		       "web.default.svc.cluster.local.");
 	assert_int_equal(d.ar, 1); /* one target, listed once */
+	/* spec 2.3.2: an unnamed port has no _<port>._<proto> name */
+	NXDOMAIN(r, "_._tcp.web.default.svc." ZONE, NDC_T_SRV);
+	NXDOMAIN(r, "_8080._tcp.web.default.svc." ZONE, NDC_T_SRV);
 	ndc_records_free(r);
 }
 
@@ -567,6 +573,414 @@ static void test_external_name(void **state)
 		assert_int_equal(d.ns + d.ar, 0); /* not chased */
 	}
 	NXDOMAIN(r, "x.ext.default.svc." ZONE, NDC_T_A);
+	ndc_records_free(r);
+}
+
+/*
+ * Issue 14, ExternalName services whose target is a name of the zone: the alias is followed
+ * inside the zone as CoreDNS does (glibc does not ask again for a CNAME's target).
+ */
+static size_t foreach_checked(const struct ndc_records *r);
+static void lazy_matches_eager(const struct ndc_k8s_objects *objs, int min_srv, int min_ptr);
+
+static const char *const alias_pairs[][2] = {
+    {"to-svc", "svc1.ns.svc." ZONE},
+    {"to-upper", "SVC1.Ns.svc.Cluster.LOCAL."},
+    {"chain2", "to-svc.ns.svc." ZONE},
+    {"to-hl", "hl.ns.svc." ZONE},
+    {"to-host", "h.hl.ns.svc." ZONE},
+    {"to-srv", "_http._tcp.hl.ns.svc." ZONE},
+    {"to-nx", "nosuch.ns.svc." ZONE},
+    {"to-ns", "ns.svc." ZONE},
+    {"to-apex", ZONE},
+    {"to-txt", "dns-version." ZONE},
+    {"loop-a", "loop-b.ns.svc." ZONE},
+    {"loop-b", "loop-a.ns.svc." ZONE},
+    {"self", "self.ns.svc." ZONE},
+    {"to-ext", "ext.ns.svc." ZONE},
+    {"ext", "www.example.com"},
+    {"to-pod", "10-244-7-7.ns.pod." ZONE},
+    {"to-other", "svc-x.other.svc." ZONE},
+    {"c0", "c1.ns.svc." ZONE},
+    {"c1", "c2.ns.svc." ZONE},
+    {"c2", "c3.ns.svc." ZONE},
+    {"c3", "c4.ns.svc." ZONE},
+    {"c4", "c5.ns.svc." ZONE},
+    {"c5", "c6.ns.svc." ZONE},
+    {"c6", "c7.ns.svc." ZONE},
+    {"c7", "c8.ns.svc." ZONE},
+    {"c8", "c9.ns.svc." ZONE},
+    {"c9", "svc1.ns.svc." ZONE},
+};
+#define N_ALIAS (sizeof(alias_pairs) / sizeof(alias_pairs[0]))
+
+static struct ndc_k8s_service alias_svcs[N_ALIAS + 4];
+static struct ndc_k8s_slice alias_slice;
+static struct ndc_k8s_endpoint alias_eps[2];
+static struct ndc_k8s_port alias_ports[] = {{"http", 80, IPPROTO_TCP}, {NULL, 8080, IPPROTO_TCP}};
+static struct ndc_k8s_port alias_ep_port[] = {{"http", 8080, IPPROTO_TCP}};
+static char *alias_nss[] = {"ns", "other"};
+static struct ndc_k8s_objects alias_objs;
+
+static struct ndc_records *alias_build(struct ndc_records_opts *o)
+{
+	struct ndc_records *r = NULL;
+
+	if (!alias_objs.n_services) {
+		size_t n = 0;
+
+		alias_svcs[n] = svc("ns", "svc1", "10.96.1.1", "fd00:96::1");
+		alias_svcs[n].ports = alias_ports;
+		alias_svcs[n++].n_ports = 2;
+		alias_svcs[n] = svc("ns", "hl", NULL, NULL);
+		alias_svcs[n].ports = alias_ep_port;
+		alias_svcs[n++].n_ports = 1;
+		alias_svcs[n++] = svc("ns", "v4only", "10.96.1.2", NULL);
+		alias_svcs[n++] = svc("other", "svc-x", "10.96.1.3", NULL);
+		for (size_t i = 0; i < N_ALIAS; i++) {
+			alias_svcs[n] = svc("ns", alias_pairs[i][0], NULL, NULL);
+			alias_svcs[n].headless = false;
+			alias_svcs[n].type = NDC_SVC_EXTERNAL_NAME;
+			alias_svcs[n++].external_name = (char *)alias_pairs[i][1];
+		}
+		alias_eps[0] = ep("10.244.5.1", "h", NULL, true);
+		alias_eps[1] = ep("10.244.5.2", NULL, NULL, true);
+		alias_slice = slice("hl", AF_INET, alias_eps, 2, alias_ep_port, 1);
+		alias_slice.ns = "ns";
+		alias_objs.namespaces = alias_nss;
+		alias_objs.n_namespaces = 2;
+		alias_objs.services = alias_svcs;
+		alias_objs.n_services = n;
+		alias_objs.slices = &alias_slice;
+		alias_objs.n_slices = 1;
+	}
+	assert_int_equal(ndc_records_build(&alias_objs, o, &r), 0);
+	return r;
+}
+
+#define SVC1 "svc1.ns.svc.cluster.local."
+
+/* The chain's n aliases and NXDOMAIN for its last name, SOA in authority (RFC 6604 3). */
+static void expect_alias_nx(const struct ndc_records *r, const char *name, uint16_t type, int n,
+			    struct dec *d)
+{
+	assert_int_equal(q(r, name, type, d), 0);
+	if (d->an != n || d->rcode != NDC_RCODE_NXDOMAIN || d->ns != 1 || d->ar) {
+		dump(d);
+		fail_msg("%s type %u: %d answers rcode %u, want %d aliases and NXDOMAIN", name,
+			 type, d->an, d->rcode, n);
+	}
+	for (int i = 0; i < n; i++)
+		assert_int_equal(d->type[i], NDC_T_CNAME);
+	assert_int_equal(d->type[n], NDC_T_SOA);
+	assert_int_equal(d->aa, 1);
+}
+
+static bool has_q(const struct ndc_records *r, const char *name, uint16_t type)
+{
+	uint8_t w[NDC_NAME_MAX];
+	size_t l = wire(name, w);
+
+	return ndc_records_has(r, w, l, type);
+}
+
+static void test_alias_in_zone(void **state)
+{
+	static const uint16_t types[] = {NDC_T_A, NDC_T_AAAA, NDC_T_SRV, NDC_T_TXT, NDC_T_MX};
+	struct ndc_records_opts o;
+	struct ndc_records *r;
+	struct dec d;
+
+	(void)state;
+	opts_init(&o);
+	r = alias_build(&o);
+	expect_answer(r, "to-svc.ns.svc." ZONE, NDC_T_A, 2, &d);
+	assert_string_equal(d.line[0], "an to-svc.ns.svc.cluster.local. 5 CNAME " SVC1);
+	assert_string_equal(d.line[1], "an " SVC1 " 5 A 10.96.1.1");
+	assert_int_equal(d.ns + d.ar, 0);
+	assert_int_equal(d.min_ttl, 5);
+	expect_answer(r, "to-svc.ns.svc." ZONE, NDC_T_AAAA, 2, &d);
+	assert_string_equal(d.line[1], "an " SVC1 " 5 AAAA fd00:96::1");
+	/* SRV at the target, its addresses in additional */
+	expect_answer(r, "to-svc.ns.svc." ZONE, NDC_T_SRV, 3, &d);
+	assert_has(&d, "an " SVC1 " 5 SRV 0 100 80 " SVC1);
+	assert_has(&d, "an " SVC1 " 5 SRV 0 100 8080 " SVC1);
+	assert_int_equal(d.ar, 2);
+	assert_has(&d, "ar " SVC1 " 5 A 10.96.1.1");
+	/* the target lacks the type: the alias and NODATA, SOA in authority (RFC 2308 2.2) */
+	expect_answer(r, "to-svc.ns.svc." ZONE, NDC_T_TXT, 1, &d);
+	assert_int_equal(d.ns, 1);
+	assert_int_equal(d.type[1], NDC_T_SOA);
+	/* CNAME and ANY are answered by the alias itself (RFC 1034 4.3.2, RFC 8482) */
+	expect_answer(r, "to-svc.ns.svc." ZONE, NDC_T_CNAME, 1, &d);
+	assert_int_equal(d.ns + d.ar, 0);
+	expect_answer(r, "to-svc.ns.svc." ZONE, NDC_T_ANY, 1, &d);
+	assert_int_equal(d.type[0], NDC_T_CNAME);
+	expect_answer(r, "to-upper.ns.svc." ZONE, NDC_T_A, 2, &d); /* targets compare lowercase */
+	assert_has(&d, "an " SVC1 " 5 A 10.96.1.1");
+	/* chains, headless targets, endpoint names, SRV names */
+	expect_answer(r, "chain2.ns.svc." ZONE, NDC_T_A, 3, &d);
+	assert_string_equal(d.line[0],
+			    "an chain2.ns.svc.cluster.local. 5 CNAME to-svc.ns.svc.cluster.local.");
+	assert_string_equal(d.line[1], "an to-svc.ns.svc.cluster.local. 5 CNAME " SVC1);
+	assert_string_equal(d.line[2], "an " SVC1 " 5 A 10.96.1.1");
+	expect_answer(r, "to-hl.ns.svc." ZONE, NDC_T_A, 3, &d);
+	assert_has(&d, "an hl.ns.svc.cluster.local. 5 A 10.244.5.1");
+	assert_has(&d, "an hl.ns.svc.cluster.local. 5 A 10.244.5.2");
+	expect_answer(r, "to-host.ns.svc." ZONE, NDC_T_A, 2, &d);
+	assert_has(&d, "an h.hl.ns.svc.cluster.local. 5 A 10.244.5.1");
+	expect_answer(r, "to-srv.ns.svc." ZONE, NDC_T_SRV, 3, &d);
+	assert_has(&d, "an _http._tcp.hl.ns.svc.cluster.local. 5 SRV 0 50 8080 "
+		       "h.hl.ns.svc.cluster.local.");
+	assert_has(&d, "ar 10-244-5-2.hl.ns.svc.cluster.local. 5 A 10.244.5.2");
+	/* a target that does not exist: the alias, NXDOMAIN (RFC 6604 3), SOA */
+	expect_alias_nx(r, "to-nx.ns.svc." ZONE, NDC_T_A, 1, &d);
+	expect_answer(r, "to-ns.ns.svc." ZONE, NDC_T_A, 1, &d); /* an empty non-terminal */
+	assert_int_equal(d.ns, 1);
+	/* the apex's names */
+	expect_answer(r, "to-apex.ns.svc." ZONE, NDC_T_SOA, 2, &d);
+	assert_int_equal(d.type[1], NDC_T_SOA);
+	expect_answer(r, "to-apex.ns.svc." ZONE, NDC_T_NS, 2, &d);
+	assert_has(&d, "an cluster.local. 5 NS ns.dns.cluster.local.");
+	assert_has(&d, "ar ns.dns.cluster.local. 5 A 169.254.20.10");
+	expect_answer(r, "to-txt.ns.svc." ZONE, NDC_T_TXT, 2, &d);
+	assert_has(&d, "an dns-version.cluster.local. 5 TXT \"1.1.0\"");
+	/* loops stop where they come back, the aliases alone */
+	expect_answer(r, "loop-a.ns.svc." ZONE, NDC_T_A, 2, &d);
+	assert_int_equal(d.ns + d.ar, 0);
+	assert_string_equal(d.line[1], "an loop-b.ns.svc.cluster.local. 5 CNAME "
+				       "loop-a.ns.svc.cluster.local.");
+	expect_answer(r, "self.ns.svc." ZONE, NDC_T_A, 1, &d);
+	/* a chain that leaves the zone ends there; an alias out of the zone is the CNAME alone */
+	expect_answer(r, "to-ext.ns.svc." ZONE, NDC_T_A, 2, &d);
+	assert_string_equal(d.line[1], "an ext.ns.svc.cluster.local. 5 CNAME www.example.com.");
+	expect_answer(r, "ext.ns.svc." ZONE, NDC_T_A, 1, &d);
+	/* at most 8 aliases: c2 reaches svc1 in 8, c1 would need 9 */
+	expect_answer(r, "c2.ns.svc." ZONE, NDC_T_A, 9, &d);
+	assert_string_equal(d.line[8], "an " SVC1 " 5 A 10.96.1.1");
+	expect_answer(r, "c1.ns.svc." ZONE, NDC_T_A, 8, &d);
+	assert_int_equal(d.type[7], NDC_T_CNAME);
+	/* pods disabled: a pod name is NXDOMAIN; a namespace outside the table too */
+	expect_alias_nx(r, "to-pod.ns.svc." ZONE, NDC_T_A, 1, &d);
+	expect_answer(r, "to-other.ns.svc." ZONE, NDC_T_A, 2, &d);
+	/* nothing below an alias */
+	NXDOMAIN(r, "x.to-svc.ns.svc." ZONE, NDC_T_A);
+
+	/* What the fast path is given for each type: what the socket path answers. */
+	foreach_checked(r);
+	assert_true(has_q(r, "to-svc.ns.svc." ZONE, NDC_T_A));
+	assert_true(has_q(r, "to-svc.ns.svc." ZONE, NDC_T_AAAA));
+	assert_true(has_q(r, "to-svc.ns.svc." ZONE, NDC_T_SRV));
+	assert_false(has_q(r, "to-svc.ns.svc." ZONE, NDC_T_TXT)); /* the other-type entry */
+	assert_true(has_q(r, "to-svc.ns.svc." ZONE, 0));
+	assert_true(has_q(r, "to-apex.ns.svc." ZONE, NDC_T_SOA));
+	assert_false(has_q(r, "to-nx.ns.svc." ZONE, NDC_T_A));
+	assert_false(has_q(r, "loop-a.ns.svc." ZONE, NDC_T_A));
+	assert_false(has_q(r, "ext.ns.svc." ZONE, NDC_T_A));
+	for (size_t i = 0; i < sizeof(types) / sizeof(types[0]); i++)
+		expect_alias_nx(r, "to-nx.ns.svc." ZONE, types[i], 1, &d);
+	ndc_records_free(r);
+
+	/* pods: insecure makes the pod name at lookup; the alias is followed there too */
+	o.pods = NDC_PODS_INSECURE;
+	r = alias_build(&o);
+	expect_answer(r, "to-pod.ns.svc." ZONE, NDC_T_A, 2, &d);
+	assert_has(&d, "an 10-244-7-7.ns.pod.cluster.local. 5 A 10.244.7.7");
+	expect_answer(r, "to-pod.ns.svc." ZONE, NDC_T_AAAA, 1, &d);
+	assert_int_equal(d.ns, 1);
+	assert_true(has_q(r, "to-pod.ns.svc." ZONE, NDC_T_A));
+	assert_false(has_q(r, "to-pod.ns.svc." ZONE, NDC_T_AAAA));
+	foreach_checked(r);
+	ndc_records_free(r);
+
+	/* records.namespaces: a service outside them does not exist, for an alias neither */
+	char *only[] = {"ns"};
+	o.pods = NDC_PODS_DISABLED;
+	o.n_namespaces = 1;
+	o.namespaces = only;
+	r = alias_build(&o);
+	expect_alias_nx(r, "to-other.ns.svc." ZONE, NDC_T_A, 1, &d);
+	NXDOMAIN(r, "svc-x.other.svc." ZONE, NDC_T_A);
+	NXDOMAIN(r, "other.svc." ZONE, NDC_T_A);
+	expect_enoent(r, "3.1.96.10.in-addr.arpa", NDC_T_PTR);
+	ndc_records_free(r);
+
+	/* The eager table and the lazy one agree on chased answers too (SRV made at lookup). */
+	lazy_matches_eager(&alias_objs, 2, 4);
+}
+
+/* ttl 0 (CoreDNS allows it: nothing is cached): every TTL is 0, the SOA minimum too. */
+static void test_ttl_zero(void **state)
+{
+	struct ndc_records_opts o;
+	struct ndc_records *r;
+	unsigned minimum;
+	struct dec d;
+
+	(void)state;
+	opts_init(&o);
+	o.ttl = 0;
+	r = alias_build(&o);
+	expect_answer(r, "to-svc.ns.svc." ZONE, NDC_T_SRV, 3, &d);
+	for (int i = 0; i < d.n; i++)
+		assert_int_equal(d.ttl[i], 0);
+	assert_int_equal(d.min_ttl, 0);
+	expect_negative(r, "nosuch.ns.svc." ZONE, NDC_T_A, NDC_RCODE_NXDOMAIN, 0);
+	expect_negative(r, "v4only.ns.svc." ZONE, NDC_T_AAAA, NDC_RCODE_NOERROR, 0);
+	expect_answer(r, ZONE, NDC_T_SOA, 1, &d);
+	assert_int_equal(sscanf(d.line[0],
+				"an cluster.local. 0 SOA ns.dns.cluster.local. "
+				"hostmaster.cluster.local. %*u %*u %*u %*u %u",
+				&minimum),
+			 1);
+	assert_int_equal(minimum, 0);
+	foreach_checked(r);
+	ndc_records_free(r);
+}
+
+/* RFC 8020: a name with names below it is NOERROR with no records, never NXDOMAIN. */
+struct ent_walk {
+	const struct ndc_records *r;
+	size_t zlen, checked;
+};
+
+static int ent_fn(void *arg, const uint8_t *lname, size_t nlen, uint16_t qtype,
+		  const struct ndc_answer *a)
+{
+	static union {
+		struct ndc_answer a;
+		uint8_t b[sizeof(struct ndc_answer) + NDC_MSG_MAX];
+	} got;
+	struct ent_walk *w = arg;
+
+	(void)qtype, (void)a;
+	if (!ndc_records_is_local(w->r, lname, nlen))
+		return 0;
+	/* every ancestor up to the apex: NOERROR for any type, and in the fast path's table */
+	while (nlen > w->zlen) {
+		nlen -= lname[0] + 1u;
+		lname += lname[0] + 1u;
+		assert_int_equal(
+		    ndc_records_lookup(w->r, lname, nlen, NDC_T_A, &got.a, NDC_MSG_MAX), 0);
+		assert_int_equal(got.a.rcode, NDC_RCODE_NOERROR);
+		assert_true(ndc_records_has(w->r, lname, nlen, 0));
+		w->checked++;
+	}
+	return 0;
+}
+
+static void ents_hold(const struct ndc_records *r)
+{
+	struct ent_walk w = {.r = r, .zlen = strlen(ZONE) + 2};
+
+	assert_int_equal(ndc_records_foreach(r, ent_fn, &w), 0);
+	assert_true(w.checked > 20);
+}
+
+static void test_empty_non_terminals(void **state)
+{
+	static const enum ndc_pods_mode modes[] = {NDC_PODS_DISABLED, NDC_PODS_INSECURE,
+						   NDC_PODS_VERIFIED};
+	static const uint16_t types[] = {NDC_T_A,  NDC_T_AAAA,	NDC_T_SRV, NDC_T_TXT,
+					 NDC_T_MX, NDC_T_CNAME, NDC_T_ANY};
+	static const char *const ents[] = {
+	    "svc." ZONE,
+	    "pod." ZONE,
+	    "dns." ZONE,
+	    "default.svc." ZONE,
+	    "empty-ns.svc." ZONE, /* a Namespace alone */
+	    "other.svc." ZONE,	  /* services alone */
+	    "_tcp.web.default.svc." ZONE,
+	    "_udp.web.default.svc." ZONE,
+	    "_tcp.db.default.svc." ZONE,
+	};
+	struct ndc_records_opts o;
+	struct ndc_records *r;
+	uint8_t w[NDC_NAME_MAX];
+
+	(void)state;
+	for (size_t m = 0; m < sizeof(modes) / sizeof(modes[0]); m++) {
+		opts_init(&o);
+		o.pods = modes[m];
+		r = build(&o);
+		for (size_t i = 0; i < sizeof(ents) / sizeof(ents[0]); i++) {
+			for (size_t t = 0; t < sizeof(types) / sizeof(types[0]); t++)
+				NODATA(r, ents[i], types[t]);
+			assert_true(ndc_records_has(r, w, wire(ents[i], w), 0));
+		}
+		if (modes[m] != NDC_PODS_DISABLED) {
+			NODATA(r, "default.pod." ZONE, NDC_T_A);
+			NODATA(r, "other.pod." ZONE, NDC_T_A);
+		} else {
+			NXDOMAIN(r, "default.pod." ZONE, NDC_T_A);
+		}
+		ents_hold(r);
+		ndc_records_free(r);
+		o.pods = modes[m];
+		r = alias_build(&o);
+		ents_hold(r);
+		ndc_records_free(r);
+	}
+}
+
+/* Issue 14: an address several services' endpoints share has one PTR per (service, endpoint). */
+static void test_ptr_shared(void **state)
+{
+	static struct ndc_k8s_endpoint e_a[1], e_b[2], e_c[1], e_d[1];
+	static struct ndc_k8s_slice sl[5];
+	static char *nsl[] = {"ns", "other"};
+	struct ndc_k8s_service sv[4] = {svc("ns", "a", NULL, NULL),
+					svc("ns", "b", "10.96.2.1", NULL),
+					svc("ns", "c", NULL, NULL), svc("other", "d", NULL, NULL)};
+	struct ndc_k8s_objects oo = {.namespaces = nsl,
+				     .n_namespaces = 2,
+				     .services = sv,
+				     .n_services = 4,
+				     .slices = sl,
+				     .n_slices = 5};
+	const char *rev = "5.0.244.10.in-addr.arpa";
+	struct ndc_records_opts o;
+	struct ndc_records *r;
+	struct dec d;
+
+	(void)state;
+	e_a[0] = ep("10.244.0.5", "h", "pod-5", true);
+	e_b[0] = ep("10.244.0.5", NULL, "pod-5", true);
+	e_b[1] = ep("10.244.0.6", NULL, "pod-6", true);
+	e_c[0] = ep("10.244.0.5", NULL, "pod-5", true);
+	e_d[0] = ep("10.244.0.5", NULL, "pod-5", true);
+	sl[0] = slice("a", AF_INET, e_a, 1, NULL, 0);
+	sl[1] = slice("b", AF_INET, e_b, 2, NULL, 0);
+	sl[2] = slice("b", AF_INET, e_b, 1, NULL, 0); /* the same endpoint in a second slice */
+	sl[3] = slice("c", AF_INET, e_c, 1, NULL, 0);
+	sl[4] = slice("d", AF_INET, e_d, 1, NULL, 0);
+	for (int i = 0; i < 4; i++)
+		sl[i].ns = "ns";
+	sl[4].ns = "other";
+	for (int all = 0; all < 2; all++) {
+		opts_init(&o);
+		o.render_all = all;
+		assert_int_equal(ndc_records_build(&oo, &o, &r), 0);
+		expect_answer(r, rev, NDC_T_PTR, 4, &d);
+		assert_has(&d, "an 5.0.244.10.in-addr.arpa. 5 PTR h.a.ns.svc.cluster.local.");
+		assert_has(&d,
+			   "an 5.0.244.10.in-addr.arpa. 5 PTR 10-244-0-5.b.ns.svc.cluster.local.");
+		assert_has(&d,
+			   "an 5.0.244.10.in-addr.arpa. 5 PTR 10-244-0-5.c.ns.svc.cluster.local.");
+		assert_has(&d, "an 5.0.244.10.in-addr.arpa. 5 PTR "
+			       "10-244-0-5.d.other.svc.cluster.local.");
+		expect_answer(r, "6.0.244.10.in-addr.arpa", NDC_T_PTR, 1, &d);
+		expect_answer(r, "1.2.96.10.in-addr.arpa", NDC_T_PTR, 1, &d);
+		foreach_checked(r);
+		ndc_records_free(r);
+	}
+	/* endpoint_pod_names: the pod names, still one per service */
+	opts_init(&o);
+	o.endpoint_pod_names = true;
+	assert_int_equal(ndc_records_build(&oo, &o, &r), 0);
+	expect_answer(r, rev, NDC_T_PTR, 4, &d);
+	assert_has(&d, "an 5.0.244.10.in-addr.arpa. 5 PTR pod-5.b.ns.svc.cluster.local.");
+	assert_has(&d, "an 5.0.244.10.in-addr.arpa. 5 PTR h.a.ns.svc.cluster.local.");
 	ndc_records_free(r);
 }
 
@@ -672,7 +1086,9 @@ static void test_negative(void **state)
 	NXDOMAIN(r, "x.default.svc." ZONE ".svc." ZONE, NDC_T_A);
 	NXDOMAIN(r, "web.default.svc." ZONE ".default.svc." ZONE, NDC_T_AAAA);
 	NXDOMAIN(r, "web.default." ZONE, NDC_T_A);
-	NXDOMAIN(r, "pod." ZONE, NDC_T_A);		    /* pods disabled */
+	NODATA(r, "pod." ZONE, NDC_T_A); /* RFC 8020: pods disabled, the label still exists */
+	NODATA(r, "pod." ZONE, NDC_T_ANY);
+	NXDOMAIN(r, "default.pod." ZONE, NDC_T_A); /* nothing below it with pods disabled */
 	NXDOMAIN(r, "bad_name.default.svc." ZONE, NDC_T_A); /* skipped at build */
 	NXDOMAIN(r, "www." ZONE, NDC_T_A);
 	ndc_records_free(r);
@@ -852,9 +1268,10 @@ static void test_big_rrset(void **state)
 	enum { N = 5000 };
 	struct ndc_k8s_endpoint *eps = calloc(N, sizeof(*eps));
 	struct ndc_ip *ips = calloc(N, sizeof(*ips));
-	struct ndc_k8s_service s = svc("default", "big", NULL, NULL);
+	struct ndc_k8s_service s[2] = {svc("default", "big", NULL, NULL),
+				       svc("default", "alias", NULL, NULL)};
 	struct ndc_k8s_slice sl = slice("big", AF_INET, eps, N, mysql_port, 1);
-	struct ndc_k8s_objects oo = {.services = &s, .n_services = 1, .slices = &sl, .n_slices = 1};
+	struct ndc_k8s_objects oo = {.services = s, .n_services = 2, .slices = &sl, .n_slices = 1};
 	struct ndc_records_opts o;
 	struct ndc_records *r;
 	struct dec d;
@@ -862,6 +1279,9 @@ static void test_big_rrset(void **state)
 	(void)state;
 	assert_non_null(eps);
 	assert_non_null(ips);
+	s[1].headless = false;
+	s[1].type = NDC_SVC_EXTERNAL_NAME;
+	s[1].external_name = "_mysql._tcp.big.default.svc." ZONE;
 	for (int i = 0; i < N; i++) {
 		ips[i].family = AF_INET;
 		ips[i].addr[0] = 10;
@@ -885,6 +1305,14 @@ static void test_big_rrset(void **state)
 	assert_true(abuf.a.ancount > 500 && abuf.a.ancount < N);
 	assert_int_equal(abuf.a.arcount, 0);
 	assert_true(abuf.a.len <= NDC_MSG_MAX - NDC_DNS_HDR_LEN - 4 - 11);
+	/* followed through an alias: the CNAME first, then as many of the set as fit */
+	l = wire("alias.default.svc." ZONE, w);
+	assert_int_equal(ndc_records_lookup(r, w, l, NDC_T_SRV, &abuf.a, NDC_MSG_MAX), 0);
+	assert_true(abuf.a.ancount > 500 && abuf.a.ancount < N);
+	assert_int_equal(abuf.a.arcount, 0);
+	assert_true(abuf.a.len <= NDC_MSG_MAX - NDC_DNS_HDR_LEN - l - 4 - 11);
+	assert_int_equal(ndc_get16(abuf.a.data + 2), NDC_T_CNAME);
+	assert_int_equal(ndc_records_lookup(r, w, l, NDC_T_SRV, &abuf.a, 1000), -ENOSPC);
 	ndc_records_free(r);
 	free(ips);
 	free(eps);
@@ -1292,6 +1720,10 @@ int main(void)
 	    cmocka_unit_test(test_srv_cluster_ip),
 	    cmocka_unit_test(test_srv_headless),
 	    cmocka_unit_test(test_external_name),
+	    cmocka_unit_test(test_alias_in_zone),
+	    cmocka_unit_test(test_ttl_zero),
+	    cmocka_unit_test(test_empty_non_terminals),
+	    cmocka_unit_test(test_ptr_shared),
 	    cmocka_unit_test(test_ptr),
 	    cmocka_unit_test(test_ptr_details),
 	    cmocka_unit_test(test_apex),

@@ -62,6 +62,42 @@ static void ip4(char *buf, size_t len, const char *prefix, uint32_t n)
 	snprintf(buf, len, "%s%u", prefix, n);
 }
 
+/*
+ * A target inside the zone for an ExternalName (into buf): the pools' services (in the
+ * namespace each lives in, mostly), their endpoint names and SRV names, namespaces, pod names,
+ * the apex's names and names that do not exist, so chains, loops and every kind of end occur.
+ */
+static const char *alias_target(char *buf, size_t len)
+{
+	unsigned s = rnd(SVC_POOL),
+		 ns = rnd(4) ? (unsigned)slot_ns(NS_POOL + (int)s) : rnd(NS_POOL);
+
+	switch (rnd(9)) {
+	case 0:
+		snprintf(buf, len, "h%u.s%u.ns%u.svc.cluster.local", rnd(3), s, ns);
+		break;
+	case 1:
+		snprintf(buf, len, "_http._tcp.s%u.ns%u.svc.cluster.local", s, ns);
+		break;
+	case 2:
+		snprintf(buf, len, "ns%u.svc.cluster.local", ns);
+		break;
+	case 3:
+		snprintf(buf, len, "10-244-0-%u.ns%u.pod.cluster.local", 1 + rnd(8), ns);
+		break;
+	case 4:
+		snprintf(buf, len, "%s", rnd(2) ? "cluster.local" : "dns-version.cluster.local");
+		break;
+	case 5:
+		snprintf(buf, len, "nosuch.ns%u.svc.cluster.local", ns);
+		break;
+	default:
+		snprintf(buf, len, "s%u.ns%u.svc.cluster.local", s, ns);
+		break;
+	}
+	return buf;
+}
+
 static char *gen(int i)
 {
 	char buf[4096], ip[64], eps[2048] = "", ports[256];
@@ -75,19 +111,19 @@ static char *gen(int i)
 			 i);
 		break;
 	case NDC_K8S_SERVICES: {
-		int k = i - NS_POOL, type = (int)rnd(6);
+		int k = i - NS_POOL, type = (int)rnd(7);
 
 		snprintf(ports, sizeof(ports),
 			 "[{\"name\":\"%s\",\"port\":%u,\"protocol\":\"%s\"}]",
 			 rnd(3) ? "http" : "", 80 + rnd(3), rnd(4) ? "TCP" : "UDP");
 		ip4(ip, sizeof(ip), "10.96.0.", 1 + rnd(6)); /* shared on purpose: PTR sets */
-		if (type == 5)
+		if (type >= 5)
 			snprintf(
 			    buf, sizeof(buf),
 			    "{\"apiVersion\":\"v1\",\"kind\":\"Service\",\"metadata\":{\"name\":"
 			    "\"s%d\",\"namespace\":\"ns%d\"},\"spec\":{\"type\":\"ExternalName\","
-			    "\"externalName\":\"ext%u.example.org\"}}",
-			    k, ns, rnd(3));
+			    "\"externalName\":\"%s\"}}",
+			    k, ns, type == 5 ? "ext.example.org" : alias_target(ip, sizeof(ip)));
 		else
 			snprintf(
 			    buf, sizeof(buf),
@@ -249,6 +285,28 @@ static struct ndc_records *full_build(const struct model *m)
 	return r;
 }
 
+/* Both dumps sorted, then equal; what is in one only is printed as the `what` table's. */
+static void assert_dumps_same(struct dump *a, struct dump *b, const char *what, const char *when)
+{
+	int bad = 0;
+
+	qsort(a->v, a->n, sizeof(*a->v), cmp_str);
+	qsort(b->v, b->n, sizeof(*b->v), cmp_str);
+	for (size_t i = 0, k = 0; (i < a->n || k < b->n) && bad < 6;) {
+		int c = i == a->n ? 1 : k == b->n ? -1 : strcmp(a->v[i], b->v[k]);
+
+		if (c) {
+			print_error("%s: %s only in the %s table\n", when,
+				    c < 0 ? a->v[i] : b->v[k], c < 0 ? what : "full");
+			bad++;
+		}
+		i += c <= 0;
+		k += c >= 0;
+	}
+	if (bad)
+		fail_msg("%s: the %s table and the full build differ", when, what);
+}
+
 static void assert_same(const struct ndc_records *got, const struct ndc_records *want,
 			const char *when)
 {
@@ -256,23 +314,7 @@ static void assert_same(const struct ndc_records *got, const struct ndc_records 
 
 	assert_int_equal(ndc_records_foreach(got, dump_one, &a), 0);
 	assert_int_equal(ndc_records_foreach(want, dump_one, &b), 0);
-	qsort(a.v, a.n, sizeof(*a.v), cmp_str);
-	qsort(b.v, b.n, sizeof(*b.v), cmp_str);
-	int bad = 0;
-
-	for (size_t i = 0, k = 0; (i < a.n || k < b.n) && bad < 6;) {
-		int c = i == a.n ? 1 : k == b.n ? -1 : strcmp(a.v[i], b.v[k]);
-
-		if (c) {
-			print_error("%s: %s only in the %s table\n", when, c < 0 ? a.v[i] : b.v[k],
-				    c < 0 ? "incremental" : "full");
-			bad++;
-		}
-		i += c <= 0;
-		k += c >= 0;
-	}
-	if (bad)
-		fail_msg("%s: the tables differ", when);
+	assert_dumps_same(&a, &b, "incremental", when);
 	assert_int_equal(ndc_records_count(got), ndc_records_count(want));
 	dump_free(&a);
 	dump_free(&b);
@@ -281,15 +323,54 @@ static void assert_same(const struct ndc_records *got, const struct ndc_records 
 /* ---------------------------------------------------------------------------------------------
  * The store's consumer.
  */
+/*
+ * The consumer, and beside the table a model of the fast path's copy: the publisher republishes
+ * only the names each patch lists, so an answer that changes without its name in the patch (an
+ * alias whose target changed) stays stale there. It must equal a full build too.
+ */
 struct consumer {
 	struct ndc_records *cur;
 	unsigned full, patched;
+	struct dump pub;
 };
+
+struct republish {
+	struct consumer *c;
+	const struct ndc_records *rec;
+};
+
+static int republish_name(void *arg, const uint8_t *lname, size_t nlen)
+{
+	struct republish *u = arg;
+	struct dump *d = &u->c->pub;
+	char prefix[2 * NDC_NAME_MAX + 2], *p = prefix;
+	size_t keep = 0;
+
+	for (size_t i = 0; i < nlen; i++)
+		p += sprintf(p, "%02x", lname[i]);
+	strcpy(p, "/");
+	for (size_t i = 0; i < d->n; i++) {
+		if (strncmp(d->v[i], prefix, strlen(prefix)))
+			d->v[keep++] = d->v[i];
+		else
+			free(d->v[i]);
+	}
+	d->n = keep;
+	return ndc_records_foreach_name(u->rec, lname, nlen, dump_one, d);
+}
 
 static void on_table(void *arg, struct ndc_records *rec, const struct ndc_records_patch *changed)
 {
 	struct consumer *c = arg;
+	struct republish u = {.c = c, .rec = rec};
 
+	if (changed) {
+		assert_int_equal(ndc_records_patch_foreach(changed, republish_name, &u), 0);
+	} else {
+		dump_free(&c->pub);
+		memset(&c->pub, 0, sizeof(c->pub));
+		assert_int_equal(ndc_records_foreach(rec, dump_one, &c->pub), 0);
+	}
 	/* No reader holds the old table here: the test reads only after a flush. */
 	ndc_records_free(c->cur);
 	c->cur = rec;
@@ -297,6 +378,15 @@ static void on_table(void *arg, struct ndc_records *rec, const struct ndc_record
 		c->patched++;
 	else
 		c->full++;
+}
+
+static void assert_published(struct consumer *c, const struct ndc_records *want, const char *when)
+{
+	struct dump b = {0};
+
+	assert_int_equal(ndc_records_foreach(want, dump_one, &b), 0);
+	assert_dumps_same(&c->pub, &b, "published", when);
+	dump_free(&b);
 }
 
 static void list_all(struct ndc_k8s_store *s, const struct model *m)
@@ -335,6 +425,7 @@ static void run(uint64_t seed, int rounds, int per_round, size_t compact_min, bo
 	assert_non_null(c.cur);
 	struct ndc_records *want = full_build(&m);
 	assert_same(c.cur, want, "first sync");
+	assert_published(&c, want, "first sync");
 	ndc_records_free(want);
 
 	for (int r = 0; r < rounds; r++) {
@@ -360,6 +451,7 @@ static void run(uint64_t seed, int rounds, int per_round, size_t compact_min, bo
 		want = full_build(&m);
 		snprintf(when, sizeof(when), "seed %llu round %d", (unsigned long long)seed, r);
 		assert_same(c.cur, want, when);
+		assert_published(&c, want, when);
 		ndc_records_free(want);
 	}
 	assert_true(c.patched > 0);
@@ -370,6 +462,7 @@ static void run(uint64_t seed, int rounds, int per_round, size_t compact_min, bo
 		assert_true(st.rebuilds >= 3);
 	ndc_k8s_store_free(s);
 	ndc_records_free(c.cur);
+	dump_free(&c.pub);
 	for (int i = 0; i < SLOTS; i++)
 		free(m.obj[i]);
 }
@@ -406,6 +499,101 @@ static void test_relist(void **state)
 		run(seed, 10, 6, 1u << 20, true);
 }
 
+/*
+ * ExternalNames into the zone, step by step: each change to what an alias leads to (directly,
+ * through other aliases, to an endpoint name, a namespace, a pod name) must reach the alias's
+ * answers in the table and in the fast path's copy, which takes only the names each patch lists.
+ */
+#define SVC_JSON(name, spec)                                                         \
+	"{\"apiVersion\":\"v1\",\"kind\":\"Service\",\"metadata\":{\"name\":\"" name \
+	"\",\"namespace\":\"ns0\"},\"spec\":" spec "}"
+#define ALIAS(name, target) \
+	SVC_JSON(name, "{\"type\":\"ExternalName\",\"externalName\":\"" target "\"}")
+#define SLICE_JSON(name, svc, ep)                                                              \
+	"{\"apiVersion\":\"discovery.k8s.io/"                                                  \
+	"v1\",\"kind\":\"EndpointSlice\",\"metadata\":{\"name\":"                              \
+	"\"" name "\",\"namespace\":\"ns0\",\"labels\":{\"kubernetes.io/service-name\":\"" svc \
+	"\"}},\"addressType\":\"IPv4\",\"endpoints\":[" ep "],\"ports\":[{\"name\":\"http\","  \
+	"\"port\":8080,\"protocol\":\"TCP\"}]}"
+
+static void test_alias_dependencies(void **state)
+{
+	static const struct {
+		int slot; /* in the model; deleted when json is NULL */
+		enum ndc_k8s_kind kind;
+		const char *json;
+	} steps[] = {
+	    {0, NDC_K8S_NAMESPACES, "{\"kind\":\"Namespace\",\"metadata\":{\"name\":\"ns0\"}}"},
+	    {4, NDC_K8S_SERVICES,
+	     SVC_JSON("s1", "{\"clusterIP\":\"10.96.0.1\",\"ports\":[{\"name\":"
+			    "\"http\",\"port\":80}]}")},
+	    {5, NDC_K8S_SERVICES, ALIAS("s2", "s1.ns0.svc.cluster.local")},
+	    {6, NDC_K8S_SERVICES, ALIAS("s3", "S2.ns0.svc.cluster.local.")},
+	    {7, NDC_K8S_SERVICES, ALIAS("s4", "h0.s5.ns0.svc.cluster.local")},
+	    {8, NDC_K8S_SERVICES, SVC_JSON("s5", "{\"clusterIP\":\"None\"}")},
+	    {14, NDC_K8S_ENDPOINTSLICES,
+	     SLICE_JSON("e5", "s5", "{\"hostname\":\"h0\",\"addresses\":[\"10.244.0.1\"]}")},
+	    {4, NDC_K8S_SERVICES,
+	     SVC_JSON("s1", "{\"clusterIP\":\"10.96.0.2\",\"ports\":[{\"name\":"
+			    "\"http\",\"port\":81}]}")},
+	    {14, NDC_K8S_ENDPOINTSLICES,
+	     SLICE_JSON("e5", "s5", "{\"hostname\":\"h0\",\"addresses\":[\"10.244.0.2\"]}")},
+	    {4, NDC_K8S_SERVICES, NULL},
+	    {4, NDC_K8S_SERVICES, SVC_JSON("s1", "{\"clusterIP\":\"None\"}")},
+	    {15, NDC_K8S_ENDPOINTSLICES,
+	     SLICE_JSON("e1", "s1",
+			"{\"addresses\":[\"10.244.0.3\"]},{\"addresses\":[\"10.244.0.4\"]}")},
+	    {9, NDC_K8S_SERVICES, ALIAS("s6", "ns1.svc.cluster.local")},
+	    {1, NDC_K8S_NAMESPACES, "{\"kind\":\"Namespace\",\"metadata\":{\"name\":\"ns1\"}}"},
+	    {1, NDC_K8S_NAMESPACES, NULL},
+	    {10, NDC_K8S_SERVICES, ALIAS("s7", "10-244-0-9.ns0.pod.cluster.local")},
+	    {28, NDC_K8S_PODS,
+	     "{\"kind\":\"Pod\",\"metadata\":{\"name\":\"p0\",\"namespace\":"
+	     "\"ns0\"},\"status\":{\"podIP\":\"10.244.0.9\"}}"},
+	    {28, NDC_K8S_PODS, NULL},
+	    {11, NDC_K8S_SERVICES, ALIAS("s8", "s9.ns0.svc.cluster.local")},
+	    {12, NDC_K8S_SERVICES, ALIAS("s9", "s3.ns0.svc.cluster.local")},
+	    {15, NDC_K8S_ENDPOINTSLICES,
+	     SLICE_JSON("e1", "s1", "{\"addresses\":[\"10.244.0.5\"]}")},
+	    {5, NDC_K8S_SERVICES, ALIAS("s2", "s9.ns0.svc.cluster.local")}, /* a loop */
+	    {5, NDC_K8S_SERVICES, ALIAS("s2", "s1.ns0.svc.cluster.local")},
+	    {15, NDC_K8S_ENDPOINTSLICES, NULL},
+	};
+	struct consumer c = {0};
+	struct ndc_k8s_store *s;
+	struct model m = {0};
+	char when[64];
+
+	(void)state;
+	setup_opts();
+	assert_int_equal(ndc_k8s_store_new(&opts, 0xf, on_table, &c, &s), 0);
+	list_all(s, &m);
+	assert_int_equal(ndc_k8s_store_flush(s, 10000), 0);
+	for (size_t i = 0; i < sizeof(steps) / sizeof(steps[0]); i++) {
+		int k = steps[i].slot;
+
+		if (steps[i].json)
+			deliver(s, steps[i].kind, m.obj[k] ? NDC_K8S_MODIFIED : NDC_K8S_ADDED,
+				steps[i].json);
+		else
+			deliver(s, steps[i].kind, NDC_K8S_DELETED, m.obj[k]);
+		free(m.obj[k]);
+		m.obj[k] = steps[i].json ? strdup(steps[i].json) : NULL;
+		assert_int_equal(ndc_k8s_store_flush(s, 10000), 0);
+		struct ndc_records *want = full_build(&m);
+
+		snprintf(when, sizeof(when), "step %zu", i);
+		assert_same(c.cur, want, when);
+		assert_published(&c, want, when);
+		ndc_records_free(want);
+	}
+	ndc_k8s_store_free(s);
+	ndc_records_free(c.cur);
+	dump_free(&c.pub);
+	for (int i = 0; i < SLOTS; i++)
+		free(m.obj[i]);
+}
+
 /* The table is unchanged by an event nothing in DNS depends on, and deletes really delete. */
 static void test_delete_service(void **state)
 {
@@ -439,6 +627,7 @@ static void test_delete_service(void **state)
 	assert_true(c.patched >= 2);
 	ndc_k8s_store_free(s);
 	ndc_records_free(c.cur);
+	dump_free(&c.pub);
 	free(m.obj[0]);
 }
 
@@ -828,10 +1017,15 @@ static void test_convert(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-	    cmocka_unit_test(test_convert),	  cmocka_unit_test(test_objtab),
-	    cmocka_unit_test(test_slicetab),	  cmocka_unit_test(test_delete_service),
-	    cmocka_unit_test(test_single_events), cmocka_unit_test(test_bursts),
-	    cmocka_unit_test(test_compaction),	  cmocka_unit_test(test_relist),
+	    cmocka_unit_test(test_convert),
+	    cmocka_unit_test(test_objtab),
+	    cmocka_unit_test(test_slicetab),
+	    cmocka_unit_test(test_delete_service),
+	    cmocka_unit_test(test_alias_dependencies),
+	    cmocka_unit_test(test_single_events),
+	    cmocka_unit_test(test_bursts),
+	    cmocka_unit_test(test_compaction),
+	    cmocka_unit_test(test_relist),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
