@@ -157,7 +157,8 @@ static __always_inline int ctx_resize(void *ctx, const enum ndc_hook hook, __u32
 
 /*
  * Copies len (<= max, a multiple of 8) bytes from src, a map value with at least max readable
- * bytes, into the packet at off, which must end at or after off + len. 0 or -1.
+ * bytes from an 8-byte boundary, into the packet at off, which must end at or after off + len. 0 or
+ * -1.
  *
  * Direct writes, not bpf_skb_store_bytes / bpf_xdp_store_bytes: a helper costs a call and
  * several returns inside the kernel, and on these machines (AMD, SRSO "safe RET" mitigation)
@@ -167,6 +168,7 @@ static __always_inline int ctx_resize(void *ctx, const enum ndc_hook hook, __u32
 static __always_inline int ctx_copy_in(void *data, void *data_end, __u32 off, const __u8 *src,
 				       __u32 len, const __u32 max)
 {
+	const __u64 *sw = (const __u64 *)src; /* see slot_word() in ndc_table.h */
 	__u32 words = len / 8, rest = len & 7, tail;
 	__u8 *t;
 
@@ -179,7 +181,7 @@ static __always_inline int ctx_copy_in(void *data, void *data_end, __u32 off, co
 		d = pkt_at(data, off + i * 8);
 		if ((void *)(d + 1) > data_end)
 			return -1;
-		*d = *(const __u64 *)(src + i * 8);
+		*d = sw[i];
 	}
 	if (!rest)
 		return 0;

@@ -63,12 +63,15 @@ struct ndc_dnshdr {
  * The per-CPU scratch the lowercase name is copied to, for the comparison with the entry's stored
  * name and for suffix matching. Suffix matching reads whole words at variable offsets past the
  * name, so it is followed by slack that keeps those reads inside the value. Bytes after the name's
- * last word are left from earlier queries: nothing reads them unmasked.
+ * last word are left from earlier queries: nothing reads them unmasked. v: the answer found, as
+ * copied out of the table (ndc_table.h); its name is not copied.
  */
 struct ndc_fp_scratch {
 	__u8 name[NDC_FP_NAME_MAX];
 	__u8 slack[NDC_FP_NAME_MAX];
 	__u32 launder[4]; /* see launder() in ndc_fastpath.bpf.c */
+	__u64 fence;	  /* see table_rmb() in ndc_table.h */
+	struct ndc_fp_value v;
 };
 
 struct ndc_question {

@@ -17,26 +17,7 @@
 #include "ndc_csum.h"
 #include "ndc_swap.h"
 #include "ndc_dns.h"
-
-struct {
-	__uint(type, BPF_MAP_TYPE_HASH);
-	__uint(max_entries, 65536); /* the loader sets the configured size before load */
-	/*
-	 * Not preallocated: an update frees the old element only after an RCU grace period, so a
-	 * reply being built from it never reads a half-replaced answer (preallocated elements are
-	 * recycled at once).
-	 */
-	__uint(map_flags, BPF_F_NO_PREALLOC);
-	__type(key, struct ndc_fp_key);
-	__type(value, struct ndc_fp_value);
-} ndc_answers SEC(".maps");
-
-struct {
-	__uint(type, BPF_MAP_TYPE_ARRAY);
-	__uint(max_entries, 1);
-	__type(key, __u32);
-	__type(value, struct ndc_fp_value);
-} ndc_nx SEC(".maps");
+#include "ndc_table.h"
 
 struct {
 	__uint(type, BPF_MAP_TYPE_ARRAY);
@@ -227,50 +208,36 @@ static __always_inline int ndc_l4(void *ctx, const enum ndc_hook hook, struct nd
 	return NDC_GO;
 }
 
-/* ndc_lookup writes the key as two words: hash, then qtype | name_len << 16 (pad zero). */
-_Static_assert(__builtin_offsetof(struct ndc_fp_key, qtype) == 8 &&
-		   __builtin_offsetof(struct ndc_fp_key, name_len) == 10,
-	       "ndc_fp_key word layout");
-
-/* Steps 1 to 3 of the lookup in abi.h; NULL with *ret_why set when the query is passed. */
+/*
+ * Steps 1 to 3 of the lookup in abi.h: the answer, copied into s->v; NULL with *ret_why set when
+ * the query is passed.
+ */
 static __always_inline const struct ndc_fp_value *
 ndc_lookup(const struct ndc_fp_config *cfg, struct ndc_fp_scratch *s, const struct ndc_question *q,
 	   __u64 hash, __u32 *ret_hit, __u32 *ret_why)
 {
-	/*
-	 * Built as two whole words: the kernel's jhash reads the key as 32-bit words, and a word
-	 * assembled from 1- and 2-byte stores cannot be forwarded from the store buffer (a stall of
-	 * tens of cycles, measured in htab_map_hash). Little-endian: see ndc_dns.h.
-	 */
-	union {
-		struct ndc_fp_key k;
-		__u64 w[2];
-	} key;
-	const struct ndc_fp_value *v;
-	__u32 zero = 0;
+	const struct ndc_fp_value *v = &s->v;
 
-	key.w[0] = hash;
-	key.w[1] = q->qtype | (__u64)q->name_len << 16;
 	*ret_why = NDC_FP_PASS_MISS;
-	v = bpf_map_lookup_elem(&ndc_answers, &key);
-	if (v) {
-		/* Another name with the same key: user space knows this one, NXDOMAIN or not. */
-		if (!dns_name_is(v, (const __u64 *)s->name, q))
-			return NULL;
+	switch (table_get(s, q, hash)) {
+	case NDC_TABLE_EXACT:
 		*ret_hit = NDC_FP_HIT;
 		return v->flags & NDC_FP_V_PASS ? NULL : v;
-	}
-	key.w[1] = NDC_FP_QTYPE_OTHER | (__u64)q->name_len << 16;
-	v = bpf_map_lookup_elem(&ndc_answers, &key);
-	if (v) {
+	case NDC_TABLE_OTHER:
 		/* A pass marker: some answer at this name lives in user space only. ANY: the
 		 * table has it when the name has records; without, user space answers. */
-		if (!dns_name_is(v, (const __u64 *)s->name, q) || v->flags & NDC_FP_V_PASS ||
-		    q->qtype == NDC_DNS_T_ANY)
+		if (v->flags & NDC_FP_V_PASS || q->qtype == NDC_DNS_T_ANY)
 			return NULL;
 		/* An ExternalName's CNAME answers any type: an answer, not NODATA. */
 		*ret_hit = v->ancount ? NDC_FP_HIT : NDC_FP_NODATA;
 		return v;
+	case NDC_TABLE_ABSENT:
+		break;
+	case NDC_TABLE_BUSY:
+		*ret_why = NDC_FP_PASS_BUSY; /* never NXDOMAIN for a name being rewritten */
+		return NULL;
+	default:
+		return NULL; /* another name with the same key: user space knows this one */
 	}
 	if (!(cfg->flags & NDC_FP_C_SYNCED) || cfg->zone_len > NDC_FP_NAME_MAX ||
 	    cfg->pass_len > NDC_FP_NAME_MAX)
@@ -279,8 +246,11 @@ ndc_lookup(const struct ndc_fp_config *cfg, struct ndc_fp_scratch *s, const stru
 		return NULL; /* not ours: reverse names, the rest of the world */
 	if (dns_name_under(s->name, q, cfg->pass, cfg->pass_len))
 		return NULL; /* computed at lookup time in user space (pods) */
-	v = bpf_map_lookup_elem(&ndc_nx, &zero);
-	if (!v || v->rcode != NDC_DNS_RCODE_NXDOMAIN)
+	if (table_nx(s)) {
+		*ret_why = NDC_FP_PASS_BUSY;
+		return NULL;
+	}
+	if (v->rcode != NDC_DNS_RCODE_NXDOMAIN)
 		return NULL; /* no NXDOMAIN template published yet */
 	*ret_hit = NDC_FP_NXDOMAIN;
 	return v;

@@ -4,6 +4,10 @@
  * ports swapped, payload untouched. No DNS, no maps, no checksum work beyond what the swap needs
  * (the IPv4 header checksum is unchanged by swapping its two address words; UDP sums are
  * symmetric in the addresses and ports). What the fast path costs on top of this is the DNS work.
+ *
+ * Over IPv4 the UDP checksum is set to 0 (none, RFC 768), as the fast path's replies have it: a
+ * query sent from a socket over veth carries only the pseudo-header sum there (CHECKSUM_PARTIAL),
+ * which tc keeps in the skb but XDP loses, so a socket would drop the XDP reflector's reply.
  */
 #include <linux/bpf.h>
 #include <linux/if_ether.h>
@@ -43,6 +47,7 @@ static __always_inline int reflect(void *ctx, const enum ndc_hook hook)
 		a = iph->saddr;
 		iph->saddr = iph->daddr;
 		iph->daddr = a;
+		uh->check = 0;
 	} else if (proto == bpf_htons(ETH_P_IPV6)) {
 		struct ipv6hdr *ip6h = parse_ipv6(&c);
 		struct in6_addr a;

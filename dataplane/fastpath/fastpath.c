@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: MIT
 /*
- * The fast path's loader, pins, config and publisher. The attach manager is link_watch.c.
+ * The fast path's loader, pins, config and publisher. The attach manager is link_watch.c, the
+ * answer table's layout and writer table.c.
  */
 #include <errno.h>
 #include <limits.h>
@@ -10,6 +11,7 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <sys/mount.h>
+#include <sys/random.h>
 #include <sys/statfs.h>
 #include <sys/socket.h>
 #include <time.h>
@@ -28,7 +30,7 @@
 
 #define DEFAULT_MAX_ENTRIES 65536
 #define DEFAULT_PORT 53
-#define NMAPS 5			   /* maps_of */
+#define NMAPS 6			   /* maps_of */
 #define BPF_FS_MAGIC_NR 0xcafe4a11 /* linux/magic.h BPF_FS_MAGIC */
 
 /* Capability numbers (linux/capability.h), read from /proc/self/status CapEff. */
@@ -43,8 +45,7 @@ struct ndc_fp {
 	char pin_dir[PATH_MAX];
 	bool made_dir; /* we created pin_dir: remove it on close if empty */
 	bool pinned;
-	int answers_fd;
-	int nx_fd;
+	struct ndc_fp_table table;
 	int config_fd;
 	int counters_fd;
 	pthread_mutex_t config_lock; /* set_synced is read-modify-write */
@@ -105,13 +106,14 @@ static int mkdir_p(const char *path, bool *ret_made)
 	return errno == EEXIST ? 0 : -errno;
 }
 
-static struct bpf_map *const *maps_of(struct ndc_fastpath *skel, struct bpf_map *out[4])
+static struct bpf_map *const *maps_of(struct ndc_fastpath *skel, struct bpf_map *out[NMAPS])
 {
 	out[0] = skel->maps.ndc_answers;
-	out[1] = skel->maps.ndc_nx;
-	out[2] = skel->maps.ndc_config;
-	out[3] = skel->maps.ndc_counters;
-	out[4] = skel->maps.ndc_flows;
+	out[1] = skel->maps.ndc_big;
+	out[2] = skel->maps.ndc_nx;
+	out[3] = skel->maps.ndc_config;
+	out[4] = skel->maps.ndc_counters;
+	out[5] = skel->maps.ndc_flows;
 	return out;
 }
 
@@ -315,8 +317,8 @@ static void adopt_flows(struct ndc_fp *fp)
 int ndc_fastpath_open(const struct ndc_fastpath_opts *opts, struct ndc_fp **ret)
 {
 	const char *dir = opts->pin_dir ? opts->pin_dir : NDC_FP_PIN_DIR;
+	uint32_t key = 0, max_entries, n_slots, n_big;
 	struct ndc_fp_config cfg;
-	uint32_t key = 0;
 	struct ndc_fp *fp;
 	int r;
 
@@ -359,18 +361,35 @@ int ndc_fastpath_open(const struct ndc_fastpath_opts *opts, struct ndc_fp **ret)
 		ndc_err("fast path: cannot open the BPF object: %s", strerror(-r));
 		goto fail_dir;
 	}
-	r = bpf_map__set_max_entries(fp->skel->maps.ndc_answers,
-				     opts->max_entries ? opts->max_entries : DEFAULT_MAX_ENTRIES);
+	max_entries = opts->max_entries ? opts->max_entries : DEFAULT_MAX_ENTRIES;
+	r = ndc_fp_table_sizes(max_entries, &n_slots, &n_big);
+	if (r == 0)
+		r = bpf_map__set_max_entries(fp->skel->maps.ndc_answers, n_slots);
+	if (r == 0)
+		r = bpf_map__set_max_entries(fp->skel->maps.ndc_big, n_big);
 	if (r < 0)
 		goto fail_skel;
+	/* the table's walk, constants to the JIT; the config has them for other readers */
+	cfg.n_slots = n_slots;
+	if (getrandom(&cfg.home_key, sizeof(cfg.home_key), 0) != sizeof(cfg.home_key)) {
+		r = -errno;
+		goto fail_skel;
+	}
+	fp->skel->rodata->ndc_n_slots = n_slots;
+	fp->skel->rodata->ndc_home_key = cfg.home_key;
 	adopt_flows(fp);
 	r = ndc_fastpath__load(fp->skel);
 	if (r < 0) {
 		ndc_err("fast path: cannot load the BPF programs: %s", strerror(-r));
 		goto fail_skel;
 	}
-	fp->answers_fd = bpf_map__fd(fp->skel->maps.ndc_answers);
-	fp->nx_fd = bpf_map__fd(fp->skel->maps.ndc_nx);
+	r = ndc_fp_table_map(&fp->table, bpf_map__fd(fp->skel->maps.ndc_answers),
+			     bpf_map__fd(fp->skel->maps.ndc_big),
+			     bpf_map__fd(fp->skel->maps.ndc_nx), max_entries, cfg.home_key);
+	if (r < 0) {
+		ndc_err("fast path: cannot map the answer table: %s", strerror(-r));
+		goto fail_skel;
+	}
 	fp->config_fd = bpf_map__fd(fp->skel->maps.ndc_config);
 	fp->counters_fd = bpf_map__fd(fp->skel->maps.ndc_counters);
 
@@ -391,6 +410,7 @@ int ndc_fastpath_open(const struct ndc_fastpath_opts *opts, struct ndc_fp **ret)
 	return 0;
 
 fail_skel:
+	ndc_fp_table_unmap(&fp->table);
 	ndc_fastpath__destroy(fp->skel);
 fail_dir:
 	if (fp->made_dir)
@@ -439,6 +459,7 @@ static void fp_free(struct ndc_fp *fp, bool detach, bool unpin)
 	ndc_link_watch_stop(fp->watch, detach);
 	if (fp->pinned && unpin)
 		unpin_ours(fp);
+	ndc_fp_table_unmap(&fp->table);
 	ndc_fastpath__destroy(fp->skel);
 	/* Only when empty: someone may keep their own pins next to ours. */
 	if (unpin && rmdir(fp->pin_dir) < 0 && errno != ENOTEMPTY && errno != EEXIST &&
@@ -479,44 +500,6 @@ static uint64_t monotonic_ns(void)
 	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
 }
 
-/* Whether the entry v holds the name (lname, nlen): false when another name took its key. */
-static bool value_is(const struct ndc_fp_value *v, const uint8_t *lname, size_t nlen)
-{
-	return v->name_len == nlen && memcmp(v->name, lname, nlen) == 0;
-}
-
-/*
- * Writes val (its name set here) at key unless the key holds another name (a hash collision,
- * abi.h): -ENOSPC then, as for a full table, so that callers keep the name in user space and do
- * not count it as covered. The first name stays: evicting it would leave it uncovered instead.
- * BPF_NOEXIST for a new key keeps two publishers of colliding names from overwriting each other;
- * the kernel's own name check makes any race that remains cost a miss, never a wrong answer.
- */
-static int publish_value(struct ndc_fp *fp, const struct ndc_fp_key *key, const uint8_t *lname,
-			 size_t nlen, struct ndc_fp_value *val)
-{
-	struct ndc_fp_value cur;
-	int r;
-
-	val->name_len = (uint8_t)nlen;
-	memcpy(val->name, lname, nlen);
-	/* Once more when a publisher of the same key got in between the lookup and the insert. */
-	for (int attempt = 0; attempt < 2; attempt++) {
-		r = bpf_map_lookup_elem(fp->answers_fd, key, &cur);
-		if (r == 0 && !value_is(&cur, lname, nlen))
-			return -ENOSPC;
-		if (r < 0 && r != -ENOENT)
-			return r;
-		r = bpf_map_update_elem(fp->answers_fd, key, val, r == 0 ? BPF_EXIST : BPF_NOEXIST);
-		/* A full hash map says E2BIG, which here already means "answer too big". */
-		if (r == -E2BIG)
-			return -ENOSPC;
-		if (r != -EEXIST && r != -ENOENT)
-			return r;
-	}
-	return -EBUSY;
-}
-
 int ndc_fastpath_publish(struct ndc_fp *fp, const uint8_t *lname, size_t nlen, uint16_t qtype,
 			 const struct ndc_answer *a, uint32_t ttl_s)
 {
@@ -532,7 +515,14 @@ int ndc_fastpath_publish(struct ndc_fp *fp, const uint8_t *lname, size_t nlen, u
 	r = ndc_fastpath_value(a, ttl_s, ttl_s ? monotonic_ns() : 0, &val);
 	if (r < 0)
 		return r;
-	return publish_value(fp, &key, lname, nlen, &val);
+	val.name_len = (uint8_t)nlen;
+	memcpy(val.name, lname, nlen);
+	/*
+	 * A key held by another name (a hash collision, abi.h) is -ENOSPC, as for a full table, so
+	 * that callers keep the name in user space and do not count it as covered. The first name
+	 * stays: evicting it would leave it uncovered instead.
+	 */
+	return ndc_fp_table_put(&fp->table, &key, &val, false);
 }
 
 int ndc_fastpath_publish_pass(struct ndc_fp *fp, const uint8_t *lname, size_t nlen)
@@ -546,27 +536,20 @@ int ndc_fastpath_publish_pass(struct ndc_fp *fp, const uint8_t *lname, size_t nl
 		return r;
 	memset(&val, 0, sizeof(val));
 	val.flags = NDC_FP_V_PASS;
-	return publish_value(fp, &key, lname, nlen, &val);
+	val.name_len = (uint8_t)nlen;
+	memcpy(val.name, lname, nlen);
+	return ndc_fp_table_put(&fp->table, &key, &val, false);
 }
 
 int ndc_fastpath_unpublish_expired(struct ndc_fp *fp, const struct ndc_fp_key *k)
 {
-	struct ndc_fp_value val;
-	int r;
-
 	/* Whoever's name the entry holds: an expired entry is only ever passed by the kernel. */
-	r = bpf_map_lookup_elem(fp->answers_fd, k, &val);
-	if (r < 0)
-		return r;
-	if (val.expire_ns == 0 || monotonic_ns() < val.expire_ns)
-		return -EAGAIN;
-	return bpf_map_delete_elem(fp->answers_fd, k);
+	return ndc_fp_table_del(&fp->table, k, NULL, 0, monotonic_ns());
 }
 
 int ndc_fastpath_unpublish(struct ndc_fp *fp, const uint8_t *lname, size_t nlen, uint16_t qtype)
 {
 	struct ndc_fp_key key;
-	struct ndc_fp_value val;
 	int r;
 
 	r = ndc_fastpath_key(lname, nlen, qtype, &key);
@@ -574,27 +557,47 @@ int ndc_fastpath_unpublish(struct ndc_fp *fp, const uint8_t *lname, size_t nlen,
 		return r;
 	/*
 	 * Another name's entry at this key (publish refused ours) is not ours to remove: without
-	 * it that name would miss, and once synced read as NXDOMAIN. Not atomic with the delete;
-	 * the entry could only change in between by a delete and a publish of a colliding name.
+	 * it that name would miss, and once synced read as NXDOMAIN.
 	 */
-	r = bpf_map_lookup_elem(fp->answers_fd, &key, &val);
-	if (r < 0)
-		return r;
-	if (!value_is(&val, lname, nlen))
-		return -ENOENT;
-	return bpf_map_delete_elem(fp->answers_fd, &key);
+	return ndc_fp_table_del(&fp->table, &key, lname, nlen, 0);
 }
 
 int ndc_fastpath_set_nx(struct ndc_fp *fp, const struct ndc_answer *nx)
 {
 	struct ndc_fp_value val;
-	uint32_t key = 0;
 	int r;
 
 	r = ndc_fastpath_nx_value(nx, &val);
 	if (r < 0)
 		return r;
-	return bpf_map_update_elem(fp->nx_fd, &key, &val, BPF_ANY);
+	return ndc_fp_table_set_nx(&fp->table, &val);
+}
+
+int ndc_fastpath_put(struct ndc_fp *fp, const struct ndc_fp_key *k, const struct ndc_fp_value *v)
+{
+	return ndc_fp_table_put(&fp->table, k, v, true);
+}
+
+int ndc_fastpath_lookup(int answers_fd, int big_fd, int config_fd, const struct ndc_fp_key *k,
+			struct ndc_fp_value *ret)
+{
+	return ndc_fp_table_read(answers_fd, big_fd, config_fd, k, ret);
+}
+
+int ndc_fastpath_count(int answers_fd, size_t *ret)
+{
+	return ndc_fp_table_count(answers_fd, ret);
+}
+
+int ndc_fastpath_nx_read(int nx_fd, struct ndc_fp_value *ret)
+{
+	struct ndc_fp_big b;
+	uint32_t key = 0;
+
+	if (bpf_map_lookup_elem(nx_fd, &key, &b))
+		return -errno;
+	*ret = b.v;
+	return 0;
 }
 
 int ndc_fastpath_set_synced(struct ndc_fp *fp, bool synced)

@@ -4,8 +4,9 @@
  * NDC_FP_PIN_DIR, writes the config, attaches the tc (clsact ingress) or XDP program to every
  * link whose name matches one of the patterns, as links appear (rtnetlink watch), and detaches on
  * close. The publisher keeps the answer table equal to what the socket path would answer, one key
- * at a time. Without BPF support in the build every call returns -EOPNOTSUPP (fastpath_stub.c),
- * so callers never need #ifdef.
+ * at a time, writing it through a shared mapping (no syscall per entry); the calls that write it
+ * may come from any thread. Without BPF support in the build every call returns -EOPNOTSUPP
+ * (fastpath_stub.c), so callers never need #ifdef.
  */
 #ifndef NDC_FASTPATH_H
 #define NDC_FASTPATH_H
@@ -135,6 +136,23 @@ int ndc_fastpath_unpublish_expired(struct ndc_fp *fp, const struct ndc_fp_key *k
  * name or a name in NS/CNAME/PTR/MX/SOA RDATA has one (ndc_ab compresses: write it uncompressed).
  */
 int ndc_fastpath_set_nx(struct ndc_fp *fp, const struct ndc_answer *nx);
+
+/*
+ * Writes the logical entry v (its name included) at k as it is, whatever name k holds: for tests
+ * (a forced hash collision, an expired entry) and tools. 0, or -ENOSPC as ndc_fastpath_publish.
+ */
+int ndc_fastpath_put(struct ndc_fp *fp, const struct ndc_fp_key *k, const struct ndc_fp_value *v);
+
+/*
+ * Reading a table through its maps' fds (the pins <pin_dir>/ndc_answers, ndc_big and ndc_config,
+ * or another process's), as the kernel reads it: the entry at k in the logical format (0,
+ * -ENOENT, -EINVAL when the maps are not one table's, -errno); the number of entries; the
+ * NXDOMAIN template (<pin_dir>/ndc_nx). For tests and inspection: a syscall per slot looked at.
+ */
+int ndc_fastpath_lookup(int answers_fd, int big_fd, int config_fd, const struct ndc_fp_key *k,
+			struct ndc_fp_value *ret);
+int ndc_fastpath_count(int answers_fd, size_t *ret);
+int ndc_fastpath_nx_read(int nx_fd, struct ndc_fp_value *ret);
 
 /* Synced: the table holds every cluster name, so misses under the zone are NXDOMAIN. */
 int ndc_fastpath_set_synced(struct ndc_fp *fp, bool synced);

@@ -94,3 +94,29 @@ int ndc_fastpath_egress_prog_fd(struct ndc_fp *fp)
 	(void)fp;
 	return -EOPNOTSUPP;
 }
+
+int ndc_fastpath_put(struct ndc_fp *fp, const struct ndc_fp_key *k, const struct ndc_fp_value *v)
+{
+	(void)fp, (void)k, (void)v;
+	return -EOPNOTSUPP;
+}
+
+int ndc_fastpath_lookup(int answers_fd, int big_fd, int config_fd, const struct ndc_fp_key *k,
+			struct ndc_fp_value *ret)
+{
+	(void)answers_fd, (void)big_fd, (void)config_fd, (void)k, (void)ret;
+	return -EOPNOTSUPP;
+}
+
+int ndc_fastpath_count(int answers_fd, size_t *ret)
+{
+	(void)answers_fd;
+	*ret = 0;
+	return -EOPNOTSUPP;
+}
+
+int ndc_fastpath_nx_read(int nx_fd, struct ndc_fp_value *ret)
+{
+	(void)nx_fd, (void)ret;
+	return -EOPNOTSUPP;
+}

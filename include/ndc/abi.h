@@ -16,15 +16,20 @@
  *      the SOA template of map ndc_nx.
  *   4. else pass to the stack (user space answers), counting why.
  * An entry found in 1 or 2 whose stored name is not the qname (a hash collision) passes the
- * query to user space, counted as NDC_FP_PASS_MISS, without going on to the next step.
- * Everything after the question comes from the value's data; the question is echoed as received.
+ * query to user space, counted as NDC_FP_PASS_MISS, without going on to the next step; so does
+ * an entry being rewritten while it is read (NDC_FP_PASS_BUSY).
+ * Everything after the question comes from the answer's data; the question is echoed as received.
+ *
+ * struct ndc_fp_key and struct ndc_fp_value are the logical entry: what is published (and what
+ * the DPDK backend stores). The kernel's maps hold them in the layout of struct ndc_fp_slot and
+ * struct ndc_fp_big below (the answer table).
  */
 #ifndef NDC_ABI_H
 #define NDC_ABI_H
 
 #include <linux/types.h>
 
-#define NDC_ABI_VERSION 3
+#define NDC_ABI_VERSION 4
 
 #define NDC_FP_NAME_MAX 128 /* longer wire names go to user space */
 #define NDC_FP_DATA_MAX 512 /* bigger answers go to user space */
@@ -36,7 +41,8 @@
 
 /* Map names, also the file names under the pin directory. */
 #define NDC_FP_PIN_DIR "/sys/fs/bpf/ndcache"
-#define NDC_FP_MAP_ANSWERS ndc_answers
+#define NDC_FP_MAP_ANSWERS ndc_answers /* the slots of the answer table */
+#define NDC_FP_MAP_BIG ndc_big	       /* answers too big for their slot */
 #define NDC_FP_MAP_NX ndc_nx
 #define NDC_FP_MAP_CONFIG ndc_config
 #define NDC_FP_MAP_COUNTERS ndc_counters
@@ -48,20 +54,20 @@
  * it word by word while it copies and lowercases the name (ndc_fp_hash_step), user space over the
  * whole name (ndc_fp_name_hash); both must give the same value.
  *
- * Why: with a 16-byte key instead of the 132 bytes of the name, the kernel's jhash and memcmp of
- * the key in every lookup work on an eighth of the bytes. Why this function: a step is four
- * instructions (xor, multiply, shift, xor) with no table, cheap in BPF for up to the 16 words of a
- * NDC_FP_NAME_MAX name. Each step is a bijection of h for a given word ((h ^ w) times an odd
- * constant, then an invertible xorshift), so two names of the same length that differ in only one
- * word never collide; other pairs collide with a chance of about 2^-64. Bucket spread is not its
- * job: the kernel hashes the key again with its own random seed.
+ * Why: a 16-byte key instead of the 132 bytes of the name is compared in every slot a walk
+ * passes. Why this function: a step is four instructions (xor, multiply, shift, xor) with no
+ * table, cheap in BPF for up to the 16 words of a NDC_FP_NAME_MAX name. Each step is a bijection
+ * of h for a given word ((h ^ w) times an odd constant, then an invertible xorshift), so two names
+ * of the same length that differ in only one word never collide; other pairs collide with a
+ * chance of about 2^-64. Slot spread is not its job: ndc_fp_home() mixes it again with a random
+ * key.
  *
  * Collisions: the hash is not keyed, so names that collide can be built on purpose. That costs
- * speed, never a wrong answer: the value stores its name (struct ndc_fp_value name_len, name),
+ * speed, never a wrong answer: the entry stores its name (struct ndc_fp_value name_len, name),
  * the program compares it with the query's after every lookup and passes the query to user space
  * on a mismatch (counted as NDC_FP_PASS_MISS, and not followed by the other-type entry or NXDOMAIN
  * synthesis), and user space refuses to overwrite or delete an entry that holds another name
- * (dataplane/fastpath/fastpath.c), which then stays with the name published first; the other one is
+ * (dataplane/fastpath/table.c), which then stays with the name published first; the other one is
  * answered by user space.
  */
 #define NDC_FP_HASH_INIT 0x6e6463616368652dULL /* "ndcache-": any non-zero start */
@@ -105,8 +111,9 @@ struct ndc_fp_key {
 #define NDC_FP_V_PASS 0x02
 
 /*
- * An answer, laid out in the order a hit reads it: the header, the name it compares, the data it
- * copies; the TTL offsets, read only for cache entries, last.
+ * An answer, the logical entry: what is published for a key (the kernel's table lays it out as
+ * struct ndc_fp_slot or ndc_fp_big, below), and what the program copies out of the table before
+ * it builds a reply.
  */
 struct ndc_fp_value {
 	__u64 insert_ns; /* bpf_ktime_get_ns() (CLOCK_MONOTONIC) at which data's TTLs were exact */
@@ -124,14 +131,100 @@ struct ndc_fp_value {
 	 * The entry's own lowercase wire name, zero after name_len: the key holds only its hash
 	 * (collisions: see ndc_fp_hash_step).
 	 */
-	__u8 name[NDC_FP_NAME_MAX];
+	__u8 name[NDC_FP_NAME_MAX] __attribute__((aligned(8))); /* read as words */
 	/*
 	 * Answer, authority and additional RRs as they follow the question. Compression pointers
 	 * assume the question name at offset 12 (its length is name_len), exactly like struct
 	 * ndc_answer in user space.
 	 */
-	__u8 data[NDC_FP_DATA_MAX];
-	__u16 ttl_off[NDC_FP_TTL_MAX]; /* offsets in data of RR TTL fields to count down */
+	__u8 data[NDC_FP_DATA_MAX] __attribute__((aligned(8)));
+	__u16 ttl_off[NDC_FP_TTL_MAX] __attribute__((aligned(8))); /* offsets in data of RR TTL
+								      fields to count down */
+};
+
+/*
+ * The answer table (maps ndc_answers and ndc_big), laid out for the 10,000-name case: a hit reads
+ * one 192-byte slot (for an A answer its first two cache lines, whose addresses are known at
+ * once) instead of a hash bucket, then an element, then the lines of a 704-byte value one after
+ * the other (tests/bench/FASTPATH.md: what that cost). Both are BPF_MAP_TYPE_ARRAY with
+ * BPF_F_MMAPABLE: the verifier inlines the program's lookups (no helper call, no returns), and user
+ * space writes them through a shared mapping, without a syscall per entry.
+ *
+ * ndc_answers: n_slots slots (twice the table's entries), open addressing with linear probing
+ * from the key's home slot, ndc_fp_home(): the name hash, the type and a random key of the
+ * table's own (config home_key), so that nobody can pick names that pile up at one place. A key
+ * lives at most NDC_FP_PROBE_MAX - 1 slots after its home (wrapping at n_slots); a walk ends at
+ * an empty slot or after NDC_FP_PROBE_MAX slots, and either proves the key absent (at a load of
+ * one half the longest runs of full slots are about 40 long). Removed keys leave DELETED slots
+ * (a walk goes on past them), which become EMPTY again when the slot after them is. Keys never
+ * move. (The types of a name sharing one home would find NODATA and NXDOMAIN in one walk, but
+ * their groups make runs long enough to leave keys without a slot at half load.)
+ *
+ * A slot holds the answer itself when it fits (cluster records, a single A or AAAA answer, most
+ * NODATA answers): bytes = the name (zero to a multiple of 8), the data (zero to a multiple of
+ * 8), and with NDC_FP_V_EXPIRES the insert and expiry times (two __u64) and the n_ttl TTL
+ * offsets. Else (NDC_FP_V_BIG) big is the index of a struct ndc_fp_big in ndc_big holding the
+ * whole answer, its name included.
+ *
+ * Torn reads: each slot has a sequence counter that the single writer (the publisher, under a
+ * lock) makes odd before it changes the slot or what it points to and even again after, with
+ * release ordering. A reader copies what it needs between two reads of it (acquire ordering,
+ * and a read barrier before the second) and uses the copy only when both are the same even
+ * value; else the query goes to user space (NDC_FP_PASS_BUSY), never to NXDOMAIN. An update of a
+ * present key is made in its slot (a new big answer first, then the slot pointed at it), so it
+ * never looks absent; a big answer is reused only after its slot no longer points at it, which a
+ * reader still reading it sees as a changed sequence counter. ndc_nx holds one struct
+ * ndc_fp_big whose own counter protects it the same way.
+ */
+#define NDC_FP_SLOT_BYTES 168 /* a named port's SRV answer and its name fit */
+#define NDC_FP_PROBE_MAX 64
+
+/* The home slot of (hash, qtype): a keyed multiply-xorshift, reduced to [0, n_slots). */
+static inline __attribute__((always_inline)) __u32 ndc_fp_home(__u64 hash, __u16 qtype, __u64 key,
+							       __u32 n_slots)
+{
+	__u64 h = (hash ^ key ^ (__u64)qtype << 48) * NDC_FP_HASH_MUL;
+
+	h ^= h >> 29;
+	h *= NDC_FP_HASH_MUL;
+	return (__u32)(((h >> 32) * n_slots) >> 32);
+}
+
+/* struct ndc_fp_slot state */
+#define NDC_FP_SLOT_EMPTY 0
+#define NDC_FP_SLOT_FULL 1
+#define NDC_FP_SLOT_DELETED 2
+
+/* slot flags, besides NDC_FP_V_AA and NDC_FP_V_PASS */
+#define NDC_FP_V_EXPIRES 0x40 /* bytes hold the insert and expiry times after the data */
+#define NDC_FP_V_BIG 0x80     /* the answer is ndc_big[big] */
+
+struct ndc_fp_slot {
+	__u32 seq;     /* odd while the publisher writes the slot or its big answer */
+	__u8 state;    /* NDC_FP_SLOT_* */
+	__u8 name_len; /* the key: hash, qtype, name_len as in struct ndc_fp_key */
+	__u16 qtype;
+	__u64 hash;
+	/* the answer when it is in bytes, as in struct ndc_fp_value */
+	__u8 len;
+	__u8 ancount;
+	__u8 nscount;
+	__u8 arcount;
+	__u8 rcode;
+	__u8 flags;
+	__u8 n_ttl;
+	__u8 pad;
+	union {
+		__u8 bytes[NDC_FP_SLOT_BYTES] __attribute__((aligned(8))); /* read as words */
+		__u32 big;						   /* NDC_FP_V_BIG */
+	};
+};
+
+struct ndc_fp_big {
+	__u32 seq; /* ndc_nx's: as a slot's; in ndc_big the slot's counter covers it */
+	__u32 pad;
+	struct ndc_fp_value v;
+	__u8 pad2[56]; /* to a multiple of 64 bytes */
 };
 
 /* config flags */
@@ -168,6 +261,10 @@ struct ndc_fp_config {
 	__u8 has_up4;
 	__u8 has_up6;
 	__u8 pad3[6];
+	/* the answer table's (abi.h, "The answer table"): fixed for the program's life */
+	__u64 home_key;
+	__u32 n_slots;
+	__u32 pad4;
 };
 
 /*
@@ -208,6 +305,7 @@ enum ndc_fp_counter {
 	NDC_FP_FWD_UDP,	     /* fail open: a passed UDP query sent on to the upstream */
 	NDC_FP_FWD_TCP,	     /* fail open: a TCP segment sent on to the upstream */
 	NDC_FP_FWD_REPLY,    /* fail open: an upstream reply given the node-local source */
+	NDC_FP_PASS_BUSY,    /* the entry was being rewritten while it was read */
 	NDC_FP_COUNTER_MAX,
 };
 
@@ -218,10 +316,13 @@ _Static_assert(sizeof(struct ndc_fp_value) ==
 		   32 + 2 * NDC_FP_TTL_MAX + NDC_FP_NAME_MAX + NDC_FP_DATA_MAX,
 	       "ndc_fp_value layout");
 _Static_assert(sizeof(struct ndc_fp_config) ==
-		   16 + 4 * NDC_FP_MAX_ADDRS + 16 * NDC_FP_MAX_ADDRS + 2 * NDC_FP_NAME_MAX + 32,
+		   16 + 4 * NDC_FP_MAX_ADDRS + 16 * NDC_FP_MAX_ADDRS + 2 * NDC_FP_NAME_MAX + 48,
 	       "ndc_fp_config layout");
 _Static_assert(sizeof(struct ndc_fp_flow_key) == 40, "ndc_fp_flow_key layout");
 _Static_assert(sizeof(struct ndc_fp_flow) == 32, "ndc_fp_flow layout");
+_Static_assert(sizeof(struct ndc_fp_slot) == 192, "ndc_fp_slot layout: whole cache lines");
+_Static_assert(sizeof(struct ndc_fp_big) % 64 == 0, "ndc_fp_big layout: whole cache lines");
+_Static_assert(NDC_FP_SLOT_BYTES % 8 == 0, "slot bytes are read as words");
 #endif
 
 #endif

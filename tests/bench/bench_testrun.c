@@ -10,7 +10,13 @@
  * with repeat, where the clock reads are spread over the repetitions.
  * Output: one "name value" line per case, plain text.
  *
- * Usage: bench_testrun [runs [filter]]   (default 200000 per case; needs root)
+ * The *_many_ns cases cycle through the A queries of N distinct names (default 10000), each
+ * published with the kubernetes service's answer: the table's working set is then far bigger than
+ * the caches, as it is for a node's pods asking for every service of a big cluster; the
+ * reflector's *_many_ns runs on the same frames.
+ *
+ * Usage: bench_testrun [runs [filter [N [table]]]]   (default 200000 per case; needs root)
+ * table: the answer table's size (dataplane.table_size; default 65536).
  * With filter, only the cases whose name contains it (e.g. "xdp_a_hit", for perf record).
  */
 #include <errno.h>
@@ -65,16 +71,21 @@ static int query_frame(const char *name, uint16_t qtype, uint8_t protocol, uint1
 	return err;
 }
 
-/* Average ns of one program run over runs single test runs (or one run with repeat). */
-static int measure(int prog_fd, const struct frame *f, uint32_t want, unsigned int runs,
+/*
+ * Average ns of one program run over runs single test runs (or one run with repeat), cycling
+ * through the nf frames at f.
+ */
+static int measure(int prog_fd, const struct frame *f, size_t nf, uint32_t want, unsigned int runs,
 		   unsigned int repeat, double *ret_ns)
 {
 	uint8_t out[NDC_PKT_MAX];
 	uint64_t total = 0;
 
 	for (unsigned int i = 0; i < runs; i++) {
-		LIBBPF_OPTS(bpf_test_run_opts, o, .data_in = f->b, .data_size_in = (uint32_t)f->len,
-			    .data_out = out, .data_size_out = sizeof(out), .repeat = repeat);
+		const struct frame *fi = &f[i % nf];
+		LIBBPF_OPTS(bpf_test_run_opts, o, .data_in = fi->b,
+			    .data_size_in = (uint32_t)fi->len, .data_out = out,
+			    .data_size_out = sizeof(out), .repeat = repeat);
 		int err = bpf_prog_test_run_opts(prog_fd, &o);
 
 		if (err)
@@ -93,6 +104,9 @@ int main(int argc, char **argv)
 {
 	unsigned int runs = argc > 1 ? (unsigned int)strtoul(argv[1], NULL, 10) : 200000;
 	const char *filter = argc > 2 ? argv[2] : NULL;
+	size_t n_many = argc > 3 ? strtoul(argv[3], NULL, 10) : 10000;
+	uint32_t table = argc > 4 ? (uint32_t)strtoul(argv[4], NULL, 10) : 0;
+	struct frame *many = NULL;
 	struct ndc_ip addr = {.family = AF_INET};
 	uint8_t zone[NDC_NAME_MAX], lname[NDC_NAME_MAX];
 	union {
@@ -111,9 +125,10 @@ int main(int argc, char **argv)
 		const char *name;
 		int fd;
 		const struct frame *f;
+		size_t nf;
 		uint32_t want;
 		unsigned int repeat;
-	} cases[12];
+	} cases[16];
 	int n = 0;
 
 	if (geteuid() != 0) {
@@ -139,7 +154,8 @@ int main(int argc, char **argv)
 				       .port = 53,
 				       .zone = zone,
 				       .zone_len = zlen,
-				       .pin_dir = pin_dir};
+				       .pin_dir = pin_dir,
+				       .max_entries = table};
 	err = ndc_fastpath_open(&fo, &fp);
 	if (err)
 		goto out;
@@ -165,6 +181,32 @@ int main(int argc, char **argv)
 		err = query_frame("kubernetes.default.svc.cluster.local", NDC_T_A, 6, 443, &tcp);
 	if (err)
 		goto out;
+	/* N more names with the same answer: it points at the question, whatever its name */
+	if (n_many == 0)
+		n_many = 1;
+	many = calloc(n_many, sizeof(*many));
+	if (!many) {
+		err = -ENOMEM;
+		goto out;
+	}
+	err =
+	    ndc_name_from_text("kubernetes.default.svc.cluster.local", lname, sizeof(lname), &nlen);
+	if (!err)
+		err = ndc_records_lookup(rec, lname, nlen, NDC_T_A, &ans.a, NDC_ANSWER_DATA_MAX);
+	for (size_t i = 0; !err && i < n_many; i++) {
+		char text[64];
+
+		snprintf(text, sizeof(text), "svc-%05zu.ns-%03zu.svc.cluster.local", i, i % 100);
+		err = ndc_name_from_text(text, lname, sizeof(lname), &nlen);
+		if (!err) {
+			ans.a.qname_len = (uint8_t)nlen;
+			err = ndc_fastpath_publish(fp, lname, nlen, NDC_T_A, &ans.a, 0);
+		}
+		if (!err)
+			err = query_frame(text, NDC_T_A, 0, 53, &many[i]);
+	}
+	if (err)
+		goto out;
 	refl = ndc_reflector__open_and_load();
 	if (!refl) {
 		err = -errno;
@@ -173,7 +215,7 @@ int main(int argc, char **argv)
 
 	tc = ndc_fastpath_prog_fd(fp, NDC_FP_ATTACH_TC);
 	xdp = ndc_fastpath_prog_fd(fp, NDC_FP_ATTACH_XDP);
-#define CASE(nm, f_, p, w, r) cases[n++] = (typeof(cases[0])){nm, p, f_, w, r}
+#define CASE(nm, f_, p, w, r) cases[n++] = (typeof(cases[0])){nm, p, f_, 1, w, r}
 	CASE("tc_a_hit_ns", &hit, tc, TC_ACT_REDIRECT, 1);
 	CASE("tc_nxdomain_ns", &nx, tc, TC_ACT_REDIRECT, 1);
 	CASE("xdp_a_hit_ns", &hit, xdp, XDP_TX, 1);
@@ -186,12 +228,26 @@ int main(int argc, char **argv)
 	CASE("tc_overhead_ns", &tcp, bpf_program__fd(refl->progs.ndc_reflect_tc), TC_ACT_OK, 1);
 	CASE("xdp_overhead_ns", &tcp, bpf_program__fd(refl->progs.ndc_reflect_xdp), XDP_PASS, 1);
 #undef CASE
+	cases[n++] = (typeof(cases[0])){"tc_a_hit_many_ns", tc, many, n_many, TC_ACT_REDIRECT, 1};
+	cases[n++] = (typeof(cases[0])){"xdp_a_hit_many_ns", xdp, many, n_many, XDP_TX, 1};
+	cases[n++] = (typeof(cases[0])){"tc_reflector_many_ns",
+					bpf_program__fd(refl->progs.ndc_reflect_tc),
+					many,
+					n_many,
+					TC_ACT_REDIRECT,
+					1};
+	cases[n++] = (typeof(cases[0])){"xdp_reflector_many_ns",
+					bpf_program__fd(refl->progs.ndc_reflect_xdp),
+					many,
+					n_many,
+					XDP_TX,
+					1};
 	for (int i = 0; i < n; i++) {
 		double ns;
 
 		if (filter && !strstr(cases[i].name, filter))
 			continue;
-		err = measure(cases[i].fd, cases[i].f, cases[i].want,
+		err = measure(cases[i].fd, cases[i].f, cases[i].nf, cases[i].want,
 			      cases[i].repeat > 1 ? 1 : runs, cases[i].repeat, &ns);
 		if (err)
 			goto out;
@@ -201,6 +257,7 @@ int main(int argc, char **argv)
 out:
 	if (err)
 		fprintf(stderr, "bench_testrun: %s\n", strerror(err < 0 ? -err : err));
+	free(many);
 	ndc_reflector__destroy(refl);
 	ndc_fastpath_close(fp);
 	ndc_records_free(rec);

@@ -167,6 +167,7 @@ static void assert_no_pins(void)
 	struct stat st;
 
 	assert_false(pin_exists("ndc_answers"));
+	assert_false(pin_exists("ndc_big"));
 	assert_false(pin_exists("ndc_nx"));
 	assert_false(pin_exists("ndc_config"));
 	assert_false(pin_exists("ndc_counters"));
@@ -235,8 +236,8 @@ static void test_config(void **state)
 	base_opts(&o, NDC_FP_ATTACH_NONE, NULL, 0);
 	o.redirect_peer = true;
 	assert_int_equal(ndc_fastpath_open(&o, &fp), 0);
-	assert_true(pin_exists("ndc_answers") && pin_exists("ndc_nx") && pin_exists("ndc_config") &&
-		    pin_exists("ndc_counters"));
+	assert_true(pin_exists("ndc_answers") && pin_exists("ndc_big") && pin_exists("ndc_nx") &&
+		    pin_exists("ndc_config") && pin_exists("ndc_counters"));
 	assert_true(ndc_fastpath_prog_fd(fp, NDC_FP_ATTACH_TC) >= 0);
 	assert_true(ndc_fastpath_prog_fd(fp, NDC_FP_ATTACH_XDP) >= 0);
 	assert_int_equal(ndc_fastpath_prog_fd(fp, NDC_FP_ATTACH_NONE), -EINVAL);
@@ -305,19 +306,20 @@ static void test_publish(void **state)
 	struct ndc_fp_value v;
 	struct ndc_fp *fp;
 	struct ndc_ab b;
-	uint32_t k = 0;
-	int afd, nfd;
+	int afd, bfd, cfd, nfd;
 
 	(void)state;
 	base_opts(&o, NDC_FP_ATTACH_NONE, NULL, 0);
 	assert_int_equal(ndc_fastpath_open(&o, &fp), 0);
 	afd = pinned_fd("ndc_answers");
+	bfd = pinned_fd("ndc_big");
+	cfd = pinned_fd("ndc_config");
 	nfd = pinned_fd("ndc_nx");
 
 	build_a(&ab, q, qlen, 30);
 	assert_int_equal(ndc_fastpath_publish(fp, q, qlen, NDC_T_A, &ab.a, 30), 0);
 	assert_int_equal(ndc_fastpath_key(q, qlen, NDC_T_A, &key), 0);
-	assert_int_equal(bpf_map_lookup_elem(afd, &key, &v), 0);
+	assert_int_equal(ndc_fastpath_lookup(afd, bfd, cfd, &key, &v), 0);
 	assert_int_equal(v.ancount, 1);
 	assert_int_equal(v.flags, NDC_FP_V_AA);
 	assert_int_equal(v.n_ttl, 1);
@@ -331,11 +333,11 @@ static void test_publish(void **state)
 
 	/* other type: its own key */
 	assert_int_equal(ndc_fastpath_key(q, qlen, NDC_T_AAAA, &key), 0);
-	assert_int_equal(bpf_map_lookup_elem(afd, &key, &v), -ENOENT);
+	assert_int_equal(ndc_fastpath_lookup(afd, bfd, cfd, &key, &v), -ENOENT);
 
 	assert_int_equal(ndc_fastpath_unpublish(fp, q, qlen, NDC_T_A), 0);
 	assert_int_equal(ndc_fastpath_key(q, qlen, NDC_T_A, &key), 0);
-	assert_int_equal(bpf_map_lookup_elem(afd, &key, &v), -ENOENT);
+	assert_int_equal(ndc_fastpath_lookup(afd, bfd, cfd, &key, &v), -ENOENT);
 	assert_int_equal(ndc_fastpath_unpublish(fp, q, qlen, NDC_T_A), -ENOENT);
 
 	/* expiry sweep: not yet expired, never expires, expired, gone */
@@ -344,17 +346,17 @@ static void test_publish(void **state)
 	assert_int_equal(ndc_fastpath_unpublish_expired(fp, &key), -EAGAIN);
 	assert_int_equal(ndc_fastpath_publish(fp, q, qlen, NDC_T_A, &ab.a, 0), 0);
 	assert_int_equal(ndc_fastpath_unpublish_expired(fp, &key), -EAGAIN);
-	assert_int_equal(bpf_map_lookup_elem(afd, &key, &v), 0);
+	assert_int_equal(ndc_fastpath_lookup(afd, bfd, cfd, &key, &v), 0);
 	v.expire_ns = 1; /* long past */
-	assert_int_equal(bpf_map_update_elem(afd, &key, &v, BPF_ANY), 0);
+	assert_int_equal(ndc_fastpath_put(fp, &key, &v), 0);
 	assert_int_equal(ndc_fastpath_unpublish_expired(fp, &key), 0);
-	assert_int_equal(bpf_map_lookup_elem(afd, &key, &v), -ENOENT);
+	assert_int_equal(ndc_fastpath_lookup(afd, bfd, cfd, &key, &v), -ENOENT);
 	assert_int_equal(ndc_fastpath_unpublish_expired(fp, &key), -ENOENT);
 
 	/* pass marker: the any-other-type entry, no data */
 	assert_int_equal(ndc_fastpath_publish_pass(fp, q, qlen), 0);
 	assert_int_equal(ndc_fastpath_key(q, qlen, NDC_FP_QTYPE_OTHER, &key), 0);
-	assert_int_equal(bpf_map_lookup_elem(afd, &key, &v), 0);
+	assert_int_equal(ndc_fastpath_lookup(afd, bfd, cfd, &key, &v), 0);
 	assert_int_equal(v.flags, NDC_FP_V_PASS);
 	assert_int_equal(v.len, 0);
 	assert_int_equal(v.ancount + v.nscount + v.arcount, 0);
@@ -386,7 +388,7 @@ static void test_publish(void **state)
 	ab.a.rcode = NDC_RCODE_NXDOMAIN;
 	ab.a.aa = 1;
 	assert_int_equal(ndc_fastpath_set_nx(fp, &ab.a), 0);
-	assert_int_equal(bpf_map_lookup_elem(nfd, &k, &v), 0);
+	assert_int_equal(ndc_fastpath_nx_read(nfd, &v), 0);
 	assert_int_equal(v.rcode, NDC_RCODE_NXDOMAIN);
 	assert_int_equal(v.nscount, 1);
 	assert_int_equal(v.len, ab.a.len);
@@ -398,6 +400,8 @@ static void test_publish(void **state)
 	assert_int_equal(ndc_fastpath_set_nx(fp, &ab.a), -EINVAL);
 
 	close(afd);
+	close(bfd);
+	close(cfd);
 	close(nfd);
 	ndc_fastpath_close(fp);
 	assert_no_pins();
@@ -442,25 +446,27 @@ static void test_publish_collision(void **state)
 	struct ndc_fp_key key, okey;
 	struct ndc_fp_value v, planted;
 	struct ndc_fp *fp;
-	int afd;
+	int afd, bfd, cfd;
 
 	(void)state;
 	base_opts(&o, NDC_FP_ATTACH_NONE, NULL, 0);
 	assert_int_equal(ndc_fastpath_open(&o, &fp), 0);
 	afd = pinned_fd("ndc_answers");
+	bfd = pinned_fd("ndc_big");
+	cfd = pinned_fd("ndc_config");
 	build_a(&ab, q, qlen, 30);
 
 	/* the publisher writes the name into the value */
 	assert_int_equal(ndc_fastpath_publish(fp, q, qlen, NDC_T_A, &ab.a, 0), 0);
 	assert_int_equal(ndc_fastpath_key(q, qlen, NDC_T_A, &key), 0);
-	assert_int_equal(bpf_map_lookup_elem(afd, &key, &v), 0);
+	assert_int_equal(ndc_fastpath_lookup(afd, bfd, cfd, &key, &v), 0);
 	assert_int_equal(v.name_len, qlen);
 	assert_memory_equal(v.name, q, qlen);
 	for (size_t i = qlen; i < NDC_FP_NAME_MAX; i++)
 		assert_int_equal(v.name[i], 0);
 	/* its own entry: replaced */
 	assert_int_equal(ndc_fastpath_publish(fp, q, qlen, NDC_T_A, &ab.a, 30), 0);
-	assert_int_equal(bpf_map_lookup_elem(afd, &key, &v), 0);
+	assert_int_equal(ndc_fastpath_lookup(afd, bfd, cfd, &key, &v), 0);
 	assert_int_equal(v.n_ttl, 1);
 
 	/* another name at the A key and at the other-type key */
@@ -470,9 +476,9 @@ static void test_publish_collision(void **state)
 	planted.n_ttl = 0;
 	memset(planted.name, 0, sizeof(planted.name));
 	memcpy(planted.name, other, olen);
-	assert_int_equal(bpf_map_update_elem(afd, &key, &planted, BPF_ANY), 0);
+	assert_int_equal(ndc_fastpath_put(fp, &key, &planted), 0);
 	assert_int_equal(ndc_fastpath_key(q, qlen, NDC_FP_QTYPE_OTHER, &okey), 0);
-	assert_int_equal(bpf_map_update_elem(afd, &okey, &planted, BPF_ANY), 0);
+	assert_int_equal(ndc_fastpath_put(fp, &okey, &planted), 0);
 
 	assert_int_equal(ndc_fastpath_publish(fp, q, qlen, NDC_T_A, &ab.a, 0), -ENOSPC);
 	assert_int_equal(ndc_fastpath_publish(fp, q, qlen, NDC_FP_QTYPE_OTHER, &ab.a, 0), -ENOSPC);
@@ -480,29 +486,31 @@ static void test_publish_collision(void **state)
 	assert_int_equal(ndc_fastpath_unpublish(fp, q, qlen, NDC_T_A), -ENOENT);
 	assert_int_equal(ndc_fastpath_unpublish(fp, q, qlen, NDC_FP_QTYPE_OTHER), -ENOENT);
 	assert_int_equal(ndc_fastpath_unpublish_expired(fp, &key), -EAGAIN);
-	assert_int_equal(bpf_map_lookup_elem(afd, &key, &v), 0);
+	assert_int_equal(ndc_fastpath_lookup(afd, bfd, cfd, &key, &v), 0);
 	assert_memory_equal(&v, &planted, sizeof(v));
-	assert_int_equal(bpf_map_lookup_elem(afd, &okey, &v), 0);
+	assert_int_equal(ndc_fastpath_lookup(afd, bfd, cfd, &okey, &v), 0);
 	assert_memory_equal(&v, &planted, sizeof(v));
 
 	/* the same name at another length is another name too */
 	planted.name_len = (uint8_t)(qlen - 1);
 	memcpy(planted.name, q, qlen - 1);
 	planted.name[qlen - 1] = 0;
-	assert_int_equal(bpf_map_update_elem(afd, &key, &planted, BPF_ANY), 0);
+	assert_int_equal(ndc_fastpath_put(fp, &key, &planted), 0);
 	assert_int_equal(ndc_fastpath_publish(fp, q, qlen, NDC_T_A, &ab.a, 0), -ENOSPC);
 	assert_int_equal(ndc_fastpath_unpublish(fp, q, qlen, NDC_T_A), -ENOENT);
 
 	/* expired, it goes whoever's it is; then the key is free for this name */
 	planted.expire_ns = 1;
-	assert_int_equal(bpf_map_update_elem(afd, &key, &planted, BPF_ANY), 0);
+	assert_int_equal(ndc_fastpath_put(fp, &key, &planted), 0);
 	assert_int_equal(ndc_fastpath_unpublish_expired(fp, &key), 0);
 	assert_int_equal(ndc_fastpath_publish(fp, q, qlen, NDC_T_A, &ab.a, 0), 0);
-	assert_int_equal(bpf_map_lookup_elem(afd, &key, &v), 0);
+	assert_int_equal(ndc_fastpath_lookup(afd, bfd, cfd, &key, &v), 0);
 	assert_memory_equal(v.name, q, qlen);
 	assert_int_equal(ndc_fastpath_unpublish(fp, q, qlen, NDC_T_A), 0);
 
 	close(afd);
+	close(bfd);
+	close(cfd);
 	ndc_fastpath_close(fp);
 	assert_no_pins();
 }
@@ -550,7 +558,7 @@ static void test_stale_pins(void **state)
 	struct ndc_fp_key key;
 	struct ndc_fp_value v;
 	struct ndc_fp *fp;
-	int st, fd;
+	int st, fd, bfd, cfd;
 	pid_t pid;
 
 	(void)state;
@@ -566,16 +574,24 @@ static void test_stale_pins(void **state)
 	}
 	assert_int_equal(waitpid(pid, &st, 0), pid);
 	assert_true(WIFEXITED(st) && WEXITSTATUS(st) == 0);
-	assert_true(pin_exists("ndc_answers"));
+	assert_true(pin_exists("ndc_answers") && pin_exists("ndc_big"));
 	assert_int_equal(ndc_fastpath_key(q, qlen, NDC_T_A, &key), 0);
 	fd = pinned_fd("ndc_answers");
-	assert_int_equal(bpf_map_lookup_elem(fd, &key, &v), 0);
+	bfd = pinned_fd("ndc_big");
+	cfd = pinned_fd("ndc_config");
+	assert_int_equal(ndc_fastpath_lookup(fd, bfd, cfd, &key, &v), 0);
 	close(fd);
+	close(bfd);
+	close(cfd);
 
 	assert_int_equal(ndc_fastpath_open(&o, &fp), 0);
 	fd = pinned_fd("ndc_answers");
-	assert_int_equal(bpf_map_lookup_elem(fd, &key, &v), -ENOENT);
+	bfd = pinned_fd("ndc_big");
+	cfd = pinned_fd("ndc_config");
+	assert_int_equal(ndc_fastpath_lookup(fd, bfd, cfd, &key, &v), -ENOENT);
 	close(fd);
+	close(bfd);
+	close(cfd);
 	ndc_fastpath_close(fp);
 	assert_no_pins();
 }

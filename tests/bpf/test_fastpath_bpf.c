@@ -6,6 +6,8 @@
  * writes for the same query (ndc_dns_write_reply), with addresses, ports, lengths and checksums
  * checked independently (packets.c). Every query the fast path must not answer must come back
  * untouched with TC_ACT_OK / XDP_PASS and the right counter moved. Needs root (exit 77 otherwise).
+ * The table's write protocol is tested with a writer thread on one CPU and the program on another
+ * (test_rewrite_while_read).
  */
 #include <stdarg.h>
 #include <stddef.h>
@@ -14,6 +16,9 @@
 #include <cmocka.h>
 
 #include <errno.h>
+#include <pthread.h>
+#include <sched.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -57,7 +62,6 @@ static struct {
 	struct ndc_fp *fp;
 	char pin_dir[64];
 	int prog[2];
-	int answers_fd;
 	int config_fd;
 	union {
 		struct ndc_answer a;
@@ -135,11 +139,9 @@ static int setup(void **state)
 	env.prog[TC] = ndc_fastpath_prog_fd(env.fp, NDC_FP_ATTACH_TC);
 	env.prog[XDP] = ndc_fastpath_prog_fd(env.fp, NDC_FP_ATTACH_XDP);
 	assert_true(env.prog[TC] >= 0 && env.prog[XDP] >= 0);
-	snprintf(path, sizeof(path), "%s/ndc_answers", env.pin_dir);
-	env.answers_fd = bpf_obj_get(path);
 	snprintf(path, sizeof(path), "%s/ndc_config", env.pin_dir);
 	env.config_fd = bpf_obj_get(path);
-	assert_true(env.answers_fd >= 0 && env.config_fd >= 0);
+	assert_true(env.config_fd >= 0);
 
 	/* What the publisher does for a record table. */
 	assert_int_equal(ndc_records_foreach(env.rec, publish_one, NULL), 0);
@@ -152,7 +154,6 @@ static int setup(void **state)
 static int teardown(void **state)
 {
 	(void)state;
-	close(env.answers_fd);
 	close(env.config_fd);
 	ndc_fastpath_close(env.fp);
 	ndc_records_free(env.rec);
@@ -691,7 +692,7 @@ static void publish_aged(const char *text, uint16_t qtype, const struct ndc_answ
 	assert_int_equal(ndc_fastpath_value(a, ttl_s, mono_ns() - (uint64_t)ago_s * NS, &v), 0);
 	v.name_len = (uint8_t)nlen; /* as the publisher does: the kernel checks it */
 	memcpy(v.name, lname, nlen);
-	assert_int_equal(bpf_map_update_elem(env.answers_fd, &k, &v, BPF_ANY), 0);
+	assert_int_equal(ndc_fastpath_put(env.fp, &k, &v), 0);
 }
 
 static void test_cache_ttl(void **state)
@@ -884,18 +885,20 @@ static void plant(const char *text, uint16_t qtype, const uint8_t *other, size_t
 	v.flags |= flags;
 	v.name_len = (uint8_t)other_len;
 	memcpy(v.name, other, other_len);
-	assert_int_equal(bpf_map_update_elem(env.answers_fd, &k, &v, BPF_ANY), 0);
+	assert_int_equal(ndc_fastpath_put(env.fp, &k, &v), 0);
 }
 
 static void unplant(const char *text, uint16_t qtype)
 {
 	uint8_t lname[NDC_NAME_MAX];
+	struct ndc_fp_value v = {.expire_ns = 1}; /* long expired: the sweep removes any name's */
 	struct ndc_fp_key k;
 	size_t nlen;
 
 	assert_int_equal(ndc_name_from_text(text, lname, sizeof(lname), &nlen), 0);
 	assert_int_equal(ndc_fastpath_key(lname, nlen, qtype, &k), 0);
-	assert_int_equal(bpf_map_delete_elem(env.answers_fd, &k), 0);
+	assert_int_equal(ndc_fastpath_put(env.fp, &k, &v), 0);
+	assert_int_equal(ndc_fastpath_unpublish_expired(env.fp, &k), 0);
 }
 
 static void test_collision(void **state)
@@ -1042,6 +1045,144 @@ static int listener(bool v6, int type)
 	return fd;
 }
 
+/* ---------------------------------------------------------------------------------------------
+ * The table's write protocol against a reader on another CPU (include/ndc/abi.h, "Torn reads").
+ */
+
+struct churn {
+	atomic_bool stop;
+	atomic_ulong writes;
+	const uint8_t *lname;
+	size_t nlen;
+	const struct ndc_answer *ans[3];
+	int cpu;
+};
+
+static void pin_cpu(int cpu)
+{
+	cpu_set_t set;
+
+	CPU_ZERO(&set);
+	CPU_SET(cpu, &set);
+	assert_int_equal(sched_setaffinity(0, sizeof(set), &set), 0);
+}
+
+/*
+ * Publishes the name's A answer over and over, going round three answers (one in the slot, one
+ * filling it, one in ndc_big), and between two of those adds a name of its own and removes an
+ * older one, so that slots near the name's come and go too.
+ */
+static void *churn_writer(void *arg)
+{
+	struct churn *c = arg;
+	union answer a;
+	uint8_t other[NDC_NAME_MAX];
+	char text[64];
+	size_t olen;
+
+	pin_cpu(c->cpu);
+	for (unsigned long i = 0; !atomic_load(&c->stop); i++) {
+		if (ndc_fastpath_publish(env.fp, c->lname, c->nlen, NDC_T_A, c->ans[i % 3], 0))
+			break;
+		snprintf(text, sizeof(text), "churn%lu.default.svc.cluster.local", i % 512);
+		if (ndc_name_from_text(text, other, sizeof(other), &olen))
+			break;
+		if (i >= 512)
+			ndc_fastpath_unpublish(env.fp, other, olen, NDC_T_A);
+		a_records(&a.a, other, olen, 1 + (int)(i % 4), 30);
+		if (ndc_fastpath_publish(env.fp, other, olen, NDC_T_A, &a.a, 0))
+			break;
+		atomic_fetch_add(&c->writes, 1);
+	}
+	return NULL;
+}
+
+static void test_rewrite_while_read(void **state)
+{
+	static const char name[] = "rewrite.default.svc.cluster.local";
+	const struct row r = {"rewritten", name, NDC_T_A, .expect = NDC_FP_HIT};
+	uint8_t dns[NDC_PKT_MAX], in[NDC_PKT_MAX], out[NDC_PKT_MAX], want[3][NDC_PKT_MAX];
+	uint8_t lname[NDC_NAME_MAX];
+	uint64_t before[NDC_FP_COUNTER_MAX], after[NDC_FP_COUNTER_MAX], seen[3] = {0}, busy = 0;
+	size_t dlen, inlen, outlen, wlen[3], nlen;
+	union answer a[3];
+	struct churn c = {.cpu = 1};
+	pthread_t t;
+	int n = 0, reader_cpu = 0;
+
+	(void)state;
+	if (sysconf(_SC_NPROCESSORS_ONLN) < 2) {
+		skip();
+		return;
+	}
+	assert_int_equal(ndc_name_from_text(name, lname, sizeof(lname), &nlen), 0);
+	a_records(&a[0].a, lname, nlen, 1, 30);	 /* in its slot */
+	a_records(&a[1].a, lname, nlen, 7, 60);	 /* filling the slot */
+	a_records(&a[2].a, lname, nlen, 20, 90); /* in ndc_big */
+	assert_true(nlen + 7 * 16 <= NDC_FP_SLOT_BYTES && nlen + 20 * 16 > NDC_FP_SLOT_BYTES);
+	row_query(&r, dns, &dlen);
+	row_frame(&r, dns, dlen, in, &inlen);
+	for (int i = 0; i < 3; i++) {
+		wlen[i] = socket_reply(dns, dlen, &a[i].a, 0, want[i]);
+		c.ans[i] = &a[i].a;
+	}
+	c.lname = lname;
+	c.nlen = nlen;
+	assert_int_equal(ndc_fastpath_publish(env.fp, lname, nlen, NDC_T_A, &a[0].a, 0), 0);
+	counters(before);
+
+	pin_cpu(reader_cpu);
+	assert_int_equal(pthread_create(&t, NULL, churn_writer, &c), 0);
+	for (n = 0; n < 300000; n++) {
+		enum hook h = n & 1 ? XDP : TC;
+		uint32_t verdict = run(h, in, inlen, out, &outlen);
+		struct ndc_pkt_parsed rp;
+		int k;
+
+		if (verdict == (h == TC ? TC_ACT_OK : XDP_PASS)) {
+			if (outlen != inlen || memcmp(out, in, inlen))
+				fail_msg("run %d (%s): passed packet was modified", n,
+					 hook_name[h]);
+			busy++;
+			continue;
+		}
+		if (ndc_pkt_parse(out, outlen, &rp) != 0)
+			fail_msg("run %d (%s): verdict %u, reply does not parse", n, hook_name[h],
+				 verdict);
+		for (k = 0; k < 3; k++)
+			if (rp.plen == wlen[k] && !memcmp(rp.payload, want[k], wlen[k]))
+				break;
+		if (k == 3)
+			fail_msg(
+			    "run %d (%s): a reply that is none of the three answers (%zu bytes, "
+			    "RCODE %u)",
+			    n, hook_name[h], rp.plen, rp.plen > 3 ? rp.payload[3] & 0xf : 0);
+		seen[k]++;
+	}
+	atomic_store(&c.stop, true);
+	assert_int_equal(pthread_join(t, NULL), 0);
+	counters(after);
+	/* every pass was a busy entry, counted as such; the others answers */
+	assert_int_equal(after[NDC_FP_PASS_BUSY] - before[NDC_FP_PASS_BUSY], busy);
+	assert_int_equal(after[NDC_FP_HIT] - before[NDC_FP_HIT], (uint64_t)n - busy);
+	assert_int_equal(after[NDC_FP_NXDOMAIN], before[NDC_FP_NXDOMAIN]);
+	print_message("%d runs while %lu rewrites: answers %llu / %llu / %llu, busy %llu\n", n,
+		      atomic_load(&c.writes), (unsigned long long)seen[0],
+		      (unsigned long long)seen[1], (unsigned long long)seen[2],
+		      (unsigned long long)busy);
+	assert_true(atomic_load(&c.writes) > 1000);
+	assert_true(seen[0] && seen[1] && seen[2]);
+	/* leave the table as the other tests expect it */
+	assert_int_equal(ndc_fastpath_unpublish(env.fp, lname, nlen, NDC_T_A), 0);
+	for (int i = 0; i < 512; i++) {
+		char text[64];
+
+		snprintf(text, sizeof(text), "churn%d.default.svc.cluster.local", i);
+		assert_int_equal(ndc_name_from_text(text, lname, sizeof(lname), &nlen), 0);
+		ndc_fastpath_unpublish(env.fp, lname, nlen, NDC_T_A);
+	}
+}
+
 static void test_failopen(void **state)
 {
 	int egress = ndc_fastpath_egress_prog_fd(env.fp);
@@ -1165,7 +1306,7 @@ int main(void)
 	    cmocka_unit_test(test_redirect_peer), cmocka_unit_test(test_cache_ttl),
 	    cmocka_unit_test(test_sizes),	  cmocka_unit_test(test_pass_marker),
 	    cmocka_unit_test(test_name_lengths),  cmocka_unit_test(test_collision),
-	    cmocka_unit_test(test_failopen),
+	    cmocka_unit_test(test_failopen),	  cmocka_unit_test(test_rewrite_while_read),
 	};
 
 	if (geteuid() != 0) {

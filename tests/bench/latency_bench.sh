@@ -1,0 +1,403 @@
+#!/usr/bin/env bash
+# Latency and cost benchmark (issue 13): what a pod sees and what each answer costs, for ndcache
+# (tc and XDP fast path) against the bare in-kernel reflector (tc and XDP: the floor), knot (XDP
+# and kernel UDP), unbound and kresd, every figure from one run on the same path
+# (tests/integration/lib.sh: pod netns 169.254.100.2 -> veth -> node-local 169.254.20.10).
+#
+# Latency: tests/bench/prober.c from a second pod (its own netns and veth: a pod asking while
+#   others load the node), pinned to CPU 0 (SCHED_FIFO), one query in flight, paced at
+#   --probe-rate, kernel receive timestamps, asking the cluster's service names (A), while
+#   kxdpgun on CPU 1 sends a fixed background load of the same names from the first pod: each
+#   --loads level
+#   (QPS; "sat": the server's own kxdpgun maximum, measured first in the same session). p50,
+#   p99, p99.9 and max per server and load, pooled over the repeats, and the share of the
+#   background the server answered.
+# Cost: at --cost-rate QPS of kxdpgun alone, once over --hot names and once over every service
+#   name: ns per packet of the program on eth-pod (kernel.bpf_stats_enabled=1, run_time_ns /
+#   run_cnt from bpftool), and CPU per answered query (the server's process time plus the
+#   softirq time of both CPUs, from /proc). kxdpgun's own maximum replies/s, labelled with what
+#   bounded it.
+# Servers are pinned to CPU 0. Verdicts against issue 13's targets at the end.
+#
+# Usage: tests/bench/latency_bench.sh [options]
+#   --duration S      seconds per measurement (default 10; 2..120)
+#   --repeats N       repeats of the whole server list; latency samples pooled (default 2)
+#   --loads LIST      background loads, QPS or "sat", comma-separated (default 0,100000,250000,sat)
+#   --probe-rate Q    the prober's pace, queries per second (default 2000)
+#   --cost-rate Q     kxdpgun's rate in the cost runs (default 100000)
+#   --hot N           names in the hot set (default 8)
+#   --services N      services in the synthetic cluster (default 10000; 20% headless)
+#   --table-size N    ndcache's dataplane.table_size (default: 12 per service, to a power of 2)
+#   --servers LIST    subset, comma-separated (default: reflector, reflector-xdp, ndcache-tc,
+#                     ndcache-xdp, knot-xdp, knot, unbound, kresd; ndcache-socket, base-tc and
+#                     base-xdp on request)
+#   --base-build DIR  the build whose ndcache base-tc and base-xdp run (DIR/control/ndcache,
+#                     built beforehand): two builds compared in one run
+#   --build DIR       meson build dir (default build-lat; set up with -Dbpf=enabled if missing)
+#   --out DIR         results (default BUILD/latency): latency.txt/.csv/.json, samples, logs
+#   --quick           development run: 1 repeat, 4 s
+# Needs root (packages, network namespaces, BPF, a sysctl) and 2 CPUs. Exit 0 when the run
+# completed (targets met or not), 1 when something could not run or a server answered wrongly,
+# 130 when interrupted. Everything it creates is removed on exit, Ctrl-C included, and
+# kernel.bpf_stats_enabled is set back to what it was.
+set -u
+here=$(cd "$(dirname "$0")" && pwd)
+root=$(cd "$here/../.." && pwd)
+cmdline="tests/bench/latency_bench.sh${*:+ $*}"
+args=("$@")
+
+duration=10
+repeats=2
+loads=0,100000,250000,sat
+probe_rate=2000
+cost_rate=100000
+hot=8
+services=10000
+namespaces=100
+headless_pct=20
+endpoints=3
+ttl=30
+ext_names=200
+servers_opt=""
+table_size=""
+base_build=""
+build="$root/build-lat"
+out=""
+all_servers=(reflector reflector-xdp ndcache-socket ndcache-tc ndcache-xdp base-tc base-xdp knot-xdp
+	knot unbound kresd)
+default_servers=(reflector reflector-xdp ndcache-tc ndcache-xdp knot-xdp knot unbound kresd)
+kx_max_qps=5000000
+# kxdpgun needs about a second to set up its XDP socket before it sends: the prober starts
+# this long after it, and kxdpgun keeps sending this long after the prober stops.
+kx_lead=2
+kx_tail=1
+# The prober's pod: its own netns and veth (eth-probe on the node's side), so that its replies
+# do not queue behind the background's in the first pod's veth (one NAPI instance when XDP is on).
+PROBE_ADDR=169.254.101.2
+PROBE_GW=169.254.101.1
+probe_port=1053
+probe_timeout_ms=250
+
+BENCH_NAME=latency_bench
+# shellcheck source=lib.sh
+. "$here/lib.sh"
+say() { echo "latency_bench: $*" >&2; }
+
+while [ $# -gt 0 ]; do
+	case "$1" in
+	-h | --help) usage 0 ;;
+	--quick) repeats=1; duration=4; shift; continue ;;
+	esac
+	[ $# -ge 2 ] || die "$1 needs a value"
+	case "$1" in
+	--duration) duration=$2 ;;
+	--repeats) repeats=$2 ;;
+	--loads) loads=$2 ;;
+	--probe-rate) probe_rate=$2 ;;
+	--cost-rate) cost_rate=$2 ;;
+	--hot) hot=$2 ;;
+	--services) services=$2 ;;
+	--table-size) table_size=$2 ;;
+	--base-build) base_build=$2 ;;
+	--servers) servers_opt=$2 ;;
+	--build) build=$2 ;;
+	--out) out=$2 ;;
+	*) echo "latency_bench: unknown argument '$1'" >&2; usage 2 ;;
+	esac
+	shift 2
+done
+in_range() { is_uint "$1" && [ "$1" -le "$2" ]; }
+{ in_range "$duration" 120 && [ "$duration" -ge 2 ]; } || die "--duration: 2..120 seconds"
+in_range "$repeats" 20 || die "--repeats: 1..20"
+[[ $loads =~ ^(sat|[0-9]+)(,(sat|[0-9]+))*$ ]] || die "--loads: e.g. 0,100000,250000,sat"
+in_range "$probe_rate" 100000 || die "--probe-rate: 1..100000"
+in_range "$cost_rate" 5000000 || die "--cost-rate: 1..5000000"
+in_range "$hot" 1000 || die "--hot: 1..1000"
+is_uint "$services" || die "--services: a positive integer"
+[ -z "$table_size" ] || { in_range "$table_size" 16777216 && [ "$table_size" -ge 1024 ]; } ||
+	die "--table-size: 1024..16777216"
+servers=()
+if [ -n "$servers_opt" ]; then
+	IFS=, read -r -a want <<<"$servers_opt"
+	for s in "${want[@]}"; do
+		[[ " ${all_servers[*]} " == *" $s "* ]] || die "--servers: unknown '$s' (${all_servers[*]})"
+	done
+	for s in "${all_servers[@]}"; do # the canonical order
+		[[ " ${want[*]} " == *" $s "* ]] && servers+=("$s")
+	done
+else
+	servers=("${default_servers[@]}")
+fi
+IFS=, read -r -a load_list <<<"$loads"
+base_bin=""
+if [[ " ${servers[*]} " == *" base-"* ]]; then
+	[ -n "$base_build" ] || die "base-tc and base-xdp need --base-build DIR"
+	case "$base_build" in /*) ;; *) base_build="$PWD/$base_build" ;; esac
+	base_bin="$base_build/control/ndcache"
+	[ -x "$base_bin" ] || die "--base-build: no $base_bin (build it first)"
+fi
+[ "$(id -u)" = 0 ] || die "needs root (packages, network namespaces, BPF)"
+[ "$(nproc)" -ge 2 ] || die "needs at least 2 CPUs (servers and prober on CPU 0, kxdpgun on 1)"
+case "$build" in /*) ;; *) build="$PWD/$build" ;; esac
+[ -n "$out" ] || out="$build/latency"
+case "$out" in /*) ;; *) out="$PWD/$out" ;; esac
+
+bin="$build/control/ndcache"
+reflector="$build/bpf/ndc_reflector.bpf.o"
+prober="$build/tests/bench_prober"
+results="$out/results.jsonl"
+
+# As in compare.sh: the measurements run in a second copy of this script while this one waits,
+# so that Ctrl-C is acted on at once; this copy's cleanup stops the other, every process left in
+# the two namespaces, detaches the programs, deletes the namespaces and restores the sysctl.
+if [ -z "${NDC_LATENCY_TOPO:-}" ]; then
+	"$root/deploy/deps.sh" bench || die "deploy/deps.sh bench failed"
+	for tool in kxdpgun unbound knotd kresd clang dig tc bpftool taskset python3 ip sysctl; do
+		command -v "$tool" >/dev/null || die "$tool not found after deploy/deps.sh bench"
+	done
+	if [ ! -f "$build/build.ninja" ]; then
+		meson setup "$build" --buildtype=release -Dbpf=enabled >/dev/null ||
+			die "meson setup $build --buildtype=release -Dbpf=enabled failed"
+	fi
+	mkdir -p "$out" || die "cannot create $out"
+	ninja -C "$build" control/ndcache bpf/ndc_reflector.bpf.o tests/bench_prober \
+		>"$out/build.log" 2>&1 || {
+		tail -20 "$out/build.log" >&2
+		die "build failed (log: $out/build.log)"
+	}
+	mountpoint -q /sys/fs/bpf || mount -t bpf bpf /sys/fs/bpf || die "cannot mount bpffs"
+	: >"$results"
+	rm -rf "$out"/latency.{txt,csv,json} "$out/samples" "$out/logs"
+	stats_prev=$(sysctl -n kernel.bpf_stats_enabled) || die "no kernel.bpf_stats_enabled"
+
+	# shellcheck source=SCRIPTDIR/../integration/lib.sh
+	. "$root/tests/integration/lib.sh"
+	MAIN_PID=""
+	# shellcheck disable=SC2317 # run by the EXIT trap
+	cleanup() {
+		local ns pids i
+		trap '' INT TERM
+		if [ -n "$MAIN_PID" ]; then
+			term_wait "$MAIN_PID" "the measuring copy on exit" 10
+		fi
+		for ns in "$NS_POD" "$NS_NODE"; do
+			pids=$(ip netns pids "$ns" 2>/dev/null)
+			# shellcheck disable=SC2086 # a list of PIDs
+			[ -z "$pids" ] || kill $pids 2>/dev/null
+		done
+		for _ in $(seq 30); do
+			pids=$(ip netns pids "$NS_POD" 2>/dev/null; ip netns pids "$NS_NODE" 2>/dev/null)
+			[ -n "$pids" ] || break
+			sleep 0.1
+		done
+		# shellcheck disable=SC2086 # a list of PIDs
+		[ -z "$pids" ] || kill -9 $pids 2>/dev/null
+		ip netns exec "$NS_POD" ip link set dev eth0 xdp off 2>/dev/null
+		pids=$(ip netns pids "$NS_PROBE" 2>/dev/null)
+		# shellcheck disable=SC2086 # a list of PIDs
+		[ -z "$pids" ] || kill -9 $pids 2>/dev/null
+		for i in eth-pod eth-probe; do
+			ip netns exec "$NS_NODE" ip link set dev "$i" xdp off 2>/dev/null
+			ip netns exec "$NS_NODE" tc qdisc del dev "$i" clsact 2>/dev/null
+		done
+		ip netns del "$NS_PROBE" 2>/dev/null
+		topo_down
+		sysctl -qw kernel.bpf_stats_enabled="$stats_prev"
+	}
+	NS_PROBE="ndc-probe-$TOPO_ID"
+	probe_up() {
+		ip netns add "$NS_PROBE" &&
+			ip link add "ndcq$TOPO_ID" type veth peer name "ndcr$TOPO_ID" &&
+			ip link set "ndcq$TOPO_ID" netns "$NS_PROBE" &&
+			ip link set "ndcr$TOPO_ID" netns "$NS_NODE" &&
+			in_node ip link set "ndcr$TOPO_ID" name eth-probe &&
+			in_node ip addr add "$PROBE_GW/24" dev eth-probe &&
+			in_node ip link set eth-probe up &&
+			ip netns exec "$NS_PROBE" ip link set lo up &&
+			ip netns exec "$NS_PROBE" ip link set "ndcq$TOPO_ID" name eth0 &&
+			ip netns exec "$NS_PROBE" ip addr add "$PROBE_ADDR/24" dev eth0 &&
+			ip netns exec "$NS_PROBE" ip link set eth0 up &&
+			ip netns exec "$NS_PROBE" ip route add default via "$PROBE_GW"
+	}
+	topo_up
+	topo_rc=$?
+	trap cleanup EXIT
+	trap 'exit 130' INT TERM
+	[ $topo_rc = 0 ] || die "could not create the network namespaces"
+	probe_up || die "could not create the prober's network namespace"
+	sysctl -qw kernel.bpf_stats_enabled=1 || die "cannot set kernel.bpf_stats_enabled"
+	NDC_LATENCY_TOPO="$TOPO_ID:$TOPO_DIR" "$BASH" "${BASH_SOURCE[0]}" "${args[@]}" &
+	MAIN_PID=$!
+	wait_pid "$MAIN_PID" "${NDC_BENCH_MAX_S:-14400}" \
+		"the measurements (limit NDC_BENCH_MAX_S, default 14400 s)"
+	rc=$?
+	MAIN_PID=""
+	exit $rc
+fi
+
+# --- From here on: the copy that measures, inside the topology the first one made. ---
+TOPO_ID=${NDC_LATENCY_TOPO%%:*}
+# shellcheck source=SCRIPTDIR/../integration/lib.sh
+. "$root/tests/integration/lib.sh"
+TOPO_DIR=${NDC_LATENCY_TOPO#*:}
+NS_PROBE="ndc-probe-$TOPO_ID"
+GEN_PID=""
+SERVER_PID=""
+work="$TOPO_DIR"
+node_mac=$(in_node cat /sys/class/net/eth-pod/address) || die "no eth-pod in the node netns"
+if [ -z "$table_size" ]; then
+	table_size=65536
+	while [ "$table_size" -lt $((services * 12)) ]; do table_size=$((table_size * 2)); done
+fi
+# shellcheck disable=SC2034 # read by servers.sh
+BENCH_IFACES="eth-pod eth-probe"
+# shellcheck source=servers.sh
+. "$here/servers.sh"
+bench_data_up
+# For the XDP servers' XDP_TX replies (see pass_on), on the prober's pod for the whole run.
+ip netns exec "$NS_PROBE" ip -force link set dev eth0 xdp obj "$work/xdp_pass.o" sec xdp ||
+	die "cannot attach the XDP pass program to the prober's eth0"
+head -n "$hot" "$work/hits.txt" >"$work/hot.txt"
+cp "$work/hits.txt" "$work/all.txt"
+mkdir -p "$out/samples" "$out/logs"
+hz=$(getconf CLK_TCK)
+report() { python3 "$here/latency_report.py" "$@"; }
+
+# "busy0 total0 sirq0 busy1 total1 sirq1 srv": /proc/stat ticks of CPUs 0 and 1 (busy: user,
+# nice, system, irq, softirq; not idle, iowait or steal) and the server's utime + stime (all
+# threads).
+cpu_snap() {
+	local srv=0
+	if [ -n "$SERVER_PID" ] && [ -r "/proc/$SERVER_PID/stat" ]; then
+		srv=$(sed 's/^.*) //' "/proc/$SERVER_PID/stat" | awk '{ print $12 + $13 }')
+	fi
+	awk -v srv="$srv" '
+		$1 == "cpu0" || $1 == "cpu1" {
+			t = 0; for (i = 2; i <= 9; i++) t += $i
+			busy[$1] = $2 + $3 + $4 + $7 + $8; tot[$1] = t; sirq[$1] = $8 }
+		END { print busy["cpu0"], tot["cpu0"], sirq["cpu0"], busy["cpu1"], tot["cpu1"],
+		      sirq["cpu1"], srv }' /proc/stat
+}
+progs_snap() { in_node bpftool -j net show dev eth-pod 2>/dev/null | report progs; }
+
+# cell SERVER REPEAT LABEL QPS LIST PROBE: one measurement. kxdpgun sends QPS (0: none) of LIST
+# (all or hot) from the pod on CPU 1; with PROBE=1 the prober runs meanwhile on CPU 0. One JSON
+# line to the results.
+cell() {
+	local s=$1 rep=$2 label=$3 qps=$4 list=$5 probe=$6
+	local kxf="$work/kx.txt" pf="$work/probe.json" samples="" kxt=0 rc t0 t1 c0 c1 p0 p1 echo=""
+	local line
+	rm -f "$kxf" "$pf"
+	if [ "$qps" -gt 0 ]; then
+		pass_off
+		kxt=$((duration + kx_lead + kx_tail))
+		ip netns exec "$NS_POD" taskset -c 1 kxdpgun -t "$kxt" -Q "$qps" -F 1 -I eth0 \
+			-l "$POD_ADDR" -R "$node_mac" -i "$work/$list.txt" "$NODE_LOCAL" >"$kxf" 2>&1 &
+		GEN_PID=$!
+		sleep "$kx_lead"
+		kill -0 "$GEN_PID" 2>/dev/null || die "$s: kxdpgun exited at start: $(tail -3 "$kxf")"
+	else
+		pass_on
+	fi
+	p0=$(progs_snap)
+	c0=$(cpu_snap)
+	t0=$(date +%s.%N)
+	if [ "$probe" = 1 ]; then
+		samples="$out/samples/$s.$rep.$label.txt"
+		case "$s" in reflector*) echo=-e ;; esac
+		# shellcheck disable=SC2086 # $echo: one flag or none
+		ip netns exec "$NS_PROBE" "$prober" -s "$NODE_LOCAL" -B "$probe_port" -c 0 -P 10 \
+			-r "$probe_rate" -d "$duration" -t "$probe_timeout_ms" -f "$work/hits.txt" \
+			$echo -w "$samples" >"$pf" 2>"$work/probe.err" &
+		local ppid=$!
+		wait_pid "$ppid" $((duration + 30)) "the prober" || die "$s: the prober failed:" \
+			"$(cat "$work/probe.err")"
+	else
+		sleep "$duration"
+	fi
+	t1=$(date +%s.%N)
+	c1=$(cpu_snap)
+	p1=$(progs_snap)
+	if [ -n "$GEN_PID" ]; then
+		wait_pid "$GEN_PID" $((kxt + 60)) "kxdpgun"
+		rc=$?
+		GEN_PID=""
+		in_pod ip link set dev eth0 xdp off 2>/dev/null
+		[ $rc = 0 ] || die "$s: kxdpgun failed (exit $rc): $(tail -5 "$kxf")"
+	fi
+	kill -0 "${SERVER_PID:-$$}" 2>/dev/null || die "$s exited during the $label run"
+	line=$(report cell --server "$s" --repeat "$rep" --label "$label" --qps "$qps" \
+		--list "$list" --kx "$kxf" --probe "$pf" --samples "$samples" --progs "$p0" "$p1" \
+		--cpu "$c0" "$c1" --window "$t0" "$t1" --hz "$hz") ||
+		die "$s: cannot read the $label run's output"
+	echo "$line" >>"$results"
+	[ ! -s "$pf" ] || ! grep -q '"wrong": [1-9]' "$pf" ||
+		say "$s, $label: the prober got wrong answers: $(cat "$pf")"
+}
+
+session() {
+	local s=$1 rep=$2 load sat
+	say "repeat $rep: $s"
+	pass_on
+	if ! server_start "$s" kx; then
+		server_stop "$s"
+		die "$s did not start: $START_ERR"
+	fi
+	if [[ $s != reflector* ]] && ! check_answers "$s"; then
+		server_stop "$s"
+		die "$s: no answer from the pod (dig from $POD_ADDR timed out)"
+	fi
+	cell "$s" "$rep" max "$kx_max_qps" all 0
+	sat=$(report field "$results" "$s" "$rep" max kx.replies_per_s)
+	[ "${sat:-0}" -gt 0 ] || die "$s: kxdpgun got no replies at all"
+	cell "$s" "$rep" cost-hot "$cost_rate" hot 0
+	cell "$s" "$rep" cost-all "$cost_rate" all 0
+	for load in "${load_list[@]}"; do
+		if [ "$load" = sat ]; then
+			cell "$s" "$rep" sat "$sat" all 1
+		else
+			cell "$s" "$rep" "$load" "$load" all 1
+		fi
+	done
+	server_stop "$s"
+	[[ $s == reflector* ]] || cp "$work/$s.log" "$out/logs/$s.$rep.log"
+}
+
+started=$(date -u +%Y-%m-%dT%H:%M:%SZ)
+load_before=$(cut -d' ' -f1-3 /proc/loadavg)
+cpu_model=$(lscpu 2>/dev/null | sed -n 's/^Model name: *//p' | head -1)
+machine="$(nproc) CPUs ($cpu_model), kernel $(uname -r)"
+ver() { "$@" 2>&1 | sed -n 's/.*[Vv]ersion //p' | head -1; }
+software="ndcache $("$bin" --version 2>&1 | head -1 | sed 's/^ndcache //')"
+[ -z "$base_bin" ] || software+=" (base-*: $base_bin)"
+software+=", unbound $(ver unbound -V), knotd $(ver knotd -V), kresd $(ver kresd -V)"
+software+=", kxdpgun $(ver kxdpgun -V)"
+per=$((15 + 3 * duration + (${#load_list[@]} + 3) * (duration + kx_lead + kx_tail + 1)))
+say "${#servers[@]} servers x $repeats repeat(s), ${duration}s per measurement; about" \
+	"$((per * ${#servers[@]} * repeats / 60 + 1)) min"
+
+for ((rep = 1; rep <= repeats; rep++)); do
+	# Each repeat starts one server later, so that none is always first or last.
+	n=${#servers[@]}
+	for ((k = 0; k < n; k++)); do
+		session "${servers[$(((k + rep - 1) % n))]}" "$rep"
+	done
+done
+
+load_after=$(cut -d' ' -f1-3 /proc/loadavg)
+python3 - "$out/meta.json" <<EOF || die "cannot write meta.json"
+import json, sys
+json.dump({"date": "$started", "machine": "$machine", "software": "$software",
+           "command": "$cmdline", "load_before": "$load_before", "load_after": "$load_after",
+           "servers": "${servers[*]}".split(), "services": $services, "hot": $hot,
+           "repeats": $repeats, "duration": $duration, "probe_rate": $probe_rate,
+           "probe_timeout_ms": $probe_timeout_ms, "cost_rate": $cost_rate,
+           "loads": "${load_list[*]}".split(), "table_size": $table_size},
+          open(sys.argv[1], "w"), indent=1)
+EOF
+echo
+report report --results "$results" --meta "$out/meta.json" --out "$out" ||
+	die "the report failed"
+echo
+say "results: $out/latency.txt, latency.csv, latency.json; samples in $out/samples"
+exit 0
