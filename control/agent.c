@@ -219,16 +219,16 @@ static void fastpath_stop(struct agent *ag)
 		return;
 	ndc_publisher_free(ag->pub);
 	if (!ndc_fastpath_counters(ag->fp, c))
-		ndc_info(
-		    "fast path: %lu answered, %lu NODATA, %lu NXDOMAIN; passed: %lu miss, "
-		    "%lu expired, %lu EDNS, %lu size, %lu format, %lu fragment; sent on to the "
-		    "upstream with no agent listening: %lu udp, %lu tcp segments",
-		    (unsigned long)c[NDC_FP_HIT], (unsigned long)c[NDC_FP_NODATA],
-		    (unsigned long)c[NDC_FP_NXDOMAIN], (unsigned long)c[NDC_FP_PASS_MISS],
-		    (unsigned long)c[NDC_FP_PASS_EXPIRED], (unsigned long)c[NDC_FP_PASS_EDNS],
-		    (unsigned long)c[NDC_FP_PASS_SIZE], (unsigned long)c[NDC_FP_PASS_FORMAT],
-		    (unsigned long)c[NDC_FP_PASS_FRAG], (unsigned long)c[NDC_FP_FWD_UDP],
-		    (unsigned long)c[NDC_FP_FWD_TCP]);
+		ndc_info("fast path: %lu answered, %lu NODATA, %lu NXDOMAIN; passed: %lu miss, "
+			 "%lu expired, %lu EDNS, %lu size, %lu format, %lu fragment, %lu busy; "
+			 "sent on to the "
+			 "upstream with no agent listening: %lu udp, %lu tcp segments",
+			 (unsigned long)c[NDC_FP_HIT], (unsigned long)c[NDC_FP_NODATA],
+			 (unsigned long)c[NDC_FP_NXDOMAIN], (unsigned long)c[NDC_FP_PASS_MISS],
+			 (unsigned long)c[NDC_FP_PASS_EXPIRED], (unsigned long)c[NDC_FP_PASS_EDNS],
+			 (unsigned long)c[NDC_FP_PASS_SIZE], (unsigned long)c[NDC_FP_PASS_FORMAT],
+			 (unsigned long)c[NDC_FP_PASS_FRAG], (unsigned long)c[NDC_FP_PASS_BUSY],
+			 (unsigned long)c[NDC_FP_FWD_UDP], (unsigned long)c[NDC_FP_FWD_TCP]);
 	/* Only what is still ours: a successor's programs and pins stay. */
 	if (ag->handed_over)
 		ndc_fastpath_hand_off(ag->fp);
@@ -472,9 +472,22 @@ static void metrics(void *arg, struct ndc_metrics_buf *b)
 	if (ag->fp) {
 		static const char *const why[] = {"miss",   "expired",	"edns",	 "size",
 						  "format", "fragment", "config"};
+		struct ndc_fastpath_table_stats ts;
 		uint64_t c[NDC_FP_COUNTER_MAX];
 		char l[64];
 
+		if (!ndc_fastpath_table_stats(ag->fp, &ts)) {
+			G(b, "fastpath_table_entries", "Entries in the kernel's answer table.",
+			  ts.keys);
+			G(b, "fastpath_table_capacity",
+			  "Entries the kernel's answer table holds at most (dataplane.table_size).",
+			  ts.max_keys);
+			G(b, "fastpath_table_bytes",
+			  "Kernel memory of the answer table, allocated whole at start and charged "
+			  "to the "
+			  "pod; mapped into the agent, so part of its resident memory too.",
+			  ts.bytes);
+		}
 		if (!ndc_fastpath_counters(ag->fp, c)) {
 			const char *help = "Queries answered in the kernel.";
 
@@ -489,6 +502,10 @@ static void metrics(void *arg, struct ndc_metrics_buf *b)
 				ndc_metric_u64(b, "ndcache_kernel_passed_total", "counter",
 					       "Queries the kernel passed to user space.", l, c[i]);
 			}
+			/* after the others: its counter came later (ABI 4) */
+			ndc_metric_u64(b, "ndcache_kernel_passed_total", "counter",
+				       "Queries the kernel passed to user space.",
+				       "reason=\"busy\"", c[NDC_FP_PASS_BUSY]);
 			help =
 			    "Packets the kernel sent on to the upstream (or back from it) while no "
 			    "agent listened (dataplane.failopen).";

@@ -621,6 +621,18 @@ int ndc_fastpath_set_synced(struct ndc_fp *fp, bool synced)
 	return r;
 }
 
+int ndc_fastpath_table_stats(struct ndc_fp *fp, struct ndc_fastpath_table_stats *ret)
+{
+	struct ndc_fp_table *t = &fp->table;
+
+	pthread_mutex_lock(&t->lock);
+	ret->keys = t->live;
+	ret->max_keys = t->max_entries;
+	ret->bytes = (uint64_t)t->slots_len + t->bigs_len + t->nx_len;
+	pthread_mutex_unlock(&t->lock);
+	return 0;
+}
+
 int ndc_fastpath_counters(struct ndc_fp *fp, uint64_t ret[NDC_FP_COUNTER_MAX])
 {
 	int ncpu = libbpf_num_possible_cpus();

@@ -160,6 +160,15 @@ int ndc_fastpath_set_synced(struct ndc_fp *fp, bool synced);
 /* Sums the per-CPU counters. */
 int ndc_fastpath_counters(struct ndc_fp *fp, uint64_t ret[NDC_FP_COUNTER_MAX]);
 
+/*
+ * The answer table: keys in it now, keys it can hold (dataplane.table_size), and the bytes of
+ * kernel memory its maps took at load (mapped into this process too: part of its RSS).
+ */
+struct ndc_fastpath_table_stats {
+	uint64_t keys, max_keys, bytes;
+};
+int ndc_fastpath_table_stats(struct ndc_fp *fp, struct ndc_fastpath_table_stats *ret);
+
 /* The program fds, for BPF_PROG_TEST_RUN in tests and benchmarks. */
 int ndc_fastpath_prog_fd(struct ndc_fp *fp, enum ndc_fp_attach which);
 /* The tc egress program (fail-open replies), for tests. */

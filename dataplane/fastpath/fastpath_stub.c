@@ -83,6 +83,12 @@ int ndc_fastpath_counters(struct ndc_fp *fp, uint64_t ret[NDC_FP_COUNTER_MAX])
 	return -EOPNOTSUPP;
 }
 
+int ndc_fastpath_table_stats(struct ndc_fp *fp, struct ndc_fastpath_table_stats *ret)
+{
+	(void)fp, (void)ret;
+	return -EOPNOTSUPP;
+}
+
 int ndc_fastpath_prog_fd(struct ndc_fp *fp, enum ndc_fp_attach which)
 {
 	(void)fp, (void)which;
