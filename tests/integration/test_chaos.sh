@@ -127,12 +127,14 @@ fi
 # Every agent runs in one mount namespace of this test with one bpffs, as the DaemonSet's pods
 # share the host's /sys/fs/bpf: an agent can find what its predecessor pinned. (Each
 # `ip netns exec` would mount a new, empty bpffs; the host's is not used, so tests running side
-# by side never see each other's pins.) The holder process keeps that namespace alive.
+# by side never see each other's pins.) The holder process keeps that namespace alive. nsenter
+# takes the holder's root too (--root --wd): entering a mount namespace alone resets the root to
+# the namespace's own, which inside a chroot (tests/minimal) is not the tree the build is in.
 ip netns exec "$NS_NODE" sh -c \
 	'mountpoint -q /sys/fs/bpf || mount -t bpf bpf /sys/fs/bpf; exec sleep 100000' &
 HOLDER=$!
 TOPO_PIDS+=("$HOLDER")
-holder_ready() { nsenter --target "$HOLDER" --mount -- mountpoint -q /sys/fs/bpf 2>/dev/null; }
+holder_ready() { nsenter --target "$HOLDER" --mount --root --wd -- mountpoint -q /sys/fs/bpf 2>/dev/null; }
 until_ok 5 holder_ready || {
 	bad "no bpffs in the agents' mount namespace after 5 s"
 	summary test_chaos.sh
@@ -162,7 +164,7 @@ n_agents=0
 agent_start() {
 	n_agents=$((n_agents + 1))
 	AGENT_LOG="$TOPO_DIR/agent-$n_agents.log"
-	nsenter --target "$HOLDER" --mount --net -- "$bin" --config "$conf" >"$AGENT_LOG" 2>&1 &
+	nsenter --target "$HOLDER" --mount --net --root --wd -- "$bin" --config "$conf" >"$AGENT_LOG" 2>&1 &
 	AGENT_PID=$!
 	TOPO_PIDS+=("$AGENT_PID")
 }
