@@ -8,9 +8,10 @@
 # The mirror is taken at run time from this machine's own apt sources (/etc/apt/sources.list and
 # /etc/apt/sources.list.d/*.list, *.sources: the entries for bookworm, its updates and security
 # suites); the same entries become the minimal root's sources. The chroot has /proc, /sys (with a
-# bpffs of its own on /sys/fs/bpf), /dev and a private /run; the directory is bind-mounted on
-# itself so that `ip netns` and `unshare -m` can change mount propagation there. Every mount is
-# undone on exit, failure and Ctrl-C included, and every wait is bounded.
+# bpffs of its own on /sys/fs/bpf, and the host's cgroups), /dev and a private /run; the
+# directory is bind-mounted on itself so that `ip netns` and `unshare -m` can change mount
+# propagation there. Every mount is undone on exit, failure and Ctrl-C included, and every wait
+# is bounded.
 #
 # The debootstrap download (a --make-tarball of the day) and the .debs apt fetched in the root
 # are kept under NDC_MINIMAL_CACHE (default /var/cache/ndcache-minbase; empty: no cache) so that
@@ -229,6 +230,10 @@ mount --bind "$dir" "$dir" &&
 	mount -t proc proc "$dir/proc" &&
 	mount --bind /sys "$dir/sys" &&
 	mount -t bpf bpf "$dir/sys/fs/bpf" &&
+	# A booted machine has its cgroups mounted (systemd does it): podman needs them for the
+	# image tests. Read from the host's, as /sys is.
+	{ ! mountpoint -q /sys/fs/cgroup || { mount --rbind /sys/fs/cgroup "$dir/sys/fs/cgroup" &&
+		mount --make-rslave "$dir/sys/fs/cgroup"; }; } &&
 	mount --rbind /dev "$dir/dev" &&
 	mount --make-rslave "$dir/dev" &&
 	mount -t tmpfs -o mode=755 tmpfs "$dir/run" || {
