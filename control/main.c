@@ -12,6 +12,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <unistd.h>
 
 #include <ndc/log.h>
@@ -172,6 +173,29 @@ static void malloc_setup(void)
 	mallopt(M_MMAP_THRESHOLD, NDC_MMAP_THRESHOLD);
 }
 
+/*
+ * Every TCP client and every upstream query (a fresh socket each) takes a file descriptor: the
+ * usual soft limit of 1024 is below what the defaults allow (1024 TCP connections per worker,
+ * forward.max_pending). The soft limit goes up to the hard one (capped at 2^20: the kernel's
+ * default nr_open); the server pauses accepting when it still runs out.
+ */
+#define NDC_NOFILE_MAX (1u << 20)
+
+static void nofile_setup(void)
+{
+	struct rlimit rl;
+	rlim_t want;
+
+	if (getrlimit(RLIMIT_NOFILE, &rl) < 0)
+		return;
+	want = rl.rlim_max == RLIM_INFINITY || rl.rlim_max > NDC_NOFILE_MAX ? NDC_NOFILE_MAX
+									    : rl.rlim_max;
+	if (rl.rlim_cur != RLIM_INFINITY && rl.rlim_cur < want) {
+		rl.rlim_cur = want;
+		setrlimit(RLIMIT_NOFILE, &rl); /* best effort: the old limit still works */
+	}
+}
+
 int main(int argc, char **argv)
 {
 	struct ndc_k8s_conn conn = {0};
@@ -189,6 +213,7 @@ int main(int argc, char **argv)
 	if (ret >= 0)
 		return ret;
 	malloc_setup();
+	nofile_setup();
 
 	ndc_config_defaults(&cfg);
 	if (o.config &&

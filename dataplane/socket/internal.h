@@ -61,6 +61,8 @@ struct worker {
 	uint32_t *free_slots;
 	uint32_t n_free, n_conns;
 	struct conn *oldest, *newest, *dead;
+	uint64_t accept_resume; /* out of fds: listeners unwatched until then (ms), else 0 */
+	uint64_t accept_warned; /* when that was last logged (ms) */
 	pthread_mutex_t qlock;
 	struct ndc_pending *qhead, *qtail;
 

@@ -8,6 +8,7 @@
 #include <errno.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
+#include <poll.h>
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
@@ -28,6 +29,9 @@
 /* Outstanding detained replies keep a connection past its idle timeout by at most this much. */
 #define NDC_TCP_PENDING_GRACE_MS 30000
 #define NDC_ACCEPT_BATCH 16
+/* Out of file descriptors with no idle connection to close: listeners rest this long (ms). */
+#define NDC_ACCEPT_BACKOFF_MS 100
+#define NDC_ACCEPT_WARN_MS 10000
 
 struct conn {
 	struct sock s;
@@ -331,6 +335,44 @@ static bool evict_one(struct worker *w)
 	return false;
 }
 
+/* Listeners watched (EPOLLIN) or not (0). */
+static void watch_listeners(struct worker *w, uint32_t events)
+{
+	for (size_t a = 0; a < w->srv->n_addrs; a++) {
+		struct epoll_event ev = {.events = events, .data.ptr = &w->lis[a]};
+
+		if (w->lis[a].fd >= 0)
+			epoll_ctl(w->epfd, EPOLL_CTL_MOD, w->lis[a].fd, &ev);
+	}
+}
+
+/*
+ * accept4 found no file descriptor (or memory). It says so before it looks at the backlog, so
+ * first: does a connection wait at all? If one does, the listener stays readable and without a
+ * pause the worker would spin on it: close the least recently active idle connection and try
+ * again, or else stop watching the listeners for NDC_ACCEPT_BACKOFF_MS (ndc_srv_tcp_sweep
+ * watches them again). UDP is not affected.
+ */
+static bool accept_starved(struct worker *w, struct sock *lis, int err, uint64_t now)
+{
+	struct pollfd p = {.fd = lis->fd, .events = POLLIN};
+
+	if (poll(&p, 1, 0) != 1 || !(p.revents & POLLIN))
+		return false;
+	if (evict_one(w))
+		return true;
+	if (!w->accept_resume)
+		watch_listeners(w, 0);
+	w->accept_resume = now + NDC_ACCEPT_BACKOFF_MS;
+	if (!w->accept_warned || now - w->accept_warned >= NDC_ACCEPT_WARN_MS) {
+		w->accept_warned = now;
+		ndc_warn("server: worker %u cannot accept TCP connections: %s (every connection "
+			 "owes a reply); pausing %d ms. Raise the open files limit (ulimit -n).",
+			 w->id, strerror(err), NDC_ACCEPT_BACKOFF_MS);
+	}
+	return false;
+}
+
 void ndc_srv_tcp_accept(struct worker *w, struct sock *lis, uint64_t now)
 {
 	static const int one = 1;
@@ -343,6 +385,10 @@ void ndc_srv_tcp_accept(struct worker *w, struct sock *lis, uint64_t now)
 
 		if (fd < 0) {
 			if (errno == ECONNABORTED || errno == EINTR)
+				continue;
+			if ((errno == EMFILE || errno == ENFILE || errno == ENOBUFS ||
+			     errno == ENOMEM) &&
+			    accept_starved(w, lis, errno, now))
 				continue;
 			return;
 		}
@@ -380,6 +426,15 @@ int ndc_srv_tcp_sweep(struct worker *w, uint64_t now)
 {
 	uint64_t next = UINT64_MAX;
 	struct conn *c, *nx;
+
+	if (w->accept_resume) {
+		if (now >= w->accept_resume) {
+			w->accept_resume = 0;
+			watch_listeners(w, EPOLLIN);
+		} else {
+			next = w->accept_resume;
+		}
+	}
 
 	for (c = w->oldest; c; c = nx) {
 		uint64_t due = c->last_active + w->srv->idle_ms;

@@ -14,6 +14,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <time.h>
 #include <unistd.h>
@@ -630,6 +631,116 @@ static void test_tcp_max_conns(void **state)
 	ndc_server_stop(s);
 }
 
+static double cpu_seconds(void)
+{
+	struct rusage ru;
+
+	assert_int_equal(getrusage(RUSAGE_SELF, &ru), 0);
+	return (double)ru.ru_utime.tv_sec + (double)ru.ru_utime.tv_usec / 1e6 +
+	       (double)ru.ru_stime.tv_sec + (double)ru.ru_stime.tv_usec / 1e6;
+}
+
+static struct rlimit saved_nofile;
+static bool nofile_lowered;
+
+/* A soft limit that leaves no file descriptor free: the lowest free one (undone by teardown). */
+static void no_free_fd(void)
+{
+	struct rlimit rl;
+	int lowest = dup(0);
+
+	assert_true(lowest >= 0);
+	close(lowest);
+	assert_int_equal(getrlimit(RLIMIT_NOFILE, &saved_nofile), 0);
+	rl = saved_nofile;
+	rl.rlim_cur = (rlim_t)lowest;
+	assert_int_equal(setrlimit(RLIMIT_NOFILE, &rl), 0);
+	nofile_lowered = true;
+}
+
+static int restore_nofile(void **state)
+{
+	(void)state;
+	if (nofile_lowered && setrlimit(RLIMIT_NOFILE, &saved_nofile) < 0)
+		return -1;
+	nofile_lowered = false;
+	return 0;
+}
+
+static void connect_to(int fd, uint16_t port)
+{
+	struct sockaddr_storage ss;
+	socklen_t sl = sockaddr_of("127.0.0.1", port, &ss);
+
+	assert_int_equal(connect(fd, (struct sockaddr *)&ss, sl), 0);
+	set_timeout(fd, 2000);
+}
+
+/*
+ * Out of file descriptors: accept4 fails with EMFILE while the connection waits in the
+ * backlog, so the listener stays readable. With an idle connection, that one is closed to make
+ * room; with none (each owes a reply), the worker stops watching the listener for a while
+ * instead of spinning on it, and accepts again once descriptors are free.
+ */
+static void test_tcp_out_of_fds(void **state)
+{
+	(void)state;
+	struct ndc_server *s = start(v4, 1, 1, 0, 0);
+	uint16_t port = ndc_server_port(s);
+	int idle = tcp_client("127.0.0.1", port);
+	int held = tcp_client("127.0.0.1", port);
+	int b = socket(AF_INET, SOCK_STREAM, 0), c = socket(AF_INET, SOCK_STREAM, 0);
+	uint8_t buf[16];
+	double cpu0, cpu1;
+
+	assert_true(b >= 0 && c >= 0);
+	tcp_query(idle, "Eidle");
+	send_all(held, buf, frame(buf, (const uint8_t *)"Pheld", 5));
+	assert_int_equal(wait_held(1), 1);
+
+	/* The idle connection makes room for b. */
+	no_free_fd();
+	connect_to(b, port);
+	assert_true(closed_by_peer(idle));
+	tcp_query(b, "Eb");
+
+	/* b now idle too: it makes room for c; then none is idle (c owes a reply). */
+	connect_to(c, port);
+	assert_true(closed_by_peer(b));
+	send_all(c, buf, frame(buf, (const uint8_t *)"Pc", 2));
+	assert_int_equal(wait_held(2), 2);
+
+	/* Nothing to close: a newcomer waits in the backlog and the worker must not spin. */
+	close(idle);
+	close(b);
+	b = socket(AF_INET, SOCK_STREAM, 0);
+	assert_true(b >= 0);
+	/* close(idle) and close(b) freed two descriptors and socket() took one: take the other. */
+	idle = dup(0);
+	assert_true(idle >= 0);
+	connect_to(b, port);
+	cpu0 = cpu_seconds();
+	usleep(500 * 1000);
+	cpu1 = cpu_seconds();
+	assert_true(cpu1 - cpu0 < 0.2);
+	assert_int_equal(restore_nofile(NULL), 0);
+	/* Within the pause (100 ms) the listener is watched again and b is accepted. */
+	tcp_query(b, "Eb2");
+	complete_held(0, false);
+	complete_held(1, false);
+	for (int i = 0; i < 2; i++) {
+		int fd = hctx.held[i].msg[1] == 'h' ? held : c;
+
+		expect_reply(fd, hctx.held[i].msg, hctx.held[i].msg[1] == 'h' ? 5 : 2);
+	}
+	close(idle);
+	close(held);
+	close(b);
+	close(c);
+	expect_all_completed();
+	ndc_server_stop(s);
+}
+
 static void test_tcp_bad_length(void **state)
 {
 	(void)state;
@@ -874,6 +985,7 @@ int main(void)
 	    cmocka_unit_test_setup(test_tcp_backpressure, reset_held),
 	    cmocka_unit_test_setup(test_tcp_idle_timeout, reset_held),
 	    cmocka_unit_test_setup(test_tcp_max_conns, reset_held),
+	    cmocka_unit_test_setup_teardown(test_tcp_out_of_fds, reset_held, restore_nofile),
 	    cmocka_unit_test_setup(test_tcp_bad_length, reset_held),
 	    cmocka_unit_test_setup(test_pending_udp, reset_held),
 	    cmocka_unit_test_setup(test_pending_tcp, reset_held),
