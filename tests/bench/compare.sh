@@ -164,23 +164,11 @@ if [ -z "${NDC_COMPARE_TOPO:-}" ]; then
 	MAIN_PID=""
 	# shellcheck disable=SC2317 # run by the EXIT trap
 	cleanup() {
-		local ns pids
 		trap '' INT TERM
 		if [ -n "$MAIN_PID" ]; then
 			term_wait "$MAIN_PID" "the measuring copy on exit" 10
 		fi
-		for ns in "$NS_POD" "$NS_NODE"; do
-			pids=$(ip netns pids "$ns" 2>/dev/null)
-			# shellcheck disable=SC2086 # a list of PIDs
-			[ -z "$pids" ] || kill $pids 2>/dev/null
-		done
-		for _ in $(seq 30); do
-			pids=$(ip netns pids "$NS_POD" 2>/dev/null; ip netns pids "$NS_NODE" 2>/dev/null)
-			[ -n "$pids" ] || break
-			sleep 0.1
-		done
-		# shellcheck disable=SC2086 # a list of PIDs
-		[ -z "$pids" ] || kill -9 $pids 2>/dev/null
+		ns_stop "$NS_POD" "$NS_NODE"
 		# The programs go with the veth when the namespaces are deleted; detach them first
 		# anyway, so that nothing depends on who else may hold the namespaces open.
 		ip netns exec "$NS_POD" ip link set dev eth0 xdp off 2>/dev/null

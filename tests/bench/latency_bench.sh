@@ -175,27 +175,13 @@ if [ -z "${NDC_LATENCY_TOPO:-}" ]; then
 	MAIN_PID=""
 	# shellcheck disable=SC2317 # run by the EXIT trap
 	cleanup() {
-		local ns pids i
+		local i
 		trap '' INT TERM
 		if [ -n "$MAIN_PID" ]; then
 			term_wait "$MAIN_PID" "the measuring copy on exit" 10
 		fi
-		for ns in "$NS_POD" "$NS_NODE"; do
-			pids=$(ip netns pids "$ns" 2>/dev/null)
-			# shellcheck disable=SC2086 # a list of PIDs
-			[ -z "$pids" ] || kill $pids 2>/dev/null
-		done
-		for _ in $(seq 30); do
-			pids=$(ip netns pids "$NS_POD" 2>/dev/null; ip netns pids "$NS_NODE" 2>/dev/null)
-			[ -n "$pids" ] || break
-			sleep 0.1
-		done
-		# shellcheck disable=SC2086 # a list of PIDs
-		[ -z "$pids" ] || kill -9 $pids 2>/dev/null
+		ns_stop "$NS_POD" "$NS_NODE" "$NS_PROBE"
 		ip netns exec "$NS_POD" ip link set dev eth0 xdp off 2>/dev/null
-		pids=$(ip netns pids "$NS_PROBE" 2>/dev/null)
-		# shellcheck disable=SC2086 # a list of PIDs
-		[ -z "$pids" ] || kill -9 $pids 2>/dev/null
 		for i in eth-pod eth-probe; do
 			ip netns exec "$NS_NODE" ip link set dev "$i" xdp off 2>/dev/null
 			ip netns exec "$NS_NODE" tc qdisc del dev "$i" clsact 2>/dev/null

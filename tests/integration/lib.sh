@@ -68,6 +68,25 @@ term_wait() {
 	wait_pid "$1" "${3:-5}" "$2"
 }
 
+# ns_stop NS...: every process left in these network namespaces (this test's own), SIGTERM,
+# up to 3 s, then SIGKILL. For the benchmarks' cleanup, whose servers run in a second copy.
+ns_stop() {
+	local ns pids
+	for ns in "$@"; do
+		pids=$(ip netns pids "$ns" 2>/dev/null)
+		# shellcheck disable=SC2086 # a list of PIDs
+		[ -z "$pids" ] || kill $pids 2>/dev/null
+	done
+	for _ in $(seq 30); do
+		pids=$(for ns in "$@"; do ip netns pids "$ns" 2>/dev/null; done)
+		[ -n "$pids" ] || return 0
+		sleep 0.1
+	done
+	# shellcheck disable=SC2086 # a list of PIDs
+	kill -9 $pids 2>/dev/null
+	return 0
+}
+
 topo_down() {
 	local pid
 	for pid in "${TOPO_PIDS[@]}"; do
