@@ -32,7 +32,9 @@
 #                     ndcache-xdp, knot-xdp, knot, unbound, kresd; ndcache-socket, base-tc and
 #                     base-xdp on request)
 #   --base-build DIR  the build whose ndcache base-tc and base-xdp run (DIR/control/ndcache,
-#                     built beforehand): two builds compared in one run
+#                     built beforehand): two builds compared in one run; with
+#                     NDC_BENCH_BASE_DATAPLANE="key: value, ..." in the environment base-* also
+#                     get those dataplane keys (one build, two settings: --base-build BUILD)
 #   --build DIR       meson build dir (default build-lat; set up with -Dbpf=enabled if missing)
 #   --out DIR         results (default BUILD/latency): latency.txt/.csv/.json, samples, logs
 #   --quick           development run: 1 repeat, 4 s

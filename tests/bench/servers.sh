@@ -154,7 +154,10 @@ write_conf() {
 		# The fast path's table holds one entry per name and type (about 6 per service with
 		# its SRV, PTR and endpoint records); the default (65536) is too small for 10000
 		# services, and then most names and every NXDOMAIN stay in user space.
-		local dpdk=""
+		local dpdk="" extra=""
+		# base-*: extra dataplane keys, to compare a setting in one run (--base-build of
+		# the same build; e.g. NDC_BENCH_BASE_DATAPLANE="failopen: false")
+		case "$s" in base-*) extra=${NDC_BENCH_BASE_DATAPLANE:+, $NDC_BENCH_BASE_DATAPLANE} ;; esac
 		if [ "$mode" = dpdk ]; then
 			# The lcore polls on CPU 0 (the last CPU the agent may use under taskset).
 			dpdk=", dpdk: {eal_args: [\"-m\", \"256\", \"--no-pci\""
@@ -170,7 +173,7 @@ port: 53
 upstream: [$UPSTREAM_ADDR]
 source: {snapshot: $cluster/cluster.json}
 records: {ttl: $ttl}
-dataplane: {mode: $mode, interfaces: [${BENCH_IFACES// /, }], table_size: $table_size$peer$dpdk}
+dataplane: {mode: $mode, interfaces: [${BENCH_IFACES// /, }], table_size: $table_size$peer$dpdk$extra}
 workers: 1
 EOF
 		;;
