@@ -492,6 +492,12 @@ static void *http_thread(void *arg)
 		int n = 0, timeout = -1, first_conn, r;
 		bool listening = false;
 
+		/* Expired connections first: closing them may free the slots that decide whether the
+		 * listener is watched. (Deciding before this sweep left a server whose every slot
+		 * expired at once polling only its stop fd, forever.) */
+		for (struct conn *c = h->conns; c < h->conns + NDC_HTTP_CONN_MAX; c++)
+			if (c->state != CONN_FREE && c->deadline_ms <= now)
+				conn_close(h, c);
 		pfd[n++] = (struct pollfd){.fd = h->efd, .events = POLLIN};
 		if (h->nconn < NDC_HTTP_CONN_MAX) {
 			if (now >= h->accept_pause_until) {
@@ -505,10 +511,6 @@ static void *http_thread(void *arg)
 		for (struct conn *c = h->conns; c < h->conns + NDC_HTTP_CONN_MAX; c++) {
 			if (c->state == CONN_FREE)
 				continue;
-			if (c->deadline_ms <= now) {
-				conn_close(h, c);
-				continue;
-			}
 			if (timeout < 0 || c->deadline_ms - now < (uint64_t)timeout)
 				timeout = (int)(c->deadline_ms - now);
 			pconn[n] = c;

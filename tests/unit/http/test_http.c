@@ -836,15 +836,17 @@ static void test_concurrent(void **state)
 
 struct late_get {
 	pthread_t t;
+	uint16_t port; /* 0: the group's server */
 	struct resp r;
 	uint64_t done_ms;
 };
 
 static void *late_get_main(void *arg)
 {
+	static const char req[] = "GET /health HTTP/1.1\r\nHost: x\r\n\r\n";
 	struct late_get *g = arg;
 
-	request("GET /health HTTP/1.1\r\nHost: x\r\n\r\n", &g->r);
+	request_on(AF_INET, g->port ? g->port : port, req, strlen(req), &g->r);
 	g->done_ms = now_ms();
 	return NULL;
 }
@@ -913,6 +915,78 @@ static void test_slowloris(void **state)
 	assert_true(g.done_ms - t0 >= NDC_HTTP_TIMEOUT_MS - 100);
 	resp_free(&g.r);
 	get_expect("/health", 200, "ok\n");
+}
+
+/* A metrics callback that holds the server thread until released (at most 10 s). */
+struct gate {
+	atomic_bool entered;
+	atomic_bool release;
+};
+
+static void gate_cb(void *arg, struct ndc_metrics_buf *b)
+{
+	struct gate *g = arg;
+	uint64_t t = now_ms();
+
+	(void)b;
+	atomic_store(&g->entered, true);
+	while (!atomic_load(&g->release) && now_ms() - t < 10000)
+		usleep(1000);
+}
+
+/*
+ * Every slot's deadline expires in the same sweep: the server must watch its listener again at
+ * once. It used to decide whether to listen before closing the expired connections, so with all
+ * NDC_HTTP_CONN_MAX gone at once it polled only its stop fd, forever. To expire them together
+ * they are accepted in one burst: the server thread is held in a metrics callback while they
+ * queue in the backlog (the held request's client resets, so its slot is gone on release).
+ */
+static void test_all_expire_at_once(void **state)
+{
+	static const char req[] = "GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n";
+	struct linger lin = {.l_onoff = 1, .l_linger = 0};
+	struct gate gate = {0};
+	struct late_get g = {0};
+	int fds[NDC_HTTP_CONN_MAX], a;
+	struct ndc_http *h;
+	uint64_t t, released;
+
+	(void)state;
+	assert_int_equal(ndc_http_start("127.0.0.1:0", gate_cb, &gate, &h), 0);
+	g.port = ndc_http_port(h);
+	a = client_connect(AF_INET, g.port);
+	assert_true(a >= 0);
+	assert_int_equal(send_all(a, req, strlen(req)), 0);
+	t = now_ms();
+	while (!atomic_load(&gate.entered)) {
+		if (now_ms() - t > 5000)
+			fail_msg("the metrics callback was not called within 5 s");
+		usleep(1000);
+	}
+	setsockopt(a, SOL_SOCKET, SO_LINGER, &lin, sizeof(lin));
+	close(a); /* RST: the server's send fails and frees the slot */
+	for (int i = 0; i < NDC_HTTP_CONN_MAX; i++) {
+		fds[i] = client_connect(AF_INET, g.port);
+		assert_true(fds[i] >= 0);
+	}
+	assert_int_equal(pthread_create(&g.t, NULL, late_get_main, &g), 0);
+	usleep(100 * 1000); /* the late client queues behind the others */
+	released = now_ms();
+	atomic_store(&gate.release, true);
+	pthread_join(g.t, NULL);
+	assert_int_equal(g.r.err, 0);
+	assert_response(&g.r, 200, "text/plain; charset=utf-8", "ok\n");
+	/* served once the burst expired, not after the client's own 20 s receive timeout */
+	assert_true(g.done_ms - released >= NDC_HTTP_TIMEOUT_MS - 100);
+	assert_true(g.done_ms - released < NDC_HTTP_TIMEOUT_MS + 5000);
+	resp_free(&g.r);
+	for (int i = 0; i < NDC_HTTP_CONN_MAX; i++) {
+		char c;
+
+		assert_true(recv(fds[i], &c, 1, 0) <= 0);
+		close(fds[i]);
+	}
+	ndc_http_stop(h);
 }
 
 /* Stop with connections idle, half-sent and answered-but-open: prompt, and they all see EOF. */
@@ -1049,6 +1123,7 @@ int main(void)
 	    cmocka_unit_test(test_sequential),
 	    cmocka_unit_test(test_concurrent),
 	    cmocka_unit_test(test_slowloris),
+	    cmocka_unit_test(test_all_expire_at_once),
 	    cmocka_unit_test(test_stop_idle),
 	    cmocka_unit_test(test_start_errors),
 	    cmocka_unit_test(test_ipv6),
