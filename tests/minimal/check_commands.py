@@ -78,7 +78,9 @@ COMMANDS = {
     "unbound": "unbound", "unbound-checkconf": "unbound", "dig": "bind9-dnsutils",
     "kdig": "knot-dnsutils", "kxdpgun": "knot-dnsutils", "curl": "curl",
     "setcap": "libcap2-bin", "lscpu": "util-linux", "nsenter": "util-linux", "free": "procps", "getcap": "libcap2-bin", "capsh": "libcap2-bin",
-    "pgrep": "procps", "pkill": "procps", "ps": "procps", "sysctl": "procps",
+    # pkill and killall are left out on purpose: scripts stop what they started, by PID, and
+    # a script that called either fails this check (a command not in the table).
+    "pgrep": "procps", "ps": "procps", "sysctl": "procps",
     "debootstrap": "debootstrap",
     # deploy/deps.sh: test, for tests/integration/test_dpdk.sh (and compare.sh's ndcache-dpdk)
     "ethtool": "ethtool", "iptables": "iptables", "ip6tables": "iptables",
