@@ -17,6 +17,7 @@
 #include "ndc_csum.h"
 #include "ndc_swap.h"
 #include "ndc_dns.h"
+#include "ndc_l4.h"
 #include "ndc_table.h"
 
 struct {
@@ -45,16 +46,8 @@ struct {
 	__type(value, struct ndc_fp_scratch);
 } ndc_scratch SEC(".maps");
 
-#define NDC_NOT_OURS NDC_FP_COUNTER_MAX	      /* pass without counting: not a query to us */
 #define NDC_TCP_OURS (NDC_FP_COUNTER_MAX + 1) /* TCP to a node-local address: fail-open's */
 #define NSEC_PER_SEC 1000000000ULL
-
-struct ndc_pkt {
-	__u32 l3_off;
-	__u32 l4_off;
-	__u32 udp_len;
-	int v6;
-};
 
 /* The largest offsets ndc_l4 can return: Ethernet, NDC_VLAN_MAX tags, IPv6. */
 #define NDC_L3_OFF_MAX (14 + 4 * NDC_VLAN_MAX)
@@ -90,34 +83,6 @@ static __always_inline int pass(const enum ndc_hook hook, __u32 why, __u32 *ret_
 	return ctx_pass(hook);
 }
 
-static __always_inline int addr4_ours(const struct ndc_fp_config *cfg, __be32 daddr)
-{
-	/* verifier: constant bound */
-	for (__u32 i = 0; i < NDC_FP_MAX_ADDRS; i++) {
-		if (i >= cfg->n_addr4)
-			break;
-		if (cfg->addr4[i] == daddr)
-			return 1;
-	}
-	return 0;
-}
-
-static __always_inline int addr6_ours(const struct ndc_fp_config *cfg, const struct in6_addr *d)
-{
-	__u64 d0 = ((const __u64 *)d)[0], d1 = ((const __u64 *)d)[1];
-
-	/* verifier: constant bound */
-	for (__u32 i = 0; i < NDC_FP_MAX_ADDRS; i++) {
-		const __u64 *a = (const __u64 *)cfg->addr6[i];
-
-		if (i >= cfg->n_addr6)
-			break;
-		if (a[0] == d0 && a[1] == d1)
-			return 1;
-	}
-	return 0;
-}
-
 static __always_inline const struct ndc_fp_config *config_get(void)
 {
 	__u32 zero = 0;
@@ -127,9 +92,9 @@ static __always_inline const struct ndc_fp_config *config_get(void)
 }
 
 /*
- * Layers 2 to 4: NDC_GO for a whole UDP datagram to config's port at one of its addresses (then
- * readable in full from ctx_data), NDC_NOT_OURS for other traffic, or a pass reason. The
- * ethertype and protocol come first: most packets leave after two compares.
+ * Layers 2 to 4 (bpf/ndc_l4.h): NDC_GO for a whole UDP datagram to config's port at one of its
+ * addresses (then readable in full from ctx_data), NDC_TCP_OURS for TCP to one of them,
+ * NDC_NOT_OURS for other traffic, or a pass reason. The config is looked up for IP traffic only.
  */
 static __always_inline int ndc_l4(void *ctx, const enum ndc_hook hook, struct ndc_pkt *pk,
 				  const struct ndc_fp_config **ret_cfg)
@@ -137,69 +102,23 @@ static __always_inline int ndc_l4(void *ctx, const enum ndc_hook hook, struct nd
 	void *data = ctx_data(ctx, hook), *data_end = ctx_data_end(ctx, hook);
 	const struct ndc_fp_config *cfg;
 	struct ndc_cursor c;
-	struct udphdr *uh;
-	__u32 ip_payload;
-	int first_frag = 0;
-	__be16 proto;
+	struct ndc_l3 l3;
+	int why;
 
 	cursor_init(&c, data, data_end);
-	proto = parse_eth(&c);
-	pk->l3_off = c.off;
-	if (proto == bpf_htons(ETH_P_IP)) {
-		struct iphdr *iph = parse_ipv4(&c);
-
-		if (iph && iph->protocol == IPPROTO_TCP) {
-			cfg = config_get();
-			return cfg && addr4_ours(cfg, iph->daddr) ? NDC_TCP_OURS : NDC_NOT_OURS;
-		}
-		if (!iph || iph->protocol != IPPROTO_UDP || iph->version != 4)
-			return NDC_NOT_OURS;
-		cfg = config_get();
-		if (!cfg)
-			return NDC_FP_PASS_CONFIG;
-		if (!addr4_ours(cfg, iph->daddr))
-			return NDC_NOT_OURS;
-		if (iph->ihl != 5)
-			return NDC_FP_PASS_FRAG; /* options: user space */
-		if (iph->frag_off & bpf_htons(NDC_IP_OFFSET))
-			return NDC_FP_PASS_FRAG; /* a later fragment: no UDP header to look at */
-		first_frag = (iph->frag_off & bpf_htons(NDC_IP_MF)) != 0;
-		ip_payload = (__u32)bpf_ntohs(iph->tot_len) - sizeof(*iph);
-		pk->v6 = 0;
-	} else if (proto == bpf_htons(ETH_P_IPV6)) {
-		struct ipv6hdr *ip6h = parse_ipv6(&c);
-
-		if (ip6h && ip6h->nexthdr == IPPROTO_TCP) {
-			cfg = config_get();
-			return cfg && addr6_ours(cfg, &ip6h->daddr) ? NDC_TCP_OURS : NDC_NOT_OURS;
-		}
-		if (!ip6h || (ip6h->nexthdr != IPPROTO_UDP && !ipv6_is_ext(ip6h->nexthdr)))
-			return NDC_NOT_OURS;
-		cfg = config_get();
-		if (!cfg)
-			return NDC_FP_PASS_CONFIG;
-		if (!addr6_ours(cfg, &ip6h->daddr))
-			return NDC_NOT_OURS;
-		if (ip6h->nexthdr != IPPROTO_UDP)
-			return NDC_FP_PASS_FRAG; /* extension headers: user space */
-		ip_payload = bpf_ntohs(ip6h->payload_len);
-		pk->v6 = 1;
-	} else {
+	why = ndc_parse_l3(&c, pk, &l3);
+	if (why != NDC_GO)
+		return why;
+	cfg = config_get();
+	if (l3.tcp)
+		return cfg && ndc_l3_ours(cfg, &l3) ? NDC_TCP_OURS : NDC_NOT_OURS;
+	if (!cfg)
+		return NDC_FP_PASS_CONFIG;
+	if (!ndc_l3_ours(cfg, &l3))
 		return NDC_NOT_OURS;
-	}
-	pk->l4_off = c.off;
-	uh = parse_udp(&c);
-	if (!uh)
-		return NDC_FP_PASS_FORMAT;
-	if (uh->dest != cfg->port)
-		return NDC_NOT_OURS;
-	if (first_frag)
-		return NDC_FP_PASS_FRAG;
-	pk->udp_len = bpf_ntohs(uh->len);
-	if (pk->udp_len != ip_payload || pk->udp_len < sizeof(*uh) + sizeof(struct ndc_dnshdr))
-		return NDC_FP_PASS_FORMAT; /* lengths disagree, or no room for a DNS header */
-	if (pk->l4_off + pk->udp_len > ctx_len(ctx, hook))
-		return NDC_FP_PASS_FORMAT; /* cut short */
+	why = ndc_parse_udp(&c, cfg, &l3, ctx_len(ctx, hook), pk);
+	if (why != NDC_GO)
+		return why;
 	/* tc: a query whose payload is not in the linear part (rare for a small datagram) */
 	if (data + pk->l4_off + pk->udp_len > data_end &&
 	    ctx_pull(ctx, hook, pk->l4_off + pk->udp_len))

@@ -1,14 +1,14 @@
 // SPDX-License-Identifier: MIT
 /*
  * A frame answered in place by the BPF program's rules, with the BPF program's own code: the
- * header parsers (bpf/ndc_parse.h), the DNS checks, name key, suffix match, reply header, OPT and
- * TTL countdown (bpf/ndc_dns.h), the MAC/IP/port swap (bpf/ndc_swap.h) and the checksums
- * (bpf/ndc_csum.h) are compiled here unchanged. What this file adds is what bpf/ndc_fastpath.bpf.c
- * does around them with maps and helpers: layers 2 to 4 (ndc_l4), the lookup order (ndc_lookup)
- * and the reply's assembly (ndc_handle), step for step in the same order with the same reasons,
- * minus the verifier's workarounds. One difference by design: an mbuf is resized by setting its
- * length, and the frame is checked to fit the buffer before anything is written, so a passed
- * frame is always untouched.
+ * header parsers and layers 2 to 4 (bpf/ndc_parse.h, bpf/ndc_l4.h), the DNS checks, name key,
+ * suffix match, reply header, OPT and TTL countdown (bpf/ndc_dns.h), the MAC/IP/port swap
+ * (bpf/ndc_swap.h) and the checksums (bpf/ndc_csum.h) are compiled here unchanged. What this file
+ * adds is what bpf/ndc_fastpath.bpf.c does around them with maps and helpers: the config at hand,
+ * the lookup order (ndc_lookup) and the reply's assembly (ndc_handle), step for step in the same
+ * order with the same reasons, minus the verifier's workarounds. One difference by design: an mbuf
+ * is resized by setting its length, and the frame is checked to fit the buffer before anything is
+ * written, so a passed frame is always untouched.
  *
  * The BPF headers read packet words through casts, unaligned: fine on the architectures DPDK
  * and BPF run on here (x86-64, arm64), and why this file is built with -fno-strict-aliasing and
@@ -24,6 +24,7 @@
 #include "ndc_csum.h"
 #include "ndc_swap.h"
 #include "ndc_dns.h"
+#include "ndc_l4.h"
 
 #include "internal.h"
 
@@ -32,88 +33,23 @@
 _Static_assert(offsetof(struct ndc_fp_scratch, slack) == NDC_FP_NAME_MAX,
 	       "the word after a full-length name is in the slack");
 
-struct pkt {
-	uint32_t l3_off;
-	uint32_t l4_off;
-	uint32_t udp_len;
-	int v6;
-};
-
-static int addr4_ours(const struct ndc_fp_config *cfg, __be32 daddr)
-{
-	for (uint32_t i = 0; i < cfg->n_addr4 && i < NDC_FP_MAX_ADDRS; i++)
-		if (cfg->addr4[i] == daddr)
-			return 1;
-	return 0;
-}
-
-static int addr6_ours(const struct ndc_fp_config *cfg, const struct in6_addr *d)
-{
-	for (uint32_t i = 0; i < cfg->n_addr6 && i < NDC_FP_MAX_ADDRS; i++)
-		if (!memcmp(cfg->addr6[i], d, 16))
-			return 1;
-	return 0;
-}
+_Static_assert(NDC_DP_NOT_OURS == NDC_NOT_OURS, "one value for traffic that is not ours");
 
 /*
- * ndc_l4: NDC_GO for a whole UDP datagram to the config's port at one of its addresses,
- * NDC_DP_NOT_OURS for other traffic (TCP to us included: the kernel's socket path), or a pass
- * reason.
+ * ndc_l4 (bpf/ndc_l4.h's steps): NDC_GO for a whole UDP datagram to the config's port at one of
+ * its addresses, NDC_DP_NOT_OURS for other traffic (TCP to us included: the kernel's socket
+ * path), or a pass reason.
  */
 static int l4(const struct ndc_fp_config *cfg, void *data, void *data_end, uint32_t len,
-	      struct pkt *pk)
+	      struct ndc_pkt *pk)
 {
 	struct ndc_cursor c;
-	struct udphdr *uh;
-	uint32_t ip_payload;
-	int first_frag = 0;
-	__be16 proto;
+	struct ndc_l3 l3;
 
 	cursor_init(&c, data, data_end);
-	proto = parse_eth(&c);
-	pk->l3_off = c.off;
-	if (proto == bpf_htons(ETH_P_IP)) {
-		struct iphdr *iph = parse_ipv4(&c);
-
-		if (!iph || iph->protocol != IPPROTO_UDP || iph->version != 4)
-			return NDC_DP_NOT_OURS;
-		if (!addr4_ours(cfg, iph->daddr))
-			return NDC_DP_NOT_OURS;
-		if (iph->ihl != 5)
-			return NDC_FP_PASS_FRAG; /* options: user space */
-		if (iph->frag_off & bpf_htons(NDC_IP_OFFSET))
-			return NDC_FP_PASS_FRAG; /* a later fragment: no UDP header to look at */
-		first_frag = (iph->frag_off & bpf_htons(NDC_IP_MF)) != 0;
-		ip_payload = (uint32_t)bpf_ntohs(iph->tot_len) - sizeof(*iph);
-		pk->v6 = 0;
-	} else if (proto == bpf_htons(ETH_P_IPV6)) {
-		struct ipv6hdr *ip6h = parse_ipv6(&c);
-
-		if (!ip6h || (ip6h->nexthdr != IPPROTO_UDP && !ipv6_is_ext(ip6h->nexthdr)))
-			return NDC_DP_NOT_OURS;
-		if (!addr6_ours(cfg, &ip6h->daddr))
-			return NDC_DP_NOT_OURS;
-		if (ip6h->nexthdr != IPPROTO_UDP)
-			return NDC_FP_PASS_FRAG; /* extension headers: user space */
-		ip_payload = bpf_ntohs(ip6h->payload_len);
-		pk->v6 = 1;
-	} else {
+	if (ndc_parse_l3(&c, pk, &l3) != NDC_GO || l3.tcp || !ndc_l3_ours(cfg, &l3))
 		return NDC_DP_NOT_OURS;
-	}
-	pk->l4_off = c.off;
-	uh = parse_udp(&c);
-	if (!uh)
-		return NDC_FP_PASS_FORMAT;
-	if (uh->dest != cfg->port)
-		return NDC_DP_NOT_OURS;
-	if (first_frag)
-		return NDC_FP_PASS_FRAG;
-	pk->udp_len = bpf_ntohs(uh->len);
-	if (pk->udp_len != ip_payload || pk->udp_len < sizeof(*uh) + sizeof(struct ndc_dnshdr))
-		return NDC_FP_PASS_FORMAT; /* lengths disagree, or no room for a DNS header */
-	if (pk->l4_off + pk->udp_len > len)
-		return NDC_FP_PASS_FORMAT; /* cut short */
-	return NDC_GO;
+	return ndc_parse_udp(&c, cfg, &l3, len, pk);
 }
 
 /* ndc_lookup: steps 1 to 3 of the lookup in abi.h; NULL with *ret_why when passed. */
@@ -171,7 +107,7 @@ int ndc_dpdk_answer(const struct ndc_dpdk_table *t, uint8_t *data, uint32_t len,
 	struct ndc_question q = {0};
 	struct ndc_fp_scratch s;
 	struct ndc_dnshdr *dh;
-	struct pkt pk;
+	struct ndc_pkt pk;
 	uint32_t hit = 0, why, age = 0, nwords;
 	uint32_t name_off, ans_off, dlen, reply_len, udp_len;
 	__u64 hash = 0;
