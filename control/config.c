@@ -844,17 +844,14 @@ static int do_http_listen(struct ctx *c, const struct field *f, const struct nod
 	return set_str(c, &cfg->http.listen, default_http, n->text);
 }
 
-/* records.namespaces and dataplane.interfaces: lists of names, replaced as a whole. */
-static int do_names(struct ctx *c, const struct field *f, const struct node *n,
-		    struct ndc_config *cfg)
+/*
+ * A list of at most f->max strings, each checked by ok (NULL: any of 1..EAL_ARG_MAX bytes), into
+ * a new vector (*ret_v, NULL when empty; *ret_count). Errors name the item.
+ */
+static int string_list(struct ctx *c, const struct field *f, const struct node *n, const char *what,
+		       const char *item_what, bool (*ok)(const char *s, size_t len), char ***ret_v,
+		       size_t *ret_count)
 {
-	bool ifaces = f->off == CFG_OFF(dataplane.interfaces);
-	const char *what = ifaces ? "a list of interface names or globs" : "a list of namespaces";
-	const char *item_what = ifaces ? "an interface name or glob (1..15 characters, no '/', "
-					 "':' or spaces)"
-				       : "a namespace name (RFC 1123 label)";
-	char ***slot = ifaces ? &cfg->dataplane.interfaces : &cfg->records.namespaces;
-	size_t *n_slot = ifaces ? &cfg->dataplane.n_interfaces : &cfg->records.n_namespaces;
 	const struct node *const *items;
 	char **v = NULL;
 	size_t count, i;
@@ -872,8 +869,7 @@ static int do_names(struct ctx *c, const struct field *f, const struct node *n,
 		size_t mark = path_push(c, "[%zu]", i);
 
 		r = expect_scalar(c, it, item_what);
-		if (r == 0 && !(ifaces ? is_ifname_glob(it->text, it->len)
-				       : is_rfc1123_label(it->text, it->len)))
+		if (r == 0 && !(ok ? ok(it->text, it->len) : it->len && it->len <= EAL_ARG_MAX))
 			r = bad_value(c, it, item_what);
 		path_pop(c, mark);
 		if (r == 0 && !(v[i] = strdup(it->text)))
@@ -883,6 +879,30 @@ static int do_names(struct ctx *c, const struct field *f, const struct node *n,
 			return r;
 		}
 	}
+	*ret_v = v;
+	*ret_count = count;
+	return 0;
+}
+
+/* records.namespaces and dataplane.interfaces: lists of names, replaced as a whole. */
+static int do_names(struct ctx *c, const struct field *f, const struct node *n,
+		    struct ndc_config *cfg)
+{
+	bool ifaces = f->off == CFG_OFF(dataplane.interfaces);
+	char ***slot = ifaces ? &cfg->dataplane.interfaces : &cfg->records.namespaces;
+	size_t *n_slot = ifaces ? &cfg->dataplane.n_interfaces : &cfg->records.n_namespaces;
+	char **v;
+	size_t count;
+	int r =
+	    ifaces ? string_list(c, f, n, "a list of interface names or globs",
+				 "an interface name or glob (1..15 characters, no '/', ':' or "
+				 "spaces)",
+				 is_ifname_glob, &v, &count)
+		   : string_list(c, f, n, "a list of namespaces",
+				 "a namespace name (RFC 1123 label)", is_rfc1123_label, &v, &count);
+
+	if (r < 0)
+		return r;
 	if (*slot != default_ifaces)
 		free_strv(*slot, *n_slot);
 	*slot = v;
@@ -913,34 +933,13 @@ static int do_path(struct ctx *c, const struct field *f, const struct node *n,
 static int do_strings(struct ctx *c, const struct field *f, const struct node *n,
 		      struct ndc_config *cfg)
 {
-	static const char item_what[] = "a string of 1..1024 bytes";
-	const struct node *const *items;
-	char **v = NULL, ***slot = field_ptr(cfg, f);
-	size_t count, i, *n_slot = (size_t *)((char *)cfg + f->aux);
-	int r = list_items(c, n, "a list of strings", false, &items, &count);
+	char **v, ***slot = field_ptr(cfg, f);
+	size_t count, *n_slot = (size_t *)((char *)cfg + f->aux);
+	int r = string_list(c, f, n, "a list of strings", "a string of 1..1024 bytes", NULL, &v,
+			    &count);
 
 	if (r < 0)
 		return r;
-	if (count > f->max)
-		return fail(c, n->line, "expected at most %llu entries, got %zu",
-			    (unsigned long long)f->max, count);
-	if (count && !(v = calloc(count, sizeof(*v))))
-		return oom(c);
-	for (i = 0; i < count; i++) {
-		const struct node *it = items[i];
-		size_t mark = path_push(c, "[%zu]", i);
-
-		r = expect_scalar(c, it, item_what);
-		if (r == 0 && (!it->len || it->len > EAL_ARG_MAX))
-			r = bad_value(c, it, item_what);
-		path_pop(c, mark);
-		if (r == 0 && !(v[i] = strdup(it->text)))
-			r = oom(c);
-		if (r < 0) {
-			free_strv(v, i);
-			return r;
-		}
-	}
 	free_strv(*slot, *n_slot);
 	*slot = v;
 	*n_slot = count;
