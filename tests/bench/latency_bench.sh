@@ -147,6 +147,7 @@ case "$out" in /*) ;; *) out="$PWD/$out" ;; esac
 bin="$build/control/ndcache"
 reflector="$build/bpf/ndc_reflector.bpf.o"
 prober="$build/tests/bench_prober"
+memlat="$build/tests/bench_memlat"
 results="$out/results.jsonl"
 
 # As in compare.sh: the measurements run in a second copy of this script while this one waits,
@@ -162,7 +163,7 @@ if [ -z "${NDC_LATENCY_TOPO:-}" ]; then
 			die "meson setup $build --buildtype=release -Dbpf=enabled failed"
 	fi
 	mkdir -p "$out" || die "cannot create $out"
-	ninja -C "$build" control/ndcache bpf/ndc_reflector.bpf.o tests/bench_prober \
+	ninja -C "$build" control/ndcache bpf/ndc_reflector.bpf.o tests/bench_prober tests/bench_memlat \
 		>"$out/build.log" 2>&1 || {
 		tail -20 "$out/build.log" >&2
 		die "build failed (log: $out/build.log)"
@@ -365,6 +366,10 @@ say "${#servers[@]} servers x $repeats repeat(s), ${duration}s per measurement; 
 	"$((per * ${#servers[@]} * repeats / 60 + 1)) min"
 
 for ((rep = 1; rep <= repeats; rep++)); do
+	# The scale for the cost figures: one load from memory on CPU 1 (where kxdpgun's traffic is
+	# answered), with no traffic; once per repeat.
+	line=$("$memlat" -c 1) || die "bench_memlat failed"
+	echo "{\"kind\": \"memlat\", \"repeat\": \"$rep\", ${line#\{}" >>"$results"
 	# Each repeat starts one server later, so that none is always first or last.
 	n=${#servers[@]}
 	for ((k = 0; k < n; k++)); do

@@ -394,7 +394,30 @@ def cmd_report(a):
             verdict("%s prober %s at %s background / %s's" % (
                 s, k.replace("p999", "p99.9"), load_name(TARGET_LOAD), f), v, "<= %.1f" % lim,
                 v is not None and v <= lim)
-    summary = {"meta": meta, "targets": verdicts,
+    mem = [r for r in rows if r.get("kind") == "memlat"]
+    ns4 = median([r["ns_4k"] for r in mem])
+    nsh = median([r["ns_huge"] for r in mem if r.get("ns_huge") is not None])
+    memory = {"ns_4k": ns4, "ns_huge": nsh, "runs": len(mem)}
+    if ns4:
+        say()
+        say("4. The cost figures against this machine's memory latency (bench_memlat: a pointer "
+            "chase through %d MiB on CPU 1, no traffic," % mem[0]["mib"])
+        say("   median of %d): one load from memory %s ns with 4 KiB pages, %s ns with huge pages"
+            % (len(mem), fmt(ns4), fmt(nsh)))
+        for s in ("ndcache-tc", "ndcache-xdp"):
+            c = cost.get(s)
+            if not c or c["cost-all"] is None or c["cost-hot"] is None:
+                continue
+            extra = c["cost-all"] - c["cost-hot"]
+            allowed = (TARGET_ALL_HOT - 1) * c["cost-hot"]
+            memory[s] = {"extra_ns": extra, "extra_loads": extra / ns4,
+                         "allowed_ns": allowed, "allowed_loads": allowed / ns4}
+            say("   %-14s every name adds %4.0f ns over the hot set = %.2f loads from memory; "
+                "%.1fx the hot set allows %3.0f ns = %.2f" % (
+                    s, extra, extra / ns4, TARGET_ALL_HOT, allowed, allowed / ns4))
+        say("   (a name returns every services/QPS s, by when its slot has been evicted: a table "
+            "read from memory adds at least one load)")
+    summary = {"meta": meta, "targets": verdicts, "memory": memory,
                "latency": {"%s@%s" % k: {kk: (None if vv == math.inf else vv)
                                          for kk, vv in v.items()} for k, v in lat.items()},
                "cost": cost}
