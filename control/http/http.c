@@ -492,9 +492,9 @@ static void *http_thread(void *arg)
 		int n = 0, timeout = -1, first_conn, r;
 		bool listening = false;
 
-		/* Expired connections first: closing them may free the slots that decide whether the
-		 * listener is watched. (Deciding before this sweep left a server whose every slot
-		 * expired at once polling only its stop fd, forever.) */
+		/* Expired connections first: closing them may free the slots that decide whether
+		 * the listener is watched. (Deciding before this sweep left a server whose every
+		 * slot expired at once polling only its stop fd, forever.) */
 		for (struct conn *c = h->conns; c < h->conns + NDC_HTTP_CONN_MAX; c++)
 			if (c->state != CONN_FREE && c->deadline_ms <= now)
 				conn_close(h, c);
