@@ -145,16 +145,7 @@ if [ -z "${NDC_COMPARE_TOPO:-}" ]; then
 		ip; do
 		command -v "$tool" >/dev/null || die "$tool not found after deploy/deps.sh bench"
 	done
-	if [ ! -f "$build/build.ninja" ]; then
-		meson setup "$build" --buildtype=release -Dbpf=enabled >/dev/null ||
-			die "meson setup $build --buildtype=release -Dbpf=enabled failed"
-	fi
-	mkdir -p "$out" || die "cannot create $out"
-	ninja -C "$build" control/ndcache bpf/ndc_reflector.bpf.o >"$out/build.log" 2>&1 || {
-		tail -20 "$out/build.log" >&2
-		die "build failed (log: $out/build.log)"
-	}
-	mountpoint -q /sys/fs/bpf || mount -t bpf bpf /sys/fs/bpf || die "cannot mount bpffs"
+	bench_build "$build" "$out" control/ndcache bpf/ndc_reflector.bpf.o
 	: >"$results"
 	rm -f "$out"/compare.{txt,csv,json,png}
 
@@ -169,11 +160,7 @@ if [ -z "${NDC_COMPARE_TOPO:-}" ]; then
 			term_wait "$MAIN_PID" "the measuring copy on exit" 10
 		fi
 		ns_stop "$NS_POD" "$NS_NODE"
-		# The programs go with the veth when the namespaces are deleted; detach them first
-		# anyway, so that nothing depends on who else may hold the namespaces open.
-		ip netns exec "$NS_POD" ip link set dev eth0 xdp off 2>/dev/null
-		ip netns exec "$NS_NODE" ip link set dev eth-pod xdp off 2>/dev/null
-		ip netns exec "$NS_NODE" tc qdisc del dev eth-pod clsact 2>/dev/null
+		bench_detach eth-pod
 		topo_down
 		# ndcache-dpdk with af_xdp: the hugepages this run set up
 		[ -z "$HP_SAVED" ] || echo "$HP_SAVED" >/proc/sys/vm/nr_hugepages
@@ -189,18 +176,7 @@ if [ -z "${NDC_COMPARE_TOPO:-}" ]; then
 		fi
 		[ "$HP_SAVED" -ge 256 ] || echo 256 >/proc/sys/vm/nr_hugepages
 	fi
-	topo_up
-	topo_rc=$?
-	trap cleanup EXIT
-	trap 'exit 130' INT TERM
-	[ $topo_rc = 0 ] || die "could not create the network namespaces"
-	NDC_COMPARE_TOPO="$TOPO_ID:$TOPO_DIR" "$BASH" "${BASH_SOURCE[0]}" "${args[@]}" &
-	MAIN_PID=$!
-	wait_pid "$MAIN_PID" "${NDC_BENCH_MAX_S:-14400}" \
-		"the measurements (limit NDC_BENCH_MAX_S, default 14400 s)"
-	rc=$?
-	MAIN_PID=""
-	exit $rc
+	bench_relaunch NDC_COMPARE_TOPO "${BASH_SOURCE[0]}" "${args[@]}"
 fi
 
 # --- From here on: the copy that measures, inside the topology the first one made. ---

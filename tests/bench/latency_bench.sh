@@ -158,17 +158,8 @@ if [ -z "${NDC_LATENCY_TOPO:-}" ]; then
 	for tool in kxdpgun unbound knotd kresd clang dig tc bpftool taskset python3 ip sysctl; do
 		command -v "$tool" >/dev/null || die "$tool not found after deploy/deps.sh bench"
 	done
-	if [ ! -f "$build/build.ninja" ]; then
-		meson setup "$build" --buildtype=release -Dbpf=enabled >/dev/null ||
-			die "meson setup $build --buildtype=release -Dbpf=enabled failed"
-	fi
-	mkdir -p "$out" || die "cannot create $out"
-	ninja -C "$build" control/ndcache bpf/ndc_reflector.bpf.o tests/bench_prober tests/bench_memlat \
-		>"$out/build.log" 2>&1 || {
-		tail -20 "$out/build.log" >&2
-		die "build failed (log: $out/build.log)"
-	}
-	mountpoint -q /sys/fs/bpf || mount -t bpf bpf /sys/fs/bpf || die "cannot mount bpffs"
+	bench_build "$build" "$out" control/ndcache bpf/ndc_reflector.bpf.o tests/bench_prober \
+		tests/bench_memlat
 	: >"$results"
 	rm -rf "$out"/latency.{txt,csv,json} "$out/samples" "$out/logs"
 	stats_prev=$(sysctl -n kernel.bpf_stats_enabled) || die "no kernel.bpf_stats_enabled"
@@ -178,17 +169,12 @@ if [ -z "${NDC_LATENCY_TOPO:-}" ]; then
 	MAIN_PID=""
 	# shellcheck disable=SC2317 # run by the EXIT trap
 	cleanup() {
-		local i
 		trap '' INT TERM
 		if [ -n "$MAIN_PID" ]; then
 			term_wait "$MAIN_PID" "the measuring copy on exit" 10
 		fi
 		ns_stop "$NS_POD" "$NS_NODE" "$NS_PROBE"
-		ip netns exec "$NS_POD" ip link set dev eth0 xdp off 2>/dev/null
-		for i in eth-pod eth-probe; do
-			ip netns exec "$NS_NODE" ip link set dev "$i" xdp off 2>/dev/null
-			ip netns exec "$NS_NODE" tc qdisc del dev "$i" clsact 2>/dev/null
-		done
+		bench_detach eth-pod eth-probe
 		ip netns del "$NS_PROBE" 2>/dev/null
 		topo_down
 		sysctl -qw kernel.bpf_stats_enabled="$stats_prev"
@@ -208,20 +194,11 @@ if [ -z "${NDC_LATENCY_TOPO:-}" ]; then
 			ip netns exec "$NS_PROBE" ip link set eth0 up &&
 			ip netns exec "$NS_PROBE" ip route add default via "$PROBE_GW"
 	}
-	topo_up
-	topo_rc=$?
-	trap cleanup EXIT
-	trap 'exit 130' INT TERM
-	[ $topo_rc = 0 ] || die "could not create the network namespaces"
-	probe_up || die "could not create the prober's network namespace"
-	sysctl -qw kernel.bpf_stats_enabled=1 || die "cannot set kernel.bpf_stats_enabled"
-	NDC_LATENCY_TOPO="$TOPO_ID:$TOPO_DIR" "$BASH" "${BASH_SOURCE[0]}" "${args[@]}" &
-	MAIN_PID=$!
-	wait_pid "$MAIN_PID" "${NDC_BENCH_MAX_S:-14400}" \
-		"the measurements (limit NDC_BENCH_MAX_S, default 14400 s)"
-	rc=$?
-	MAIN_PID=""
-	exit $rc
+	bench_setup() {
+		probe_up || die "could not create the prober's network namespace"
+		sysctl -qw kernel.bpf_stats_enabled=1 || die "cannot set kernel.bpf_stats_enabled"
+	}
+	bench_relaunch NDC_LATENCY_TOPO "${BASH_SOURCE[0]}" "${args[@]}"
 fi
 
 # --- From here on: the copy that measures, inside the topology the first one made. ---

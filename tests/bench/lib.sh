@@ -33,3 +33,59 @@ bench_unbound_conf() {
 		[ -z "${5:-}" ] || printf '%s\n' "$5"
 	} >"$1"
 }
+
+# bench_build BUILD OUT TARGET...: BUILD set up if missing (release, BPF on), the targets built
+# (log in OUT/build.log), bpffs mounted.
+bench_build() {
+	local build=$1 out=$2
+	shift 2
+	if [ ! -f "$build/build.ninja" ]; then
+		meson setup "$build" --buildtype=release -Dbpf=enabled >/dev/null ||
+			die "meson setup $build --buildtype=release -Dbpf=enabled failed"
+	fi
+	mkdir -p "$out" || die "cannot create $out"
+	ninja -C "$build" "$@" >"$out/build.log" 2>&1 || {
+		tail -20 "$out/build.log" >&2
+		die "build failed (log: $out/build.log)"
+	}
+	mountpoint -q /sys/fs/bpf || mount -t bpf bpf /sys/fs/bpf || die "cannot mount bpffs"
+}
+
+# bench_detach IFACE...: XDP off the pod's eth0, XDP and clsact off the node's IFACEs. The
+# programs go with the veths when the namespaces are deleted; detached first anyway, so that
+# nothing depends on who else may hold the namespaces open.
+bench_detach() {
+	local i
+	ip netns exec "$NS_POD" ip link set dev eth0 xdp off 2>/dev/null
+	for i in "$@"; do
+		ip netns exec "$NS_NODE" ip link set dev "$i" xdp off 2>/dev/null
+		ip netns exec "$NS_NODE" tc qdisc del dev "$i" clsact 2>/dev/null
+	done
+}
+
+# bench_relaunch VAR SCRIPT [ARG...], in the first copy of a benchmark, after sourcing
+# tests/integration/lib.sh and defining cleanup (which stops MAIN_PID, the namespaces' processes
+# and the topology): makes the topology, arms cleanup on every exit, runs the caller's
+# bench_setup if it defined one, then SCRIPT again with VAR=TOPO_ID:TOPO_DIR in its environment
+# (the copy that measures), waits for it (at most NDC_BENCH_MAX_S, default 14400 s) and exits
+# with its status. The copy runs in the background so that this shell, waiting in the wait
+# builtin, acts on Ctrl-C at once.
+bench_relaunch() {
+	local var=$1 rc
+	shift
+	topo_up
+	rc=$?
+	trap cleanup EXIT
+	trap 'exit 130' INT TERM
+	[ $rc = 0 ] || die "could not create the network namespaces"
+	if declare -F bench_setup >/dev/null; then
+		bench_setup || exit 1
+	fi
+	env "$var=$TOPO_ID:$TOPO_DIR" "$BASH" "$@" &
+	MAIN_PID=$!
+	wait_pid "$MAIN_PID" "${NDC_BENCH_MAX_S:-14400}" \
+		"the measurements (limit NDC_BENCH_MAX_S, default 14400 s)"
+	rc=$?
+	MAIN_PID=""
+	exit $rc
+}
