@@ -78,8 +78,8 @@ COMMANDS = {
     "unbound": "unbound", "unbound-checkconf": "unbound", "dig": "bind9-dnsutils",
     "kdig": "knot-dnsutils", "kxdpgun": "knot-dnsutils", "curl": "curl",
     "setcap": "libcap2-bin", "lscpu": "util-linux", "nsenter": "util-linux", "free": "procps", "getcap": "libcap2-bin", "capsh": "libcap2-bin",
-    # pkill and killall are left out on purpose: scripts stop what they started, by PID, and
-    # a script that called either fails this check (a command not in the table).
+    # The commands that stop processes by name are left out on purpose: scripts stop what they
+    # started, by PID, and a script that called one fails this check (not in the table).
     "pgrep": "procps", "ps": "procps", "sysctl": "procps",
     "debootstrap": "debootstrap",
     # deploy/deps.sh: test, for tests/integration/test_dpdk.sh (and compare.sh's ndcache-dpdk)
