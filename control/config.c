@@ -844,9 +844,16 @@ static int do_http_listen(struct ctx *c, const struct field *f, const struct nod
 	return set_str(c, &cfg->http.listen, default_http, n->text);
 }
 
+/* An EAL argument: passed to rte_eal_init as it is, only its length is checked. */
+static bool is_eal_arg(const char *s, size_t len)
+{
+	(void)s;
+	return len && len <= EAL_ARG_MAX;
+}
+
 /*
- * A list of at most f->max strings, each checked by ok (NULL: any of 1..EAL_ARG_MAX bytes), into
- * a new vector (*ret_v, NULL when empty; *ret_count). Errors name the item.
+ * A list of at most f->max strings, each checked by ok, into a new vector (*ret_v, NULL when
+ * empty; *ret_count). Errors name the item.
  */
 static int string_list(struct ctx *c, const struct field *f, const struct node *n, const char *what,
 		       const char *item_what, bool (*ok)(const char *s, size_t len), char ***ret_v,
@@ -869,7 +876,7 @@ static int string_list(struct ctx *c, const struct field *f, const struct node *
 		size_t mark = path_push(c, "[%zu]", i);
 
 		r = expect_scalar(c, it, item_what);
-		if (r == 0 && !(ok ? ok(it->text, it->len) : it->len && it->len <= EAL_ARG_MAX))
+		if (r == 0 && !ok(it->text, it->len))
 			r = bad_value(c, it, item_what);
 		path_pop(c, mark);
 		if (r == 0 && !(v[i] = strdup(it->text)))
@@ -935,8 +942,8 @@ static int do_strings(struct ctx *c, const struct field *f, const struct node *n
 {
 	char **v, ***slot = field_ptr(cfg, f);
 	size_t count, *n_slot = (size_t *)((char *)cfg + f->aux);
-	int r = string_list(c, f, n, "a list of strings", "a string of 1..1024 bytes", NULL, &v,
-			    &count);
+	int r = string_list(c, f, n, "a list of strings", "a string of 1..1024 bytes", is_eal_arg,
+			    &v, &count);
 
 	if (r < 0)
 		return r;

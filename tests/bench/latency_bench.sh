@@ -345,7 +345,7 @@ say "${#servers[@]} servers x $repeats repeat(s), ${duration}s per measurement; 
 for ((rep = 1; rep <= repeats; rep++)); do
 	# The scale for the cost figures: one load from memory on CPU 1 (where kxdpgun's traffic is
 	# answered), with no traffic; once per repeat.
-	line=$("$memlat" -c 1) || die "bench_memlat failed"
+	line=$(taskset -c 1 "$memlat") || die "bench_memlat failed"
 	echo "{\"kind\": \"memlat\", \"repeat\": \"$rep\", ${line#\{}" >>"$results"
 	# Each repeat starts one server later, so that none is always first or last.
 	n=${#servers[@]}

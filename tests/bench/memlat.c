@@ -12,16 +12,14 @@
  * mapped, so a TLB miss and page walk come with most loads) and with transparent huge pages where
  * the kernel grants them (the load alone, or nearly).
  *
- * Usage: bench_memlat [-m MIB] [-n LOADS] [-c CPU]
+ * Usage: bench_memlat [-m MIB] [-n LOADS]   (pin it with taskset)
  *   -m MIB     buffer size (256; at least 8x the last-level cache for a DRAM figure)
  *   -n LOADS   loads timed per pass (5,000,000)
- *   -c CPU     pin to this CPU
  * Output: one JSON object: mib, loads, ns_4k, ns_huge (null when no huge page was granted),
  * huge_kib (AnonHugePages of the buffer). Exit 0, 1 on errors, 2 on bad usage.
  */
 
 #include <errno.h>
-#include <sched.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -122,18 +120,18 @@ static double chase(size_t bytes, int huge, long n, long *ret_huge)
 
 static int usage(void)
 {
-	fprintf(stderr, "usage: bench_memlat [-m MIB] [-n LOADS] [-c CPU]\n");
+	fprintf(stderr, "usage: bench_memlat [-m MIB] [-n LOADS]\n");
 	return 2;
 }
 
 int main(int argc, char **argv)
 {
-	long mib = 256, n = 5000000, cpu = -1, hk4 = 0, hkh = 0;
+	long mib = 256, n = 5000000, hk4 = 0, hkh = 0;
 	double ns4, nsh;
 	char *end;
 	int o;
 
-	while ((o = getopt(argc, argv, "m:n:c:")) != -1) {
+	while ((o = getopt(argc, argv, "m:n:")) != -1) {
 		errno = 0;
 		switch (o) {
 		case 'm':
@@ -146,27 +144,12 @@ int main(int argc, char **argv)
 			if (errno || *end || n < 1000 || n > 1000000000)
 				return usage();
 			break;
-		case 'c':
-			cpu = strtol(optarg, &end, 10);
-			if (errno || *end || cpu < 0 || cpu >= CPU_SETSIZE)
-				return usage();
-			break;
 		default:
 			return usage();
 		}
 	}
 	if (optind != argc)
 		return usage();
-	if (cpu >= 0) {
-		cpu_set_t set;
-
-		CPU_ZERO(&set);
-		CPU_SET((int)cpu, &set);
-		if (sched_setaffinity(0, sizeof(set), &set)) {
-			fprintf(stderr, "bench_memlat: CPU %ld: %s\n", cpu, strerror(errno));
-			return 1;
-		}
-	}
 	ns4 = chase((size_t)mib << 20, 0, n, &hk4);
 	nsh = chase((size_t)mib << 20, 1, n, &hkh);
 	if (ns4 < 0 || nsh < 0) {
