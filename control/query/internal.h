@@ -3,7 +3,8 @@
  * Private to control/query: the forwarder's route table (routes.c), which forwarder.c builds,
  * matches names against and compares (plain data, immutable once built, shared by reference
  * count between the thread that reconfigures the forwarder and the forwarder thread); and the
- * query log's lines (querylog.c), which resolver.c writes.
+ * query log's lines (querylog.c), which resolver.c writes; the forwarder's insides, shared by
+ * its modules (forwarder.c, upstream.c, transport.c).
  */
 #ifndef NDC_QUERY_INTERNAL_H
 #define NDC_QUERY_INTERNAL_H
@@ -77,5 +78,167 @@ void ndc_qlog_begin(struct ndc_qlog *lg, const struct ndc_server_req *req, size_
 /* The line, for a reply of rlen bytes (0: none was sent) that source gave. */
 void ndc_qlog_end(const struct ndc_qlog *lg, const struct ndc_query *q, const uint8_t *reply,
 		  size_t rlen, const char *source);
+
+/* ---- the forwarder's insides (forwarder.c, upstream.c, transport.c) ---- */
+/*
+ * A request is one upstream query in flight for a key, with the client queries (waiters) that
+ * wait on it; forwarder.c runs its flow (which upstream next, the cache, the waiters), upstream.c
+ * keeps each upstream's health, transport.c carries one attempt on the wire.
+ */
+#include <pthread.h>
+
+#define NDC_FWD_TIMEOUT_MS 1000
+#define NDC_FWD_QUERY_MAX (NDC_DNS_HDR_LEN + NDC_NAME_MAX + 4 + 11 + 64)
+
+enum att_state { ATT_NONE, ATT_UDP, ATT_TCP_CONNECT, ATT_TCP_SEND, ATT_TCP_RECV };
+
+struct fwd_waiter {
+	struct fwd_waiter *next;
+	ndc_fwd_done_fn done;
+	void *arg;
+};
+
+struct fwd_set;
+
+struct request {
+	struct request *hnext;	       /* in-flight table, under f->lock */
+	struct request *qnext;	       /* submit queue, under f->lock */
+	struct request *tprev, *tnext; /* timer list: every started request, thread only */
+	uint64_t hash;
+	struct fwd_waiter *waiters, **wtail; /* under f->lock */
+	uint16_t qtype, qclass;
+	uint8_t nlen;
+	uint8_t lname[NDC_NAME_MAX];
+	uint8_t qname[NDC_NAME_MAX]; /* lname with 0x20 random case while caps */
+	bool caps;
+	bool shadow;	   /* a probe's copy of a request: no waiters, not in the table */
+	uint32_t nwaiters; /* under f->lock */
+	/* Its route, taken when the thread starts it (thread only). */
+	struct fwd_set *rs;
+	const struct ndc_route *rt;
+	/* The current attempt (thread only). */
+	uint32_t tried; /* bit per upstream of rt attempted (or, for a shadow, not to attempt) */
+	bool probe;	/* this attempt is its upstream's probe (u->probing) */
+	size_t up;	/* index in rt */
+	int fd;
+	enum att_state st;
+	uint16_t id;
+	int last_err;
+	uint64_t deadline;
+	uint8_t *tbuf; /* TCP: framed query while sending, then the response */
+	size_t tlen, toff;
+	uint8_t tlenbuf[2];
+};
+
+struct upstream {
+	struct sockaddr_storage addr;
+	char name[64];
+	unsigned refs; /* sets using it, thread only */
+	/* Health, thread only. */
+	bool down;
+	bool probing; /* a probe is in flight */
+	uint32_t backoff_ms;
+	uint64_t retry_ms; /* while down: probe again from then on */
+	/* Published for stats. */
+	bool st_healthy;
+	uint32_t st_backoff_ms;
+	uint64_t queries, responses, timeouts, errors, probes, skipped;
+};
+
+/* The upstreams of a route table: up[i] is the state of routes->servers[i]. */
+struct fwd_set {
+	unsigned refs; /* thread only: the set in use, and every started request holding it */
+	struct ndc_routes *routes;
+	struct upstream *up[NDC_FWD_MAX_SERVERS];
+	uint32_t timeout_ms;
+};
+
+struct ndc_forwarder {
+	uint32_t timeout_ms; /* thread only, from the set in use */
+	uint32_t max_inflight;
+	uint32_t max_pending; /* under lock */
+	struct ndc_cache *cache;
+
+	pthread_mutex_t lock;
+	struct request **table;
+	uint32_t nbuckets;
+	uint32_t inflight;
+	uint32_t pending; /* waiters of every request; written under lock, read atomically */
+	struct request *queue, **qtail;
+	bool stop;
+	bool any_up;		  /* some route has an upstream; under lock (resolve reads it) */
+	struct fwd_set *next;	  /* handed to the thread by reconfigure, under lock */
+	pthread_cond_t next_cond; /* the thread took next */
+
+	/* The set in use: replaced by the thread under stats_lock, read by stats under it. */
+	pthread_mutex_t stats_lock;
+	struct fwd_set *cur;
+
+	/* Reconfiguration side: one at a time; the routes last given, for the cache to compare. */
+	pthread_mutex_t reconf_lock;
+	struct ndc_routes *last;
+
+	/* Thread only. */
+	pthread_t thread;
+	bool started;
+	int epfd, evfd;
+	struct request timers;	/* sentinel */
+	uint8_t *msg;		/* receive buffer, NDC_MSG_MAX */
+	struct ndc_answer *ans; /* NDC_MSG_MAX bytes of data */
+
+	struct ndc_forwarder_stats stats; /* updated atomically */
+};
+
+#define STAT_INC(f, field) __atomic_fetch_add(&(f)->stats.field, 1, __ATOMIC_RELAXED)
+#define UP_INC(u, field) __atomic_fetch_add(&(u)->field, 1, __ATOMIC_RELAXED)
+
+/* Upstream i of r's route. */
+static inline struct upstream *up_of(const struct request *r, size_t i)
+{
+	return r->rs->up[r->rt->srv[i]];
+}
+
+/* ---- upstream sets and health (upstream.c) ---- */
+
+/* A set over routes (taking the caller's reference), with fresh upstreams of refs 1. */
+int ndc_fwd_set_new(struct ndc_routes *routes, uint32_t timeout_ms, struct fwd_set **ret);
+struct fwd_set *ndc_fwd_set_hold(struct fwd_set *s);
+void ndc_fwd_set_drop(struct fwd_set *s);
+
+/*
+ * Thread: makes s the set in use. Its upstreams with an address of the set before are replaced
+ * by those, whose health and counters go on.
+ */
+void ndc_fwd_set_install(struct ndc_forwarder *f, struct fwd_set *s);
+
+/* r's upstream answered (any rcode, or TC): it is up. */
+void ndc_fwd_up_alive(struct ndc_forwarder *f, struct request *r);
+
+/* r's attempt on its upstream failed with err. */
+void ndc_fwd_up_failed(struct ndc_forwarder *f, struct request *r, int err);
+
+/* ---- one attempt on the wire (transport.c) ---- */
+
+/* Starts r's attempt over UDP on upstream r->up (its timer set): 0, or -errno. */
+int ndc_fwd_udp_start(struct ndc_forwarder *f, struct request *r);
+
+/* Ends r's attempt: its socket closed, its timer off. */
+void ndc_fwd_attempt_end(struct request *r);
+
+/* Events on the socket of r's attempt. */
+void ndc_fwd_on_udp(struct ndc_forwarder *f, struct request *r);
+void ndc_fwd_on_tcp(struct ndc_forwarder *f, struct request *r, uint32_t events);
+
+/* ---- the request's flow (forwarder.c), for the transport ---- */
+
+/* Sets r's deadline, now + f->timeout_ms, in the sorted timer list / takes it out. */
+void ndc_fwd_timer_append(struct ndc_forwarder *f, struct request *r);
+void ndc_fwd_timer_unlink(struct request *r);
+
+/* r's attempt got answer a (parsed, r's question): cached and given to the waiters. */
+void ndc_fwd_accept_answer(struct ndc_forwarder *f, struct request *r, struct ndc_answer *a);
+
+/* r's attempt failed with err: the next upstream, or the end of r. */
+void ndc_fwd_attempt_fail(struct ndc_forwarder *f, struct request *r, int err);
 
 #endif
