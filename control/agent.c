@@ -898,6 +898,8 @@ int ndc_agent_run(const struct ndc_config *cfg, struct ndc_records *rec,
 	    .upstreams = cfg->upstream,
 	    .timeout_ms = cfg->forward.timeout_ms,
 	    .max_pending = cfg->forward.max_pending,
+	    .protocol = (enum ndc_fwd_protocol)cfg->forward.protocol,
+	    .policy = (enum ndc_fwd_policy)cfg->forward.policy,
 	};
 	struct ndc_server_opts sopts = {
 	    .n_addrs = cfg->n_listen,

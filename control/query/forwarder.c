@@ -126,8 +126,8 @@ static void finish(struct ndc_forwarder *f, struct request *r, const struct ndc_
 		free(w);
 		w = next;
 	}
+	ndc_fwd_tcp_detach(r); /* nothing may find it by ID any more */
 	ndc_fwd_set_drop(r->rs);
-	free(r->tbuf);
 	free(r);
 }
 
@@ -170,7 +170,9 @@ static bool try_upstream(struct ndc_forwarder *f, struct request *r, size_t i)
 	r->tried |= 1u << i;
 	if (r->probe)
 		UP_INC(up_of(r, i), probes);
-	err = ndc_fwd_udp_start(f, r);
+	r->resent = false;
+	r->tcp = f->protocol == NDC_FWD_TCP;
+	err = r->tcp ? ndc_fwd_tcp_start(f, r) : ndc_fwd_udp_start(f, r);
 	if (!err)
 		return true;
 	ndc_fwd_attempt_end(r);
@@ -199,6 +201,7 @@ static void probe_shadow(struct ndc_forwarder *f, const struct request *r, size_
 	memcpy(p->lname, r->lname, r->nlen);
 	p->caps = true;
 	p->shadow = true;
+	p->io = FWD_IO_REQ;
 	p->fd = -1;
 	p->tried = ~0u; /* this one upstream, never the next */
 	p->probe = true;
@@ -289,12 +292,25 @@ static void start_next(struct ndc_forwarder *f, struct request *r)
 void ndc_fwd_attempt_fail(struct ndc_forwarder *f, struct request *r, int err)
 {
 	struct upstream *u = up_of(r, r->up);
+	bool udp = r->st == ATT_UDP;
 
 	ndc_fwd_attempt_end(r);
 	r->last_err = err;
 	if (err == -ETIMEDOUT) {
 		STAT_INC(f, timeouts);
 		UP_INC(u, timeouts);
+		/* prefer_udp: a datagram lost on the way is asked again over TCP, same upstream;
+		 * the TCP attempt's outcome is what says whether the upstream is up. */
+		if (udp && f->protocol == NDC_FWD_PREFER_UDP && !r->shadow) {
+			r->tcp = true;
+			r->resent = false;
+			STAT_INC(f, tcp_fallbacks);
+			err = ndc_fwd_tcp_start(f, r);
+			if (!err)
+				return;
+			ndc_fwd_attempt_end(r);
+			r->last_err = err;
+		}
 	} else {
 		STAT_INC(f, errors);
 		UP_INC(u, errors);
@@ -421,14 +437,12 @@ static void *forwarder_thread(void *arg)
 
 	while (!stop) {
 		int timeout = -1, n;
-		uint64_t now;
+		uint64_t now = ndc_now_ms(), wake = ndc_fwd_tcp_sweep(f, now);
 
-		if (f->timers.tnext != &f->timers) {
-			now = ndc_now_ms();
-			timeout = f->timers.tnext->deadline > now
-				      ? (int)(f->timers.tnext->deadline - now)
-				      : 0;
-		}
+		if (f->timers.tnext != &f->timers && (!wake || f->timers.tnext->deadline < wake))
+			wake = f->timers.tnext->deadline;
+		if (wake)
+			timeout = wake > now ? (int)(wake - now) : 0;
 		n = epoll_wait(f->epfd, evs, NDC_FWD_EVENTS, timeout);
 		if (n < 0 && errno != EINTR) {
 			ndc_err("forwarder: epoll_wait: %s", strerror(errno));
@@ -437,20 +451,23 @@ static void *forwarder_thread(void *arg)
 			pthread_mutex_unlock(&f->lock);
 			n = 0;
 		}
-		/* One fd per request at a time and one event per fd per batch: a request freed
-		 * while handling its event cannot appear later in the same batch. */
+		/*
+		 * One fd per UDP request at a time and one event per fd per batch: a request freed
+		 * while handling its event cannot appear later in the same batch. Requests on TCP
+		 * have no fd of their own; a connection closed in the batch is freed after it.
+		 */
 		for (int i = 0; i < n; i++) {
-			struct request *r = evs[i].data.ptr;
+			enum fwd_io *io = evs[i].data.ptr;
 
-			if (!r) {
+			if (!io) {
 				uint64_t v;
 
 				if (read(f->evfd, &v, sizeof(v)) < 0 && errno != EAGAIN)
 					ndc_warn("forwarder: eventfd: %s", strerror(errno));
-			} else if (r->st == ATT_UDP) {
-				ndc_fwd_on_udp(f, r);
+			} else if (*io == FWD_IO_CONN) {
+				ndc_fwd_tcp_event(f, (struct fwd_conn *)io, evs[i].events);
 			} else {
-				ndc_fwd_on_tcp(f, r, evs[i].events);
+				ndc_fwd_on_udp(f, (struct request *)io);
 			}
 		}
 		take_queue(f, &stop, &q);
@@ -482,6 +499,9 @@ static int opts_check(const struct ndc_forwarder_opts *opts)
 		if (opts->upstreams[i].ss_family != AF_INET &&
 		    opts->upstreams[i].ss_family != AF_INET6)
 			return -EAFNOSUPPORT;
+	if ((unsigned)opts->protocol > NDC_FWD_PREFER_UDP ||
+	    (unsigned)opts->policy > NDC_FWD_ROUND_ROBIN)
+		return -EINVAL;
 	return 0;
 }
 
@@ -534,10 +554,12 @@ int ndc_forwarder_new(const struct ndc_forwarder_opts *opts, struct ndc_cache *c
 	pthread_condattr_destroy(&ca);
 	f->any_up = routes->n_servers > 0;
 	f->last = ndc_routes_ref(routes);
-	err = ndc_fwd_set_new(routes, opts->timeout_ms, &f->cur);
+	err = ndc_fwd_set_new(f, routes, opts, &f->cur);
 	if (err)
 		goto err;
 	f->timeout_ms = f->cur->timeout_ms;
+	f->protocol = f->cur->protocol;
+	f->tcp_idle_ms = f->cur->tcp_idle_ms;
 	err = -ENOMEM;
 	while (nb < f->max_inflight && nb < 65536)
 		nb *= 2;
@@ -591,7 +613,7 @@ int ndc_forwarder_reconfigure(struct ndc_forwarder *f, const struct ndc_forwarde
 	if (!err)
 		err = ndc_routes_new(opts, &routes);
 	if (!err)
-		err = ndc_fwd_set_new(ndc_routes_ref(routes), opts->timeout_ms, &set);
+		err = ndc_fwd_set_new(f, ndc_routes_ref(routes), opts, &set);
 	if (err) {
 		ndc_routes_unref(routes);
 		return err;
@@ -680,6 +702,7 @@ int ndc_forwarder_resolve(struct ndc_forwarder *f, const uint8_t *lname, size_t 
 	r->nlen = (uint8_t)nlen;
 	memcpy(r->lname, lname, nlen);
 	r->caps = true;
+	r->io = FWD_IO_REQ;
 	r->fd = -1;
 	r->waiters = w;
 	r->wtail = &w->next;
@@ -724,6 +747,7 @@ void ndc_forwarder_free(struct ndc_forwarder *f)
 		ndc_fwd_set_drop(f->next);
 	if (f->cur)
 		ndc_fwd_set_drop(f->cur);
+	ndc_fwd_tcp_reap(f);
 	ndc_routes_unref(f->last);
 	pthread_cond_destroy(&f->next_cond);
 	pthread_mutex_destroy(&f->reconf_lock);
@@ -742,6 +766,7 @@ void ndc_forwarder_stats(struct ndc_forwarder *f, struct ndc_forwarder_stats *re
 	ret->responses = __atomic_load_n(&f->stats.responses, __ATOMIC_RELAXED);
 	ret->timeouts = __atomic_load_n(&f->stats.timeouts, __ATOMIC_RELAXED);
 	ret->tcp_retries = __atomic_load_n(&f->stats.tcp_retries, __ATOMIC_RELAXED);
+	ret->tcp_fallbacks = __atomic_load_n(&f->stats.tcp_fallbacks, __ATOMIC_RELAXED);
 	ret->errors = __atomic_load_n(&f->stats.errors, __ATOMIC_RELAXED);
 	ret->stale_served = __atomic_load_n(&f->stats.stale_served, __ATOMIC_RELAXED);
 	ret->rejected = __atomic_load_n(&f->stats.rejected, __ATOMIC_RELAXED);
@@ -761,6 +786,10 @@ void ndc_forwarder_stats(struct ndc_forwarder *f, struct ndc_forwarder_stats *re
 		o->errors = __atomic_load_n(&u->errors, __ATOMIC_RELAXED);
 		o->probes = __atomic_load_n(&u->probes, __ATOMIC_RELAXED);
 		o->skipped = __atomic_load_n(&u->skipped, __ATOMIC_RELAXED);
+		o->tcp_queries = __atomic_load_n(&u->tcp_queries, __ATOMIC_RELAXED);
+		o->tcp_conns = __atomic_load_n(&u->tcp_conns, __ATOMIC_RELAXED);
+		o->tcp_resent = __atomic_load_n(&u->tcp_resent, __ATOMIC_RELAXED);
+		o->tcp_open = __atomic_load_n(&u->tcp_open, __ATOMIC_RELAXED);
 	}
 	pthread_mutex_unlock(&f->stats_lock);
 }

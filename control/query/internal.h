@@ -90,7 +90,21 @@ void ndc_qlog_end(const struct ndc_qlog *lg, const struct ndc_query *q, const ui
 #define NDC_FWD_TIMEOUT_MS 1000
 #define NDC_FWD_QUERY_MAX (NDC_DNS_HDR_LEN + NDC_NAME_MAX + 4 + 11 + 64)
 
-enum att_state { ATT_NONE, ATT_UDP, ATT_TCP_CONNECT, ATT_TCP_SEND, ATT_TCP_RECV };
+/* Pooled TCP (tcp_pool.c): connections per upstream, the outstanding queries each may carry
+ * before another is opened, and how long one may stay idle (RFC 7766 6.2.2, 6.2.3). */
+#define NDC_FWD_TCP_CONNS 2
+#define NDC_FWD_TCP_PIPELINE 64
+#define NDC_FWD_TCP_IDLE_MS 5000
+#define NDC_FWD_TCP_BACKOFF_MIN_MS 100
+#define NDC_FWD_TCP_BACKOFF_MAX_MS 5000
+#define NDC_FWD_CONN_BUCKETS 64 /* a connection's outstanding queries, by ID */
+
+enum att_state { ATT_NONE, ATT_UDP, ATT_TCP };
+
+/* What an epoll event's data.ptr points at (the eventfd's is NULL): the first member of each. */
+enum fwd_io { FWD_IO_REQ = 1, FWD_IO_CONN };
+
+struct fwd_conn;
 
 struct fwd_waiter {
 	struct fwd_waiter *next;
@@ -101,6 +115,7 @@ struct fwd_waiter {
 struct fwd_set;
 
 struct request {
+	enum fwd_io io;		       /* FWD_IO_REQ */
 	struct request *hnext;	       /* in-flight table, under f->lock */
 	struct request *qnext;	       /* submit queue, under f->lock */
 	struct request *tprev, *tnext; /* timer list: every started request, thread only */
@@ -125,12 +140,25 @@ struct request {
 	uint16_t id;
 	int last_err;
 	uint64_t deadline;
-	uint8_t *tbuf; /* TCP: framed query while sending, then the response */
-	size_t tlen, toff;
-	uint8_t tlenbuf[2];
+	/* ATT_TCP: the pooled connection it waits on, in its table by ID. */
+	struct fwd_conn *conn;
+	struct request *cnext;
+	bool resent; /* moved once already from a connection that died */
+	bool tcp;    /* this attempt goes over TCP (forward.protocol, TC, a UDP timeout) */
+};
+
+/* An upstream's TCP connections (tcp_pool.c), thread only. */
+struct fwd_pool {
+	struct fwd_conn *conns; /* open or opening */
+	unsigned n;
+	unsigned fails;	     /* connections in a row that died before any answer */
+	uint32_t backoff_ms; /* after two of them: no new one before retry_ms */
+	uint64_t retry_ms;
+	int last_err;
 };
 
 struct upstream {
+	struct ndc_forwarder *f;
 	struct sockaddr_storage addr;
 	char name[64];
 	unsigned refs; /* sets using it, thread only */
@@ -139,10 +167,13 @@ struct upstream {
 	bool probing; /* a probe is in flight */
 	uint32_t backoff_ms;
 	uint64_t retry_ms; /* while down: probe again from then on */
+	struct fwd_pool pool;
 	/* Published for stats. */
 	bool st_healthy;
 	uint32_t st_backoff_ms;
+	uint32_t tcp_open; /* connections open now */
 	uint64_t queries, responses, timeouts, errors, probes, skipped;
+	uint64_t tcp_queries, tcp_conns, tcp_resent;
 };
 
 /* The upstreams of a route table: up[i] is the state of routes->servers[i]. */
@@ -151,10 +182,13 @@ struct fwd_set {
 	struct ndc_routes *routes;
 	struct upstream *up[NDC_FWD_MAX_SERVERS];
 	uint32_t timeout_ms;
+	enum ndc_fwd_protocol protocol;
+	uint32_t tcp_idle_ms;
 };
 
 struct ndc_forwarder {
-	uint32_t timeout_ms; /* thread only, from the set in use */
+	uint32_t timeout_ms;		/* thread only, from the set in use */
+	enum ndc_fwd_protocol protocol; /* thread only, from the set in use */
 	uint32_t max_inflight;
 	uint32_t max_pending; /* under lock */
 	struct ndc_cache *cache;
@@ -182,9 +216,12 @@ struct ndc_forwarder {
 	pthread_t thread;
 	bool started;
 	int epfd, evfd;
-	struct request timers;	/* sentinel */
-	uint8_t *msg;		/* receive buffer, NDC_MSG_MAX */
-	struct ndc_answer *ans; /* NDC_MSG_MAX bytes of data */
+	struct request timers;	 /* sentinel */
+	uint8_t *msg;		 /* receive buffer, NDC_MSG_MAX */
+	struct ndc_answer *ans;	 /* NDC_MSG_MAX bytes of data */
+	struct fwd_conn *closed; /* closed during an event batch: freed after it */
+	uint64_t next_sweep;	 /* idle TCP connections: closed from then on */
+	uint32_t tcp_idle_ms;
 
 	struct ndc_forwarder_stats stats; /* updated atomically */
 };
@@ -201,7 +238,8 @@ static inline struct upstream *up_of(const struct request *r, size_t i)
 /* ---- upstream sets and health (upstream.c) ---- */
 
 /* A set over routes (taking the caller's reference), with fresh upstreams of refs 1. */
-int ndc_fwd_set_new(struct ndc_routes *routes, uint32_t timeout_ms, struct fwd_set **ret);
+int ndc_fwd_set_new(struct ndc_forwarder *f, struct ndc_routes *routes,
+		    const struct ndc_forwarder_opts *opts, struct fwd_set **ret);
 struct fwd_set *ndc_fwd_set_hold(struct fwd_set *s);
 void ndc_fwd_set_drop(struct fwd_set *s);
 
@@ -225,9 +263,44 @@ int ndc_fwd_udp_start(struct ndc_forwarder *f, struct request *r);
 /* Ends r's attempt: its socket closed, its timer off. */
 void ndc_fwd_attempt_end(struct request *r);
 
-/* Events on the socket of r's attempt. */
+/* Events on the socket of r's UDP attempt. */
 void ndc_fwd_on_udp(struct ndc_forwarder *f, struct request *r);
-void ndc_fwd_on_tcp(struct ndc_forwarder *f, struct request *r, uint32_t events);
+
+/* A new ID and 0x20 case for r's next attempt: 0 or -errno. */
+int ndc_fwd_attempt_prepare(struct request *r);
+
+enum fwd_qmatch { Q_NO, Q_CASE, Q_YES };
+
+/* Is msg a response to r's question? Q_CASE: yes, but the 0x20 case was not echoed. */
+enum fwd_qmatch ndc_fwd_question_match(const struct request *r, const uint8_t *msg, size_t len);
+
+/* Address length for connect(). */
+socklen_t ndc_fwd_addr_len(const struct sockaddr_storage *ss);
+
+/* ---- pooled TCP (tcp_pool.c) ---- */
+
+/*
+ * Sends r's query over one of its upstream's pooled connections (opening one if none has room),
+ * pipelined behind the others; its answer is matched by ID. Sets r's timer. 0, or -errno (the
+ * pool in backoff after a connection failed: the error that failed it).
+ */
+int ndc_fwd_tcp_start(struct ndc_forwarder *f, struct request *r);
+
+/* Takes r off its connection (its answer, if it comes, is ignored). */
+void ndc_fwd_tcp_detach(struct request *r);
+
+/* An epoll event on connection c (data.ptr). */
+void ndc_fwd_tcp_event(struct ndc_forwarder *f, struct fwd_conn *c, uint32_t events);
+
+/* Closes the connections idle for tcp_idle_ms and frees those closed during the last event
+ * batch. Returns when it wants to run next (0: no connection open). */
+uint64_t ndc_fwd_tcp_sweep(struct ndc_forwarder *f, uint64_t now);
+
+/* Closes every connection of u (no request may be on them any more); freed by the next sweep. */
+void ndc_fwd_tcp_close_all(struct upstream *u);
+
+/* Frees what the sweeps have not: at the forwarder's end. */
+void ndc_fwd_tcp_reap(struct ndc_forwarder *f);
 
 /* ---- the request's flow (forwarder.c), for the transport ---- */
 

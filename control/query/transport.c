@@ -1,7 +1,8 @@
 // SPDX-License-Identifier: MIT
 /*
  * The forwarder's transport: one attempt of a request on its upstream over UDP (a connected
- * socket of its own, random source port) or TCP (RFC 1035 4.2.2 framing), and what comes back.
+ * socket of its own, random source port) and what comes back; a truncated answer goes on over
+ * pooled TCP (tcp_pool.c).
  */
 #include <errno.h>
 #include <netinet/in.h>
@@ -20,9 +21,7 @@ void ndc_fwd_attempt_end(struct request *r)
 	r->fd = -1;
 	r->st = ATT_NONE;
 	ndc_fwd_timer_unlink(r);
-	free(r->tbuf);
-	r->tbuf = NULL;
-	r->tlen = r->toff = 0;
+	ndc_fwd_tcp_detach(r);
 }
 
 static int random_bytes(void *p, size_t n)
@@ -36,7 +35,7 @@ static int random_bytes(void *p, size_t n)
 
 /* New ID, and (while caps) new random case for the letters of the name: draft-vixie-dnsext-dns0x20.
  */
-static int attempt_prepare(struct request *r)
+int ndc_fwd_attempt_prepare(struct request *r)
 {
 	uint8_t rnd[2 + 32];
 	size_t i = 0;
@@ -62,7 +61,7 @@ static int attempt_prepare(struct request *r)
 	return 0;
 }
 
-static socklen_t addr_len(const struct sockaddr_storage *ss)
+socklen_t ndc_fwd_addr_len(const struct sockaddr_storage *ss)
 {
 	return ss->ss_family == AF_INET6 ? sizeof(struct sockaddr_in6) : sizeof(struct sockaddr_in);
 }
@@ -75,7 +74,7 @@ int ndc_fwd_udp_start(struct ndc_forwarder *f, struct request *r)
 	size_t qlen;
 	int fd, err;
 
-	err = attempt_prepare(r);
+	err = ndc_fwd_attempt_prepare(r);
 	if (err)
 		return err;
 	err = ndc_dns_write_query(r->id, r->qname, r->nlen, r->qtype, r->qclass, NDC_EDNS_UDP_MAX,
@@ -87,7 +86,7 @@ int ndc_fwd_udp_start(struct ndc_forwarder *f, struct request *r)
 		return -errno;
 	/* Connected: the kernel drops datagrams from any other address and port for us, and
 	 * reports ICMP errors as ECONNREFUSED. The ephemeral source port is random (Linux). */
-	if (connect(fd, (const struct sockaddr *)ss, addr_len(ss)) < 0 ||
+	if (connect(fd, (const struct sockaddr *)ss, ndc_fwd_addr_len(ss)) < 0 ||
 	    send(fd, q, qlen, 0) < 0 || epoll_ctl(f->epfd, EPOLL_CTL_ADD, fd, &ev) < 0) {
 		err = -errno;
 		close(fd);
@@ -101,48 +100,7 @@ int ndc_fwd_udp_start(struct ndc_forwarder *f, struct request *r)
 	return 0;
 }
 
-static int start_tcp(struct ndc_forwarder *f, struct request *r)
-{
-	const struct sockaddr_storage *ss = &up_of(r, r->up)->addr;
-	struct epoll_event ev = {.events = EPOLLOUT, .data.ptr = r};
-	size_t qlen;
-	int fd, err;
-
-	err = attempt_prepare(r);
-	if (err)
-		return err;
-	r->tbuf = malloc(2 + NDC_FWD_QUERY_MAX);
-	if (!r->tbuf)
-		return -ENOMEM;
-	err = ndc_dns_write_query(r->id, r->qname, r->nlen, r->qtype, r->qclass, NDC_EDNS_UDP_MAX,
-				  r->tbuf + 2, NDC_FWD_QUERY_MAX, &qlen);
-	if (err)
-		return err;
-	ndc_put16(r->tbuf, (uint16_t)qlen); /* RFC 1035 4.2.2 framing */
-	r->tlen = qlen + 2;
-	r->toff = 0;
-	fd = socket(ss->ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
-	if (fd < 0)
-		return -errno;
-	if ((connect(fd, (const struct sockaddr *)ss, addr_len(ss)) < 0 && errno != EINPROGRESS) ||
-	    epoll_ctl(f->epfd, EPOLL_CTL_ADD, fd, &ev) < 0) {
-		err = -errno;
-		close(fd);
-		return err;
-	}
-	r->fd = fd;
-	r->st = ATT_TCP_CONNECT;
-	ndc_fwd_timer_append(f, r);
-	STAT_INC(f, queries);
-	UP_INC(up_of(r, r->up), queries);
-	STAT_INC(f, tcp_retries);
-	return 0;
-}
-
-enum qmatch { Q_NO, Q_CASE, Q_YES };
-
-/* Is msg a response to our question? Q_CASE: yes, but the 0x20 case was not echoed. */
-static enum qmatch question_match(const struct request *r, const uint8_t *msg, size_t len)
+enum fwd_qmatch ndc_fwd_question_match(const struct request *r, const uint8_t *msg, size_t len)
 {
 	const uint8_t *q = msg + NDC_DNS_HDR_LEN;
 	uint8_t lower[NDC_NAME_MAX];
@@ -162,7 +120,7 @@ void ndc_fwd_on_udp(struct ndc_forwarder *f, struct request *r)
 {
 	for (;;) {
 		ssize_t n = recv(r->fd, f->msg, NDC_MSG_MAX, 0);
-		enum qmatch m;
+		enum fwd_qmatch m;
 		bool tc = false;
 		int err;
 
@@ -176,7 +134,7 @@ void ndc_fwd_on_udp(struct ndc_forwarder *f, struct request *r)
 		 */
 		if ((size_t)n < NDC_DNS_HDR_LEN || ndc_get16(f->msg) != r->id)
 			continue;
-		m = question_match(r, f->msg, (size_t)n);
+		m = ndc_fwd_question_match(r, f->msg, (size_t)n);
 		if (m == Q_NO)
 			continue;
 		ndc_fwd_up_alive(f, r);
@@ -190,7 +148,8 @@ void ndc_fwd_on_udp(struct ndc_forwarder *f, struct request *r)
 		}
 		if (ndc_get16(f->msg + 2) & NDC_F_TC) {
 			ndc_fwd_attempt_end(r);
-			err = start_tcp(f, r);
+			STAT_INC(f, tcp_retries);
+			err = ndc_fwd_tcp_start(f, r);
 			if (err)
 				ndc_fwd_attempt_fail(f, r, err);
 			return;
@@ -201,93 +160,5 @@ void ndc_fwd_on_udp(struct ndc_forwarder *f, struct request *r)
 			continue;
 		ndc_fwd_accept_answer(f, r, f->ans);
 		return;
-	}
-}
-
-static void on_tcp_message(struct ndc_forwarder *f, struct request *r)
-{
-	bool tc = false;
-	int err;
-
-	/* Our own connection: a wrong answer here is a broken upstream, not a spoofer. */
-	if (r->tlen < NDC_DNS_HDR_LEN || ndc_get16(r->tbuf) != r->id ||
-	    question_match(r, r->tbuf, r->tlen) == Q_NO) {
-		ndc_fwd_attempt_fail(f, r, -EBADMSG);
-		return;
-	}
-	ndc_fwd_up_alive(f, r);
-	err = ndc_dns_parse_response(r->tbuf, r->tlen, r->lname, r->nlen, r->qtype, r->qclass,
-				     f->ans, NDC_MSG_MAX, &tc);
-	if (err) {
-		ndc_fwd_attempt_fail(f, r, err);
-		return;
-	}
-	ndc_fwd_accept_answer(f, r, f->ans);
-}
-
-void ndc_fwd_on_tcp(struct ndc_forwarder *f, struct request *r, uint32_t events)
-{
-	if (r->st == ATT_TCP_CONNECT) {
-		int soerr = 0;
-		socklen_t sl = sizeof(soerr);
-
-		if (getsockopt(r->fd, SOL_SOCKET, SO_ERROR, &soerr, &sl) < 0)
-			soerr = errno;
-		if (soerr) {
-			ndc_fwd_attempt_fail(f, r, -soerr);
-			return;
-		}
-		r->st = ATT_TCP_SEND;
-	}
-	if (r->st == ATT_TCP_SEND) {
-		struct epoll_event ev = {.events = EPOLLIN, .data.ptr = r};
-		ssize_t n = send(r->fd, r->tbuf + r->toff, r->tlen - r->toff, MSG_NOSIGNAL);
-
-		if (n < 0) {
-			if (errno != EAGAIN && errno != EINTR)
-				ndc_fwd_attempt_fail(f, r, -errno);
-			return;
-		}
-		r->toff += (size_t)n;
-		if (r->toff < r->tlen)
-			return;
-		free(r->tbuf);
-		r->tbuf = NULL;
-		r->tlen = r->toff = 0;
-		r->st = ATT_TCP_RECV;
-		if (epoll_ctl(f->epfd, EPOLL_CTL_MOD, r->fd, &ev) < 0)
-			ndc_fwd_attempt_fail(f, r, -errno);
-		return;
-	}
-	if (r->st != ATT_TCP_RECV || !(events & (EPOLLIN | EPOLLERR | EPOLLHUP)))
-		return;
-	for (;;) {
-		uint8_t *dst = r->tbuf ? r->tbuf + r->toff : r->tlenbuf + r->toff;
-		size_t want = r->tbuf ? r->tlen - r->toff : 2 - r->toff;
-		ssize_t n = recv(r->fd, dst, want, 0);
-
-		if (n < 0) {
-			if (errno != EAGAIN && errno != EINTR)
-				ndc_fwd_attempt_fail(f, r, -errno);
-			return;
-		}
-		if (n == 0) {
-			ndc_fwd_attempt_fail(f, r, -ECONNRESET);
-			return;
-		}
-		r->toff += (size_t)n;
-		if ((size_t)n < want)
-			continue;
-		if (r->tbuf) {
-			on_tcp_message(f, r);
-			return;
-		}
-		r->tlen = ndc_get16(r->tlenbuf);
-		r->toff = 0;
-		r->tbuf = r->tlen ? malloc(r->tlen) : NULL;
-		if (!r->tbuf) {
-			ndc_fwd_attempt_fail(f, r, r->tlen ? -ENOMEM : -EBADMSG);
-			return;
-		}
 	}
 }

@@ -19,14 +19,17 @@
 static void set_free(struct fwd_set *s)
 {
 	for (size_t i = 0; s->routes && i < s->routes->n_servers; i++)
-		if (s->up[i] && --s->up[i]->refs == 0)
+		if (s->up[i] && --s->up[i]->refs == 0) {
+			ndc_fwd_tcp_close_all(s->up[i]);
 			free(s->up[i]);
+		}
 	ndc_routes_unref(s->routes);
 	free(s);
 }
 
 /* A set over routes (taking the caller's reference), with fresh upstreams of refs 1. */
-int ndc_fwd_set_new(struct ndc_routes *routes, uint32_t timeout_ms, struct fwd_set **ret)
+int ndc_fwd_set_new(struct ndc_forwarder *f, struct ndc_routes *routes,
+		    const struct ndc_forwarder_opts *opts, struct fwd_set **ret)
 {
 	struct fwd_set *s = calloc(1, sizeof(*s));
 
@@ -36,7 +39,9 @@ int ndc_fwd_set_new(struct ndc_routes *routes, uint32_t timeout_ms, struct fwd_s
 	}
 	s->refs = 1;
 	s->routes = routes;
-	s->timeout_ms = timeout_ms ? timeout_ms : NDC_FWD_TIMEOUT_MS;
+	s->timeout_ms = opts->timeout_ms ? opts->timeout_ms : NDC_FWD_TIMEOUT_MS;
+	s->protocol = opts->protocol;
+	s->tcp_idle_ms = opts->tcp_idle_ms ? opts->tcp_idle_ms : NDC_FWD_TCP_IDLE_MS;
 	for (size_t i = 0; i < routes->n_servers; i++) {
 		struct upstream *u = calloc(1, sizeof(*u));
 
@@ -44,6 +49,7 @@ int ndc_fwd_set_new(struct ndc_routes *routes, uint32_t timeout_ms, struct fwd_s
 			set_free(s);
 			return -ENOMEM;
 		}
+		u->f = f;
 		u->addr = routes->servers[i];
 		u->refs = 1;
 		u->st_healthy = true;
@@ -88,6 +94,8 @@ void ndc_fwd_set_install(struct ndc_forwarder *f, struct fwd_set *s)
 	f->cur = s;
 	pthread_mutex_unlock(&f->stats_lock);
 	f->timeout_ms = s->timeout_ms;
+	f->protocol = s->protocol;
+	f->tcp_idle_ms = s->tcp_idle_ms;
 	ndc_fwd_set_drop(old);
 }
 

@@ -37,7 +37,7 @@ static bool same_u16(const uint16_t *a, size_t na, const uint16_t *b, size_t nb)
  * cache, forward, log) or compared here. A field added to the struct without a decision here
  * fails this check at build time: say which it is, then update the size.
  */
-_Static_assert(sizeof(struct ndc_config) == 1456,
+_Static_assert(sizeof(struct ndc_config) == 1464,
 	       "a new config key: decide in control/reload/reload_file.c whether it changes live "
 	       "or needs a restart");
 
@@ -291,7 +291,9 @@ void ndc_reload_file(struct ndc_reload *rl, bool force)
 		if (!same_stubs(cfg, cur))
 			ndc_reload_list_add(changed, "stub_domains");
 		if (cfg->forward.timeout_ms != cur->forward.timeout_ms ||
-		    cfg->forward.max_pending != cur->forward.max_pending)
+		    cfg->forward.max_pending != cur->forward.max_pending ||
+		    cfg->forward.protocol != cur->forward.protocol ||
+		    cfg->forward.policy != cur->forward.policy)
 			ndc_reload_list_add(changed, "forward");
 		if (rl->t.fastpath && cfg->dataplane.failopen && cfg->n_upstream &&
 		    (!cur->n_upstream ||

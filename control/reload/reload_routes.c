@@ -126,6 +126,8 @@ void ndc_reload_routes_make(const struct ndc_config *cfg, const char *zone_kept,
 	rt->o.routes = rt->r;
 	rt->o.timeout_ms = cfg->forward.timeout_ms;
 	rt->o.max_pending = cfg->forward.max_pending;
+	rt->o.protocol = (enum ndc_fwd_protocol)cfg->forward.protocol;
+	rt->o.policy = (enum ndc_fwd_policy)cfg->forward.policy;
 	rt->o.n_upstreams = cfg->n_upstream;
 	rt->o.upstreams = cfg->upstream;
 	for (size_t i = 0; i < cfg->n_stub_domains; i++)
@@ -185,8 +187,9 @@ static char *routes_text(const struct routes *rt)
 
 	if (!s)
 		return NULL;
-	off = (size_t)snprintf(s, cap, "timeout %u pending %u default ", rt->o.timeout_ms,
-			       rt->o.max_pending);
+	off = (size_t)snprintf(s, cap, "timeout %u pending %u protocol %d policy %d default ",
+			       rt->o.timeout_ms, rt->o.max_pending, (int)rt->o.protocol,
+			       (int)rt->o.policy);
 	ndc_reload_servers_text(rt->o.upstreams, rt->o.n_upstreams, s + off, cap - off);
 	for (size_t i = 0; i < rt->o.n_routes; i++) {
 		off = strlen(s);
