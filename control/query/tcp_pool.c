@@ -12,8 +12,8 @@
  * query whose second connection dies too fails its attempt. Two connections in a row that died
  * before any answer put the pool in backoff (100 ms doubling to 5 s, over at the next answer):
  * no new connection is opened meanwhile and attempts fail at once with the last error, so a
- * server that refuses or resets every connection is not asked for one per query. Idle connections close after tcp_idle_ms, under
- * the 10 s CoreDNS and unbound wait before closing theirs.
+ * server that refuses or resets every connection is not asked for one per query. Idle connections
+ * close after tcp_idle_ms, under the 10 s CoreDNS and unbound wait before closing theirs.
  *
  * Everything here runs on the forwarder thread. A connection closed while an event batch is
  * being handled may still have an event later in that batch: it is only unlinked then (fd -1)

@@ -91,9 +91,8 @@ static size_t reply(const struct ndc_query *q, uint8_t *out, size_t cap, bool tc
 	ndc_ab_init(&b, &ans.a, sizeof(ans.data), q->lname, q->qname_len);
 	ndc_ab_rr(&b, NDC_SEC_ANSWER, q->lname, q->qname_len, NDC_T_A, NDC_C_IN, 300, ip, 4);
 	assert_int_equal(ndc_ab_finish(&b, 0, false), 0);
-	assert_int_equal(ndc_dns_write_reply(q, &ans.a, 0, 0, 4096, out + (tcp ? 2 : 0),
-					     cap - 2, &len),
-			 0);
+	assert_int_equal(
+	    ndc_dns_write_reply(q, &ans.a, 0, 0, 4096, out + (tcp ? 2 : 0), cap - 2, &len), 0);
 	if (!tcp)
 		return len;
 	out[0] = (uint8_t)(len >> 8);
@@ -224,7 +223,8 @@ static void *fake_thread(void *arg)
 			}
 		}
 		for (int i = 0; i < FAKE_CONNS; i++)
-			if (fk->conns[i].fd >= 0 && (p[2 + i].revents & (POLLIN | POLLHUP | POLLERR)))
+			if (fk->conns[i].fd >= 0 &&
+			    (p[2 + i].revents & (POLLIN | POLLHUP | POLLERR)))
 				fake_conn(fk, &fk->conns[i], order[i]);
 	}
 	return NULL;
