@@ -5,8 +5,9 @@
  * eventfd; the thread owns every socket and timer and calls the waiters.
  *
  * Choices the header leaves open:
- * - Upstreams are tried in configured order, each once per request: the list is a primary and
- *   fallbacks (resolv.conf semantics); the kube-dns ClusterIP behind it already spreads load.
+ * - Upstreams are tried in the order forward.policy gives each request (upstream.c), each once
+ *   per request: by default the configured order, a primary and fallbacks (resolv.conf
+ *   semantics), as the kube-dns ClusterIP behind it already spreads load.
  *   One that is down is skipped while an untried one is up (see the header); a failure that is
  *   the name's (SERVFAIL, a bad answer) says nothing of the upstream's health, nor does a local
  *   one (socket(), no memory). Backoff only grows on a failed probe: the requests already in
@@ -211,19 +212,26 @@ static void probe_shadow(struct ndc_forwarder *f, const struct request *r, size_
 }
 
 /*
- * The upstream for r's next attempt: the first untried one that is up, going past (and counting)
- * the down ones before it. A down one past its backoff with no probe out gets one: r itself when
- * no untried upstream is up and r has made no attempt yet (a client waits on one dead upstream
- * at most, once all are known down), else a shadow of r. -1: none.
+ * The upstream for r's next attempt: the first untried one that is up in r's order (the
+ * policy's), going past (and counting) the down ones before it. A down one past its backoff
+ * with no probe out gets one: r itself when no untried upstream is up and r has made no attempt
+ * yet (a client waits on one dead upstream at most, once all are known down), else a shadow of
+ * r. -1: none.
  */
 static ssize_t pick_upstream(struct ndc_forwarder *f, struct request *r, uint64_t now)
 {
 	ssize_t up = -1;
+	size_t upk = 0;
 	bool first = !r->tried;
 
-	for (size_t i = 0; i < r->rt->n_up && up < 0; i++)
-		if (!(r->tried & (1u << i)) && !up_of(r, i)->down)
+	for (size_t k = 0; k < r->rt->n_up && up < 0; k++) {
+		size_t i = r->order[k];
+
+		if (!(r->tried & (1u << i)) && !up_of(r, i)->down) {
 			up = (ssize_t)i;
+			upk = k;
+		}
+	}
 	for (size_t i = 0; i < r->rt->n_up; i++) {
 		struct upstream *u = up_of(r, i);
 
@@ -236,9 +244,9 @@ static ssize_t pick_upstream(struct ndc_forwarder *f, struct request *r, uint64_
 		}
 		probe_shadow(f, r, i);
 	}
-	for (ssize_t i = 0; i < up; i++)
-		if (!(r->tried & (1u << i)) && up_of(r, (size_t)i)->down)
-			UP_INC(up_of(r, (size_t)i), skipped);
+	for (size_t k = 0; up >= 0 && k < upk; k++)
+		if (!(r->tried & (1u << r->order[k])) && up_of(r, r->order[k])->down)
+			UP_INC(up_of(r, r->order[k]), skipped);
 	return up;
 }
 
@@ -268,6 +276,7 @@ static void start_next(struct ndc_forwarder *f, struct request *r)
 	if (!r->rs) {
 		r->rs = ndc_fwd_set_hold(f->cur);
 		r->rt = ndc_routes_match(r->rs->routes, r->lname, r->nlen);
+		ndc_fwd_policy_order(r->rs, r->rt, r->order);
 		if (!r->rt->n_up) {
 			/* A name outside every stub domain, and no default upstream. */
 			r->last_err = -ENOTCONN;

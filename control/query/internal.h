@@ -132,6 +132,7 @@ struct request {
 	struct fwd_set *rs;
 	const struct ndc_route *rt;
 	/* The current attempt (thread only). */
+	uint8_t order[NDC_FWD_MAX_UPSTREAMS]; /* rt's upstreams in the order the policy gave */
 	uint32_t tried; /* bit per upstream of rt attempted (or, for a shadow, not to attempt) */
 	bool probe;	/* this attempt is its upstream's probe (u->probing) */
 	size_t up;	/* index in rt */
@@ -184,6 +185,8 @@ struct fwd_set {
 	uint32_t timeout_ms;
 	enum ndc_fwd_protocol protocol;
 	uint32_t tcp_idle_ms;
+	enum ndc_fwd_policy policy;
+	uint32_t *rr; /* round_robin: per route, the next first upstream (thread only) */
 };
 
 struct ndc_forwarder {
@@ -248,6 +251,10 @@ void ndc_fwd_set_drop(struct fwd_set *s);
  * by those, whose health and counters go on.
  */
 void ndc_fwd_set_install(struct ndc_forwarder *f, struct fwd_set *s);
+
+/* The order in which a request tries rt's upstreams (rt of s), as s's policy says. */
+void ndc_fwd_policy_order(struct fwd_set *s, const struct ndc_route *rt,
+			  uint8_t order[NDC_FWD_MAX_UPSTREAMS]);
 
 /* r's upstream answered (any rcode, or TC): it is up. */
 void ndc_fwd_up_alive(struct ndc_forwarder *f, struct request *r);

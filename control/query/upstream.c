@@ -1,11 +1,13 @@
 // SPDX-License-Identifier: MIT
 /*
- * The forwarder's upstreams: the sets of them a route table makes, and each one's health
- * (down after a failure that is its own, backoff, probes bring it back): forwarder.c says how.
+ * The forwarder's upstreams: the sets of them a route table makes, the order a request tries a
+ * route's upstreams in (forward.policy), and each one's health (down after a failure that is its
+ * own, backoff, probes bring it back): forwarder.c says how.
  */
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/random.h>
 
 #include <ndc/log.h>
 
@@ -24,6 +26,7 @@ static void set_free(struct fwd_set *s)
 			free(s->up[i]);
 		}
 	ndc_routes_unref(s->routes);
+	free(s->rr);
 	free(s);
 }
 
@@ -42,6 +45,12 @@ int ndc_fwd_set_new(struct ndc_forwarder *f, struct ndc_routes *routes,
 	s->timeout_ms = opts->timeout_ms ? opts->timeout_ms : NDC_FWD_TIMEOUT_MS;
 	s->protocol = opts->protocol;
 	s->tcp_idle_ms = opts->tcp_idle_ms ? opts->tcp_idle_ms : NDC_FWD_TCP_IDLE_MS;
+	s->policy = opts->policy;
+	s->rr = calloc(routes->n_routes ? routes->n_routes : 1, sizeof(*s->rr));
+	if (!s->rr) {
+		set_free(s);
+		return -ENOMEM;
+	}
 	for (size_t i = 0; i < routes->n_servers; i++) {
 		struct upstream *u = calloc(1, sizeof(*u));
 
@@ -98,6 +107,43 @@ void ndc_fwd_set_install(struct ndc_forwarder *f, struct fwd_set *s)
 	f->tcp_idle_ms = s->tcp_idle_ms;
 	ndc_fwd_set_drop(old);
 }
+
+/* ---- policy ------------------------------------------------------------------------------ */
+
+/* xorshift64*, seeded once per thread from getrandom: an order needs no secrecy, only spread. */
+static uint32_t rand32(void)
+{
+	static _Thread_local uint64_t x;
+
+	if (!x && (getrandom(&x, sizeof(x), 0) != sizeof(x) || !x))
+		x = ndc_now_ms() | 1;
+	x ^= x >> 12;
+	x ^= x << 25;
+	x ^= x >> 27;
+	return (uint32_t)((x * 0x2545F4914F6CDD1DULL) >> 32);
+}
+
+void ndc_fwd_policy_order(struct fwd_set *s, const struct ndc_route *rt,
+			  uint8_t order[NDC_FWD_MAX_UPSTREAMS])
+{
+	size_t n = rt->n_up, start = 0;
+
+	if (s->policy == NDC_FWD_ROUND_ROBIN && n)
+		start = s->rr[rt - s->routes->routes]++ % n;
+	for (size_t k = 0; k < n; k++)
+		order[k] = (uint8_t)((start + k) % n);
+	if (s->policy != NDC_FWD_RANDOM)
+		return;
+	for (size_t k = n; k > 1; k--) { /* Fisher-Yates */
+		size_t j = rand32() % k;
+		uint8_t tmp = order[k - 1];
+
+		order[k - 1] = order[j];
+		order[j] = tmp;
+	}
+}
+
+/* ---- health ------------------------------------------------------------------------------ */
 
 /* Is err the upstream's fault (dead, unreachable), not the name's (SERVFAIL) nor ours? */
 static bool upstream_fault(int err)

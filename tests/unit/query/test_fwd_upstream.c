@@ -604,6 +604,87 @@ static void test_udp_no_fallback(void **state)
 	fake_stop(fk);
 }
 
+/* ---- forward.policy ---------------------------------------------------------------------- */
+
+/* n names one after another (each answered before the next), over three upstreams: how many
+ * queries each got. */
+static void policy_run(enum ndc_fwd_policy policy, int n, int got[3])
+{
+	struct tfake *fk[3] = {fake_start(T_ANSWER), fake_start(T_ANSWER), fake_start(T_ANSWER)};
+	uint16_t ports[3] = {fk[0]->port, fk[1]->port, fk[2]->port};
+	struct ndc_forwarder *f = fwd_new(ports, 3, NDC_FWD_UDP, policy, 2000);
+
+	for (int i = 0; i < n; i++) {
+		ask(f, i);
+		assert_int_equal(results_wait(i + 1), i + 1);
+	}
+	assert_int_equal(count_right(n), n);
+	for (int k = 0; k < 3; k++) {
+		got[k] = fake_get(fk[k], &fk[k]->udp_queries);
+		fake_stop(fk[k]);
+	}
+	ndc_forwarder_free(f);
+}
+
+static void test_policy_sequential(void **state)
+{
+	int got[3];
+
+	(void)state;
+	policy_run(NDC_FWD_SEQUENTIAL, 30, got);
+	assert_int_equal(got[0], 30);
+	assert_int_equal(got[1], 0);
+	assert_int_equal(got[2], 0);
+}
+
+static void test_policy_round_robin(void **state)
+{
+	int got[3];
+
+	(void)state;
+	policy_run(NDC_FWD_ROUND_ROBIN, 30, got);
+	for (int k = 0; k < 3; k++)
+		assert_int_equal(got[k], 10);
+}
+
+/* Random: every upstream gets some of 90 (each missing all has odds of 3 * (2/3)^90). */
+static void test_policy_random(void **state)
+{
+	int got[3];
+
+	(void)state;
+	policy_run(NDC_FWD_RANDOM, 90, got);
+	for (int k = 0; k < 3; k++)
+		assert_true(got[k] >= 10 && got[k] <= 60);
+	assert_int_equal(got[0] + got[1] + got[2], 90);
+}
+
+/* Round robin goes past a dead upstream (a closed port: refused) to the next, and health
+ * still applies: once down it is skipped, not asked by every third query. */
+static void test_policy_round_robin_dead(void **state)
+{
+	struct tfake *a = fake_start(T_ANSWER), *b = fake_start(T_ANSWER);
+	uint16_t ports[3] = {a->port, closed_port(), b->port};
+	struct ndc_forwarder *f = fwd_new(ports, 3, NDC_FWD_UDP, NDC_FWD_ROUND_ROBIN, 2000);
+	struct ndc_fwd_upstream_stats dead;
+
+	(void)state;
+	for (int i = 0; i < 30; i++) {
+		ask(f, i);
+		assert_int_equal(results_wait(i + 1), i + 1);
+	}
+	assert_int_equal(count_right(30), 30);
+	dead = up_stats(f, 1);
+	assert_false(dead.healthy);
+	assert_true(dead.queries <= 2); /* the first failure, maybe one probe */
+	assert_true(dead.skipped >= 5);
+	assert_int_equal(fake_get(a, &a->udp_queries) + fake_get(b, &b->udp_queries), 30);
+	assert_true(fake_get(a, &a->udp_queries) >= 10 && fake_get(b, &b->udp_queries) >= 10);
+	ndc_forwarder_free(f);
+	fake_stop(a);
+	fake_stop(b);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -616,6 +697,10 @@ int main(void)
 	    cmocka_unit_test(test_tcp_late_answer),
 	    cmocka_unit_test(test_prefer_udp_fallback),
 	    cmocka_unit_test(test_udp_no_fallback),
+	    cmocka_unit_test(test_policy_sequential),
+	    cmocka_unit_test(test_policy_round_robin),
+	    cmocka_unit_test(test_policy_random),
+	    cmocka_unit_test(test_policy_round_robin_dead),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
