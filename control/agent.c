@@ -421,6 +421,7 @@ static void metrics(void *arg, struct ndc_metrics_buf *b)
 	  fs.rejected);
 	G(b, "upstream_pending", "Client queries waiting for an upstream answer.", fs.pending);
 	ndc_agent_upstream_metrics(&fs, b);
+	ndc_agent_failopen_metrics(ag->cfg, ag->fp != NULL, b);
 	if (ag->pub) {
 		struct ndc_publisher_stats ps;
 
@@ -978,6 +979,10 @@ int ndc_agent_run(const struct ndc_config *cfg, struct ndc_records *rec,
 		ndc_err("listen: %s", strerror(-ret));
 		goto out;
 	}
+	/* Our listeners are up: a loop check that comes back can be seen now. */
+	ndc_forwarder_loop_check(ag.fwd);
+	ndc_http_set_unready_check(ag.http, ndc_agent_upstream_unready, ag.fwd);
+	ndc_agent_failopen_check(cfg, ag.fp != NULL);
 	pthread_mutex_lock(&ag.attach_lock);
 	ag.serving = true;
 	pthread_mutex_unlock(&ag.attach_lock);

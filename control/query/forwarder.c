@@ -128,7 +128,10 @@ static void finish(struct ndc_forwarder *f, struct request *r, const struct ndc_
 		w = next;
 	}
 	ndc_fwd_tcp_detach(r); /* nothing may find it by ID any more */
+	if (r->own_rt)
+		ndc_fwd_loop_done(f, r);
 	ndc_fwd_set_drop(r->rs);
+	free(r->own_rt);
 	free(r);
 }
 
@@ -227,7 +230,7 @@ static ssize_t pick_upstream(struct ndc_forwarder *f, struct request *r, uint64_
 	for (size_t k = 0; k < r->rt->n_up && up < 0; k++) {
 		size_t i = r->order[k];
 
-		if (!(r->tried & (1u << i)) && !up_of(r, i)->down) {
+		if (!(r->tried & (1u << i)) && !up_of(r, i)->down && !up_of(r, i)->looping) {
 			up = (ssize_t)i;
 			upk = k;
 		}
@@ -235,7 +238,8 @@ static ssize_t pick_upstream(struct ndc_forwarder *f, struct request *r, uint64_
 	for (size_t i = 0; i < r->rt->n_up; i++) {
 		struct upstream *u = up_of(r, i);
 
-		if ((r->tried & (1u << i)) || !u->down || u->probing || now < u->retry_ms)
+		if ((r->tried & (1u << i)) || !u->down || u->looping || u->probing ||
+		    now < u->retry_ms)
 			continue;
 		if (up < 0 && first) {
 			u->probing = true;
@@ -250,19 +254,16 @@ static ssize_t pick_upstream(struct ndc_forwarder *f, struct request *r, uint64_
 	return up;
 }
 
-/* The down upstream r has not tried that is due soonest. */
-static size_t soonest_down(struct ndc_forwarder *f, const struct request *r)
+/* The down upstream r has not tried that is due soonest (not a looping one); -1: none. */
+static ssize_t soonest_down(const struct request *r)
 {
-	size_t best = 0;
-	bool found = false;
+	ssize_t best = -1;
 
-	(void)f;
 	for (size_t i = 0; i < r->rt->n_up; i++) {
-		if (r->tried & (1u << i))
+		if ((r->tried & (1u << i)) || up_of(r, i)->looping)
 			continue;
-		if (!found || up_of(r, i)->retry_ms < up_of(r, best)->retry_ms)
-			best = i;
-		found = true;
+		if (best < 0 || up_of(r, i)->retry_ms < up_of(r, (size_t)best)->retry_ms)
+			best = (ssize_t)i;
 	}
 	return best;
 }
@@ -292,10 +293,44 @@ static void start_next(struct ndc_forwarder *f, struct request *r)
 	 * (RFC 8767 5: no client waits on a known failure); anything else still gets one attempt,
 	 * to the one due soonest: the name's only chance of an answer but SERVFAIL.
 	 */
-	if (r->tried || r->shadow)
+	if (r->tried || r->shadow) {
 		fail_request(f, r);
-	else if (!serve_cached(f, r) && !try_upstream(f, r, soonest_down(f, r)))
-		fail_request(f, r);
+	} else if (!serve_cached(f, r)) {
+		i = soonest_down(r);
+		if (i < 0)
+			r->last_err = -ELOOP; /* every upstream left sends queries back to us */
+		if (i < 0 || !try_upstream(f, r, (size_t)i))
+			fail_request(f, r);
+	}
+}
+
+int ndc_fwd_send_check(struct ndc_forwarder *f, size_t k, const uint8_t *lname, size_t nlen)
+{
+	static const struct ndc_fwd_result res = {.status = -ECANCELED};
+	struct request *p = calloc(1, sizeof(*p));
+	struct ndc_route *rt = calloc(1, sizeof(*rt));
+
+	if (!p || !rt || nlen > NDC_NAME_MAX) {
+		free(p);
+		free(rt);
+		return -ENOMEM;
+	}
+	rt->n_up = 1;
+	rt->srv[0] = (uint8_t)k;
+	p->own_rt = rt;
+	p->rt = rt;
+	p->rs = ndc_fwd_set_hold(f->cur);
+	p->qtype = NDC_FWD_LOOP_QTYPE;
+	p->qclass = NDC_C_IN;
+	p->nlen = (uint8_t)nlen;
+	memcpy(p->lname, lname, nlen);
+	p->shadow = true; /* no waiters, not in the table, never cached */
+	p->io = FWD_IO_REQ;
+	p->fd = -1;
+	p->tried = ~0u;
+	if (!try_upstream(f, p, 0))
+		finish(f, p, &res);
+	return 0;
 }
 
 void ndc_fwd_attempt_fail(struct ndc_forwarder *f, struct request *r, int err)
@@ -384,7 +419,7 @@ void ndc_fwd_accept_answer(struct ndc_forwarder *f, struct request *r, struct nd
 	STAT_INC(f, responses);
 	UP_INC(up_of(r, r->up), responses);
 	/* Started before a reconfiguration: its upstream may no longer be the name's. */
-	if (f->cache && r->rs == f->cur) {
+	if (f->cache && r->rs == f->cur && !r->own_rt) {
 		if (a->rcode == NDC_RCODE_NOERROR && a->ancount)
 			ttl = a->min_ttl;
 		else if (negative_ttl(a, &ttl))
@@ -404,8 +439,12 @@ static void take_queue(struct ndc_forwarder *f, bool *ret_stop, struct request *
 	pthread_mutex_lock(&f->lock);
 	next = f->next;
 	pthread_mutex_unlock(&f->lock);
-	if (next)
+	if (next) {
 		ndc_fwd_set_install(f, next);
+		/* Every upstream change is checked for loops, once the agent armed the checks. */
+		if (atomic_load(&f->loop_armed))
+			atomic_store(&f->loop_req, true);
+	}
 	pthread_mutex_lock(&f->lock);
 	if (next)
 		f->next = NULL;
@@ -437,6 +476,24 @@ static void cancel_all(struct ndc_forwarder *f, struct request *queued)
 	}
 }
 
+/* Loop detection's share of the thread: marks, checks asked for, rechecks of looping ones. */
+static void loop_work(struct ndc_forwarder *f, uint64_t now)
+{
+	bool any = false;
+
+	if (atomic_exchange(&f->loop_hit, false))
+		ndc_fwd_loop_scan(f);
+	if (atomic_exchange(&f->loop_req, false))
+		ndc_fwd_loop_start(f, false);
+	if (!f->loop_next || now < f->loop_next)
+		return;
+	for (size_t k = 0; k < f->cur->routes->n_servers; k++)
+		any |= f->cur->up[k]->looping;
+	f->loop_next = any ? now + NDC_FWD_LOOP_RECHECK_MS : 0;
+	if (any)
+		ndc_fwd_loop_start(f, true);
+}
+
 static void *forwarder_thread(void *arg)
 {
 	struct ndc_forwarder *f = arg;
@@ -450,6 +507,8 @@ static void *forwarder_thread(void *arg)
 
 		if (f->timers.tnext != &f->timers && (!wake || f->timers.tnext->deadline < wake))
 			wake = f->timers.tnext->deadline;
+		if (f->loop_next && (!wake || f->loop_next < wake))
+			wake = f->loop_next;
 		if (wake)
 			timeout = wake > now ? (int)(wake - now) : 0;
 		n = epoll_wait(f->epfd, evs, NDC_FWD_EVENTS, timeout);
@@ -491,6 +550,7 @@ static void *forwarder_thread(void *arg)
 			q = next;
 		}
 		now = ndc_now_ms();
+		loop_work(f, now);
 		while (f->timers.tnext != &f->timers && f->timers.tnext->deadline <= now)
 			ndc_fwd_attempt_fail(f, f->timers.tnext, -ETIMEDOUT);
 	}
@@ -782,6 +842,16 @@ void ndc_forwarder_stats(struct ndc_forwarder *f, struct ndc_forwarder_stats *re
 	ret->pending = __atomic_load_n(&f->pending, __ATOMIC_RELAXED);
 	pthread_mutex_lock(&f->stats_lock);
 	ret->n_upstreams = f->cur->routes->n_servers;
+	{
+		const struct ndc_routes *rts = f->cur->routes;
+		const struct ndc_route *def = &rts->routes[rts->n_routes - 1];
+
+		ret->all_looping = def->n_up > 0;
+		for (size_t i = 0; i < def->n_up; i++)
+			if (!__atomic_load_n(&f->cur->up[def->srv[i]]->st_looping,
+					     __ATOMIC_RELAXED))
+				ret->all_looping = false;
+	}
 	for (size_t i = 0; i < ret->n_upstreams; i++) {
 		struct ndc_fwd_upstream_stats *o = &ret->upstream[i];
 		struct upstream *u = f->cur->up[i];
@@ -799,6 +869,7 @@ void ndc_forwarder_stats(struct ndc_forwarder *f, struct ndc_forwarder_stats *re
 		o->tcp_conns = __atomic_load_n(&u->tcp_conns, __ATOMIC_RELAXED);
 		o->tcp_resent = __atomic_load_n(&u->tcp_resent, __ATOMIC_RELAXED);
 		o->tcp_open = __atomic_load_n(&u->tcp_open, __ATOMIC_RELAXED);
+		o->looping = __atomic_load_n(&u->st_looping, __ATOMIC_RELAXED);
 	}
 	pthread_mutex_unlock(&f->stats_lock);
 }

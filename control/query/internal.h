@@ -145,7 +145,10 @@ struct request {
 	struct fwd_conn *conn;
 	struct request *cnext;
 	bool resent; /* moved once already from a connection that died */
-	bool tcp;    /* this attempt goes over TCP (forward.protocol, TC, a UDP timeout) */
+	/* A loop check (loopcheck.c): its own one-upstream route; whether anything came back. */
+	struct ndc_route *own_rt;
+	bool loop_answered;
+	bool tcp; /* this attempt goes over TCP (forward.protocol, TC, a UDP timeout) */
 };
 
 /* An upstream's TCP connections (tcp_pool.c), thread only. */
@@ -169,6 +172,11 @@ struct upstream {
 	uint32_t backoff_ms;
 	uint64_t retry_ms; /* while down: probe again from then on */
 	struct fwd_pool pool;
+	/* Loop detection (loopcheck.c): the check out (0: none), set by the thread; whether its
+	 * name came back to a listener, set by any thread; looping, thread only, published. */
+	_Atomic uint64_t loop_token;
+	_Atomic bool loop_seen;
+	bool looping, st_looping;
 	/* Published for stats. */
 	bool st_healthy;
 	uint32_t st_backoff_ms;
@@ -223,6 +231,10 @@ struct ndc_forwarder {
 	uint8_t *msg;		 /* receive buffer, NDC_MSG_MAX */
 	struct ndc_answer *ans;	 /* NDC_MSG_MAX bytes of data */
 	struct fwd_conn *closed; /* closed during an event batch: freed after it */
+	_Atomic bool loop_req;	 /* ndc_forwarder_loop_check asked: checks to start */
+	_Atomic bool loop_hit;	 /* a check's name came back: upstreams to mark */
+	_Atomic bool loop_armed; /* checks run (after reconfigurations too) */
+	uint64_t loop_next;	 /* while an upstream loops: check it again from then on */
 	uint64_t next_sweep;	 /* idle TCP connections: closed from then on */
 	uint32_t tcp_idle_ms;
 
@@ -283,6 +295,24 @@ enum fwd_qmatch ndc_fwd_question_match(const struct request *r, const uint8_t *m
 
 /* Address length for connect(). */
 socklen_t ndc_fwd_addr_len(const struct sockaddr_storage *ss);
+
+/* ---- loop detection (loopcheck.c) ---- */
+
+#define NDC_FWD_LOOP_RECHECK_MS 30000
+#define NDC_FWD_LOOP_QTYPE 13 /* HINFO, as CoreDNS's loop plugin: nobody caches it */
+
+/* Thread: sends a check to every upstream of the set in use (only_looping: those marked looping)
+ * that has none out. */
+void ndc_fwd_loop_start(struct ndc_forwarder *f, bool only_looping);
+
+/* Thread: marks the upstreams whose check came back (f->loop_req was set). */
+void ndc_fwd_loop_scan(struct ndc_forwarder *f);
+
+/* Thread: check r ended (its callback time): the verdict for its upstream. */
+void ndc_fwd_loop_done(struct ndc_forwarder *f, struct request *r);
+
+/* Sends a check to upstream k of the set in use, as a request of its own (forwarder.c). */
+int ndc_fwd_send_check(struct ndc_forwarder *f, size_t k, const uint8_t *lname, size_t nlen);
 
 /* ---- pooled TCP (tcp_pool.c) ---- */
 

@@ -202,6 +202,36 @@ int ndc_forwarder_reconfigure(struct ndc_forwarder *f, const struct ndc_forwarde
 /* What ndc_forwarder_new and ndc_forwarder_reconfigure would say of opts, changing nothing. */
 int ndc_forwarder_check(const struct ndc_forwarder_opts *opts);
 
+/*
+ * Loop detection. Each upstream is sent a query of its own, HINFO of "<16 random hex
+ * digits>.ndcache-loop.invalid" (a name under a zone no one else answers: RFC 6761 6.4; outside
+ * the cluster domain, so that the kernel's fast path, which answers NXDOMAIN for unknown cluster
+ * names, passes it to the sockets), and the resolver tells the forwarder of every query under
+ * that zone that reaches a listener (ndc_forwarder_loop_name). The one that comes back names
+ * the upstream that forwarded it to us: that upstream is taken out of use (never picked, never
+ * probed as a down one is), logged once as an error and counted (stats: looping). Requests of a
+ * route whose upstreams all loop fail at once with -ELOOP (a cached answer, stale or not, is
+ * still given). Checks run when ndc_forwarder_loop_check is called, after every reconfiguration
+ * from then on, and every 30 s for an upstream marked looping: an answer to its check that did
+ * not come back around puts it in use again.
+ *
+ * While a check is out, client queries forwarded to a looping upstream come back as well: each
+ * is the same name and type as the request that sent it, so it joins that request (coalescing)
+ * instead of going upstream again; one query per client query goes around, once, until the
+ * request times out. There is no storm to wait out, and the check itself is answered REFUSED.
+ */
+#define NDC_FWD_LOOP_ZONE "ndcache-loop.invalid"
+
+/* Starts loop checks of every upstream in use: once the listeners are up. Any thread. */
+void ndc_forwarder_loop_check(struct ndc_forwarder *f);
+
+/*
+ * Whether lname (a query that reached a listener, lowercase wire) is under NDC_FWD_LOOP_ZONE;
+ * if it is a check's name, its upstream loops. The caller answers it itself (REFUSED), never
+ * forwards it. Any thread.
+ */
+bool ndc_forwarder_loop_name(struct ndc_forwarder *f, const uint8_t *lname, size_t nlen);
+
 /* Stops the thread; pending callbacks are called with -ECANCELED first. */
 void ndc_forwarder_free(struct ndc_forwarder *f);
 
@@ -221,6 +251,7 @@ struct ndc_fwd_upstream_stats {
 	 * queries sent again after their connection died; connections open now (a gauge). */
 	uint64_t tcp_queries, tcp_conns, tcp_resent;
 	uint32_t tcp_open;
+	bool looping; /* out of use: queries sent to it came back to ndcache (loop detection) */
 };
 
 /*
@@ -236,6 +267,7 @@ struct ndc_forwarder_stats {
 	uint64_t stale_served;
 	uint64_t rejected, pending;
 	size_t n_upstreams; /* distinct upstreams of the routes in use, default route first */
+	bool all_looping;   /* the default route has upstreams, and every one of them loops */
 	struct ndc_fwd_upstream_stats upstream[NDC_FWD_MAX_SERVERS];
 };
 void ndc_forwarder_stats(struct ndc_forwarder *f, struct ndc_forwarder_stats *ret);

@@ -164,6 +164,7 @@ void ndc_fwd_up_alive(struct ndc_forwarder *f, struct request *r)
 	struct upstream *u = up_of(r, r->up);
 
 	(void)f;
+	r->loop_answered = true;
 	if (r->probe) {
 		u->probing = false;
 		r->probe = false;

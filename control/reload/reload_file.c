@@ -307,6 +307,20 @@ void ndc_reload_file(struct ndc_reload *rl, bool force)
 			    rl->running->n_upstream ? a : "nothing");
 		}
 	}
+	if (rl->t.fastpath) {
+		char lo[160];
+
+		if (ndc_reload_failopen_loopback(rl->running, lo, sizeof(lo)))
+			ndc_warn(
+			    "config: dataplane.failopen: the upstream the kernel fails open to, "
+			    "%s, is on loopback, where the kernel does not route a pod's "
+			    "query: with no agent running those queries are lost",
+			    lo);
+		else if (ndc_reload_failopen_loopback(cfg, lo, sizeof(lo)))
+			ndc_warn("config: dataplane.failopen: upstream %s is on loopback: after a "
+				 "restart the kernel would fail open to it, which does nothing",
+				 lo);
+	}
 	if (!same_cache(cfg, cur)) {
 		struct ndc_cache_opts co = {
 		    .max_entries = cfg->cache.max_entries,

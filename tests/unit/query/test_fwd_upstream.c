@@ -2,9 +2,9 @@
 /*
  * The forwarder's upstream side against scripted fake upstreams on 127.0.0.1: pooled TCP
  * (pipelining, answers out of order matched by ID, a dead connection's queries sent again once,
- * backoff, idle close), forward.protocol prefer_udp, and forward.policy. Each fake answers
- * "n<i>.example.test" with 192.0.<i / 256>.<i % 256> (data only, never an address we send to),
- * so every callback can check it got its own name's answer. No packet leaves loopback.
+ * backoff, idle close), forward.protocol prefer_udp, forward.policy, and loop detection. Each fake
+ * answers "n<i>.example.test" with 192.0.<i / 256>.<i % 256> (data only, never an address we send
+ * to), so every callback can check it got its own name's answer. No packet leaves loopback.
  */
 #include <arpa/inet.h>
 #include <errno.h>
@@ -33,7 +33,12 @@ enum tmode {
 	T_CLOSE_ALL,   /* every connection closed after its first read, unanswered */
 	T_BOGUS_ID,    /* an answer with an ID never sent comes before each right one */
 	T_DELAY,       /* the first read waits delay_ms before its answers */
+	T_LOOP,	       /* UDP: a check's name goes back to loop_fwd (a loop), answered REFUSED;
+			* other names SERVFAIL, as a looping upstream's answers end */
 };
+
+/* The forwarder a T_LOOP fake sends checks back to, as its listener would. */
+static struct ndc_forwarder *loop_fwd;
 
 #define FAKE_CONNS 16
 
@@ -115,6 +120,16 @@ static void fake_udp(struct tfake *fk)
 	pthread_mutex_unlock(&fk->lock);
 	if (__atomic_load_n(&fk->udp_silent, __ATOMIC_ACQUIRE))
 		return;
+	if (__atomic_load_n(&fk->mode, __ATOMIC_ACQUIRE) == T_LOOP) {
+		struct ndc_forwarder *lf = __atomic_load_n(&loop_fwd, __ATOMIC_ACQUIRE);
+		size_t len = 0;
+		bool ours = lf && ndc_forwarder_loop_name(lf, q.lname, q.qname_len);
+
+		if (ndc_dns_write_error(&q, ours ? NDC_RCODE_REFUSED : NDC_RCODE_SERVFAIL, out,
+					sizeof(out), &len) == 0)
+			sendto(fk->udp, out, len, 0, (struct sockaddr *)&from, fl);
+		return;
+	}
 	n = (ssize_t)reply(&q, out, sizeof(out), false);
 	sendto(fk->udp, out, (size_t)n, 0, (struct sockaddr *)&from, fl);
 }
@@ -685,6 +700,118 @@ static void test_policy_round_robin_dead(void **state)
 	fake_stop(b);
 }
 
+/* ---- loop detection ---------------------------------------------------------------------- */
+
+static bool looping(struct ndc_forwarder *f, size_t i)
+{
+	return up_stats(f, i).looping;
+}
+
+/* Waits (3 s at most) until upstream i's looping is want. */
+static bool looping_wait(struct ndc_forwarder *f, size_t i, bool want)
+{
+	for (int k = 0; k < 300; k++) {
+		if (looping(f, i) == want)
+			return true;
+		usleep(10000);
+	}
+	return false;
+}
+
+/* The first upstream sends its check back: it is marked and never asked again; the second
+ * answers everything. Nothing is checked before the agent arms it. */
+static void test_loop_detected(void **state)
+{
+	struct tfake *lp = fake_start(T_LOOP), *good = fake_start(T_ANSWER);
+	uint16_t ports[2] = {lp->port, good->port};
+	struct ndc_forwarder *f = fwd_new(ports, 2, NDC_FWD_UDP, NDC_FWD_SEQUENTIAL, 500);
+	struct ndc_forwarder_stats st;
+
+	(void)state;
+	__atomic_store_n(&loop_fwd, f, __ATOMIC_RELEASE);
+	usleep(100 * 1000);
+	assert_int_equal(fake_get(lp, &lp->udp_queries), 0);
+	ndc_forwarder_loop_check(f);
+	assert_true(looping_wait(f, 0, true));
+	assert_false(looping(f, 1));
+	assert_int_equal(fake_get(lp, &lp->udp_queries), 1);
+	for (int i = 0; i < 20; i++)
+		ask(f, i);
+	assert_int_equal(results_wait(20), 20);
+	assert_int_equal(count_right(20), 20);
+	assert_int_equal(fake_get(lp, &lp->udp_queries), 1);
+	ndc_forwarder_stats(f, &st);
+	assert_false(st.all_looping);
+	__atomic_store_n(&loop_fwd, NULL, __ATOMIC_RELEASE);
+	ndc_forwarder_free(f);
+	fake_stop(lp);
+	fake_stop(good);
+}
+
+/* The only upstream loops: queries fail at once with -ELOOP and it gets none of them; once it
+ * stops looping, the check after a reconfiguration puts it back in use. */
+static void test_loop_all_then_fixed(void **state)
+{
+	struct tfake *lp = fake_start(T_LOOP);
+	struct ndc_forwarder *f = fwd_new(&lp->port, 1, NDC_FWD_UDP, NDC_FWD_SEQUENTIAL, 500);
+	struct sockaddr_storage up = loopback(lp->port);
+	struct ndc_forwarder_opts o = {.n_upstreams = 1, .upstreams = &up, .timeout_ms = 400};
+	struct ndc_forwarder_stats st;
+	uint64_t t0;
+
+	(void)state;
+	__atomic_store_n(&loop_fwd, f, __ATOMIC_RELEASE);
+	ndc_forwarder_loop_check(f);
+	assert_true(looping_wait(f, 0, true));
+	ndc_forwarder_stats(f, &st);
+	assert_true(st.all_looping);
+	t0 = ndc_now_ms();
+	for (int i = 0; i < 50; i++)
+		ask(f, i);
+	assert_int_equal(results_wait(50), 50);
+	assert_true(ndc_now_ms() - t0 < 400);
+	for (int i = 0; i < 50; i++)
+		assert_int_equal(slots[i].status, -ELOOP);
+	assert_int_equal(fake_get(lp, &lp->udp_queries), 1);
+	/* Fixed: the next check (after a reconfiguration) is answered and does not come back. */
+	__atomic_store_n(&lp->mode, T_ANSWER, __ATOMIC_RELEASE);
+	assert_int_equal(ndc_forwarder_reconfigure(f, &o), 0);
+	assert_true(looping_wait(f, 0, false));
+	assert_int_equal(fake_get(lp, &lp->udp_queries), 2);
+	results_reset();
+	ask(f, 5);
+	assert_int_equal(results_wait(1), 1);
+	assert_true(slots[5].right);
+	__atomic_store_n(&loop_fwd, NULL, __ATOMIC_RELEASE);
+	ndc_forwarder_free(f);
+	fake_stop(lp);
+}
+
+/* Names under the zone are the forwarder's to answer; a token nobody sent marks nothing. */
+static void test_loop_names(void **state)
+{
+	struct tfake *fk = fake_start(T_ANSWER);
+	struct ndc_forwarder *f = fwd_new(&fk->port, 1, NDC_FWD_UDP, NDC_FWD_SEQUENTIAL, 500);
+	static const char *const ours[] = {"0123456789abcdef.ndcache-loop.invalid",
+					   "x.ndcache-loop.invalid", "ndcache-loop.invalid"};
+	static const char *const other[] = {"invalid", "ndcache-loop.invalid.example",
+					    "www.example.test"};
+	uint8_t name[NDC_NAME_MAX];
+	size_t nlen;
+
+	(void)state;
+	for (size_t i = 0; i < 3; i++) {
+		assert_int_equal(ndc_name_from_text(ours[i], name, sizeof(name), &nlen), 0);
+		assert_true(ndc_forwarder_loop_name(f, name, nlen));
+		assert_int_equal(ndc_name_from_text(other[i], name, sizeof(name), &nlen), 0);
+		assert_false(ndc_forwarder_loop_name(f, name, nlen));
+	}
+	usleep(50 * 1000);
+	assert_false(looping(f, 0));
+	ndc_forwarder_free(f);
+	fake_stop(fk);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -701,6 +828,9 @@ int main(void)
 	    cmocka_unit_test(test_policy_round_robin),
 	    cmocka_unit_test(test_policy_random),
 	    cmocka_unit_test(test_policy_round_robin_dead),
+	    cmocka_unit_test(test_loop_detected),
+	    cmocka_unit_test(test_loop_all_then_fixed),
+	    cmocka_unit_test(test_loop_names),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
