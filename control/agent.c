@@ -13,6 +13,7 @@
 #include <ndc/log.h>
 
 #include "agent.h"
+#include "agent_upstream.h"
 #include "dpdk/dpdk.h"
 #include "fastpath/fastpath.h"
 #include "handover.h"
@@ -412,37 +413,15 @@ static void metrics(void *arg, struct ndc_metrics_buf *b)
 	C(b, "upstream_coalesced_total", "Misses that joined a query in flight.", fs.coalesced);
 	C(b, "upstream_timeouts_total", "Upstream attempts that timed out.", fs.timeouts);
 	C(b, "upstream_tcp_retries_total", "Truncated answers retried over TCP.", fs.tcp_retries);
+	C(b, "upstream_tcp_fallbacks_total",
+	  "UDP attempts that timed out, asked again over TCP (forward.protocol prefer_udp).",
+	  fs.tcp_fallbacks);
 	C(b, "upstream_rejected_total",
 	  "Misses answered SERVFAIL at once: forward.max_pending or the in-flight limit reached.",
 	  fs.rejected);
 	G(b, "upstream_pending", "Client queries waiting for an upstream answer.", fs.pending);
-	for (size_t i = 0; i < fs.n_upstreams; i++) {
-		const struct ndc_fwd_upstream_stats *u = &fs.upstream[i];
-		char l[96];
-
-		snprintf(l, sizeof(l), "upstream=\"%s\"", u->name);
-		ndc_metric_u64(b, "ndcache_upstream_healthy", "gauge",
-			       "1 while the upstream is tried in its turn, 0 while skipped after a "
-			       "failure (backoff).",
-			       l, u->healthy);
-		ndc_metric_u64(b, "ndcache_upstream_backoff_ms", "gauge",
-			       "Backoff of a down upstream (1000..30000), 0 when healthy.", l,
-			       u->backoff_ms);
-		ndc_metric_u64(b, "ndcache_upstream_server_queries_total", "counter",
-			       "Attempts sent to the upstream (probes included).", l, u->queries);
-		ndc_metric_u64(b, "ndcache_upstream_server_responses_total", "counter",
-			       "Responses accepted from the upstream.", l, u->responses);
-		ndc_metric_u64(b, "ndcache_upstream_server_timeouts_total", "counter",
-			       "Attempts to the upstream that timed out.", l, u->timeouts);
-		ndc_metric_u64(b, "ndcache_upstream_server_errors_total", "counter",
-			       "Other failed attempts (refused, unreachable, bad answer).", l,
-			       u->errors);
-		ndc_metric_u64(b, "ndcache_upstream_server_probes_total", "counter",
-			       "Attempts sent while it was down, to learn whether it is back.", l,
-			       u->probes);
-		ndc_metric_u64(b, "ndcache_upstream_server_skipped_total", "counter",
-			       "Queries that went past it because it was down.", l, u->skipped);
-	}
+	ndc_agent_upstream_metrics(&fs, b);
+	ndc_agent_failopen_metrics(ag->cfg, ag->fp != NULL, b);
 	if (ag->pub) {
 		struct ndc_publisher_stats ps;
 
@@ -909,6 +888,8 @@ int ndc_agent_run(const struct ndc_config *cfg, struct ndc_records *rec,
 	    .upstreams = cfg->upstream,
 	    .timeout_ms = cfg->forward.timeout_ms,
 	    .max_pending = cfg->forward.max_pending,
+	    .protocol = (enum ndc_fwd_protocol)cfg->forward.protocol,
+	    .policy = (enum ndc_fwd_policy)cfg->forward.policy,
 	};
 	struct ndc_server_opts sopts = {
 	    .n_addrs = cfg->n_listen,
@@ -1009,6 +990,10 @@ int ndc_agent_run(const struct ndc_config *cfg, struct ndc_records *rec,
 		ndc_err("listen: %s", strerror(-ret));
 		goto out;
 	}
+	/* Our listeners are up: a loop check that comes back can be seen now. */
+	ndc_forwarder_loop_check(ag.fwd);
+	ndc_http_set_unready_check(ag.http, ndc_agent_upstream_unready, ag.fwd);
+	ndc_agent_failopen_check(cfg, ag.fp != NULL);
 	pthread_mutex_lock(&ag.attach_lock);
 	ag.serving = true;
 	pthread_mutex_unlock(&ag.attach_lock);

@@ -1080,6 +1080,9 @@ static const char *const pods_names[] = { "disabled", "insecure", "verified", NU
 static const char *const mode_names[] = { "tc", "xdp", "socket", "dpdk", NULL };
 /* In the order of enum ndc_log_level (ndc/log.h). */
 static const char *const level_names[] = { "error", "warning", "info", "debug", NULL };
+/* In the order of query.h's enum ndc_fwd_protocol and enum ndc_fwd_policy. */
+static const char *const protocol_names[] = { "udp", "tcp", "prefer_udp", NULL };
+static const char *const policy_names[] = { "sequential", "random", "round_robin", NULL };
 
 static const struct field kubernetes_fields[] = {
 	F_FIELD("kubeconfig", do_path, source.kubeconfig),
@@ -1144,6 +1147,8 @@ static const struct field cache_fields[] = {
 static const struct field forward_fields[] = {
 	F_INT("timeout_ms", forward.timeout_ms, 10, 60000),
 	F_INT("max_pending", forward.max_pending, 1, 1000000),
+	F_FIELD("protocol", do_enum, forward.protocol, .names = protocol_names),
+	F_FIELD("policy", do_enum, forward.policy, .names = policy_names),
 	{ 0 },
 };
 

@@ -89,6 +89,9 @@ struct ndc_config {
 	struct {
 		uint32_t timeout_ms;  /* per upstream attempt, 1000 */
 		uint32_t max_pending; /* queries waiting for an upstream, 10000; more: SERVFAIL */
+		/* In the order of query.h's enum ndc_fwd_protocol and ndc_fwd_policy: */
+		int protocol; /* udp (default), tcp, prefer_udp */
+		int policy;   /* sequential (default), random, round_robin */
 	} forward;
 	struct {
 		int level;	     /* enum ndc_log_level (ndc/log.h); info */

@@ -107,6 +107,8 @@ step "integration: stub domains and the kube-dns ConfigMap under ASan + UBSan (s
 	tests/integration/test_stub_domains.sh build-asan socket
 step "integration: config reloads under a prober (symlink swap, broken file, SIGHUP), tc" \
 	tests/integration/test_reload.sh build tc
+step "integration: upstream path: pooled TCP (10,000 names at 5,000 QPS), loop detection" \
+	tests/integration/test_upstream.sh build
 step "integration: transparent mode (the kube-dns ClusterIP answered; iptables-nft, -legacy, nft)" \
 	tests/integration/test_transparent.sh build
 step "integration: DPDK dataplane (net_af_packet --no-huge, net_af_xdp, a build without DPDK)" tests/integration/test_dpdk.sh build

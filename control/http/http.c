@@ -78,6 +78,8 @@ struct ndc_http {
 	int efd;
 	uint16_t port;
 	atomic_bool ready;
+	_Atomic(ndc_http_unready_fn) unready;
+	void *_Atomic unready_arg;
 	ndc_http_metrics_fn fn;
 	void *arg;
 	pthread_t thread;
@@ -330,10 +332,20 @@ static void handle_request(struct ndc_http *h, struct conn *c, const char *p, co
 	} else if (path_is(path, plen, "/health")) {
 		respond_text(h, c, 200, "ok\n", req.head);
 	} else if (path_is(path, plen, "/ready")) {
-		if (atomic_load(&h->ready))
-			respond_text(h, c, 200, "ready\n", req.head);
-		else
+		ndc_http_unready_fn fn = atomic_load(&h->unready);
+		char why[480];
+		char *body;
+		int n;
+
+		if (!atomic_load(&h->ready)) {
 			respond_text(h, c, 503, "not ready\n", req.head);
+		} else if (fn && fn(atomic_load(&h->unready_arg), why, sizeof(why)) &&
+			   (n = asprintf(&body, "not ready: %s\n", why)) > 0) {
+			respond(h, c, 503, "text/plain; charset=utf-8", body, (size_t)n, true,
+				req.head);
+		} else {
+			respond_text(h, c, 200, "ready\n", req.head);
+		}
 	} else {
 		respond_error(h, c, 404, req.head);
 	}
@@ -721,6 +733,12 @@ uint16_t ndc_http_port(const struct ndc_http *h)
 void ndc_http_set_ready(struct ndc_http *h, bool ready)
 {
 	atomic_store(&h->ready, ready);
+}
+
+void ndc_http_set_unready_check(struct ndc_http *h, ndc_http_unready_fn fn, void *arg)
+{
+	atomic_store(&h->unready_arg, arg);
+	atomic_store(&h->unready, fn);
 }
 
 void ndc_http_stop(struct ndc_http *h)

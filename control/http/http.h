@@ -13,7 +13,8 @@
  * are never interpreted (nothing here takes one) and the query string is ignored.
  *   /metrics  200 "text/plain; version=0.0.4", the metrics callback's output (500 if it failed)
  *   /health   200 "ok\n" while the server thread runs (the process is alive)
- *   /ready    200 "ready\n" after ndc_http_set_ready(h, true), else 503 "not ready\n"
+ *   /ready    200 "ready\n" after ndc_http_set_ready(h, true), else 503 "not ready\n"; also 503
+ *             "not ready: REASON\n" while the unready check (ndc_http_set_unready_check) says so
  *   other     404
  */
 #ifndef NDC_HTTP_H
@@ -81,6 +82,14 @@ uint16_t ndc_http_port(const struct ndc_http *h);
 
 /* What /ready reports; any thread, at any time. */
 void ndc_http_set_ready(struct ndc_http *h, bool ready);
+
+/*
+ * A second condition for /ready, asked on the HTTP thread at each request once ready is set:
+ * true with a one-line reason in why (len bytes, NUL-terminated) while the agent cannot serve
+ * though its table is built (no upstream left, say). Any thread, at any time; NULL removes it.
+ */
+typedef bool (*ndc_http_unready_fn)(void *arg, char *why, size_t len);
+void ndc_http_set_unready_check(struct ndc_http *h, ndc_http_unready_fn fn, void *arg);
 
 /* Stops the thread, closes every connection (answered or not) and frees h. NULL is a no-op. */
 void ndc_http_stop(struct ndc_http *h);

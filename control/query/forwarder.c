@@ -5,8 +5,9 @@
  * eventfd; the thread owns every socket and timer and calls the waiters.
  *
  * Choices the header leaves open:
- * - Upstreams are tried in configured order, each once per request: the list is a primary and
- *   fallbacks (resolv.conf semantics); the kube-dns ClusterIP behind it already spreads load.
+ * - Upstreams are tried in the order forward.policy gives each request (upstream.c), each once
+ *   per request: by default the configured order, a primary and fallbacks (resolv.conf
+ *   semantics), as the kube-dns ClusterIP behind it already spreads load.
  *   One that is down is skipped while an untried one is up (see the header); a failure that is
  *   the name's (SERVFAIL, a bad answer) says nothing of the upstream's health, nor does a local
  *   one (socket(), no memory). Backoff only grows on a failed probe: the requests already in
@@ -33,214 +34,21 @@
  *   a set lives while it is in use or a request holds it. Only requests of the set in use fill
  *   the cache, so an answer of an upstream no longer configured is never cached.
  */
-#include <arpa/inet.h>
 #include <errno.h>
-#include <fcntl.h>
-#include <netinet/in.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
-#include <sys/random.h>
 #include <unistd.h>
 
 #include <ndc/log.h>
 
 #include "internal.h"
 
-#define NDC_FWD_TIMEOUT_MS 1000
 #define NDC_FWD_INFLIGHT_MAX 4096
-#define NDC_FWD_BACKOFF_MIN_MS 1000
-#define NDC_FWD_BACKOFF_MAX_MS 30000
 #define NDC_FWD_EVENTS 64
-#define NDC_FWD_QUERY_MAX (NDC_DNS_HDR_LEN + NDC_NAME_MAX + 4 + 11 + 64)
-
-enum att_state { ATT_NONE, ATT_UDP, ATT_TCP_CONNECT, ATT_TCP_SEND, ATT_TCP_RECV };
-
-struct waiter {
-	struct waiter *next;
-	ndc_fwd_done_fn done;
-	void *arg;
-};
-
-struct fwd_set;
-
-struct request {
-	struct request *hnext;	       /* in-flight table, under f->lock */
-	struct request *qnext;	       /* submit queue, under f->lock */
-	struct request *tprev, *tnext; /* timer list: every started request, thread only */
-	uint64_t hash;
-	struct waiter *waiters, **wtail; /* under f->lock */
-	uint16_t qtype, qclass;
-	uint8_t nlen;
-	uint8_t lname[NDC_NAME_MAX];
-	uint8_t qname[NDC_NAME_MAX]; /* lname with 0x20 random case while caps */
-	bool caps;
-	bool shadow;	   /* a probe's copy of a request: no waiters, not in the table */
-	uint32_t nwaiters; /* under f->lock */
-	/* Its route, taken when the thread starts it (thread only). */
-	struct fwd_set *rs;
-	const struct ndc_route *rt;
-	/* The current attempt (thread only). */
-	uint32_t tried; /* bit per upstream of rt attempted (or, for a shadow, not to attempt) */
-	bool probe;	/* this attempt is its upstream's probe (u->probing) */
-	size_t up;	/* index in rt */
-	int fd;
-	enum att_state st;
-	uint16_t id;
-	int last_err;
-	uint64_t deadline;
-	uint8_t *tbuf; /* TCP: framed query while sending, then the response */
-	size_t tlen, toff;
-	uint8_t tlenbuf[2];
-};
-
-struct upstream {
-	struct sockaddr_storage addr;
-	char name[64];
-	unsigned refs; /* sets using it, thread only */
-	/* Health, thread only. */
-	bool down;
-	bool probing; /* a probe is in flight */
-	uint32_t backoff_ms;
-	uint64_t retry_ms; /* while down: probe again from then on */
-	/* Published for stats. */
-	bool st_healthy;
-	uint32_t st_backoff_ms;
-	uint64_t queries, responses, timeouts, errors, probes, skipped;
-};
-
-/* The upstreams of a route table: up[i] is the state of routes->servers[i]. */
-struct fwd_set {
-	unsigned refs; /* thread only: the set in use, and every started request holding it */
-	struct ndc_routes *routes;
-	struct upstream *up[NDC_FWD_MAX_SERVERS];
-	uint32_t timeout_ms;
-};
-
-struct ndc_forwarder {
-	uint32_t timeout_ms; /* thread only, from the set in use */
-	uint32_t max_inflight;
-	uint32_t max_pending; /* under lock */
-	struct ndc_cache *cache;
-
-	pthread_mutex_t lock;
-	struct request **table;
-	uint32_t nbuckets;
-	uint32_t inflight;
-	uint32_t pending; /* waiters of every request; written under lock, read atomically */
-	struct request *queue, **qtail;
-	bool stop;
-	bool any_up;		  /* some route has an upstream; under lock (resolve reads it) */
-	struct fwd_set *next;	  /* handed to the thread by reconfigure, under lock */
-	pthread_cond_t next_cond; /* the thread took next */
-
-	/* The set in use: replaced by the thread under stats_lock, read by stats under it. */
-	pthread_mutex_t stats_lock;
-	struct fwd_set *cur;
-
-	/* Reconfiguration side: one at a time; the routes last given, for the cache to compare. */
-	pthread_mutex_t reconf_lock;
-	struct ndc_routes *last;
-
-	/* Thread only. */
-	pthread_t thread;
-	bool started;
-	int epfd, evfd;
-	struct request timers;	/* sentinel */
-	uint8_t *msg;		/* receive buffer, NDC_MSG_MAX */
-	struct ndc_answer *ans; /* NDC_MSG_MAX bytes of data */
-
-	struct ndc_forwarder_stats stats; /* updated atomically */
-};
-
-#define STAT_INC(f, field) __atomic_fetch_add(&(f)->stats.field, 1, __ATOMIC_RELAXED)
-#define UP_INC(u, field) __atomic_fetch_add(&(u)->field, 1, __ATOMIC_RELAXED)
-
-/* Upstream i of r's route. */
-static struct upstream *up_of(const struct request *r, size_t i)
-{
-	return r->rs->up[r->rt->srv[i]];
-}
-
-/* ---- upstream sets ------------------------------------------------------------------------- */
-
-static void set_free(struct fwd_set *s)
-{
-	for (size_t i = 0; s->routes && i < s->routes->n_servers; i++)
-		if (s->up[i] && --s->up[i]->refs == 0)
-			free(s->up[i]);
-	ndc_routes_unref(s->routes);
-	free(s);
-}
-
-/* A set over routes (taking the caller's reference), with fresh upstreams of refs 1. */
-static int set_new(struct ndc_routes *routes, uint32_t timeout_ms, struct fwd_set **ret)
-{
-	struct fwd_set *s = calloc(1, sizeof(*s));
-
-	if (!s) {
-		ndc_routes_unref(routes);
-		return -ENOMEM;
-	}
-	s->refs = 1;
-	s->routes = routes;
-	s->timeout_ms = timeout_ms ? timeout_ms : NDC_FWD_TIMEOUT_MS;
-	for (size_t i = 0; i < routes->n_servers; i++) {
-		struct upstream *u = calloc(1, sizeof(*u));
-
-		if (!u) {
-			set_free(s);
-			return -ENOMEM;
-		}
-		u->addr = routes->servers[i];
-		u->refs = 1;
-		u->st_healthy = true;
-		ndc_routes_addr_name(&u->addr, u->name, sizeof(u->name));
-		s->up[i] = u;
-	}
-	*ret = s;
-	return 0;
-}
-
-static struct fwd_set *set_hold(struct fwd_set *s)
-{
-	s->refs++;
-	return s;
-}
-
-static void set_drop(struct fwd_set *s)
-{
-	if (s && --s->refs == 0)
-		set_free(s);
-}
-
-/*
- * Thread: makes s the set in use. Its upstreams with an address of the set before are replaced
- * by those, whose health and counters go on.
- */
-static void set_install(struct ndc_forwarder *f, struct fwd_set *s)
-{
-	struct fwd_set *old = f->cur;
-
-	for (size_t i = 0; old && i < s->routes->n_servers; i++) {
-		for (size_t j = 0; j < old->routes->n_servers; j++) {
-			if (strcmp(old->up[j]->name, s->up[i]->name))
-				continue;
-			free(s->up[i]);
-			s->up[i] = old->up[j];
-			s->up[i]->refs++;
-			break;
-		}
-	}
-	pthread_mutex_lock(&f->stats_lock);
-	f->cur = s;
-	pthread_mutex_unlock(&f->stats_lock);
-	f->timeout_ms = s->timeout_ms;
-	set_drop(old);
-}
 
 static uint64_t key_hash(const uint8_t *lname, size_t nlen, uint16_t qtype, uint16_t qclass)
 {
@@ -268,7 +76,7 @@ static struct request **table_find(struct ndc_forwarder *f, uint64_t hash, const
 	return pp;
 }
 
-static void timer_unlink(struct request *r)
+void ndc_fwd_timer_unlink(struct request *r)
 {
 	if (!r->tnext)
 		return;
@@ -278,7 +86,7 @@ static void timer_unlink(struct request *r)
 }
 
 /* Sorted by deadline: appended, unless a shorter timeout_ms came with a reconfiguration. */
-static void timer_append(struct ndc_forwarder *f, struct request *r)
+void ndc_fwd_timer_append(struct ndc_forwarder *f, struct request *r)
 {
 	struct request *at = f->timers.tprev;
 
@@ -295,7 +103,7 @@ static void timer_append(struct ndc_forwarder *f, struct request *r)
 static void finish(struct ndc_forwarder *f, struct request *r, const struct ndc_fwd_result *res)
 {
 	struct request **pp;
-	struct waiter *w = NULL;
+	struct fwd_waiter *w = NULL;
 
 	if (!r->shadow) {
 		pthread_mutex_lock(&f->lock);
@@ -313,203 +121,18 @@ static void finish(struct ndc_forwarder *f, struct request *r, const struct ndc_
 
 	/* Unlocked: a callback may call ndc_forwarder_resolve, even for this very key. */
 	while (w) {
-		struct waiter *next = w->next;
+		struct fwd_waiter *next = w->next;
 
 		w->done(w->arg, res);
 		free(w);
 		w = next;
 	}
-	set_drop(r->rs);
-	free(r->tbuf);
+	ndc_fwd_tcp_detach(r); /* nothing may find it by ID any more */
+	if (r->own_rt)
+		ndc_fwd_loop_done(f, r);
+	ndc_fwd_set_drop(r->rs);
+	free(r->own_rt);
 	free(r);
-}
-
-static void attempt_end(struct request *r)
-{
-	if (r->fd >= 0)
-		close(r->fd); /* also leaves the epoll set: the fd is never dup'ed */
-	r->fd = -1;
-	r->st = ATT_NONE;
-	timer_unlink(r);
-	free(r->tbuf);
-	r->tbuf = NULL;
-	r->tlen = r->toff = 0;
-}
-
-static int random_bytes(void *p, size_t n)
-{
-	ssize_t got = getrandom(p, n, 0);
-
-	if (got < 0)
-		return -errno;
-	return (size_t)got == n ? 0 : -EIO;
-}
-
-/* New ID, and (while caps) new random case for the letters of the name: draft-vixie-dnsext-dns0x20.
- */
-static int attempt_prepare(struct request *r)
-{
-	uint8_t rnd[2 + 32];
-	size_t i = 0;
-	int err;
-
-	err = random_bytes(rnd, sizeof(rnd));
-	if (err)
-		return err;
-	r->id = ndc_get16(rnd);
-	memcpy(r->qname, r->lname, r->nlen);
-	if (!r->caps)
-		return 0;
-	while (i < r->nlen && r->qname[i]) {
-		size_t llen = r->qname[i++];
-
-		for (size_t j = 0; j < llen && i < r->nlen; j++, i++) {
-			uint8_t c = r->qname[i];
-
-			if (c >= 'a' && c <= 'z' && (((rnd[2 + (i / 8) % 32] >> (i % 8)) & 1)))
-				r->qname[i] = (uint8_t)(c - 'a' + 'A');
-		}
-	}
-	return 0;
-}
-
-static socklen_t addr_len(const struct sockaddr_storage *ss)
-{
-	return ss->ss_family == AF_INET6 ? sizeof(struct sockaddr_in6) : sizeof(struct sockaddr_in);
-}
-
-static int start_udp(struct ndc_forwarder *f, struct request *r)
-{
-	const struct sockaddr_storage *ss = &up_of(r, r->up)->addr;
-	struct epoll_event ev = {.events = EPOLLIN, .data.ptr = r};
-	uint8_t q[NDC_FWD_QUERY_MAX];
-	size_t qlen;
-	int fd, err;
-
-	err = attempt_prepare(r);
-	if (err)
-		return err;
-	err = ndc_dns_write_query(r->id, r->qname, r->nlen, r->qtype, r->qclass, NDC_EDNS_UDP_MAX,
-				  q, sizeof(q), &qlen);
-	if (err)
-		return err;
-	fd = socket(ss->ss_family, SOCK_DGRAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
-	if (fd < 0)
-		return -errno;
-	/* Connected: the kernel drops datagrams from any other address and port for us, and
-	 * reports ICMP errors as ECONNREFUSED. The ephemeral source port is random (Linux). */
-	if (connect(fd, (const struct sockaddr *)ss, addr_len(ss)) < 0 ||
-	    send(fd, q, qlen, 0) < 0 || epoll_ctl(f->epfd, EPOLL_CTL_ADD, fd, &ev) < 0) {
-		err = -errno;
-		close(fd);
-		return err;
-	}
-	r->fd = fd;
-	r->st = ATT_UDP;
-	timer_append(f, r);
-	STAT_INC(f, queries);
-	UP_INC(up_of(r, r->up), queries);
-	return 0;
-}
-
-static int start_tcp(struct ndc_forwarder *f, struct request *r)
-{
-	const struct sockaddr_storage *ss = &up_of(r, r->up)->addr;
-	struct epoll_event ev = {.events = EPOLLOUT, .data.ptr = r};
-	size_t qlen;
-	int fd, err;
-
-	err = attempt_prepare(r);
-	if (err)
-		return err;
-	r->tbuf = malloc(2 + NDC_FWD_QUERY_MAX);
-	if (!r->tbuf)
-		return -ENOMEM;
-	err = ndc_dns_write_query(r->id, r->qname, r->nlen, r->qtype, r->qclass, NDC_EDNS_UDP_MAX,
-				  r->tbuf + 2, NDC_FWD_QUERY_MAX, &qlen);
-	if (err)
-		return err;
-	ndc_put16(r->tbuf, (uint16_t)qlen); /* RFC 1035 4.2.2 framing */
-	r->tlen = qlen + 2;
-	r->toff = 0;
-	fd = socket(ss->ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
-	if (fd < 0)
-		return -errno;
-	if ((connect(fd, (const struct sockaddr *)ss, addr_len(ss)) < 0 && errno != EINPROGRESS) ||
-	    epoll_ctl(f->epfd, EPOLL_CTL_ADD, fd, &ev) < 0) {
-		err = -errno;
-		close(fd);
-		return err;
-	}
-	r->fd = fd;
-	r->st = ATT_TCP_CONNECT;
-	timer_append(f, r);
-	STAT_INC(f, queries);
-	UP_INC(up_of(r, r->up), queries);
-	STAT_INC(f, tcp_retries);
-	return 0;
-}
-
-/* Is err the upstream's fault (dead, unreachable), not the name's (SERVFAIL) nor ours? */
-static bool upstream_fault(int err)
-{
-	return err == -ETIMEDOUT || err == -ECONNREFUSED || err == -EHOSTUNREACH ||
-	       err == -ENETUNREACH || err == -EHOSTDOWN || err == -ECONNRESET;
-}
-
-static void up_publish(struct upstream *u)
-{
-	__atomic_store_n(&u->st_healthy, !u->down, __ATOMIC_RELAXED);
-	__atomic_store_n(&u->st_backoff_ms, u->down ? u->backoff_ms : 0, __ATOMIC_RELAXED);
-}
-
-/* r's upstream answered (any rcode, or TC): it is up. */
-static void up_alive(struct ndc_forwarder *f, struct request *r)
-{
-	struct upstream *u = up_of(r, r->up);
-
-	(void)f;
-	if (r->probe) {
-		u->probing = false;
-		r->probe = false;
-	}
-	if (!u->down)
-		return;
-	u->down = false;
-	u->backoff_ms = 0;
-	up_publish(u);
-	ndc_info("forwarder: upstream %s answers again", u->name);
-}
-
-/* r's attempt on its upstream failed with err. */
-static void up_failed(struct ndc_forwarder *f, struct request *r, int err)
-{
-	struct upstream *u = up_of(r, r->up);
-	bool probe = r->probe;
-
-	(void)f;
-	if (probe) {
-		u->probing = false;
-		r->probe = false;
-	}
-	if (!upstream_fault(err))
-		return;
-	if (!u->down) {
-		u->down = true;
-		u->backoff_ms = NDC_FWD_BACKOFF_MIN_MS;
-		ndc_warn("forwarder: upstream %s: %s; skipped while another answers, probed again "
-			 "in %u ms",
-			 u->name, strerror(-err), u->backoff_ms);
-	} else if (probe) {
-		u->backoff_ms = u->backoff_ms * 2 < NDC_FWD_BACKOFF_MAX_MS ? u->backoff_ms * 2
-									   : NDC_FWD_BACKOFF_MAX_MS;
-		ndc_debug("forwarder: upstream %s: probe: %s; next in %u ms", u->name,
-			  strerror(-err), u->backoff_ms);
-	} else {
-		return; /* sent before it was known down, or while every upstream was */
-	}
-	u->retry_ms = ndc_now_ms() + u->backoff_ms;
-	up_publish(u);
 }
 
 /* Answers r from the cache, stale if need be (RFC 8767): true if it did (r is then freed). */
@@ -551,14 +174,16 @@ static bool try_upstream(struct ndc_forwarder *f, struct request *r, size_t i)
 	r->tried |= 1u << i;
 	if (r->probe)
 		UP_INC(up_of(r, i), probes);
-	err = start_udp(f, r);
+	r->resent = false;
+	r->tcp = f->protocol == NDC_FWD_TCP;
+	err = r->tcp ? ndc_fwd_tcp_start(f, r) : ndc_fwd_udp_start(f, r);
 	if (!err)
 		return true;
-	attempt_end(r);
+	ndc_fwd_attempt_end(r);
 	r->last_err = err;
 	STAT_INC(f, errors);
 	UP_INC(up_of(r, i), errors);
-	up_failed(f, r, err);
+	ndc_fwd_up_failed(f, r, err);
 	ndc_debug("forwarder: upstream %s: %s", up_of(r, i)->name, strerror(-err));
 	return false;
 }
@@ -571,7 +196,7 @@ static void probe_shadow(struct ndc_forwarder *f, const struct request *r, size_
 
 	if (!p)
 		return;
-	p->rs = set_hold(r->rs);
+	p->rs = ndc_fwd_set_hold(r->rs);
 	p->rt = r->rt;
 	p->hash = r->hash;
 	p->qtype = r->qtype;
@@ -580,6 +205,7 @@ static void probe_shadow(struct ndc_forwarder *f, const struct request *r, size_
 	memcpy(p->lname, r->lname, r->nlen);
 	p->caps = true;
 	p->shadow = true;
+	p->io = FWD_IO_REQ;
 	p->fd = -1;
 	p->tried = ~0u; /* this one upstream, never the next */
 	p->probe = true;
@@ -589,23 +215,31 @@ static void probe_shadow(struct ndc_forwarder *f, const struct request *r, size_
 }
 
 /*
- * The upstream for r's next attempt: the first untried one that is up, going past (and counting)
- * the down ones before it. A down one past its backoff with no probe out gets one: r itself when
- * no untried upstream is up and r has made no attempt yet (a client waits on one dead upstream
- * at most, once all are known down), else a shadow of r. -1: none.
+ * The upstream for r's next attempt: the first untried one that is up in r's order (the
+ * policy's), going past (and counting) the down ones before it. A down one past its backoff
+ * with no probe out gets one: r itself when no untried upstream is up and r has made no attempt
+ * yet (a client waits on one dead upstream at most, once all are known down), else a shadow of
+ * r. -1: none.
  */
 static ssize_t pick_upstream(struct ndc_forwarder *f, struct request *r, uint64_t now)
 {
 	ssize_t up = -1;
+	size_t upk = 0;
 	bool first = !r->tried;
 
-	for (size_t i = 0; i < r->rt->n_up && up < 0; i++)
-		if (!(r->tried & (1u << i)) && !up_of(r, i)->down)
+	for (size_t k = 0; k < r->rt->n_up && up < 0; k++) {
+		size_t i = r->order[k];
+
+		if (!(r->tried & (1u << i)) && !up_of(r, i)->down && !up_of(r, i)->looping) {
 			up = (ssize_t)i;
+			upk = k;
+		}
+	}
 	for (size_t i = 0; i < r->rt->n_up; i++) {
 		struct upstream *u = up_of(r, i);
 
-		if ((r->tried & (1u << i)) || !u->down || u->probing || now < u->retry_ms)
+		if ((r->tried & (1u << i)) || !u->down || u->looping || u->probing ||
+		    now < u->retry_ms)
 			continue;
 		if (up < 0 && first) {
 			u->probing = true;
@@ -614,25 +248,22 @@ static ssize_t pick_upstream(struct ndc_forwarder *f, struct request *r, uint64_
 		}
 		probe_shadow(f, r, i);
 	}
-	for (ssize_t i = 0; i < up; i++)
-		if (!(r->tried & (1u << i)) && up_of(r, (size_t)i)->down)
-			UP_INC(up_of(r, (size_t)i), skipped);
+	for (size_t k = 0; up >= 0 && k < upk; k++)
+		if (!(r->tried & (1u << r->order[k])) && up_of(r, r->order[k])->down)
+			UP_INC(up_of(r, r->order[k]), skipped);
 	return up;
 }
 
-/* The down upstream r has not tried that is due soonest. */
-static size_t soonest_down(struct ndc_forwarder *f, const struct request *r)
+/* The down upstream r has not tried that is due soonest (not a looping one); -1: none. */
+static ssize_t soonest_down(const struct request *r)
 {
-	size_t best = 0;
-	bool found = false;
+	ssize_t best = -1;
 
-	(void)f;
 	for (size_t i = 0; i < r->rt->n_up; i++) {
-		if (r->tried & (1u << i))
+		if ((r->tried & (1u << i)) || up_of(r, i)->looping)
 			continue;
-		if (!found || up_of(r, i)->retry_ms < up_of(r, best)->retry_ms)
-			best = i;
-		found = true;
+		if (best < 0 || up_of(r, i)->retry_ms < up_of(r, (size_t)best)->retry_ms)
+			best = (ssize_t)i;
 	}
 	return best;
 }
@@ -644,8 +275,9 @@ static void start_next(struct ndc_forwarder *f, struct request *r)
 	ssize_t i;
 
 	if (!r->rs) {
-		r->rs = set_hold(f->cur);
+		r->rs = ndc_fwd_set_hold(f->cur);
 		r->rt = ndc_routes_match(r->rs->routes, r->lname, r->nlen);
+		ndc_fwd_policy_order(r->rs, r->rt, r->order);
 		if (!r->rt->n_up) {
 			/* A name outside every stub domain, and no default upstream. */
 			r->last_err = -ENOTCONN;
@@ -661,26 +293,73 @@ static void start_next(struct ndc_forwarder *f, struct request *r)
 	 * (RFC 8767 5: no client waits on a known failure); anything else still gets one attempt,
 	 * to the one due soonest: the name's only chance of an answer but SERVFAIL.
 	 */
-	if (r->tried || r->shadow)
+	if (r->tried || r->shadow) {
 		fail_request(f, r);
-	else if (!serve_cached(f, r) && !try_upstream(f, r, soonest_down(f, r)))
-		fail_request(f, r);
+	} else if (!serve_cached(f, r)) {
+		i = soonest_down(r);
+		if (i < 0)
+			r->last_err = -ELOOP; /* every upstream left sends queries back to us */
+		if (i < 0 || !try_upstream(f, r, (size_t)i))
+			fail_request(f, r);
+	}
 }
 
-static void attempt_fail(struct ndc_forwarder *f, struct request *r, int err)
+int ndc_fwd_send_check(struct ndc_forwarder *f, size_t k, const uint8_t *lname, size_t nlen)
+{
+	static const struct ndc_fwd_result res = {.status = -ECANCELED};
+	struct request *p = calloc(1, sizeof(*p));
+	struct ndc_route *rt = calloc(1, sizeof(*rt));
+
+	if (!p || !rt || nlen > NDC_NAME_MAX) {
+		free(p);
+		free(rt);
+		return -ENOMEM;
+	}
+	rt->n_up = 1;
+	rt->srv[0] = (uint8_t)k;
+	p->own_rt = rt;
+	p->rt = rt;
+	p->rs = ndc_fwd_set_hold(f->cur);
+	p->qtype = NDC_FWD_LOOP_QTYPE;
+	p->qclass = NDC_C_IN;
+	p->nlen = (uint8_t)nlen;
+	memcpy(p->lname, lname, nlen);
+	p->shadow = true; /* no waiters, not in the table, never cached */
+	p->io = FWD_IO_REQ;
+	p->fd = -1;
+	p->tried = ~0u;
+	if (!try_upstream(f, p, 0))
+		finish(f, p, &res);
+	return 0;
+}
+
+void ndc_fwd_attempt_fail(struct ndc_forwarder *f, struct request *r, int err)
 {
 	struct upstream *u = up_of(r, r->up);
+	bool udp = r->st == ATT_UDP;
 
-	attempt_end(r);
+	ndc_fwd_attempt_end(r);
 	r->last_err = err;
 	if (err == -ETIMEDOUT) {
 		STAT_INC(f, timeouts);
 		UP_INC(u, timeouts);
+		/* prefer_udp: a datagram lost on the way is asked again over TCP, same upstream;
+		 * the TCP attempt's outcome is what says whether the upstream is up. */
+		if (udp && f->protocol == NDC_FWD_PREFER_UDP && !r->shadow) {
+			r->tcp = true;
+			r->resent = false;
+			STAT_INC(f, tcp_fallbacks);
+			err = ndc_fwd_tcp_start(f, r);
+			if (!err)
+				return;
+			ndc_fwd_attempt_end(r);
+			r->last_err = err;
+		}
 	} else {
 		STAT_INC(f, errors);
 		UP_INC(u, errors);
 	}
-	up_failed(f, r, err);
+	ndc_fwd_up_failed(f, r, err);
 	start_next(f, r);
 }
 
@@ -724,7 +403,7 @@ static int negative_ttl(const struct ndc_answer *a, uint32_t *ret_ttl)
 	return -ENOENT;
 }
 
-static void accept_answer(struct ndc_forwarder *f, struct request *r, struct ndc_answer *a)
+void ndc_fwd_accept_answer(struct ndc_forwarder *f, struct request *r, struct ndc_answer *a)
 {
 	struct ndc_fwd_result res = {.status = 0, .answer = a};
 	uint32_t ttl = 0;
@@ -733,14 +412,14 @@ static void accept_answer(struct ndc_forwarder *f, struct request *r, struct ndc
 	a->aa = 0;
 
 	if (a->rcode != NDC_RCODE_NOERROR && a->rcode != NDC_RCODE_NXDOMAIN) {
-		attempt_fail(f, r, -EREMOTEIO);
+		ndc_fwd_attempt_fail(f, r, -EREMOTEIO);
 		return;
 	}
-	attempt_end(r);
+	ndc_fwd_attempt_end(r);
 	STAT_INC(f, responses);
 	UP_INC(up_of(r, r->up), responses);
 	/* Started before a reconfiguration: its upstream may no longer be the name's. */
-	if (f->cache && r->rs == f->cur) {
+	if (f->cache && r->rs == f->cur && !r->own_rt) {
 		if (a->rcode == NDC_RCODE_NOERROR && a->ancount)
 			ttl = a->min_ttl;
 		else if (negative_ttl(a, &ttl))
@@ -752,159 +431,6 @@ static void accept_answer(struct ndc_forwarder *f, struct request *r, struct ndc
 	finish(f, r, &res);
 }
 
-enum qmatch { Q_NO, Q_CASE, Q_YES };
-
-/* Is msg a response to our question? Q_CASE: yes, but the 0x20 case was not echoed. */
-static enum qmatch question_match(const struct request *r, const uint8_t *msg, size_t len)
-{
-	const uint8_t *q = msg + NDC_DNS_HDR_LEN;
-	uint8_t lower[NDC_NAME_MAX];
-
-	if (len < NDC_DNS_HDR_LEN + (size_t)r->nlen + 4 || !(ndc_get16(msg + 2) & NDC_F_QR) ||
-	    ndc_get16(msg + 4) != 1)
-		return Q_NO;
-	if (ndc_get16(q + r->nlen) != r->qtype || ndc_get16(q + r->nlen + 2) != r->qclass)
-		return Q_NO;
-	ndc_name_lower(lower, q, r->nlen);
-	if (memcmp(lower, r->lname, r->nlen))
-		return Q_NO;
-	return memcmp(q, r->qname, r->nlen) ? Q_CASE : Q_YES;
-}
-
-static void on_udp(struct ndc_forwarder *f, struct request *r)
-{
-	for (;;) {
-		ssize_t n = recv(r->fd, f->msg, NDC_MSG_MAX, 0);
-		enum qmatch m;
-		bool tc = false;
-		int err;
-
-		if (n < 0) {
-			if (errno == EAGAIN || errno == EINTR)
-				return;
-			attempt_fail(f, r, -errno);
-			return;
-		}
-		/* Anything that is not our answer is ignored: a spoofer must not end the attempt.
-		 */
-		if ((size_t)n < NDC_DNS_HDR_LEN || ndc_get16(f->msg) != r->id)
-			continue;
-		m = question_match(r, f->msg, (size_t)n);
-		if (m == Q_NO)
-			continue;
-		up_alive(f, r);
-		if (m == Q_CASE && r->caps) {
-			attempt_end(r);
-			r->caps = false;
-			err = start_udp(f, r);
-			if (err)
-				attempt_fail(f, r, err);
-			return;
-		}
-		if (ndc_get16(f->msg + 2) & NDC_F_TC) {
-			attempt_end(r);
-			err = start_tcp(f, r);
-			if (err)
-				attempt_fail(f, r, err);
-			return;
-		}
-		err = ndc_dns_parse_response(f->msg, (size_t)n, r->lname, r->nlen, r->qtype,
-					     r->qclass, f->ans, NDC_MSG_MAX, &tc);
-		if (err)
-			continue;
-		accept_answer(f, r, f->ans);
-		return;
-	}
-}
-
-static void on_tcp_message(struct ndc_forwarder *f, struct request *r)
-{
-	bool tc = false;
-	int err;
-
-	/* Our own connection: a wrong answer here is a broken upstream, not a spoofer. */
-	if (r->tlen < NDC_DNS_HDR_LEN || ndc_get16(r->tbuf) != r->id ||
-	    question_match(r, r->tbuf, r->tlen) == Q_NO) {
-		attempt_fail(f, r, -EBADMSG);
-		return;
-	}
-	up_alive(f, r);
-	err = ndc_dns_parse_response(r->tbuf, r->tlen, r->lname, r->nlen, r->qtype, r->qclass,
-				     f->ans, NDC_MSG_MAX, &tc);
-	if (err) {
-		attempt_fail(f, r, err);
-		return;
-	}
-	accept_answer(f, r, f->ans);
-}
-
-static void on_tcp(struct ndc_forwarder *f, struct request *r, uint32_t events)
-{
-	if (r->st == ATT_TCP_CONNECT) {
-		int soerr = 0;
-		socklen_t sl = sizeof(soerr);
-
-		if (getsockopt(r->fd, SOL_SOCKET, SO_ERROR, &soerr, &sl) < 0)
-			soerr = errno;
-		if (soerr) {
-			attempt_fail(f, r, -soerr);
-			return;
-		}
-		r->st = ATT_TCP_SEND;
-	}
-	if (r->st == ATT_TCP_SEND) {
-		struct epoll_event ev = {.events = EPOLLIN, .data.ptr = r};
-		ssize_t n = send(r->fd, r->tbuf + r->toff, r->tlen - r->toff, MSG_NOSIGNAL);
-
-		if (n < 0) {
-			if (errno != EAGAIN && errno != EINTR)
-				attempt_fail(f, r, -errno);
-			return;
-		}
-		r->toff += (size_t)n;
-		if (r->toff < r->tlen)
-			return;
-		free(r->tbuf);
-		r->tbuf = NULL;
-		r->tlen = r->toff = 0;
-		r->st = ATT_TCP_RECV;
-		if (epoll_ctl(f->epfd, EPOLL_CTL_MOD, r->fd, &ev) < 0)
-			attempt_fail(f, r, -errno);
-		return;
-	}
-	if (r->st != ATT_TCP_RECV || !(events & (EPOLLIN | EPOLLERR | EPOLLHUP)))
-		return;
-	for (;;) {
-		uint8_t *dst = r->tbuf ? r->tbuf + r->toff : r->tlenbuf + r->toff;
-		size_t want = r->tbuf ? r->tlen - r->toff : 2 - r->toff;
-		ssize_t n = recv(r->fd, dst, want, 0);
-
-		if (n < 0) {
-			if (errno != EAGAIN && errno != EINTR)
-				attempt_fail(f, r, -errno);
-			return;
-		}
-		if (n == 0) {
-			attempt_fail(f, r, -ECONNRESET);
-			return;
-		}
-		r->toff += (size_t)n;
-		if ((size_t)n < want)
-			continue;
-		if (r->tbuf) {
-			on_tcp_message(f, r);
-			return;
-		}
-		r->tlen = ndc_get16(r->tlenbuf);
-		r->toff = 0;
-		r->tbuf = r->tlen ? malloc(r->tlen) : NULL;
-		if (!r->tbuf) {
-			attempt_fail(f, r, r->tlen ? -ENOMEM : -EBADMSG);
-			return;
-		}
-	}
-}
-
 /* A new set from reconfigure first: the requests queued since then start with it. */
 static void take_queue(struct ndc_forwarder *f, bool *ret_stop, struct request **ret_q)
 {
@@ -913,8 +439,12 @@ static void take_queue(struct ndc_forwarder *f, bool *ret_stop, struct request *
 	pthread_mutex_lock(&f->lock);
 	next = f->next;
 	pthread_mutex_unlock(&f->lock);
-	if (next)
-		set_install(f, next);
+	if (next) {
+		ndc_fwd_set_install(f, next);
+		/* Every upstream change is checked for loops, once the agent armed the checks. */
+		if (atomic_load(&f->loop_armed))
+			atomic_store(&f->loop_req, true);
+	}
 	pthread_mutex_lock(&f->lock);
 	if (next)
 		f->next = NULL;
@@ -935,7 +465,7 @@ static void cancel_all(struct ndc_forwarder *f, struct request *queued)
 	while (f->timers.tnext != &f->timers) {
 		struct request *r = f->timers.tnext;
 
-		attempt_end(r);
+		ndc_fwd_attempt_end(r);
 		finish(f, r, &res);
 	}
 	while (queued) {
@@ -944,6 +474,24 @@ static void cancel_all(struct ndc_forwarder *f, struct request *queued)
 		finish(f, queued, &res);
 		queued = next;
 	}
+}
+
+/* Loop detection's share of the thread: marks, checks asked for, rechecks of looping ones. */
+static void loop_work(struct ndc_forwarder *f, uint64_t now)
+{
+	bool any = false;
+
+	if (atomic_exchange(&f->loop_hit, false))
+		ndc_fwd_loop_scan(f);
+	if (atomic_exchange(&f->loop_req, false))
+		ndc_fwd_loop_start(f, false);
+	if (!f->loop_next || now < f->loop_next)
+		return;
+	for (size_t k = 0; k < f->cur->routes->n_servers; k++)
+		any |= f->cur->up[k]->looping;
+	f->loop_next = any ? now + NDC_FWD_LOOP_RECHECK_MS : 0;
+	if (any)
+		ndc_fwd_loop_start(f, true);
 }
 
 static void *forwarder_thread(void *arg)
@@ -955,14 +503,14 @@ static void *forwarder_thread(void *arg)
 
 	while (!stop) {
 		int timeout = -1, n;
-		uint64_t now;
+		uint64_t now = ndc_now_ms(), wake = ndc_fwd_tcp_sweep(f, now);
 
-		if (f->timers.tnext != &f->timers) {
-			now = ndc_now_ms();
-			timeout = f->timers.tnext->deadline > now
-				      ? (int)(f->timers.tnext->deadline - now)
-				      : 0;
-		}
+		if (f->timers.tnext != &f->timers && (!wake || f->timers.tnext->deadline < wake))
+			wake = f->timers.tnext->deadline;
+		if (f->loop_next && (!wake || f->loop_next < wake))
+			wake = f->loop_next;
+		if (wake)
+			timeout = wake > now ? (int)(wake - now) : 0;
 		n = epoll_wait(f->epfd, evs, NDC_FWD_EVENTS, timeout);
 		if (n < 0 && errno != EINTR) {
 			ndc_err("forwarder: epoll_wait: %s", strerror(errno));
@@ -971,20 +519,23 @@ static void *forwarder_thread(void *arg)
 			pthread_mutex_unlock(&f->lock);
 			n = 0;
 		}
-		/* One fd per request at a time and one event per fd per batch: a request freed
-		 * while handling its event cannot appear later in the same batch. */
+		/*
+		 * One fd per UDP request at a time and one event per fd per batch: a request freed
+		 * while handling its event cannot appear later in the same batch. Requests on TCP
+		 * have no fd of their own; a connection closed in the batch is freed after it.
+		 */
 		for (int i = 0; i < n; i++) {
-			struct request *r = evs[i].data.ptr;
+			enum fwd_io *io = evs[i].data.ptr;
 
-			if (!r) {
+			if (!io) {
 				uint64_t v;
 
 				if (read(f->evfd, &v, sizeof(v)) < 0 && errno != EAGAIN)
 					ndc_warn("forwarder: eventfd: %s", strerror(errno));
-			} else if (r->st == ATT_UDP) {
-				on_udp(f, r);
+			} else if (*io == FWD_IO_CONN) {
+				ndc_fwd_tcp_event(f, (struct fwd_conn *)io, evs[i].events);
 			} else {
-				on_tcp(f, r, evs[i].events);
+				ndc_fwd_on_udp(f, (struct request *)io);
 			}
 		}
 		take_queue(f, &stop, &q);
@@ -999,8 +550,9 @@ static void *forwarder_thread(void *arg)
 			q = next;
 		}
 		now = ndc_now_ms();
+		loop_work(f, now);
 		while (f->timers.tnext != &f->timers && f->timers.tnext->deadline <= now)
-			attempt_fail(f, f->timers.tnext, -ETIMEDOUT);
+			ndc_fwd_attempt_fail(f, f->timers.tnext, -ETIMEDOUT);
 	}
 	return NULL;
 }
@@ -1016,6 +568,9 @@ static int opts_check(const struct ndc_forwarder_opts *opts)
 		if (opts->upstreams[i].ss_family != AF_INET &&
 		    opts->upstreams[i].ss_family != AF_INET6)
 			return -EAFNOSUPPORT;
+	if ((unsigned)opts->protocol > NDC_FWD_PREFER_UDP ||
+	    (unsigned)opts->policy > NDC_FWD_ROUND_ROBIN)
+		return -EINVAL;
 	return 0;
 }
 
@@ -1068,10 +623,12 @@ int ndc_forwarder_new(const struct ndc_forwarder_opts *opts, struct ndc_cache *c
 	pthread_condattr_destroy(&ca);
 	f->any_up = routes->n_servers > 0;
 	f->last = ndc_routes_ref(routes);
-	err = set_new(routes, opts->timeout_ms, &f->cur);
+	err = ndc_fwd_set_new(f, routes, opts, &f->cur);
 	if (err)
 		goto err;
 	f->timeout_ms = f->cur->timeout_ms;
+	f->protocol = f->cur->protocol;
+	f->tcp_idle_ms = f->cur->tcp_idle_ms;
 	err = -ENOMEM;
 	while (nb < f->max_inflight && nb < 65536)
 		nb *= 2;
@@ -1125,7 +682,7 @@ int ndc_forwarder_reconfigure(struct ndc_forwarder *f, const struct ndc_forwarde
 	if (!err)
 		err = ndc_routes_new(opts, &routes);
 	if (!err)
-		err = set_new(ndc_routes_ref(routes), opts->timeout_ms, &set);
+		err = ndc_fwd_set_new(f, ndc_routes_ref(routes), opts, &set);
 	if (err) {
 		ndc_routes_unref(routes);
 		return err;
@@ -1163,7 +720,7 @@ int ndc_forwarder_resolve(struct ndc_forwarder *f, const uint8_t *lname, size_t 
 {
 	uint64_t hash = key_hash(lname, nlen, qtype, qclass);
 	struct request **pp, *r;
-	struct waiter *w;
+	struct fwd_waiter *w;
 	uint64_t one = 1;
 	int err = 0;
 
@@ -1214,6 +771,7 @@ int ndc_forwarder_resolve(struct ndc_forwarder *f, const uint8_t *lname, size_t 
 	r->nlen = (uint8_t)nlen;
 	memcpy(r->lname, lname, nlen);
 	r->caps = true;
+	r->io = FWD_IO_REQ;
 	r->fd = -1;
 	r->waiters = w;
 	r->wtail = &w->next;
@@ -1255,9 +813,10 @@ void ndc_forwarder_free(struct ndc_forwarder *f)
 	if (f->evfd >= 0)
 		close(f->evfd);
 	if (f->next)
-		set_drop(f->next);
+		ndc_fwd_set_drop(f->next);
 	if (f->cur)
-		set_drop(f->cur);
+		ndc_fwd_set_drop(f->cur);
+	ndc_fwd_tcp_reap(f);
 	ndc_routes_unref(f->last);
 	pthread_cond_destroy(&f->next_cond);
 	pthread_mutex_destroy(&f->reconf_lock);
@@ -1276,12 +835,23 @@ void ndc_forwarder_stats(struct ndc_forwarder *f, struct ndc_forwarder_stats *re
 	ret->responses = __atomic_load_n(&f->stats.responses, __ATOMIC_RELAXED);
 	ret->timeouts = __atomic_load_n(&f->stats.timeouts, __ATOMIC_RELAXED);
 	ret->tcp_retries = __atomic_load_n(&f->stats.tcp_retries, __ATOMIC_RELAXED);
+	ret->tcp_fallbacks = __atomic_load_n(&f->stats.tcp_fallbacks, __ATOMIC_RELAXED);
 	ret->errors = __atomic_load_n(&f->stats.errors, __ATOMIC_RELAXED);
 	ret->stale_served = __atomic_load_n(&f->stats.stale_served, __ATOMIC_RELAXED);
 	ret->rejected = __atomic_load_n(&f->stats.rejected, __ATOMIC_RELAXED);
 	ret->pending = __atomic_load_n(&f->pending, __ATOMIC_RELAXED);
 	pthread_mutex_lock(&f->stats_lock);
 	ret->n_upstreams = f->cur->routes->n_servers;
+	{
+		const struct ndc_routes *rts = f->cur->routes;
+		const struct ndc_route *def = &rts->routes[rts->n_routes - 1];
+
+		ret->all_looping = def->n_up > 0;
+		for (size_t i = 0; i < def->n_up; i++)
+			if (!__atomic_load_n(&f->cur->up[def->srv[i]]->st_looping,
+					     __ATOMIC_RELAXED))
+				ret->all_looping = false;
+	}
 	for (size_t i = 0; i < ret->n_upstreams; i++) {
 		struct ndc_fwd_upstream_stats *o = &ret->upstream[i];
 		struct upstream *u = f->cur->up[i];
@@ -1295,6 +865,11 @@ void ndc_forwarder_stats(struct ndc_forwarder *f, struct ndc_forwarder_stats *re
 		o->errors = __atomic_load_n(&u->errors, __ATOMIC_RELAXED);
 		o->probes = __atomic_load_n(&u->probes, __ATOMIC_RELAXED);
 		o->skipped = __atomic_load_n(&u->skipped, __ATOMIC_RELAXED);
+		o->tcp_queries = __atomic_load_n(&u->tcp_queries, __ATOMIC_RELAXED);
+		o->tcp_conns = __atomic_load_n(&u->tcp_conns, __ATOMIC_RELAXED);
+		o->tcp_resent = __atomic_load_n(&u->tcp_resent, __ATOMIC_RELAXED);
+		o->tcp_open = __atomic_load_n(&u->tcp_open, __ATOMIC_RELAXED);
+		o->looping = __atomic_load_n(&u->st_looping, __ATOMIC_RELAXED);
 	}
 	pthread_mutex_unlock(&f->stats_lock);
 }

@@ -3,7 +3,8 @@
  * Private to control/query: the forwarder's route table (routes.c), which forwarder.c builds,
  * matches names against and compares (plain data, immutable once built, shared by reference
  * count between the thread that reconfigures the forwarder and the forwarder thread); and the
- * query log's lines (querylog.c), which resolver.c writes.
+ * query log's lines (querylog.c), which resolver.c writes; the forwarder's insides, shared by
+ * its modules (forwarder.c, upstream.c, transport.c).
  */
 #ifndef NDC_QUERY_INTERNAL_H
 #define NDC_QUERY_INTERNAL_H
@@ -77,5 +78,277 @@ void ndc_qlog_begin(struct ndc_qlog *lg, const struct ndc_server_req *req, size_
 /* The line, for a reply of rlen bytes (0: none was sent) that source gave. */
 void ndc_qlog_end(const struct ndc_qlog *lg, const struct ndc_query *q, const uint8_t *reply,
 		  size_t rlen, const char *source);
+
+/* ---- the forwarder's insides (forwarder.c, upstream.c, transport.c) ---- */
+/*
+ * A request is one upstream query in flight for a key, with the client queries (waiters) that
+ * wait on it; forwarder.c runs its flow (which upstream next, the cache, the waiters), upstream.c
+ * keeps each upstream's health, transport.c carries one attempt on the wire.
+ */
+#include <pthread.h>
+
+#define NDC_FWD_TIMEOUT_MS 1000
+#define NDC_FWD_QUERY_MAX (NDC_DNS_HDR_LEN + NDC_NAME_MAX + 4 + 11 + 64)
+
+/* Pooled TCP (tcp_pool.c): connections per upstream, the outstanding queries each may carry
+ * before another is opened, and how long one may stay idle (RFC 7766 6.2.2, 6.2.3). */
+#define NDC_FWD_TCP_CONNS 2
+#define NDC_FWD_TCP_PIPELINE 64
+#define NDC_FWD_TCP_IDLE_MS 5000
+#define NDC_FWD_TCP_BACKOFF_MIN_MS 100
+#define NDC_FWD_TCP_BACKOFF_MAX_MS 5000
+#define NDC_FWD_CONN_BUCKETS 64 /* a connection's outstanding queries, by ID */
+
+enum att_state { ATT_NONE, ATT_UDP, ATT_TCP };
+
+/* What an epoll event's data.ptr points at (the eventfd's is NULL): the first member of each. */
+enum fwd_io { FWD_IO_REQ = 1, FWD_IO_CONN };
+
+struct fwd_conn;
+
+struct fwd_waiter {
+	struct fwd_waiter *next;
+	ndc_fwd_done_fn done;
+	void *arg;
+};
+
+struct fwd_set;
+
+struct request {
+	enum fwd_io io;		       /* FWD_IO_REQ */
+	struct request *hnext;	       /* in-flight table, under f->lock */
+	struct request *qnext;	       /* submit queue, under f->lock */
+	struct request *tprev, *tnext; /* timer list: every started request, thread only */
+	uint64_t hash;
+	struct fwd_waiter *waiters, **wtail; /* under f->lock */
+	uint16_t qtype, qclass;
+	uint8_t nlen;
+	uint8_t lname[NDC_NAME_MAX];
+	uint8_t qname[NDC_NAME_MAX]; /* lname with 0x20 random case while caps */
+	bool caps;
+	bool shadow;	   /* a probe's copy of a request: no waiters, not in the table */
+	uint32_t nwaiters; /* under f->lock */
+	/* Its route, taken when the thread starts it (thread only). */
+	struct fwd_set *rs;
+	const struct ndc_route *rt;
+	/* The current attempt (thread only). */
+	uint8_t order[NDC_FWD_MAX_UPSTREAMS]; /* rt's upstreams in the order the policy gave */
+	uint32_t tried; /* bit per upstream of rt attempted (or, for a shadow, not to attempt) */
+	bool probe;	/* this attempt is its upstream's probe (u->probing) */
+	size_t up;	/* index in rt */
+	int fd;
+	enum att_state st;
+	uint16_t id;
+	int last_err;
+	uint64_t deadline;
+	/* ATT_TCP: the pooled connection it waits on, in its table by ID. */
+	struct fwd_conn *conn;
+	struct request *cnext;
+	bool resent; /* moved once already from a connection that died */
+	/* A loop check (loopcheck.c): its own one-upstream route; whether anything came back. */
+	struct ndc_route *own_rt;
+	bool loop_answered;
+	bool tcp; /* this attempt goes over TCP (forward.protocol, TC, a UDP timeout) */
+};
+
+/* An upstream's TCP connections (tcp_pool.c), thread only. */
+struct fwd_pool {
+	struct fwd_conn *conns; /* open or opening */
+	unsigned n;
+	unsigned fails;	     /* connections in a row that died before any answer */
+	uint32_t backoff_ms; /* after two of them: no new one before retry_ms */
+	uint64_t retry_ms;
+	int last_err;
+};
+
+struct upstream {
+	struct ndc_forwarder *f;
+	struct sockaddr_storage addr;
+	char name[64];
+	unsigned refs; /* sets using it, thread only */
+	/* Health, thread only. */
+	bool down;
+	bool probing; /* a probe is in flight */
+	uint32_t backoff_ms;
+	uint64_t retry_ms; /* while down: probe again from then on */
+	struct fwd_pool pool;
+	/* Loop detection (loopcheck.c): the check out (0: none), set by the thread; whether its
+	 * name came back to a listener, set by any thread; looping, thread only, published. */
+	_Atomic uint64_t loop_token;
+	_Atomic bool loop_seen;
+	bool looping, st_looping;
+	/* Published for stats. */
+	bool st_healthy;
+	uint32_t st_backoff_ms;
+	uint32_t tcp_open; /* connections open now */
+	uint64_t queries, responses, timeouts, errors, probes, skipped;
+	uint64_t tcp_queries, tcp_conns, tcp_resent;
+};
+
+/* The upstreams of a route table: up[i] is the state of routes->servers[i]. */
+struct fwd_set {
+	unsigned refs; /* thread only: the set in use, and every started request holding it */
+	struct ndc_routes *routes;
+	struct upstream *up[NDC_FWD_MAX_SERVERS];
+	uint32_t timeout_ms;
+	enum ndc_fwd_protocol protocol;
+	uint32_t tcp_idle_ms;
+	enum ndc_fwd_policy policy;
+	uint32_t *rr; /* round_robin: per route, the next first upstream (thread only) */
+};
+
+struct ndc_forwarder {
+	uint32_t timeout_ms;		/* thread only, from the set in use */
+	enum ndc_fwd_protocol protocol; /* thread only, from the set in use */
+	uint32_t max_inflight;
+	uint32_t max_pending; /* under lock */
+	struct ndc_cache *cache;
+
+	pthread_mutex_t lock;
+	struct request **table;
+	uint32_t nbuckets;
+	uint32_t inflight;
+	uint32_t pending; /* waiters of every request; written under lock, read atomically */
+	struct request *queue, **qtail;
+	bool stop;
+	bool any_up;		  /* some route has an upstream; under lock (resolve reads it) */
+	struct fwd_set *next;	  /* handed to the thread by reconfigure, under lock */
+	pthread_cond_t next_cond; /* the thread took next */
+
+	/* The set in use: replaced by the thread under stats_lock, read by stats under it. */
+	pthread_mutex_t stats_lock;
+	struct fwd_set *cur;
+
+	/* Reconfiguration side: one at a time; the routes last given, for the cache to compare. */
+	pthread_mutex_t reconf_lock;
+	struct ndc_routes *last;
+
+	/* Thread only. */
+	pthread_t thread;
+	bool started;
+	int epfd, evfd;
+	struct request timers;	 /* sentinel */
+	uint8_t *msg;		 /* receive buffer, NDC_MSG_MAX */
+	struct ndc_answer *ans;	 /* NDC_MSG_MAX bytes of data */
+	struct fwd_conn *closed; /* closed during an event batch: freed after it */
+	_Atomic bool loop_req;	 /* ndc_forwarder_loop_check asked: checks to start */
+	_Atomic bool loop_hit;	 /* a check's name came back: upstreams to mark */
+	_Atomic bool loop_armed; /* checks run (after reconfigurations too) */
+	uint64_t loop_next;	 /* while an upstream loops: check it again from then on */
+	uint64_t next_sweep;	 /* idle TCP connections: closed from then on */
+	uint32_t tcp_idle_ms;
+
+	struct ndc_forwarder_stats stats; /* updated atomically */
+};
+
+#define STAT_INC(f, field) __atomic_fetch_add(&(f)->stats.field, 1, __ATOMIC_RELAXED)
+#define UP_INC(u, field) __atomic_fetch_add(&(u)->field, 1, __ATOMIC_RELAXED)
+
+/* Upstream i of r's route. */
+static inline struct upstream *up_of(const struct request *r, size_t i)
+{
+	return r->rs->up[r->rt->srv[i]];
+}
+
+/* ---- upstream sets and health (upstream.c) ---- */
+
+/* A set over routes (taking the caller's reference), with fresh upstreams of refs 1. */
+int ndc_fwd_set_new(struct ndc_forwarder *f, struct ndc_routes *routes,
+		    const struct ndc_forwarder_opts *opts, struct fwd_set **ret);
+struct fwd_set *ndc_fwd_set_hold(struct fwd_set *s);
+void ndc_fwd_set_drop(struct fwd_set *s);
+
+/*
+ * Thread: makes s the set in use. Its upstreams with an address of the set before are replaced
+ * by those, whose health and counters go on.
+ */
+void ndc_fwd_set_install(struct ndc_forwarder *f, struct fwd_set *s);
+
+/* The order in which a request tries rt's upstreams (rt of s), as s's policy says. */
+void ndc_fwd_policy_order(struct fwd_set *s, const struct ndc_route *rt,
+			  uint8_t order[NDC_FWD_MAX_UPSTREAMS]);
+
+/* r's upstream answered (any rcode, or TC): it is up. */
+void ndc_fwd_up_alive(struct ndc_forwarder *f, struct request *r);
+
+/* r's attempt on its upstream failed with err. */
+void ndc_fwd_up_failed(struct ndc_forwarder *f, struct request *r, int err);
+
+/* ---- one attempt on the wire (transport.c) ---- */
+
+/* Starts r's attempt over UDP on upstream r->up (its timer set): 0, or -errno. */
+int ndc_fwd_udp_start(struct ndc_forwarder *f, struct request *r);
+
+/* Ends r's attempt: its socket closed, its timer off. */
+void ndc_fwd_attempt_end(struct request *r);
+
+/* Events on the socket of r's UDP attempt. */
+void ndc_fwd_on_udp(struct ndc_forwarder *f, struct request *r);
+
+/* A new ID and 0x20 case for r's next attempt: 0 or -errno. */
+int ndc_fwd_attempt_prepare(struct request *r);
+
+enum fwd_qmatch { Q_NO, Q_CASE, Q_YES };
+
+/* Is msg a response to r's question? Q_CASE: yes, but the 0x20 case was not echoed. */
+enum fwd_qmatch ndc_fwd_question_match(const struct request *r, const uint8_t *msg, size_t len);
+
+/* Address length for connect(). */
+socklen_t ndc_fwd_addr_len(const struct sockaddr_storage *ss);
+
+/* ---- loop detection (loopcheck.c) ---- */
+
+#define NDC_FWD_LOOP_RECHECK_MS 30000
+#define NDC_FWD_LOOP_QTYPE 13 /* HINFO, as CoreDNS's loop plugin: nobody caches it */
+
+/* Thread: sends a check to every upstream of the set in use (only_looping: those marked looping)
+ * that has none out. */
+void ndc_fwd_loop_start(struct ndc_forwarder *f, bool only_looping);
+
+/* Thread: marks the upstreams whose check came back (f->loop_req was set). */
+void ndc_fwd_loop_scan(struct ndc_forwarder *f);
+
+/* Thread: check r ended (its callback time): the verdict for its upstream. */
+void ndc_fwd_loop_done(struct ndc_forwarder *f, struct request *r);
+
+/* Sends a check to upstream k of the set in use, as a request of its own (forwarder.c). */
+int ndc_fwd_send_check(struct ndc_forwarder *f, size_t k, const uint8_t *lname, size_t nlen);
+
+/* ---- pooled TCP (tcp_pool.c) ---- */
+
+/*
+ * Sends r's query over one of its upstream's pooled connections (opening one if none has room),
+ * pipelined behind the others; its answer is matched by ID. Sets r's timer. 0, or -errno (the
+ * pool in backoff after a connection failed: the error that failed it).
+ */
+int ndc_fwd_tcp_start(struct ndc_forwarder *f, struct request *r);
+
+/* Takes r off its connection (its answer, if it comes, is ignored). */
+void ndc_fwd_tcp_detach(struct request *r);
+
+/* An epoll event on connection c (data.ptr). */
+void ndc_fwd_tcp_event(struct ndc_forwarder *f, struct fwd_conn *c, uint32_t events);
+
+/* Closes the connections idle for tcp_idle_ms and frees those closed during the last event
+ * batch. Returns when it wants to run next (0: no connection open). */
+uint64_t ndc_fwd_tcp_sweep(struct ndc_forwarder *f, uint64_t now);
+
+/* Closes every connection of u (no request may be on them any more); freed by the next sweep. */
+void ndc_fwd_tcp_close_all(struct upstream *u);
+
+/* Frees what the sweeps have not: at the forwarder's end. */
+void ndc_fwd_tcp_reap(struct ndc_forwarder *f);
+
+/* ---- the request's flow (forwarder.c), for the transport ---- */
+
+/* Sets r's deadline, now + f->timeout_ms, in the sorted timer list / takes it out. */
+void ndc_fwd_timer_append(struct ndc_forwarder *f, struct request *r);
+void ndc_fwd_timer_unlink(struct request *r);
+
+/* r's attempt got answer a (parsed, r's question): cached and given to the waiters. */
+void ndc_fwd_accept_answer(struct ndc_forwarder *f, struct request *r, struct ndc_answer *a);
+
+/* r's attempt failed with err: the next upstream, or the end of r. */
+void ndc_fwd_attempt_fail(struct ndc_forwarder *f, struct request *r, int err);
 
 #endif

@@ -98,9 +98,10 @@ uint64_t ndc_now_ms(void);
 
 /*
  * Forwards misses to the upstream list and caches what comes back. One thread with its own epoll
- * loop; ndc_forwarder_resolve may be called from any thread. Each upstream query uses a random ID
- * and a fresh socket (random source port); the response must come from the upstream's address,
- * carry our ID and our question. TC means retry over TCP; a timeout moves to the next upstream.
+ * loop; ndc_forwarder_resolve may be called from any thread. Each upstream query uses a random ID;
+ * over UDP a fresh socket (random source port), over TCP a pooled connection (forward.protocol,
+ * below); the response must come from the upstream's address, carry our ID and our question. TC
+ * means retry over TCP; a timeout moves to the next upstream.
  * Identical concurrent misses (same lname, qtype, qclass) share one upstream query.
  *
  * Upstream health: an upstream that times out (or refuses, or is unreachable) is down, and skipped
@@ -128,6 +129,27 @@ struct ndc_forwarder_route {
 	const struct sockaddr_storage *upstreams;
 };
 
+/*
+ * forward.protocol. udp: UDP, a truncated answer (TC) asked again over TCP of the same upstream.
+ * tcp: TCP only (NodeLocal DNSCache's force_tcp: no UDP conntrack entries to race). prefer_udp:
+ * UDP, and TCP to the same upstream both for a truncated answer and for a UDP attempt that
+ * timed out (a datagram lost on the way, as conntrack races lose them), before the next upstream.
+ * TCP is pooled: at most NDC_FWD_TCP_CONNS connections per upstream, queries pipelined on them
+ * and answers matched by ID in any order (RFC 7766 6.2.1.1), closed when idle for tcp_idle_ms;
+ * the queries of a connection that dies are sent again, once, on another; after a connection
+ * that failed (refused, reset before any answer) no new one is opened for a backoff of 100 ms
+ * doubling to 5 s, and attempts meanwhile fail at once with its error.
+ */
+enum ndc_fwd_protocol { NDC_FWD_UDP = 0, NDC_FWD_TCP, NDC_FWD_PREFER_UDP };
+
+/*
+ * forward.policy: which upstream of a route a request tries first. sequential: the configured
+ * order (a primary and fallbacks); round_robin: each request starts one further along the
+ * route's list; random: each request tries them in an order of its own. Every request still
+ * tries each upstream at most once, in that order, and down ones are skipped as described above.
+ */
+enum ndc_fwd_policy { NDC_FWD_SEQUENTIAL = 0, NDC_FWD_RANDOM, NDC_FWD_ROUND_ROBIN };
+
 struct ndc_forwarder_opts {
 	size_t n_upstreams; /* the default route: at most NDC_FWD_MAX_UPSTREAMS (-E2BIG) */
 	const struct sockaddr_storage *upstreams;
@@ -138,6 +160,9 @@ struct ndc_forwarder_opts {
 	/* Resolves waiting for their callback (coalesced ones included): each is a client query
 	 * held in memory. More: fail with -EBUSY. 0: NDC_FWD_PENDING_MAX. */
 	uint32_t max_pending;
+	enum ndc_fwd_protocol protocol;
+	enum ndc_fwd_policy policy;
+	uint32_t tcp_idle_ms; /* pooled TCP connections idle this long are closed; 0: 5000 */
 };
 
 struct ndc_fwd_result {
@@ -163,18 +188,49 @@ int ndc_forwarder_resolve(struct ndc_forwarder *f, const uint8_t *lname, size_t 
 			  uint16_t qtype, uint16_t qclass, ndc_fwd_done_fn done, void *arg);
 
 /*
- * Replaces the upstreams and routes, timeout_ms and max_pending (max_inflight stays) while
- * queries go on: it returns once the forwarder thread uses the new ones (requests not started
- * yet included). Requests in flight finish on the upstreams they started with, and their answers
- * are given to their clients but not cached. An upstream kept (same address and port) keeps its
- * health and counters. Cached answers of every name whose route changed (other upstreams, or
- * the same in another order) are dropped, so the next query asks the new upstreams; the cache
- * hook is told. Returns 0, or the error of ndc_forwarder_new's checks (nothing changed then).
+ * Replaces the upstreams and routes, timeout_ms, max_pending, protocol, policy and tcp_idle_ms
+ * (max_inflight stays) while queries go on: it returns once the forwarder thread uses the new
+ * ones (requests not started yet included). Requests in flight finish on the upstreams they started
+ * with, and their answers are given to their clients but not cached. An upstream kept (same address
+ * and port) keeps its health and counters. Cached answers of every name whose route changed (other
+ * upstreams, or the same in another order) are dropped, so the next query asks the new upstreams;
+ * the cache hook is told. Returns 0, or the error of ndc_forwarder_new's checks (nothing changed
+ * then).
  */
 int ndc_forwarder_reconfigure(struct ndc_forwarder *f, const struct ndc_forwarder_opts *opts);
 
 /* What ndc_forwarder_new and ndc_forwarder_reconfigure would say of opts, changing nothing. */
 int ndc_forwarder_check(const struct ndc_forwarder_opts *opts);
+
+/*
+ * Loop detection. Each upstream is sent a query of its own, HINFO of "<16 random hex
+ * digits>.ndcache-loop.invalid" (a name under a zone no one else answers: RFC 6761 6.4; outside
+ * the cluster domain, so that the kernel's fast path, which answers NXDOMAIN for unknown cluster
+ * names, passes it to the sockets), and the resolver tells the forwarder of every query under
+ * that zone that reaches a listener (ndc_forwarder_loop_name). The one that comes back names
+ * the upstream that forwarded it to us: that upstream is taken out of use (never picked, never
+ * probed as a down one is), logged once as an error and counted (stats: looping). Requests of a
+ * route whose upstreams all loop fail at once with -ELOOP (a cached answer, stale or not, is
+ * still given). Checks run when ndc_forwarder_loop_check is called, after every reconfiguration
+ * from then on, and every 30 s for an upstream marked looping: an answer to its check that did
+ * not come back around puts it in use again.
+ *
+ * While a check is out, client queries forwarded to a looping upstream come back as well: each
+ * is the same name and type as the request that sent it, so it joins that request (coalescing)
+ * instead of going upstream again; one query per client query goes around, once, until the
+ * request times out. There is no storm to wait out, and the check itself is answered REFUSED.
+ */
+#define NDC_FWD_LOOP_ZONE "ndcache-loop.invalid"
+
+/* Starts loop checks of every upstream in use: once the listeners are up. Any thread. */
+void ndc_forwarder_loop_check(struct ndc_forwarder *f);
+
+/*
+ * Whether lname (a query that reached a listener, lowercase wire) is under NDC_FWD_LOOP_ZONE;
+ * if it is a check's name, its upstream loops. The caller answers it itself (REFUSED), never
+ * forwards it. Any thread.
+ */
+bool ndc_forwarder_loop_name(struct ndc_forwarder *f, const uint8_t *lname, size_t nlen);
 
 /* Stops the thread; pending callbacks are called with -ECANCELED first. */
 void ndc_forwarder_free(struct ndc_forwarder *f);
@@ -190,19 +246,28 @@ struct ndc_fwd_upstream_stats {
 	uint64_t errors;     /* other failed attempts (refused, unreachable, bad answer) */
 	uint64_t probes;     /* attempts sent while it was down, to learn whether it is back */
 	uint64_t skipped;    /* requests that went past it because it was down */
+
+	/* Pooled TCP: of queries, those sent over TCP; connections opened (connect() called);
+	 * queries sent again after their connection died; connections open now (a gauge). */
+	uint64_t tcp_queries, tcp_conns, tcp_resent;
+	uint32_t tcp_open;
+	bool looping; /* out of use: queries sent to it came back to ndcache (loop detection) */
 };
 
 /*
  * queries = attempts sent, coalesced = resolves that joined a request in flight, responses =
- * answers accepted, timeouts = attempts timed out, tcp_retries = TC retries over TCP, errors =
+ * answers accepted, timeouts = attempts timed out, tcp_retries = TC retries over TCP,
+ * tcp_fallbacks = UDP timeouts asked again over TCP (prefer_udp), errors =
  * other failed attempts, stale_served = failed requests answered with a stale cache entry,
  * rejected = resolves refused with -EBUSY (max_pending or max_inflight reached); pending (gauge)
  * = resolves waiting for their callback now.
  */
 struct ndc_forwarder_stats {
-	uint64_t queries, coalesced, responses, timeouts, tcp_retries, errors, stale_served;
+	uint64_t queries, coalesced, responses, timeouts, tcp_retries, tcp_fallbacks, errors;
+	uint64_t stale_served;
 	uint64_t rejected, pending;
 	size_t n_upstreams; /* distinct upstreams of the routes in use, default route first */
+	bool all_looping;   /* the default route has upstreams, and every one of them loops */
 	struct ndc_fwd_upstream_stats upstream[NDC_FWD_MAX_SERVERS];
 };
 void ndc_forwarder_stats(struct ndc_forwarder *f, struct ndc_forwarder_stats *ret);

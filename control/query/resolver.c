@@ -147,6 +147,9 @@ static enum ndc_verdict handle(struct ndc_resolver *r, struct ndc_server_req *re
 	/* Only class IN exists in a cluster; CHAOS and friends are not ours to answer. */
 	if (q->qclass != NDC_C_IN)
 		return error_reply(r, q, NDC_RCODE_REFUSED, out, cap, ret_len);
+	/* A loop check's name came back to us (query.h): never forwarded, never looked up. */
+	if (r->fwd && ndc_forwarder_loop_name(r->fwd, q->lname, q->qname_len))
+		return error_reply(r, q, NDC_RCODE_REFUSED, out, cap, ret_len);
 
 	limit = ndc_server_req_is_tcp(req) ? NDC_MSG_MAX : ndc_dns_udp_limit(q);
 	if (limit > cap)

@@ -75,6 +75,14 @@ void ndc_reload_arm(struct ndc_reload *rl);
 /* Reads the config file again, soon, on the reload thread (SIGHUP). Any thread. */
 void ndc_reload_request(struct ndc_reload *rl);
 
+/*
+ * Whether dataplane.failopen would send to an upstream on loopback (127.0.0.0/8, ::1): the
+ * kernel does not route a packet rewritten on a pod's link there, so fail-open does nothing for
+ * it. True with the addresses ("127.0.0.53:53") in buf. Checks the config only (failopen, the
+ * first upstream of each family), not whether a fast path runs.
+ */
+bool ndc_reload_failopen_loopback(const struct ndc_config *cfg, char *buf, size_t len);
+
 /* ndcache_config_* and ndcache_kube_dns_configmap_* metrics. */
 void ndc_reload_metrics(struct ndc_reload *rl, struct ndc_metrics_buf *b);
 

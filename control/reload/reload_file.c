@@ -37,7 +37,7 @@ static bool same_u16(const uint16_t *a, size_t na, const uint16_t *b, size_t nb)
  * cache, forward, log) or compared here. A field added to the struct without a decision here
  * fails this check at build time: say which it is, then update the size.
  */
-_Static_assert(sizeof(struct ndc_config) == 1456,
+_Static_assert(sizeof(struct ndc_config) == 1464,
 	       "a new config key: decide in control/reload/reload_file.c whether it changes live "
 	       "or needs a restart");
 
@@ -291,7 +291,9 @@ void ndc_reload_file(struct ndc_reload *rl, bool force)
 		if (!same_stubs(cfg, cur))
 			ndc_reload_list_add(changed, "stub_domains");
 		if (cfg->forward.timeout_ms != cur->forward.timeout_ms ||
-		    cfg->forward.max_pending != cur->forward.max_pending)
+		    cfg->forward.max_pending != cur->forward.max_pending ||
+		    cfg->forward.protocol != cur->forward.protocol ||
+		    cfg->forward.policy != cur->forward.policy)
 			ndc_reload_list_add(changed, "forward");
 		if (rl->t.fastpath && cfg->dataplane.failopen && cfg->n_upstream &&
 		    (!cur->n_upstream ||
@@ -304,6 +306,20 @@ void ndc_reload_file(struct ndc_reload *rl, bool force)
 			    "forwarding to %s, the first upstream at start, until a restart",
 			    rl->running->n_upstream ? a : "nothing");
 		}
+	}
+	if (rl->t.fastpath) {
+		char lo[160];
+
+		if (ndc_reload_failopen_loopback(rl->running, lo, sizeof(lo)))
+			ndc_warn(
+			    "config: dataplane.failopen: the upstream the kernel fails open to, "
+			    "%s, is on loopback, where the kernel does not route a pod's "
+			    "query: with no agent running those queries are lost",
+			    lo);
+		else if (ndc_reload_failopen_loopback(cfg, lo, sizeof(lo)))
+			ndc_warn("config: dataplane.failopen: upstream %s is on loopback: after a "
+				 "restart the kernel would fail open to it, which does nothing",
+				 lo);
 	}
 	if (!same_cache(cfg, cur)) {
 		struct ndc_cache_opts co = {

@@ -99,6 +99,45 @@ const char *ndc_reload_stub_in_zone(const struct ndc_stub_domain *v, size_t n, c
 	return NULL;
 }
 
+/* ---- fail-open to a loopback upstream ---------------------------------------------------- */
+
+static bool is_loopback(const struct sockaddr_storage *ss)
+{
+	const struct sockaddr_in6 *s6 = (const void *)ss;
+	const struct sockaddr_in *s4 = (const void *)ss;
+
+	if (ss->ss_family == AF_INET)
+		return (ntohl(s4->sin_addr.s_addr) >> 24) == 127;
+	if (ss->ss_family != AF_INET6)
+		return false;
+	return IN6_IS_ADDR_LOOPBACK(&s6->sin6_addr) ||
+	       (IN6_IS_ADDR_V4MAPPED(&s6->sin6_addr) && s6->sin6_addr.s6_addr[12] == 127);
+}
+
+bool ndc_reload_failopen_loopback(const struct ndc_config *cfg, char *buf, size_t len)
+{
+	bool seen4 = false, seen6 = false, any = false;
+	size_t off = 0;
+
+	buf[0] = '\0';
+	for (size_t i = 0; cfg->dataplane.failopen && i < cfg->n_upstream; i++) {
+		const struct sockaddr_storage *ss = &cfg->upstream[i];
+		bool *seen = ss->ss_family == AF_INET6 ? &seen6 : &seen4;
+		char a[64];
+
+		/* The fast path fails open to the first upstream of each family (fastpath.c). */
+		if (*seen)
+			continue;
+		*seen = true;
+		if (!is_loopback(ss) || off >= len)
+			continue;
+		ndc_reload_addr_text(ss, a, sizeof(a));
+		off += (size_t)snprintf(buf + off, len - off, "%s%s", any ? ", " : "", a);
+		any = true;
+	}
+	return any;
+}
+
 /* ---- routes: the config's upstream and stub domains, and the kube-dns ConfigMap's
  * ---------- */
 
@@ -126,6 +165,8 @@ void ndc_reload_routes_make(const struct ndc_config *cfg, const char *zone_kept,
 	rt->o.routes = rt->r;
 	rt->o.timeout_ms = cfg->forward.timeout_ms;
 	rt->o.max_pending = cfg->forward.max_pending;
+	rt->o.protocol = (enum ndc_fwd_protocol)cfg->forward.protocol;
+	rt->o.policy = (enum ndc_fwd_policy)cfg->forward.policy;
 	rt->o.n_upstreams = cfg->n_upstream;
 	rt->o.upstreams = cfg->upstream;
 	for (size_t i = 0; i < cfg->n_stub_domains; i++)
@@ -185,8 +226,9 @@ static char *routes_text(const struct routes *rt)
 
 	if (!s)
 		return NULL;
-	off = (size_t)snprintf(s, cap, "timeout %u pending %u default ", rt->o.timeout_ms,
-			       rt->o.max_pending);
+	off = (size_t)snprintf(s, cap, "timeout %u pending %u protocol %d policy %d default ",
+			       rt->o.timeout_ms, rt->o.max_pending, (int)rt->o.protocol,
+			       (int)rt->o.policy);
 	ndc_reload_servers_text(rt->o.upstreams, rt->o.n_upstreams, s + off, cap - off);
 	for (size_t i = 0; i < rt->o.n_routes; i++) {
 		off = strlen(s);

@@ -49,9 +49,11 @@ contexts: [{name: c, context: {cluster: fake, user: u}}]
 clusters: [{name: fake, cluster: {server: "https://127.0.0.1:16543", certificate-authority: $work/certs/ca.pem}}]
 users: [{name: u, user: {tokenFile: $work/token}}]
 EOF
+# An upstream (on this namespace's lo, nothing listening) so the per-upstream families exist.
+ip -n "$ns" addr add 169.254.53.1/32 dev lo
 cat >"$work/ndcache.yaml" <<EOF
 listen: [169.254.20.10]
-upstream: []
+upstream: [169.254.53.1]
 source: {kubernetes: {kubeconfig: $work/kubeconfig}}
 dataplane: {mode: tc, interfaces: ["veth*"]}
 http: {listen: "127.0.0.1:9254"}

@@ -740,6 +740,35 @@ static void test_stub_domains_and_log(void **state)
 }
 
 /* The kube-dns ConfigMap's two keys: what NodeLocal DNSCache takes, and errors naming the key. */
+/* forward.protocol and forward.policy: each name, the defaults, and a bad one named. */
+static void test_forward_protocol_policy(void **state)
+{
+	static const char *const protos[] = {"udp", "tcp", "prefer_udp"};
+	static const char *const policies[] = {"sequential", "random", "round_robin"};
+	struct ndc_config cfg;
+	char text[128], err[256];
+
+	(void)state;
+	ndc_config_defaults(&cfg);
+	assert_int_equal(cfg.forward.protocol, 0);
+	assert_int_equal(cfg.forward.policy, 0);
+	for (int i = 0; i < 3; i++) {
+		snprintf(text, sizeof(text), "forward: {protocol: %s, policy: %s}\n", protos[i],
+			 policies[i]);
+		assert_int_equal(ndc_config_parse(text, strlen(text), &cfg, err, sizeof(err)), 0);
+		assert_int_equal(cfg.forward.protocol, i);
+		assert_int_equal(cfg.forward.policy, i);
+		ndc_config_free(&cfg);
+	}
+	expect_error("forward:\n  protocol: doh\n",
+		     "line 2: forward.protocol: expected one of udp, tcp, prefer_udp, got 'doh'");
+	expect_error("forward: {policy: fastest}\n",
+		     "line 1: forward.policy: expected one of sequential, random, round_robin, got "
+		     "'fastest'");
+	expect_error("forward: {protocol: [tcp]}\n",
+		     "line 1: forward.protocol: expected one of udp, tcp, prefer_udp, got a list");
+}
+
 static void test_kube_dns(void **state)
 {
 	struct sockaddr_storage ups[NDC_CFG_MAX_ADDRS];
@@ -830,6 +859,7 @@ int main(void)
 	    cmocka_unit_test(test_error_keeps_parsed),
 	    cmocka_unit_test(test_stub_domains_and_log),
 	    cmocka_unit_test(test_kube_dns),
+	    cmocka_unit_test(test_forward_protocol_policy),
 	    cmocka_unit_test_teardown(test_load, remove_tmp),
 	};
 

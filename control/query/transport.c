@@ -1,0 +1,164 @@
+// SPDX-License-Identifier: MIT
+/*
+ * The forwarder's transport: one attempt of a request on its upstream over UDP (a connected
+ * socket of its own, random source port) and what comes back; a truncated answer goes on over
+ * pooled TCP (tcp_pool.c).
+ */
+#include <errno.h>
+#include <netinet/in.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <sys/random.h>
+#include <unistd.h>
+
+#include "internal.h"
+
+void ndc_fwd_attempt_end(struct request *r)
+{
+	if (r->fd >= 0)
+		close(r->fd); /* also leaves the epoll set: the fd is never dup'ed */
+	r->fd = -1;
+	r->st = ATT_NONE;
+	ndc_fwd_timer_unlink(r);
+	ndc_fwd_tcp_detach(r);
+}
+
+static int random_bytes(void *p, size_t n)
+{
+	ssize_t got = getrandom(p, n, 0);
+
+	if (got < 0)
+		return -errno;
+	return (size_t)got == n ? 0 : -EIO;
+}
+
+/* New ID, and (while caps) new random case for the letters of the name: draft-vixie-dnsext-dns0x20.
+ */
+int ndc_fwd_attempt_prepare(struct request *r)
+{
+	uint8_t rnd[2 + 32];
+	size_t i = 0;
+	int err;
+
+	err = random_bytes(rnd, sizeof(rnd));
+	if (err)
+		return err;
+	r->id = ndc_get16(rnd);
+	memcpy(r->qname, r->lname, r->nlen);
+	if (!r->caps)
+		return 0;
+	while (i < r->nlen && r->qname[i]) {
+		size_t llen = r->qname[i++];
+
+		for (size_t j = 0; j < llen && i < r->nlen; j++, i++) {
+			uint8_t c = r->qname[i];
+
+			if (c >= 'a' && c <= 'z' && (((rnd[2 + (i / 8) % 32] >> (i % 8)) & 1)))
+				r->qname[i] = (uint8_t)(c - 'a' + 'A');
+		}
+	}
+	return 0;
+}
+
+socklen_t ndc_fwd_addr_len(const struct sockaddr_storage *ss)
+{
+	return ss->ss_family == AF_INET6 ? sizeof(struct sockaddr_in6) : sizeof(struct sockaddr_in);
+}
+
+int ndc_fwd_udp_start(struct ndc_forwarder *f, struct request *r)
+{
+	const struct sockaddr_storage *ss = &up_of(r, r->up)->addr;
+	struct epoll_event ev = {.events = EPOLLIN, .data.ptr = r};
+	uint8_t q[NDC_FWD_QUERY_MAX];
+	size_t qlen;
+	int fd, err;
+
+	err = ndc_fwd_attempt_prepare(r);
+	if (err)
+		return err;
+	err = ndc_dns_write_query(r->id, r->qname, r->nlen, r->qtype, r->qclass, NDC_EDNS_UDP_MAX,
+				  q, sizeof(q), &qlen);
+	if (err)
+		return err;
+	fd = socket(ss->ss_family, SOCK_DGRAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+	if (fd < 0)
+		return -errno;
+	/* Connected: the kernel drops datagrams from any other address and port for us, and
+	 * reports ICMP errors as ECONNREFUSED. The ephemeral source port is random (Linux). */
+	if (connect(fd, (const struct sockaddr *)ss, ndc_fwd_addr_len(ss)) < 0 ||
+	    send(fd, q, qlen, 0) < 0 || epoll_ctl(f->epfd, EPOLL_CTL_ADD, fd, &ev) < 0) {
+		err = -errno;
+		close(fd);
+		return err;
+	}
+	r->fd = fd;
+	r->st = ATT_UDP;
+	ndc_fwd_timer_append(f, r);
+	STAT_INC(f, queries);
+	UP_INC(up_of(r, r->up), queries);
+	return 0;
+}
+
+enum fwd_qmatch ndc_fwd_question_match(const struct request *r, const uint8_t *msg, size_t len)
+{
+	const uint8_t *q = msg + NDC_DNS_HDR_LEN;
+	uint8_t lower[NDC_NAME_MAX];
+
+	if (len < NDC_DNS_HDR_LEN + (size_t)r->nlen + 4 || !(ndc_get16(msg + 2) & NDC_F_QR) ||
+	    ndc_get16(msg + 4) != 1)
+		return Q_NO;
+	if (ndc_get16(q + r->nlen) != r->qtype || ndc_get16(q + r->nlen + 2) != r->qclass)
+		return Q_NO;
+	ndc_name_lower(lower, q, r->nlen);
+	if (memcmp(lower, r->lname, r->nlen))
+		return Q_NO;
+	return memcmp(q, r->qname, r->nlen) ? Q_CASE : Q_YES;
+}
+
+void ndc_fwd_on_udp(struct ndc_forwarder *f, struct request *r)
+{
+	for (;;) {
+		ssize_t n = recv(r->fd, f->msg, NDC_MSG_MAX, 0);
+		enum fwd_qmatch m;
+		bool tc = false;
+		int err;
+
+		if (n < 0) {
+			if (errno == EAGAIN || errno == EINTR)
+				return;
+			ndc_fwd_attempt_fail(f, r, -errno);
+			return;
+		}
+		/* Anything that is not our answer is ignored: a spoofer must not end the attempt.
+		 */
+		if ((size_t)n < NDC_DNS_HDR_LEN || ndc_get16(f->msg) != r->id)
+			continue;
+		m = ndc_fwd_question_match(r, f->msg, (size_t)n);
+		if (m == Q_NO)
+			continue;
+		ndc_fwd_up_alive(f, r);
+		if (m == Q_CASE && r->caps) {
+			ndc_fwd_attempt_end(r);
+			r->caps = false;
+			err = ndc_fwd_udp_start(f, r);
+			if (err)
+				ndc_fwd_attempt_fail(f, r, err);
+			return;
+		}
+		if (ndc_get16(f->msg + 2) & NDC_F_TC) {
+			ndc_fwd_attempt_end(r);
+			STAT_INC(f, tcp_retries);
+			err = ndc_fwd_tcp_start(f, r);
+			if (err)
+				ndc_fwd_attempt_fail(f, r, err);
+			return;
+		}
+		err = ndc_dns_parse_response(f->msg, (size_t)n, r->lname, r->nlen, r->qtype,
+					     r->qclass, f->ans, NDC_MSG_MAX, &tc);
+		if (err)
+			continue;
+		ndc_fwd_accept_answer(f, r, f->ans);
+		return;
+	}
+}
