@@ -53,6 +53,8 @@ struct agent {
 	struct ndc_dpdk *dp; /* mode dpdk */
 	struct ndc_publisher *pub;
 	struct ndc_forwarder *fwd;
+	struct ndc_prefetch *prefetch; /* cache.prefetch */
+	struct ndc_ratelimit *limiter; /* forward.per_client */
 	struct ndc_resolver *res;
 	struct ndc_server *srv;
 	struct ndc_http *http;
@@ -376,6 +378,18 @@ static void fastpath_state_metrics(struct agent *ag, struct ndc_metrics_buf *b)
 	}
 }
 
+/* Issue 22: prefetch, and each client's share of the upstream (reasons misses were refused). */
+static void upstream_share_metrics(struct agent *ag, struct ndc_metrics_buf *b,
+				   const struct ndc_forwarder_stats *fs)
+{
+	if (ag->limiter)
+		ndc_ratelimit_metrics(ag->limiter, dpdk_metric, b);
+	ndc_metric_u64(b, "ndcache_upstream_limited_total", "counter", NDC_LIMITED_HELP,
+		       "reason=\"max_pending\"", fs->rejected);
+	if (ag->prefetch)
+		ndc_prefetch_metrics(ag->prefetch, dpdk_metric, b);
+}
+
 static void metrics(void *arg, struct ndc_metrics_buf *b)
 {
 	struct agent *ag = arg;
@@ -422,6 +436,7 @@ static void metrics(void *arg, struct ndc_metrics_buf *b)
 	G(b, "upstream_pending", "Client queries waiting for an upstream answer.", fs.pending);
 	ndc_agent_upstream_metrics(&fs, b);
 	ndc_agent_failopen_metrics(ag->cfg, ag->fp != NULL, b);
+	upstream_share_metrics(ag, b, &fs);
 	if (ag->pub) {
 		struct ndc_publisher_stats ps;
 
@@ -848,6 +863,45 @@ static void hand_over(struct agent *ag)
 	}
 }
 
+/* ndc_prefetch_hits_fn over the publisher's kernel hit counters. */
+static int kernel_hits(void *arg, const uint8_t *lname, size_t nlen, uint16_t qtype,
+		       uint32_t *ret_hits)
+{
+	return ndc_publisher_kernel_hits(arg, lname, nlen, qtype, ret_hits);
+}
+
+/*
+ * Issue 22: cache.prefetch (once the forwarder runs) and forward.per_client (the resolver asks
+ * it). Both stay for the agent's life: a reload changes their options, and prefetch: false only
+ * stops new prefetch points.
+ */
+static int upstream_share_start(struct agent *ag)
+{
+	const struct ndc_config *cfg = ag->cfg;
+	struct ndc_prefetch_opts po = {
+	    .min_hits = cfg->cache.prefetch.min_hits,
+	    .before_pct = cfg->cache.prefetch.on ? cfg->cache.prefetch.before_pct : 0,
+	};
+	struct ndc_ratelimit_opts lo = {
+	    .qps = cfg->forward.per_client.qps,
+	    .burst = cfg->forward.per_client.burst,
+	};
+	int err = ndc_ratelimit_new(&lo, &ag->limiter);
+
+	if (err < 0) {
+		ndc_err("forward.per_client: %s", strerror(-err));
+		return err;
+	}
+	err = ndc_prefetch_new(&po, ag->cache, ag->fwd, &ag->prefetch);
+	if (err < 0) {
+		ndc_err("cache.prefetch: %s", strerror(-err));
+		return err;
+	}
+	if (ag->pub)
+		ndc_prefetch_set_kernel_hits(ag->prefetch, kernel_hits, ag->pub);
+	return 0;
+}
+
 /* The reload (reload.h), once the forwarder and the resolver exist. */
 static int reload_start(struct agent *ag)
 {
@@ -865,6 +919,8 @@ static int reload_start(struct agent *ag)
 	    .cache = ag->cache,
 	    .fwd = ag->fwd,
 	    .res = ag->res,
+	    .prefetch = ag->prefetch,
+	    .limiter = ag->limiter,
 	    .fastpath = ag->fp != NULL,
 	    .rebuild = rebuild_records,
 	    .arg = ag,
@@ -962,9 +1018,13 @@ int ndc_agent_run(const struct ndc_config *cfg, struct ndc_records *rec,
 		ndc_err("forwarder: %s", strerror(-ret));
 		goto out;
 	}
+	ret = upstream_share_start(&ag);
+	if (ret < 0)
+		goto out;
 	ret = ndc_resolver_new(NULL, ag.cache, ag.fwd, &ag.res);
 	if (ret < 0)
 		goto out;
+	ndc_resolver_set_limiter(ag.res, ag.limiter);
 	/* Before the sockets: stub domains and query logging apply from the first query. */
 	ret = reload_start(&ag);
 	if (ret < 0)
@@ -1032,9 +1092,12 @@ out:
 	ndc_reload_stop(ag.reload);
 	/* No new tables, then no new answers upstream, then no more queries. */
 	source_free(ag.src);
+	/* No prefetch is sent to a forwarder going away; those in flight complete in its free. */
+	ndc_prefetch_stop(ag.prefetch);
 	/* The forwarder completes every detained query before the server goes away. */
 	if (ag.fwd)
 		ndc_forwarder_free(ag.fwd);
+	ndc_prefetch_free(ag.prefetch);
 	if (ag.srv)
 		ndc_server_stop(ag.srv);
 	/* Before the fast path: a successor that dies from here on finds nothing to reattach. */
@@ -1056,6 +1119,7 @@ out:
 		ndc_resolver_free(ag.res);
 	}
 	ndc_records_free(rec);
+	ndc_ratelimit_free(ag.limiter);
 	if (ag.cache)
 		ndc_cache_free(ag.cache);
 	pthread_cond_destroy(&ag.source_cond);

@@ -1067,6 +1067,51 @@ static int do_dpdk(struct ctx *c, const struct field *f, const struct node *n,
 	return 0;
 }
 
+/*
+ * cache.prefetch and forward.per_client: a mapping of their keys (a key not given keeps its
+ * default), true for the defaults, or false to turn the feature off.
+ */
+static int do_switch_section(struct ctx *c, const struct field *f, const struct node *n,
+			     struct ndc_config *cfg, bool *ret_on)
+{
+	static const char what[] = "a mapping, true or false";
+	int r;
+
+	if (n->kind == NODE_SCALAR && !is_null(n)) {
+		r = expect_scalar(c, n, what);
+		if (r < 0)
+			return r;
+		if (!strcasecmp(n->text, "true") || !strcasecmp(n->text, "yes"))
+			*ret_on = true;
+		else if (!strcasecmp(n->text, "false") || !strcasecmp(n->text, "no"))
+			*ret_on = false;
+		else
+			return bad_value(c, n, what);
+		return 0;
+	}
+	if (n->kind != NODE_MAP && !is_null(n))
+		return bad_value(c, n, what);
+	*ret_on = true;
+	return do_section(c, f, n, cfg);
+}
+
+static int do_prefetch(struct ctx *c, const struct field *f, const struct node *n,
+		       struct ndc_config *cfg)
+{
+	return do_switch_section(c, f, n, cfg, &cfg->cache.prefetch.on);
+}
+
+static int do_per_client(struct ctx *c, const struct field *f, const struct node *n,
+			 struct ndc_config *cfg)
+{
+	bool on = true;
+	int r = do_switch_section(c, f, n, cfg, &on);
+
+	if (r == 0 && !on)
+		cfg->forward.per_client.qps = 0; /* what the limiter reads as off */
+	return r;
+}
+
 #define SIZEOF_MEMBER(m) sizeof(((struct ndc_config *)0)->m)
 
 /* One key per line: clang-format would split these designated initializers over many. */
@@ -1135,12 +1180,25 @@ static const struct field http_fields[] = {
 	{ 0 },
 };
 
+static const struct field prefetch_fields[] = {
+	F_INT("min_hits", cache.prefetch.min_hits, 1, 1000000),
+	F_INT("before_pct", cache.prefetch.before_pct, 1, 99),
+	{ 0 },
+};
+
+static const struct field per_client_fields[] = {
+	F_INT("qps", forward.per_client.qps, 1, 10000000),
+	F_INT("burst", forward.per_client.burst, 1, 10000000),
+	{ 0 },
+};
+
 static const struct field cache_fields[] = {
 	F_INT("max_entries", cache.max_entries, 1, 10000000),
 	F_FIELD("max_bytes", do_size, cache.max_bytes, .min = 64ULL << 10, .max = 16ULL << 30),
 	F_INT("max_ttl", cache.max_ttl, 1, 604800),
 	F_INT("neg_max_ttl", cache.neg_max_ttl, 0, 86400),
 	F_INT("stale_max", cache.stale_max, 0, 604800),
+	F_SECTION("prefetch", do_prefetch, prefetch_fields),
 	{ 0 },
 };
 
@@ -1149,6 +1207,7 @@ static const struct field forward_fields[] = {
 	F_INT("max_pending", forward.max_pending, 1, 1000000),
 	F_FIELD("protocol", do_enum, forward.protocol, .names = protocol_names),
 	F_FIELD("policy", do_enum, forward.policy, .names = policy_names),
+	F_SECTION("per_client", do_per_client, per_client_fields),
 	{ 0 },
 };
 
@@ -1289,6 +1348,11 @@ void ndc_config_defaults(struct ndc_config *cfg)
 	cfg->cache.stale_max = 86400;
 	cfg->forward.timeout_ms = 1000;
 	cfg->forward.max_pending = 10000;
+	cfg->cache.prefetch.on = true;
+	cfg->cache.prefetch.min_hits = 2;
+	cfg->cache.prefetch.before_pct = 10;
+	cfg->forward.per_client.qps = NDC_CFG_PER_CLIENT_QPS;
+	cfg->forward.per_client.burst = NDC_CFG_PER_CLIENT_BURST;
 	cfg->source.kube_dns_configmap = true;
 	cfg->log.level = 2; /* NDC_LOG_INFO: config.h does not need ndc/log.h */
 	cfg->log.sample_ppm = NDC_CFG_SAMPLE_ONE;

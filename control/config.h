@@ -17,6 +17,14 @@
 #define NDC_CFG_MAX_ADDRS 8
 #define NDC_CFG_MAX_STUBS 64	   /* stub_domains zones */
 #define NDC_CFG_SAMPLE_ONE 1000000 /* log.sample 1.0, in millionths */
+/*
+ * forward.per_client defaults: misses (never-seen names) a second per source address. Far above
+ * what one pod asks (cluster names and cached answers are not counted), and such that no one
+ * client fills forward.max_pending (10000) alone even when the upstream times out every query:
+ * burst + qps x timeout_ms = 3000 queries held at most.
+ */
+#define NDC_CFG_PER_CLIENT_QPS 1000
+#define NDC_CFG_PER_CLIENT_BURST 2000
 
 enum ndc_pods_mode { NDC_PODS_DISABLED = 0, NDC_PODS_INSECURE, NDC_PODS_VERIFIED };
 enum ndc_source_kind { NDC_SOURCE_EMBEDDED = 0, NDC_SOURCE_SNAPSHOT, NDC_SOURCE_KUBERNETES };
@@ -85,6 +93,12 @@ struct ndc_config {
 		uint32_t max_ttl;     /* 86400: longer upstream TTLs are capped */
 		uint32_t neg_max_ttl; /* 3600: RFC 2308 5 suggests 1-3 hours at most */
 		uint32_t stale_max;   /* 86400: RFC 8767 suggests 1-3 days of serving stale */
+		/* cache.prefetch: {min_hits, before_pct}, or false; on, 2 and 10 (CoreDNS's) */
+		struct {
+			bool on;
+			uint32_t min_hits;   /* 1..1000000 */
+			uint32_t before_pct; /* 1..99 */
+		} prefetch;
 	} cache;
 	struct {
 		uint32_t timeout_ms;  /* per upstream attempt, 1000 */
@@ -92,6 +106,11 @@ struct ndc_config {
 		/* In the order of query.h's enum ndc_fwd_protocol and ndc_fwd_policy: */
 		int protocol; /* udp (default), tcp, prefer_udp */
 		int policy;   /* sequential (default), random, round_robin */
+		/* forward.per_client: {qps, burst}, or false (qps 0); 1000 and 2000 */
+		struct {
+			uint32_t qps;	/* misses a second per source address, 0..10000000 */
+			uint32_t burst; /* 1..10000000 */
+		} per_client;
 	} forward;
 	struct {
 		int level;	     /* enum ndc_log_level (ndc/log.h); info */

@@ -551,3 +551,12 @@ void ndc_publisher_stats(struct ndc_publisher *p, struct ndc_publisher_stats *re
 	ret->removed = atomic_load(&p->removed);
 	ret->tracked = atomic_load(&p->tracked);
 }
+
+int ndc_publisher_kernel_hits(struct ndc_publisher *p, const uint8_t *lname, size_t nlen,
+			      uint16_t qtype, uint32_t *ret_hits)
+{
+	/* The DPDK table counts no hits: its lcores would write a shared line per answer. */
+	if (!p || !p->fp)
+		return -EOPNOTSUPP;
+	return ndc_fastpath_hits(p->fp, lname, nlen, qtype, ret_hits);
+}

@@ -66,6 +66,16 @@ void ndc_publisher_cache_hook(void *arg, const struct ndc_answer *a, const uint8
 
 void ndc_publisher_stats(struct ndc_publisher *p, struct ndc_publisher_stats *ret);
 
+/* ---- kernel hit counters, for cache.prefetch (issue 22) ---- */
+
+/*
+ * The number of times the kernel answered the entry published for (lowercase wire name, qtype)
+ * since it was last published, saturating at 255: 0 with *ret_hits; -ENOENT when no such entry
+ * is in the kernel table; -EOPNOTSUPP when there is no kernel table (socket mode). Any thread.
+ */
+int ndc_publisher_kernel_hits(struct ndc_publisher *p, const uint8_t *lname, size_t nlen,
+			      uint16_t qtype, uint32_t *ret_hits);
+
 /* Stops the sweep; the table keeps its entries (ndc_fastpath_close removes it). NULL is fine. */
 void ndc_publisher_free(struct ndc_publisher *p);
 

@@ -29,11 +29,17 @@ struct entry {
 	uint64_t hash;
 	uint64_t stored_ms;
 	uint64_t expire_ms;
-	size_t size; /* what the entry counts against max_bytes */
+	size_t size;	   /* what the entry counts against max_bytes */
+	uint64_t gen;	   /* which put made it: ndc_cache_due and ndc_cache_gen tell it */
+	uint64_t due_ms;   /* its prefetch point (0: none) */
+	uint32_t heap_idx; /* in the shard's due heap, NOT_DUE when not */
+	uint32_t hits;	   /* fresh hits since it was stored (user space only) */
 	uint16_t qtype, qclass;
 	uint8_t nlen;
 	struct ndc_answer ans; /* data follows, then the nlen bytes of the name */
 };
+
+#define NOT_DUE UINT32_MAX
 
 struct shard {
 	pthread_mutex_t lock;
@@ -42,6 +48,9 @@ struct shard {
 	uint32_t count, max_entries;
 	uint64_t bytes, max_bytes;
 	struct entry lru; /* sentinel */
+	/* Entries with a prefetch point, a binary min-heap on due_ms (prefetch.c reads it). */
+	struct entry **due;
+	uint32_t ndue, due_cap;
 	uint64_t hits, misses, stale_hits, inserts, evictions;
 } __attribute__((aligned(64)));
 
@@ -51,6 +60,9 @@ struct ndc_cache {
 	struct shard *shards;
 	ndc_cache_hook_fn hook; /* set before the cache is shared, never changed after */
 	void *hook_arg;
+	uint32_t prefetch_pct; /* ndc_cache_set_prefetch; atomic */
+	uint64_t gen;	       /* of the last put; atomic */
+	uint32_t due_next;     /* the shard ndc_cache_due starts at; atomic */
 };
 
 uint64_t ndc_now_ms(void)
@@ -120,6 +132,76 @@ static struct entry **bucket_find(struct shard *s, uint64_t hash, const uint8_t 
 	return pp;
 }
 
+/* ---- the due heap ---- */
+
+static void heap_set(struct shard *s, uint32_t i, struct entry *e)
+{
+	s->due[i] = e;
+	e->heap_idx = i;
+}
+
+static void heap_up(struct shard *s, uint32_t i)
+{
+	struct entry *e = s->due[i];
+
+	while (i > 0 && s->due[(i - 1) / 2]->due_ms > e->due_ms) {
+		heap_set(s, i, s->due[(i - 1) / 2]);
+		i = (i - 1) / 2;
+	}
+	heap_set(s, i, e);
+}
+
+static void heap_down(struct shard *s, uint32_t i)
+{
+	struct entry *e = s->due[i];
+
+	for (;;) {
+		uint32_t k = 2 * i + 1;
+
+		if (k >= s->ndue)
+			break;
+		if (k + 1 < s->ndue && s->due[k + 1]->due_ms < s->due[k]->due_ms)
+			k++;
+		if (s->due[k]->due_ms >= e->due_ms)
+			break;
+		heap_set(s, i, s->due[k]);
+		i = k;
+	}
+	heap_set(s, i, e);
+}
+
+/* Without room (no memory to grow) the entry is simply never prefetched. */
+static void heap_push(struct shard *s, struct entry *e)
+{
+	if (s->ndue == s->due_cap) {
+		uint32_t cap = s->due_cap ? s->due_cap * 2 : 64;
+		struct entry **v = realloc(s->due, cap * sizeof(*v));
+
+		if (!v)
+			return;
+		s->due = v;
+		s->due_cap = cap;
+	}
+	heap_set(s, s->ndue++, e);
+	heap_up(s, s->ndue - 1);
+}
+
+static void heap_remove(struct shard *s, struct entry *e)
+{
+	uint32_t i = e->heap_idx;
+	struct entry *m;
+
+	if (i == NOT_DUE)
+		return;
+	e->heap_idx = NOT_DUE;
+	if (i == --s->ndue)
+		return;
+	m = s->due[s->ndue];
+	heap_set(s, i, m);
+	heap_up(s, i);
+	heap_down(s, m->heap_idx);
+}
+
 static void entry_remove(struct ndc_cache *c, struct shard *s, struct entry *e, bool replaced)
 {
 	struct entry **pp = &s->buckets[e->hash & (s->nbuckets - 1)];
@@ -130,6 +212,7 @@ static void entry_remove(struct ndc_cache *c, struct shard *s, struct entry *e, 
 	while (*pp != e)
 		pp = &(*pp)->hnext;
 	*pp = e->hnext;
+	heap_remove(s, e);
 	lru_unlink(e);
 	s->count--;
 	s->bytes -= e->size;
@@ -247,6 +330,7 @@ void ndc_cache_free(struct ndc_cache *c)
 			free(e);
 		}
 		free(s->buckets);
+		free(s->due);
 		pthread_mutex_destroy(&s->lock);
 	}
 	free(c->shards);
@@ -256,6 +340,24 @@ void ndc_cache_free(struct ndc_cache *c)
 static bool answer_negative(const struct ndc_answer *a)
 {
 	return a->rcode == NDC_RCODE_NXDOMAIN || (a->rcode == NDC_RCODE_NOERROR && !a->ancount);
+}
+
+/*
+ * When an answer stored at now_ms for ttl seconds is refreshed: before_pct of its TTL ahead of
+ * expiry, in whole seconds rounded up as CoreDNS counts it (TTL 5 at 10%: 1 s before, when a
+ * client would see TTL 1), but never in the first half of its life, so that an entry of a few
+ * seconds can still gather its hits first. 0: no prefetch.
+ */
+static uint64_t prefetch_point(uint32_t before_pct, uint32_t ttl, uint64_t now_ms)
+{
+	uint64_t window;
+
+	if (!before_pct)
+		return 0;
+	window = ((uint64_t)ttl * before_pct + 99) / 100 * 1000;
+	if (window > (uint64_t)ttl * 500)
+		window = (uint64_t)ttl * 500;
+	return now_ms + (uint64_t)ttl * 1000 - window;
 }
 
 int ndc_cache_put(struct ndc_cache *c, const uint8_t *lname, size_t nlen, uint16_t qtype,
@@ -286,6 +388,11 @@ int ndc_cache_put(struct ndc_cache *c, const uint8_t *lname, size_t nlen, uint16
 	e->hash = hash;
 	e->stored_ms = now_ms;
 	e->expire_ms = now_ms + (uint64_t)ttl * 1000;
+	e->gen = __atomic_add_fetch(&c->gen, 1, __ATOMIC_RELAXED);
+	e->due_ms =
+	    prefetch_point(__atomic_load_n(&c->prefetch_pct, __ATOMIC_RELAXED), ttl, now_ms);
+	e->heap_idx = NOT_DUE;
+	e->hits = 0;
 	e->size = size;
 	e->qtype = qtype;
 	e->qclass = qclass;
@@ -303,6 +410,8 @@ int ndc_cache_put(struct ndc_cache *c, const uint8_t *lname, size_t nlen, uint16
 	e->hnext = *pp;
 	*pp = e;
 	lru_push_front(s, e);
+	if (e->due_ms)
+		heap_push(s, e);
 	s->count++;
 	s->bytes += size;
 	s->inserts++;
@@ -345,6 +454,8 @@ int ndc_cache_get(struct ndc_cache *c, const uint8_t *lname, size_t nlen, uint16
 			    now_ms > e->stored_ms ? (uint32_t)((now_ms - e->stored_ms) / 1000) : 0;
 		lru_unlink(e);
 		lru_push_front(s, e);
+		if (r == 0 && e->hits < UINT32_MAX)
+			e->hits++;
 		if (r == 0)
 			s->hits++;
 		else
@@ -425,4 +536,64 @@ void ndc_cache_set_hook(struct ndc_cache *c, ndc_cache_hook_fn fn, void *arg)
 {
 	c->hook = fn;
 	c->hook_arg = arg;
+}
+
+/* ---- prefetch (prefetch.c) ---- */
+
+void ndc_cache_set_prefetch(struct ndc_cache *c, uint32_t before_pct)
+{
+	__atomic_store_n(&c->prefetch_pct, before_pct < 100 ? before_pct : 0, __ATOMIC_RELAXED);
+}
+
+/* Takes the shard's due entries, earliest first, into out from *n on; expired ones only leave. */
+static void shard_due(struct shard *s, uint64_t now_ms, struct ndc_cache_due *out, size_t max,
+		      size_t *n)
+{
+	while (*n < max && s->ndue && s->due[0]->due_ms <= now_ms) {
+		struct entry *e = s->due[0];
+		struct ndc_cache_due *d = &out[*n];
+
+		heap_remove(s, e);
+		if (now_ms >= e->expire_ms)
+			continue; /* too late to refresh: the next client's miss asks */
+		memcpy(d->lname, entry_name(e), e->nlen);
+		d->nlen = e->nlen;
+		d->qtype = e->qtype;
+		d->qclass = e->qclass;
+		d->hits = e->hits;
+		d->gen = e->gen;
+		d->expire_ms = e->expire_ms;
+		(*n)++;
+	}
+}
+
+size_t ndc_cache_due(struct ndc_cache *c, uint64_t now_ms, struct ndc_cache_due *out, size_t max)
+{
+	uint32_t first = __atomic_fetch_add(&c->due_next, 1, __ATOMIC_RELAXED);
+	size_t n = 0;
+
+	/* Each call starts at the next shard: a small max cannot starve the last ones. */
+	for (uint32_t i = 0; i < c->nshards && n < max; i++) {
+		struct shard *s = &c->shards[(first + i) & (c->nshards - 1)];
+
+		pthread_mutex_lock(&s->lock);
+		shard_due(s, now_ms, out, max, &n);
+		pthread_mutex_unlock(&s->lock);
+	}
+	return n;
+}
+
+int ndc_cache_gen(struct ndc_cache *c, const uint8_t *lname, size_t nlen, uint16_t qtype,
+		  uint16_t qclass, uint64_t *ret_gen)
+{
+	uint64_t hash = key_hash(lname, nlen, qtype, qclass);
+	struct shard *s = shard_of(c, hash);
+	struct entry *e;
+
+	pthread_mutex_lock(&s->lock);
+	e = *bucket_find(s, hash, lname, nlen, qtype, qclass);
+	if (e)
+		*ret_gen = e->gen;
+	pthread_mutex_unlock(&s->lock);
+	return e ? 0 : -ENOENT;
 }

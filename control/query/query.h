@@ -90,6 +90,34 @@ typedef void (*ndc_cache_hook_fn)(void *arg, const struct ndc_answer *a, const u
 /* Sets the hook; call before the cache is used by other threads. */
 void ndc_cache_set_hook(struct ndc_cache *c, ndc_cache_hook_fn fn, void *arg);
 
+/*
+ * Prefetch points, for prefetch.c. With before_pct set (1..99; 0: off), every answer stored from
+ * then on gets a prefetch point: before_pct of its TTL before expiry, rounded up to whole
+ * seconds, but not before half its TTL has gone. Entries stored before keep theirs.
+ */
+void ndc_cache_set_prefetch(struct ndc_cache *c, uint32_t before_pct);
+
+/* An entry at its prefetch point: its key, its fresh hits so far, and which put made it. */
+struct ndc_cache_due {
+	uint8_t lname[NDC_NAME_MAX];
+	uint8_t nlen;
+	uint16_t qtype, qclass;
+	uint32_t hits; /* fresh hits from ndc_cache_get since the entry was stored */
+	uint64_t gen;
+	uint64_t expire_ms;
+};
+
+/*
+ * Takes up to max entries whose prefetch point is at or before now_ms and that have not expired,
+ * earliest first within a shard; each entry is given once in its life. Returns how many.
+ */
+size_t ndc_cache_due(struct ndc_cache *c, uint64_t now_ms, struct ndc_cache_due *out, size_t max);
+
+/* The gen of the key's entry now (a different one than a due entry's: it was replaced since);
+ * -ENOENT if there is none. */
+int ndc_cache_gen(struct ndc_cache *c, const uint8_t *lname, size_t nlen, uint16_t qtype,
+		  uint16_t qclass, uint64_t *ret_gen);
+
 /* Monotonic milliseconds, the clock every now_ms argument uses. */
 uint64_t ndc_now_ms(void);
 
@@ -272,6 +300,134 @@ struct ndc_forwarder_stats {
 };
 void ndc_forwarder_stats(struct ndc_forwarder *f, struct ndc_forwarder_stats *ret);
 
+/* ---- prefetch: prefetch.c ----------------------------------------------------------------------
+ */
+
+/*
+ * Refreshes hot cache entries before they expire (cache.prefetch, as CoreDNS's cache prefetch):
+ * an entry asked at least min_hits times by the time before_pct of its TTL is left (see
+ * ndc_cache_set_prefetch) is asked upstream again in the background, through the forwarder, whose
+ * answer replaces it. Until then clients get the old entry, its TTL counting down from the
+ * upstream's answer: a prefetch in flight never raises it.
+ *
+ * Hits are the cache's own (socket path) plus, through the kernel_hits hook, those the fast path
+ * answered, which user space never sees. One thread looks at due entries every
+ * NDC_PREFETCH_TICK_MS, each entry once. Bounded: at most max_inflight prefetches at once; after
+ * one fails (the upstream did not refresh the entry), none for 1 s doubling to 30 s, then one at a
+ * time until one succeeds, so a failing upstream gets no storm.
+ */
+struct ndc_prefetch;
+
+#define NDC_PREFETCH_TICK_MS 100
+#define NDC_PREFETCH_INFLIGHT 128 /* max_inflight 0 */
+
+struct ndc_prefetch_opts {
+	uint32_t min_hits;     /* 1.. (0 is taken as 1) */
+	uint32_t before_pct;   /* 1..99; 0: off */
+	uint32_t max_inflight; /* 0: NDC_PREFETCH_INFLIGHT */
+};
+
+/*
+ * Hits the fast path answered for (lname, qtype) of class IN since it was last published: 0 and
+ * *ret_hits, -ENOENT (not in the kernel's table), -EOPNOTSUPP (no kernel table). Any thread.
+ */
+typedef int (*ndc_prefetch_hits_fn)(void *arg, const uint8_t *lname, size_t nlen, uint16_t qtype,
+				    uint32_t *ret_hits);
+
+/*
+ * Starts the thread. cache and fwd stay the caller's: stop the prefetcher before freeing the
+ * forwarder, free it after (the forwarder completes the prefetches in flight). -EINVAL for
+ * before_pct >= 100.
+ */
+int ndc_prefetch_new(const struct ndc_prefetch_opts *opts, struct ndc_cache *cache,
+		     struct ndc_forwarder *fwd, struct ndc_prefetch **ret);
+
+/* The kernel's hits; set before entries come due (NULL: the cache's hits only). */
+void ndc_prefetch_set_kernel_hits(struct ndc_prefetch *p, ndc_prefetch_hits_fn fn, void *arg);
+
+/* New options (live: entries stored from now on get the new prefetch point). */
+int ndc_prefetch_configure(struct ndc_prefetch *p, const struct ndc_prefetch_opts *opts);
+
+/*
+ * issued: prefetches sent; refreshed: those whose answer replaced the entry; failed: those that
+ * did not (upstream failure, an uncacheable answer); cold: entries that came due asked fewer than
+ * min_hits times (left to expire); kernel_hits: hits the kernel hook added; inflight: gauge.
+ */
+struct ndc_prefetch_stats {
+	uint64_t issued, refreshed, failed, cold, kernel_hits;
+	uint64_t inflight;
+};
+void ndc_prefetch_stats(struct ndc_prefetch *p, struct ndc_prefetch_stats *ret);
+
+/* A metric sample, as ndc_metric_u64 (http/http.h) takes it: the caller writes /metrics. */
+typedef void (*ndc_query_metric_fn)(void *arg, const char *name, const char *type, const char *help,
+				    const char *labels, uint64_t value);
+
+/* ndcache_prefetch_* samples. */
+void ndc_prefetch_metrics(struct ndc_prefetch *p, ndc_query_metric_fn fn, void *arg);
+
+/* Stops the thread: no prefetch is sent from then on. Idempotent. */
+void ndc_prefetch_stop(struct ndc_prefetch *p);
+
+/* Stops, waits for the prefetches in flight (call after ndc_forwarder_free), frees. NULL is fine.
+ */
+void ndc_prefetch_free(struct ndc_prefetch *p);
+
+/* ---- per-client limit: ratelimit.c -------------------------------------------------------------
+ */
+
+/*
+ * A fair share of the upstream per client (forward.per_client): a token bucket per source
+ * address, qps tokens a second up to burst, one token per query that must go upstream. Only
+ * misses are asked: cluster names and cached answers never are. Thread-safe (the table is split
+ * into lock stripes), no allocation and no syscall per query.
+ *
+ * The table of clients is fixed at NDC_RL_CLIENTS (NDC_RL_WAYS ways per set, sets picked by a
+ * keyed hash of the address): a new client takes the least recently seen one of its set. A client
+ * idle long enough to have refilled its bucket is the same as a new one, so that eviction changes
+ * nothing; one evicted while its bucket was still short (more active clients in a set than ways)
+ * is counted, and only ever gets more than its share, never less.
+ */
+struct ndc_ratelimit;
+
+#define NDC_RL_WAYS 8
+#define NDC_RL_CLIENTS 8192 /* a node runs at most a few hundred pods (kubelet maxPods 110) */
+
+struct ndc_ratelimit_opts {
+	uint32_t qps;	/* tokens a second; 0: no limit */
+	uint32_t burst; /* bucket size, >= 1 when qps is set */
+};
+
+struct ndc_ratelimit_stats {
+	uint64_t allowed, limited; /* queries let through, queries over their client's limit */
+	uint64_t evicted_active;   /* clients replaced before their bucket had refilled */
+	uint64_t clients;	   /* gauge: addresses in the table (at most NDC_RL_CLIENTS) */
+};
+
+/* -EINVAL: qps set and burst 0. */
+int ndc_ratelimit_new(const struct ndc_ratelimit_opts *opts, struct ndc_ratelimit **ret);
+void ndc_ratelimit_free(struct ndc_ratelimit *rl);
+
+/* New limits, any thread, at any time; buckets already full stay full, others are capped. */
+int ndc_ratelimit_configure(struct ndc_ratelimit *rl, const struct ndc_ratelimit_opts *opts);
+
+/*
+ * Whether a query from peer may go upstream now (a token is taken). IPv4 and IPv4-mapped IPv6
+ * addresses are one client; another family, or none, is always let through. Over the limit, a
+ * warning names the client at most once a second, with how many were limited in between.
+ */
+bool ndc_ratelimit_allow(struct ndc_ratelimit *rl, const struct sockaddr_storage *peer,
+			 uint64_t now_ms);
+
+void ndc_ratelimit_stats(struct ndc_ratelimit *rl, struct ndc_ratelimit_stats *ret);
+
+/* ndcache_upstream_limited_total{reason="per_client"} and ndcache_per_client_* samples. The
+ * caller adds reason="max_pending" (the forwarder's rejected) with the same help. */
+#define NDC_LIMITED_HELP                                                                     \
+	"Misses answered SERVFAIL at once instead of going upstream, by reason: per_client " \
+	"(forward.per_client), max_pending (forward.max_pending or the in-flight limit)."
+void ndc_ratelimit_metrics(struct ndc_ratelimit *rl, ndc_query_metric_fn fn, void *arg);
+
 /* ---- resolver: resolver.c ----------------------------------------------------------------------
  */
 
@@ -290,6 +446,13 @@ struct ndc_resolver_stats {
 int ndc_resolver_new(const struct ndc_records *records, struct ndc_cache *cache,
 		     struct ndc_forwarder *fwd, struct ndc_resolver **ret);
 void ndc_resolver_free(struct ndc_resolver *r);
+
+/*
+ * Misses of a client over its share (forward.per_client) get SERVFAIL at once; cluster names and
+ * cached answers are never limited. rl (NULL: no limit) stays the caller's and outlives the
+ * resolver; set it before the resolver serves.
+ */
+void ndc_resolver_set_limiter(struct ndc_resolver *r, struct ndc_ratelimit *rl);
 
 /*
  * Installs a new record table (NULL: none) and returns the old one once no query can still be

@@ -16,7 +16,8 @@ struct ndc_resolver {
 	const struct ndc_records *_Atomic records;
 	struct ndc_cache *cache;
 	struct ndc_forwarder *fwd;
-	_Atomic uint32_t qlog_ppm; /* query log sampling; 0: off */
+	struct ndc_ratelimit *limiter; /* forward.per_client; NULL: none */
+	_Atomic uint32_t qlog_ppm;     /* query log sampling; 0: off */
 	_Atomic uint64_t queries, local, cache_hits, forwarded, servfail, errors, dropped;
 };
 
@@ -120,6 +121,21 @@ servfail:
 }
 
 /*
+ * Whether the client may send one more query upstream (forward.per_client). SERVFAIL, not
+ * REFUSED, for those over: the limit is temporary, and stub resolvers read SERVFAIL as "try again
+ * later" (glibc: EAI_AGAIN, and it goes on down the search list) but REFUSED as "this server will
+ * never answer you" (glibc: NO_RECOVERY); it is also what a full forwarder answers.
+ */
+static bool client_allowed(struct ndc_resolver *r, const struct ndc_server_req *req)
+{
+	struct sockaddr_storage peer;
+
+	if (!r->limiter || ndc_server_req_peer(req, &peer) < 0)
+		return true;
+	return ndc_ratelimit_allow(r->limiter, &peer, ndc_now_ms());
+}
+
+/*
  * Answers one query; *ret_source says who did, for the query log (lg non-NULL when this one is
  * logged: a forwarded query carries it to its answer).
  */
@@ -179,6 +195,11 @@ static enum ndc_verdict handle(struct ndc_resolver *r, struct ndc_server_req *re
 		if (ndc_dns_write_reply(q, a, age, 0, limit, out, cap, ret_len) < 0)
 			return error_reply(r, q, NDC_RCODE_SERVFAIL, out, cap, ret_len);
 		return NDC_SEND;
+	}
+	if (!client_allowed(r, req)) {
+		count(r, servfail);
+		*ret_source = "limited";
+		return error_reply(r, q, NDC_RCODE_SERVFAIL, out, cap, ret_len);
 	}
 	v = forward(r, req, q, limit, lg, out, cap, ret_len);
 	*ret_source = v == NDC_PENDING ? "upstream" : "error";
@@ -240,6 +261,11 @@ const struct ndc_records *ndc_resolver_set_records(struct ndc_resolver *r,
 	/* Every query that may still read the old table finishes before it is handed back. */
 	ndc_rcu_synchronize();
 	return old;
+}
+
+void ndc_resolver_set_limiter(struct ndc_resolver *r, struct ndc_ratelimit *rl)
+{
+	r->limiter = rl;
 }
 
 void ndc_resolver_free(struct ndc_resolver *r)

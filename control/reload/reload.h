@@ -10,7 +10,8 @@
  * stays, the reason is logged, ndcache_config_reload_failures_total counts it and
  * ndcache_config_last_reload_success drops to 0; /ready is not touched). A good one is applied
  * key by key, without dropping a query:
- *   live:     upstream, stub_domains, records.*, cache.*, forward.*, log.*
+ *   live:     upstream, stub_domains, records.*, cache.* (cache.prefetch too), forward.*
+ *             (forward.per_client too), log.*
  *   restart:  cluster_domain, listen, port, source, dataplane.*, http.listen, workers,
  *             tcp_idle_ms, tcp_max_conns; also records.pods: insecure while the fast path is
  *             loaded (its pass-through suffix is set at load)
@@ -35,7 +36,9 @@ struct ndc_reload_targets {
 	struct ndc_cache *cache;
 	struct ndc_forwarder *fwd;
 	struct ndc_resolver *res;
-	bool fastpath; /* the fast path is loaded */
+	struct ndc_prefetch *prefetch; /* cache.prefetch; NULL: not reloaded */
+	struct ndc_ratelimit *limiter; /* forward.per_client; NULL: not reloaded */
+	bool fastpath;		       /* the fast path is loaded */
 	/*
 	 * records.* changed: build the table with cfg's records options and serve it. Blocks until
 	 * the new table serves (the old one serving until then) or it failed: 0 or -errno, logged

@@ -37,7 +37,7 @@ static bool same_u16(const uint16_t *a, size_t na, const uint16_t *b, size_t nb)
  * cache, forward, log) or compared here. A field added to the struct without a decision here
  * fails this check at build time: say which it is, then update the size.
  */
-_Static_assert(sizeof(struct ndc_config) == 1464,
+_Static_assert(sizeof(struct ndc_config) == 1480,
 	       "a new config key: decide in control/reload/reload_file.c whether it changes live "
 	       "or needs a restart");
 
@@ -126,6 +126,34 @@ static bool same_cache(const struct ndc_config *a, const struct ndc_config *b)
 	       a->cache.max_bytes == b->cache.max_bytes && a->cache.max_ttl == b->cache.max_ttl &&
 	       a->cache.neg_max_ttl == b->cache.neg_max_ttl &&
 	       a->cache.stale_max == b->cache.stale_max;
+}
+
+/*
+ * cache.prefetch and forward.per_client: live, for what is asked from then on (an entry already
+ * cached keeps the prefetch point it was given; a client keeps the tokens it has, capped at the
+ * new burst). Values were checked by the parser, so neither can fail here.
+ */
+static void upstream_share_keys(struct ndc_reload *rl, const struct ndc_config *a,
+				const struct ndc_config *b, char *changed)
+{
+	const typeof(a->cache.prefetch) *pa = &a->cache.prefetch, *pb = &b->cache.prefetch;
+	const typeof(a->forward.per_client) *ca = &a->forward.per_client,
+					    *cb = &b->forward.per_client;
+
+	if (rl->t.prefetch && (pa->on != pb->on || pa->min_hits != pb->min_hits ||
+			       pa->before_pct != pb->before_pct)) {
+		struct ndc_prefetch_opts o = {.min_hits = pa->min_hits,
+					      .before_pct = pa->on ? pa->before_pct : 0};
+
+		if (ndc_prefetch_configure(rl->t.prefetch, &o) == 0)
+			ndc_reload_list_add(changed, "cache.prefetch");
+	}
+	if (rl->t.limiter && (ca->qps != cb->qps || (ca->qps && ca->burst != cb->burst))) {
+		struct ndc_ratelimit_opts o = {.qps = ca->qps, .burst = ca->burst};
+
+		if (ndc_ratelimit_configure(rl->t.limiter, &o) == 0)
+			ndc_reload_list_add(changed, "forward.per_client");
+	}
 }
 
 /* ---- the config file ------------------------------------------------------------------------ */
@@ -333,6 +361,7 @@ void ndc_reload_file(struct ndc_reload *rl, bool force)
 		if (ndc_cache_set_limits(rl->t.cache, &co) == 0)
 			ndc_reload_list_add(changed, "cache");
 	}
+	upstream_share_keys(rl, cfg, cur, changed);
 	/* Set after the lines below: a quieter level must not hide what this reload did. */
 	level = cfg->log.level != cur->log.level && !rl->log_level_fixed ? cfg->log.level : -1;
 	if (level >= 0)

@@ -20,6 +20,7 @@ POD_ADDR=169.254.100.2
 NODE_VETH_ADDR=169.254.100.1
 TOPO_DIR=""
 TOPO_PIDS=()
+TOPO_EXTRA_NS=() # pods added by topo_pod_add
 
 in_node() { ip netns exec "$NS_NODE" "$@"; }
 
@@ -102,6 +103,8 @@ topo_down() {
 		wait "$pid" 2>/dev/null # SIGKILLed: reaped at once
 	done
 	TOPO_PIDS=()
+	for ns in "${TOPO_EXTRA_NS[@]}"; do ip netns del "$ns" 2>/dev/null; done
+	TOPO_EXTRA_NS=()
 	ip netns del "$NS_POD" 2>/dev/null
 	ip netns del "$NS_NODE" 2>/dev/null
 	[ -n "$TOPO_DIR" ] && rm -rf "$TOPO_DIR"
@@ -132,6 +135,28 @@ topo_up() {
 	in_pod ip addr add "$POD_ADDR/24" dev eth0
 	in_pod ip link set eth0 up
 	in_pod ip route add default via "$NODE_VETH_ADDR"
+}
+
+# A second (third, ...) pod, after topo_up: topo_pod_add N sets up netns ndc-pod<N>-$TOPO_ID with
+# 169.254.(100+N).2/24 on its eth0, default route via 169.254.(100+N).1 on the node's eth-pod<N>
+# (add it to dataplane.interfaces for tc mode). N is 1..99. Call it directly, not in $(...): the
+# namespace is remembered for topo_down. Its own subnet: the first pod's 169.254.100.0/24 stays
+# the only route through eth-pod.
+topo_pod_add() {
+	local n=$1 ns="ndc-pod$1-$TOPO_ID" net="169.254.$((100 + $1))"
+	ip netns add "$ns" || return 1
+	TOPO_EXTRA_NS+=("$ns")
+	ip link add "ndcp$n-$TOPO_ID" type veth peer name "ndcn$n-$TOPO_ID" || return 1
+	ip link set "ndcp$n-$TOPO_ID" netns "$ns"
+	ip link set "ndcn$n-$TOPO_ID" netns "$NS_NODE"
+	in_node ip link set "ndcn$n-$TOPO_ID" name "eth-pod$n"
+	in_node ip addr add "$net.1/24" dev "eth-pod$n"
+	in_node ip link set "eth-pod$n" up
+	ip netns exec "$ns" ip link set lo up
+	ip netns exec "$ns" ip link set "ndcp$n-$TOPO_ID" name eth0
+	ip netns exec "$ns" ip addr add "$net.2/24" dev eth0
+	ip netns exec "$ns" ip link set eth0 up
+	ip netns exec "$ns" ip route add default via "$net.1"
 }
 
 # Waits until a UDP DNS server answers in the node netns: wait_dns ADDR PORT NAME [SECONDS]

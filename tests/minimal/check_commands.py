@@ -63,7 +63,7 @@ COMMANDS = {
     "wc": "coreutils", "xargs": "findutils", "apt-get": "apt", "apt-cache": "apt",
     "deb-systemd-helper": "init-system-helpers", "openssl": "openssl", "taskset": "util-linux",
     "true": "coreutils", "false": "coreutils", "uname": "coreutils", "nice": "coreutils",
-    "flock": "util-linux", "od": "coreutils", "du": "coreutils", "df": "coreutils",
+    "flock": "util-linux", "renice": "bsdutils", "od": "coreutils", "du": "coreutils", "df": "coreutils",
     "sha256sum": "coreutils", "md5sum": "coreutils", "tac": "coreutils", "yes": "coreutils",
     "expr": "coreutils", "printenv": "coreutils", "whoami": "coreutils", "install": "coreutils",
     "gzip": "gzip", "tar": "tar", "hostname": "hostname", "chown": "coreutils",

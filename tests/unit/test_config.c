@@ -122,6 +122,11 @@ static void assert_defaults(const struct ndc_config *c)
 	assert_int_equal(c->cache.stale_max, 86400);
 	assert_int_equal(c->forward.timeout_ms, 1000);
 	assert_int_equal(c->forward.max_pending, 10000);
+	assert_true(c->cache.prefetch.on);
+	assert_int_equal(c->cache.prefetch.min_hits, 2);
+	assert_int_equal(c->cache.prefetch.before_pct, 10);
+	assert_int_equal(c->forward.per_client.qps, 1000);
+	assert_int_equal(c->forward.per_client.burst, 2000);
 	assert_int_equal(c->workers, 0);
 	assert_int_equal(c->tcp_idle_ms, 10000);
 	assert_int_equal(c->tcp_max_conns, 1024);
@@ -238,9 +243,13 @@ static void test_every_key(void **state)
 				   "  max_ttl: 604800\n"
 				   "  neg_max_ttl: 0\n"
 				   "  stale_max: 0\n"
+				   "  prefetch: {min_hits: 1000000, before_pct: 99}\n"
 				   "forward:\n"
 				   "  timeout_ms: 10\n"
 				   "  max_pending: 1000000\n"
+				   "  per_client:\n"
+				   "    qps: 10000000\n"
+				   "    burst: 1\n"
 				   "stub_domains:\n"
 				   "  Acme.Local.: [169.254.53.11, '169.254.53.12:5353']\n"
 				   "  corp.example: '[fd00::53]:54'\n"
@@ -283,6 +292,11 @@ static void test_every_key(void **state)
 	assert_int_equal(cfg.cache.stale_max, 0);
 	assert_int_equal(cfg.forward.timeout_ms, 10);
 	assert_int_equal(cfg.forward.max_pending, 1000000);
+	assert_true(cfg.cache.prefetch.on);
+	assert_int_equal(cfg.cache.prefetch.min_hits, 1000000);
+	assert_int_equal(cfg.cache.prefetch.before_pct, 99);
+	assert_int_equal(cfg.forward.per_client.qps, 10000000);
+	assert_int_equal(cfg.forward.per_client.burst, 1);
 	assert_int_equal(cfg.n_stub_domains, 2);
 	assert_string_equal(cfg.stub_domains[0].zone, "acme.local");
 	assert_int_equal(cfg.stub_domains[0].n_servers, 2);
@@ -374,6 +388,56 @@ static void test_value_forms(void **state)
 	assert_v6(&cfg.listen[7], "::8");
 	assert_string_equal(cfg.cluster_domain, "my_zone");
 	ndc_config_free(&cfg);
+}
+
+/* cache.prefetch and forward.per_client: a mapping, true (defaults), false (off), null. */
+static void test_switch_sections(void **state)
+{
+	struct ndc_config cfg;
+
+	(void)state;
+	expect_ok("cache: {prefetch: false}\nforward: {per_client: no}\n", &cfg);
+	assert_false(cfg.cache.prefetch.on);
+	assert_int_equal(cfg.forward.per_client.qps, 0);
+	ndc_config_free(&cfg);
+	expect_ok("cache: {prefetch: true}\nforward: {per_client: True}\n", &cfg);
+	assert_true(cfg.cache.prefetch.on);
+	assert_int_equal(cfg.cache.prefetch.min_hits, 2);
+	assert_int_equal(cfg.cache.prefetch.before_pct, 10);
+	assert_int_equal(cfg.forward.per_client.qps, 1000);
+	assert_int_equal(cfg.forward.per_client.burst, 2000);
+	ndc_config_free(&cfg);
+	/* A key not given keeps its default; null or {} are the defaults. */
+	expect_ok("cache:\n  prefetch: {before_pct: 50}\nforward:\n  per_client:\n", &cfg);
+	assert_true(cfg.cache.prefetch.on);
+	assert_int_equal(cfg.cache.prefetch.min_hits, 2);
+	assert_int_equal(cfg.cache.prefetch.before_pct, 50);
+	assert_int_equal(cfg.forward.per_client.qps, 1000);
+	ndc_config_free(&cfg);
+	expect_ok("cache: {prefetch: {min_hits: 1}}\nforward: {per_client: {burst: 5}}\n", &cfg);
+	assert_int_equal(cfg.cache.prefetch.min_hits, 1);
+	assert_int_equal(cfg.cache.prefetch.before_pct, 10);
+	assert_int_equal(cfg.forward.per_client.qps, 1000);
+	assert_int_equal(cfg.forward.per_client.burst, 5);
+	ndc_config_free(&cfg);
+
+	expect_error("cache:\n  prefetch: sometimes\n",
+		     "line 2: cache.prefetch: expected a mapping, true or false, got 'sometimes'");
+	expect_error("forward: {per_client: [1]}\n",
+		     "line 1: forward.per_client: expected a mapping, true or false, got a list");
+	expect_error("cache: {prefetch: {before_pct: 0}}\n",
+		     "line 1: cache.prefetch.before_pct: expected an integer 1..99, got '0'");
+	expect_error("cache: {prefetch: {before_pct: 100}}\n",
+		     "line 1: cache.prefetch.before_pct: expected an integer 1..99, got '100'");
+	expect_error("cache: {prefetch: {min_hits: 0}}\n",
+		     "line 1: cache.prefetch.min_hits: expected an integer 1..1000000, got '0'");
+	expect_error("cache: {prefetch: {hits: 3}}\n",
+		     "line 1: cache.prefetch.hits: unknown key (known keys: min_hits, before_pct)");
+	expect_error("forward:\n  per_client: {qps: 0}\n",
+		     "line 2: forward.per_client.qps: expected an integer 1..10000000, got '0'");
+	expect_error("forward:\n  per_client: {qps: 5, burst: 10000001}\n",
+		     "line 2: forward.per_client.burst: expected an integer 1..10000000, got "
+		     "'10000001'");
 }
 
 static void test_error_unknown_and_duplicate(void **state)
@@ -848,6 +912,7 @@ int main(void)
 	    cmocka_unit_test(test_example_file),
 	    cmocka_unit_test(test_every_key),
 	    cmocka_unit_test(test_value_forms),
+	    cmocka_unit_test(test_switch_sections),
 	    cmocka_unit_test(test_error_unknown_and_duplicate),
 	    cmocka_unit_test(test_error_integers),
 	    cmocka_unit_test(test_error_addresses),

@@ -640,6 +640,115 @@ static void test_drop(void **state)
 	ndc_cache_free(c);
 }
 
+/* ---- prefetch points (cache.prefetch) ---- */
+
+/* Due entries at now, as "label:hits" joined by spaces, into buf. */
+static size_t due_text(struct ndc_cache *c, uint64_t now, size_t max, char *buf, size_t len)
+{
+	struct ndc_cache_due d[64];
+	size_t n = ndc_cache_due(c, now, d, max), off = 0;
+
+	buf[0] = 0;
+	for (size_t i = 0; i < n && off < len; i++)
+		off += (size_t)snprintf(buf + off, len - off, "%s%.*s:%u", i ? " " : "",
+					d[i].lname[0], (const char *)d[i].lname + 1, d[i].hits);
+	return n;
+}
+
+static void test_prefetch_points(void **state)
+{
+	struct ndc_cache *c = new_cache(1000, 1 << 20, 86400, 3600, 0);
+	struct test_answer a, out;
+	char buf[256];
+
+	(void)state;
+	make_answer(&a, NDC_RCODE_NOERROR, 1, 16, 0);
+	/* Off by default: no points. */
+	assert_int_equal(put(c, "off", NDC_T_A, &a, 5, T0), 0);
+	ndc_cache_set_prefetch(c, 10);
+	/* TTL 5 at 10%: 1 s before expiry (0.5 s rounded up to a second). */
+	assert_int_equal(put(c, "five", NDC_T_A, &a, 5, T0), 0);
+	/* TTL 1: not in the first half of its life. */
+	assert_int_equal(put(c, "one", NDC_T_A, &a, 1, T0), 0);
+	/* TTL 300: 30 s before. */
+	assert_int_equal(put(c, "long", NDC_T_A, &a, 300, T0), 0);
+	for (int i = 0; i < 3; i++)
+		assert_int_equal(get(c, "five", NDC_T_A, T0 + 100, false, &out, NULL), 0);
+
+	assert_int_equal(due_text(c, T0 + 499, 64, buf, sizeof(buf)), 0);
+	assert_int_equal(due_text(c, T0 + 500, 64, buf, sizeof(buf)), 1);
+	assert_string_equal(buf, "one:0");
+	assert_int_equal(due_text(c, T0 + 3999, 64, buf, sizeof(buf)), 0);
+	assert_int_equal(due_text(c, T0 + 4000, 64, buf, sizeof(buf)), 1);
+	assert_string_equal(buf, "five:3");
+	/* Each entry once in its life. */
+	assert_int_equal(due_text(c, T0 + 4500, 64, buf, sizeof(buf)), 0);
+	assert_int_equal(due_text(c, T0 + 269999, 64, buf, sizeof(buf)), 0);
+	assert_int_equal(due_text(c, T0 + 270000, 64, buf, sizeof(buf)), 1);
+	assert_string_equal(buf, "long:0");
+	/* Never given a point (stored while off): never due. */
+	assert_int_equal(due_text(c, T0 + 1000000, 64, buf, sizeof(buf)), 0);
+	ndc_cache_free(c);
+}
+
+static void test_prefetch_replace_and_evict(void **state)
+{
+	struct ndc_cache *c = new_cache(64, 1 << 20, 86400, 3600, 0);
+	struct test_answer a, out;
+	uint8_t n[64];
+	size_t nl = make_name(n, "x");
+	uint64_t g1 = 0, g2 = 0;
+	char buf[1024], label[16];
+
+	(void)state;
+	make_answer(&a, NDC_RCODE_NOERROR, 1, 16, 0);
+	ndc_cache_set_prefetch(c, 50);
+	assert_int_equal(ndc_cache_gen(c, n, nl, NDC_T_A, NDC_C_IN, &g1), -ENOENT);
+	assert_int_equal(put(c, "x", NDC_T_A, &a, 10, T0), 0);
+	assert_int_equal(ndc_cache_gen(c, n, nl, NDC_T_A, NDC_C_IN, &g1), 0);
+	assert_int_equal(get(c, "x", NDC_T_A, T0 + 1, false, &out, NULL), 0);
+	/* Replaced: a new gen, hits from zero, a point from the new put (10 s at 50%: 5 s). */
+	assert_int_equal(put(c, "x", NDC_T_A, &a, 10, T0 + 2000), 0);
+	assert_int_equal(ndc_cache_gen(c, n, nl, NDC_T_A, NDC_C_IN, &g2), 0);
+	assert_true(g2 > g1);
+	assert_int_equal(due_text(c, T0 + 5000, 64, buf, sizeof(buf)), 0);
+	assert_int_equal(due_text(c, T0 + 7000, 64, buf, sizeof(buf)), 1);
+	assert_string_equal(buf, "x:0");
+
+	/* 200 puts through a 64-entry cache: evicted entries leave the heap with them. */
+	for (int i = 0; i < 200; i++) {
+		snprintf(label, sizeof(label), "e%d", i);
+		assert_int_equal(put(c, label, NDC_T_A, &a, 10, T0 + (uint64_t)i), 0);
+	}
+	assert_int_equal(due_text(c, T0 + 100000, 64, buf, sizeof(buf)), 0); /* all expired */
+	for (int i = 0; i < 200; i++) {
+		snprintf(label, sizeof(label), "f%d", i);
+		assert_int_equal(put(c, label, NDC_T_A, &a, 10 + (uint32_t)(i % 7), T0 + 200000),
+				 0);
+	}
+	/* At most max at a time, the rest stays due for the next call. */
+	assert_int_equal(due_text(c, T0 + 200000 + 9000, 10, buf, sizeof(buf)), 10);
+	assert_int_equal(due_text(c, T0 + 200000 + 9000, 64, buf, sizeof(buf)), 54);
+	assert_int_equal(due_text(c, T0 + 200000 + 9000, 64, buf, sizeof(buf)), 0);
+	ndc_cache_free(c);
+}
+
+/* An entry that expires before it is taken is never given. */
+static void test_prefetch_expired_skipped(void **state)
+{
+	struct ndc_cache *c = new_cache(1000, 1 << 20, 86400, 3600, 3600);
+	struct test_answer a;
+	char buf[64];
+
+	(void)state;
+	make_answer(&a, NDC_RCODE_NOERROR, 1, 16, 0);
+	ndc_cache_set_prefetch(c, 10);
+	assert_int_equal(put(c, "late", NDC_T_A, &a, 5, T0), 0);
+	assert_int_equal(due_text(c, T0 + 5000, 64, buf, sizeof(buf)), 0);
+	assert_int_equal(due_text(c, T0 + 4000, 64, buf, sizeof(buf)), 0);
+	ndc_cache_free(c);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -661,6 +770,9 @@ int main(void)
 	    cmocka_unit_test(test_hook),
 	    cmocka_unit_test(test_set_limits),
 	    cmocka_unit_test(test_drop),
+	    cmocka_unit_test(test_prefetch_points),
+	    cmocka_unit_test(test_prefetch_replace_and_evict),
+	    cmocka_unit_test(test_prefetch_expired_skipped),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
