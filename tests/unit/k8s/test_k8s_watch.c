@@ -77,6 +77,8 @@ static void pagination(void **state)
 {
 	struct fx *f = *state;
 
+	/* Pages are what a consistent list has: a server that offers nothing cheaper. */
+	control("{\"op\":\"refuse\",\"ways\":[\"stream\",\"cache\"]}");
 	f->opts.kinds = 1u << NDC_K8S_SERVICES;
 	f->opts.page_size = 2;
 	start(f);
@@ -92,8 +94,8 @@ static void pagination(void **state)
 		snprintf(name, sizeof(name), "app/svc-%d", i);
 		assert_true(listed_name(&f->rec, NDC_K8S_SERVICES, name));
 	}
-	/* 5 objects at 2 per page: 3 requests. */
-	assert_int_equal(server_stat("lists", "/api/v1/services"), 3);
+	/* 5 objects at 2 per page: 3 requests, and the refused list from the cache. */
+	assert_int_equal(server_stat("lists", "/api/v1/services"), 4);
 }
 
 static void events(void **state)
@@ -153,7 +155,9 @@ static void kube_dns_configmap(void **state)
 	assert_int_equal(f->rec.listed[NDC_K8S_CONFIGMAPS], 1);
 	pthread_mutex_unlock(&f->rec.m);
 	assert_true(listed_name(&f->rec, NDC_K8S_CONFIGMAPS, "kube-system/kube-dns"));
-	assert_int_equal(server_stat("lists", "/api/v1/namespaces/kube-system/configmaps"), 1);
+	/* Its state streamed at the start of the watch: one request, no list. */
+	assert_int_equal(server_stat("watches", "/api/v1/namespaces/kube-system/configmaps"), 1);
+	assert_int_equal(server_stat("lists", "/api/v1/namespaces/kube-system/configmaps"), 0);
 	control("{\"op\":\"apply\",\"object\":{\"kind\":\"ConfigMap\",\"metadata\":{\"name\":"
 		"\"coredns\",\"namespace\":\"kube-system\"},\"data\":{\"x\":\"y\"}}}");
 	control("{\"op\":\"apply\",\"object\":{\"kind\":\"ConfigMap\",\"metadata\":{\"name\":"
@@ -428,7 +432,9 @@ static void list_410_restarts(void **state)
 	struct fx *f = *state;
 	struct ndc_k8s_watch_stats st;
 
-	control("{\"op\":\"fail\",\"count\":1,\"status\":410,\"path\":\"/api/v1/services\"}");
+	control("{\"op\":\"refuse\",\"ways\":[\"stream\",\"cache\"]}");
+	control("{\"op\":\"fail\",\"count\":1,\"status\":410,\"path\":\"/api/v1/services\","
+		"\"watch\":false}");
 	f->opts.kinds = 1u << NDC_K8S_SERVICES;
 	f->opts.page_size = 2;
 	start(f);
@@ -527,6 +533,16 @@ static void serve_conn(struct script *sc, int fd)
 		memset(req, 0, sizeof(req));
 		if (!read_head(sc, fd, req, sizeof(req)))
 			return;
+		if (strstr(req, "sendInitialEvents=true")) {
+			/* A server without WatchList: the client lists instead. */
+			static const char refused[] = "HTTP/1.1 422 Unprocessable "
+						      "Entity\r\nContent-Type: application/json\r\n"
+						      "Content-Length: 2\r\n\r\n{}";
+
+			if (!send_all(fd, refused, strlen(refused)))
+				return;
+			continue;
+		}
 		if (!strstr(req, "watch=true")) {
 			char hdr[256];
 
