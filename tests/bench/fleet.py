@@ -30,6 +30,7 @@ import math
 import os
 import signal
 import socket
+import ssl
 import struct
 import subprocess
 import sys
@@ -295,6 +296,21 @@ def client_sums(stats, names):
     return per, tot
 
 
+def state_bytes(a):
+    """Bytes of each kind's whole state as one JSON list (resourceVersion=0), as client "-"."""
+    ctx = ssl.create_default_context(cafile=os.path.join(a.certs, "ca.pem"))
+    res = {}
+    for key, path in (("namespaces", "/api/v1/namespaces"), ("services", "/api/v1/services"),
+                      ("endpointslices", "/apis/discovery.k8s.io/v1/endpointslices")):
+        c = http.client.HTTPSConnection("127.0.0.1", a.api_port, context=ctx, timeout=60)
+        c.request("GET", path + "?resourceVersion=0",
+                  headers={"Authorization": "Bearer " + TOKEN})
+        r = c.getresponse()
+        res["state_bytes_" + key] = len(r.read())
+        c.close()
+    return res
+
+
 def diff(after, before):
     return {k: after.get(k, 0) - before.get(k, 0) for k in after}
 
@@ -362,6 +378,12 @@ def main():
         log("fleet: fake API server up in %.1f s (%s)" % (time.monotonic() - t0,
                                                           "refusing " + a.refuse
                                                           if a.refuse else "every way offered"))
+        out.update(state_bytes(a))
+        log("  state    one agent's kinds as JSON lists: Namespaces %.2f MB, Services %.2f MB, "
+            "EndpointSlices %.2f MB (kube-proxy watches the latter two, without headless "
+            "Services' slices)" % (out["state_bytes_namespaces"] / 1e6,
+                                   out["state_bytes_services"] / 1e6,
+                                   out["state_bytes_endpointslices"] / 1e6))
         if a.solo:
             solo = Agent(a, 0, "solo")
             solo.start(a.ndcache)

@@ -9,7 +9,7 @@
 # one agent's time alone; fan-out p99 under 1 s) and exits 0 when it ran.
 #
 # Usage: fleet_bench.sh [--agents N] [--services S] [--changes C] [--rollout-s R]
-#                       [--refuse WAYS] [--build DIR] [--out FILE]
+#                       [--refuse WAYS] [--build DIR] [--out FILE] [--logs DIR]
 set -u
 here=$(cd "$(dirname "$0")" && pwd)
 root=$(cd "$here/../.." && pwd)
@@ -20,6 +20,7 @@ rollout=5
 refuse=""
 build="$root/build-k8b"
 out=""
+logs=""
 while [ $# -gt 0 ]; do
 	case $1 in
 	--agents) agents=${2:-}; shift 2 ;;
@@ -29,6 +30,7 @@ while [ $# -gt 0 ]; do
 	--refuse) refuse=${2:-}; shift 2 ;;
 	--build) build=${2:-}; shift 2 ;;
 	--out) out=${2:-}; shift 2 ;;
+	--logs) logs=${2:-}; shift 2 ;;
 	-h | --help) sed -n 's/^# \{0,1\}//; 12,13p' "$0" >&2; exit 2 ;;
 	*) echo "fleet_bench: unknown argument $1" >&2; exit 2 ;;
 	esac
@@ -70,6 +72,7 @@ in_node python3 "$here/fleet.py" --ndcache "$bin" --fakeapi "$root/tests/fakeapi
 rc=${PIPESTATUS[0]}
 echo "fleet_bench: load average at end $(cut -d' ' -f1-3 /proc/loadavg)"
 [ -n "$out" ] && cp "$TOPO_DIR/fleet.out" "$out"
+[ -n "$logs" ] && mkdir -p "$logs" && cp -r "$TOPO_DIR/run/." "$logs/"
 kv() { sed -n "s/^$1=//p" "$TOPO_DIR/fleet.out"; }
 solo=$(kv solo_ready_s)
 all=$(kv rollout_all_ready_s)
