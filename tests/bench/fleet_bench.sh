@@ -35,10 +35,14 @@ while [ $# -gt 0 ]; do
 	*) echo "fleet_bench: unknown argument $1" >&2; exit 2 ;;
 	esac
 done
-[[ $agents =~ ^[0-9]+$ ]] && ((agents >= 1 && agents <= 500)) ||
-	{ echo "fleet_bench: --agents must be 1..500" >&2; exit 2; }
-[[ $services =~ ^[0-9]+$ ]] && ((services >= 100 && services <= 500000)) ||
-	{ echo "fleet_bench: --services must be 100..500000" >&2; exit 2; }
+if ! [[ $agents =~ ^[0-9]+$ ]] || ((agents < 1 || agents > 500)); then
+	echo "fleet_bench: --agents must be 1..500" >&2
+	exit 2
+fi
+if ! [[ $services =~ ^[0-9]+$ ]] || ((services < 100 || services > 500000)); then
+	echo "fleet_bench: --services must be 100..500000" >&2
+	exit 2
+fi
 
 # shellcheck source=SCRIPTDIR/../integration/lib.sh
 . "$root/tests/integration/lib.sh"
