@@ -555,6 +555,20 @@ static void metrics(void *arg, struct ndc_metrics_buf *b)
 		C(b, "k8s_reconnects_total", "Watch reconnects.", ws.reconnects);
 		C(b, "k8s_auth_failures_total", "401 answers from the API server.",
 		  ws.auth_failures);
+		/* Issue 25: how each kind's whole state came, what the API server paid for it. */
+		static const char sync_help[] =
+		    "Whole states of a kind received: streamed over the watch, listed from the "
+		    "watch cache, or a consistent paginated list.";
+		ndc_metric_u64(b, "ndcache_k8s_syncs_total", "counter", sync_help, "how=\"stream\"",
+			       ws.syncs_stream);
+		ndc_metric_u64(b, "ndcache_k8s_syncs_total", "counter", sync_help, "how=\"cache\"",
+			       ws.syncs_cache);
+		ndc_metric_u64(b, "ndcache_k8s_syncs_total", "counter", sync_help,
+			       "how=\"consistent\"", ws.syncs_consistent);
+		C(b, "k8s_sync_fallbacks_total",
+		  "A cheaper way to get the state refused by the API server, or a relist at our "
+		  "resourceVersion it no longer knew.",
+		  ws.fallbacks);
 	}
 	pthread_mutex_unlock(&ag->src_lock);
 }

@@ -91,6 +91,8 @@ step "integration: sync from a (fake) API server, answers from the kernel (tc)" 
 	tests/integration/test_k8s.sh build tc
 step "integration: sync from a (fake) API server under ASan + UBSan" \
 	tests/integration/test_k8s.sh build-asan
+step "integration: a fleet of 10 agents on one (fake) API server: no consistent lists, fallbacks" \
+	tests/integration/test_fleet.sh build
 step "integration: upgrades, second instances, no agent (fail open)" \
 	tests/integration/test_upgrade.sh build
 step "integration: chaos (kill -9, upgrade, 10 s without an agent, upstream down, garbage), tc" \

@@ -40,8 +40,33 @@ struct buf {
 	size_t len, cap, max;
 };
 
-/* Why a transfer ended early (set by the write callback, which then aborts it). */
-enum abort_reason { ABORT_NONE = 0, ABORT_STOP, ABORT_RELIST, ABORT_BAD, ABORT_TOO_BIG };
+/*
+ * Why a transfer ended early (set by the write callback, which then aborts it). ABORT_NOSTREAM:
+ * asked for the initial state over the watch, the server sent a plain watch (a bookmark without
+ * the initial-events-end annotation): it ignored sendInitialEvents.
+ */
+enum abort_reason {
+	ABORT_NONE = 0,
+	ABORT_STOP,
+	ABORT_RELIST,
+	ABORT_BAD,
+	ABORT_TOO_BIG,
+	ABORT_NOSTREAM
+};
+
+/*
+ * The three ways to get a kind's whole state, cheapest for the API server first (k8s_client.c
+ * says when each is used): streamed over the watch from the watch cache (WatchList), listed from
+ * the watch cache (resourceVersion=0, or not older than ours), a consistent paginated list
+ * (served from etcd by API servers before 1.31).
+ */
+enum sync_how { SYNC_STREAM = 0, SYNC_CACHE, SYNC_CONSISTENT, SYNC_HOWS };
+
+/*
+ * Whether the API server offers a way (SYNC_STREAM, SYNC_CACHE): decided once per watch, by the
+ * one worker whose request asks while the others wait for its answer, and kept when refused.
+ */
+enum offer { OFFER_UNKNOWN = 0, OFFER_ASKING, OFFER_YES, OFFER_NO };
 
 struct worker {
 	struct ndc_k8s_watch *w;
@@ -56,9 +81,15 @@ struct worker {
 	uint64_t rand;
 	unsigned failures;
 	char rv[128];
+	/* The server no longer knows rv (410 or 504 to a list at it): the next list is consistent.
+	 */
+	bool rv_unavailable;
+	enum sync_how asking; /* the way this worker's request asks about, or SYNC_HOWS */
 
 	/* One transfer. */
 	bool watching;
+	bool initial;	   /* a streamed initial state: events are list items until its end */
+	bool initial_done; /* ... and its end bookmark arrived */
 	long status;
 	struct buf body; /* error bodies; for a list page its skeleton (all but the items) */
 	enum abort_reason abort;
@@ -82,8 +113,14 @@ struct ndc_k8s_watch {
 	struct ndc_k8s_watch_ops ops;
 	void *arg;
 	atomic_bool stop;
-	pthread_mutex_t lock; /* backoff sleeps */
+	pthread_mutex_t lock; /* backoff sleeps, offers */
 	pthread_cond_t cond;
+	enum offer offer[SYNC_CONSISTENT]; /* of SYNC_STREAM and SYNC_CACHE */
+	/*
+	 * The protocol's hook for the transfer (which sits below it): the request that asks about
+	 * a way (worker.asking) got a 200, so the server offers it.
+	 */
+	void (*answered)(struct worker *t);
 
 	pthread_mutex_t token_lock;
 	char *token; /* current bearer token: token_file's content, else conn.token */
@@ -92,7 +129,8 @@ struct ndc_k8s_watch {
 
 	struct {
 		atomic_uint_fast64_t lists, events, bookmarks, relists_410, reconnects,
-		    auth_failures, errors;
+		    auth_failures, errors, fallbacks;
+		atomic_uint_fast64_t syncs[SYNC_HOWS];
 	} st;
 	struct worker workers[NDC_K8S_KINDS];
 };
@@ -149,6 +187,12 @@ size_t ndc_k8s_list_feed(struct worker *t, const char *data, size_t len);
  * NULL unless it is a List skeleton.
  */
 struct json_object *ndc_k8s_page_skeleton(struct worker *t, struct json_object **ret_md);
+
+/*
+ * A kind's whole state has arrived (how): counts it, tells the consumer (list_end). The list
+ * and the streamed initial state end the same way.
+ */
+void ndc_k8s_sync_done(struct worker *t, enum sync_how how);
 
 /* An error body's Status message, for the log (a thread-local buffer or a constant). */
 const char *ndc_k8s_status_message(struct worker *t);

@@ -94,16 +94,29 @@ struct ndc_k8s_watch_opts {
 
 struct ndc_k8s_watch;
 
-/* Starts one thread per kind: list (paginated: limit/continue), then watch from the list's
- * resourceVersion with allowWatchBookmarks=true, forever, reconnecting with backoff. */
+/*
+ * Starts one thread per kind: gets the kind's state, then watches from its resourceVersion with
+ * allowWatchBookmarks=true, forever, reconnecting with backoff. The state comes the cheapest way
+ * the server offers: streamed at the start of the watch (sendInitialEvents=true, asked once per
+ * watch and remembered when refused), else listed from its watch cache (resourceVersion=0 at
+ * first, not older than ours on a relist), else a consistent paginated list (limit/continue).
+ */
 int ndc_k8s_watch_start(const struct ndc_k8s_conn *conn, const struct ndc_k8s_watch_opts *opts,
 			const struct ndc_k8s_watch_ops *ops, void *arg, struct ndc_k8s_watch **ret);
 
 /* Stops and joins the threads (aborting transfers in progress). NULL is fine. */
 void ndc_k8s_watch_stop(struct ndc_k8s_watch *w);
 
+/*
+ * lists: complete states received, each way: syncs_stream (streamed over the watch,
+ * sendInitialEvents), syncs_cache (listed from the watch cache), syncs_consistent (consistent
+ * paginated lists); fallbacks: refusals that made the client give up a cheaper way (once per way
+ * and watch: a refused stream, a refused cache list), or a list at our resourceVersion that the
+ * server no longer knew (410/504: a consistent list instead, as client-go does).
+ */
 struct ndc_k8s_watch_stats {
 	uint64_t lists, events, bookmarks, relists_410, reconnects, auth_failures, errors;
+	uint64_t syncs_stream, syncs_cache, syncs_consistent, fallbacks;
 };
 void ndc_k8s_watch_stats(struct ndc_k8s_watch *w, struct ndc_k8s_watch_stats *ret);
 

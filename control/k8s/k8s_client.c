@@ -1,9 +1,10 @@
 // SPDX-License-Identifier: MIT
 /*
  * List/watch of the kinds DNS needs, one thread per kind, the way client-go's reflector does it:
- * a paginated list gives the state and a resourceVersion, a watch from there gives the changes
- * (bookmarks move the resourceVersion forward while nothing changes), 410 Gone means the
- * server's history no longer reaches back that far and only a new list can resync.
+ * the state (streamed at the start of the watch, or listed) gives the objects and a
+ * resourceVersion, a watch from there gives the changes (bookmarks move the resourceVersion
+ * forward while nothing changes), 410 Gone means the server's history no longer reaches back
+ * that far and only a new state can resync.
  *
  * Each thread owns one curl easy handle inside its own multi handle: the multi keeps the TLS
  * connection alive between requests, and curl_multi_wakeup() lets ndc_k8s_watch_stop() interrupt
@@ -29,41 +30,140 @@
 
 #include "internal.h"
 
-/* ---- list -------------------------------------------------------------------------------------
+/* ---- the initial state ------------------------------------------------------------------------
+ *
+ * Every agent of a fleet lists every kind at its start, and again after a 410 or an API server
+ * restart: that is the fleet's cost to the API server. The state comes the cheapest way the
+ * server offers (the facts, with the API server versions, are in docs/FLEET.md):
+ *
+ * 1. Streamed over the watch itself (KEP-3157 WatchList): watch=true&sendInitialEvents=true&
+ *    resourceVersionMatch=NotOlderThan, ADDED for every object, then a bookmark annotated
+ *    k8s.io/initial-events-end, then the watch goes on. Served from the watch cache, one request,
+ *    no list response held in the server's memory. Servers with the WatchList gate off refuse it
+ *    with 422 Invalid (older ones refuse resourceVersionMatch on a watch, also 422); one that
+ *    ignored both would send a plain watch, whose bookmarks lack the annotation. Asked by one
+ *    worker per watch; the others wait for its answer, and a refusal is kept.
+ * 2. Listed from the watch cache, as client-go's reflector lists: resourceVersion=0 at first
+ *    ("any": the cache, however old a page limit makes the request look), and on a relist
+ *    resourceVersion=<ours>&resourceVersionMatch=NotOlderThan without a limit, so that a relist
+ *    is never older than what we had and stays in the cache on servers that send limited lists
+ *    at a resourceVersion to etcd. 400/422/501 is a server that will not: kept, as above.
+ * 3. The consistent paginated list (limit/continue, no resourceVersion), served from etcd before
+ *    the ConsistentListFromCache feature (beta, on by default, in 1.31). Also the one list after
+ *    the server answered 410 (Expired) or 504 (resourceVersion too large) to a list at ours.
  */
 
+static bool refused_status(long status)
+{
+	return status == 400 || status == 422 || status == 501;
+}
+
 /*
- * One complete paginated list: list_begin, list_item for every object, list_end. Returns 0 (rv
- * set), -ESTALE when a continue token expired (410: start over), or another negative errno.
+ * Whether the server offers how, as far as known; unknown: this worker's request asks (t->asking)
+ * while the others wait here for its answer.
+ */
+static bool offered(struct worker *t, enum sync_how how)
+{
+	struct ndc_k8s_watch *w = t->w;
+	enum offer o;
+
+	pthread_mutex_lock(&w->lock);
+	while ((o = w->offer[how]) == OFFER_ASKING && !ndc_k8s_stopping(w))
+		pthread_cond_wait(&w->cond, &w->lock);
+	if (o == OFFER_UNKNOWN) {
+		w->offer[how] = OFFER_ASKING;
+		t->asking = how;
+	}
+	pthread_mutex_unlock(&w->lock);
+	return o != OFFER_NO;
+}
+
+/*
+ * What a request said about how: OFFER_YES, OFFER_NO (any worker may find that), or
+ * OFFER_UNKNOWN (it failed otherwise: the next request asks again). Returns true when this made
+ * it OFFER_NO (counted as a fallback: the caller says why, once).
+ */
+static bool verdict(struct worker *t, enum sync_how how, enum offer o)
+{
+	struct ndc_k8s_watch *w = t->w;
+	bool refused = false;
+
+	if (t->asking != how && o != OFFER_NO)
+		return false;
+	pthread_mutex_lock(&w->lock);
+	if (o == OFFER_NO)
+		refused = w->offer[how] != OFFER_NO;
+	if (o == OFFER_NO || w->offer[how] == OFFER_ASKING)
+		w->offer[how] = o;
+	if (t->asking == how)
+		t->asking = SYNC_HOWS;
+	pthread_cond_broadcast(&w->cond);
+	pthread_mutex_unlock(&w->lock);
+	if (refused)
+		ndc_k8s_count(&w->st.fallbacks);
+	return refused;
+}
+
+/* The transfer's hook (w->answered): a 200 to the request that asks. */
+static void answered(struct worker *t)
+{
+	verdict(t, t->asking, OFFER_YES);
+}
+
+/* The request of one list page (cont: the continue token of the next page, or NULL). */
+static char *list_url(struct worker *t, enum sync_how how, const char *at, const char *cont)
+{
+	struct ndc_k8s_watch *w = t->w;
+	const char *q = t->ki->query ? t->ki->query : "", *amp = t->ki->query ? "&" : "";
+	char *url = NULL, *esc;
+	int n;
+
+	esc = curl_easy_escape(t->easy, cont ? cont : at, 0);
+	if (!esc)
+		return NULL;
+	if (cont) /* continue carries the list's resourceVersion: no other may be given */
+		n = asprintf(&url, "%s%s?%s%slimit=%u&continue=%s", w->conn.server, t->ki->path, q,
+			     amp, w->opts.page_size, esc);
+	else if (how == SYNC_CACHE && at[0])
+		n = asprintf(&url, "%s%s?%s%sresourceVersion=%s&resourceVersionMatch=NotOlderThan",
+			     w->conn.server, t->ki->path, q, amp, esc);
+	else if (how == SYNC_CACHE)
+		n = asprintf(&url, "%s%s?%s%sresourceVersion=0&limit=%u", w->conn.server,
+			     t->ki->path, q, amp, w->opts.page_size);
+	else
+		n = asprintf(&url, "%s%s?%s%slimit=%u", w->conn.server, t->ki->path, q, amp,
+			     w->opts.page_size);
+	curl_free(esc);
+	return n < 0 ? NULL : url;
+}
+
+/*
+ * One complete list: list_begin, list_item for every object, list_end. From the watch cache
+ * unless it was refused or the server no longer knows our resourceVersion; a refusal there falls
+ * back to the consistent list at once. Returns 0 (rv set), -ESTALE when a continue token expired
+ * (410: start over), or another negative errno.
  */
 static int do_list(struct worker *t)
 {
 	struct ndc_k8s_watch *w = t->w;
-	const struct ndc_k8s_watch_ops *ops = &w->ops;
-	char *cont = NULL, *url = NULL;
+	enum sync_how how = SYNC_CACHE;
+	char *cont = NULL, *url = NULL, at[sizeof(t->rv)];
 	int r;
 
+	if (t->rv_unavailable || !offered(t, SYNC_CACHE))
+		how = SYNC_CONSISTENT;
+	memcpy(at, t->rv, sizeof(at));
 	t->watching = false;
+	t->initial = false;
+restart:
 	t->rv[0] = '\0';
 	t->list_begun = false;
 	t->list_items = 0;
 	for (;;) {
 		json_object *root = NULL, *md, *v;
-		char *esc = NULL;
 
-		if (cont) {
-			esc = curl_easy_escape(t->easy, cont, 0);
-			if (!esc) {
-				r = -ENOMEM;
-				goto out;
-			}
-		}
 		free(url);
-		if (asprintf(&url, "%s%s?%s%slimit=%u%s%s", w->conn.server, t->ki->path,
-			     t->ki->query ? t->ki->query : "", t->ki->query ? "&" : "",
-			     w->opts.page_size, esc ? "&continue=" : "", esc ? esc : "") < 0)
-			url = NULL;
-		curl_free(esc);
+		url = list_url(t, how, at, cont);
 		if (!url) {
 			r = -ENOMEM;
 			goto out;
@@ -71,6 +171,27 @@ static int do_list(struct worker *t)
 		r = ndc_k8s_request(t, url);
 		if (r < 0)
 			goto out;
+		if (!cont && how == SYNC_CACHE && refused_status(t->status)) {
+			if (verdict(t, SYNC_CACHE, OFFER_NO)) {
+				ndc_warn(
+				    "k8s %s: list from the watch cache refused (HTTP %ld: %s): "
+				    "consistent lists from now on",
+				    t->ki->name, t->status, ndc_k8s_status_message(t));
+			}
+			how = SYNC_CONSISTENT;
+			goto restart;
+		}
+		if (!cont && how == SYNC_CACHE && at[0] && (t->status == 410 || t->status == 504)) {
+			/* Expired, or "too large resource version": as client-go, a consistent
+			 * list re-establishes a resourceVersion the server knows. */
+			verdict(t, SYNC_CACHE, OFFER_UNKNOWN);
+			ndc_k8s_count(&w->st.fallbacks);
+			ndc_info("k8s %s: list at resourceVersion %s: HTTP %ld (%s), listing "
+				 "consistently",
+				 t->ki->name, at, t->status, ndc_k8s_status_message(t));
+			how = SYNC_CONSISTENT;
+			goto restart;
+		}
 		if (t->abort == ABORT_TOO_BIG) {
 			ndc_warn("k8s %s: list page or item larger than %zu bytes", t->ki->name,
 				 NDC_K8S_MAX_BODY);
@@ -100,8 +221,8 @@ static int do_list(struct worker *t)
 			r = -EBADMSG;
 			goto out;
 		}
-		if (!t->list_begun && ops->list_begin)
-			ops->list_begin(w->arg, t->kind);
+		if (!t->list_begun && w->ops.list_begin)
+			w->ops.list_begin(w->arg, t->kind);
 		t->list_begun = true;
 		/* Every page carries the list's resourceVersion (the first page's snapshot). */
 		ndc_k8s_set_rv(t, root);
@@ -123,20 +244,10 @@ static int do_list(struct worker *t)
 		r = -EBADMSG;
 		goto out;
 	}
-	/* Counted first, so the stats agree with what list_end tells the consumer. */
-	ndc_k8s_count(&w->st.lists);
-	if (ops->list_end)
-		ops->list_end(w->arg, t->kind);
-	ndc_info("k8s %s: listed %zu objects at resourceVersion %s", t->ki->name, t->list_items,
-		 t->rv);
-	/*
-	 * The pages' JSON trees were freed between the objects kept from them, in this thread's
-	 * malloc arena, where glibc only returns the top of the heap by itself. Lists are rare and
-	 * this takes milliseconds.
-	 */
-	malloc_trim(0);
+	ndc_k8s_sync_done(t, how);
 	r = 0;
 out:
+	verdict(t, SYNC_CACHE, OFFER_UNKNOWN); /* failed before an answer: ask again */
 	free(cont);
 	free(url);
 	return r;
@@ -150,33 +261,74 @@ enum watch_end {
 	WATCH_RELIST,  /* 410 Gone */
 	WATCH_ERROR,   /* back off, then rewatch */
 	WATCH_STOP,
+	WATCH_REFUSED, /* no streamed initial state from this server: list */
 };
 
-static enum watch_end do_watch(struct worker *t)
+/*
+ * A watch from t->rv; initial: with the state streamed first (sendInitialEvents), from the
+ * resourceVersion a relist would use (none at first or after a 410 to ours: a consistent read
+ * from the cache, as client-go asks). t->initial_done tells whether the state arrived.
+ */
+static enum watch_end do_watch(struct worker *t, bool initial)
 {
 	struct ndc_k8s_watch *w = t->w;
+	const char *q = t->ki->query ? t->ki->query : "", *amp = t->ki->query ? "&" : "";
 	char *url = NULL, *esc;
 	int r;
 
 	t->watching = true;
+	t->initial = initial;
+	t->initial_done = false;
+	t->list_begun = false;
+	t->list_items = 0;
 	esc = curl_easy_escape(t->easy, t->rv, 0);
-	if (!esc || asprintf(&url,
+	if (!esc)
+		return WATCH_ERROR;
+	if (!initial)
+		r = asprintf(&url,
 			     "%s%s?%s%swatch=true&resourceVersion=%s&allowWatchBookmarks=true"
 			     "&timeoutSeconds=%u",
-			     w->conn.server, t->ki->path, t->ki->query ? t->ki->query : "",
-			     t->ki->query ? "&" : "", esc, w->opts.timeout_s) < 0)
-		url = NULL;
+			     w->conn.server, t->ki->path, q, amp, esc, w->opts.timeout_s);
+	else
+		r = asprintf(&url,
+			     "%s%s?%s%swatch=true&sendInitialEvents=true"
+			     "&resourceVersionMatch=NotOlderThan%s%s&allowWatchBookmarks=true"
+			     "&timeoutSeconds=%u",
+			     w->conn.server, t->ki->path, q, amp,
+			     t->rv[0] && !t->rv_unavailable ? "&resourceVersion=" : "",
+			     t->rv[0] && !t->rv_unavailable ? esc : "", w->opts.timeout_s);
 	curl_free(esc);
-	if (!url)
+	if (r < 0)
 		return WATCH_ERROR;
 	r = ndc_k8s_request(t, url);
 	free(url);
-	if (r == -ECANCELED)
+	t->initial = false;
+	if (r == -ECANCELED) {
+		verdict(t, SYNC_STREAM, OFFER_UNKNOWN);
 		return WATCH_STOP;
+	}
+	if (initial && r == 0 && (refused_status(t->status) || t->abort == ABORT_NOSTREAM)) {
+		if (!verdict(t, SYNC_STREAM, OFFER_NO))
+			return WATCH_REFUSED;
+		if (t->abort == ABORT_NOSTREAM)
+			ndc_warn("k8s %s: the API server ignored sendInitialEvents (a bookmark "
+				 "without k8s.io/initial-events-end): listing from now on",
+				 t->ki->name);
+		else
+			ndc_info("k8s %s: no streamed initial state (HTTP %ld: %s): listing from "
+				 "now on",
+				 t->ki->name, t->status, ndc_k8s_status_message(t));
+		return WATCH_REFUSED;
+	}
+	/* Any other failure says nothing about the offer: the next request asks again. */
+	verdict(t, SYNC_STREAM, OFFER_UNKNOWN);
 	if (r < 0)
 		return WATCH_ERROR;
-	if (t->status == 410 || t->abort == ABORT_RELIST)
+	if (t->status == 410 || t->abort == ABORT_RELIST) {
+		if (initial) /* not even as a lower bound: the next stream is a consistent read */
+			t->rv_unavailable = true;
 		return WATCH_RELIST;
+	}
 	if (t->status != 200) {
 		ndc_warn("k8s %s: watch: HTTP %ld: %s", t->ki->name, t->status,
 			 ndc_k8s_status_message(t));
@@ -229,6 +381,22 @@ static void backoff(struct worker *t)
 	pthread_mutex_unlock(&w->lock);
 }
 
+/* A list failed with r: back off unless it is worth an immediate retry. */
+static void list_failed(struct worker *t, int r)
+{
+	struct ndc_k8s_watch *w = t->w;
+
+	if (r == -ESTALE) {
+		ndc_k8s_count(&w->st.relists_410);
+		/* Straight away the first time: the next list starts a new snapshot. */
+		if (t->failures++ == 0)
+			return;
+	} else {
+		ndc_k8s_count(&w->st.errors);
+	}
+	backoff(t);
+}
+
 static void *worker_main(void *arg)
 {
 	struct worker *t = arg;
@@ -237,39 +405,42 @@ static void *worker_main(void *arg)
 
 	while (!ndc_k8s_stopping(w)) {
 		struct timespec t0, t1;
+		bool initial = false;
 		enum watch_end end;
 
 		if (need_list) {
-			int r = do_list(t);
+			int r;
 
-			if (r == -ECANCELED)
+			initial = offered(t, SYNC_STREAM);
+			if (ndc_k8s_stopping(w))
 				break;
-			if (r == 0) {
-				need_list = false;
-				after_list = true;
-				t->failures = 0;
+			if (!initial) {
+				r = do_list(t);
+				if (r == -ECANCELED)
+					break;
+				if (r == 0) {
+					need_list = false;
+					after_list = true;
+					t->failures = 0;
+				} else {
+					list_failed(t, r);
+				}
 				continue;
 			}
-			if (r == -ESTALE) {
-				ndc_k8s_count(&w->st.relists_410);
-				/* Straight away the first time: the next list starts a new
-				 * snapshot. */
-				if (t->failures++ == 0)
-					continue;
-			} else {
-				ndc_k8s_count(&w->st.errors);
-			}
-			backoff(t);
-			continue;
-		}
-		if (!after_list)
+		} else if (!after_list) {
 			ndc_k8s_count(&w->st.reconnects);
+		}
 		after_list = false;
 		clock_gettime(CLOCK_MONOTONIC, &t0);
-		end = do_watch(t);
+		end = do_watch(t, initial);
 		clock_gettime(CLOCK_MONOTONIC, &t1);
+		if (initial && t->initial_done) {
+			need_list = false;
+			t->failures = 0;
+		}
 		switch (end) {
 		case WATCH_STOP:
+		case WATCH_REFUSED: /* list at once */
 			break;
 		case WATCH_RELIST:
 			ndc_k8s_count(&w->st.relists_410);
@@ -371,6 +542,7 @@ int ndc_k8s_watch_start(const struct ndc_k8s_conn *conn, const struct ndc_k8s_wa
 		w->opts.backoff_max_ms = w->opts.backoff_min_ms;
 	w->ops = *ops;
 	w->arg = arg;
+	w->answered = answered;
 	r = ndc_k8s_conn_copy(conn, &w->conn);
 	if (r < 0)
 		goto fail;
@@ -394,6 +566,7 @@ int ndc_k8s_watch_start(const struct ndc_k8s_conn *conn, const struct ndc_k8s_wa
 		t->w = w;
 		t->kind = (enum ndc_k8s_kind)k;
 		t->ki = &ndc_k8s_kind_info[k];
+		t->asking = SYNC_HOWS;
 		t->rand = ((uint64_t)now.tv_nsec << 20) ^ (uint64_t)now.tv_sec ^
 			  ((uint64_t)getpid() << 40) ^ ((uint64_t)k + 1) * 0x9e3779b97f4a7c15ull;
 		if (!t->rand)
@@ -459,4 +632,9 @@ void ndc_k8s_watch_stats(struct ndc_k8s_watch *w, struct ndc_k8s_watch_stats *re
 	ret->reconnects = atomic_load_explicit(&w->st.reconnects, memory_order_relaxed);
 	ret->auth_failures = atomic_load_explicit(&w->st.auth_failures, memory_order_relaxed);
 	ret->errors = atomic_load_explicit(&w->st.errors, memory_order_relaxed);
+	ret->fallbacks = atomic_load_explicit(&w->st.fallbacks, memory_order_relaxed);
+	ret->syncs_stream = atomic_load_explicit(&w->st.syncs[SYNC_STREAM], memory_order_relaxed);
+	ret->syncs_cache = atomic_load_explicit(&w->st.syncs[SYNC_CACHE], memory_order_relaxed);
+	ret->syncs_consistent =
+	    atomic_load_explicit(&w->st.syncs[SYNC_CONSISTENT], memory_order_relaxed);
 }

@@ -9,6 +9,7 @@
  */
 #include <errno.h>
 #include <limits.h>
+#include <malloc.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -116,8 +117,73 @@ const char *ndc_k8s_status_message(struct worker *t)
 	return msg;
 }
 
+void ndc_k8s_sync_done(struct worker *t, enum sync_how how)
+{
+	struct ndc_k8s_watch *w = t->w;
+	static const char *const hows[] = {"streamed", "listed from the watch cache",
+					   "listed (consistent)"};
+
+	if (!t->list_begun && w->ops.list_begin)
+		w->ops.list_begin(w->arg, t->kind);
+	t->list_begun = true;
+	t->rv_unavailable = false;
+	/* Counted first, so the stats agree with what list_end tells the consumer. */
+	ndc_k8s_count(&w->st.syncs[how]);
+	ndc_k8s_count(&w->st.lists);
+	if (w->ops.list_end)
+		w->ops.list_end(w->arg, t->kind);
+	ndc_info("k8s %s: %s %zu objects at resourceVersion %s", t->ki->name, hows[how],
+		 t->list_items, t->rv);
+	/*
+	 * The items' JSON trees were freed between the objects kept from them, in this thread's
+	 * malloc arena, where glibc only returns the top of the heap by itself. Syncs are rare and
+	 * this takes milliseconds.
+	 */
+	malloc_trim(0);
+}
+
 /* ---- watch ------------------------------------------------------------------------------------
  */
+
+/*
+ * The bookmark that ends a streamed initial state carries the annotation
+ * k8s.io/initial-events-end: "true" (KEP-3157); any other bookmark in that phase is a server
+ * that ignored sendInitialEvents and sent a plain watch.
+ */
+static bool initial_events_end(json_object *obj)
+{
+	json_object *md, *ann, *v;
+
+	return json_object_object_get_ex(obj, "metadata", &md) &&
+	       json_object_object_get_ex(md, "annotations", &ann) &&
+	       json_object_object_get_ex(ann, "k8s.io/initial-events-end", &v) &&
+	       json_object_is_type(v, json_type_string) &&
+	       !strcmp(json_object_get_string(v), "true");
+}
+
+/*
+ * An object of a streamed initial state: a list item. Its resourceVersion is its own last
+ * change, not the state's: the rv comes from the end bookmark.
+ */
+static void initial_item(struct worker *t, enum ndc_k8s_event e, json_object *obj)
+{
+	const struct ndc_k8s_watch_ops *ops = &t->w->ops;
+
+	if (e == NDC_K8S_DELETED) {
+		/* The state is sent as ADDED events: a deletion there is a server we do not know.
+		 */
+		ndc_warn("k8s %s: watch: DELETED in the initial state", t->ki->name);
+		t->abort = ABORT_BAD;
+		return;
+	}
+	if (!t->list_begun && ops->list_begin)
+		ops->list_begin(t->w->arg, t->kind);
+	t->list_begun = true;
+	set_kind(t, obj);
+	if (ops->list_item)
+		ops->list_item(t->w->arg, t->kind, obj);
+	t->list_items++;
+}
 
 static void handle_event(struct worker *t, json_object *ev)
 {
@@ -143,8 +209,17 @@ static void handle_event(struct worker *t, json_object *ev)
 	} else if (!strcmp(ty, "DELETED")) {
 		e = NDC_K8S_DELETED;
 	} else if (!strcmp(ty, "BOOKMARK")) {
-		ndc_k8s_set_rv(t, obj);
 		ndc_k8s_count(&w->st.bookmarks);
+		if (t->initial && !initial_events_end(obj)) {
+			t->abort = ABORT_NOSTREAM;
+			return;
+		}
+		ndc_k8s_set_rv(t, obj);
+		if (t->initial) {
+			t->initial = false;
+			t->initial_done = true;
+			ndc_k8s_sync_done(t, SYNC_STREAM);
+		}
 		return;
 	} else if (!strcmp(ty, "ERROR")) {
 		/* The object is a Status; 410 Gone: our resourceVersion was compacted away. */
@@ -159,6 +234,10 @@ static void handle_event(struct worker *t, json_object *ev)
 		return;
 	} else {
 		ndc_debug("k8s %s: watch: ignoring event type %s", t->ki->name, ty);
+		return;
+	}
+	if (t->initial) {
+		initial_item(t, e, obj);
 		return;
 	}
 	set_kind(t, obj);
@@ -387,6 +466,7 @@ static int replay_worker(enum ndc_k8s_kind kind, size_t chunk, const struct ndc_
 	t->w = w;
 	t->kind = kind;
 	t->ki = &ndc_k8s_kind_info[kind];
+	t->asking = SYNC_HOWS;
 	t->status = 200;
 	t->body.max = NDC_K8S_MAX_BODY;
 	t->item.max = NDC_K8S_MAX_BODY;

@@ -123,6 +123,8 @@ static size_t on_data(char *data, size_t size, size_t nmemb, void *arg)
 		curl_easy_getinfo(t->easy, CURLINFO_RESPONSE_CODE, &t->status);
 		if (t->status != 200)
 			t->body.max = NDC_K8S_MAX_ERROR_BODY;
+		else if (t->asking != SYNC_HOWS && t->w->answered)
+			t->w->answered(t);
 	}
 	if (t->status == 200)
 		return t->watching ? ndc_k8s_feed_stream(t, data, len)

@@ -121,6 +121,7 @@ class State:
         # so its id cannot be reused while the entry exists (history keeps objects anyway).
         self.encoded = {}
         self.list_item_kinds = False
+        self.fleet = Fleet()  # issue 25: per-client counters, refusal switches
         self.stats_lock = threading.Lock()
         self.requests = {}
         self.lists = {}
@@ -263,6 +264,7 @@ class State:
             out["objects"] = len(self.objects)
             out["paused"] = max(0.0, round(self.pause_until - time.monotonic(), 3))
             out["fail_pending"] = self.fail_count
+        out.update(self.fleet.stats())
         return out
 
     # ---- control -------------------------------------------------------------------------------
@@ -331,6 +333,9 @@ class State:
             with self.stats_lock:
                 self.requests, self.lists, self.watches = {}, {}, {}
                 self.auth_failures = self.failed = self.watch_events = self.bookmarks = 0
+            self.fleet.reset()
+        elif op in Fleet.OPS:
+            self.fleet.control(req)
         else:
             raise ControlError("unknown op %r" % (op,))
         with self.cond:
@@ -486,7 +491,241 @@ class BaseHandler(BaseHTTPRequestHandler):
         return self.rfile.read(n) if n else b""
 
 
-class ApiHandler(BaseHandler):
+# ---- the initial state: watch cache, WatchList, per-client counters (issue 25) ----------------
+#
+# Three ways to get a collection's whole state, as a real API server serves them:
+#   stream      watch=true&sendInitialEvents=true&resourceVersionMatch=NotOlderThan (WatchList,
+#               KEP-3157): ADDED for every object, then a BOOKMARK annotated
+#               k8s.io/initial-events-end: "true" at the state's resourceVersion, then the watch;
+#   cache       a list with resourceVersion=0, or resourceVersion=N with NotOlderThan or without a
+#               limit: the watch cache (which ignores limit: one page);
+#   consistent  a list without resourceVersion, and every continue page: etcd before 1.31.
+# Each can be refused (--refuse, op refuse) the way a server without it answers; op
+# ignore_initial_events makes the server ignore sendInitialEvents/resourceVersionMatch on a watch
+# (a plain watch, as one that knew neither would send). Requests, bytes and watch streams are
+# counted per client: bearer token TOKEN.<client> is client <client>, TOKEN itself "-".
+
+WAYS = ("stream", "cache", "consistent")
+INITIAL_EVENTS_END = "k8s.io/initial-events-end"
+TOO_LARGE_RV_WAIT = 3.0  # the real server waits this long for its cache, then answers 504
+INITIAL_CHUNK = 256 << 10  # initial events go out in writes of about this size
+CLIENT_COUNTERS = ("requests", "bytes", "lists_consistent", "lists_cache", "lists_exact",
+                   "watches", "initial_streams", "refused")
+
+
+def client_of_token(cred, token):
+    """The client a bearer token names: "-" for the token itself, NAME for TOKEN.NAME, else None."""
+    if hmac.compare_digest(cred.encode(), token.encode()):
+        return "-"
+    head, dot, name = cred.rpartition(".")
+    if dot and name and hmac.compare_digest(head.encode(), token.encode()) and \
+            all(c.isalnum() or c in "-_" for c in name):
+        return name
+    return None
+
+
+def initial_events_end(kind, api_version, rv):
+    return dumps({"type": "BOOKMARK", "object": {
+        "kind": kind, "apiVersion": api_version,
+        "metadata": {"resourceVersion": str(rv), "annotations": {INITIAL_EVENTS_END: "true"}}}}) + \
+        b"\n"
+
+
+class Fleet:
+    OPS = ("refuse", "ignore_initial_events")
+
+    def __init__(self):
+        self.lock = threading.Lock()
+        self.refuse = set()
+        self.ignore_initial_events = False
+        self.clients = {}
+        self.added = {}  # id(object) -> (object, its ADDED event line), as State.encoded
+
+    def client(self, name):
+        with self.lock:
+            c = self.clients.get(name)
+            if c is None:
+                c = self.clients[name] = dict.fromkeys(CLIENT_COUNTERS, 0)
+            return c
+
+    def add(self, c, key, n=1):
+        if c is not None:
+            with self.lock:
+                c[key] += n
+
+    def reset(self):
+        with self.lock:
+            for c in self.clients.values():
+                for k in c:
+                    c[k] = 0
+
+    def stats(self):
+        with self.lock:
+            return {"clients": {k: dict(v) for k, v in self.clients.items()},
+                    "refuse": sorted(self.refuse),
+                    "ignore_initial_events": self.ignore_initial_events}
+
+    def control(self, req):
+        if req["op"] == "refuse":
+            ways = req.get("ways", [])
+            if not isinstance(ways, list) or any(w not in WAYS for w in ways):
+                raise ControlError("ways must be a list of %s" % ", ".join(WAYS))
+            with self.lock:
+                self.refuse = set(ways)
+        else:
+            on = req.get("on")
+            if not isinstance(on, bool):
+                raise ControlError("on must be true or false")
+            with self.lock:
+                self.ignore_initial_events = on
+
+    def added_line(self, obj):
+        enc = self.added.get(id(obj))
+        if enc is None or enc[0] is not obj:
+            enc = (obj, dumps({"type": "ADDED", "object": obj}) + b"\n")
+            self.added[id(obj)] = enc
+        return enc[1]
+
+
+class CountingWriter:
+    """The handler's wfile, counting what goes out to its client."""
+
+    def __init__(self, raw, handler):
+        self.raw = raw
+        self.handler = handler
+
+    def write(self, data):
+        n = self.raw.write(data)
+        self.handler.server.state.fleet.add(self.handler.client, "bytes",
+                                            len(data) if n is None else n)
+        return n
+
+    def __getattr__(self, name):
+        return getattr(self.raw, name)
+
+
+def invalid(field, message):
+    """The 422 Status of a ListOptions the real server's validation rejects."""
+    body = status_body(422, 'ListOptions.meta.k8s.io "" is invalid: %s: Forbidden: %s' %
+                       (field, message), "Invalid")
+    body["details"] = {"group": "meta.k8s.io", "kind": "ListOptions", "causes": [
+        {"reason": "FieldValueForbidden", "message": "Forbidden: " + message, "field": field}]}
+    return body
+
+
+class InitialStateMixin:
+    """ApiHandler's side of the block above."""
+
+    def refused(self, code, body, headers=None):
+        self.st.fleet.add(self.client, "refused")
+        self.send_json(code, body, headers)
+
+    def list_initial_state(self, params):
+        """Checks and counts a list; False when it was answered here."""
+        fleet = self.st.fleet
+        rv = params.get("resourceVersion", "")
+        match = params.get("resourceVersionMatch", "")
+        cont = params.get("continue", "")
+        if match:
+            msg = None
+            if not rv:
+                msg = "resourceVersionMatch is forbidden unless resourceVersion is provided"
+            elif cont:
+                msg = "resourceVersionMatch is forbidden when continue is provided"
+            elif match not in ("Exact", "NotOlderThan"):
+                msg = "resourceVersionMatch %r is not supported" % match
+            elif match == "Exact" and rv == "0":
+                msg = 'resourceVersionMatch "exact" is forbidden for resourceVersion "0"'
+            if msg:
+                self.send_json(422, invalid("resourceVersionMatch", msg))
+                return False
+        if cont or not rv:
+            way, key = "consistent", "lists_consistent"
+        elif match == "Exact" or (not match and rv != "0" and params.get("limit", "0") != "0"):
+            way, key = "exact", "lists_exact"  # an exact list at an old rv: etcd
+        else:
+            way, key = "cache", "lists_cache"
+        if way in fleet.refuse and way == "cache":
+            self.refused(400, status_body(400, "the watch cache is disabled for this resource "
+                                          "(fakeapi: refuse cache)", "BadRequest"))
+            return False
+        if way in fleet.refuse:
+            self.refused(429, status_body(429, "too many requests (fakeapi: refuse consistent)"),
+                         {"Retry-After": "1"})
+            return False
+        if way == "cache" and rv != "0":
+            try:
+                want = int(rv)
+            except ValueError:
+                self.send_status(400, "invalid resourceVersion")
+                return False
+            st = self.st
+            with st.cond:
+                end = time.monotonic() + TOO_LARGE_RV_WAIT
+                while st.rv < want and time.monotonic() < end:
+                    st.cond.wait(end - time.monotonic())
+                cur = st.rv
+            if cur < want:
+                body = status_body(504, "Too large resource version: %d, current: %d" %
+                                   (want, cur), "Timeout")
+                body["details"] = {"causes": [{"reason": "ResourceVersionTooLarge",
+                                               "message": "Too large resource version"}],
+                                   "retryAfterSeconds": 1}
+                self.send_json(504, body)
+                return False
+        if way == "cache":
+            params.pop("limit", None)  # the watch cache serves the whole list at once
+        fleet.add(self.client, key)
+        return True
+
+    def watch_initial_state(self, params):
+        """Checks and counts a watch; None when it was answered here, else whether its initial
+        state ends with the initial-events-end bookmark (sendInitialEvents=true)."""
+        fleet = self.st.fleet
+        fleet.add(self.client, "watches")
+        if fleet.ignore_initial_events:
+            return False
+        sie = params.get("sendInitialEvents")
+        match = params.get("resourceVersionMatch", "")
+        if sie is None:
+            if match:
+                self.send_json(422, invalid("resourceVersionMatch", "resourceVersionMatch is "
+                                            "forbidden for watch unless sendInitialEvents is "
+                                            "provided"))
+                return None
+            return False
+        if match != "NotOlderThan":
+            self.send_json(422, invalid("resourceVersionMatch", "sendInitialEvents requires "
+                                        "setting resourceVersionMatch to NotOlderThan"))
+            return None
+        if "stream" in fleet.refuse:
+            self.refused(422, invalid("sendInitialEvents", "sendInitialEvents is forbidden for "
+                                      "watch unless the WatchList feature gate is enabled"))
+            return None
+        if sie.lower() not in ("true", "1"):
+            self.send_status(400, "fakeapi: sendInitialEvents=false is not implemented")
+            return None
+        fleet.add(self.client, "initial_streams")
+        return True
+
+    def write_initial(self, objs, fields, labels):
+        """ADDED events for objs, in writes of about INITIAL_CHUNK bytes."""
+        fleet = self.st.fleet
+        buf, size = [], 0
+        for obj in objs:
+            if not selector_match(obj, fields, labels):
+                continue
+            line = fleet.added_line(obj)
+            buf.append(line)
+            size += len(line)
+            if size >= INITIAL_CHUNK:
+                self.write_chunk(b"".join(buf))
+                buf, size = [], 0
+        if buf:
+            self.write_chunk(b"".join(buf))
+
+
+class ApiHandler(InitialStateMixin, BaseHandler):
     def setup(self):
         # A partition (op pause) holds new connections before the TLS handshake, as a lost
         # SYN-ACK would: the client's connect timeout is what fires.
@@ -500,6 +739,8 @@ class ApiHandler(BaseHandler):
             raise QuietDisconnect("TLS handshake: %s" % e) from None
         self.request.settimeout(IDLE_TIMEOUT)
         super().setup()
+        self.client = None  # issue 25: the counters of the client this connection serves
+        self.wfile = CountingWriter(self.wfile, self)
 
     def finish(self):
         try:
@@ -526,6 +767,8 @@ class ApiHandler(BaseHandler):
         if self.server.client_ca:
             try:
                 if self.request.getpeercert():  # only set when it verified against client-ca
+                    self.client = self.st.fleet.client("cert")
+                    self.st.fleet.add(self.client, "requests")
                     return True
             except (OSError, ValueError):
                 pass
@@ -535,7 +778,10 @@ class ApiHandler(BaseHandler):
             return False
         with self.st.cond:
             token = self.st.token
-        return hmac.compare_digest(cred.strip().encode(), token.encode())
+        name = client_of_token(cred.strip(), token)
+        self.client = None if name is None else self.st.fleet.client(name)
+        self.st.fleet.add(self.client, "requests")
+        return name is not None
 
     def do_GET(self):
         try:
@@ -622,10 +868,13 @@ class ApiHandler(BaseHandler):
             self.get_one(res, ns or "", name)
         elif params.get("watch", "").lower() in ("true", "1"):
             self.st.count(self.st.watches, path)
-            self.watch(path, res, ns, params)
+            initial_end = self.watch_initial_state(params)  # issue 25
+            if initial_end is not None:
+                self.watch(path, res, ns, params, initial_end)
         else:
             self.st.count(self.st.lists, path)
-            self.list(path, res, ns, params)
+            if self.list_initial_state(params):  # issue 25
+                self.list(path, res, ns, params)
 
     def get_one(self, res, ns, name):
         kind = res[0]
@@ -719,7 +968,7 @@ class ApiHandler(BaseHandler):
         except (OSError, ValueError):
             return True
 
-    def watch(self, path, res, ns, params):
+    def watch(self, path, res, ns, params, initial_end=False):
         kind, api_version = res[0], res[1]
         st = self.st
         rv_param = params.get("resourceVersion", "")
@@ -746,9 +995,10 @@ class ApiHandler(BaseHandler):
         me = Watcher(self.request)
         initial = []
         with st.cond:
-            expired = start_rv is not None and start_rv < st.compact_rv
+            # sendInitialEvents (initial_end): the current state, whatever the rv (NotOlderThan).
+            expired = start_rv is not None and start_rv < st.compact_rv and not initial_end
             if not expired:
-                if start_rv is None:  # "" or "0": synthetic ADDED for the current state
+                if start_rv is None or initial_end:  # synthetic ADDED for the current state
                     initial = st.sorted_objects(kind)
                     pos = len(st.history)
                     last_rv = st.rv
@@ -764,9 +1014,9 @@ class ApiHandler(BaseHandler):
             return
         log("watch %s from rv %s (timeout %ss)" % (path, rv_param or "<now>", timeout))
         try:
-            for obj in initial:
-                if selector_match(obj, fields, labels):
-                    self.write_chunk(dumps({"type": "ADDED", "object": obj}) + b"\n")
+            self.write_initial(initial, fields, labels)
+            if initial_end:
+                self.write_chunk(initial_events_end(kind, api_version, last_rv))
             deadline = time.monotonic() + timeout
             next_bm = time.monotonic() + interval
             while True:
@@ -903,6 +1153,11 @@ def main():
     ap.add_argument("--list-item-kinds", action="store_true",
                     help="keep kind/apiVersion in list items (the real server omits them)")
     ap.add_argument("--verbose", action="store_true", help="log requests to stderr")
+    ap.add_argument("--refuse", default="",
+                    help="comma-separated ways of getting the initial state to refuse: "
+                         "stream, cache, consistent (issue 25; op refuse changes it)")
+    ap.add_argument("--ignore-initial-events", action="store_true",
+                    help="ignore sendInitialEvents and resourceVersionMatch on watches")
     ap.add_argument("--initial-rv", type=int, default=FIRST_RV,
                     help="resourceVersion of the empty store, also the compaction point: a "
                          "restarted server continues above what its clients saw, and their "
@@ -915,6 +1170,11 @@ def main():
     state = State(args.token)
     state.rv = state.compact_rv = args.initial_rv
     state.list_item_kinds = args.list_item_kinds
+    refuse = set(filter(None, args.refuse.split(",")))
+    if refuse - set(WAYS):
+        ap.error("--refuse takes %s" % ", ".join(WAYS))
+    state.fleet.refuse = refuse
+    state.fleet.ignore_initial_events = args.ignore_initial_events
     if args.objects:
         try:
             load_objects(state, args.objects)

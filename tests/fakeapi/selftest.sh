@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Self-test of the fake API server with curl: auth, pagination, watch, bookmarks, 410 after
-# compaction, drop, token rotation, injected failures, pause, stats, SIGTERM. Loopback only.
+# compaction, drop, token rotation, injected failures, pause, stats, the three ways to the initial
+# state with their refusals and per-client counters, SIGTERM. Loopback only.
 # Prints "N passed, N failed"; exits non-zero on any failure.
 set -u
 
@@ -318,6 +319,70 @@ for i in $(seq 40); do
 	fi
 done
 check "40 concurrent watchers all get the event and a clean end" 40 "$got"
+
+# --- the initial state: watch cache, WatchList, refusals, per-client counters (issue 25) --------
+kget /api/v1/services >/dev/null
+n_svc=$(jget "$tmp/body" 'len(d["items"])')
+ctl '{"op":"reset_stats"}' >/dev/null
+token_before=$token
+token=$token.agent-7 # the current token, as client agent-7
+# cl CODE: runs python CODE with d = the control port's /stats, c = agent-7's counters
+cl() {
+	curl -s --max-time 10 "http://127.0.0.1:$ctl/stats" >"$tmp/st" &&
+		python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); c=d["clients"]["agent-7"]; exec(sys.argv[2])' \
+			"$tmp/st" "$1" 2>&1
+}
+check "list resourceVersion=0: the watch cache ignores limit" "200 $n_svc" \
+	"$(kget '/api/v1/services?resourceVersion=0&limit=1') $(jget "$tmp/body" 'len(d["items"])')"
+now_rv=$(jget "$tmp/body" 'd["metadata"]["resourceVersion"]')
+check "list not older than the current rv: 200" 200 \
+	"$(kget "/api/v1/services?resourceVersion=$now_rv&resourceVersionMatch=NotOlderThan")"
+check "list not older than a future rv: 504 ResourceVersionTooLarge after 3 s" \
+	"504 ResourceVersionTooLarge" \
+	"$(kget "/api/v1/services?resourceVersion=$((now_rv + 5))&resourceVersionMatch=NotOlderThan") $(jget "$tmp/body" 'd["details"]["causes"][0]["reason"]')"
+check "resourceVersionMatch without resourceVersion: 422" 422 \
+	"$(kget '/api/v1/services?resourceVersionMatch=NotOlderThan')"
+curl -sN --max-time 2 --cacert "$pki/ca.pem" -H "Authorization: Bearer $token" \
+	"$base/api/v1/services?watch=true&sendInitialEvents=true&resourceVersionMatch=NotOlderThan&allowWatchBookmarks=true" \
+	>"$tmp/wl"
+check "sendInitialEvents: ADDED for every object, then the initial-events-end bookmark" \
+	"$n_svc ADDED, BOOKMARK true $now_rv" \
+	"$(python3 -c '
+import json, sys
+ev = [json.loads(l) for l in open(sys.argv[1]) if l.strip()]
+n = int(sys.argv[2])
+md = ev[n]["object"]["metadata"]
+print("%d %s, %s" % (sum(e["type"] == "ADDED" for e in ev[:n]), ev[0]["type"], ev[n]["type"]),
+      md.get("annotations", {}).get("k8s.io/initial-events-end"), md["resourceVersion"])
+' "$tmp/wl" "$n_svc" 2>&1)"
+check "sendInitialEvents without resourceVersionMatch: 422" 422 \
+	"$(kget '/api/v1/services?watch=true&sendInitialEvents=true')"
+check "per-client counters (token TOKEN.agent-7)" "6 2 0 2 1 1" \
+	"$(cl 'print(c["requests"], c["lists_cache"], c["lists_consistent"], c["watches"], c["initial_streams"], int(c["bytes"] > 1000))')"
+check "op refuse stream,cache" 200 "$(ctl '{"op":"refuse","ways":["stream","cache"]}')"
+check "refused stream: 422 naming the WatchList gate" "422 Invalid" \
+	"$(kget '/api/v1/services?watch=true&sendInitialEvents=true&resourceVersionMatch=NotOlderThan') $(jget "$tmp/body" 'd["reason"]')"
+check "refused cache list: 400" 400 "$(kget '/api/v1/services?resourceVersion=0')"
+check "consistent list still served" 200 "$(kget '/api/v1/services?limit=2')"
+check "refused and consistent counted" "2 1" \
+	"$(cl 'print(c["refused"], c["lists_consistent"])')"
+check "op refuse consistent: 429" 429 \
+	"$(ctl '{"op":"refuse","ways":["consistent"]}' >/dev/null; kget '/api/v1/services?limit=2')"
+check "op refuse: bad way is 400" 400 "$(ctl '{"op":"refuse","ways":["etcd"]}')"
+ctl '{"op":"refuse","ways":[]}' >/dev/null
+ctl '{"op":"ignore_initial_events","on":true}' >/dev/null
+curl -sN --max-time 1 --cacert "$pki/ca.pem" -H "Authorization: Bearer $token" \
+	"$base/api/v1/services?watch=true&sendInitialEvents=true&resourceVersionMatch=NotOlderThan&allowWatchBookmarks=true" \
+	>"$tmp/wl"
+check "ignore_initial_events: a plain watch, bookmarks without the annotation" "ADDED None" \
+	"$(python3 -c '
+import json, sys
+ev = [json.loads(l) for l in open(sys.argv[1]) if l.strip()]
+bm = [e for e in ev if e["type"] == "BOOKMARK"]
+print(ev[0]["type"], bm[0]["object"]["metadata"].get("annotations") if bm else "no-bookmark")
+' "$tmp/wl" 2>&1)"
+ctl '{"op":"ignore_initial_events","on":false}' >/dev/null
+token=$token_before
 
 # --- SIGTERM ----------------------------------------------------------------------------------
 watch_bg "$tmp/w8" "timeoutSeconds=60"

@@ -247,8 +247,9 @@ until_ok 15 answer_is kubernetes.default.svc.cluster.local 10.96.0.1 || {
 until_ok 5 answer_is www.corp.example 192.0.2.121 &&
 	ok "ConfigMap stubDomains at start: www.corp.example from $STUB_A" ||
 	bad "ConfigMap stubDomains: want 192.0.2.121" "$(q www.corp.example A; cat "$TOPO_DIR/ndcache-k8s.log")"
+# Its state streamed over the watch or listed (issue 25): the paths of both.
 paths=$(in_node curl -s --max-time 5 "http://127.0.0.1:$CTL_PORT/stats" |
-	python3 -c 'import json,sys; s=json.load(sys.stdin); print(" ".join(sorted(p for p in s["lists"] if "configmaps" in p)))')
+	python3 -c 'import json,sys; s=json.load(sys.stdin); print(" ".join(sorted(set(p for p in list(s["lists"]) + list(s["watches"]) if "configmaps" in p))))')
 [ "$paths" = /api/v1/namespaces/kube-system/configmaps ] &&
 	ok "the agent lists only kube-system's ConfigMaps (by name: RBAC resourceNames)" ||
 	bad "ConfigMap list paths: '$paths'"
@@ -315,8 +316,9 @@ answer_is www.example.org 198.51.100.7 && ok "ConfigMap deleted: other names bac
 kube_dns "{\"corp.example\": [\"$STUB_B\"]}"
 until_ok 5 answer_is www.corp.example 192.0.2.122 || bad "ConfigMap applied again: not routed"
 ttl() { in_pod dig +time=2 +tries=1 +noall +answer "@$NODE_LOCAL" "$1" A | awk '{print $2; exit}'; }
+# Whole states fetched (streamed or listed: issue 25), every kind: a reload restarts them all.
 lists0=$(in_node curl -s --max-time 5 "http://127.0.0.1:$CTL_PORT/stats" |
-	python3 -c 'import json,sys; print(json.load(sys.stdin)["lists"].get("/api/v1/services", 0))')
+	python3 -c 'import json,sys; print(sum(c["initial_streams"] + c["lists_cache"] + c["lists_consistent"] for c in json.load(sys.stdin)["clients"].values()))')
 # A pod asking all along: every answer must be the ClusterIP.
 (
 	while [ ! -e "$TOPO_DIR/stop-asking" ]; do
@@ -347,9 +349,9 @@ other=$(grep -vc '^10\.96\.0\.1$' "$TOPO_DIR/asked")
 	ok "while it was listed again: $n answers, all the ClusterIP" ||
 	bad "while it was listed again: $other of $n answers were not the ClusterIP" "$(sort "$TOPO_DIR/asked" | uniq -c)"
 lists1=$(in_node curl -s --max-time 5 "http://127.0.0.1:$CTL_PORT/stats" |
-	python3 -c 'import json,sys; print(json.load(sys.stdin)["lists"].get("/api/v1/services", 0))')
-[ "$lists1" -gt "$lists0" ] && ok "the agent listed Services again ($lists0 -> $lists1)" ||
-	bad "no new list of Services ($lists0 -> $lists1)"
+	python3 -c 'import json,sys; print(sum(c["initial_streams"] + c["lists_cache"] + c["lists_consistent"] for c in json.load(sys.stdin)["clients"].values()))')
+[ "$lists1" -gt "$lists0" ] && ok "the agent fetched its state again ($lists0 -> $lists1)" ||
+	bad "no new state fetched ($lists0 -> $lists1)"
 answer_is www.corp.example 192.0.2.122 && ok "the ConfigMap's routes stay across the reload" ||
 	bad "routes changed by the records reload" "$(q www.corp.example A)"
 ctl '{"op":"apply","object":{"apiVersion":"v1","kind":"Service","metadata":{"name":"after","namespace":"default","uid":"u-after"},"spec":{"type":"ClusterIP","clusterIP":"10.96.99.9","clusterIPs":["10.96.99.9"]}}}'
