@@ -8,15 +8,17 @@
 #                      /proc/PID/fdinfo: kernel memory charged to the pod, mapped or not
 #   table metrics      every ndcache_fastpath_table_* line of /metrics (entries, capacity, bytes,
 #                      and whatever the table exports)
-# Clusters: "sample" is the embedded sample cluster (deploy/examples); N services up to 16,000
-# come from gen_cluster.py as a snapshot (100 namespaces, 20% headless with 3 endpoints: the
-# cluster latency_bench.sh measures); above that (its 10.244.0.0/16 pod range is full) from
-# gen_k8s_scale.py through the fake API server, the whole Kubernetes sync path (every 5th service
-# headless, 3 endpoints each). "N:api" takes the fake API server path for any N.
+# Clusters: "sample" is the embedded sample cluster (deploy/examples); N services come from
+# gen_k8s_scale.py through the fake API server (every 5th service headless, 3 endpoints each,
+# N/50 namespaces), the whole Kubernetes sync path an agent in a cluster runs; "N:snap" is
+# gen_cluster.py's cluster as a snapshot file instead (100 namespaces, 20% headless with 3
+# endpoints: the cluster latency_bench.sh measures; up to 16,000 services, where its
+# 10.244.0.0/16 pod range ends). A snapshot's parse leaves the heap larger than a sync from the
+# API server does: compare rows of one source only.
 # Prints the CPU model and commit, a markdown table a README can quote, and a CSV.
 #
 # Usage: tests/bench/memory_bench.sh [options]
-#   --scales LIST     sample and/or service counts, comma-separated (default sample,10000,100000)
+#   --scales LIST     sample, N or N:snap, comma-separated (default sample,10000,100000)
 #   --modes LIST      socket, tc, xdp, comma-separated (default socket,tc,xdp)
 #   --table-size N    dataplane.table_size (default: the agent's default)
 #   --build DIR       meson build dir (default build-mem; set up release, -Dbpf=enabled if missing)
@@ -64,12 +66,15 @@ while [ $# -gt 0 ]; do
 	esac
 	shift 2
 done
-[[ $scales =~ ^(sample|[0-9]+(:api)?)(,(sample|[0-9]+(:api)?))*$ ]] ||
-	die "--scales: e.g. sample,10000,100000 (N:api through the fake API server)"
+[[ $scales =~ ^(sample|[0-9]+(:snap)?)(,(sample|[0-9]+(:snap)?))*$ ]] ||
+	die "--scales: e.g. sample,10000,100000 (N:snap: gen_cluster.py's snapshot)"
 for s in ${scales//,/ }; do
-	n=${s%:api}
-	[ "$n" = sample ] || { [ "$n" -ge 1 ] && [ "$n" -le 500000 ]; } ||
-		die "--scales: 1..500000 services"
+	case "$s" in
+	sample) ;;
+	*:snap) n=${s%:snap}; { [ "$n" -ge 1 ] && [ "$n" -le $SNAPSHOT_MAX ]; } ||
+		die "--scales: N:snap is 1..$SNAPSHOT_MAX services" ;;
+	*) { [ "$s" -ge 1 ] && [ "$s" -le 500000 ]; } || die "--scales: 1..500000 services" ;;
+	esac
 done
 [[ $modes =~ ^(socket|tc|xdp)(,(socket|tc|xdp))*$ ]] || die "--modes: socket, tc, xdp"
 [ -z "$table_size" ] || { is_uint "$table_size" && [ "$table_size" -ge 1024 ] &&
@@ -78,7 +83,7 @@ done
 case "$build" in /*) ;; *) build="$PWD/$build" ;; esac
 [ -n "$out" ] || out="$build/memory_bench.csv"
 case "$out" in /*) ;; *) out="$PWD/$out" ;; esac
-for tool in bpftool curl dig openssl python3 ip; do
+for tool in bpftool clang curl dig openssl python3 ip; do
 	command -v "$tool" >/dev/null || die "$tool not found (deploy/deps.sh bench)"
 done
 
@@ -111,6 +116,21 @@ stop_pid() {
 ready_code() { in_node curl -s --max-time 1 -o /dev/null -w '%{http_code}' "http://$HTTP/ready"; }
 metrics() { in_node curl -s --max-time 5 "http://$HTTP/metrics"; }
 mb() { awk -v b="$1" 'BEGIN { printf "%.1f", b / 1048576 }'; }
+
+# A veth delivers the frames its peer sends with XDP_TX only when it has an XDP program itself
+# (servers.sh, pass_on): XDP mode's replies need one on the pod's side.
+cat >"$TOPO_DIR/xdp_pass.c" <<'EOF'
+struct xdp_md;
+__attribute__((section("xdp"), used)) int xdp_pass(struct xdp_md *ctx)
+{
+	return 2; /* XDP_PASS */
+}
+char _license[] __attribute__((section("license"), used)) = "GPL";
+EOF
+clang -O2 -target bpf -c "$TOPO_DIR/xdp_pass.c" -o "$TOPO_DIR/xdp_pass.o" ||
+	die "cannot compile the XDP pass program"
+in_pod ip -force link set dev eth0 xdp obj "$TOPO_DIR/xdp_pass.o" sec xdp ||
+	die "cannot attach the XDP pass program to the pod's eth0"
 
 # --- The clusters -------------------------------------------------------------------------------
 certs="$TOPO_DIR/certs"
@@ -165,12 +185,12 @@ api_down() {
 # source_for SCALE: the config's source line (the fake API server started when it needs one);
 # SRC_NAME says where the cluster came from.
 source_for() {
-	local s=$1 n=${1%:api}
+	local s=$1 n=${1%:snap}
 	if [ "$s" = sample ]; then
 		SRC_NAME=embedded
 		SRC_LINE="" # the agent's default: the embedded sample cluster
-	elif [ "$s" = "$n" ] && [ "$n" -le $SNAPSHOT_MAX ]; then
-		SRC_NAME=gen_cluster
+	elif [ "$s" != "$n" ]; then
+		SRC_NAME=snapshot
 		python3 "$here/gen_cluster.py" --services "$n" --namespaces 100 --headless-pct 20 \
 			--endpoints 3 --out "$TOPO_DIR/snap-$n" >/dev/null ||
 			die "gen_cluster.py --services $n failed"
@@ -189,7 +209,7 @@ CSV=()
 declare -A SOCKET_RSS
 measure() {
 	local s=$1 mode=$2 conf="$TOPO_DIR/ndcache-$1-$2.yaml" log="$TOPO_DIR/ndcache-$1-$2.log"
-	local i code t0 mem rss hwm maps nmaps m entries cap tbytes rrsets extra delta
+	local i code t0 mem rss hwm maps nmaps m entries cap tbytes full rrsets extra delta
 	{
 		echo "listen: [$NODE_LOCAL]"
 		echo "upstream: [$UPSTREAM_ADDR]"
@@ -236,6 +256,7 @@ measure() {
 	entries=$(metric ndcache_fastpath_table_entries)
 	cap=$(metric ndcache_fastpath_table_capacity)
 	tbytes=$(metric ndcache_fastpath_table_bytes)
+	full=$(metric ndcache_fastpath_table_full_total)
 	rrsets=$(metric ndcache_records)
 	[ -n "$rrsets" ] || rrsets=$(sed -n 's/.*records: \([0-9]*\) RRsets.*/\1/p' "$log" | head -1)
 	# Every table metric, whatever the table exports (the rewrite adds its own).
@@ -247,11 +268,11 @@ measure() {
 	delta="-"
 	[ -z "${SOCKET_RSS[$s]:-}" ] || [ "$mode" = socket ] ||
 		delta=$(awk -v a="$rss" -v b="${SOCKET_RSS[$s]}" 'BEGIN { printf "%+.1f", (a - b) / 1024 }')
-	ROWS+=("$(printf '| %s | %s | %s | %s | %.1f | %s | %.1f | %s | %d | %s | %s | %s |' \
-		"${s%:api}" "$SRC_NAME" "${rrsets:-?}" "$mode" "$(awk -v k="$rss" 'BEGIN { print k / 1024 }')" \
+	ROWS+=("$(printf '| %s | %s | %s | %s | %.1f | %s | %.1f | %s | %d | %s | %s | %s | %s |' \
+		"${s%:snap}" "$SRC_NAME" "${rrsets:-?}" "$mode" "$(awk -v k="$rss" 'BEGIN { print k / 1024 }')" \
 		"$delta" "$(awk -v k="$hwm" 'BEGIN { print k / 1024 }')" "$(mb "$maps")" "$nmaps" \
-		"${entries:--}" "${cap:--}" "$([ -n "$tbytes" ] && mb "$tbytes" || echo -)")")
-	CSV+=("$commit,${s%:api},$SRC_NAME,${rrsets:-},$mode,$rss,$hwm,$maps,$nmaps,${entries:-},${cap:-},${tbytes:-},\"$extra\"")
+		"${entries:--}" "${cap:--}" "$([ -n "$tbytes" ] && mb "$tbytes" || echo -)" "${full:--}")")
+	CSV+=("$commit,${s%:snap},$SRC_NAME,${rrsets:-},$mode,$rss,$hwm,$maps,$nmaps,${entries:-},${cap:-},${tbytes:-},\"$extra\"")
 	say "$s, $mode: ready in $((SECONDS - t0)) s; $(awk '{ printf "RSS %.1f MB, peak %.1f MB, BPF maps %.1f MB in %d maps", $1 / 1024, $2 / 1024, $3 / 1048576, $4 }' <<<"$mem")"
 	[ -z "$extra" ] || say "$s, $mode: table metrics: $extra"
 	return 0
@@ -278,12 +299,13 @@ echo
 echo "Memory of one agent once ready (commit $commit, $cpu_model):"
 echo
 echo "| cluster | source | RRsets | mode | RSS MB | vs socket | peak MB | BPF maps MB | maps |" \
-	"table entries | table capacity | table MB |"
-echo "| --- | --- | ---: | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"
+	"table entries | table capacity | table MB | not in table |"
+echo "| --- | --- | ---: | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"
 printf '%s\n' "${ROWS[@]}"
 echo
 echo "RSS: VmRSS; peak: VmHWM; BPF maps: memlock of the maps the agent holds (/proc/PID/fdinfo);" \
-	"table: ndcache_fastpath_table_entries, _capacity, _bytes from /metrics."
+	"table: ndcache_fastpath_table_entries, _capacity, _bytes, and not in table:" \
+	"ndcache_fastpath_table_full_total (answers left to user space: the table was full), from /metrics."
 {
 	echo "commit,cluster,source,rrsets,mode,rss_kb,hwm_kb,bpf_map_bytes,bpf_maps,table_entries,table_capacity,table_bytes,table_metrics"
 	printf '%s\n' "${CSV[@]}"
