@@ -355,6 +355,36 @@ static __always_inline enum ndc_table_res table_get(struct ndc_fp_scratch *s,
 		return NDC_TABLE_ABSENT;
 	r = slot_read(s, sl, q, (__u32)(hash >> 32), qtype,
 		      NDC_FP_GEOM_HALF(geom) * cfg->half_bigs);
+#ifdef NDC_FP_PLANT_WRONG_SLOT
+	/*
+	 * PLANTED BUG, never in a shipped object: tests/meson.build builds one object with it for
+	 * the differential fuzzer (tests/bpf/fuzz_diff.c), which must catch it. The answer held in
+	 * the first slot of the bucket after the home bucket, when it holds an inline one of
+	 * another entry, replaces the answer found.
+	 */
+	if (r == NDC_TABLE_EXACT) {
+		__u32 n = NDC_FP_GEOM_BUCKETS(geom), b, ci;
+		struct ndc_fp_slot *w = NULL;
+		void *chunk;
+
+		b = n ? ndc_fp_home(hash, ndc_home_key, qtype, n) + 1 : 0;
+		b = b >= n ? 0 : b;
+		ci = NDC_FP_GEOM_HALF(geom) * cfg->half_chunks + b / NDC_FP_CHUNK_BUCKETS;
+		chunk = bpf_map_lookup_elem(&ndc_answers, &ci);
+		if (chunk)
+			w = chunk_slot(chunk, b % NDC_FP_CHUNK_BUCKETS, 0);
+		if (w && w != sl && w->name_len && !(w->flags & NDC_FP_V_BIG) && w->len >= 16 &&
+		    s->v.len >= 16) {
+			__u32 o = ((__u32)w->name_len + 7) / 8;
+
+			/* its first 16 bytes of answer: an A answer's address among them */
+			if (o + 1 < NDC_FP_SLOT_BYTES / 8) {
+				((__u64 *)s->v.data)[0] = ((const __u64 *)w->bytes)[o];
+				((__u64 *)s->v.data)[1] = ((const __u64 *)w->bytes)[o + 1];
+			}
+		}
+	}
+#endif
 	*ret_slot = sl;
 	return r == NDC_TABLE_EXACT && qtype != q->qtype ? NDC_TABLE_OTHER : r;
 }

@@ -61,6 +61,25 @@ struct ndc_fp {
  * Loader.
  */
 
+/* The skeleton over another build's bytes (opts->object): ndc_fastpath__open with its data. */
+static struct ndc_fastpath *open_object(const struct iovec *obj)
+{
+	struct ndc_fastpath *skel = calloc(1, sizeof(*skel));
+	int err = skel ? ndc_fastpath__create_skeleton(skel) : -ENOMEM;
+
+	if (!err) {
+		skel->skeleton->data = obj->iov_base;
+		skel->skeleton->data_sz = obj->iov_len;
+		err = bpf_object__open_skeleton(skel->skeleton, NULL);
+	}
+	if (err) {
+		ndc_fastpath__destroy(skel);
+		errno = -err;
+		return NULL;
+	}
+	return skel;
+}
+
 /* Effective capabilities of this process, from /proc/self/status (no libcap dependency). */
 static uint64_t effective_caps(void)
 {
@@ -484,7 +503,7 @@ int ndc_fastpath_open(const struct ndc_fastpath_opts *opts, struct ndc_fp **ret)
 	if (r < 0)
 		goto fail_dir;
 
-	fp->skel = ndc_fastpath__open();
+	fp->skel = opts->object ? open_object(opts->object) : ndc_fastpath__open();
 	if (!fp->skel) {
 		r = -errno;
 		ndc_err("fast path: cannot open the BPF object: %s", strerror(-r));

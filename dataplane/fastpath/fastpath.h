@@ -15,6 +15,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <sys/socket.h>
+#include <sys/uio.h>
 
 #include <ndc/abi.h>
 #include <ndc/dns_wire.h>
@@ -55,6 +56,9 @@ struct ndc_fastpath_opts {
 	 * replaces.
 	 */
 	bool defer_attach;
+	/* Tests only: the bytes of another build of the BPF object (same programs, maps and
+	 * globals, e.g. one with a planted bug) instead of the one built in; NULL for that. */
+	const struct iovec *object;
 };
 
 /*

@@ -161,7 +161,7 @@ if [ -z "${NDC_LATENCY_TOPO:-}" ]; then
 	bench_build "$build" "$out" control/ndcache bpf/ndc_reflector.bpf.o tests/bench_prober \
 		tests/bench_memlat
 	: >"$results"
-	rm -rf "$out"/latency.{txt,csv,json} "$out/samples" "$out/logs"
+	rm -rf "$out"/latency.{txt,csv,json} "$out/memory.txt" "$out/samples" "$out/logs"
 	stats_prev=$(sysctl -n kernel.bpf_stats_enabled) || die "no kernel.bpf_stats_enabled"
 
 	# shellcheck source=SCRIPTDIR/../integration/lib.sh
@@ -301,6 +301,24 @@ cell() {
 		say "$s, $label: the prober got wrong answers: $(cat "$pf")"
 }
 
+# --- Memory (issue 21): each ndcache server's RSS, peak RSS and BPF map bytes (memlock from
+# /proc/PID/fdinfo, lib.sh bench_mem) once it answers, printed below the latency table. ---
+mem_note() {
+	local line
+	case "$1" in ndcache-* | base-*) ;; *) return 0 ;; esac
+	line=$(bench_mem_line "$SERVER_PID") || line="not measured (no /proc/$SERVER_PID)"
+	echo "  $1, repeat $2: $line" >>"$out/memory.txt"
+}
+mem_report() {
+	[ -s "$out/memory.txt" ] || return 0
+	{
+		echo
+		echo "Memory of each ndcache server once it answered ($services services):"
+		cat "$out/memory.txt"
+	} | tee -a "$out/latency.txt"
+}
+# --- end of the memory block ---
+
 session() {
 	local s=$1 rep=$2 load sat
 	say "repeat $rep: $s"
@@ -313,6 +331,7 @@ session() {
 		server_stop "$s"
 		die "$s: no answer from the pod (dig from $POD_ADDR timed out)"
 	fi
+	mem_note "$s" "$rep"
 	cell "$s" "$rep" max "$kx_max_qps" all 0
 	sat=$(report field "$results" "$s" "$rep" max kx.replies_per_s)
 	[ "${sat:-0}" -gt 0 ] || die "$s: kxdpgun got no replies at all"
@@ -368,6 +387,7 @@ EOF
 echo
 report report --results "$results" --meta "$out/meta.json" --out "$out" ||
 	die "the report failed"
+mem_report
 echo
 say "results: $out/latency.txt, latency.csv, latency.json; samples in $out/samples"
 exit 0
