@@ -55,6 +55,7 @@ struct worker {
 	char errbuf[CURL_ERROR_SIZE];
 	uint64_t rand;
 	unsigned failures;
+	bool absent; /* an optional kind not served (404), reported empty once */
 	char rv[128];
 
 	/* One transfer. */

@@ -33,6 +33,15 @@
  */
 
 /*
+ * A kind served only where its CRD is installed (MCS ServiceImports): a cluster without it is
+ * normal, so its 404 is not an error but an empty kind, looked for again now and then.
+ */
+static bool optional_kind(enum ndc_k8s_kind kind)
+{
+	return kind == NDC_K8S_SERVICEIMPORTS;
+}
+
+/*
  * One complete paginated list: list_begin, list_item for every object, list_end. Returns 0 (rv
  * set), -ESTALE when a continue token expired (410: start over), or another negative errno.
  */
@@ -86,6 +95,10 @@ static int do_list(struct worker *t)
 			ndc_info("k8s %s: list: 410 Gone (%s), listing again", t->ki->name,
 				 ndc_k8s_status_message(t));
 			r = -ESTALE;
+			goto out;
+		}
+		if (t->status == 404 && optional_kind(t->kind)) {
+			r = -ENOENT; /* the CRD is not installed: absent() decides */
 			goto out;
 		}
 		if (t->status != 200) {
@@ -177,6 +190,8 @@ static enum watch_end do_watch(struct worker *t)
 		return WATCH_ERROR;
 	if (t->status == 410 || t->abort == ABORT_RELIST)
 		return WATCH_RELIST;
+	if (t->status == 404 && optional_kind(t->kind))
+		return WATCH_RELIST; /* the CRD went away: the list says so (absent) */
 	if (t->status != 200) {
 		ndc_warn("k8s %s: watch: HTTP %ld: %s", t->ki->name, t->status,
 			 ndc_k8s_status_message(t));
@@ -202,19 +217,11 @@ static uint64_t next_rand(struct worker *t)
 	return t->rand;
 }
 
-/* Full jitter over the upper half, so many agents restarting together spread out. */
-static void backoff(struct worker *t)
+/* Sleeps ms (or until stop); true when stopping. */
+static bool sleep_ms(struct ndc_k8s_watch *w, uint64_t ms)
 {
-	struct ndc_k8s_watch *w = t->w;
-	unsigned shift = t->failures < 16 ? t->failures : 16;
-	uint64_t ms = (uint64_t)w->opts.backoff_min_ms << shift;
 	struct timespec until;
 
-	if (ms > w->opts.backoff_max_ms)
-		ms = w->opts.backoff_max_ms;
-	ms = ms / 2 + next_rand(t) % (ms / 2 + 1);
-	t->failures++;
-	ndc_info("k8s %s: retrying in %llu ms", t->ki->name, (unsigned long long)ms);
 	clock_gettime(CLOCK_MONOTONIC, &until);
 	until.tv_sec += (time_t)(ms / 1000);
 	until.tv_nsec += (long)(ms % 1000) * 1000000L;
@@ -227,6 +234,45 @@ static void backoff(struct worker *t)
 	       pthread_cond_timedwait(&w->cond, &w->lock, &until) != ETIMEDOUT)
 		;
 	pthread_mutex_unlock(&w->lock);
+	return ndc_k8s_stopping(w);
+}
+
+/* Full jitter over the upper half, so many agents restarting together spread out. */
+static void backoff(struct worker *t)
+{
+	struct ndc_k8s_watch *w = t->w;
+	unsigned shift = t->failures < 16 ? t->failures : 16;
+	uint64_t ms = (uint64_t)w->opts.backoff_min_ms << shift;
+
+	if (ms > w->opts.backoff_max_ms)
+		ms = w->opts.backoff_max_ms;
+	ms = ms / 2 + next_rand(t) % (ms / 2 + 1);
+	t->failures++;
+	ndc_info("k8s %s: retrying in %llu ms", t->ki->name, (unsigned long long)ms);
+	sleep_ms(w, ms);
+}
+
+/*
+ * An optional kind's list found no such resource (404: its CRD is not installed). The first time
+ * the consumer gets an empty list, so the kind counts as listed (the agent gets ready and a kind
+ * that had objects loses them), and one line at info; then the list is tried again every
+ * backoff_max_ms, quietly, until the CRD appears.
+ */
+static void absent(struct worker *t)
+{
+	struct ndc_k8s_watch *w = t->w;
+
+	if (!t->absent) {
+		ndc_info("k8s %s: not served (HTTP 404: no such CRD in this cluster); it counts as "
+			 "empty and is looked for again every %u s",
+			 t->ki->name, (w->opts.backoff_max_ms + 999) / 1000);
+		if (w->ops.list_begin)
+			w->ops.list_begin(w->arg, t->kind);
+		if (w->ops.list_end)
+			w->ops.list_end(w->arg, t->kind);
+		t->absent = true;
+	}
+	sleep_ms(w, w->opts.backoff_max_ms);
 }
 
 static void *worker_main(void *arg)
@@ -245,9 +291,16 @@ static void *worker_main(void *arg)
 			if (r == -ECANCELED)
 				break;
 			if (r == 0) {
+				if (t->absent)
+					ndc_info("k8s %s: now served", t->ki->name);
+				t->absent = false;
 				need_list = false;
 				after_list = true;
 				t->failures = 0;
+				continue;
+			}
+			if (r == -ENOENT) {
+				absent(t);
 				continue;
 			}
 			if (r == -ESTALE) {
