@@ -91,6 +91,10 @@ step "integration: sync from a (fake) API server, answers from the kernel (tc)" 
 	tests/integration/test_k8s.sh build tc
 step "integration: sync from a (fake) API server under ASan + UBSan" \
 	tests/integration/test_k8s.sh build-asan
+step "integration: multi-cluster services (no CRD, CRD appears, ServiceImports under a query loop), tc" \
+	tests/integration/test_mcs.sh build tc
+step "integration: multi-cluster services under ASan + UBSan (socket)" \
+	tests/integration/test_mcs.sh build-asan socket
 step "integration: upgrades, second instances, no agent (fail open)" \
 	tests/integration/test_upgrade.sh build
 step "integration: chaos (kill -9, upgrade, 10 s without an agent, upstream down, garbage), tc" \
