@@ -102,8 +102,10 @@ bool ndc_records_has(const struct ndc_records *r, const uint8_t *lname, size_t n
 		     uint16_t qtype);
 
 /*
- * The NXDOMAIN answer (SOA in authority) with no name compressed against the question, so the
- * same bytes follow any question: the fast path's template. -ENOSPC if cap is too small.
+ * The cluster domain's NXDOMAIN answer (SOA in authority) with no name compressed against the
+ * question, so the same bytes follow any question: the fast path's template (it synthesises
+ * negative answers under the cluster domain only; a multicluster zone's missing names pass to
+ * user space). -ENOSPC if cap is too small.
  */
 int ndc_records_nxdomain(const struct ndc_records *r, struct ndc_answer *out, size_t cap);
 

@@ -672,9 +672,9 @@ static void serviceimports_crd(void **state)
 	ndc_k8s_watch_stats(f->w, &st);
 	assert_int_equal(st.errors, 0);
 
-	/* The CRD appears with an import: listed within a retry, then watched. */
-	control("{\"op\":\"crd\",\"resource\":\"serviceimports\",\"served\":true}");
+	/* The CRD appears with an import (made first: the next list sees it), then watched. */
 	control(SI_OBJ("db"));
+	control("{\"op\":\"crd\",\"resource\":\"serviceimports\",\"served\":true}");
 	synced(f, 1u << NDC_K8S_SERVICEIMPORTS, 2);
 	assert_true(listed_name(&f->rec, NDC_K8S_SERVICEIMPORTS, "app/db"));
 	control(SI_OBJ("web"));
