@@ -38,6 +38,8 @@ struct source {
 	struct ndc_records_opts ropts;
 	char **namespaces; /* ropts.namespaces, this source's own copy */
 	size_t n_namespaces;
+	char **mc_zones; /* ropts.mc_zones, this source's own copy */
+	size_t n_mc_zones;
 	struct ndc_k8s_store *store;
 	struct ndc_k8s_watch *watch;
 };
@@ -616,7 +618,22 @@ static void source_free(struct source *src)
 	for (size_t i = 0; i < src->n_namespaces; i++)
 		free(src->namespaces[i]);
 	free(src->namespaces);
+	for (size_t i = 0; i < src->n_mc_zones; i++)
+		free(src->mc_zones[i]);
+	free(src->mc_zones);
 	free(src);
+}
+
+/* A copy of the n strings v into *ret (counted in *ret_n as they are made). */
+static int strv_copy(char *const *v, size_t n, char ***ret, size_t *ret_n)
+{
+	*ret = calloc(n + 1, sizeof(char *));
+	if (!*ret)
+		return -ENOMEM;
+	for (*ret_n = 0; *ret_n < n; (*ret_n)++)
+		if (!((*ret)[*ret_n] = strdup(v[*ret_n])))
+			return -ENOMEM;
+	return 0;
 }
 
 /*
@@ -639,25 +656,24 @@ static int source_new(struct agent *ag, const struct ndc_config *cfg, struct sou
 		src->ropts.pods = cfg->records.pods;
 		src->ropts.endpoint_pod_names = cfg->records.endpoint_pod_names;
 		src->ropts.ignore_empty_service = cfg->records.ignore_empty_service;
-		src->namespaces = calloc(cfg->records.n_namespaces + 1, sizeof(char *));
-		if (!src->namespaces) {
-			free(src);
+		if (strv_copy(cfg->records.namespaces, cfg->records.n_namespaces, &src->namespaces,
+			      &src->n_namespaces) ||
+		    strv_copy(cfg->records.multicluster_zones, cfg->records.n_multicluster_zones,
+			      &src->mc_zones, &src->n_mc_zones)) {
+			source_free(src);
 			return -ENOMEM;
-		}
-		for (; src->n_namespaces < cfg->records.n_namespaces; src->n_namespaces++) {
-			src->namespaces[src->n_namespaces] =
-			    strdup(cfg->records.namespaces[src->n_namespaces]);
-			if (!src->namespaces[src->n_namespaces]) {
-				source_free(src);
-				return -ENOMEM;
-			}
 		}
 		src->ropts.n_namespaces = src->n_namespaces;
 		src->ropts.namespaces = src->namespaces;
+		src->ropts.n_mc_zones = src->n_mc_zones;
+		src->ropts.mc_zones = src->mc_zones;
 	}
 	/* Pods are only needed to verify pod names (CoreDNS "pods verified"). */
 	if (src->ropts.pods == NDC_PODS_VERIFIED)
 		kinds |= 1u << NDC_K8S_PODS;
+	/* MCS ServiceImports only for multicluster zones (a cluster without the CRD is fine). */
+	if (src->ropts.n_mc_zones)
+		kinds |= 1u << NDC_K8S_SERVICEIMPORTS;
 	err = ndc_k8s_store_new(&src->ropts, kinds, on_records, src, &src->store);
 	if (err) {
 		source_free(src);
@@ -680,6 +696,8 @@ static int source_watch(struct source *src, const struct ndc_k8s_conn *conn)
 
 	if (src->ropts.pods == NDC_PODS_VERIFIED)
 		wo.kinds |= 1u << NDC_K8S_PODS;
+	if (src->ropts.n_mc_zones)
+		wo.kinds |= 1u << NDC_K8S_SERVICEIMPORTS;
 	return ndc_k8s_watch_start(conn, &wo, &ndc_k8s_store_ops, src->store, &src->watch);
 }
 
@@ -727,6 +745,8 @@ static int rebuild_records(void *arg, const struct ndc_config *cfg)
 		ro.ignore_empty_service = cfg->records.ignore_empty_service;
 		ro.n_namespaces = cfg->records.n_namespaces;
 		ro.namespaces = cfg->records.namespaces;
+		ro.n_mc_zones = cfg->records.n_multicluster_zones;
+		ro.mc_zones = cfg->records.multicluster_zones;
 		err = ag->opts->load_records(ag->cfg, &ro, &rec);
 		if (err)
 			return err;

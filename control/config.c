@@ -917,6 +917,49 @@ static int do_names(struct ctx *c, const struct field *f, const struct node *n,
 	return 0;
 }
 
+/* A zone name as cluster_domain takes it (the root is not one); only checks, on a copy. */
+static bool is_zone_name(const char *s, size_t len)
+{
+	char buf[DNS_NAME_MAX + 2];
+
+	if (len >= sizeof(buf))
+		return false;
+	memcpy(buf, s, len);
+	buf[len] = '\0';
+	return !ndc_config_check_domain(buf);
+}
+
+/*
+ * records.multicluster_zones: a list of zones, each as cluster_domain takes it (lowercased, the
+ * trailing dot dropped), replaced as a whole; a zone given twice is an error.
+ */
+static int do_mc_zones(struct ctx *c, const struct field *f, const struct node *n,
+		       struct ndc_config *cfg)
+{
+	char **v;
+	size_t count;
+	int r =
+	    string_list(c, f, n, "a list of zones", "a DNS domain name", is_zone_name, &v, &count);
+
+	if (r < 0)
+		return r;
+	for (size_t i = 0; i < count; i++) {
+		ndc_config_check_domain(v[i]); /* checked above: only normalises */
+		for (size_t j = 0; j < i && r == 0; j++)
+			if (!strcmp(v[i], v[j]))
+				r = fail(c, n->line, "zone %s given twice", v[i]);
+	}
+	if (r < 0) {
+		free_strv(v, count);
+		return r;
+	}
+	free_strv(cfg->records.multicluster_zones, cfg->records.n_multicluster_zones);
+	cfg->records.multicluster_zones = v;
+	cfg->records.n_multicluster_zones = count;
+	cfg->records.multicluster_zones_line = n->line;
+	return 0;
+}
+
 /*
  * source.snapshot, source.kubernetes.kubeconfig and dataplane.pin_dir; a null kubeconfig means
  * in-cluster, a null pin_dir the default.
@@ -1147,6 +1190,8 @@ static const struct field records_fields[] = {
 	F_FIELD("endpoint_pod_names", do_bool, records.endpoint_pod_names),
 	F_FIELD("ignore_empty_service", do_bool, records.ignore_empty_service),
 	F_FIELD("namespaces", do_names, records.namespaces, .max = 4096),
+	F_FIELD("multicluster_zones", do_mc_zones, records.multicluster_zones,
+		.max = NDC_CFG_MAX_MC_ZONES),
 	{ 0 },
 };
 
@@ -1321,6 +1366,37 @@ static int check_stubs(struct ctx *c, const struct ndc_config *cfg)
 	return 0;
 }
 
+/*
+ * records.multicluster_zones against the other keys. A zone strictly inside the cluster domain
+ * would have its missing names answered NXDOMAIN with the cluster domain's SOA by the kernel,
+ * which synthesises negative answers for the whole cluster domain; the cluster domain itself, or
+ * any zone outside it, is fine. A stub domain at or inside a zone ndcache answers is never asked.
+ */
+static int check_mc_zones(struct ctx *c, const struct ndc_config *cfg)
+{
+	const unsigned int line = cfg->records.multicluster_zones_line;
+	int r = 0;
+
+	for (size_t i = 0; i < cfg->records.n_multicluster_zones && r == 0; i++) {
+		const char *z = cfg->records.multicluster_zones[i];
+		size_t mark = path_push(c, "records.multicluster_zones[%zu]", i);
+
+		if (strcmp(z, cfg->cluster_domain) && in_zone(z, cfg->cluster_domain))
+			r = fail(c, line,
+				 "%s is inside cluster_domain %s: use the cluster domain itself or "
+				 "a zone outside it",
+				 z, cfg->cluster_domain);
+		for (size_t k = 0; k < cfg->n_stub_domains && r == 0; k++)
+			if (in_zone(cfg->stub_domains[k].zone, z))
+				r = fail(c, cfg->stub_domains[k].line,
+					 "stub domain %s is inside multicluster zone %s, which "
+					 "ndcache answers itself",
+					 cfg->stub_domains[k].zone, z);
+		path_pop(c, mark);
+	}
+	return r;
+}
+
 void ndc_config_defaults(struct ndc_config *cfg)
 {
 	static const uint8_t node_local[4] = {169, 254, 20, 10};
@@ -1380,6 +1456,8 @@ int ndc_config_parse(const char *text, size_t len, struct ndc_config *cfg, char 
 		r = walk_map(&c, root, top_fields, cfg);
 	if (r == 0)
 		r = check_stubs(&c, cfg);
+	if (r == 0)
+		r = check_mc_zones(&c, cfg);
 out:
 	node_free(root);
 	return r;
@@ -1450,6 +1528,7 @@ void ndc_config_free(struct ndc_config *cfg)
 		free(cfg->dataplane.dpdk.tap_prefix);
 	ndc_config_stubs_free(cfg->stub_domains, cfg->n_stub_domains);
 	free_strv(cfg->records.namespaces, cfg->records.n_namespaces);
+	free_strv(cfg->records.multicluster_zones, cfg->records.n_multicluster_zones);
 	if (cfg->dataplane.interfaces != default_ifaces)
 		free_strv(cfg->dataplane.interfaces, cfg->dataplane.n_interfaces);
 	if (cfg->http.listen != default_http)

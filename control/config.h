@@ -16,6 +16,7 @@
 
 #define NDC_CFG_MAX_ADDRS 8
 #define NDC_CFG_MAX_STUBS 64	   /* stub_domains zones */
+#define NDC_CFG_MAX_MC_ZONES 8	   /* records.multicluster_zones */
 #define NDC_CFG_SAMPLE_ONE 1000000 /* log.sample 1.0, in millionths */
 /*
  * forward.per_client defaults: misses (never-seen names) a second per source address. Far above
@@ -62,6 +63,14 @@ struct ndc_config {
 		bool ignore_empty_service;
 		size_t n_namespaces;
 		char **namespaces; /* empty: all */
+		/*
+		 * records.multicluster_zones: zones answered from MCS ServiceImports (KEP-1645),
+		 * lowercase, no trailing dot, distinct; the cluster domain may be one of them (it
+		 * is then answered from ServiceImports, as CoreDNS's `multicluster` option does).
+		 */
+		size_t n_multicluster_zones;
+		char **multicluster_zones;
+		unsigned int multicluster_zones_line; /* for errors found across keys */
 	} records;
 	struct {
 		enum ndc_dp_mode mode;

@@ -2,7 +2,7 @@
 # The main job, the README's first command: installs what is missing, builds ndcache, and runs it
 # on its embedded default (the sample cluster in deploy/examples/) inside network namespaces it
 # creates, with unbound as the upstream kube-dns stand-in. A "pod" namespace asks with dig for
-# every record kind, a search-path NXDOMAIN, a NODATA and an external name forwarded and then
+# every record kind (a multi-cluster service in clusterset.local too), a search-path NXDOMAIN, a NODATA and an external name forwarded and then
 # cached. Each answer is checked against what the sample cluster must give (RCODE and data), and
 # ndcache's /metrics counters, read before and after each question, say which path answered it:
 # the kernel (tc fast path), the record table or the cache (socket path), or the upstream.
@@ -68,11 +68,14 @@ phase "ready after $((SECONDS - t0)) s; starting the namespaces, unbound and ndc
 topo_up || exit 1
 upstream_up || exit 1
 
-# Only the upstream and the pod-facing interface are configured: source, listen address, zone,
-# TTL and dataplane mode (tc: the in-kernel fast path) are the defaults, so the agent serves the
-# sample cluster compiled into it, answering from the kernel where it can.
+# Only the upstream, the pod-facing interface and the multicluster zone are configured: source,
+# listen address, zone, TTL and dataplane mode (tc: the in-kernel fast path) are the defaults,
+# so the agent serves the sample cluster compiled into it, answering from the kernel where it
+# can.
 conf="$TOPO_DIR/ndcache.yaml"
 printf 'upstream: [%s:53]\ndataplane:\n  interfaces: [eth-pod]\n' "$UPSTREAM_ADDR" >"$conf"
+# Multi-cluster services (MCS): the sample's ServiceImport answers in clusterset.local.
+printf 'records:\n  multicluster_zones: [clusterset.local]\n' >>"$conf"
 [ -n "$snapshot" ] && printf 'source:\n  snapshot: %s\n' "$snapshot" >>"$conf"
 mountpoint -q /sys/fs/bpf || mount -t bpf bpf /sys/fs/bpf
 echo "== ndcache $(build/control/ndcache --version | cut -d' ' -f2), config:"
@@ -205,6 +208,8 @@ ask "ExternalName into the cluster domain: the CNAME followed to the target's ad
 ask "PTR of an endpoint address two services share: one per service" NOERROR \
 	"PTR 10-244-1-40.postgres-rw.data.$Z.;PTR postgres-0.postgres.data.$Z." "" "$LOCAL" -- \
 	-x 10.244.1.40
+ask "multi-cluster service (MCS ServiceImport): its ClusterSetIP in clusterset.local" NOERROR \
+	"A 10.97.12.50" "" "$LOCAL" -- cart.shop.svc.clusterset.local A
 ask "schema version" NOERROR 'TXT "1.1.0"' "" "$LOCAL" -- dns-version.cluster.local TXT
 ask "SOA at the zone apex" NOERROR "$SOA" "" "$LOCAL" -- cluster.local SOA
 ask "search-path name (ndots:5): NXDOMAIN with SOA, answered locally" NXDOMAIN "" "$SOA" \

@@ -93,6 +93,10 @@ step "integration: sync from a (fake) API server under ASan + UBSan" \
 	tests/integration/test_k8s.sh build-asan
 step "integration: a fleet of 10 agents on one (fake) API server: no consistent lists, fallbacks" \
 	tests/integration/test_fleet.sh build
+step "integration: multi-cluster services (no CRD, CRD appears, ServiceImports under a query loop), tc" \
+	tests/integration/test_mcs.sh build tc
+step "integration: multi-cluster services under ASan + UBSan (socket)" \
+	tests/integration/test_mcs.sh build-asan socket
 step "integration: upgrades, second instances, no agent (fail open)" \
 	tests/integration/test_upgrade.sh build
 step "integration: chaos (kill -9, upgrade, 10 s without an agent, upstream down, garbage), tc" \

@@ -80,6 +80,7 @@ struct worker {
 	char errbuf[CURL_ERROR_SIZE];
 	uint64_t rand;
 	unsigned failures;
+	bool absent; /* an optional kind not served (404), reported empty once */
 	char rv[128];
 	/* The server no longer knows rv (410 or 504 to a list at it): the next list is consistent.
 	 */

@@ -2,9 +2,10 @@
 /*
  * Kubernetes API client: connection settings from a kubeconfig or the in-cluster service account,
  * and list/watch of Namespaces, Services, discovery.k8s.io/v1 EndpointSlices and (optionally)
- * Pods. libcurl for HTTPS (TLS always verified unless the kubeconfig says insecure), json-c's
- * incremental tokener for the watch streams. One thread per watched kind; the callbacks run on
- * those threads, so the consumer serialises (the object store takes its own lock).
+ * Pods and MCS ServiceImports. libcurl for HTTPS (TLS always verified unless the kubeconfig says
+ * insecure), json-c's incremental tokener for the watch streams. One thread per watched kind; the
+ * callbacks run on those threads, so the consumer serialises (the object store takes its own
+ * lock).
  */
 #ifndef NDC_K8S_CLIENT_H
 #define NDC_K8S_CLIENT_H
@@ -57,6 +58,12 @@ enum ndc_k8s_kind {
 	NDC_K8S_SERVICES,
 	NDC_K8S_ENDPOINTSLICES,
 	NDC_K8S_PODS,
+	/*
+	 * multicluster.x-k8s.io/v1alpha1 ServiceImports (records.multicluster_zones). A cluster
+	 * without the CRD answers the list 404: the kind then counts as listed with nothing in it
+	 * and is looked for again every NDC_K8S_ABSENT_RETRY_S, never an error.
+	 */
+	NDC_K8S_SERVICEIMPORTS,
 	/*
 	 * One object, not a collection: the ConfigMap kube-system/kube-dns (stubDomains,
 	 * upstreamNameservers), listed and watched with fieldSelector=metadata.name=kube-dns in

@@ -53,6 +53,15 @@
  *    the server answered 410 (Expired) or 504 (resourceVersion too large) to a list at ours.
  */
 
+/*
+ * A kind served only where its CRD is installed (MCS ServiceImports): a cluster without it is
+ * normal, so its 404 is not an error but an empty kind, looked for again now and then.
+ */
+static bool optional_kind(enum ndc_k8s_kind kind)
+{
+	return kind == NDC_K8S_SERVICEIMPORTS;
+}
+
 static bool refused_status(long status)
 {
 	return status == 400 || status == 422 || status == 501;
@@ -209,6 +218,10 @@ restart:
 			r = -ESTALE;
 			goto out;
 		}
+		if (t->status == 404 && optional_kind(t->kind)) {
+			r = -ENOENT; /* the CRD is not installed: absent() decides */
+			goto out;
+		}
 		if (t->status != 200) {
 			ndc_warn("k8s %s: list: HTTP %ld: %s", t->ki->name, t->status,
 				 ndc_k8s_status_message(t));
@@ -329,6 +342,8 @@ static enum watch_end do_watch(struct worker *t, bool initial)
 			t->rv_unavailable = true;
 		return WATCH_RELIST;
 	}
+	if (t->status == 404 && optional_kind(t->kind))
+		return WATCH_RELIST; /* the CRD went away: the list says so (absent) */
 	if (t->status != 200) {
 		ndc_warn("k8s %s: watch: HTTP %ld: %s", t->ki->name, t->status,
 			 ndc_k8s_status_message(t));
@@ -354,19 +369,11 @@ static uint64_t next_rand(struct worker *t)
 	return t->rand;
 }
 
-/* Full jitter over the upper half, so many agents restarting together spread out. */
-static void backoff(struct worker *t)
+/* Sleeps ms (or until stop); true when stopping. */
+static bool sleep_ms(struct ndc_k8s_watch *w, uint64_t ms)
 {
-	struct ndc_k8s_watch *w = t->w;
-	unsigned shift = t->failures < 16 ? t->failures : 16;
-	uint64_t ms = (uint64_t)w->opts.backoff_min_ms << shift;
 	struct timespec until;
 
-	if (ms > w->opts.backoff_max_ms)
-		ms = w->opts.backoff_max_ms;
-	ms = ms / 2 + next_rand(t) % (ms / 2 + 1);
-	t->failures++;
-	ndc_info("k8s %s: retrying in %llu ms", t->ki->name, (unsigned long long)ms);
 	clock_gettime(CLOCK_MONOTONIC, &until);
 	until.tv_sec += (time_t)(ms / 1000);
 	until.tv_nsec += (long)(ms % 1000) * 1000000L;
@@ -379,6 +386,45 @@ static void backoff(struct worker *t)
 	       pthread_cond_timedwait(&w->cond, &w->lock, &until) != ETIMEDOUT)
 		;
 	pthread_mutex_unlock(&w->lock);
+	return ndc_k8s_stopping(w);
+}
+
+/* Full jitter over the upper half, so many agents restarting together spread out. */
+static void backoff(struct worker *t)
+{
+	struct ndc_k8s_watch *w = t->w;
+	unsigned shift = t->failures < 16 ? t->failures : 16;
+	uint64_t ms = (uint64_t)w->opts.backoff_min_ms << shift;
+
+	if (ms > w->opts.backoff_max_ms)
+		ms = w->opts.backoff_max_ms;
+	ms = ms / 2 + next_rand(t) % (ms / 2 + 1);
+	t->failures++;
+	ndc_info("k8s %s: retrying in %llu ms", t->ki->name, (unsigned long long)ms);
+	sleep_ms(w, ms);
+}
+
+/*
+ * An optional kind's list found no such resource (404: its CRD is not installed). The first time
+ * the consumer gets an empty list, so the kind counts as listed (the agent gets ready and a kind
+ * that had objects loses them), and one line at info; then the list is tried again every
+ * backoff_max_ms, quietly, until the CRD appears.
+ */
+static void absent(struct worker *t)
+{
+	struct ndc_k8s_watch *w = t->w;
+
+	if (!t->absent) {
+		ndc_info("k8s %s: not served (HTTP 404: no such CRD in this cluster); it counts as "
+			 "empty and is looked for again every %u s",
+			 t->ki->name, (w->opts.backoff_max_ms + 999) / 1000);
+		if (w->ops.list_begin)
+			w->ops.list_begin(w->arg, t->kind);
+		if (w->ops.list_end)
+			w->ops.list_end(w->arg, t->kind);
+		t->absent = true;
+	}
+	sleep_ms(w, w->opts.backoff_max_ms);
 }
 
 /* A list failed with r: back off unless it is worth an immediate retry. */
@@ -419,9 +465,14 @@ static void *worker_main(void *arg)
 				if (r == -ECANCELED)
 					break;
 				if (r == 0) {
+					if (t->absent)
+						ndc_info("k8s %s: now served", t->ki->name);
+					t->absent = false;
 					need_list = false;
 					after_list = true;
 					t->failures = 0;
+				} else if (r == -ENOENT) {
+					absent(t);
 				} else {
 					list_failed(t, r);
 				}
@@ -435,8 +486,18 @@ static void *worker_main(void *arg)
 		end = do_watch(t, initial);
 		clock_gettime(CLOCK_MONOTONIC, &t1);
 		if (initial && t->initial_done) {
+			if (t->absent)
+				ndc_info("k8s %s: now served", t->ki->name);
+			t->absent = false;
 			need_list = false;
 			t->failures = 0;
+		}
+		if (end == WATCH_RELIST && t->status == 404 && optional_kind(t->kind)) {
+			/* no CRD (a streamed state asked for, or it went away): empty, and slowly
+			 */
+			absent(t);
+			need_list = true;
+			continue;
 		}
 		switch (end) {
 		case WATCH_STOP:

@@ -32,6 +32,9 @@ const struct kind_info ndc_k8s_kind_info[NDC_K8S_KINDS] = {
     [NDC_K8S_ENDPOINTSLICES] = {"/apis/discovery.k8s.io/v1/endpointslices", "EndpointSlice",
 				"discovery.k8s.io/v1", "endpointslices"},
     [NDC_K8S_PODS] = {"/api/v1/pods", "Pod", "v1", "pods"},
+    [NDC_K8S_SERVICEIMPORTS] = {"/apis/multicluster.x-k8s.io/v1alpha1/serviceimports",
+				"ServiceImport", "multicluster.x-k8s.io/v1alpha1",
+				"serviceimports"},
     /* Written out whole: tests/deploy/check_manifests.py reads this table for the RBAC. */
     [NDC_K8S_CONFIGMAPS] = {"/api/v1/namespaces/kube-system/configmaps", "ConfigMap", "v1",
 			    "configmaps", "fieldSelector=metadata.name%3Dkube-dns"},

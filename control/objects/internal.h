@@ -53,5 +53,7 @@ int ndc_k8s_conv_type(struct conv *c, struct json_object *obj, enum ndc_k8s_obj_
 int ndc_k8s_conv_service(struct conv *c, struct json_object *obj, void *e);
 int ndc_k8s_conv_slice(struct conv *c, struct json_object *obj, void *e);
 int ndc_k8s_conv_pod(struct conv *c, struct json_object *obj, void *e);
+/* A multicluster.x-k8s.io ServiceImport into a struct ndc_k8s_service (objects.h: imports). */
+int ndc_k8s_conv_svcimport(struct conv *c, struct json_object *obj, void *e);
 
 #endif

@@ -127,6 +127,8 @@ static void free_slice(void *e)
 	free(s->ns);
 	free(s->name);
 	free(s->service);
+	free(s->mc_service);
+	free(s->cluster);
 	ndc_k8s_conv_free_ports(s->ports, s->n_ports);
 	for (size_t i = 0; i < s->n_endpoints; i++)
 		free_endpoint(&s->endpoints[i]);
@@ -141,7 +143,8 @@ static int compact_slice(const struct conv *c, void *e, size_t head)
 	size_t size;
 
 	size = head + s->n_endpoints * sizeof(*s->endpoints) + ports_size(s->ports, s->n_ports) +
-	       str_size(s->ns) + str_size(s->name) + str_size(s->service);
+	       str_size(s->ns) + str_size(s->name) + str_size(s->service) +
+	       str_size(s->mc_service) + str_size(s->cluster);
 	for (size_t i = 0; i < s->n_endpoints; i++)
 		size += s->endpoints[i].n_addrs * sizeof(struct ndc_ip) +
 			str_size(s->endpoints[i].hostname) + str_size(s->endpoints[i].pod_name);
@@ -166,6 +169,8 @@ static int compact_slice(const struct conv *c, void *e, size_t head)
 	t.ns = pack_str(&p, s->ns);
 	t.name = pack_str(&p, s->name);
 	t.service = pack_str(&p, s->service);
+	t.mc_service = pack_str(&p, s->mc_service);
+	t.cluster = pack_str(&p, s->cluster);
 	free_slice(s);
 	*s = t;
 	return 0;
@@ -312,6 +317,18 @@ static const struct elem_ops elem_ops[] = {
     [NDC_K8S_OBJ_SERVICE] = ELEM_OPS(service, services),
     [NDC_K8S_OBJ_SLICE] = ELEM_OPS(slice, slices),
     [NDC_K8S_OBJ_POD] = ELEM_OPS(pod, pods),
+    /* A ServiceImport is kept as a Service: packed and freed alike, in its own array. */
+    [NDC_K8S_OBJ_SVCIMPORT] =
+	{
+	    .size = sizeof(struct ndc_k8s_service),
+	    .mem_off = offsetof(struct ndc_k8s_service, mem),
+	    .conv = ndc_k8s_conv_svcimport,
+	    .compact = compact_service,
+	    .free = free_service,
+	    .arr_off = offsetof(struct ndc_k8s_objects, imports),
+	    .n_off = offsetof(struct ndc_k8s_objects, n_imports),
+	    .cap_off = offsetof(struct ndc_k8s_objects, cap_imports),
+	},
 };
 
 /* Room for any one element while it is converted. */
@@ -460,5 +477,10 @@ void ndc_k8s_objects_free(struct ndc_k8s_objects *o)
 		free_pod(&o->pods[i]);
 	if (!emb)
 		free(o->pods);
+	emb = EMBEDDED(o->imports, o->n_imports);
+	for (size_t i = 0; i < o->n_imports; i++)
+		free_service(&o->imports[i]);
+	if (!emb)
+		free(o->imports);
 	memset(o, 0, sizeof(*o));
 }

@@ -296,10 +296,9 @@ fail:
 int ndc_k8s_conv_type(struct conv *c, json_object *obj, enum ndc_k8s_obj_type *ret)
 {
 	static const char *const names[] = {
-	    [NDC_K8S_OBJ_NAMESPACE] = "Namespace",
-	    [NDC_K8S_OBJ_SERVICE] = "Service",
-	    [NDC_K8S_OBJ_SLICE] = "EndpointSlice",
-	    [NDC_K8S_OBJ_POD] = "Pod",
+	    [NDC_K8S_OBJ_NAMESPACE] = "Namespace",     [NDC_K8S_OBJ_SERVICE] = "Service",
+	    [NDC_K8S_OBJ_SLICE] = "EndpointSlice",     [NDC_K8S_OBJ_POD] = "Pod",
+	    [NDC_K8S_OBJ_SVCIMPORT] = "ServiceImport",
 	};
 	const char *kind;
 	int r;
@@ -310,7 +309,7 @@ int ndc_k8s_conv_type(struct conv *c, json_object *obj, enum ndc_k8s_obj_type *r
 	r = get_str(c, obj, "", "kind", true, &kind);
 	if (r < 0)
 		return r;
-	for (int t = NDC_K8S_OBJ_NAMESPACE; t <= NDC_K8S_OBJ_POD; t++) {
+	for (int t = NDC_K8S_OBJ_NAMESPACE; t <= NDC_K8S_OBJ_SVCIMPORT; t++) {
 		if (!strcmp(kind, names[t])) {
 			c->kind = names[t];
 			*ret = (enum ndc_k8s_obj_type)t;
@@ -493,7 +492,7 @@ static int conv_endpoint(const struct conv *c, json_object *ep, const char *pfx,
 int ndc_k8s_conv_slice(struct conv *c, json_object *obj, void *e)
 {
 	struct ndc_k8s_slice *s = e;
-	const char *ns, *name, *at, *svc;
+	const char *ns, *name, *at, *svc, *mc_svc, *cluster;
 	json_object *labels, *eps, *ep;
 	char pfx[40];
 	size_t n;
@@ -520,6 +519,14 @@ int ndc_k8s_conv_slice(struct conv *c, json_object *obj, void *e)
 	if (r < 0)
 		return r;
 	r = get_str(c, labels, "metadata.labels.", "kubernetes.io/service-name", false, &svc);
+	if (r < 0)
+		return r;
+	r = get_str(c, labels, "metadata.labels.", "multicluster.kubernetes.io/service-name", false,
+		    &mc_svc);
+	if (r < 0)
+		return r;
+	r = get_str(c, labels, "metadata.labels.", "multicluster.kubernetes.io/source-cluster",
+		    false, &cluster);
 	if (r < 0)
 		return r;
 
@@ -550,6 +557,8 @@ int ndc_k8s_conv_slice(struct conv *c, json_object *obj, void *e)
 	}
 
 	r = ndc_k8s_conv_dup_str(c, svc, &s->service);
+	r = r < 0 ? r : ndc_k8s_conv_dup_str(c, mc_svc, &s->mc_service);
+	r = r < 0 ? r : ndc_k8s_conv_dup_str(c, cluster, &s->cluster);
 	if (r < 0)
 		return r;
 	r = ndc_k8s_conv_dup_str(c, ns, &s->ns);
@@ -613,4 +622,58 @@ int ndc_k8s_conv_pod(struct conv *c, json_object *obj, void *e)
 	if (r < 0)
 		return r;
 	return ndc_k8s_conv_dup_str(c, name, &p->name);
+}
+
+/*
+ * multicluster.x-k8s.io/v1alpha1 ServiceImport: spec.type (ClusterSetIP, the default as CoreDNS
+ * reads it, or Headless), spec.ips (the ClusterSetIPs, one per family), spec.ports.
+ */
+int ndc_k8s_conv_svcimport(struct conv *c, json_object *obj, void *e)
+{
+	struct ndc_k8s_service *s = e;
+	const char *ns, *name, *type, *str;
+	json_object *spec, *ips, *v;
+	char path[40];
+	int r;
+
+	r = ndc_k8s_conv_get_meta(c, obj, true, &ns, &name);
+	if (r < 0)
+		return r;
+	r = get(c, obj, "", "spec", json_type_object, false, &spec);
+	if (r < 0)
+		return r;
+	r = get_str(c, spec, "spec.", "type", false, &type);
+	if (r < 0)
+		return r;
+	if (type && !strcmp(type, "Headless"))
+		s->headless = true;
+	else if (type && strcmp(type, "ClusterSetIP"))
+		return fail(c, "spec.type: expected ClusterSetIP or Headless");
+	s->type = NDC_SVC_CLUSTER_IP;
+
+	r = get(c, spec, "spec.", "ips", json_type_array, false, &ips);
+	if (r < 0)
+		return r;
+	for (size_t i = 0; ips && i < json_object_array_length(ips); i++) {
+		snprintf(path, sizeof(path), "spec.ips[%zu]", i);
+		r = elem(c, ips, i, "spec.ips", json_type_string, &v);
+		if (r < 0)
+			return r;
+		r = check_str(c, v, path, "", false, &str);
+		if (r < 0)
+			return r;
+		if (str && (r = add_cluster_ip(c, s, str, path)) < 0)
+			return r;
+	}
+	/* A headless import's addresses are its endpoints' (MCS DNS spec); ips says nothing. */
+	if (s->headless)
+		s->n_ips = 0;
+
+	r = parse_ports(c, spec, "spec.", false, &s->ports, &s->n_ports);
+	if (r < 0)
+		return r;
+	r = ndc_k8s_conv_dup_str(c, ns, &s->ns);
+	if (r < 0)
+		return r;
+	return ndc_k8s_conv_dup_str(c, name, &s->name);
 }

@@ -71,6 +71,13 @@ struct ndc_k8s_slice {
 	char *ns;
 	char *name;
 	char *service; /* metadata.labels["kubernetes.io/service-name"]; NULL: slice ignored */
+	/*
+	 * Multi-cluster Services (KEP-1645): the ServiceImport the slice is labelled for
+	 * (multicluster.kubernetes.io/service-name) and the cluster its endpoints live in
+	 * (multicluster.kubernetes.io/source-cluster); NULL when absent.
+	 */
+	char *mc_service;
+	char *cluster;
 	struct ndc_k8s_port *ports;
 	struct ndc_k8s_endpoint *endpoints;
 	void *mem;  /* the one block the pointers above point into, or NULL (see the top) */
@@ -97,16 +104,23 @@ struct ndc_k8s_objects {
 	size_t n_pods;
 	struct ndc_k8s_pod *pods;
 	/*
+	 * multicluster.x-k8s.io/v1alpha1 ServiceImports, in the Service struct: spec.ips as ips,
+	 * spec.type Headless as headless (type is always NDC_SVC_CLUSTER_IP, external_name NULL).
+	 */
+	size_t n_imports;
+	struct ndc_k8s_service *imports;
+	/*
 	 * Allocated lengths of the arrays above, for ndc_k8s_object_add only. Leave them 0 when
 	 * filling the struct by hand: a capacity below the count means "unknown, reallocate".
 	 */
-	size_t cap_namespaces, cap_services, cap_slices, cap_pods;
+	size_t cap_namespaces, cap_services, cap_slices, cap_pods, cap_imports;
 };
 
 void ndc_k8s_objects_free(struct ndc_k8s_objects *o);
 
 /*
- * Adds one object (a Namespace, Service, EndpointSlice or Pod as the API server returns it) to o.
+ * Adds one object (a Namespace, Service, EndpointSlice, Pod or ServiceImport as the API server
+ * returns it) to o.
  * Other kinds are ignored (0). A object of a known kind with a field of the wrong type or a
  * missing name gives -EINVAL and a one-line reason in err; o is unchanged then.
  */
@@ -127,6 +141,7 @@ enum ndc_k8s_obj_type {
 	NDC_K8S_OBJ_SERVICE,
 	NDC_K8S_OBJ_SLICE,
 	NDC_K8S_OBJ_POD,
+	NDC_K8S_OBJ_SVCIMPORT, /* a struct ndc_k8s_service (see imports above) */
 };
 
 /*

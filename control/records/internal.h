@@ -16,6 +16,9 @@
 
 #include <ndc/dns_wire.h>
 
+#include <sys/socket.h>
+
+#include "config.h"
 #include "objects/objects.h"
 #include "records/records.h"
 
@@ -28,12 +31,20 @@
 
 struct ndc_rec_chunk;
 
+/*
+ * How an SRV record's weight is set at render: as added (a service's own, NDC_REC_SRV_WEIGHT);
+ * 100 / (records in the answer) (headless endpoints); or, in multicluster zones, as CoreDNS
+ * weighs them: 100 / (records added at the owner, duplicates included: one per address and port,
+ * so a dual-stack ClusterSetIP's SRV weighs 50 and two addresses of one hostname count twice).
+ */
+enum { NDC_REC_W_FIXED = 0, NDC_REC_W_SPLIT, NDC_REC_W_RAW };
+
 /* One pending RR. */
 struct ndc_rec_rr {
 	struct ndc_rec_rr *next;
 	uint16_t type;
 	uint16_t rdlen;
-	bool split_weight; /* SRV: weight is 100 / (records in the answer), set at render */
+	uint8_t weight; /* SRV: NDC_REC_W_* */
 	uint8_t rdata[];
 };
 
@@ -60,6 +71,13 @@ struct ndc_rec_ptr {
 	bool dashed;
 };
 
+/* A multicluster zone of a build: its apex and svc.<zone>, lowercase wire names. */
+struct ndc_rec_bzone {
+	size_t zlen, svczlen;
+	uint8_t zone[NDC_NAME_MAX];
+	uint8_t svcz[NDC_NAME_MAX];
+};
+
 /*
  * Build scratch: an arena (freed whole by ndc_rec_bld_free) and an open-addressing table of owner
  * names, tab[tcap] with tcount used. The error is sticky: the first failure is kept in err and
@@ -74,6 +92,7 @@ struct ndc_rec_bld {
 	size_t tcount;
 	struct ndc_rec_rr **vec; /* one RRset being rendered */
 	size_t vcap;
+	size_t vraw;		  /* its records as added, duplicates included (NDC_REC_W_RAW) */
 	struct ndc_rec_rr **xvec; /* the addresses of one of its targets */
 	size_t xcap;
 	int err;
@@ -92,7 +111,31 @@ struct ndc_rec_bld {
 	uint8_t zone[NDC_NAME_MAX]; /* lowercase wire names */
 	uint8_t svcz[NDC_NAME_MAX]; /* svc.<zone> */
 	uint8_t podz[NDC_NAME_MAX]; /* pod.<zone> */
+	/*
+	 * records.multicluster_zones (MCS, KEP-1645) other than the cluster domain, whose names
+	 * come from ServiceImports (record_build_mc.c); mc_cluster: the cluster domain is one of
+	 * them too, and answers from ServiceImports instead of Services (PTR records stay), as
+	 * CoreDNS's `multicluster` option makes it.
+	 */
+	bool mc_cluster;
+	size_t n_mcz;
+	struct ndc_rec_bzone mcz[NDC_CFG_MAX_MC_ZONES];
 };
+
+/*
+ * Length of the zone of the build that holds name n (the longest, as zones may nest), 0 for a
+ * name outside every zone (a reverse name).
+ */
+static inline size_t ndc_rec_bld_zone(const struct ndc_rec_bld *b, const uint8_t *n, size_t len)
+{
+	size_t best = ndc_name_in_zone(n, len, b->zone, b->zlen) ? b->zlen : 0;
+
+	for (size_t i = 0; i < b->n_mcz; i++)
+		if (b->mcz[i].zlen > best &&
+		    ndc_name_in_zone(n, len, b->mcz[i].zone, b->mcz[i].zlen))
+			best = b->mcz[i].zlen;
+	return best;
+}
 
 /* FNV-1a folded to 32 bits; build and lookup must hash names alike. Inline: it is per query. */
 static inline uint32_t ndc_rec_name_hash(const uint8_t *n, size_t len)
@@ -116,11 +159,12 @@ int ndc_rec_bld_init(struct ndc_rec_bld *b, const struct ndc_records_opts *opts)
 void ndc_rec_bld_free(struct ndc_rec_bld *b);
 
 /*
- * The apex: SOA, NS, the NS target's addresses, the dns-version TXT and the svc/pod non-terminals.
- * The SOA RDATA is also written to soa (NDC_REC_SOA_MAX bytes) for the negative answers. Failure
- * is left in b->err.
+ * The apex of zone (the cluster domain, or a multicluster zone of b): SOA, NS, the NS target's
+ * addresses, the dns-version TXT and the svc/pod non-terminals. The SOA RDATA is also written to
+ * soa (NDC_REC_SOA_MAX bytes) for the negative answers. Failure is left in b->err.
  */
-void ndc_rec_add_apex(struct ndc_rec_bld *b, uint8_t *soa, size_t *ret_soa_len);
+void ndc_rec_add_apex(struct ndc_rec_bld *b, const uint8_t *zone, size_t zlen, uint8_t *soa,
+		      size_t *ret_soa_len);
 
 /*
  * Namespaces, services with their EndpointSlices, and pods (when verified) of o. Returns 0 or
@@ -140,6 +184,53 @@ size_t ndc_rec_ptrs_group(const struct ndc_rec_bld *b, size_t i);
 
 /* <ns>.pod.<zone> alone, as pods in a namespace make it (pod records on, namespace served). */
 void ndc_rec_add_pod_namespace(struct ndc_rec_bld *b, const char *ns);
+
+/*
+ * Multicluster records (record_build_mc.c): ServiceImports and the EndpointSlices labelled for
+ * them, in every multicluster zone of b. After ndc_rec_add_objects; failures as it.
+ */
+int ndc_rec_add_imports(struct ndc_rec_bld *b, const struct ndc_k8s_objects *o);
+
+/* Builder steps shared with record_build_mc.c (record_build.c); failures are left in b->err. */
+void ndc_rec_add_rr(struct ndc_rec_bld *b, const uint8_t *owner, size_t olen, uint16_t type,
+		    const void *rdata, size_t rdlen, uint8_t weight);
+struct ndc_rec_node *ndc_rec_node_get(struct ndc_rec_bld *b, const uint8_t *n, size_t len);
+/* out = label . base, lowercase. -EINVAL for a label that is not RFC 1123 or a name too long. */
+int ndc_rec_join(uint8_t *out, size_t *ret_len, const char *label, const uint8_t *base,
+		 size_t blen);
+/*
+ * A namespace's names in every zone, as a Namespace or a Service in it makes them (and so does a
+ * ServiceImport). -EINVAL: ns is not a label.
+ */
+int ndc_rec_add_namespace(struct ndc_rec_bld *b, const char *ns);
+/* Counts an object whose names are not valid DNS names (the first one is logged). */
+void ndc_rec_skip(struct ndc_rec_bld *b, const char *what, const char *ns, const char *name);
+bool ndc_rec_ns_allowed(const struct ndc_records_opts *opts, const char *ns);
+/*
+ * The SRV records of port p with target tgt: at _<port>._<proto>.<svc> when the port is named,
+ * and at <svc> itself (CoreDNS), weighed as weight says (NDC_REC_W_*).
+ */
+void ndc_rec_add_srv(struct ndc_rec_bld *b, const uint8_t *svn, size_t svl,
+		     const struct ndc_k8s_port *p, const uint8_t *target, size_t tlen,
+		     uint8_t weight);
+/* The label an endpoint is named by: hostname, else (endpoint_pod_names) pod name, else NULL. */
+const char *ndc_rec_ep_host(struct ndc_rec_bld *b, const char *ns,
+			    const struct ndc_k8s_endpoint *ep);
+
+static inline uint16_t ndc_rec_addr_type(const struct ndc_ip *ip)
+{
+	return ip->family == AF_INET6 ? NDC_T_AAAA : NDC_T_A;
+}
+
+static inline size_t ndc_rec_addr_len(const struct ndc_ip *ip)
+{
+	return ip->family == AF_INET6 ? 16 : 4;
+}
+
+static inline bool ndc_rec_ip_ok(const struct ndc_ip *ip)
+{
+	return ip->family == AF_INET || ip->family == AF_INET6;
+}
 
 /* The pending node named n (lowercase wire name), or NULL. */
 struct ndc_rec_node *ndc_rec_find(const struct ndc_rec_bld *b, const uint8_t *n, size_t len);
@@ -190,6 +281,25 @@ struct ndc_rec_rev6 {
 	uint32_t tgt;
 };
 
+/* A zone of the table: its apex, SOA and negative answer. */
+struct ndc_rec_zone {
+	size_t zlen;
+	size_t soa_len;
+	uint8_t zone[NDC_NAME_MAX];
+	uint8_t soa[NDC_REC_SOA_MAX];
+	/*
+	 * The NXDOMAIN answer for the apex as question. Every pointer in it points into the zone,
+	 * which ends any question under the zone, so for a question nlen long each one moves by
+	 * nlen - zlen: the negative answer is a copy and up to three additions.
+	 */
+	uint16_t neg_ptrs[NDC_REC_NEG_PTRS_MAX];
+	int n_neg_ptrs;
+	union {
+		struct ndc_answer a;
+		uint8_t b[sizeof(struct ndc_answer) + NDC_NAME_MAX + 10 + 2 * NDC_NAME_MAX + 20];
+	} neg;
+};
+
 struct ndc_records {
 	uint8_t *blob;
 	size_t blob_len;
@@ -205,12 +315,12 @@ struct ndc_records {
 	enum ndc_pods_mode pods;
 	uint32_t ttl;
 	uint32_t neg_ttl;
-	size_t zlen;
 	size_t podzlen;
-	size_t soa_len;
-	uint8_t zone[NDC_NAME_MAX];
 	uint8_t podz[NDC_NAME_MAX]; /* pod.<zone> */
-	uint8_t soa[NDC_REC_SOA_MAX];
+	struct ndc_rec_zone cz;	    /* the cluster domain */
+	/* Multicluster zones other than the cluster domain (owned by the base, shared). */
+	struct ndc_rec_zone *mcz;
+	size_t n_mcz;
 	/*
 	 * Versions. A built table owns blob and slots (owner NULL) and counts in refs itself plus
 	 * every version derived from it; a derived version (records_patch.c) shares them and adds
@@ -221,18 +331,21 @@ struct ndc_records {
 	_Atomic uint32_t refs;
 	struct ndc_rec_ovl *ovl; /* NULL: none */
 	uint64_t seq;		 /* the store's change counter this table reflects */
-	/*
-	 * The NXDOMAIN answer for the apex as question. Every pointer in it points into the zone,
-	 * which ends any question under the zone, so for a question nlen long each one moves by
-	 * nlen - zlen: the negative answer is a copy and up to three additions.
-	 */
-	uint16_t neg_ptrs[NDC_REC_NEG_PTRS_MAX];
-	int n_neg_ptrs;
-	union {
-		struct ndc_answer a;
-		uint8_t b[sizeof(struct ndc_answer) + NDC_NAME_MAX + 10 + 2 * NDC_NAME_MAX + 20];
-	} neg;
 };
+
+/* The zone of the table that holds name n (the longest), or NULL: not ours. */
+static inline const struct ndc_rec_zone *ndc_rec_zone_of(const struct ndc_records *r,
+							 const uint8_t *n, size_t len)
+{
+	const struct ndc_rec_zone *z =
+	    ndc_name_in_zone(n, len, r->cz.zone, r->cz.zlen) ? &r->cz : NULL;
+
+	for (size_t i = 0; i < r->n_mcz; i++)
+		if ((!z || r->mcz[i].zlen > z->zlen) &&
+		    ndc_name_in_zone(n, len, r->mcz[i].zone, r->mcz[i].zlen))
+			z = &r->mcz[i];
+	return z;
+}
 
 /*
  * rnode flag (in pad): a reverse name whose PTR answer is made at lookup from its targets' nodes

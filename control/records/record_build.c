@@ -136,11 +136,11 @@ static struct ndc_rec_node *tnode_get(struct ndc_rec_bld *b, const uint8_t *n, s
 {
 	bool created;
 	struct ndc_rec_node *t = tinsert(b, n, len, &created);
-	size_t stop = b->zlen;
+	size_t stop = ndc_rec_bld_zone(b, n, len);
 
 	if (!created)
 		return t;
-	if (!ndc_name_in_zone(n, len, b->zone, b->zlen)) {
+	if (!stop) {
 		stop = sizeof(in_addr_arpa);
 		if (!ndc_name_in_zone(n, len, in_addr_arpa, stop))
 			return t;
@@ -153,8 +153,13 @@ static struct ndc_rec_node *tnode_get(struct ndc_rec_bld *b, const uint8_t *n, s
 	return t;
 }
 
-static void add_rr(struct ndc_rec_bld *b, const uint8_t *owner, size_t olen, uint16_t type,
-		   const void *rdata, size_t rdlen, bool split_weight)
+struct ndc_rec_node *ndc_rec_node_get(struct ndc_rec_bld *b, const uint8_t *n, size_t len)
+{
+	return tnode_get(b, n, len);
+}
+
+void ndc_rec_add_rr(struct ndc_rec_bld *b, const uint8_t *owner, size_t olen, uint16_t type,
+		    const void *rdata, size_t rdlen, uint8_t weight)
 {
 	struct ndc_rec_node *t = tnode_get(b, owner, olen);
 	struct ndc_rec_rr *rr;
@@ -167,7 +172,7 @@ static void add_rr(struct ndc_rec_bld *b, const uint8_t *owner, size_t olen, uin
 	rr->next = NULL;
 	rr->type = type;
 	rr->rdlen = (uint16_t)rdlen;
-	rr->split_weight = split_weight;
+	rr->weight = weight;
 	memcpy(rr->rdata, rdata, rdlen);
 	if (t->tail)
 		t->tail->next = rr;
@@ -222,7 +227,8 @@ static void add_ptr(struct ndc_rec_bld *b, const struct ndc_ip *ip, const uint8_
 		}
 		b->ptr_nodes++;
 	}
-	add_rr(b, rev, ndc_records_reverse_name(ip, rev), NDC_T_PTR, tgt, tl, false);
+	ndc_rec_add_rr(b, rev, ndc_records_reverse_name(ip, rev), NDC_T_PTR, tgt, tl,
+		       NDC_REC_W_FIXED);
 }
 
 static void skip(struct ndc_rec_bld *b, const char *what, const char *ns, const char *name)
@@ -272,6 +278,16 @@ static int join(uint8_t *out, size_t *ret_len, char prefix, const char *label, c
 	return 0;
 }
 
+int ndc_rec_join(uint8_t *out, size_t *ret_len, const char *label, const uint8_t *base, size_t blen)
+{
+	return join(out, ret_len, 0, label, base, blen);
+}
+
+void ndc_rec_skip(struct ndc_rec_bld *b, const char *what, const char *ns, const char *name)
+{
+	skip(b, what, ns, name);
+}
+
 /* inet_ntop with ':' and '.' -> '-' */
 void ndc_rec_dashed(const struct ndc_ip *ip, char *out, size_t cap)
 {
@@ -309,21 +325,6 @@ size_t ndc_records_reverse_name(const struct ndc_ip *ip, uint8_t *out)
 	return len + sizeof(v6);
 }
 
-static uint16_t addr_type(const struct ndc_ip *ip)
-{
-	return ip->family == AF_INET6 ? NDC_T_AAAA : NDC_T_A;
-}
-
-static size_t addr_len(const struct ndc_ip *ip)
-{
-	return ip->family == AF_INET6 ? 16 : 4;
-}
-
-static bool ip_ok(const struct ndc_ip *ip)
-{
-	return ip->family == AF_INET || ip->family == AF_INET6;
-}
-
 static const char *proto_label(uint8_t proto)
 {
 	switch (proto) {
@@ -340,7 +341,7 @@ static const char *proto_label(uint8_t proto)
 /* ---------------------------------------------------------------------------------------------
  * Objects to pending RRs.
  */
-static bool ns_allowed(const struct ndc_records_opts *opts, const char *ns)
+bool ndc_rec_ns_allowed(const struct ndc_records_opts *opts, const char *ns)
 {
 	if (!opts->n_namespaces)
 		return true;
@@ -350,7 +351,10 @@ static bool ns_allowed(const struct ndc_records_opts *opts, const char *ns)
 	return false;
 }
 
-/* <ns>.svc.<zone> (and <ns>.pod.<zone> when pod records are on) exist for a known namespace. */
+/*
+ * <ns>.svc.<zone> (and <ns>.pod.<zone> when pod records are on) exist for a known namespace, and
+ * <ns>.svc.<zone> of each multicluster zone (CoreDNS: NODATA for a namespace of the cluster).
+ */
 static int add_namespace(struct ndc_rec_bld *b, const char *ns, uint8_t *ret_nsn, size_t *ret_nsl)
 {
 	uint8_t n[NDC_NAME_MAX];
@@ -361,12 +365,15 @@ static int add_namespace(struct ndc_rec_bld *b, const char *ns, uint8_t *ret_nsn
 	tnode_get(b, ret_nsn, *ret_nsl);
 	if (b->opts->pods != NDC_PODS_DISABLED && !join(n, &l, 0, ns, b->podz, b->podzlen))
 		tnode_get(b, n, l);
+	for (size_t i = 0; i < b->n_mcz; i++)
+		if (!join(n, &l, 0, ns, b->mcz[i].svcz, b->mcz[i].svczlen))
+			tnode_get(b, n, l);
 	return 0;
 }
 
-static void add_srv(struct ndc_rec_bld *b, const uint8_t *svn, size_t svl,
-		    const struct ndc_k8s_port *p, const uint8_t *target, size_t tlen,
-		    uint16_t weight, bool split)
+void ndc_rec_add_srv(struct ndc_rec_bld *b, const uint8_t *svn, size_t svl,
+		     const struct ndc_k8s_port *p, const uint8_t *target, size_t tlen,
+		     uint8_t weight)
 {
 	uint8_t rd[6 + NDC_NAME_MAX], pn[NDC_NAME_MAX], own[NDC_NAME_MAX];
 	size_t pl, ol;
@@ -375,18 +382,18 @@ static void add_srv(struct ndc_rec_bld *b, const uint8_t *svn, size_t svl,
 	if (!p->port)
 		return; /* an EndpointSlice port without a number: nothing to tell */
 	ndc_put16(rd, 0);
-	ndc_put16(rd + 2, weight);
+	ndc_put16(rd + 2, weight == NDC_REC_W_FIXED ? NDC_REC_SRV_WEIGHT : 0);
 	ndc_put16(rd + 4, p->port);
 	memcpy(rd + 6, target, tlen);
 	/* Unnamed ports have no _<port>._<proto> name (spec 2.3.2, 2.4.2). */
 	if (p->name && proto) {
 		if (!join(pn, &pl, '_', proto, svn, svl) && !join(own, &ol, '_', p->name, pn, pl))
-			add_rr(b, own, ol, NDC_T_SRV, rd, 6 + tlen, split);
+			ndc_rec_add_rr(b, own, ol, NDC_T_SRV, rd, 6 + tlen, weight);
 		else
 			skip(b, "port", "", p->name);
 	}
 	/* CoreDNS answers SRV at the service name itself with every port, named or not. */
-	add_rr(b, svn, svl, NDC_T_SRV, rd, 6 + tlen, split);
+	ndc_rec_add_rr(b, svn, svl, NDC_T_SRV, rd, 6 + tlen, weight);
 }
 
 static bool ep_served(const struct ndc_k8s_service *s, const struct ndc_k8s_endpoint *ep)
@@ -394,41 +401,52 @@ static bool ep_served(const struct ndc_k8s_service *s, const struct ndc_k8s_endp
 	return ep->ready || s->publish_not_ready;
 }
 
+const char *ndc_rec_ep_host(struct ndc_rec_bld *b, const char *ns,
+			    const struct ndc_k8s_endpoint *ep)
+{
+	if (ep->hostname) {
+		if (!label_ok(ep->hostname, strlen(ep->hostname))) {
+			skip(b, "endpoint hostname", ns, ep->hostname);
+			return NULL;
+		}
+		return ep->hostname;
+	}
+	if (b->opts->endpoint_pod_names && ep->pod_name &&
+	    label_ok(ep->pod_name, strlen(ep->pod_name)))
+		return ep->pod_name; /* CoreDNS falls back to the dashed IP for other pod names */
+	return NULL;
+}
+
 static void add_endpoint(struct ndc_rec_bld *b, const struct ndc_k8s_service *s,
 			 const struct ndc_k8s_slice *sl, const struct ndc_k8s_endpoint *ep,
 			 const uint8_t *svn, size_t svl)
 {
-	const char *host = NULL;
+	const char *host = ndc_rec_ep_host(b, s->ns, ep);
 	uint8_t hn[NDC_NAME_MAX];
 	size_t hl;
 
-	if (ep->hostname) {
-		if (!label_ok(ep->hostname, strlen(ep->hostname))) {
-			skip(b, "endpoint hostname", s->ns, ep->hostname);
-			return;
-		}
-		host = ep->hostname;
-	} else if (b->opts->endpoint_pod_names && ep->pod_name &&
-		   label_ok(ep->pod_name, strlen(ep->pod_name))) {
-		host = ep->pod_name; /* CoreDNS falls back to the dashed IP for other pod names */
-	}
+	if (ep->hostname && !host)
+		return; /* a hostname that is no label: skipped */
 	for (size_t i = 0; i < ep->n_addrs; i++) {
 		const struct ndc_ip *ip = &ep->addrs[i];
 		char dash[INET6_ADDRSTRLEN];
 
-		if (!ip_ok(ip))
+		if (!ndc_rec_ip_ok(ip))
 			continue;
 		ndc_rec_dashed(ip, dash, sizeof(dash));
 		if (join(hn, &hl, 0, host ? host : dash, svn, svl)) {
 			skip(b, "endpoint", s->ns, host ? host : dash);
 			continue;
 		}
-		if (s->headless) {
+		if (s->headless && !b->mc_cluster) {
 			/* Spec 2.4.1: <hostname>.<svc> and per-endpoint SRV exist for headless. */
-			add_rr(b, svn, svl, addr_type(ip), ip->addr, addr_len(ip), false);
-			add_rr(b, hn, hl, addr_type(ip), ip->addr, addr_len(ip), false);
+			ndc_rec_add_rr(b, svn, svl, ndc_rec_addr_type(ip), ip->addr,
+				       ndc_rec_addr_len(ip), NDC_REC_W_FIXED);
+			ndc_rec_add_rr(b, hn, hl, ndc_rec_addr_type(ip), ip->addr,
+				       ndc_rec_addr_len(ip), NDC_REC_W_FIXED);
 			for (size_t p = 0; p < sl->n_ports; p++)
-				add_srv(b, svn, svl, &sl->ports[p], hn, hl, 0, true);
+				ndc_rec_add_srv(b, svn, svl, &sl->ports[p], hn, hl,
+						NDC_REC_W_SPLIT);
 		}
 		/* Spec 2.4.1: the PTR names the endpoint whichever kind its service is (after its
 		 * A record: a compact PTR needs its target's node). */
@@ -458,12 +476,14 @@ static void add_service(struct ndc_rec_bld *b, const struct ndc_k8s_objects *o, 
 	uint8_t nsn[NDC_NAME_MAX], svn[NDC_NAME_MAX], tgt[NDC_NAME_MAX];
 	size_t nsl, svl, tl;
 
-	if (!ns_allowed(b->opts, s->ns))
+	if (!ndc_rec_ns_allowed(b->opts, s->ns))
 		return;
 	if (add_namespace(b, s->ns, nsn, &nsl) || join(svn, &svl, 0, s->name, nsn, nsl)) {
 		skip(b, "service", s->ns, s->name);
 		return;
 	}
+	if (s->type == NDC_SVC_EXTERNAL_NAME && b->mc_cluster)
+		return; /* the zone answers from ServiceImports: an alias has no name */
 	if (s->type == NDC_SVC_EXTERNAL_NAME) {
 		if (!s->external_name ||
 		    ndc_name_from_text(s->external_name, tgt, sizeof(tgt), &tl) || tl < 2) {
@@ -471,7 +491,7 @@ static void add_service(struct ndc_rec_bld *b, const struct ndc_k8s_objects *o, 
 			return;
 		}
 		ndc_name_lower(tgt, tgt, tl);
-		add_rr(b, svn, svl, NDC_T_CNAME, tgt, tl, false);
+		ndc_rec_add_rr(b, svn, svl, NDC_T_CNAME, tgt, tl, NDC_REC_W_FIXED);
 		return;
 	}
 	if (b->opts->ignore_empty_service && !count_served(o, s, head, next))
@@ -480,18 +500,25 @@ static void add_service(struct ndc_rec_bld *b, const struct ndc_k8s_objects *o, 
 	 * A headless service is its endpoints: with none ready it is NXDOMAIN (spec 2.4.1, as
 	 * CoreDNS answers), its name made by the first endpoint's records.
 	 */
+	/*
+	 * A multicluster cluster domain answers from ServiceImports; its Services keep only their
+	 * PTR records (CoreDNS's reverse zones read Services whatever the forward zone does).
+	 */
 	if (!s->headless) {
-		tnode_get(b, svn, svl);
+		if (!b->mc_cluster)
+			tnode_get(b, svn, svl);
 		for (size_t i = 0; i < s->n_ips && i < NDC_K8S_MAX_CLUSTER_IPS; i++) {
 			const struct ndc_ip *ip = &s->ips[i];
 
-			if (!ip_ok(ip))
+			if (!ndc_rec_ip_ok(ip))
 				continue;
-			add_rr(b, svn, svl, addr_type(ip), ip->addr, addr_len(ip), false);
+			if (!b->mc_cluster)
+				ndc_rec_add_rr(b, svn, svl, ndc_rec_addr_type(ip), ip->addr,
+					       ndc_rec_addr_len(ip), NDC_REC_W_FIXED);
 			add_ptr(b, ip, svn, svl, NULL);
 		}
-		for (size_t p = 0; p < s->n_ports; p++)
-			add_srv(b, svn, svl, &s->ports[p], svn, svl, NDC_REC_SRV_WEIGHT, false);
+		for (size_t p = 0; p < s->n_ports && !b->mc_cluster; p++)
+			ndc_rec_add_srv(b, svn, svl, &s->ports[p], svn, svl, NDC_REC_W_FIXED);
 	}
 	for (size_t i = head; i != SIZE_MAX; i = next[i]) {
 		const struct ndc_k8s_slice *sl = &o->slices[i];
@@ -564,7 +591,7 @@ static void add_pods(struct ndc_rec_bld *b, const struct ndc_k8s_objects *o)
 	for (size_t i = 0; i < o->n_pods; i++) {
 		const struct ndc_k8s_pod *p = &o->pods[i];
 
-		if (!ns_allowed(b->opts, p->ns))
+		if (!ndc_rec_ns_allowed(b->opts, p->ns))
 			continue;
 		if (join(nsn, &nsl, 0, p->ns, b->podz, b->podzlen)) {
 			skip(b, "pod", p->ns, p->name);
@@ -573,24 +600,27 @@ static void add_pods(struct ndc_rec_bld *b, const struct ndc_k8s_objects *o)
 		for (size_t k = 0; k < p->n_ips && k < 2; k++) {
 			char dash[INET6_ADDRSTRLEN];
 
-			if (!ip_ok(&p->ips[k]))
+			if (!ndc_rec_ip_ok(&p->ips[k]))
 				continue;
 			ndc_rec_dashed(&p->ips[k], dash, sizeof(dash));
 			if (!join(pn, &pl, 0, dash, nsn, nsl))
-				add_rr(b, pn, pl, addr_type(&p->ips[k]), p->ips[k].addr,
-				       addr_len(&p->ips[k]), false);
+				ndc_rec_add_rr(b, pn, pl, ndc_rec_addr_type(&p->ips[k]),
+					       p->ips[k].addr, ndc_rec_addr_len(&p->ips[k]),
+					       NDC_REC_W_FIXED);
 		}
 	}
 }
 
-void ndc_rec_add_apex(struct ndc_rec_bld *b, uint8_t *soa, size_t *ret_soa_len)
+void ndc_rec_add_apex(struct ndc_rec_bld *b, const uint8_t *zone, size_t zlen, uint8_t *soa,
+		      size_t *ret_soa_len)
 {
-	uint8_t dns[NDC_NAME_MAX], nsn[NDC_NAME_MAX], txt[NDC_NAME_MAX];
-	size_t dl, nl, tl, ml, rl;
+	uint8_t dns[NDC_NAME_MAX], nsn[NDC_NAME_MAX], txt[NDC_NAME_MAX], sp[NDC_NAME_MAX];
+	size_t dl, nl, tl, ml, rl, svl, pl;
 
-	if (join(dns, &dl, 0, "dns", b->zone, b->zlen) || join(nsn, &nl, 0, "ns", dns, dl) ||
-	    join(txt, &tl, 0, "dns-version", b->zone, b->zlen) ||
-	    join(soa + nl, &rl, 0, "hostmaster", b->zone, b->zlen)) {
+	if (join(dns, &dl, 0, "dns", zone, zlen) || join(nsn, &nl, 0, "ns", dns, dl) ||
+	    join(txt, &tl, 0, "dns-version", zone, zlen) ||
+	    join(soa + nl, &rl, 0, "hostmaster", zone, zlen) ||
+	    join(sp, &svl, 0, "svc", zone, zlen)) {
 		b->err = -EINVAL;
 		return;
 	}
@@ -603,24 +633,26 @@ void ndc_rec_add_apex(struct ndc_rec_bld *b, uint8_t *soa, size_t *ret_soa_len)
 	ndc_put32(soa + ml + 12, SOA_EXPIRE);
 	ndc_put32(soa + ml + 16, b->opts->ttl);
 	*ret_soa_len = ml + 20;
-	add_rr(b, b->zone, b->zlen, NDC_T_SOA, soa, ml + 20, false);
-	add_rr(b, b->zone, b->zlen, NDC_T_NS, nsn, nl, false);
+	ndc_rec_add_rr(b, zone, zlen, NDC_T_SOA, soa, ml + 20, NDC_REC_W_FIXED);
+	ndc_rec_add_rr(b, zone, zlen, NDC_T_NS, nsn, nl, NDC_REC_W_FIXED);
 	tnode_get(b, nsn, nl);
 	for (size_t i = 0; i < b->opts->n_ns_addrs; i++) {
 		const struct ndc_ip *ip = &b->opts->ns_addrs[i];
 
-		if (ip_ok(ip))
-			add_rr(b, nsn, nl, addr_type(ip), ip->addr, addr_len(ip), false);
+		if (ndc_rec_ip_ok(ip))
+			ndc_rec_add_rr(b, nsn, nl, ndc_rec_addr_type(ip), ip->addr,
+				       ndc_rec_addr_len(ip), NDC_REC_W_FIXED);
 	}
 	uint8_t ver[1 + sizeof(DNS_SCHEMA_VERSION)] = {sizeof(DNS_SCHEMA_VERSION) - 1};
 	memcpy(ver + 1, DNS_SCHEMA_VERSION, sizeof(DNS_SCHEMA_VERSION) - 1);
-	add_rr(b, txt, tl, NDC_T_TXT, ver, sizeof(ver) - 1, false);
+	ndc_rec_add_rr(b, txt, tl, NDC_T_TXT, ver, sizeof(ver) - 1, NDC_REC_W_FIXED);
 	/*
 	 * RFC 8020: NXDOMAIN says nothing exists below a name, and a client may cache it so. svc
 	 * and pod are the spec's fixed labels: NODATA whatever the cluster holds and the pods mode.
 	 */
-	tnode_get(b, b->svcz, b->svczlen);
-	tnode_get(b, b->podz, b->podzlen);
+	tnode_get(b, sp, svl);
+	if (!join(sp, &pl, 0, "pod", zone, zlen))
+		tnode_get(b, sp, pl);
 }
 
 /* ---------------------------------------------------------------------------------------------
@@ -636,6 +668,8 @@ void ndc_records_opts_from_config(struct ndc_records_opts *opts, const struct nd
 	opts->ignore_empty_service = cfg->records.ignore_empty_service;
 	opts->n_namespaces = cfg->records.n_namespaces;
 	opts->namespaces = cfg->records.namespaces;
+	opts->n_mc_zones = cfg->records.n_multicluster_zones;
+	opts->mc_zones = cfg->records.multicluster_zones;
 	opts->n_ns_addrs = cfg->n_listen;
 	opts->ns_addrs = cfg->listen;
 }
@@ -647,8 +681,28 @@ int ndc_rec_bld_init(struct ndc_rec_bld *b, const struct ndc_records_opts *opts)
 		return -EINVAL;
 	ndc_name_lower(b->zone, b->zone, b->zlen);
 	if (join(b->svcz, &b->svczlen, 0, "svc", b->zone, b->zlen) ||
-	    join(b->podz, &b->podzlen, 0, "pod", b->zone, b->zlen))
+	    join(b->podz, &b->podzlen, 0, "pod", b->zone, b->zlen) ||
+	    opts->n_mc_zones > NDC_CFG_MAX_MC_ZONES)
 		return -EINVAL;
+	for (size_t i = 0; i < opts->n_mc_zones; i++) {
+		struct ndc_rec_bzone *z = &b->mcz[b->n_mcz];
+		bool dup = false;
+
+		if (!opts->mc_zones[i] ||
+		    ndc_name_from_text(opts->mc_zones[i], z->zone, sizeof(z->zone), &z->zlen) ||
+		    z->zlen < 2 || join(z->svcz, &z->svczlen, 0, "svc", z->zone, z->zlen))
+			return -EINVAL;
+		ndc_name_lower(z->zone, z->zone, z->zlen);
+		ndc_name_lower(z->svcz, z->svcz, z->svczlen);
+		if (z->zlen == b->zlen && !memcmp(z->zone, b->zone, b->zlen)) {
+			b->mc_cluster = true;
+			continue;
+		}
+		for (size_t k = 0; k < b->n_mcz && !dup; k++)
+			dup =
+			    b->mcz[k].zlen == z->zlen && !memcmp(b->mcz[k].zone, z->zone, z->zlen);
+		b->n_mcz += !dup;
+	}
 	return tgrow(b);
 }
 
@@ -746,7 +800,8 @@ int ndc_rec_ptrs_resolve(struct ndc_rec_bld *b)
 			for (size_t k = 0; k < u; k++) {
 				uint8_t t[NDC_NAME_MAX + NDC_LABEL_MAX + 1];
 
-				add_rr(b, rev, rl, NDC_T_PTR, t, ptr_name(&g[k], t), false);
+				ndc_rec_add_rr(b, rev, rl, NDC_T_PTR, t, ptr_name(&g[k], t),
+					       NDC_REC_W_FIXED);
 			}
 			continue;
 		}
@@ -757,12 +812,20 @@ int ndc_rec_ptrs_resolve(struct ndc_rec_bld *b)
 	return b->err;
 }
 
+int ndc_rec_add_namespace(struct ndc_rec_bld *b, const char *ns)
+{
+	uint8_t n[NDC_NAME_MAX];
+	size_t l;
+
+	return add_namespace(b, ns, n, &l);
+}
+
 void ndc_rec_add_pod_namespace(struct ndc_rec_bld *b, const char *ns)
 {
 	uint8_t n[NDC_NAME_MAX];
 	size_t l;
 
-	if (b->opts->pods != NDC_PODS_DISABLED && ns_allowed(b->opts, ns) &&
+	if (b->opts->pods != NDC_PODS_DISABLED && ndc_rec_ns_allowed(b->opts, ns) &&
 	    !join(n, &l, 0, ns, b->podz, b->podzlen))
 		tnode_get(b, n, l);
 }
@@ -778,7 +841,7 @@ int ndc_rec_add_objects(struct ndc_rec_bld *b, const struct ndc_k8s_objects *o)
 	if (err)
 		goto out;
 	for (size_t i = 0; i < o->n_namespaces; i++)
-		if (ns_allowed(b->opts, o->namespaces[i]) &&
+		if (ndc_rec_ns_allowed(b->opts, o->namespaces[i]) &&
 		    add_namespace(b, o->namespaces[i], ns, &nsl))
 			skip(b, "namespace", o->namespaces[i], "");
 	err = link_slices(o, head, next);

@@ -90,7 +90,19 @@ static int collect_into(struct ndc_rec_rr ***vec, size_t *vcap, const struct ndc
 static int collect(struct ndc_rec_bld *b, const struct ndc_rec_node *t, uint16_t type,
 		   size_t *ret_n)
 {
+	b->vraw = 0;
+	for (const struct ndc_rec_rr *rr = t->head; rr; rr = rr->next)
+		b->vraw += rr->type == type;
 	return collect_into(&b->vec, &b->vcap, t, type, ret_n);
+}
+
+/* The weight an SRV record of a set of n (b->vraw as added) gets at render. */
+static uint16_t srv_weight(const struct ndc_rec_bld *b, const struct ndc_rec_rr *rr, size_t n)
+{
+	size_t d = rr->weight == NDC_REC_W_RAW ? b->vraw : n;
+	uint16_t w = (uint16_t)(NDC_REC_SRV_WEIGHT / (d ? d : 1));
+
+	return w ? w : 1;
 }
 
 static const uint8_t *rr_target(const struct ndc_rec_rr *rr, size_t *ret_len)
@@ -114,11 +126,9 @@ static int render_set(struct ndc_rec_bld *b, const struct ndc_rec_node *t, uint1
 		const struct ndc_rec_rr *rr = b->vec[i];
 		const uint8_t *p = rr->rdata;
 
-		if (rr->split_weight) {
-			uint16_t w = (uint16_t)(NDC_REC_SRV_WEIGHT / n);
-
+		if (rr->weight != NDC_REC_W_FIXED) {
 			memcpy(rd, rr->rdata, rr->rdlen);
-			ndc_put16(rd + 2, w ? w : 1);
+			ndc_put16(rd + 2, srv_weight(b, rr, n));
 			p = rd;
 		}
 		ndc_ab_rr(&ab, NDC_SEC_ANSWER, t->name, t->nlen, type, NDC_C_IN, ttl, p, rr->rdlen);
@@ -222,11 +232,8 @@ static int lazy_srv_encode(const struct ndc_rec_bld *b, const struct ndc_rec_nod
 		uint8_t *p = out->data + pos;
 
 		memcpy(p, rr->rdata, 6);
-		if (rr->split_weight) { /* as render_set weighs them */
-			uint16_t w = (uint16_t)(NDC_REC_SRV_WEIGHT / n);
-
-			ndc_put16(p + 2, w ? w : 1);
-		}
+		if (rr->weight != NDC_REC_W_FIXED) /* as render_set weighs them */
+			ndc_put16(p + 2, srv_weight(b, rr, n));
 		p[6] = (uint8_t)up;
 		p[7] = (uint8_t)lab;
 		memcpy(p + 8, tn + 1, lab);
@@ -268,7 +275,7 @@ int ndc_rec_render_node(struct ndc_rec_bld *b, struct ndc_records *r, const stru
 			types[k] = types[k - 1];
 			types[k - 1] = x;
 		}
-	if (whole || !t->parent || !ndc_name_in_zone(t->name, t->nlen, b->zone, b->zlen))
+	if (whole || !t->parent || !ndc_rec_bld_zone(b, t->name, t->nlen))
 		llen =
 		    t->nlen; /* no parent node: the apex; reverse names (their parents are not) */
 	hdr = NDC_REC_ALIGN4(sizeof(struct ndc_rec_node_r) + llen);
@@ -314,7 +321,7 @@ int ndc_rec_render_node(struct ndc_rec_bld *b, struct ndc_records *r, const stru
 /* A name outside the zone with PTR records only: a reverse name. */
 static bool lazy_candidate(const struct ndc_rec_bld *b, const struct ndc_rec_node *t)
 {
-	if (!t->head || ndc_name_in_zone(t->name, t->nlen, b->zone, b->zlen))
+	if (!t->head || ndc_rec_bld_zone(b, t->name, t->nlen))
 		return false;
 	for (const struct ndc_rec_rr *rr = t->head; rr; rr = rr->next)
 		if (rr->type != NDC_T_PTR)
@@ -653,7 +660,7 @@ static void *render_range(void *arg)
 
 		if (!t || lazy_candidate(&j->b, t) != j->pass)
 			continue;
-		if (!t->head && !ndc_name_in_zone(t->name, t->nlen, j->b.zone, j->b.zlen)) {
+		if (!t->head && !ndc_rec_bld_zone(&j->b, t->name, t->nlen)) {
 			t->unindexed = true; /* a reverse non-terminal: never answered */
 			continue;
 		}
@@ -806,27 +813,58 @@ static int render(struct ndc_rec_bld *b, struct ndc_records *r)
 /* ---------------------------------------------------------------------------------------------
  * Negative answers: one template per table, moved to each question.
  */
-/* Records where the pointers sit in the negative template (see struct ndc_records). */
-static int negative_init(struct ndc_records *r)
+/* Records where the pointers sit in zone z's negative template (see struct ndc_rec_zone). */
+static int negative_init(struct ndc_rec_zone *z, uint32_t neg_ttl)
 {
 	struct ndc_ab ab;
-	const uint8_t *d = r->neg.a.data;
+	const uint8_t *d = z->neg.a.data;
 	size_t pos = 0;
 	int err;
 
-	ndc_ab_init(&ab, &r->neg.a, sizeof(r->neg.b) - sizeof(r->neg.a), r->zone, r->zlen);
-	ndc_ab_rr(&ab, NDC_SEC_AUTHORITY, r->zone, r->zlen, NDC_T_SOA, NDC_C_IN, r->neg_ttl, r->soa,
-		  r->soa_len);
+	ndc_ab_init(&ab, &z->neg.a, sizeof(z->neg.b) - sizeof(z->neg.a), z->zone, z->zlen);
+	ndc_ab_rr(&ab, NDC_SEC_AUTHORITY, z->zone, z->zlen, NDC_T_SOA, NDC_C_IN, neg_ttl, z->soa,
+		  z->soa_len);
 	err = ndc_ab_finish(&ab, NDC_RCODE_NXDOMAIN, true);
 	for (int name = 0; !err && name < 3; name++) {
-		while (pos < r->neg.a.len && d[pos] && (d[pos] & 0xc0) != 0xc0)
+		while (pos < z->neg.a.len && d[pos] && (d[pos] & 0xc0) != 0xc0)
 			pos += 1u + d[pos];
-		if (pos + 2 > r->neg.a.len || r->n_neg_ptrs == NDC_REC_NEG_PTRS_MAX)
+		if (pos + 2 > z->neg.a.len || z->n_neg_ptrs == NDC_REC_NEG_PTRS_MAX)
 			return -EINVAL;
 		if (d[pos]) /* a pointer, not the root label */
-			r->neg_ptrs[r->n_neg_ptrs++] = (uint16_t)pos++;
+			z->neg_ptrs[z->n_neg_ptrs++] = (uint16_t)pos++;
 		pos += name ? 1 : 11; /* the owner is followed by TYPE CLASS TTL RDLENGTH */
 	}
+	return err;
+}
+
+/* The apex of every zone: the cluster domain's, then each multicluster zone's (own SOA). */
+static int add_zones(struct ndc_rec_bld *b, struct ndc_records *r)
+{
+	memcpy(r->cz.zone, b->zone, b->zlen);
+	r->cz.zlen = b->zlen;
+	ndc_rec_add_apex(b, b->zone, b->zlen, r->cz.soa, &r->cz.soa_len);
+	if (!b->n_mcz)
+		return 0;
+	r->mcz = calloc(b->n_mcz, sizeof(*r->mcz));
+	if (!r->mcz)
+		return -ENOMEM;
+	r->n_mcz = b->n_mcz;
+	for (size_t i = 0; i < b->n_mcz; i++) {
+		struct ndc_rec_zone *z = &r->mcz[i];
+
+		memcpy(z->zone, b->mcz[i].zone, b->mcz[i].zlen);
+		z->zlen = b->mcz[i].zlen;
+		ndc_rec_add_apex(b, z->zone, z->zlen, z->soa, &z->soa_len);
+	}
+	return 0;
+}
+
+static int negatives_init(struct ndc_records *r)
+{
+	int err = negative_init(&r->cz, r->neg_ttl);
+
+	for (size_t i = 0; i < r->n_mcz && !err; i++)
+		err = negative_init(&r->mcz[i], r->neg_ttl);
 	return err;
 }
 
@@ -859,8 +897,6 @@ int ndc_records_build_from(const struct ndc_k8s_objects *o, const struct ndc_rec
 		goto fail;
 	}
 	atomic_init(&r->refs, 1);
-	memcpy(r->zone, b.zone, b.zlen);
-	r->zlen = b.zlen;
 	memcpy(r->podz, b.podz, b.podzlen);
 	r->podzlen = b.podzlen;
 	r->pods = opts->pods;
@@ -871,8 +907,9 @@ int ndc_records_build_from(const struct ndc_k8s_objects *o, const struct ndc_rec
 
 	clock_gettime(CLOCK_MONOTONIC, &t0);
 	b.compact_ptrs = !opts->render_all;
-	ndc_rec_add_apex(&b, r->soa, &r->soa_len);
-	err = ndc_rec_add_objects(&b, o);
+	err = add_zones(&b, r);
+	err = err ?: ndc_rec_add_objects(&b, o);
+	err = err ?: ndc_rec_add_imports(&b, o);
 	if (done) /* the builder holds copies of everything it read */
 		done(arg);
 	done = NULL;
@@ -884,7 +921,7 @@ int ndc_records_build_from(const struct ndc_k8s_objects *o, const struct ndc_rec
 	err = b.err ? b.err : render(&b, r);
 	clock_gettime(CLOCK_MONOTONIC, &t2);
 	if (!err)
-		err = negative_init(r);
+		err = negatives_init(r);
 	if (err)
 		goto fail;
 	ndc_debug("records: %zu names, %zu RRsets in %zu bytes (build scratch %zu bytes); "
@@ -913,6 +950,7 @@ static void owner_put(struct ndc_records *o)
 		return;
 	free(o->rev4);
 	free(o->rev6);
+	free(o->mcz);
 	free(o->slots);
 	free(o->blob);
 	free(o);
@@ -946,5 +984,5 @@ size_t ndc_records_bytes(const struct ndc_records *r)
 
 bool ndc_records_is_local(const struct ndc_records *r, const uint8_t *lname, size_t nlen)
 {
-	return ndc_name_in_zone(lname, nlen, r->zone, r->zlen);
+	return ndc_rec_zone_of(r, lname, nlen) != NULL;
 }

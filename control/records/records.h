@@ -26,6 +26,13 @@ struct ndc_records_opts {
 	bool ignore_empty_service;
 	size_t n_namespaces; /* 0: every namespace is served */
 	char *const *namespaces;
+	/*
+	 * Multicluster zones (records.multicluster_zones): names from ServiceImports and the
+	 * EndpointSlices labelled for them, as CoreDNS's `multicluster` option answers them. The
+	 * cluster domain may be one of them: it then answers from ServiceImports, not Services.
+	 */
+	size_t n_mc_zones;
+	char *const *mc_zones;
 	size_t n_ns_addrs; /* A/AAAA of the apex NS target (ns.dns.<zone>): the listen addresses */
 	const struct ndc_ip *ns_addrs;
 	/*
@@ -64,14 +71,17 @@ void ndc_records_free(struct ndc_records *r);
  * is a name of the zone answers every type but CNAME and ANY with its chain of aliases followed
  * inside the zone (at most 8) and what the last name answers, its RCODE included. Returns
  *   0        out holds the authoritative answer: records, NODATA or NXDOMAIN (SOA in authority)
- *   -ENOENT  not ours: the name is outside the cluster zone, or a reverse name of an IP the store
+ *   -ENOENT  not ours: the name is outside our zones, or a reverse name of an IP the store
  *            does not know (fallthrough: forward it)
  *   -ENOSPC  the answer does not fit cap bytes of out->data
  */
 int ndc_records_lookup(const struct ndc_records *r, const uint8_t *lname, size_t nlen,
 		       uint16_t qtype, struct ndc_answer *out, size_t cap);
 
-/* True when lname is inside the cluster zone (answered authoritatively, never forwarded). */
+/*
+ * True when lname is inside the cluster zone or a multicluster zone (answered authoritatively,
+ * never forwarded).
+ */
 bool ndc_records_is_local(const struct ndc_records *r, const uint8_t *lname, size_t nlen);
 
 /*
@@ -92,8 +102,10 @@ bool ndc_records_has(const struct ndc_records *r, const uint8_t *lname, size_t n
 		     uint16_t qtype);
 
 /*
- * The NXDOMAIN answer (SOA in authority) with no name compressed against the question, so the
- * same bytes follow any question: the fast path's template. -ENOSPC if cap is too small.
+ * The cluster domain's NXDOMAIN answer (SOA in authority) with no name compressed against the
+ * question, so the same bytes follow any question: the fast path's template (it synthesises
+ * negative answers under the cluster domain only; a multicluster zone's missing names pass to
+ * user space). -ENOSPC if cap is too small.
  */
 int ndc_records_nxdomain(const struct ndc_records *r, struct ndc_answer *out, size_t cap);
 

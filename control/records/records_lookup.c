@@ -18,19 +18,21 @@
 /* ---------------------------------------------------------------------------------------------
  * Negative answers: the table's template moved to each question.
  */
-/* NXDOMAIN or NODATA for a name under the zone: the SOA gives the negative TTL (RFC 2308 3). */
-static int negative(const struct ndc_records *r, size_t nlen, uint8_t rcode, struct ndc_answer *out,
-		    size_t cap)
+/*
+ * NXDOMAIN or NODATA for a name under zone z: the SOA gives the negative TTL (RFC 2308 3).
+ */
+static int negative(const struct ndc_rec_zone *z, size_t nlen, uint8_t rcode,
+		    struct ndc_answer *out, size_t cap)
 {
-	uint16_t delta = (uint16_t)(nlen - r->zlen);
+	uint16_t delta = (uint16_t)(nlen - z->zlen);
 
-	if (r->neg.a.len > cap)
+	if (z->neg.a.len > cap)
 		return -ENOSPC;
-	memcpy(out, &r->neg.a, ndc_answer_size(&r->neg.a));
+	memcpy(out, &z->neg.a, ndc_answer_size(&z->neg.a));
 	out->qname_len = (uint8_t)nlen;
 	out->rcode = rcode;
-	for (int i = 0; i < r->n_neg_ptrs; i++) {
-		uint8_t *p = out->data + r->neg_ptrs[i];
+	for (int i = 0; i < z->n_neg_ptrs; i++) {
+		uint8_t *p = out->data + z->neg_ptrs[i];
 
 		ndc_put16(p, (uint16_t)(ndc_get16(p) + delta));
 	}
@@ -438,7 +440,7 @@ static int pod_insecure(const struct ndc_records *r, const uint8_t *lname, size_
 		return -ENOENT;
 	uint16_t type = v4 ? NDC_T_A : NDC_T_AAAA;
 	if (qtype != type && qtype != NDC_T_ANY)
-		return negative(r, nlen, NDC_RCODE_NOERROR, out, cap);
+		return negative(&r->cz, nlen, NDC_RCODE_NOERROR, out, cap);
 
 	struct ndc_ab ab;
 	ndc_ab_init(&ab, out, cap, lname, nlen);
@@ -493,7 +495,8 @@ static bool chase(const struct ndc_records *r, const uint8_t *lname, size_t nlen
 		if (ndc_rec_cname_target(a, c->names[c->n], c->lens[c->n], t, &tl))
 			return c->n > 0; /* never for answers the table made */
 		c->lens[++c->n] = (uint8_t)tl;
-		if (!ndc_name_in_zone(t, tl, r->zone, r->zlen))
+		/* Only the cluster domain: ServiceImports are never aliases' targets' makers. */
+		if (!ndc_name_in_zone(t, tl, r->cz.zone, r->cz.zlen))
 			return c->n > 1;
 		for (int i = 0; i < c->n; i++)
 			if (c->lens[i] == tl && !memcmp(c->names[i], t, tl))
@@ -529,11 +532,11 @@ static int end_answer(const struct ndc_records *r, const struct chain *c, uint16
 			if (err != -ENOENT)
 				return err;
 		}
-		return negative(r, l, NDC_RCODE_NXDOMAIN, &s->a, cap);
+		return negative(&r->cz, l, NDC_RCODE_NXDOMAIN, &s->a, cap);
 	}
 	a = qtype ? node_answer(c->end, qtype) : NULL;
 	if (!a)
-		return negative(r, l, NDC_RCODE_NOERROR, &s->a, cap);
+		return negative(&r->cz, l, NDC_RCODE_NOERROR, &s->a, cap);
 	if (answer_lazy(a))
 		return lazy_srv_render(r, a, n, l, &s->a, cap);
 	*ret = a;
@@ -659,13 +662,15 @@ int ndc_records_lookup(const struct ndc_records *r, const uint8_t *lname, size_t
 {
 	const struct ndc_answer *a;
 	const struct ndc_rec_node_r *nd;
+	const struct ndc_rec_zone *z;
 	struct ptr_src s = {0};
 	bool ovl;
 
 	if (!nlen || nlen > NDC_NAME_MAX)
 		return -ENOENT;
 	nd = find_ex(r, lname, nlen, &ovl);
-	if (!ndc_name_in_zone(lname, nlen, r->zone, r->zlen)) {
+	z = ndc_rec_zone_of(r, lname, nlen);
+	if (!z) {
 		/* Only reverse names live outside the zone; the rest falls through upstream. */
 		if (!nd && !ovl && qtype == NDC_T_PTR && rev_find(r, lname, nlen, &s.h))
 			return ptr_render(r, &s, lname, nlen, out, cap);
@@ -683,7 +688,7 @@ int ndc_records_lookup(const struct ndc_records *r, const uint8_t *lname, size_t
 			if (err != -ENOENT)
 				return err;
 		}
-		return negative(r, nlen, NDC_RCODE_NXDOMAIN, out, cap);
+		return negative(z, nlen, NDC_RCODE_NXDOMAIN, out, cap);
 	}
 	a = node_answer(nd, qtype == NDC_T_ANY ? 0 : qtype);
 	if (!a && qtype != NDC_T_CNAME) {
@@ -696,7 +701,7 @@ int ndc_records_lookup(const struct ndc_records *r, const uint8_t *lname, size_t
 		}
 	}
 	return a ? copy_answer(r, a, lname, nlen, out, cap)
-		 : negative(r, nlen, NDC_RCODE_NOERROR, out, cap);
+		 : negative(z, nlen, NDC_RCODE_NOERROR, out, cap);
 }
 
 /* ---------------------------------------------------------------------------------------------
@@ -742,8 +747,9 @@ static int node_emit(const struct ndc_records *r, const struct ndc_rec_node_r *n
 {
 	union {
 		struct ndc_answer a;
-		uint8_t b[sizeof(r->neg)];
+		uint8_t b[sizeof(r->cz.neg)];
 	} neg;
+	const struct ndc_rec_zone *z;
 	union {
 		struct ndc_answer a;
 		uint8_t b[sizeof(struct ndc_answer) + NDC_REC_LAZY_MAX];
@@ -771,7 +777,8 @@ static int node_emit(const struct ndc_records *r, const struct ndc_rec_node_r *n
 		if (!t)
 			any = a; /* still valid: srv is written once, for the node's one SRV set */
 	}
-	if (!ndc_name_in_zone(name, nlen, r->zone, r->zlen))
+	z = ndc_rec_zone_of(r, name, nlen);
+	if (!z)
 		return 0; /* reverse names: other types are forwarded, not answered */
 	/* ANY gets the first RRset (RFC 8482), as ndc_records_lookup answers it. */
 	if (nd->ntypes) {
@@ -785,7 +792,7 @@ static int node_emit(const struct ndc_records *r, const struct ndc_rec_node_r *n
 		if (err != -ENOENT)
 			return err;
 	} else {
-		err = negative(r, nlen, NDC_RCODE_NOERROR, &neg.a, sizeof(neg) - sizeof(neg.a));
+		err = negative(z, nlen, NDC_RCODE_NOERROR, &neg.a, sizeof(neg) - sizeof(neg.a));
 		if (err)
 			return err;
 		other = &neg.a;
@@ -920,12 +927,12 @@ int ndc_records_nxdomain(const struct ndc_records *r, struct ndc_answer *out, si
 
 	/* Nothing compressed: the same bytes must follow any question name. */
 	ndc_wbuf_init(&w, out->data, cap);
-	ndc_wbuf_bytes(&w, r->zone, r->zlen);
+	ndc_wbuf_bytes(&w, r->cz.zone, r->cz.zlen);
 	ndc_wbuf_u16(&w, NDC_T_SOA);
 	ndc_wbuf_u16(&w, NDC_C_IN);
 	ndc_wbuf_u32(&w, r->neg_ttl);
-	ndc_wbuf_u16(&w, (uint16_t)r->soa_len);
-	ndc_wbuf_bytes(&w, r->soa, r->soa_len);
+	ndc_wbuf_u16(&w, (uint16_t)r->cz.soa_len);
+	ndc_wbuf_bytes(&w, r->cz.soa, r->cz.soa_len);
 	if (w.err)
 		return -ENOSPC;
 	memset(out, 0, sizeof(*out));
@@ -947,7 +954,7 @@ bool ndc_records_has(const struct ndc_records *r, const uint8_t *lname, size_t n
 	if (!nlen || nlen > NDC_NAME_MAX)
 		return false;
 	nd = find_ex(r, lname, nlen, &ovl);
-	in_zone = ndc_name_in_zone(lname, nlen, r->zone, r->zlen);
+	in_zone = ndc_rec_zone_of(r, lname, nlen) != NULL;
 	if (!nd)
 		return !ovl && !in_zone && qtype == NDC_T_PTR && rev_find(r, lname, nlen, &h);
 	if (qtype == 0)

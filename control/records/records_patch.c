@@ -120,7 +120,7 @@ static int patch_name(struct ndc_records_patch *p, struct ndc_rec_bld *bc,
 	if (*s && (*s)->seq == seq)
 		return 0; /* before and after both make it: done once */
 	/* Out of the zone only PTR owners are names; their non-terminals are never answered. */
-	exists = c && (c->head || ndc_name_in_zone(t->name, t->nlen, bc->zone, bc->zlen));
+	exists = c && (c->head || ndc_rec_bld_zone(bc, t->name, t->nlen));
 	if (exists) {
 		p->scratch.blob_len = 0;
 		err = ndc_rec_render_node(bc, &p->scratch, c, p->ans, true);
@@ -154,14 +154,20 @@ static int patch_name(struct ndc_records_patch *p, struct ndc_rec_bld *bc,
 	return 0;
 }
 
-/* Whether t, a name of the changed objects, is theirs to change (not the apex's). */
+/*
+ * Whether t, a name of the changed objects, is theirs to change (not an apex's): below svc.<zone>
+ * of any zone or pod.<zone>, or a reverse name.
+ */
 static bool changes(const struct ndc_rec_bld *b, const struct ndc_rec_node *t)
 {
 	if (ndc_name_in_zone(t->name, t->nlen, b->svcz, b->svczlen))
 		return t->nlen > b->svczlen;
 	if (ndc_name_in_zone(t->name, t->nlen, b->podz, b->podzlen))
 		return t->nlen > b->podzlen;
-	return t->head && !ndc_name_in_zone(t->name, t->nlen, b->zone, b->zlen);
+	for (size_t i = 0; i < b->n_mcz; i++)
+		if (ndc_name_in_zone(t->name, t->nlen, b->mcz[i].svcz, b->mcz[i].svczlen))
+			return t->nlen > b->mcz[i].svczlen;
+	return t->head && !ndc_rec_bld_zone(b, t->name, t->nlen);
 }
 
 static int build(struct ndc_rec_bld *b, const struct ndc_records_opts *opts,
@@ -172,6 +178,7 @@ static int build(struct ndc_rec_bld *b, const struct ndc_records_opts *opts,
 	if (err)
 		return err;
 	err = ndc_rec_add_objects(b, o);
+	err = err ?: ndc_rec_add_imports(b, o);
 	return err ? err : b->err;
 }
 

@@ -37,7 +37,7 @@ static bool same_u16(const uint16_t *a, size_t na, const uint16_t *b, size_t nb)
  * cache, forward, log) or compared here. A field added to the struct without a decision here
  * fails this check at build time: say which it is, then update the size.
  */
-_Static_assert(sizeof(struct ndc_config) == 1480,
+_Static_assert(sizeof(struct ndc_config) == 1504,
 	       "a new config key: decide in control/reload/reload_file.c whether it changes live "
 	       "or needs a restart");
 
@@ -104,6 +104,9 @@ static void records_keys(const struct ndc_config *a, const struct ndc_config *b,
 	if (!same_strv(a->records.namespaces, a->records.n_namespaces, b->records.namespaces,
 		       b->records.n_namespaces))
 		ndc_reload_list_add(list, "records.namespaces");
+	if (!same_strv(a->records.multicluster_zones, a->records.n_multicluster_zones,
+		       b->records.multicluster_zones, b->records.n_multicluster_zones))
+		ndc_reload_list_add(list, "records.multicluster_zones");
 }
 
 static bool same_stubs(const struct ndc_config *a, const struct ndc_config *b)

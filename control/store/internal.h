@@ -8,6 +8,7 @@
 #define NDC_K8S_STORE_INTERNAL_H
 
 #include <stdatomic.h>
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -26,7 +27,7 @@ struct lh_table;
 struct ndc_k8s_obj {
 	_Atomic uint32_t refs; /* the store's table, plus snapshots being built from */
 	uint8_t kind;	       /* enum ndc_k8s_kind */
-	void *elem[];	       /* char *, struct ndc_k8s_service, _slice or _pod */
+	void *elem[]; /* char *, struct ndc_k8s_service (also ServiceImports), _slice, _pod */
 };
 
 #define NDC_K8S_OBJ_HEAD offsetof(struct ndc_k8s_obj, elem)
@@ -47,6 +48,7 @@ static inline void ndc_k8s_obj_id(const struct ndc_k8s_obj *o, const char **ret_
 {
 	switch (o->kind) {
 	case NDC_K8S_SERVICES:
+	case NDC_K8S_SERVICEIMPORTS:
 		*ret_ns = ((const struct ndc_k8s_service *)o->elem)->ns;
 		*ret_name = ((const struct ndc_k8s_service *)o->elem)->name;
 		return;
@@ -87,6 +89,10 @@ static inline struct ndc_k8s_objects ndc_k8s_obj_view(const struct ndc_k8s_obj *
 		v.pods = (struct ndc_k8s_pod *)o->elem;
 		v.n_pods = v.cap_pods = 1;
 		break;
+	case NDC_K8S_SERVICEIMPORTS:
+		v.imports = (struct ndc_k8s_service *)o->elem;
+		v.n_imports = v.cap_imports = 1;
+		break;
 	}
 	return v;
 }
@@ -110,11 +116,12 @@ void ndc_k8s_objtab_del(struct ndc_k8s_objtab *t, const char *key);
 struct ndc_k8s_obj *ndc_k8s_objtab_next(const struct ndc_k8s_objtab *t, size_t *pos);
 
 /*
- * EndpointSlices by Service ("ns", "name"); no references held. Iteration over a Service's slices:
- * *pos starts at 0; NULL at the end. No changes in between.
+ * EndpointSlices by Service ("ns", "name"), or with mc by ServiceImport (the multicluster label);
+ * no references held. Iteration over a Service's slices: *pos starts at 0; NULL at the end. No
+ * changes in between.
  */
 struct ndc_k8s_slicetab;
-struct ndc_k8s_slicetab *ndc_k8s_slicetab_new(void);
+struct ndc_k8s_slicetab *ndc_k8s_slicetab_new(bool mc);
 void ndc_k8s_slicetab_free(struct ndc_k8s_slicetab *t);
 size_t ndc_k8s_slicetab_len(const struct ndc_k8s_slicetab *t);
 int ndc_k8s_slicetab_add(struct ndc_k8s_slicetab *t, struct ndc_k8s_obj *o);
@@ -125,7 +132,7 @@ struct ndc_k8s_obj *ndc_k8s_slicetab_next(const struct ndc_k8s_slicetab *t, cons
 /* Shallow collections of objects' contents, for the record builder. */
 struct ndc_k8s_coll {
 	struct ndc_k8s_objects o;
-	size_t cap[4];
+	size_t cap[5];
 	struct ndc_k8s_obj **held; /* referenced while the collection lives */
 	size_t n_held, cap_held;
 };
@@ -135,12 +142,13 @@ void ndc_k8s_coll_free(struct ndc_k8s_coll *c);
 struct ndc_k8s_index {
 	const struct ndc_records_opts *ropts;
 	size_t svczlen, podzlen;
-	uint8_t svcz[NDC_NAME_MAX];	 /* svc.<zone>: PTR targets name their service below it */
-	uint8_t podz[NDC_NAME_MAX];	 /* pod.<zone> */
-	struct ndc_k8s_slicetab *slices; /* the EndpointSlices labelled for each Service */
-	struct lh_table *ns;		 /* namespace -> what makes it exist */
-	struct lh_table *podips;	 /* "ns|ip" -> pods with that IP there */
-	struct lh_table *aliases;	 /* what makes a name of the zone -> ExternalNames to it */
+	uint8_t svcz[NDC_NAME_MAX];	   /* svc.<zone>: PTR targets name their service below it */
+	uint8_t podz[NDC_NAME_MAX];	   /* pod.<zone> */
+	struct ndc_k8s_slicetab *slices;   /* the EndpointSlices labelled for each Service */
+	struct ndc_k8s_slicetab *mcslices; /* ... and for each ServiceImport */
+	struct lh_table *ns;		   /* namespace -> what makes it exist */
+	struct lh_table *podips;	   /* "ns|ip" -> pods with that IP there */
+	struct lh_table *aliases; /* what makes a name of the zone -> ExternalNames to it */
 };
 
 int ndc_k8s_index_init(struct ndc_k8s_index *x, const struct ndc_records_opts *ropts);

@@ -276,14 +276,15 @@ struct ndc_k8s_obj *ndc_k8s_objtab_next(const struct ndc_k8s_objtab *t, size_t *
 }
 
 /* ---------------------------------------------------------------------------------------------
- * EndpointSlices by the Service they are labelled for: one slot per slice, the slices of a
- * Service in the probe run from its home (a multimap: a lookup walks the run to its end). Kept
- * in the table rather than chained through the objects, which would cost every object a
- * pointer. The index holds no references: the store adds and removes slices as its object table
- * gains and loses them.
+ * EndpointSlices by the Service they are labelled for (or, in the multicluster table, by the
+ * ServiceImport): one slot per slice, the slices of a Service in the probe run from its home (a
+ * multimap: a lookup walks the run to its end). Kept in the table rather than chained through the
+ * objects, which would cost every object a pointer. The index holds no references: the store adds
+ * and removes slices as its object table gains and loses them.
  */
 struct ndc_k8s_slicetab {
 	struct ptrtab t;
+	bool mc; /* by the ServiceImport (multicluster.kubernetes.io/service-name) instead */
 };
 
 static size_t svc_hash(const char *ns, const char *svc)
@@ -291,22 +292,35 @@ static size_t svc_hash(const char *ns, const char *svc)
 	return fold(fnv(fnv(fnv(FNV_BASIS, ns), "/"), svc));
 }
 
+/* The Service (or ServiceImport) a slice is labelled for in t, or NULL. */
+static const char *label_of(const struct ndc_k8s_slicetab *t, const struct ndc_k8s_slice *sl)
+{
+	return t->mc ? sl->mc_service : sl->service;
+}
+
 static size_t svc_home(const struct ndc_k8s_obj *o)
 {
 	return svc_hash(ndc_k8s_obj_slice(o)->ns, ndc_k8s_obj_slice(o)->service);
 }
 
-static bool indexed(const struct ndc_k8s_obj *o)
+static size_t import_home(const struct ndc_k8s_obj *o)
 {
-	return o->kind == NDC_K8S_ENDPOINTSLICES && ndc_k8s_obj_slice(o)->ns &&
-	       ndc_k8s_obj_slice(o)->service;
+	return svc_hash(ndc_k8s_obj_slice(o)->ns, ndc_k8s_obj_slice(o)->mc_service);
 }
 
-struct ndc_k8s_slicetab *ndc_k8s_slicetab_new(void)
+static bool indexed(const struct ndc_k8s_slicetab *t, const struct ndc_k8s_obj *o)
+{
+	return o->kind == NDC_K8S_ENDPOINTSLICES && ndc_k8s_obj_slice(o)->ns &&
+	       label_of(t, ndc_k8s_obj_slice(o));
+}
+
+struct ndc_k8s_slicetab *ndc_k8s_slicetab_new(bool mc)
 {
 	struct ndc_k8s_slicetab *t = calloc(1, sizeof(*t));
 
-	if (t && tab_init(&t->t, svc_home)) {
+	if (t)
+		t->mc = mc;
+	if (t && tab_init(&t->t, mc ? import_home : svc_home)) {
 		free(t);
 		t = NULL;
 	}
@@ -330,13 +344,13 @@ int ndc_k8s_slicetab_add(struct ndc_k8s_slicetab *t, struct ndc_k8s_obj *o)
 	size_t m, i;
 	int err;
 
-	if (!indexed(o))
+	if (!indexed(t, o))
 		return 0;
 	err = tab_reserve(&t->t);
 	if (err)
 		return err;
 	m = t->t.cap - 1;
-	for (i = svc_home(o) & m; t->t.slot[i]; i = (i + 1) & m)
+	for (i = t->t.home(o) & m; t->t.slot[i]; i = (i + 1) & m)
 		;
 	t->t.slot[i] = o;
 	t->t.n++;
@@ -347,9 +361,9 @@ void ndc_k8s_slicetab_del(struct ndc_k8s_slicetab *t, struct ndc_k8s_obj *o)
 {
 	size_t m = t->t.cap - 1, i;
 
-	if (!indexed(o))
+	if (!indexed(t, o))
 		return;
-	for (i = svc_home(o) & m; t->t.slot[i]; i = (i + 1) & m) {
+	for (i = t->t.home(o) & m; t->t.slot[i]; i = (i + 1) & m) {
 		if (t->t.slot[i] == o) {
 			tab_remove_at(&t->t, i);
 			return;
@@ -367,7 +381,7 @@ struct ndc_k8s_obj *ndc_k8s_slicetab_next(const struct ndc_k8s_slicetab *t, cons
 		const struct ndc_k8s_slice *sl = ndc_k8s_obj_slice(t->t.slot[i]);
 
 		(*pos)++;
-		if (!strcmp(sl->ns, ns) && !strcmp(sl->service, svc))
+		if (!strcmp(sl->ns, ns) && !strcmp(label_of(t, sl), svc))
 			return t->t.slot[i];
 	}
 	return NULL;

@@ -133,10 +133,9 @@ static int obj_key(struct json_object *obj, char *buf, size_t len, char **ret)
 }
 
 static const enum ndc_k8s_kind kind_of_type[] = {
-    [NDC_K8S_OBJ_NAMESPACE] = NDC_K8S_NAMESPACES,
-    [NDC_K8S_OBJ_SERVICE] = NDC_K8S_SERVICES,
-    [NDC_K8S_OBJ_SLICE] = NDC_K8S_ENDPOINTSLICES,
-    [NDC_K8S_OBJ_POD] = NDC_K8S_PODS,
+    [NDC_K8S_OBJ_NAMESPACE] = NDC_K8S_NAMESPACES,     [NDC_K8S_OBJ_SERVICE] = NDC_K8S_SERVICES,
+    [NDC_K8S_OBJ_SLICE] = NDC_K8S_ENDPOINTSLICES,     [NDC_K8S_OBJ_POD] = NDC_K8S_PODS,
+    [NDC_K8S_OBJ_SVCIMPORT] = NDC_K8S_SERVICEIMPORTS,
 };
 
 /* Converts obj; NULL when it cannot be (counted, logged: its last good version stays). */
@@ -278,7 +277,8 @@ static void on_event(void *arg, enum ndc_k8s_kind kind, enum ndc_k8s_event ev,
 	atomic_store(&s->objects, ndc_k8s_objtab_len(s->tab[NDC_K8S_NAMESPACES]) +
 				      ndc_k8s_objtab_len(s->tab[NDC_K8S_SERVICES]) +
 				      ndc_k8s_objtab_len(s->tab[NDC_K8S_ENDPOINTSLICES]) +
-				      ndc_k8s_objtab_len(s->tab[NDC_K8S_PODS]));
+				      ndc_k8s_objtab_len(s->tab[NDC_K8S_PODS]) +
+				      ndc_k8s_objtab_len(s->tab[NDC_K8S_SERVICEIMPORTS]));
 	if (err || !patchable) {
 		/*
 		 * The change is in the store but (some of) its names are not in the patch: only a

@@ -58,9 +58,12 @@ int ndc_k8s_coll_add(struct ndc_k8s_coll *c, const struct ndc_k8s_objects *one)
 	err = err
 		  ?: append((void **)&o->slices, &o->n_slices, &c->cap[2], one->slices,
 			    one->n_slices, sizeof(*o->slices));
+	err = err
+		  ?: append((void **)&o->pods, &o->n_pods, &c->cap[3], one->pods, one->n_pods,
+			    sizeof(*o->pods));
 	return err
-		   ?: append((void **)&o->pods, &o->n_pods, &c->cap[3], one->pods, one->n_pods,
-			     sizeof(*o->pods));
+		   ?: append((void **)&o->imports, &o->n_imports, &c->cap[4], one->imports,
+			     one->n_imports, sizeof(*o->imports));
 }
 
 /* Adds obj once, holding a reference. */
@@ -89,13 +92,14 @@ void ndc_k8s_coll_free(struct ndc_k8s_coll *c)
 	free(c->o.services);
 	free(c->o.slices);
 	free(c->o.pods);
+	free(c->o.imports);
 	memset(c, 0, sizeof(*c));
 }
 
 /* ---------------------------------------------------------------------------------------------
  * Indexes.
  */
-/* What makes <ns>.svc.<zone> (and <ns>.pod.<zone>) exist. */
+/* What makes <ns>.svc.<zone> (and <ns>.pod.<zone>) exist; svc counts ServiceImports too. */
 struct nsst {
 	uint32_t obj, svc, pod;
 };
@@ -132,23 +136,25 @@ static void aliases_free(struct lh_entry *e)
 static void index_drop(struct ndc_k8s_index *x)
 {
 	ndc_k8s_slicetab_free(x->slices);
+	ndc_k8s_slicetab_free(x->mcslices);
 	if (x->ns)
 		lh_table_free(x->ns);
 	if (x->podips)
 		lh_table_free(x->podips);
 	if (x->aliases)
 		lh_table_free(x->aliases);
-	x->slices = NULL;
+	x->slices = x->mcslices = NULL;
 	x->ns = x->podips = x->aliases = NULL;
 }
 
 static int index_new(struct ndc_k8s_index *x)
 {
-	x->slices = ndc_k8s_slicetab_new();
+	x->slices = ndc_k8s_slicetab_new(false);
+	x->mcslices = ndc_k8s_slicetab_new(true);
 	x->ns = lh_kchar_table_new(64, nsst_free);
 	x->podips = lh_kchar_table_new(64, free_key);
 	x->aliases = lh_kchar_table_new(16, aliases_free);
-	if (x->slices && x->ns && x->podips && x->aliases)
+	if (x->slices && x->mcslices && x->ns && x->podips && x->aliases)
 		return 0;
 	index_drop(x);
 	return -ENOMEM;
@@ -221,11 +227,21 @@ static int nsst_add(struct ndc_k8s_index *x, const char *ns, int which, int delt
 	return 0;
 }
 
+/* A slice goes in each table whose label it has (a Service's, a ServiceImport's, or both). */
 static int slices_add(struct ndc_k8s_index *x, struct ndc_k8s_obj *o, int delta)
 {
-	if (delta > 0)
-		return ndc_k8s_slicetab_add(x->slices, o);
+	int err;
+
+	if (delta > 0) {
+		err = ndc_k8s_slicetab_add(x->slices, o);
+		if (!err)
+			err = ndc_k8s_slicetab_add(x->mcslices, o);
+		if (err)
+			ndc_k8s_slicetab_del(x->slices, o);
+		return err;
+	}
 	ndc_k8s_slicetab_del(x->slices, o);
+	ndc_k8s_slicetab_del(x->mcslices, o);
 	return 0;
 }
 
@@ -358,7 +374,7 @@ static int index_obj(struct ndc_k8s_index *x, enum ndc_k8s_kind kind, struct ndc
 	const struct ndc_k8s_objects v = ndc_k8s_obj_view(o), *one = &v;
 	int err;
 
-	if (!x->slices || !x->ns || !x->podips || !x->aliases)
+	if (!x->slices || !x->mcslices || !x->ns || !x->podips || !x->aliases)
 		return -ENOMEM; /* a rebuild ran out of memory: nothing to keep in step */
 
 	switch (kind) {
@@ -369,6 +385,8 @@ static int index_obj(struct ndc_k8s_index *x, enum ndc_k8s_kind kind, struct ndc
 			return 0;
 		err = nsst_add(x, one->services[0].ns, 1, delta);
 		return err ?: aliases_add(x, &one->services[0], delta);
+	case NDC_K8S_SERVICEIMPORTS: /* makes its namespace exist, as a Service does */
+		return one->n_imports ? nsst_add(x, one->imports[0].ns, 1, delta) : 0;
 	case NDC_K8S_ENDPOINTSLICES:
 		return one->n_slices ? slices_add(x, o, delta) : 0;
 	case NDC_K8S_PODS:
@@ -421,7 +439,11 @@ static struct ndc_k8s_obj *lookup(const struct ndc_k8s_objtab *t, const char *ke
 	return ndc_k8s_objtab_get(t, key);
 }
 
-/* The Service ns/svc and every EndpointSlice labelled for it. */
+/*
+ * The Service ns/svc and every EndpointSlice labelled for it; and the ServiceImport ns/svc with
+ * the slices labelled for it, whose names share the same <svc>.<ns> in the multicluster zones
+ * (the cluster domain's, when it is one): taking both is never wrong, only a little more work.
+ */
 static int unit_add(const struct ndc_k8s_change *c, struct ndc_k8s_coll *into, const char *ns,
 		    const char *svc)
 {
@@ -435,6 +457,12 @@ static int unit_add(const struct ndc_k8s_change *c, struct ndc_k8s_coll *into, c
 	if (o)
 		err = coll_obj(into, o);
 	while (!err && (o = ndc_k8s_slicetab_next(c->idx->slices, ns, svc, &pos)))
+		err = coll_obj(into, o);
+	o = err ? NULL : lookup(c->tab[NDC_K8S_SERVICEIMPORTS], key);
+	if (o)
+		err = coll_obj(into, o);
+	pos = 0;
+	while (!err && (o = ndc_k8s_slicetab_next(c->idx->mcslices, ns, svc, &pos)))
 		err = coll_obj(into, o);
 	return err;
 }
@@ -514,8 +542,8 @@ static int pod_contributors(const struct ndc_k8s_change *c, struct ndc_k8s_coll 
 }
 
 /*
- * Namespace ns as it exists apart from the change: a Namespace object or a Service in it makes
- * <ns>.svc.<zone> and <ns>.pod.<zone>; pods alone make only the second.
+ * Namespace ns as it exists apart from the change: a Namespace object, a Service or a ServiceImport
+ * in it makes <ns>.svc.<zone> and <ns>.pod.<zone>; pods alone make only the second.
  */
 static int ctx_ns(const struct ndc_k8s_change *c, struct ndc_k8s_coll *ctx, struct names *pod_ns,
 		  const char *ns)
@@ -536,11 +564,25 @@ static int ctx_ns(const struct ndc_k8s_change *c, struct ndc_k8s_coll *ctx, stru
 		      sizeof(name));
 }
 
-/* The Services (ns/name) a change of kind reads its names from: its own, or its slice's. */
+/* Adds ns/svc to the units u[0..n) unless it is there; returns the new count. */
+static int unit_once(struct unit *u, int n, const char *ns, const char *svc)
+{
+	for (int i = 0; i < n; i++)
+		if (!strcmp(u[i].ns, ns) && !strcmp(u[i].svc, svc))
+			return n;
+	snprintf(u[n].ns, sizeof(u[n].ns), "%s", ns);
+	snprintf(u[n].svc, sizeof(u[n].svc), "%s", svc);
+	return n + 1;
+}
+
+/*
+ * The Services and ServiceImports (ns/name) a change of kind reads its names from: its own, or
+ * its slice's (a slice may be labelled for one of each). u has room for 4.
+ */
 static int units_of(enum ndc_k8s_kind kind, const char *key, const struct ndc_k8s_obj *o,
 		    struct unit *u, int n)
 {
-	if (kind == NDC_K8S_SERVICES && n == 0) {
+	if ((kind == NDC_K8S_SERVICES || kind == NDC_K8S_SERVICEIMPORTS) && n == 0) {
 		const char *slash = strchr(key, '/');
 
 		if (!slash)
@@ -552,14 +594,11 @@ static int units_of(enum ndc_k8s_kind kind, const char *key, const struct ndc_k8
 	if (kind == NDC_K8S_ENDPOINTSLICES && o && o->kind == NDC_K8S_ENDPOINTSLICES) {
 		const struct ndc_k8s_slice *sl = ndc_k8s_obj_slice(o);
 
-		if (!sl->ns || !sl->service)
-			return n;
-		for (int i = 0; i < n; i++)
-			if (!strcmp(u[i].ns, sl->ns) && !strcmp(u[i].svc, sl->service))
-				return n;
-		snprintf(u[n].ns, sizeof(u[n].ns), "%s", sl->ns);
-		snprintf(u[n].svc, sizeof(u[n].svc), "%s", sl->service);
-		return n + 1;
+		if (sl->ns && sl->service)
+			n = unit_once(u, n, sl->ns, sl->service);
+		if (sl->ns && sl->mc_service)
+			n = unit_once(u, n, sl->ns, sl->mc_service);
+		return n;
 	}
 	return n;
 }
@@ -683,7 +722,7 @@ int ndc_k8s_change_apply(const struct ndc_k8s_change *c)
 	struct ctx_walk w = {.c = c, .ctx = &ctx};
 	struct names pod_ns = {0};
 	bool own = c->kind == NDC_K8S_NAMESPACES || c->kind == NDC_K8S_PODS;
-	struct unit u[2];
+	struct unit u[4];
 	int n = 0, err = 0, ierr;
 
 	if (old) /* read below after the table lets it go */

@@ -35,7 +35,12 @@ RESOURCES = {
                        "/apis/discovery.k8s.io/v1", True),
     # The kube-dns ConfigMap (stubDomains, upstreamNameservers) is one of these.
     "configmaps": ("ConfigMap", "v1", "ConfigMapList", "/api/v1", True),
+    # MCS (KEP-1645): served only while its CRD is installed (--no-crd, op "crd").
+    "serviceimports": ("ServiceImport", "multicluster.x-k8s.io/v1alpha1", "ServiceImportList",
+                       "/apis/multicluster.x-k8s.io/v1alpha1", True),
 }
+# Resources whose CRD a cluster may lack: a request for one not installed is 404, as it is there.
+CRD_RESOURCES = ("serviceimports",)
 KINDS = {v[0]: (res,) + v for res, v in RESOURCES.items()}  # kind -> (res, kind, apiVersion, ...)
 
 REASONS = {
@@ -113,6 +118,7 @@ class State:
         self.fail_watch = None
         self.pause_until = 0.0
         self.watchers = set()
+        self.no_crd = set()  # CRD_RESOURCES not installed (served 404)
         self.stopping = False
         self.snapshots = {}  # (kind, rv) -> sorted object list, for continue pages
         # id(object) -> (object, its list-item JSON): every stored object is encoded once, when
@@ -329,6 +335,19 @@ class State:
             with self.cond:
                 self.pause_until = time.monotonic() + secs
                 self.cond.notify_all()  # pause 0 ends a pause early
+        elif op == "crd":
+            # Installs or removes a CRD: removing one ends the resource's open watch streams.
+            res, served = req.get("resource"), req.get("served")
+            if res not in CRD_RESOURCES:
+                raise ControlError("resource must be one of %s" % ", ".join(CRD_RESOURCES))
+            if not isinstance(served, bool):
+                raise ControlError("served must be true or false")
+            with self.cond:
+                if served:
+                    self.no_crd.discard(res)
+                else:
+                    self.no_crd.add(res)
+                    self.cond.notify_all()
         elif op == "reset_stats":
             with self.stats_lock:
                 self.requests, self.lists, self.watches = {}, {}, {}
@@ -850,6 +869,8 @@ class ApiHandler(InitialStateMixin, BaseHandler):
             rest, group = parts[2:], "/api/v1"
         elif parts[:3] == ["apis", "discovery.k8s.io", "v1"]:
             rest, group = parts[3:], "/apis/discovery.k8s.io/v1"
+        elif parts[:3] == ["apis", "multicluster.x-k8s.io", "v1alpha1"]:
+            rest, group = parts[3:], "/apis/multicluster.x-k8s.io/v1alpha1"
         else:
             self.send_status(404, "the server could not find the requested resource")
             return
@@ -862,6 +883,12 @@ class ApiHandler(InitialStateMixin, BaseHandler):
             rest, name = [rest[0]], rest[1]
         res = RESOURCES.get(rest[0]) if len(rest) == 1 else None
         if res is None or res[3] != group or (ns is not None and not res[4]):
+            self.send_status(404, "the server could not find the requested resource")
+            return
+        # A CRD not installed (--no-crd, op "crd"): the API server has no such resource.
+        if rest[0] in self.st.no_crd:
+            self.st.count(self.st.lists if params.get("watch", "").lower() not in
+                          ("true", "1") else self.st.watches, path)
             self.send_status(404, "the server could not find the requested resource")
             return
         if name is not None:
@@ -970,6 +997,7 @@ class ApiHandler(InitialStateMixin, BaseHandler):
 
     def watch(self, path, res, ns, params, initial_end=False):
         kind, api_version = res[0], res[1]
+        rname = [r for r, v in RESOURCES.items() if v is res][0]
         st = self.st
         rv_param = params.get("resourceVersion", "")
         try:
@@ -1026,7 +1054,7 @@ class ApiHandler(InitialStateMixin, BaseHandler):
                         now = time.monotonic()
                         if me.dropped:
                             action = "drop"
-                        elif st.stopping:
+                        elif st.stopping or rname in st.no_crd:  # its CRD went: the end
                             action = "end"
                         elif st.pause_until > now:  # partitioned: nothing gets through
                             st.cond.wait(min(st.pause_until - now, POLL))
@@ -1152,6 +1180,8 @@ def main():
     ap.add_argument("--bookmark-interval", type=float, default=1.0, help="seconds")
     ap.add_argument("--list-item-kinds", action="store_true",
                     help="keep kind/apiVersion in list items (the real server omits them)")
+    ap.add_argument("--no-crd", action="append", default=[], choices=CRD_RESOURCES,
+                    help="serve this CRD-backed resource as not installed (404); repeatable")
     ap.add_argument("--verbose", action="store_true", help="log requests to stderr")
     ap.add_argument("--refuse", default="",
                     help="comma-separated ways of getting the initial state to refuse: "
@@ -1175,6 +1205,7 @@ def main():
         ap.error("--refuse takes %s" % ", ".join(WAYS))
     state.fleet.refuse = refuse
     state.fleet.ignore_initial_events = args.ignore_initial_events
+    state.no_crd = set(args.no_crd)
     if args.objects:
         try:
             load_objects(state, args.objects)

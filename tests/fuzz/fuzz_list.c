@@ -34,7 +34,8 @@ static void on_begin(void *arg, enum ndc_k8s_kind kind)
 static void on_item(void *arg, enum ndc_k8s_kind kind, struct json_object *obj)
 {
 	struct sink *s = arg;
-	size_t before = s->o.n_namespaces + s->o.n_services + s->o.n_slices + s->o.n_pods;
+	size_t before =
+	    s->o.n_namespaces + s->o.n_services + s->o.n_slices + s->o.n_pods + s->o.n_imports;
 	char err[256] = "";
 
 	(void)kind;
@@ -44,7 +45,9 @@ static void on_item(void *arg, enum ndc_k8s_kind kind, struct json_object *obj)
 	if (ndc_k8s_object_add(&s->o, obj, err, sizeof(err)) < 0) {
 		if (!err[0])
 			abort();
-		if (s->o.n_namespaces + s->o.n_services + s->o.n_slices + s->o.n_pods != before)
+		if (s->o.n_namespaces + s->o.n_services + s->o.n_slices + s->o.n_pods +
+			s->o.n_imports !=
+		    before)
 			abort();
 	}
 }
@@ -53,6 +56,15 @@ static void on_end(void *arg, enum ndc_k8s_kind kind)
 {
 	(void)kind;
 	((struct sink *)arg)->ends++;
+}
+
+/*
+ * The first byte: the kind in bits 0-1 (Namespaces .. Pods), or ServiceImports with bit 7 set;
+ * the chunk size in bits 2-6.
+ */
+static enum ndc_k8s_kind fuzz_kind(uint8_t b)
+{
+	return b & 0x80 ? NDC_K8S_SERVICEIMPORTS : (enum ndc_k8s_kind)(b & 3);
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
@@ -65,8 +77,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	ndc_log_level = -1; /* rejections are expected here */
 	if (size < 1)
 		return 0;
-	r = ndc_k8s_list_replay((enum ndc_k8s_kind)(data[0] & 3), (const char *)data + 1, size - 1,
-				1 + (data[0] >> 2), &ops, &s);
+	r = ndc_k8s_list_replay(fuzz_kind(data[0]), (const char *)data + 1, size - 1,
+				1 + ((data[0] >> 2) & 0x1f), &ops, &s);
 	if (s.ends != (r == 0 ? 1u : 0u))
 		abort();
 	fuzz_check_records(&s.o);

@@ -39,12 +39,18 @@ static inline int fuzz_cmp_fn(void *arg, const uint8_t *lname, size_t nlen, uint
 static inline void fuzz_check_records(const struct ndc_k8s_objects *o)
 {
 	static const uint8_t apex[] = "\7cluster\5local";
+	/* ServiceImports make names in a multicluster zone of their own */
+	static char *mc_zones[] = {"clusterset.local"};
 	/* a fixed serial: both builds must give the same SOA whatever second they run in */
-	struct ndc_records_opts ro = {
-	    .zone = "cluster.local", .ttl = 5, .pods = NDC_PODS_VERIFIED, .serial = 1};
+	struct ndc_records_opts ro = {.zone = "cluster.local",
+				      .ttl = 5,
+				      .pods = NDC_PODS_VERIFIED,
+				      .serial = 1,
+				      .n_mc_zones = 1,
+				      .mc_zones = mc_zones};
 	struct ndc_records *rec = NULL, *eager = NULL;
 
-	if (o->n_services + o->n_slices + o->n_namespaces + o->n_pods > 64 ||
+	if (o->n_services + o->n_slices + o->n_namespaces + o->n_pods + o->n_imports > 64 ||
 	    ndc_records_build(o, &ro, &rec))
 		return;
 	ro.render_all = true;

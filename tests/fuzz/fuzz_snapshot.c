@@ -64,6 +64,8 @@ static void check_slice(const struct ndc_k8s_slice *s)
 	check_name(s->ns);
 	check_name(s->name);
 	check_opt_name(s->service);
+	check_opt_name(s->mc_service);
+	check_opt_name(s->cluster);
 	CHECK(s->family == 0 || s->family == AF_INET || s->family == AF_INET6);
 	check_ports(s->ports, s->n_ports);
 	CHECK(!s->n_endpoints || s->endpoints);
@@ -82,7 +84,13 @@ static void check_slice(const struct ndc_k8s_slice *s)
 static void check_objects(const struct ndc_k8s_objects *o)
 {
 	CHECK(o->n_namespaces <= o->cap_namespaces && o->n_services <= o->cap_services &&
-	      o->n_slices <= o->cap_slices && o->n_pods <= o->cap_pods);
+	      o->n_slices <= o->cap_slices && o->n_pods <= o->cap_pods &&
+	      o->n_imports <= o->cap_imports);
+	for (size_t i = 0; i < o->n_imports; i++) {
+		/* ServiceImports: Services of type ClusterIP, never ExternalName */
+		check_service(&o->imports[i]);
+		CHECK(o->imports[i].type == NDC_SVC_CLUSTER_IP);
+	}
 	for (size_t i = 0; i < o->n_namespaces; i++)
 		check_name(o->namespaces[i]);
 	for (size_t i = 0; i < o->n_services; i++)

@@ -445,7 +445,7 @@ static void test_error_unknown_and_duplicate(void **state)
 	(void)state;
 	expect_error("records:\n  tll: 5\n",
 		     "line 2: records.tll: unknown key (known keys: ttl, pods, endpoint_pod_names, "
-		     "ignore_empty_service, namespaces)");
+		     "ignore_empty_service, namespaces, multicluster_zones)");
 	expect_error("port: 53\nbogus: 1\n",
 		     "line 2: bogus: unknown key (known keys: cluster_domain, listen, port, "
 		     "upstream, stub_domains, source, records, dataplane, http, cache, forward, "
@@ -609,6 +609,40 @@ static void test_error_source_both(void **state)
 		     "line 3: source: give either snapshot or kubernetes, not both");
 	expect_error("source:\n  kubernetes:\n    kubeconfig: /k\n  snapshot: /a.json\n",
 		     "line 4: source: give either snapshot or kubernetes, not both");
+}
+
+/* records.multicluster_zones: normalised like cluster_domain; checked against other keys. */
+static void test_multicluster_zones(void **state)
+{
+	struct ndc_config cfg;
+	char err[512];
+
+	(void)state;
+	assert_int_equal(
+	    parse("records:\n  multicluster_zones: [ClusterSet.Local., cluster.local]\n", &cfg, err,
+		  sizeof(err)),
+	    0);
+	assert_int_equal(cfg.records.n_multicluster_zones, 2);
+	assert_string_equal(cfg.records.multicluster_zones[0], "clusterset.local");
+	assert_string_equal(cfg.records.multicluster_zones[1], "cluster.local");
+	ndc_config_free(&cfg);
+	assert_int_equal(parse("port: 53\n", &cfg, err, sizeof(err)), 0);
+	assert_int_equal(cfg.records.n_multicluster_zones, 0); /* empty by default */
+	ndc_config_free(&cfg);
+	expect_error("records:\n  multicluster_zones: [a.b, A.B.]\n",
+		     "line 2: records.multicluster_zones: zone a.b given twice");
+	expect_error(
+	    "records:\n  multicluster_zones: [a..b]\n",
+	    "line 2: records.multicluster_zones[0]: expected a DNS domain name, got 'a..b'");
+	expect_error(
+	    "records:\n  multicluster_zones: [mc.cluster.local]\n",
+	    "line 2: records.multicluster_zones[0]: mc.cluster.local is inside "
+	    "cluster_domain cluster.local: use the cluster domain itself or a zone outside "
+	    "it");
+	expect_error("records:\n  multicluster_zones: [clusterset.local]\nstub_domains:\n"
+		     "  x.clusterset.local: 10.0.0.1\n",
+		     "line 4: records.multicluster_zones[0]: stub domain x.clusterset.local is "
+		     "inside multicluster zone clusterset.local, which ndcache answers itself");
 }
 
 static void test_error_yaml_features(void **state)
@@ -919,6 +953,7 @@ int main(void)
 	    cmocka_unit_test(test_error_enums_and_names),
 	    cmocka_unit_test(test_error_kinds),
 	    cmocka_unit_test(test_error_source_both),
+	    cmocka_unit_test(test_multicluster_zones),
 	    cmocka_unit_test(test_error_yaml_features),
 	    cmocka_unit_test(test_error_syntax),
 	    cmocka_unit_test(test_error_keeps_parsed),

@@ -132,6 +132,57 @@ static void events(void **state)
 	pthread_mutex_unlock(&f->rec.m);
 }
 
+#define SI_PATH "/apis/multicluster.x-k8s.io/v1alpha1/serviceimports"
+#define SI_OBJ(name)                                                                             \
+	"{\"op\":\"apply\",\"object\":{\"apiVersion\":\"multicluster.x-k8s.io/v1alpha1\","       \
+	"\"kind\":\"ServiceImport\",\"metadata\":{\"name\":\"" name "\",\"namespace\":\"app\"}," \
+	"\"spec\":{\"type\":\"ClusterSetIP\",\"ips\":[\"10.42.0.1\"]}}}"
+
+/*
+ * MCS ServiceImports where the CRD may be missing: a 404 is an empty list, reported once (the
+ * consumer counts the kind as listed), never an error; the list is tried again every
+ * backoff_max_ms and the CRD is picked up when it appears; when it goes again the kind is empty.
+ */
+static void serviceimports_crd(void **state)
+{
+	struct fx *f = *state;
+	struct ndc_k8s_watch_stats st;
+	int64_t lists;
+
+	control("{\"op\":\"crd\",\"resource\":\"serviceimports\",\"served\":false}");
+	f->opts.kinds = ALL_KINDS | 1u << NDC_K8S_SERVICEIMPORTS;
+	start(f);
+	synced(f, f->opts.kinds, 1);
+	usleep(1000 * 1000);
+	pthread_mutex_lock(&f->rec.m);
+	assert_int_equal(f->rec.ends[NDC_K8S_SERVICEIMPORTS], 1); /* once, not per retry */
+	assert_int_equal(f->rec.listed[NDC_K8S_SERVICEIMPORTS], 0);
+	pthread_mutex_unlock(&f->rec.m);
+	/* retried every backoff_max_ms (200 ms here): slowly, not in a loop */
+	lists = server_stat("lists", SI_PATH);
+	assert_true(lists >= 3 && lists <= 8);
+	ndc_k8s_watch_stats(f->w, &st);
+	assert_int_equal(st.errors, 0);
+
+	/* The CRD appears with an import (made first: the next list sees it), then watched. */
+	control(SI_OBJ("db"));
+	control("{\"op\":\"crd\",\"resource\":\"serviceimports\",\"served\":true}");
+	synced(f, 1u << NDC_K8S_SERVICEIMPORTS, 2);
+	assert_true(listed_name(&f->rec, NDC_K8S_SERVICEIMPORTS, "app/db"));
+	control(SI_OBJ("web"));
+	expect_line(f, "ADDED ServiceImport app/web", 2000);
+
+	/* It goes again: the kind is empty once more (a relist that finds nothing). */
+	control("{\"op\":\"crd\",\"resource\":\"serviceimports\",\"served\":false}");
+	synced(f, 1u << NDC_K8S_SERVICEIMPORTS, 3);
+	pthread_mutex_lock(&f->rec.m);
+	assert_int_equal(f->rec.listed[NDC_K8S_SERVICEIMPORTS], 0);
+	assert_int_equal(f->rec.bad_kind, 0);
+	pthread_mutex_unlock(&f->rec.m);
+	ndc_k8s_watch_stats(f->w, &st);
+	assert_int_equal(st.errors, 0);
+}
+
 /*
  * The kube-dns ConfigMap: one named object in kube-system, listed and watched with a field
  * selector (what RBAC's resourceNames can grant). Other ConfigMaps, in its namespace or with its
@@ -804,6 +855,7 @@ int main(void)
 	    cmocka_unit_test_setup_teardown(pagination, setup, teardown),
 	    cmocka_unit_test_setup_teardown(events, setup, teardown),
 	    cmocka_unit_test_setup_teardown(kube_dns_configmap, setup, teardown),
+	    cmocka_unit_test_setup_teardown(serviceimports_crd, setup, teardown),
 	    cmocka_unit_test_setup_teardown(stream_framing, setup, teardown),
 	    cmocka_unit_test_setup_teardown(compact_relists, setup, teardown),
 	    cmocka_unit_test_setup_teardown(drop_resumes, setup, teardown),

@@ -25,7 +25,8 @@
 #define SVC_POOL 10
 #define SLICE_POOL 14
 #define POD_POOL 10
-#define SLOTS (NS_POOL + SVC_POOL + SLICE_POOL + POD_POOL)
+#define IMPORT_POOL 6 /* ServiceImports i<k> (s<k>'s name too, now and then) */
+#define SLOTS (NS_POOL + SVC_POOL + SLICE_POOL + POD_POOL + IMPORT_POOL)
 
 static uint64_t rng_state;
 
@@ -48,7 +49,15 @@ static enum ndc_k8s_kind slot_kind(int i)
 		return NDC_K8S_SERVICES;
 	if (i < NS_POOL + SVC_POOL + SLICE_POOL)
 		return NDC_K8S_ENDPOINTSLICES;
-	return NDC_K8S_PODS;
+	if (i < NS_POOL + SVC_POOL + SLICE_POOL + POD_POOL)
+		return NDC_K8S_PODS;
+	return NDC_K8S_SERVICEIMPORTS;
+}
+
+/* The name of ServiceImport k: an import of its own, or the same name as a Service. */
+static void import_name(char *buf, size_t len, int k)
+{
+	snprintf(buf, len, k % 2 ? "s%d" : "i%d", k);
 }
 
 /* Namespaced objects keep their namespace for life: the slot decides it. */
@@ -137,7 +146,7 @@ static char *gen(int i)
 	case NDC_K8S_ENDPOINTSLICES: {
 		int k = i - NS_POOL - SVC_POOL, n = (int)rnd(4);
 		bool v6 = !rnd(5);
-		char label[128] = "";
+		char label[320] = "";
 
 		for (int e = 0; e < n; e++) {
 			char one[256], host[64] = "";
@@ -153,17 +162,58 @@ static char *gen(int i)
 				 e ? "," : "", host, ip, rnd(4) ? "true" : "false");
 			strncat(eps, one, sizeof(eps) - strlen(eps) - 1);
 		}
-		/* Slices move between services now and then: both must be patched. */
-		if (rnd(6))
+		/*
+		 * Slices move between services now and then: both must be patched. Some are
+		 * multicluster slices of an import, from one of two clusters (or, rarely, with no
+		 * cluster), and a few are labelled for a Service and an import at once.
+		 */
+		int lab = (int)rnd(12);
+		char imp[32];
+
+		import_name(imp, sizeof(imp), (int)((unsigned)k + rnd(2)) % IMPORT_POOL);
+		if (lab >= 8)
 			snprintf(label, sizeof(label),
-				 ",\"labels\":{\"kubernetes.io/service-name\":\"s%u\"}",
-				 (unsigned)((k + rnd(3)) % SVC_POOL));
+				 ",\"labels\":{\"multicluster.kubernetes.io/service-name\":\"%s\""
+				 "%s%s%s}",
+				 imp,
+				 lab == 11 ? ""
+					   : ",\"multicluster.kubernetes.io/source-cluster\":"
+					     "\"c",
+				 lab == 11 ? "" : (lab == 8 ? "2" : "1"), lab == 11 ? "" : "\"");
+		else if (lab >= 1)
+			snprintf(label, sizeof(label),
+				 ",\"labels\":{\"kubernetes.io/service-name\":\"s%u\"%s%s%s}",
+				 (unsigned)((k + rnd(3)) % SVC_POOL),
+				 lab == 1 ? ",\"multicluster.kubernetes.io/service-name\":\"" : "",
+				 lab == 1 ? imp : "",
+				 lab == 1
+				     ? "\",\"multicluster.kubernetes.io/source-cluster\":\"c1\""
+				     : "");
 		snprintf(buf, sizeof(buf),
 			 "{\"apiVersion\":\"discovery.k8s.io/v1\",\"kind\":\"EndpointSlice\","
 			 "\"metadata\":{\"name\":\"e%d\",\"namespace\":\"ns%d\"%s},\"addressType\":"
 			 "\"%s\",\"endpoints\":[%s],\"ports\":[{\"name\":\"http\",\"port\":8080,"
 			 "\"protocol\":\"TCP\"}]}",
 			 k, ns, label, v6 ? "IPv6" : "IPv4", eps);
+		break;
+	}
+	case NDC_K8S_SERVICEIMPORTS: {
+		int k = i - NS_POOL - SVC_POOL - SLICE_POOL - POD_POOL, type = (int)rnd(4);
+		char name[32];
+
+		import_name(name, sizeof(name), k);
+		snprintf(ports, sizeof(ports),
+			 "[{\"name\":\"%s\",\"port\":%u,\"protocol\":\"TCP\"}%s]",
+			 rnd(3) ? "http" : "", 80 + rnd(3),
+			 rnd(3) ? "" : ",{\"name\":\"dns\",\"port\":53,\"protocol\":\"UDP\"}");
+		ip4(ip, sizeof(ip), "10.42.0.", 1 + rnd(6));
+		snprintf(buf, sizeof(buf),
+			 "{\"apiVersion\":\"multicluster.x-k8s.io/v1alpha1\",\"kind\":"
+			 "\"ServiceImport\",\"metadata\":{\"name\":\"%s\",\"namespace\":"
+			 "\"ns%d\"},\"spec\":{\"type\":\"%s\",\"ips\":[%s%s%s%s],\"ports\":%s}}",
+			 name, ns, type == 3 ? "Headless" : "ClusterSetIP", type == 3 ? "" : "\"",
+			 type == 3 ? "" : ip, type == 3 ? "" : "\"",
+			 type == 2 ? ",\"fd42::1\"" : "", rnd(6) ? ports : "[]");
 		break;
 	}
 	default: {
@@ -246,8 +296,13 @@ static void dump_free(struct dump *d)
 
 static struct ndc_records_opts opts;
 static const struct ndc_ip ns_addr = {.family = 2, .addr = {169, 254, 20, 10}};
+/*
+ * Multicluster zones the runs build (records.multicluster_zones): a zone of its own, and (odd
+ * seeds) the cluster domain too, which then answers from ServiceImports instead of Services.
+ */
+static char *mc_zones[] = {"clusterset.local", "cluster.local"};
 
-static void setup_opts(void)
+static void setup_opts(uint64_t seed)
 {
 	opts = (struct ndc_records_opts){
 	    .zone = "cluster.local",
@@ -256,6 +311,8 @@ static void setup_opts(void)
 	    .n_ns_addrs = 1,
 	    .ns_addrs = &ns_addr,
 	    .serial = 4242,
+	    .n_mc_zones = 1 + seed % 2,
+	    .mc_zones = mc_zones,
 	};
 }
 
@@ -389,6 +446,18 @@ static void assert_published(struct consumer *c, const struct ndc_records *want,
 	dump_free(&b);
 }
 
+/* Counts the answers below svc.clusterset.local: the runs must make multicluster names. */
+static int count_mc(void *arg, const uint8_t *lname, size_t nlen, uint16_t qtype,
+		    const struct ndc_answer *a)
+{
+	static const uint8_t z[] = "\3svc\12clusterset\5local";
+
+	(void)qtype;
+	(void)a;
+	*(size_t *)arg += nlen > sizeof(z) && !memcmp(lname + nlen - sizeof(z), z, sizeof(z));
+	return 0;
+}
+
 static void list_all(struct ndc_k8s_store *s, const struct model *m)
 {
 	for (int k = 0; k < NDC_K8S_KINDS; k++) {
@@ -411,14 +480,15 @@ static void run(uint64_t seed, int rounds, int per_round, size_t compact_min, bo
 	struct consumer c = {0};
 	struct ndc_k8s_store *s;
 	struct model m = {0};
+	size_t mc_answers = 0;
 	char when[96];
 
 	rng_state = seed;
-	setup_opts();
+	setup_opts(seed);
 	for (int i = 0; i < SLOTS; i++)
 		if (rnd(3))
 			m.obj[i] = gen(i);
-	assert_int_equal(ndc_k8s_store_new(&opts, 0xf, on_table, &c, &s), 0);
+	assert_int_equal(ndc_k8s_store_new(&opts, 0x1f, on_table, &c, &s), 0);
 	ndc_k8s_store_set_compact(s, compact_min);
 	list_all(s, &m);
 	assert_int_equal(ndc_k8s_store_flush(s, 10000), 0);
@@ -449,12 +519,14 @@ static void run(uint64_t seed, int rounds, int per_round, size_t compact_min, bo
 			list_all(s, &m);
 		assert_int_equal(ndc_k8s_store_flush(s, 10000), 0);
 		want = full_build(&m);
+		assert_int_equal(ndc_records_foreach(want, count_mc, &mc_answers), 0);
 		snprintf(when, sizeof(when), "seed %llu round %d", (unsigned long long)seed, r);
 		assert_same(c.cur, want, when);
 		assert_published(&c, want, when);
 		ndc_records_free(want);
 	}
 	assert_true(c.patched > 0);
+	assert_true(mc_answers > 0);
 	struct ndc_k8s_store_stats st;
 
 	ndc_k8s_store_stats(s, &st);
@@ -565,8 +637,8 @@ static void test_alias_dependencies(void **state)
 	char when[64];
 
 	(void)state;
-	setup_opts();
-	assert_int_equal(ndc_k8s_store_new(&opts, 0xf, on_table, &c, &s), 0);
+	setup_opts(0);
+	assert_int_equal(ndc_k8s_store_new(&opts, 0x1f, on_table, &c, &s), 0);
 	list_all(s, &m);
 	assert_int_equal(ndc_k8s_store_flush(s, 10000), 0);
 	for (size_t i = 0; i < sizeof(steps) / sizeof(steps[0]); i++) {
@@ -607,10 +679,10 @@ static void test_delete_service(void **state)
 	} out;
 
 	(void)state;
-	setup_opts();
+	setup_opts(0);
 	m.obj[0] = strdup("{\"apiVersion\":\"v1\",\"kind\":\"Namespace\",\"metadata\":{\"name\":"
 			  "\"ns0\"}}");
-	assert_int_equal(ndc_k8s_store_new(&opts, 0xf, on_table, &c, &s), 0);
+	assert_int_equal(ndc_k8s_store_new(&opts, 0x1f, on_table, &c, &s), 0);
 	list_all(s, &m);
 	assert_int_equal(ndc_k8s_store_flush(s, 10000), 0);
 	const char *svc = "{\"apiVersion\":\"v1\",\"kind\":\"Service\",\"metadata\":{\"name\":"
@@ -764,7 +836,7 @@ static struct ndc_k8s_obj *make_slice(int ns, int svc, int i)
 static void test_slicetab(void **state)
 {
 	enum { N = 3000, NSVC = 40 };
-	struct ndc_k8s_slicetab *t = ndc_k8s_slicetab_new();
+	struct ndc_k8s_slicetab *t = ndc_k8s_slicetab_new(false);
 	static struct ndc_k8s_obj *obj[N];
 	static bool present[N];
 	size_t n = 0;
@@ -845,10 +917,13 @@ static void assert_elem_same(const struct ndc_k8s_objects *o, enum ndc_k8s_obj_t
 		assert_int_equal(o->n_namespaces, 1);
 		assert_string_equal(*(char *const *)elem, o->namespaces[0]);
 		break;
-	case NDC_K8S_OBJ_SERVICE: {
-		const struct ndc_k8s_service *a = &o->services[0], *b = (const void *)elem;
+	case NDC_K8S_OBJ_SERVICE:
+	case NDC_K8S_OBJ_SVCIMPORT: {
+		bool imp = type == NDC_K8S_OBJ_SVCIMPORT;
+		const struct ndc_k8s_service *a = imp ? &o->imports[0] : &o->services[0],
+					     *b = (const void *)elem;
 
-		assert_int_equal(o->n_services, 1);
+		assert_int_equal(imp ? o->n_imports : o->n_services, 1);
 		assert_str_same(a->ns, b->ns);
 		assert_str_same(a->name, b->name);
 		assert_str_same(a->external_name, b->external_name);
@@ -868,6 +943,8 @@ static void assert_elem_same(const struct ndc_k8s_objects *o, enum ndc_k8s_obj_t
 		assert_str_same(a->ns, b->ns);
 		assert_str_same(a->name, b->name);
 		assert_str_same(a->service, b->service);
+		assert_str_same(a->mc_service, b->mc_service);
+		assert_str_same(a->cluster, b->cluster);
 		assert_int_equal(a->family, b->family);
 		assert_int_equal(a->n_ports, b->n_ports);
 		assert_ports_same(a->ports, b->ports, a->n_ports);
@@ -894,7 +971,8 @@ static void assert_elem_same(const struct ndc_k8s_objects *o, enum ndc_k8s_obj_t
 		break;
 	}
 	case NDC_K8S_OBJ_NONE:
-		assert_int_equal(o->n_namespaces + o->n_services + o->n_slices + o->n_pods, 0);
+		assert_int_equal(
+		    o->n_namespaces + o->n_services + o->n_slices + o->n_pods + o->n_imports, 0);
 		break;
 	}
 }
@@ -925,7 +1003,7 @@ static void check_convert(json_object *obj)
 		assert_memory_equal(block, zero, HEAD); /* the caller's head room, zeroed */
 		if (type != NDC_K8S_OBJ_NAMESPACE) /* mem is the first field after the pointers */
 			assert_ptr_equal(
-			    type == NDC_K8S_OBJ_SERVICE
+			    type == NDC_K8S_OBJ_SERVICE || type == NDC_K8S_OBJ_SVCIMPORT
 				? ((struct ndc_k8s_service *)((char *)block + HEAD))->mem
 			    : type == NDC_K8S_OBJ_SLICE
 				? ((struct ndc_k8s_slice *)((char *)block + HEAD))->mem
