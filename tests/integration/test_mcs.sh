@@ -125,11 +125,12 @@ answer_is clusterset.local NS ns.dns.clusterset.local. && status_is shop.$Z A NO
 sleep 3
 n=$(grep -c 'serviceimports: not served' "$TOPO_DIR/ndcache.log")
 errs=$(grep -ciE 'warning|error' "$TOPO_DIR/ndcache.log")
-lists=$(api_stat lists "$SI_PATH")
+# every request to the path: a list, or a streamed watch (issue 25) where the server offers it
+lists=$(api_stat requests "$SI_PATH")
 if [ "$n" = 1 ] && [ "$errs" = 0 ] && [ "${lists:-0}" -ge 1 ] && [ "${lists:-0}" -le 2 ]; then
-	ok "no CRD: logged once at info, no warning, $lists list request(s): no error loop"
+	ok "no CRD: logged once at info, no warning, $lists request(s): no error loop"
 else
-	bad "no CRD: $n 'not served' lines, $errs warnings/errors, $lists lists" "$(grep -iE 'serviceimport|warn|err' "$TOPO_DIR/ndcache.log")"
+	bad "no CRD: $n 'not served' lines, $errs warnings/errors, $lists requests" "$(grep -iE 'serviceimport|warn|err' "$TOPO_DIR/ndcache.log")"
 fi
 [ "$(ready)" = 200 ] && kill -0 "$NDCACHE_PID" && ok "no CRD: still ready and running" || bad "no CRD: not ready later"
 
