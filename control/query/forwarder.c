@@ -76,29 +76,6 @@ static struct request **table_find(struct ndc_forwarder *f, uint64_t hash, const
 	return pp;
 }
 
-void ndc_fwd_timer_unlink(struct request *r)
-{
-	if (!r->tnext)
-		return;
-	r->tprev->tnext = r->tnext;
-	r->tnext->tprev = r->tprev;
-	r->tprev = r->tnext = NULL;
-}
-
-/* Sorted by deadline: appended, unless a shorter timeout_ms came with a reconfiguration. */
-void ndc_fwd_timer_append(struct ndc_forwarder *f, struct request *r)
-{
-	struct request *at = f->timers.tprev;
-
-	r->deadline = ndc_now_ms() + f->timeout_ms;
-	while (at != &f->timers && at->deadline > r->deadline)
-		at = at->tprev;
-	r->tprev = at;
-	r->tnext = at->tnext;
-	at->tnext->tprev = r;
-	at->tnext = r;
-}
-
 /* Removes r from the table and calls every waiter with res; frees r. */
 static void finish(struct ndc_forwarder *f, struct request *r, const struct ndc_fwd_result *res)
 {

@@ -250,6 +250,23 @@ static inline struct upstream *up_of(const struct request *r, size_t i)
 	return r->rs->up[r->rt->srv[i]];
 }
 
+/* ---- what every attempt shares, UDP or TCP (attempt.c) ---- */
+
+/* Sets r's deadline, now + f->timeout_ms, in the sorted timer list / takes it out. */
+void ndc_fwd_timer_append(struct ndc_forwarder *f, struct request *r);
+void ndc_fwd_timer_unlink(struct request *r);
+
+/* A new ID and 0x20 case for r's next attempt: 0 or -errno. */
+int ndc_fwd_attempt_prepare(struct request *r);
+
+enum fwd_qmatch { Q_NO, Q_CASE, Q_YES };
+
+/* Is msg a response to r's question? Q_CASE: yes, but the 0x20 case was not echoed. */
+enum fwd_qmatch ndc_fwd_question_match(const struct request *r, const uint8_t *msg, size_t len);
+
+/* Address length for connect(). */
+socklen_t ndc_fwd_addr_len(const struct sockaddr_storage *ss);
+
 /* ---- upstream sets and health (upstream.c) ---- */
 
 /* A set over routes (taking the caller's reference), with fresh upstreams of refs 1. */
@@ -284,17 +301,6 @@ void ndc_fwd_attempt_end(struct request *r);
 
 /* Events on the socket of r's UDP attempt. */
 void ndc_fwd_on_udp(struct ndc_forwarder *f, struct request *r);
-
-/* A new ID and 0x20 case for r's next attempt: 0 or -errno. */
-int ndc_fwd_attempt_prepare(struct request *r);
-
-enum fwd_qmatch { Q_NO, Q_CASE, Q_YES };
-
-/* Is msg a response to r's question? Q_CASE: yes, but the 0x20 case was not echoed. */
-enum fwd_qmatch ndc_fwd_question_match(const struct request *r, const uint8_t *msg, size_t len);
-
-/* Address length for connect(). */
-socklen_t ndc_fwd_addr_len(const struct sockaddr_storage *ss);
 
 /* ---- loop detection (loopcheck.c) ---- */
 
@@ -340,10 +346,6 @@ void ndc_fwd_tcp_close_all(struct upstream *u);
 void ndc_fwd_tcp_reap(struct ndc_forwarder *f);
 
 /* ---- the request's flow (forwarder.c), for the transport ---- */
-
-/* Sets r's deadline, now + f->timeout_ms, in the sorted timer list / takes it out. */
-void ndc_fwd_timer_append(struct ndc_forwarder *f, struct request *r);
-void ndc_fwd_timer_unlink(struct request *r);
 
 /* r's attempt got answer a (parsed, r's question): cached and given to the waiters. */
 void ndc_fwd_accept_answer(struct ndc_forwarder *f, struct request *r, struct ndc_answer *a);
