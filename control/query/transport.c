@@ -2,7 +2,7 @@
 /*
  * The forwarder's transport: one attempt of a request on its upstream over UDP (a connected
  * socket of its own, random source port) and what comes back; a truncated answer goes on over
- * pooled TCP (tcp_pool.c).
+ * pooled TCP (tcp_pool.c). An attempt's outcome goes back to the request's flow through f->ops.
  */
 #include <errno.h>
 #include <stdlib.h>
@@ -67,7 +67,7 @@ void ndc_fwd_on_udp(struct ndc_forwarder *f, struct request *r)
 		if (n < 0) {
 			if (errno == EAGAIN || errno == EINTR)
 				return;
-			ndc_fwd_attempt_fail(f, r, -errno);
+			f->ops->attempt_fail(f, r, -errno);
 			return;
 		}
 		/* Anything that is not our answer is ignored: a spoofer must not end the attempt.
@@ -83,7 +83,7 @@ void ndc_fwd_on_udp(struct ndc_forwarder *f, struct request *r)
 			r->caps = false;
 			err = ndc_fwd_udp_start(f, r);
 			if (err)
-				ndc_fwd_attempt_fail(f, r, err);
+				f->ops->attempt_fail(f, r, err);
 			return;
 		}
 		if (ndc_get16(f->msg + 2) & NDC_F_TC) {
@@ -91,14 +91,14 @@ void ndc_fwd_on_udp(struct ndc_forwarder *f, struct request *r)
 			STAT_INC(f, tcp_retries);
 			err = ndc_fwd_tcp_start(f, r);
 			if (err)
-				ndc_fwd_attempt_fail(f, r, err);
+				f->ops->attempt_fail(f, r, err);
 			return;
 		}
 		err = ndc_dns_parse_response(f->msg, (size_t)n, r->lname, r->nlen, r->qtype,
 					     r->qclass, f->ans, NDC_MSG_MAX, &tc);
 		if (err)
 			continue;
-		ndc_fwd_accept_answer(f, r, f->ans);
+		f->ops->accept_answer(f, r, f->ans);
 		return;
 	}
 }
