@@ -76,29 +76,6 @@ static struct request **table_find(struct ndc_forwarder *f, uint64_t hash, const
 	return pp;
 }
 
-void ndc_fwd_timer_unlink(struct request *r)
-{
-	if (!r->tnext)
-		return;
-	r->tprev->tnext = r->tnext;
-	r->tnext->tprev = r->tprev;
-	r->tprev = r->tnext = NULL;
-}
-
-/* Sorted by deadline: appended, unless a shorter timeout_ms came with a reconfiguration. */
-void ndc_fwd_timer_append(struct ndc_forwarder *f, struct request *r)
-{
-	struct request *at = f->timers.tprev;
-
-	r->deadline = ndc_now_ms() + f->timeout_ms;
-	while (at != &f->timers && at->deadline > r->deadline)
-		at = at->tprev;
-	r->tprev = at;
-	r->tnext = at->tnext;
-	at->tnext->tprev = r;
-	at->tnext = r;
-}
-
 /* Removes r from the table and calls every waiter with res; frees r. */
 static void finish(struct ndc_forwarder *f, struct request *r, const struct ndc_fwd_result *res)
 {
@@ -304,7 +281,8 @@ static void start_next(struct ndc_forwarder *f, struct request *r)
 	}
 }
 
-int ndc_fwd_send_check(struct ndc_forwarder *f, size_t k, const uint8_t *lname, size_t nlen)
+/* f->ops->send_check: a loop check (loopcheck.c) is a shadow request on its own route. */
+static int send_check(struct ndc_forwarder *f, size_t k, const uint8_t *lname, size_t nlen)
 {
 	static const struct ndc_fwd_result res = {.status = -ECANCELED};
 	struct request *p = calloc(1, sizeof(*p));
@@ -333,7 +311,7 @@ int ndc_fwd_send_check(struct ndc_forwarder *f, size_t k, const uint8_t *lname, 
 	return 0;
 }
 
-void ndc_fwd_attempt_fail(struct ndc_forwarder *f, struct request *r, int err)
+static void attempt_fail(struct ndc_forwarder *f, struct request *r, int err)
 {
 	struct upstream *u = up_of(r, r->up);
 	bool udp = r->st == ATT_UDP;
@@ -403,7 +381,7 @@ static int negative_ttl(const struct ndc_answer *a, uint32_t *ret_ttl)
 	return -ENOENT;
 }
 
-void ndc_fwd_accept_answer(struct ndc_forwarder *f, struct request *r, struct ndc_answer *a)
+static void accept_answer(struct ndc_forwarder *f, struct request *r, struct ndc_answer *a)
 {
 	struct ndc_fwd_result res = {.status = 0, .answer = a};
 	uint32_t ttl = 0;
@@ -412,7 +390,7 @@ void ndc_fwd_accept_answer(struct ndc_forwarder *f, struct request *r, struct nd
 	a->aa = 0;
 
 	if (a->rcode != NDC_RCODE_NOERROR && a->rcode != NDC_RCODE_NXDOMAIN) {
-		ndc_fwd_attempt_fail(f, r, -EREMOTEIO);
+		attempt_fail(f, r, -EREMOTEIO);
 		return;
 	}
 	ndc_fwd_attempt_end(r);
@@ -430,6 +408,14 @@ void ndc_fwd_accept_answer(struct ndc_forwarder *f, struct request *r, struct nd
 	}
 	finish(f, r, &res);
 }
+
+/* The flow's steps the modules under this one call back (internal.h). */
+static const struct fwd_ops fwd_ops = {
+    .accept_answer = accept_answer,
+    .attempt_fail = attempt_fail,
+    .send_check = send_check,
+    .upstream_gone = ndc_fwd_tcp_close_all,
+};
 
 /* A new set from reconfigure first: the requests queued since then start with it. */
 static void take_queue(struct ndc_forwarder *f, bool *ret_stop, struct request **ret_q)
@@ -552,7 +538,7 @@ static void *forwarder_thread(void *arg)
 		now = ndc_now_ms();
 		loop_work(f, now);
 		while (f->timers.tnext != &f->timers && f->timers.tnext->deadline <= now)
-			ndc_fwd_attempt_fail(f, f->timers.tnext, -ETIMEDOUT);
+			attempt_fail(f, f->timers.tnext, -ETIMEDOUT);
 	}
 	return NULL;
 }
@@ -607,6 +593,7 @@ int ndc_forwarder_new(const struct ndc_forwarder_opts *opts, struct ndc_cache *c
 		ndc_routes_unref(routes);
 		return -ENOMEM;
 	}
+	f->ops = &fwd_ops;
 	f->epfd = f->evfd = -1;
 	f->cache = cache;
 	f->max_inflight = opts->max_inflight ? opts->max_inflight : NDC_FWD_INFLIGHT_MAX;

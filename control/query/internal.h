@@ -4,7 +4,9 @@
  * matches names against and compares (plain data, immutable once built, shared by reference
  * count between the thread that reconfigures the forwarder and the forwarder thread); and the
  * query log's lines (querylog.c), which resolver.c writes; the forwarder's insides, shared by
- * its modules (forwarder.c, upstream.c, transport.c).
+ * its modules. Those call one way, bottom to top: attempt.c and upstream.c, tcp_pool.c,
+ * transport.c, loopcheck.c, forwarder.c; the flow's steps a lower module needs are reached
+ * through f->ops (struct fwd_ops), which forwarder.c fills in.
  */
 #ifndef NDC_QUERY_INTERNAL_H
 #define NDC_QUERY_INTERNAL_H
@@ -79,11 +81,12 @@ void ndc_qlog_begin(struct ndc_qlog *lg, const struct ndc_server_req *req, size_
 void ndc_qlog_end(const struct ndc_qlog *lg, const struct ndc_query *q, const uint8_t *reply,
 		  size_t rlen, const char *source);
 
-/* ---- the forwarder's insides (forwarder.c, upstream.c, transport.c) ---- */
+/* ---- the forwarder's insides (forwarder.c and the modules under it) ---- */
 /*
  * A request is one upstream query in flight for a key, with the client queries (waiters) that
  * wait on it; forwarder.c runs its flow (which upstream next, the cache, the waiters), upstream.c
- * keeps each upstream's health, transport.c carries one attempt on the wire.
+ * keeps each upstream's health, transport.c and tcp_pool.c carry one attempt on the wire,
+ * loopcheck.c looks for forwarding loops.
  */
 #include <pthread.h>
 
@@ -197,7 +200,25 @@ struct fwd_set {
 	uint32_t *rr; /* round_robin: per route, the next first upstream (thread only) */
 };
 
+/*
+ * The request's flow, for the modules under forwarder.c: filled in by forwarder.c (f->ops), so
+ * that what an attempt's outcome starts (the cache, the waiters, the next upstream) stays there
+ * and calls run one way. Thread only, like everything they touch.
+ */
+struct fwd_ops {
+	/* r's attempt got answer a (parsed, r's question): cached and given to the waiters. */
+	void (*accept_answer)(struct ndc_forwarder *f, struct request *r, struct ndc_answer *a);
+	/* r's attempt failed with err: the next upstream, or the end of r. */
+	void (*attempt_fail)(struct ndc_forwarder *f, struct request *r, int err);
+	/* Sends a loop check (name lname) to upstream k of the set in use, as a request of its
+	 * own: 0 or -errno. */
+	int (*send_check)(struct ndc_forwarder *f, size_t k, const uint8_t *lname, size_t nlen);
+	/* u is in no set any more and about to be freed: its TCP connections close. */
+	void (*upstream_gone)(struct upstream *u);
+};
+
 struct ndc_forwarder {
+	const struct fwd_ops *ops;	/* set before anything else, never changed */
 	uint32_t timeout_ms;		/* thread only, from the set in use */
 	enum ndc_fwd_protocol protocol; /* thread only, from the set in use */
 	uint32_t max_inflight;
@@ -250,6 +271,23 @@ static inline struct upstream *up_of(const struct request *r, size_t i)
 	return r->rs->up[r->rt->srv[i]];
 }
 
+/* ---- what every attempt shares, UDP or TCP (attempt.c) ---- */
+
+/* Sets r's deadline, now + f->timeout_ms, in the sorted timer list / takes it out. */
+void ndc_fwd_timer_append(struct ndc_forwarder *f, struct request *r);
+void ndc_fwd_timer_unlink(struct request *r);
+
+/* A new ID and 0x20 case for r's next attempt: 0 or -errno. */
+int ndc_fwd_attempt_prepare(struct request *r);
+
+enum fwd_qmatch { Q_NO, Q_CASE, Q_YES };
+
+/* Is msg a response to r's question? Q_CASE: yes, but the 0x20 case was not echoed. */
+enum fwd_qmatch ndc_fwd_question_match(const struct request *r, const uint8_t *msg, size_t len);
+
+/* Address length for connect(). */
+socklen_t ndc_fwd_addr_len(const struct sockaddr_storage *ss);
+
 /* ---- upstream sets and health (upstream.c) ---- */
 
 /* A set over routes (taking the caller's reference), with fresh upstreams of refs 1. */
@@ -274,46 +312,6 @@ void ndc_fwd_up_alive(struct ndc_forwarder *f, struct request *r);
 /* r's attempt on its upstream failed with err. */
 void ndc_fwd_up_failed(struct ndc_forwarder *f, struct request *r, int err);
 
-/* ---- one attempt on the wire (transport.c) ---- */
-
-/* Starts r's attempt over UDP on upstream r->up (its timer set): 0, or -errno. */
-int ndc_fwd_udp_start(struct ndc_forwarder *f, struct request *r);
-
-/* Ends r's attempt: its socket closed, its timer off. */
-void ndc_fwd_attempt_end(struct request *r);
-
-/* Events on the socket of r's UDP attempt. */
-void ndc_fwd_on_udp(struct ndc_forwarder *f, struct request *r);
-
-/* A new ID and 0x20 case for r's next attempt: 0 or -errno. */
-int ndc_fwd_attempt_prepare(struct request *r);
-
-enum fwd_qmatch { Q_NO, Q_CASE, Q_YES };
-
-/* Is msg a response to r's question? Q_CASE: yes, but the 0x20 case was not echoed. */
-enum fwd_qmatch ndc_fwd_question_match(const struct request *r, const uint8_t *msg, size_t len);
-
-/* Address length for connect(). */
-socklen_t ndc_fwd_addr_len(const struct sockaddr_storage *ss);
-
-/* ---- loop detection (loopcheck.c) ---- */
-
-#define NDC_FWD_LOOP_RECHECK_MS 30000
-#define NDC_FWD_LOOP_QTYPE 13 /* HINFO, as CoreDNS's loop plugin: nobody caches it */
-
-/* Thread: sends a check to every upstream of the set in use (only_looping: those marked looping)
- * that has none out. */
-void ndc_fwd_loop_start(struct ndc_forwarder *f, bool only_looping);
-
-/* Thread: marks the upstreams whose check came back (f->loop_req was set). */
-void ndc_fwd_loop_scan(struct ndc_forwarder *f);
-
-/* Thread: check r ended (its callback time): the verdict for its upstream. */
-void ndc_fwd_loop_done(struct ndc_forwarder *f, struct request *r);
-
-/* Sends a check to upstream k of the set in use, as a request of its own (forwarder.c). */
-int ndc_fwd_send_check(struct ndc_forwarder *f, size_t k, const uint8_t *lname, size_t nlen);
-
 /* ---- pooled TCP (tcp_pool.c) ---- */
 
 /*
@@ -333,22 +331,37 @@ void ndc_fwd_tcp_event(struct ndc_forwarder *f, struct fwd_conn *c, uint32_t eve
  * batch. Returns when it wants to run next (0: no connection open). */
 uint64_t ndc_fwd_tcp_sweep(struct ndc_forwarder *f, uint64_t now);
 
-/* Closes every connection of u (no request may be on them any more); freed by the next sweep. */
+/* Closes every connection of u (no request may be on them any more); freed by the next sweep.
+ * forwarder.c's f->ops->upstream_gone. */
 void ndc_fwd_tcp_close_all(struct upstream *u);
 
 /* Frees what the sweeps have not: at the forwarder's end. */
 void ndc_fwd_tcp_reap(struct ndc_forwarder *f);
 
-/* ---- the request's flow (forwarder.c), for the transport ---- */
+/* ---- one attempt on the wire (transport.c) ---- */
 
-/* Sets r's deadline, now + f->timeout_ms, in the sorted timer list / takes it out. */
-void ndc_fwd_timer_append(struct ndc_forwarder *f, struct request *r);
-void ndc_fwd_timer_unlink(struct request *r);
+/* Starts r's attempt over UDP on upstream r->up (its timer set): 0, or -errno. */
+int ndc_fwd_udp_start(struct ndc_forwarder *f, struct request *r);
 
-/* r's attempt got answer a (parsed, r's question): cached and given to the waiters. */
-void ndc_fwd_accept_answer(struct ndc_forwarder *f, struct request *r, struct ndc_answer *a);
+/* Ends r's attempt: its socket closed, its timer off. */
+void ndc_fwd_attempt_end(struct request *r);
 
-/* r's attempt failed with err: the next upstream, or the end of r. */
-void ndc_fwd_attempt_fail(struct ndc_forwarder *f, struct request *r, int err);
+/* Events on the socket of r's UDP attempt. */
+void ndc_fwd_on_udp(struct ndc_forwarder *f, struct request *r);
+
+/* ---- loop detection (loopcheck.c) ---- */
+
+#define NDC_FWD_LOOP_RECHECK_MS 30000
+#define NDC_FWD_LOOP_QTYPE 13 /* HINFO, as CoreDNS's loop plugin: nobody caches it */
+
+/* Thread: sends a check to every upstream of the set in use (only_looping: those marked looping)
+ * that has none out. */
+void ndc_fwd_loop_start(struct ndc_forwarder *f, bool only_looping);
+
+/* Thread: marks the upstreams whose check came back (f->loop_req was set). */
+void ndc_fwd_loop_scan(struct ndc_forwarder *f);
+
+/* Thread: check r ended (its callback time): the verdict for its upstream. */
+void ndc_fwd_loop_done(struct ndc_forwarder *f, struct request *r);
 
 #endif

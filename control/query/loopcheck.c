@@ -67,7 +67,7 @@ void ndc_fwd_loop_start(struct ndc_forwarder *f, bool only_looping)
 		token_name(token, name, &nlen);
 		atomic_store(&u->loop_seen, false);
 		atomic_store(&u->loop_token, token);
-		err = ndc_fwd_send_check(f, k, name, nlen);
+		err = f->ops->send_check(f, k, name, nlen);
 		if (err) {
 			atomic_store(&u->loop_token, 0);
 			ndc_debug("forwarder: upstream %s: loop check not sent: %s", u->name,

@@ -17,7 +17,8 @@
  *
  * Everything here runs on the forwarder thread. A connection closed while an event batch is
  * being handled may still have an event later in that batch: it is only unlinked then (fd -1)
- * and freed by the next sweep, after the batch.
+ * and freed by the next sweep, after the batch. An attempt's outcome goes back to the request's
+ * flow through f->ops.
  */
 #include <errno.h>
 #include <stdlib.h>
@@ -326,7 +327,7 @@ static void conn_dead(struct ndc_forwarder *f, struct fwd_conn *c, int err)
 			}
 			ndc_fwd_tcp_detach(r);
 		}
-		ndc_fwd_attempt_fail(f, r, err);
+		f->ops->attempt_fail(f, r, err);
 	}
 }
 
@@ -365,17 +366,17 @@ static void conn_message(struct ndc_forwarder *f, struct fwd_conn *c, const uint
 	ndc_fwd_tcp_detach(r);
 	/* Our own connection: a wrong answer to our ID is a broken upstream, not a spoofer. */
 	if (ndc_fwd_question_match(r, msg, len) == Q_NO) {
-		ndc_fwd_attempt_fail(f, r, -EBADMSG);
+		f->ops->attempt_fail(f, r, -EBADMSG);
 		return;
 	}
 	ndc_fwd_up_alive(f, r);
 	err = ndc_dns_parse_response(msg, len, r->lname, r->nlen, r->qtype, r->qclass, f->ans,
 				     NDC_MSG_MAX, &tc);
 	if (err) {
-		ndc_fwd_attempt_fail(f, r, err);
+		f->ops->attempt_fail(f, r, err);
 		return;
 	}
-	ndc_fwd_accept_answer(f, r, f->ans);
+	f->ops->accept_answer(f, r, f->ans);
 }
 
 static int conn_read(struct ndc_forwarder *f, struct fwd_conn *c)

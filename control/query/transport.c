@@ -2,14 +2,12 @@
 /*
  * The forwarder's transport: one attempt of a request on its upstream over UDP (a connected
  * socket of its own, random source port) and what comes back; a truncated answer goes on over
- * pooled TCP (tcp_pool.c).
+ * pooled TCP (tcp_pool.c). An attempt's outcome goes back to the request's flow through f->ops.
  */
 #include <errno.h>
-#include <netinet/in.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/epoll.h>
-#include <sys/random.h>
 #include <unistd.h>
 
 #include "internal.h"
@@ -22,48 +20,6 @@ void ndc_fwd_attempt_end(struct request *r)
 	r->st = ATT_NONE;
 	ndc_fwd_timer_unlink(r);
 	ndc_fwd_tcp_detach(r);
-}
-
-static int random_bytes(void *p, size_t n)
-{
-	ssize_t got = getrandom(p, n, 0);
-
-	if (got < 0)
-		return -errno;
-	return (size_t)got == n ? 0 : -EIO;
-}
-
-/* New ID, and (while caps) new random case for the letters of the name: draft-vixie-dnsext-dns0x20.
- */
-int ndc_fwd_attempt_prepare(struct request *r)
-{
-	uint8_t rnd[2 + 32];
-	size_t i = 0;
-	int err;
-
-	err = random_bytes(rnd, sizeof(rnd));
-	if (err)
-		return err;
-	r->id = ndc_get16(rnd);
-	memcpy(r->qname, r->lname, r->nlen);
-	if (!r->caps)
-		return 0;
-	while (i < r->nlen && r->qname[i]) {
-		size_t llen = r->qname[i++];
-
-		for (size_t j = 0; j < llen && i < r->nlen; j++, i++) {
-			uint8_t c = r->qname[i];
-
-			if (c >= 'a' && c <= 'z' && (((rnd[2 + (i / 8) % 32] >> (i % 8)) & 1)))
-				r->qname[i] = (uint8_t)(c - 'a' + 'A');
-		}
-	}
-	return 0;
-}
-
-socklen_t ndc_fwd_addr_len(const struct sockaddr_storage *ss)
-{
-	return ss->ss_family == AF_INET6 ? sizeof(struct sockaddr_in6) : sizeof(struct sockaddr_in);
 }
 
 int ndc_fwd_udp_start(struct ndc_forwarder *f, struct request *r)
@@ -100,22 +56,6 @@ int ndc_fwd_udp_start(struct ndc_forwarder *f, struct request *r)
 	return 0;
 }
 
-enum fwd_qmatch ndc_fwd_question_match(const struct request *r, const uint8_t *msg, size_t len)
-{
-	const uint8_t *q = msg + NDC_DNS_HDR_LEN;
-	uint8_t lower[NDC_NAME_MAX];
-
-	if (len < NDC_DNS_HDR_LEN + (size_t)r->nlen + 4 || !(ndc_get16(msg + 2) & NDC_F_QR) ||
-	    ndc_get16(msg + 4) != 1)
-		return Q_NO;
-	if (ndc_get16(q + r->nlen) != r->qtype || ndc_get16(q + r->nlen + 2) != r->qclass)
-		return Q_NO;
-	ndc_name_lower(lower, q, r->nlen);
-	if (memcmp(lower, r->lname, r->nlen))
-		return Q_NO;
-	return memcmp(q, r->qname, r->nlen) ? Q_CASE : Q_YES;
-}
-
 void ndc_fwd_on_udp(struct ndc_forwarder *f, struct request *r)
 {
 	for (;;) {
@@ -127,7 +67,7 @@ void ndc_fwd_on_udp(struct ndc_forwarder *f, struct request *r)
 		if (n < 0) {
 			if (errno == EAGAIN || errno == EINTR)
 				return;
-			ndc_fwd_attempt_fail(f, r, -errno);
+			f->ops->attempt_fail(f, r, -errno);
 			return;
 		}
 		/* Anything that is not our answer is ignored: a spoofer must not end the attempt.
@@ -143,7 +83,7 @@ void ndc_fwd_on_udp(struct ndc_forwarder *f, struct request *r)
 			r->caps = false;
 			err = ndc_fwd_udp_start(f, r);
 			if (err)
-				ndc_fwd_attempt_fail(f, r, err);
+				f->ops->attempt_fail(f, r, err);
 			return;
 		}
 		if (ndc_get16(f->msg + 2) & NDC_F_TC) {
@@ -151,14 +91,14 @@ void ndc_fwd_on_udp(struct ndc_forwarder *f, struct request *r)
 			STAT_INC(f, tcp_retries);
 			err = ndc_fwd_tcp_start(f, r);
 			if (err)
-				ndc_fwd_attempt_fail(f, r, err);
+				f->ops->attempt_fail(f, r, err);
 			return;
 		}
 		err = ndc_dns_parse_response(f->msg, (size_t)n, r->lname, r->nlen, r->qtype,
 					     r->qclass, f->ans, NDC_MSG_MAX, &tc);
 		if (err)
 			continue;
-		ndc_fwd_accept_answer(f, r, f->ans);
+		f->ops->accept_answer(f, r, f->ans);
 		return;
 	}
 }

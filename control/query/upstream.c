@@ -2,7 +2,8 @@
 /*
  * The forwarder's upstreams: the sets of them a route table makes, the order a request tries a
  * route's upstreams in (forward.policy), and each one's health (down after a failure that is its
- * own, backoff, probes bring it back): forwarder.c says how.
+ * own, backoff, probes bring it back): forwarder.c says how. The bottom of the forwarder's
+ * modules with attempt.c: an upstream freed closes its connections through f->ops.
  */
 #include <errno.h>
 #include <stdlib.h>
@@ -22,7 +23,7 @@ static void set_free(struct fwd_set *s)
 {
 	for (size_t i = 0; s->routes && i < s->routes->n_servers; i++)
 		if (s->up[i] && --s->up[i]->refs == 0) {
-			ndc_fwd_tcp_close_all(s->up[i]);
+			s->up[i]->f->ops->upstream_gone(s->up[i]);
 			free(s->up[i]);
 		}
 	ndc_routes_unref(s->routes);
