@@ -193,9 +193,12 @@ struct ndc_fp_value {
 #define NDC_FP_SLOT_BYTES 104	/* name and data of a slot: a named port's SRV answer fits */
 #define NDC_FP_BUCKET 7		/* slots per bucket: their tags and a flags byte make a word */
 #define NDC_FP_PROBE_BUCKETS 16 /* a walk reads at most this many buckets */
-/* buckets per chunk: 896 slots, 113 KiB (the kernel's own page per map is 3.5% more) */
-#define NDC_FP_CHUNK_BUCKETS 128
-#define NDC_FP_CHUNK_TAG_SLOTS 8 /* slot-sized entries of a chunk holding its tag words */
+/*
+ * Buckets per chunk: 7,168 slots, 904 KiB. Big, because the kernel waits for an RCU grace period
+ * (about 16 ms here) after every update of an array of maps: a rebuild adds and drops every chunk.
+ */
+#define NDC_FP_CHUNK_BUCKETS 1024
+#define NDC_FP_CHUNK_TAG_SLOTS 64 /* slot-sized entries of a chunk holding its tag words */
 #define NDC_FP_CHUNK_ENTRIES (NDC_FP_CHUNK_TAG_SLOTS + NDC_FP_CHUNK_BUCKETS * NDC_FP_BUCKET)
 #define NDC_FP_BIG_CHUNK 64 /* struct ndc_fp_big per ndc_big chunk: 48 KiB */
 

@@ -160,7 +160,7 @@ static void check_shape(struct ndc_fp_table *t)
 	assert_true(u.keys <= u.slots * 85 / 100 + 1);
 	assert_true(h->overflows <= h->n_buckets);
 	/* below a few chunks' worth the granularity of one chunk of each kind decides */
-	if (u.keys >= 3000 && u.bytes > 2 * u.needed)
+	if (u.chunks >= 4 && u.bytes > 2 * u.needed)
 		fail_msg("keys %lu slots %lu chunks %lu bigs %lu in %lu chunks: %lu bytes for %lu",
 			 (unsigned long)u.keys, (unsigned long)u.slots, (unsigned long)u.chunks,
 			 (unsigned long)u.bigs, (unsigned long)u.big_chunks, (unsigned long)u.bytes,
