@@ -144,8 +144,9 @@ answer_is www.acme.local 192.0.2.111 && answer_is www.b.acme.local 192.0.2.112
 a=$(metric "ndcache_upstream_server_responses_total{upstream=\"$STUB_A:53\"}")
 b=$(metric "ndcache_upstream_server_responses_total{upstream=\"$STUB_B:53\"}")
 d=$(metric "ndcache_upstream_server_responses_total{upstream=\"$UPSTREAM_ADDR:53\"}")
-[ "$a" = 1 ] && [ "$b" = 1 ] && [ "${d:-0}" -ge 1 ] &&
-	ok "per-upstream counters: $STUB_A 1, $STUB_B 1, default $d" ||
+# each stub: the one question, and the loop check every upstream gets at start (issue 22)
+[ "$a" = 2 ] && [ "$b" = 2 ] && [ "${d:-0}" -ge 1 ] &&
+	ok "per-upstream counters: $STUB_A 2, $STUB_B 2 (a question and a loop check), default $d" ||
 	bad "per-upstream counters: a=$a b=$b default=$d" "$(metrics | grep upstream_server_responses)"
 [ "$(metric ndcache_stub_domains)" = 2 ] && ok "ndcache_stub_domains 2" ||
 	bad "ndcache_stub_domains: $(metric ndcache_stub_domains)"
