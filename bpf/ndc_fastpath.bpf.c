@@ -20,9 +20,11 @@
 #include "ndc_l4.h"
 #include "ndc_table.h"
 
+/* mmapable: user space switches the table's geom and the synced flag with one store each */
 struct {
 	__uint(type, BPF_MAP_TYPE_ARRAY);
 	__uint(max_entries, 1);
+	__uint(map_flags, BPF_F_MMAPABLE);
 	__type(key, __u32);
 	__type(value, struct ndc_fp_config);
 } ndc_config SEC(".maps");
@@ -133,12 +135,12 @@ static __always_inline int ndc_l4(void *ctx, const enum ndc_hook hook, struct nd
  */
 static __always_inline const struct ndc_fp_value *
 ndc_lookup(const struct ndc_fp_config *cfg, struct ndc_fp_scratch *s, const struct ndc_question *q,
-	   __u64 hash, __u32 *ret_hit, __u32 *ret_why)
+	   __u64 hash, struct ndc_fp_slot **ret_slot, __u32 *ret_hit, __u32 *ret_why)
 {
 	const struct ndc_fp_value *v = &s->v;
 
 	*ret_why = NDC_FP_PASS_MISS;
-	switch (table_get(s, q, hash)) {
+	switch (table_get(s, cfg, q, hash, ret_slot)) {
 	case NDC_TABLE_EXACT:
 		*ret_hit = NDC_FP_HIT;
 		return v->flags & NDC_FP_V_PASS ? NULL : v;
@@ -165,6 +167,7 @@ ndc_lookup(const struct ndc_fp_config *cfg, struct ndc_fp_scratch *s, const stru
 		return NULL; /* not ours: reverse names, the rest of the world */
 	if (dns_name_under(s->name, q, cfg->pass, cfg->pass_len))
 		return NULL; /* computed at lookup time in user space (pods) */
+	*ret_slot = NULL;
 	if (table_nx(s)) {
 		*ret_why = NDC_FP_PASS_BUSY;
 		return NULL;
@@ -182,6 +185,7 @@ ndc_lookup(const struct ndc_fp_config *cfg, struct ndc_fp_scratch *s, const stru
 static __always_inline int ndc_handle(void *ctx, const enum ndc_hook hook, __u32 *ret_why)
 {
 	const struct ndc_fp_config *cfg = NULL;
+	struct ndc_fp_slot *sl = NULL;
 	const struct ndc_fp_value *v;
 	struct ndc_question q = {};
 	struct ndc_fp_scratch *s;
@@ -227,7 +231,7 @@ static __always_inline int ndc_handle(void *ctx, const enum ndc_hook hook, __u32
 	if (why != NDC_GO)
 		return pass(hook, why, ret_why);
 
-	v = ndc_lookup(cfg, s, &q, hash, &hit, &why);
+	v = ndc_lookup(cfg, s, &q, hash, &sl, &hit, &why);
 	if (!v)
 		return pass(hook, why, ret_why);
 	if (v->expire_ns) {
@@ -287,6 +291,9 @@ static __always_inline int ndc_handle(void *ctx, const enum ndc_hook hook, __u32
 		return pass(hook, NDC_FP_PASS_SIZE, ret_why);
 	}
 	count(hit);
+	/* a cached answer's kernel hits, for prefetch: written only while it counts */
+	if (sl && v->expire_ns && sl->hits < NDC_FP_HITS_MAX)
+		sl->hits++;
 	*ret_why = NDC_GO;
 	return ctx_reply(ctx, hook, cfg->flags & NDC_FP_C_REDIRECT_PEER);
 }

@@ -1,13 +1,14 @@
 /* SPDX-License-Identifier: (GPL-2.0-only OR MIT) */
 /*
  * The answer table from the kernel's side (layout and protocol: include/ndc/abi.h, "The answer
- * table"): a walk from the key's home slot finds the exact type, else one from the other home
- * the any-other-type entry (both absent: the name is), and the answer found is copied into the
+ * table"): one walk from the name's home bucket, reading tag words, finds the exact type or else
+ * the any-other-type entry (neither: the name is absent), and the answer found is copied into the
  * per-CPU scratch between two reads of its slot's sequence counter. The reply is built from that
  * copy only, so a slot the publisher rewrites meanwhile can never put half an answer in a packet.
  *
- * Every lookup here is in an array map and inlined by the verifier: no helper call, no return
- * (each costs a mispredicted return on these machines, DESIGN "Facts measured").
+ * Every lookup here is in an array (of maps, then in the chunk) and inlined by the verifier: no
+ * helper call, no return (each costs a mispredicted return on these machines, DESIGN "Facts
+ * measured").
  */
 #ifndef NDC_TABLE_H
 #define NDC_TABLE_H
@@ -19,20 +20,36 @@
 
 #include "ndc_dns.h"
 
-struct {
+/* A chunk of the table: its tag words, then its slots (abi.h, "The answer table"). */
+struct ndc_chunk {
 	__uint(type, BPF_MAP_TYPE_ARRAY);
-	__uint(max_entries, 1); /* the loader sets ndc_n_slots before load */
+	__uint(max_entries, NDC_FP_CHUNK_ENTRIES);
 	__uint(map_flags, BPF_F_MMAPABLE);
-	__type(key, __u32);
-	__type(value, struct ndc_fp_slot);
-} ndc_answers SEC(".maps");
+	/* verifier: sizes, not BTF types: clang leaves a type used only here a forward one */
+	__uint(key_size, sizeof(__u32));
+	__uint(value_size, sizeof(struct ndc_fp_slot));
+};
 
 struct {
-	__uint(type, BPF_MAP_TYPE_ARRAY);
-	__uint(max_entries, 1); /* the loader sets the size before load */
-	__uint(map_flags, BPF_F_MMAPABLE);
+	__uint(type, BPF_MAP_TYPE_ARRAY_OF_MAPS);
+	__uint(max_entries, 2); /* the loader sets 2 * config half_chunks */
 	__type(key, __u32);
-	__type(value, struct ndc_fp_big);
+	__array(values, struct ndc_chunk);
+} ndc_answers SEC(".maps");
+
+struct ndc_big_chunk {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, NDC_FP_BIG_CHUNK);
+	__uint(map_flags, BPF_F_MMAPABLE);
+	__uint(key_size, sizeof(__u32));
+	__uint(value_size, sizeof(struct ndc_fp_big));
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY_OF_MAPS);
+	__uint(max_entries, 2); /* the loader sets 2 * config half_bigs */
+	__type(key, __u32);
+	__array(values, struct ndc_big_chunk);
 } ndc_big SEC(".maps");
 
 struct {
@@ -43,11 +60,7 @@ struct {
 	__type(value, struct ndc_fp_big);
 } ndc_nx SEC(".maps");
 
-/*
- * ndc_answers' max_entries and the table's home key (config n_slots and home_key), set by the
- * loader: constants for the JIT.
- */
-const volatile __u32 ndc_n_slots = 1;
+/* The table's home key (config home_key), set by the loader: a constant for the JIT. */
 const volatile __u64 ndc_home_key = 0;
 
 /* What table_get found. */
@@ -55,11 +68,12 @@ enum ndc_table_res {
 	NDC_TABLE_EXACT,     /* (name, qtype): s->v */
 	NDC_TABLE_OTHER,     /* (name, NDC_FP_QTYPE_OTHER): s->v */
 	NDC_TABLE_ABSENT,    /* neither: the name has no entry */
-	NDC_TABLE_COLLISION, /* the key is another name's (abi.h: hash collisions) */
+	NDC_TABLE_COLLISION, /* the entry found is another name's (abi.h: hash collisions) */
 	NDC_TABLE_BUSY,	     /* the entry changed while it was read */
 };
 
 #define READ_ONCE_U32(x) (*(const volatile __u32 *)&(x))
+#define READ_ONCE_U64(x) (*(const volatile __u64 *)&(x))
 
 /*
  * Orders the loads before it against the loads after it (the seqcount read side's smp_rmb).
@@ -185,16 +199,25 @@ static __always_inline void big_copy(struct ndc_fp_scratch *s, const struct ndc_
 	}
 }
 
+/* Big answer b of the half whose ndc_big chunks start at base, or NULL. */
+static __always_inline const struct ndc_fp_big *big_get(__u32 base, __u32 b)
+{
+	__u32 ci = base + b / NDC_FP_BIG_CHUNK, bi = b % NDC_FP_BIG_CHUNK;
+	void *chunk = bpf_map_lookup_elem(&ndc_big, &ci);
+
+	return chunk ? bpf_map_lookup_elem(chunk, &bi) : NULL;
+}
+
 /*
  * Copies the slot's answer (inline or big) into s->v between two reads of its sequence counter,
  * checking that it still holds the key and that its name is the one in s->name.
  */
 static __always_inline enum ndc_table_res slot_read(struct ndc_fp_scratch *s,
 						    const struct ndc_fp_slot *sl,
-						    const struct ndc_question *q, __u64 hash,
-						    __u16 qtype)
+						    const struct ndc_question *q, __u32 check,
+						    __u16 qtype, __u32 big_base)
 {
-	__u32 seq = READ_ONCE_U32(sl->seq), b;
+	__u32 seq = READ_ONCE_U32(sl->seq);
 	const struct ndc_fp_big *big;
 	int same;
 	__u8 flags;
@@ -202,13 +225,11 @@ static __always_inline enum ndc_table_res slot_read(struct ndc_fp_scratch *s,
 	if (seq & 1)
 		return NDC_TABLE_BUSY;
 	table_rmb(s);
-	if (sl->state != NDC_FP_SLOT_FULL || sl->hash != hash || sl->qtype != qtype ||
-	    sl->name_len != q->name_len)
+	if (sl->check != check || sl->qtype != qtype || sl->name_len != q->name_len)
 		return NDC_TABLE_BUSY; /* it was changed between the walk and now */
 	flags = sl->flags;
 	if (flags & NDC_FP_V_BIG) {
-		b = sl->big;
-		big = bpf_map_lookup_elem(&ndc_big, &b);
+		big = big_get(big_base, sl->big);
 		if (!big)
 			return NDC_TABLE_BUSY;
 		same = dns_name_is(&big->v, (const __u64 *)s->name, q);
@@ -225,72 +246,146 @@ static __always_inline enum ndc_table_res slot_read(struct ndc_fp_scratch *s,
 	return same ? NDC_TABLE_EXACT : NDC_TABLE_COLLISION;
 }
 
-/*
- * The slot of (hash, qtype, q's name length), or NULL. The walk reads only the state and key of
- * the slots it passes; the one it finds is read again in full, under its sequence counter, by
- * slot_read.
- */
-static __always_inline const struct ndc_fp_slot *table_walk(const struct ndc_question *q,
-							    __u64 hash, __u16 qtype)
+/* Slot j of bucket bi of a chunk. */
+static __always_inline struct ndc_fp_slot *chunk_slot(void *chunk, __u32 bi, __u32 j)
 {
-	__u32 n = ndc_n_slots, home = ndc_fp_home(hash, qtype, ndc_home_key, n);
-	const struct ndc_fp_slot *sl;
-	__u8 st;
+	__u32 idx = NDC_FP_CHUNK_TAG_SLOTS + bi * NDC_FP_BUCKET + j;
 
-	/* verifier: constant bound; ends at the first empty slot */
-	for (__u32 p = 0; p < NDC_FP_PROBE_MAX; p++) {
-		__u32 i = home + p;
-
-		if (i >= n)
-			i -= n;
-		sl = bpf_map_lookup_elem(&ndc_answers, &i);
-		if (!sl)
-			return NULL;
-		st = sl->state;
-		if (st == NDC_FP_SLOT_EMPTY)
-			return NULL;
-		if (st == NDC_FP_SLOT_FULL && sl->hash == hash && sl->qtype == qtype &&
-		    sl->name_len == q->name_len)
-			return sl;
-	}
-	return NULL;
+	return bpf_map_lookup_elem(chunk, &idx);
 }
 
-/* The entry for (q's name, q->qtype), else for (name, NDC_FP_QTYPE_OTHER), copied into s->v. */
-static __always_inline enum ndc_table_res table_get(struct ndc_fp_scratch *s,
-						    const struct ndc_question *q, __u64 hash)
+/*
+ * The bytes of a tag word equal to tag, as bit 8k+7 for slot k (SWAR: a byte is zero in x when
+ * (x - 0x01..) & ~x has its top bit; bytes above a zero one may show too, so only the lowest set
+ * bit is sure, and a tag is in a bucket at most once). Byte 7 is the flags, never a slot.
+ */
+static __always_inline __u64 tags_match(__u64 tags, __u8 tag)
 {
-	const struct ndc_fp_slot *sl = NULL;
+	__u64 x = tags ^ (tag * 0x0101010101010101ULL);
+
+	return (x - 0x0101010101010101ULL) & ~x & 0x0080808080808080ULL;
+}
+
+/* Slot k of the lowest match in m (not 0): its bit 8k+7 times the byte ladder puts k on top. */
+static __always_inline __u32 match_slot(__u64 m)
+{
+	return (__u32)((((m & -m) >> 7) * 0x0001020304050607ULL) >> 56);
+}
+
+/* The slot with tag in the bucket whose tags and place are given, if it holds (check, name_len). */
+static __always_inline struct ndc_fp_slot *bucket_find(void *chunk, __u32 bi, __u64 tags, __u8 tag,
+						       __u32 check, __u32 name_len)
+{
+	__u64 m = tags_match(tags, tag);
+	struct ndc_fp_slot *sl;
+
+	if (!m)
+		return NULL;
+	sl = chunk_slot(chunk, bi, match_slot(m));
+	if (!sl || sl->check != check || sl->name_len != name_len)
+		return NULL;
+	return sl;
+}
+
+/*
+ * The slot of (q's name, qtype), or NULL. The walk reads tag words, and the key of the one slot
+ * per bucket whose tag is the key's; the slot it returns is read again in full, under its
+ * sequence counter, by slot_read.
+ */
+static __always_inline struct ndc_fp_slot *
+table_walk(__u64 geom, __u32 half_chunks, const struct ndc_question *q, __u64 hash, __u16 qtype)
+{
+	__u32 n = NDC_FP_GEOM_BUCKETS(geom), base = NDC_FP_GEOM_HALF(geom) * half_chunks;
+	__u32 check = (__u32)(hash >> 32), b, ci, bi, ti;
+	__u8 tag = ndc_fp_tag(hash, ndc_home_key, qtype);
+	struct ndc_fp_slot *sl = NULL, *c;
+	const __u64 *tw;
+	void *chunk;
+	__u64 tags;
+
+	if (n == 0)
+		return NULL;
+	b = ndc_fp_home(hash, ndc_home_key, qtype, n);
+	/* verifier: constant bound; the walk ends at the first bucket that never overflowed */
+	for (__u32 p = 0; p < NDC_FP_PROBE_BUCKETS; p++) {
+		ci = base + b / NDC_FP_CHUNK_BUCKETS;
+		bi = b % NDC_FP_CHUNK_BUCKETS;
+		chunk = bpf_map_lookup_elem(&ndc_answers, &ci);
+		if (!chunk)
+			break;
+		ti = bi / 16;
+		tw = bpf_map_lookup_elem(chunk, &ti);
+		if (!tw)
+			break;
+		tags = READ_ONCE_U64(tw[bi % 16]);
+		c = bucket_find(chunk, bi, tags, tag, check, q->name_len);
+		if (c && c->qtype == qtype) {
+			sl = c;
+			break;
+		}
+		if (!(tags >> 56 & NDC_FP_BUCKET_OVERFLOW))
+			break;
+		b = b + 1 == n ? 0 : b + 1;
+	}
+	return sl;
+}
+
+/*
+ * The entry for (q's name, q->qtype), else for (name, NDC_FP_QTYPE_OTHER), copied into s->v; the
+ * slot it came from in *ret_slot (for the hit count).
+ */
+static __always_inline enum ndc_table_res table_get(struct ndc_fp_scratch *s,
+						    const struct ndc_fp_config *cfg,
+						    const struct ndc_question *q, __u64 hash,
+						    struct ndc_fp_slot **ret_slot)
+{
+	__u64 geom = READ_ONCE_U64(cfg->geom);
+	struct ndc_fp_slot *sl = NULL;
 	enum ndc_table_res r;
 	__u16 qtype = q->qtype;
 
 	/* one walk in the code, run once or twice: the program's size is its cold cost */
 	for (int k = 0; k < 2; k++) {
 		qtype = k ? NDC_FP_QTYPE_OTHER : q->qtype;
-		sl = table_walk(q, hash, qtype);
+		sl = table_walk(geom, cfg->half_chunks, q, hash, qtype);
 		if (sl)
 			break;
 	}
 	if (!sl)
 		return NDC_TABLE_ABSENT;
-	r = slot_read(s, sl, q, hash, qtype);
+	r = slot_read(s, sl, q, (__u32)(hash >> 32), qtype,
+		      NDC_FP_GEOM_HALF(geom) * cfg->half_bigs);
 #ifdef NDC_FP_PLANT_WRONG_SLOT
 	/*
 	 * PLANTED BUG, never in a shipped object: tests/meson.build builds one object with it for
 	 * the differential fuzzer (tests/bpf/fuzz_diff.c), which must catch it. The answer held in
-	 * the home slot's neighbour, when it holds an inline one, replaces the answer found.
+	 * the first slot of the bucket after the home bucket, when it holds an inline one of
+	 * another entry, replaces the answer found.
 	 */
 	if (r == NDC_TABLE_EXACT) {
-		__u32 nb = ndc_fp_home(hash, qtype, ndc_home_key, ndc_n_slots) + 1;
-		const struct ndc_fp_slot *w;
+		__u32 n = NDC_FP_GEOM_BUCKETS(geom), b, ci;
+		struct ndc_fp_slot *w = NULL;
+		void *chunk;
 
-		if (nb >= ndc_n_slots)
-			nb = 0;
-		w = bpf_map_lookup_elem(&ndc_answers, &nb);
-		if (w && w != sl && w->state == NDC_FP_SLOT_FULL && !(w->flags & NDC_FP_V_BIG))
-			slot_copy_inline(s, w, w->flags);
+		b = n ? ndc_fp_home(hash, ndc_home_key, qtype, n) + 1 : 0;
+		b = b >= n ? 0 : b;
+		ci = NDC_FP_GEOM_HALF(geom) * cfg->half_chunks + b / NDC_FP_CHUNK_BUCKETS;
+		chunk = bpf_map_lookup_elem(&ndc_answers, &ci);
+		if (chunk)
+			w = chunk_slot(chunk, b % NDC_FP_CHUNK_BUCKETS, 0);
+		if (w && w != sl && w->name_len && !(w->flags & NDC_FP_V_BIG) && w->len >= 16 &&
+		    s->v.len >= 16) {
+			__u32 o = ((__u32)w->name_len + 7) / 8;
+
+			/* its first 16 bytes of answer: an A answer's address among them */
+			if (o + 1 < NDC_FP_SLOT_BYTES / 8) {
+				((__u64 *)s->v.data)[0] = ((const __u64 *)w->bytes)[o];
+				((__u64 *)s->v.data)[1] = ((const __u64 *)w->bytes)[o + 1];
+			}
+		}
 	}
 #endif
+	*ret_slot = sl;
 	return r == NDC_TABLE_EXACT && qtype != q->qtype ? NDC_TABLE_OTHER : r;
 }
 

@@ -476,12 +476,24 @@ static void metrics(void *arg, struct ndc_metrics_buf *b)
 			G(b, "fastpath_table_entries", "Entries in the kernel's answer table.",
 			  ts.keys);
 			G(b, "fastpath_table_capacity",
-			  "Entries the kernel's answer table holds at most (dataplane.table_size).",
+			  "Entries the kernel's answer table may hold (dataplane.table_size, a "
+			  "cap).",
 			  ts.max_keys);
+			G(b, "fastpath_table_slots",
+			  "Slots of the kernel's answer table now: it grows and shrinks with its "
+			  "entries.",
+			  ts.slots);
 			G(b, "fastpath_table_bytes",
-			  "Kernel memory of the answer table, allocated whole at start and charged "
-			  "to the pod; mapped into the agent, so part of its resident memory too.",
+			  "Kernel memory of the answer table now, charged to the pod; mapped into "
+			  "the "
+			  "agent, so part of its resident memory too.",
 			  ts.bytes);
+			G(b, "fastpath_table_needed_bytes",
+			  "What the answer table's entries need: a slot each and their big "
+			  "answers.",
+			  ts.needed);
+			C(b, "fastpath_table_rebuilds_total",
+			  "Times the answer table was rebuilt to grow or shrink.", ts.rebuilds);
 		}
 		if (!ndc_fastpath_counters(ag->fp, c)) {
 			const char *help = "Queries answered in the kernel.";

@@ -555,15 +555,8 @@ void ndc_publisher_stats(struct ndc_publisher *p, struct ndc_publisher_stats *re
 int ndc_publisher_kernel_hits(struct ndc_publisher *p, const uint8_t *lname, size_t nlen,
 			      uint16_t qtype, uint32_t *ret_hits)
 {
-	/*
-	 * The kernel's table (ABI 4) has no hit counters yet: they come with the table sized by its
-	 * content (issue 21, branch i21-table). Until then prefetch sees the socket path's hits
-	 * only.
-	 */
-	(void)p;
-	(void)lname;
-	(void)nlen;
-	(void)qtype;
-	(void)ret_hits;
-	return -EOPNOTSUPP;
+	/* The DPDK table counts no hits: its lcores would write a shared line per answer. */
+	if (!p || !p->fp)
+		return -EOPNOTSUPP;
+	return ndc_fastpath_hits(p->fp, lname, nlen, qtype, ret_hits);
 }

@@ -10,13 +10,16 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/mman.h>
 #include <sys/mount.h>
 #include <sys/random.h>
+#include <sys/syscall.h>
 #include <sys/statfs.h>
 #include <sys/socket.h>
 #include <time.h>
 #include <unistd.h>
 #include <arpa/inet.h>
+#include <linux/membarrier.h>
 
 #include <bpf/bpf.h>
 #include <bpf/libbpf.h>
@@ -40,6 +43,10 @@
 
 struct ndc_fp {
 	struct ndc_fastpath *skel;
+	struct ndc_fp_config *cfg; /* ndc_config, mapped: geom and flags are written through it */
+	struct ndc_fp_big *nx;	   /* ndc_nx, mapped */
+	int answers_fd, big_fd;	   /* the outer maps the table's chunks go in */
+	uint64_t chunk_maps;	   /* chunk maps now (for the kernel's page of each) */
 	struct ndc_link_watch *watch;
 	struct ndc_link_watch_opts watch_opts; /* mode and patterns, for ndc_fastpath_attach */
 	char pin_dir[PATH_MAX];
@@ -48,7 +55,6 @@ struct ndc_fp {
 	struct ndc_fp_table table;
 	int config_fd;
 	int counters_fd;
-	pthread_mutex_t config_lock; /* set_synced is read-modify-write */
 };
 
 /* ---------------------------------------------------------------------------------------------
@@ -333,10 +339,134 @@ static void adopt_flows(struct ndc_fp *fp)
 	close(fd); /* reuse_fd took its own copy */
 }
 
+/* ---------------------------------------------------------------------------------------------
+ * The answer table's chunks: inner maps of ndc_answers and ndc_big (abi.h, "The answer table").
+ */
+
+static size_t page_round(size_t n)
+{
+	size_t page = (size_t)sysconf(_SC_PAGESIZE);
+
+	return (n + page - 1) / page * page;
+}
+
+static int chunk_add(void *ctx, enum ndc_fp_chunk_kind kind, uint32_t idx, void **ret)
+{
+	struct ndc_fp *fp = ctx;
+	bool slots = kind == NDC_FP_CHUNK_SLOTS;
+	LIBBPF_OPTS(bpf_map_create_opts, o, .map_flags = BPF_F_MMAPABLE);
+	size_t len = page_round(ndc_fp_chunk_bytes(kind));
+	int fd, r = 0;
+	void *p;
+
+	fd = bpf_map_create(BPF_MAP_TYPE_ARRAY, slots ? "ndc_chunk" : "ndc_bigchunk",
+			    sizeof(uint32_t),
+			    slots ? sizeof(struct ndc_fp_slot) : sizeof(struct ndc_fp_big),
+			    slots ? NDC_FP_CHUNK_ENTRIES : NDC_FP_BIG_CHUNK, &o);
+	if (fd < 0)
+		return -errno;
+	p = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+	if (p == MAP_FAILED)
+		r = -errno;
+	else if (bpf_map_update_elem(slots ? fp->answers_fd : fp->big_fd, &idx, &fd, BPF_ANY))
+		r = -errno;
+	/* the mapping and the outer map hold the chunk from now on */
+	close(fd);
+	if (r) {
+		if (p != MAP_FAILED)
+			munmap(p, len);
+		ndc_err("fast path: cannot add a chunk to the answer table: %s", strerror(-r));
+		return r;
+	}
+	fp->chunk_maps++;
+	*ret = p;
+	return 0;
+}
+
+static void chunk_drop(void *ctx, enum ndc_fp_chunk_kind kind, uint32_t idx, void *p)
+{
+	struct ndc_fp *fp = ctx;
+
+	/* the kernel frees the map after the programs that may still read it are done */
+	bpf_map_delete_elem(kind == NDC_FP_CHUNK_SLOTS ? fp->answers_fd : fp->big_fd, &idx);
+	munmap(p, page_round(ndc_fp_chunk_bytes(kind)));
+	fp->chunk_maps--;
+}
+
+static void set_geom(void *ctx, uint64_t geom)
+{
+	struct ndc_fp *fp = ctx;
+
+	__atomic_store_n(&fp->cfg->geom, geom, __ATOMIC_RELEASE);
+}
+
+/*
+ * tc and XDP programs run inside RCU read-side sections, so one grace period after the geom
+ * changed none can still be in the old half. MEMBARRIER_CMD_GLOBAL waits for one
+ * (synchronize_rcu); where it is refused (nohz_full), a wait far longer than a program runs.
+ */
+static void wait_readers(void *ctx)
+{
+	static bool warned;
+
+	(void)ctx;
+	if (syscall(__NR_membarrier, MEMBARRIER_CMD_GLOBAL, 0, 0) == 0)
+		return;
+	if (!warned) {
+		warned = true;
+		ndc_warn("fast path: membarrier(MEMBARRIER_CMD_GLOBAL) failed (%s): waiting 100 ms "
+			 "instead when the answer table is resized",
+			 strerror(errno));
+	}
+	usleep(100000);
+}
+
+static const struct ndc_fp_table_ops table_ops = {
+    .add = chunk_add, .drop = chunk_drop, .set_geom = set_geom, .wait_readers = wait_readers};
+
+/*
+ * Unmaps the table (its chunks stay with the programs and pins that hold them: a successor's
+ * handover keeps answering from them), the config and ndc_nx.
+ */
+static void maps_unmap(struct ndc_fp *fp)
+{
+	for (int i = 0; i < 2; i++) {
+		struct ndc_fp_half *h = &fp->table.h[i];
+
+		for (uint32_t c = 0; c < h->n_chunks; c++)
+			munmap(h->chunks[c], page_round(ndc_fp_chunk_bytes(NDC_FP_CHUNK_SLOTS)));
+		for (uint32_t c = 0; c < h->n_big_chunks; c++)
+			munmap(h->bigs[c], page_round(ndc_fp_chunk_bytes(NDC_FP_CHUNK_BIG)));
+		h->n_chunks = h->n_big_chunks = 0;
+	}
+	ndc_fp_table_forget(&fp->table);
+	if (fp->nx && fp->nx != MAP_FAILED)
+		munmap(fp->nx, page_round(sizeof(*fp->nx)));
+	if (fp->cfg && fp->cfg != MAP_FAILED)
+		munmap(fp->cfg, page_round(sizeof(*fp->cfg)));
+	fp->nx = NULL;
+	fp->cfg = NULL;
+}
+
+/*
+ * The outer maps' entries per half for max_entries keys: slot chunks for them at half load (a
+ * rebuild after a failed walk may want more than the target load's), big answers for half of
+ * them (headless services' answers, long PTR names). Only pointers: chunks come as needed.
+ */
+static void outer_sizes(uint32_t max_entries, uint32_t *ret_chunks, uint32_t *ret_bigs)
+{
+	uint64_t slots = (uint64_t)max_entries * 2;
+
+	*ret_chunks = (uint32_t)((slots + NDC_FP_CHUNK_BUCKETS * NDC_FP_BUCKET - 1) /
+				 (NDC_FP_CHUNK_BUCKETS * NDC_FP_BUCKET)) +
+		      1;
+	*ret_bigs = (uint32_t)((max_entries / 2 + NDC_FP_BIG_CHUNK - 1) / NDC_FP_BIG_CHUNK) + 1;
+}
+
 int ndc_fastpath_open(const struct ndc_fastpath_opts *opts, struct ndc_fp **ret)
 {
 	const char *dir = opts->pin_dir ? opts->pin_dir : NDC_FP_PIN_DIR;
-	uint32_t key = 0, max_entries, n_slots, n_big;
+	uint32_t key = 0, max_entries, half_chunks, half_bigs;
 	struct ndc_fp_config cfg;
 	struct ndc_fp *fp;
 	int r;
@@ -356,7 +486,6 @@ int ndc_fastpath_open(const struct ndc_fastpath_opts *opts, struct ndc_fp **ret)
 	fp = calloc(1, sizeof(*fp));
 	if (!fp)
 		return -ENOMEM;
-	pthread_mutex_init(&fp->config_lock, NULL);
 	snprintf(fp->pin_dir, sizeof(fp->pin_dir), "%s", dir);
 
 	/*
@@ -381,20 +510,24 @@ int ndc_fastpath_open(const struct ndc_fastpath_opts *opts, struct ndc_fp **ret)
 		goto fail_dir;
 	}
 	max_entries = opts->max_entries ? opts->max_entries : DEFAULT_MAX_ENTRIES;
-	r = ndc_fp_table_sizes(max_entries, &n_slots, &n_big);
+	if (max_entries > UINT32_MAX / 4) {
+		r = -EINVAL;
+		goto fail_skel;
+	}
+	/* room in the outer maps for the cap; chunks are added as the table needs them */
+	outer_sizes(max_entries, &half_chunks, &half_bigs);
+	r = bpf_map__set_max_entries(fp->skel->maps.ndc_answers, 2 * half_chunks);
 	if (r == 0)
-		r = bpf_map__set_max_entries(fp->skel->maps.ndc_answers, n_slots);
-	if (r == 0)
-		r = bpf_map__set_max_entries(fp->skel->maps.ndc_big, n_big);
+		r = bpf_map__set_max_entries(fp->skel->maps.ndc_big, 2 * half_bigs);
 	if (r < 0)
 		goto fail_skel;
-	/* the table's walk, constants to the JIT; the config has them for other readers */
-	cfg.n_slots = n_slots;
+	cfg.half_chunks = half_chunks;
+	cfg.half_bigs = half_bigs;
+	/* the home key, a constant to the JIT; the config has it for other readers */
 	if (getrandom(&cfg.home_key, sizeof(cfg.home_key), 0) != sizeof(cfg.home_key)) {
 		r = -errno;
 		goto fail_skel;
 	}
-	fp->skel->rodata->ndc_n_slots = n_slots;
 	fp->skel->rodata->ndc_home_key = cfg.home_key;
 	adopt_flows(fp);
 	r = ndc_fastpath__load(fp->skel);
@@ -402,15 +535,10 @@ int ndc_fastpath_open(const struct ndc_fastpath_opts *opts, struct ndc_fp **ret)
 		ndc_err("fast path: cannot load the BPF programs: %s", strerror(-r));
 		goto fail_skel;
 	}
-	r = ndc_fp_table_map(&fp->table, bpf_map__fd(fp->skel->maps.ndc_answers),
-			     bpf_map__fd(fp->skel->maps.ndc_big),
-			     bpf_map__fd(fp->skel->maps.ndc_nx), max_entries, cfg.home_key);
-	if (r < 0) {
-		ndc_err("fast path: cannot map the answer table: %s", strerror(-r));
-		goto fail_skel;
-	}
 	fp->config_fd = bpf_map__fd(fp->skel->maps.ndc_config);
 	fp->counters_fd = bpf_map__fd(fp->skel->maps.ndc_counters);
+	fp->answers_fd = bpf_map__fd(fp->skel->maps.ndc_answers);
+	fp->big_fd = bpf_map__fd(fp->skel->maps.ndc_big);
 
 	fp->watch_opts.mode = opts->attach;
 	fp->watch_opts.n_patterns = opts->n_patterns;
@@ -418,6 +546,23 @@ int ndc_fastpath_open(const struct ndc_fastpath_opts *opts, struct ndc_fp **ret)
 	r = bpf_map_update_elem(fp->config_fd, &key, &cfg, BPF_ANY);
 	if (r < 0) {
 		ndc_err("fast path: cannot write the config: %s", strerror(-r));
+		goto fail_skel;
+	}
+	fp->cfg = mmap(NULL, page_round(sizeof(*fp->cfg)), PROT_READ | PROT_WRITE, MAP_SHARED,
+		       fp->config_fd, 0);
+	fp->nx = fp->cfg == MAP_FAILED
+		     ? MAP_FAILED
+		     : mmap(NULL, page_round(sizeof(*fp->nx)), PROT_READ | PROT_WRITE, MAP_SHARED,
+			    bpf_map__fd(fp->skel->maps.ndc_nx), 0);
+	if (fp->cfg == MAP_FAILED || fp->nx == MAP_FAILED) {
+		r = -errno;
+		ndc_err("fast path: cannot map the config and NXDOMAIN maps: %s", strerror(-r));
+		goto fail_skel;
+	}
+	r = ndc_fp_table_init(&fp->table, &table_ops, fp, max_entries, half_chunks, half_bigs,
+			      cfg.home_key);
+	if (r < 0) {
+		ndc_err("fast path: cannot make the answer table: %s", strerror(-r));
 		goto fail_skel;
 	}
 	if (!opts->defer_attach) {
@@ -429,13 +574,12 @@ int ndc_fastpath_open(const struct ndc_fastpath_opts *opts, struct ndc_fp **ret)
 	return 0;
 
 fail_skel:
-	ndc_fp_table_unmap(&fp->table);
+	maps_unmap(fp);
 	ndc_fastpath__destroy(fp->skel);
 fail_dir:
 	if (fp->made_dir)
 		rmdir(fp->pin_dir);
 fail:
-	pthread_mutex_destroy(&fp->config_lock);
 	free(fp);
 	return r;
 }
@@ -478,13 +622,12 @@ static void fp_free(struct ndc_fp *fp, bool detach, bool unpin)
 	ndc_link_watch_stop(fp->watch, detach);
 	if (fp->pinned && unpin)
 		unpin_ours(fp);
-	ndc_fp_table_unmap(&fp->table);
+	maps_unmap(fp);
 	ndc_fastpath__destroy(fp->skel);
 	/* Only when empty: someone may keep their own pins next to ours. */
 	if (unpin && rmdir(fp->pin_dir) < 0 && errno != ENOTEMPTY && errno != EEXIST &&
 	    errno != ENOENT && errno != EBUSY)
 		ndc_warn("fast path: cannot remove %s: %s", fp->pin_dir, strerror(errno));
-	pthread_mutex_destroy(&fp->config_lock);
 	free(fp);
 }
 
@@ -589,7 +732,8 @@ int ndc_fastpath_set_nx(struct ndc_fp *fp, const struct ndc_answer *nx)
 	r = ndc_fastpath_nx_value(nx, &val);
 	if (r < 0)
 		return r;
-	return ndc_fp_table_set_nx(&fp->table, &val);
+	ndc_fp_table_set_nx(&fp->table, fp->nx, &val);
+	return 0;
 }
 
 int ndc_fastpath_put(struct ndc_fp *fp, const struct ndc_fp_key *k, const struct ndc_fp_value *v)
@@ -621,35 +765,38 @@ int ndc_fastpath_nx_read(int nx_fd, struct ndc_fp_value *ret)
 
 int ndc_fastpath_set_synced(struct ndc_fp *fp, bool synced)
 {
-	struct ndc_fp_config cfg;
-	uint32_t key = 0;
-	int r;
-
-	/* Only flags change: the program may read a config mid-update, every other byte is equal.
-	 */
-	pthread_mutex_lock(&fp->config_lock);
-	r = bpf_map_lookup_elem(fp->config_fd, &key, &cfg);
-	if (r == 0) {
-		if (synced)
-			cfg.flags |= NDC_FP_C_SYNCED;
-		else
-			cfg.flags &= ~(uint32_t)NDC_FP_C_SYNCED;
-		r = bpf_map_update_elem(fp->config_fd, &key, &cfg, BPF_ANY);
-	}
-	pthread_mutex_unlock(&fp->config_lock);
-	return r;
+	/* one atomic store of the flags word, through the mapping the program reads */
+	if (synced)
+		__atomic_fetch_or(&fp->cfg->flags, NDC_FP_C_SYNCED, __ATOMIC_RELEASE);
+	else
+		__atomic_fetch_and(&fp->cfg->flags, ~(uint32_t)NDC_FP_C_SYNCED, __ATOMIC_RELEASE);
+	return 0;
 }
 
 int ndc_fastpath_table_stats(struct ndc_fp *fp, struct ndc_fastpath_table_stats *ret)
 {
-	struct ndc_fp_table *t = &fp->table;
+	struct ndc_fp_table_usage u;
+	size_t page = (size_t)sysconf(_SC_PAGESIZE);
 
-	pthread_mutex_lock(&t->lock);
-	ret->keys = t->live;
-	ret->max_keys = t->max_entries;
-	ret->bytes = (uint64_t)t->slots_len + t->bigs_len + t->nx_len;
-	pthread_mutex_unlock(&t->lock);
+	ndc_fp_table_stats(&fp->table, &u);
+	ret->keys = u.keys;
+	ret->max_keys = u.max_keys;
+	ret->slots = u.slots;
+	/* the kernel adds a page to each mmapable array; ndc_nx is one more */
+	ret->bytes =
+	    u.bytes + page_round(sizeof(struct ndc_fp_big)) + (u.chunks + u.big_chunks + 1) * page;
+	ret->needed = u.needed;
+	ret->rebuilds = u.rebuilds;
 	return 0;
+}
+
+int ndc_fastpath_hits(struct ndc_fp *fp, const uint8_t *lname, size_t nlen, uint16_t qtype,
+		      uint32_t *ret_hits)
+{
+	struct ndc_fp_key key;
+	int r = ndc_fastpath_key(lname, nlen, qtype, &key);
+
+	return r ? r : ndc_fp_table_hits(&fp->table, &key, lname, nlen, ret_hits);
 }
 
 int ndc_fastpath_counters(struct ndc_fp *fp, uint64_t ret[NDC_FP_COUNTER_MAX])

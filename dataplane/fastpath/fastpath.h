@@ -165,13 +165,23 @@ int ndc_fastpath_set_synced(struct ndc_fp *fp, bool synced);
 int ndc_fastpath_counters(struct ndc_fp *fp, uint64_t ret[NDC_FP_COUNTER_MAX]);
 
 /*
- * The answer table: keys in it now, keys it can hold (dataplane.table_size), and the bytes of
- * kernel memory its maps took at load (mapped into this process too: part of its RSS).
+ * The answer table, which follows its content: keys in it now, keys it may hold
+ * (dataplane.table_size), its slots now, the bytes of kernel memory its maps take now (mapped
+ * into this process too: part of its RSS), the bytes its keys need (a slot each, and their big
+ * answers), and how often it was rebuilt to grow or shrink.
  */
 struct ndc_fastpath_table_stats {
-	uint64_t keys, max_keys, bytes;
+	uint64_t keys, max_keys, slots, bytes, needed, rebuilds;
 };
 int ndc_fastpath_table_stats(struct ndc_fp *fp, struct ndc_fastpath_table_stats *ret);
+
+/*
+ * How many times the kernel answered the cached entry (lname, qtype) since it was published,
+ * counted up to NDC_FP_HITS_MAX (entries with a TTL only: cluster records count 0): 0 with
+ * *ret_hits, -ENOENT when the table has no such entry of that name, -EOPNOTSUPP without BPF.
+ */
+int ndc_fastpath_hits(struct ndc_fp *fp, const uint8_t *lname, size_t nlen, uint16_t qtype,
+		      uint32_t *ret_hits);
 
 /* The program fds, for BPF_PROG_TEST_RUN in tests and benchmarks. */
 int ndc_fastpath_prog_fd(struct ndc_fp *fp, enum ndc_fp_attach which);

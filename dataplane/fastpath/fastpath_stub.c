@@ -114,6 +114,17 @@ int ndc_fastpath_lookup(int answers_fd, int big_fd, int config_fd, const struct 
 	return -EOPNOTSUPP;
 }
 
+int ndc_fastpath_hits(struct ndc_fp *fp, const uint8_t *lname, size_t nlen, uint16_t qtype,
+		      uint32_t *ret_hits)
+{
+	(void)fp;
+	(void)lname;
+	(void)nlen;
+	(void)qtype;
+	(void)ret_hits;
+	return -EOPNOTSUPP;
+}
+
 int ndc_fastpath_count(int answers_fd, size_t *ret)
 {
 	(void)answers_fd;

@@ -37,40 +37,76 @@ int ndc_link_watch_start(const struct ndc_link_watch_opts *opts, struct ndc_link
  */
 void ndc_link_watch_stop(struct ndc_link_watch *lw, bool detach);
 
+/* The two kinds of chunk of the answer table (abi.h, "The answer table"). */
+enum ndc_fp_chunk_kind { NDC_FP_CHUNK_SLOTS, NDC_FP_CHUNK_BIG };
+
 /*
- * The answer table of a loaded program, mapped for writing (abi.h, "The answer table"). Every
- * call takes the lock: one writer at a time, as the sequence counters require.
+ * Where the table's chunks come from: the loader's BPF maps, or plain memory in unit tests.
+ * add: a new zeroed chunk of kind, at outer index idx, mapped at *ret (ndc_fp_chunk_bytes long)
+ * and visible to readers when it returns; 0 or a negative errno. drop: the chunk at idx goes (no
+ * reader reaches it any more). set_geom: the readers' config geom, one atomic store. wait_readers:
+ * returns once no reader can still be using what it found through the geom before.
  */
-struct ndc_fp_table {
-	struct ndc_fp_slot *slots;
-	struct ndc_fp_big *bigs;
-	struct ndc_fp_big *nx;
-	uint32_t n_slots, n_big;
-	uint64_t home_key;
-	uint32_t max_entries; /* keys at most: the table's size as configured */
-	uint32_t live;	      /* keys now */
-	uint32_t *big_free;   /* a stack of the free big answers */
-	uint32_t n_big_free;
-	size_t slots_len, bigs_len, nx_len;
-	pthread_mutex_t lock;
-	bool mapped;
+struct ndc_fp_table_ops {
+	int (*add)(void *ctx, enum ndc_fp_chunk_kind kind, uint32_t idx, void **ret);
+	void (*drop)(void *ctx, enum ndc_fp_chunk_kind kind, uint32_t idx, void *p);
+	void (*set_geom)(void *ctx, uint64_t geom);
+	void (*wait_readers)(void *ctx);
 };
 
-/* The sizes of ndc_answers (slots) and ndc_big for max_entries keys; -EINVAL for 0 or too many. */
-int ndc_fp_table_sizes(uint32_t max_entries, uint32_t *ret_slots, uint32_t *ret_big);
+/* One half of the outer maps: a whole table, live or being built. */
+struct ndc_fp_half {
+	void **chunks; /* [half_chunks]: the first n_chunks mapped */
+	uint32_t n_chunks, n_buckets;
+	void **bigs; /* [half_bigs]: the first n_big_chunks mapped */
+	uint32_t n_big_chunks;
+	uint32_t *big_free; /* a stack of the free big answers */
+	uint32_t n_big_free, big_used;
+	uint32_t live, overflows; /* keys, and buckets flagged NDC_FP_BUCKET_OVERFLOW */
+};
 
 /*
- * Maps the three maps (sized by ndc_fp_table_sizes, empty) of a program loaded with home_key;
- * 0 or a negative errno.
+ * The answer table of a loaded program, written through its chunks' mappings. Every call takes
+ * the lock: one writer at a time, as the sequence counters require.
  */
-int ndc_fp_table_map(struct ndc_fp_table *t, int answers_fd, int big_fd, int nx_fd,
-		     uint32_t max_entries, uint64_t home_key);
-void ndc_fp_table_unmap(struct ndc_fp_table *t); /* a zeroed or unmapped t is fine */
+struct ndc_fp_table {
+	const struct ndc_fp_table_ops *ops;
+	void *ctx;
+	uint64_t home_key;
+	uint32_t max_entries;		 /* keys at most: dataplane.table_size */
+	uint32_t half_chunks, half_bigs; /* outer entries per half */
+	struct ndc_fp_half h[2];
+	int cur; /* the live half */
+	uint64_t rebuilds;
+	pthread_mutex_t lock;
+	bool inited;
+};
+
+/* What the table holds and takes now (bytes: its chunks; needed: its keys' slots and bigs). */
+struct ndc_fp_table_usage {
+	uint64_t keys, max_keys, slots, chunks, big_chunks, bigs, bytes, needed, rebuilds;
+};
+
+/* The bytes of a chunk of kind (its map's data; the kernel adds a page of its own per map). */
+size_t ndc_fp_chunk_bytes(enum ndc_fp_chunk_kind kind);
 
 /*
- * Writes v (its name included) at k, in k's slot when there is one, else in a free one. -ENOSPC:
- * the table holds max_entries keys, none of the slots a walk from k's home reaches is free, no big
- * answer is free for a v too big for a slot, or (unless any_name) k holds another name than v's.
+ * An empty table of one chunk in half 0 (geom set): 0, -EINVAL (a zero size), -ENOMEM, or the
+ * ops' error. max_entries caps the keys; half_chunks and half_bigs are the outer maps' entries
+ * per half.
+ */
+int ndc_fp_table_init(struct ndc_fp_table *t, const struct ndc_fp_table_ops *ops, void *ctx,
+		      uint32_t max_entries, uint32_t half_chunks, uint32_t half_bigs,
+		      uint64_t home_key);
+void ndc_fp_table_fini(struct ndc_fp_table *t); /* drops every chunk; a zeroed t is fine */
+/* Frees what user space keeps of the table, its chunks left to whoever holds them (the caller
+ * unmaps them first); a zeroed t is fine. */
+void ndc_fp_table_forget(struct ndc_fp_table *t);
+
+/*
+ * Writes v (its name included) at k, in k's slot when there is one, else in a free one, growing
+ * the table when it needs room. -ENOSPC: the table holds max_entries keys, it cannot grow (its
+ * outer maps are full, or no memory), or (unless any_name) k holds another name than v's.
  */
 int ndc_fp_table_put(struct ndc_fp_table *t, const struct ndc_fp_key *k,
 		     const struct ndc_fp_value *v, bool any_name);
@@ -78,20 +114,28 @@ int ndc_fp_table_put(struct ndc_fp_table *t, const struct ndc_fp_key *k,
 /* The value at k (whichever name it holds): 0 or -ENOENT. */
 int ndc_fp_table_get(struct ndc_fp_table *t, const struct ndc_fp_key *k, struct ndc_fp_value *ret);
 
+/* The kernel's hit count of the entry at k holding name: 0, -ENOENT. */
+int ndc_fp_table_hits(struct ndc_fp_table *t, const struct ndc_fp_key *k, const uint8_t *name,
+		      size_t name_len, uint32_t *ret);
+
 /*
  * Removes k: only when it holds the name given (else -ENOENT), unless name is NULL; with
  * expired_at (a CLOCK_MONOTONIC time in ns, not 0) only when it has expired by then (else
- * -EAGAIN, also for an entry that never expires). -ENOENT when k is not there.
+ * -EAGAIN, also for an entry that never expires). -ENOENT when k is not there. The table shrinks
+ * after it when its loads say so.
  */
 int ndc_fp_table_del(struct ndc_fp_table *t, const struct ndc_fp_key *k, const uint8_t *name,
 		     size_t name_len, uint64_t expired_at);
 
-/* The NXDOMAIN template. */
-int ndc_fp_table_set_nx(struct ndc_fp_table *t, const struct ndc_fp_value *v);
+/* The NXDOMAIN template, written into nx (ndc_nx's mapping) under the table's lock. */
+void ndc_fp_table_set_nx(struct ndc_fp_table *t, struct ndc_fp_big *nx,
+			 const struct ndc_fp_value *v);
+
+void ndc_fp_table_stats(struct ndc_fp_table *t, struct ndc_fp_table_usage *ret);
 
 /*
- * Through the maps' fds (pinned, or another process's; the config map gives the home key): the
- * value at k (0, -ENOENT, -EINVAL when they are not one table's, -errno); the number of keys.
+ * Through the maps' fds (pinned, or another process's; the config map gives the geometry): the
+ * value at k (0, -ENOENT, -EINVAL for another ABI, -errno); the keys in every chunk present.
  */
 int ndc_fp_table_read(int answers_fd, int big_fd, int config_fd, const struct ndc_fp_key *k,
 		      struct ndc_fp_value *ret);

@@ -1,13 +1,18 @@
 // SPDX-License-Identifier: MIT
 /*
  * The kernel's answer table from user space (layout and protocol: include/ndc/abi.h, "The answer
- * table"): the writer, through a shared mapping of our own maps, and a reader through any map fds.
- * One walk serves both and is the same as the kernel's (bpf/ndc_table.h).
+ * table"): the writer, through shared mappings of the chunks it adds, and a reader through any
+ * map fds. One walk serves both and matches the kernel's (bpf/ndc_table.h).
+ *
+ * The table follows its content: it starts at one chunk, and when it needs more buckets (or
+ * fewer, or too many of its buckets have overflowed) it is rebuilt whole in the other half of the
+ * outer maps, switched to in one store, and the old half is dropped once no reader can be in it.
+ * Chunks come from the ops the loader gives (BPF maps in fastpath.c; plain memory in the unit
+ * tests).
  */
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/mman.h>
 #include <unistd.h>
 
 #include <bpf/bpf.h>
@@ -15,29 +20,20 @@
 #include "internal.h"
 
 #define NONE UINT32_MAX
-#define SLOTS_MIN 1024
-#define BIG_MIN 256
+#define SLOTS_PER_CHUNK (NDC_FP_CHUNK_BUCKETS * NDC_FP_BUCKET)
 
-/* The answer part of a slot: everything after the key. */
-#define ANSWER_OFF offsetof(struct ndc_fp_slot, len)
+/*
+ * Loads: a rebuild sizes the table for LOAD_TARGET of its slots; more than LOAD_GROW used grows
+ * it, fewer than LOAD_SHRINK used shrinks it (hysteresis: both are far from the target). Percent.
+ * A bucket that overflowed costs a walk little: the next bucket's tags are in the same line.
+ */
+#define LOAD_TARGET 70
+#define LOAD_GROW 90
+#define LOAD_SHRINK 55
 
 static size_t round8(size_t n)
 {
 	return (n + 7) & ~(size_t)7;
-}
-
-int ndc_fp_table_sizes(uint32_t max_entries, uint32_t *ret_slots, uint32_t *ret_big)
-{
-	/*
-	 * Twice the entries: linear probing at a load of at most one half keeps walks short (a hit
-	 * reads its home slot, rarely the next one). Big answers are the exception (long answers,
-	 * NXDOMAIN with SOA in the cache): an eighth of the entries.
-	 */
-	if (max_entries == 0 || max_entries > UINT32_MAX / 2)
-		return -EINVAL;
-	*ret_slots = max_entries * 2 < SLOTS_MIN ? SLOTS_MIN : max_entries * 2;
-	*ret_big = max_entries / 8 < BIG_MIN ? BIG_MIN : max_entries / 8;
-	return 0;
 }
 
 /* ---------------------------------------------------------------------------------------------
@@ -85,13 +81,15 @@ static void slot_encode(const struct ndc_fp_value *v, bool in_slot, uint32_t b,
 {
 	size_t data, ttl;
 
-	memset((uint8_t *)s + ANSWER_OFF, 0, sizeof(*s) - ANSWER_OFF);
+	s->len = 0;
+	s->ancount = s->nscount = s->arcount = s->rcode = s->n_ttl = 0;
+	memset(s->bytes, 0, sizeof(s->bytes));
 	if (!in_slot || !inline_layout(v, &data, &ttl)) {
 		s->flags = v->flags | NDC_FP_V_BIG;
 		s->big = b;
 		return;
 	}
-	s->len = (uint8_t)v->len;
+	s->len = v->len;
 	s->ancount = (uint8_t)v->ancount;
 	s->nscount = (uint8_t)v->nscount;
 	s->arcount = (uint8_t)v->arcount;
@@ -144,48 +142,92 @@ static int slot_decode(const struct ndc_fp_slot *s, const struct ndc_fp_big *b,
 }
 
 /* ---------------------------------------------------------------------------------------------
- * The walk, over any way of reading a slot.
+ * The walk, over any way of reading a table.
  */
 
 struct reader {
-	int (*slot)(const struct reader *r, uint32_t i, struct ndc_fp_slot *ret);
-	int (*big)(const struct reader *r, uint32_t b, struct ndc_fp_big *ret);
-	uint32_t n_slots;
+	int (*tags)(const struct reader *r, uint32_t b, uint64_t *ret);
+	int (*slot)(const struct reader *r, uint32_t b, uint32_t j, struct ndc_fp_slot *ret);
+	int (*big)(const struct reader *r, uint32_t i, struct ndc_fp_big *ret);
+	uint32_t n_buckets;
 	uint64_t home_key;
-	const struct ndc_fp_table *t; /* mapped */
-	int answers_fd, big_fd;	      /* or through fds */
+	const struct ndc_fp_half *h;		   /* mapped */
+	int answers_fd, big_fd, half, half_chunks; /* or through fds */
+	int half_bigs;
 };
 
-/*
- * Walks k's slots as the kernel does: 0 with the slot holding k in *ret_at and *ret_slot, or
- * -ENOENT with the first slot a new key may take in *ret_free (NONE: none within reach).
- */
-static int walk(const struct reader *r, const struct ndc_fp_key *k, uint32_t *ret_at,
-		struct ndc_fp_slot *ret_slot, uint32_t *ret_free)
+/* Where a walk found k, or where k may go (p: buckets from the home bucket). */
+struct place {
+	uint32_t b, j, p;
+};
+
+static uint8_t tag_at(uint64_t tags, uint32_t j)
 {
-	uint32_t n = r->n_slots, home = ndc_fp_home(k->hash, k->qtype, r->home_key, n);
-	uint32_t free_at = NONE;
+	return (uint8_t)(tags >> (8 * j));
+}
+
+static bool overflowed(uint64_t tags)
+{
+	return tags >> 56 & NDC_FP_BUCKET_OVERFLOW;
+}
+
+/*
+ * Walks k's buckets as the kernel does: 0 with the slot holding k (its tag, check, qtype and
+ * name length: the kernel's match) at *ret_at and in *ret_slot, or -ENOENT with the place a new
+ * k would take in *ret_free: the first bucket from home with an empty slot and no entry of k's
+ * tag (b NONE: none within NDC_FP_PROBE_BUCKETS).
+ */
+static int walk(const struct reader *r, const struct ndc_fp_key *k, struct place *ret_at,
+		struct ndc_fp_slot *ret_slot, struct place *ret_free)
+{
+	uint32_t n = r->n_buckets, b, check = (uint32_t)(k->hash >> 32);
+	uint8_t tag = ndc_fp_tag(k->hash, r->home_key, k->qtype);
+	struct place free_at = {NONE, 0, 0};
+	bool chain = true; /* still within the buckets a reader walks */
 	struct ndc_fp_slot s;
+	uint64_t tags;
 	int err;
 
-	for (uint32_t p = 0; p < NDC_FP_PROBE_MAX && p < n; p++) {
-		uint32_t i = home + p >= n ? home + p - n : home + p;
+	if (n == 0) {
+		*ret_free = free_at;
+		return -ENOENT;
+	}
+	b = ndc_fp_home(k->hash, r->home_key, k->qtype, n);
+	for (uint32_t p = 0; p < NDC_FP_PROBE_BUCKETS && p < n; p++) {
+		uint32_t empty = NONE;
+		bool same_tag = false;
 
-		err = r->slot(r, i, &s);
+		err = r->tags(r, b, &tags);
 		if (err)
 			return err;
-		if (s.state != NDC_FP_SLOT_FULL) {
-			if (free_at == NONE)
-				free_at = i;
-			if (s.state == NDC_FP_SLOT_EMPTY)
-				break;
-			continue;
+		for (uint32_t j = 0; j < NDC_FP_BUCKET; j++) {
+			uint8_t t = tag_at(tags, j);
+
+			if (t == NDC_FP_TAG_EMPTY) {
+				if (empty == NONE)
+					empty = j;
+				continue;
+			}
+			if (t != tag)
+				continue;
+			same_tag = true;
+			if (!chain)
+				continue;
+			err = r->slot(r, b, j, &s);
+			if (err)
+				return err;
+			if (s.check == check && s.qtype == k->qtype && s.name_len == k->name_len) {
+				*ret_at = (struct place){b, j, p};
+				*ret_slot = s;
+				return 0;
+			}
 		}
-		if (s.hash == k->hash && s.qtype == k->qtype && s.name_len == k->name_len) {
-			*ret_at = i;
-			*ret_slot = s;
-			return 0;
-		}
+		if (free_at.b == NONE && empty != NONE && !same_tag)
+			free_at = (struct place){b, empty, p};
+		chain = chain && overflowed(tags);
+		if (!chain && free_at.b != NONE)
+			break;
+		b = b + 1 == n ? 0 : b + 1;
 	}
 	*ret_free = free_at;
 	return -ENOENT;
@@ -196,7 +238,7 @@ static int get(const struct reader *r, const struct ndc_fp_key *k, struct ndc_fp
 {
 	struct ndc_fp_slot s;
 	struct ndc_fp_big b;
-	uint32_t at, free_at;
+	struct place at, free_at;
 	int err = walk(r, k, &at, &s, &free_at);
 
 	if (err)
@@ -209,101 +251,51 @@ static int get(const struct reader *r, const struct ndc_fp_key *k, struct ndc_fp
 	return slot_decode(&s, &b, ret);
 }
 
-static int mapped_slot(const struct reader *r, uint32_t i, struct ndc_fp_slot *ret)
+static uint64_t *tag_word(const struct ndc_fp_half *h, uint32_t b)
 {
-	*ret = r->t->slots[i];
+	return (uint64_t *)h->chunks[b / NDC_FP_CHUNK_BUCKETS] + b % NDC_FP_CHUNK_BUCKETS;
+}
+
+static struct ndc_fp_slot *slot_of(const struct ndc_fp_half *h, uint32_t b, uint32_t j)
+{
+	struct ndc_fp_slot *c = h->chunks[b / NDC_FP_CHUNK_BUCKETS];
+
+	return c + NDC_FP_CHUNK_TAG_SLOTS + (b % NDC_FP_CHUNK_BUCKETS) * NDC_FP_BUCKET + j;
+}
+
+static struct ndc_fp_big *big_of(const struct ndc_fp_half *h, uint32_t i)
+{
+	return (struct ndc_fp_big *)h->bigs[i / NDC_FP_BIG_CHUNK] + i % NDC_FP_BIG_CHUNK;
+}
+
+static int mapped_tags(const struct reader *r, uint32_t b, uint64_t *ret)
+{
+	*ret = __atomic_load_n(tag_word(r->h, b), __ATOMIC_ACQUIRE);
 	return 0;
 }
 
-static int mapped_big(const struct reader *r, uint32_t b, struct ndc_fp_big *ret)
+static int mapped_slot(const struct reader *r, uint32_t b, uint32_t j, struct ndc_fp_slot *ret)
 {
-	if (b >= r->t->n_big)
+	*ret = *slot_of(r->h, b, j);
+	return 0;
+}
+
+static int mapped_big(const struct reader *r, uint32_t i, struct ndc_fp_big *ret)
+{
+	if (i >= r->h->n_big_chunks * NDC_FP_BIG_CHUNK)
 		return -EIO;
-	*ret = r->t->bigs[b];
+	*ret = *big_of(r->h, i);
 	return 0;
-}
-
-static int fd_slot(const struct reader *r, uint32_t i, struct ndc_fp_slot *ret)
-{
-	return bpf_map_lookup_elem(r->answers_fd, &i, ret) ? -errno : 0;
-}
-
-static int fd_big(const struct reader *r, uint32_t b, struct ndc_fp_big *ret)
-{
-	return bpf_map_lookup_elem(r->big_fd, &b, ret) ? -errno : 0;
 }
 
 static struct reader mapped(const struct ndc_fp_table *t)
 {
-	return (struct reader){.slot = mapped_slot,
+	return (struct reader){.tags = mapped_tags,
+			       .slot = mapped_slot,
 			       .big = mapped_big,
-			       .n_slots = t->n_slots,
+			       .n_buckets = t->h[t->cur].n_buckets,
 			       .home_key = t->home_key,
-			       .t = t};
-}
-
-/* ---------------------------------------------------------------------------------------------
- * Mapping our own maps.
- */
-
-static size_t map_len(size_t bytes)
-{
-	long page = sysconf(_SC_PAGESIZE);
-
-	return (bytes + (size_t)page - 1) / (size_t)page * (size_t)page;
-}
-
-static void *map_rw(int fd, size_t len)
-{
-	void *p = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-
-	return p == MAP_FAILED ? NULL : p;
-}
-
-int ndc_fp_table_map(struct ndc_fp_table *t, int answers_fd, int big_fd, int nx_fd,
-		     uint32_t max_entries, uint64_t home_key)
-{
-	int err;
-
-	memset(t, 0, sizeof(*t));
-	err = ndc_fp_table_sizes(max_entries, &t->n_slots, &t->n_big);
-	if (err)
-		return err;
-	t->max_entries = max_entries;
-	t->home_key = home_key;
-	t->slots_len = map_len((size_t)t->n_slots * sizeof(*t->slots));
-	t->bigs_len = map_len((size_t)t->n_big * sizeof(*t->bigs));
-	t->nx_len = map_len(sizeof(*t->nx));
-	t->big_free = malloc((size_t)t->n_big * sizeof(*t->big_free));
-	t->slots = map_rw(answers_fd, t->slots_len);
-	t->bigs = t->slots ? map_rw(big_fd, t->bigs_len) : NULL;
-	t->nx = t->bigs ? map_rw(nx_fd, t->nx_len) : NULL;
-	if (!t->big_free || !t->nx) {
-		err = t->big_free ? -errno : -ENOMEM;
-		ndc_fp_table_unmap(t);
-		return err;
-	}
-	/* the first big answers first: fewer pages touched while the table is small */
-	for (uint32_t i = 0; i < t->n_big; i++)
-		t->big_free[i] = t->n_big - 1 - i;
-	t->n_big_free = t->n_big;
-	pthread_mutex_init(&t->lock, NULL);
-	t->mapped = true;
-	return 0;
-}
-
-void ndc_fp_table_unmap(struct ndc_fp_table *t)
-{
-	if (t->slots)
-		munmap(t->slots, t->slots_len);
-	if (t->bigs)
-		munmap(t->bigs, t->bigs_len);
-	if (t->nx)
-		munmap(t->nx, t->nx_len);
-	free(t->big_free);
-	if (t->mapped)
-		pthread_mutex_destroy(&t->lock);
-	memset(t, 0, sizeof(*t));
+			       .h = &t->h[t->cur]};
 }
 
 /* ---------------------------------------------------------------------------------------------
@@ -322,111 +314,445 @@ static void seq_end(uint32_t *seq)
 	__atomic_store_n(seq, *seq + 1, __ATOMIC_RELEASE);
 }
 
-static bool name_is(const struct ndc_fp_value *v, const uint8_t *name, size_t len)
+static void tag_set(struct ndc_fp_half *h, uint32_t b, uint32_t j, uint8_t tag)
 {
-	return v->name_len == len && memcmp(v->name, name, len) == 0;
+	uint64_t *w = tag_word(h, b), v = *w;
+
+	v &= ~((uint64_t)0xff << (8 * j));
+	v |= (uint64_t)tag << (8 * j);
+	__atomic_store_n(w, v, __ATOMIC_RELEASE);
+}
+
+static size_t chunk_bytes(enum ndc_fp_chunk_kind kind)
+{
+	return kind == NDC_FP_CHUNK_SLOTS ? NDC_FP_CHUNK_ENTRIES * sizeof(struct ndc_fp_slot)
+					  : NDC_FP_BIG_CHUNK * sizeof(struct ndc_fp_big);
+}
+
+static uint32_t half_base(const struct ndc_fp_table *t, int half, enum ndc_fp_chunk_kind kind)
+{
+	return (uint32_t)half * (kind == NDC_FP_CHUNK_SLOTS ? t->half_chunks : t->half_bigs);
+}
+
+/* Adds big chunks to half h until it has a free big answer: 0, -ENOSPC, or the ops' error. */
+static int big_grow(struct ndc_fp_table *t, int half)
+{
+	struct ndc_fp_half *h = &t->h[half];
+	uint32_t c = h->n_big_chunks, *nf;
+	void *p;
+	int err;
+
+	if (c == t->half_bigs)
+		return -ENOSPC;
+	nf = realloc(h->big_free, (size_t)(c + 1) * NDC_FP_BIG_CHUNK * sizeof(*nf));
+	if (!nf)
+		return -ENOMEM;
+	h->big_free = nf;
+	err = t->ops->add(t->ctx, NDC_FP_CHUNK_BIG, half_base(t, half, NDC_FP_CHUNK_BIG) + c, &p);
+	if (err)
+		return err;
+	h->bigs[c] = p;
+	h->n_big_chunks = c + 1;
+	/* the first ones first: fewer lines touched while the table is small */
+	for (uint32_t i = 0; i < NDC_FP_BIG_CHUNK; i++)
+		h->big_free[h->n_big_free++] = (c + 1) * NDC_FP_BIG_CHUNK - 1 - i;
+	return 0;
+}
+
+static int big_alloc(struct ndc_fp_table *t, int half, uint32_t *ret)
+{
+	struct ndc_fp_half *h = &t->h[half];
+	int err;
+
+	if (!h->n_big_free) {
+		err = big_grow(t, half);
+		if (err)
+			return err;
+	}
+	*ret = h->big_free[--h->n_big_free];
+	h->big_used++;
+	return 0;
+}
+
+static void big_free(struct ndc_fp_half *h, uint32_t i)
+{
+	if (i >= h->n_big_chunks * NDC_FP_BIG_CHUNK)
+		return;
+	h->big_free[h->n_big_free++] = i;
+	h->big_used--;
+}
+
+/* Drops every chunk of half h (no reader can reach it any more) and forgets it. */
+static void half_drop(struct ndc_fp_table *t, int half)
+{
+	struct ndc_fp_half *h = &t->h[half];
+
+	for (uint32_t c = 0; c < h->n_chunks; c++)
+		t->ops->drop(t->ctx, NDC_FP_CHUNK_SLOTS, half_base(t, half, NDC_FP_CHUNK_SLOTS) + c,
+			     h->chunks[c]);
+	for (uint32_t c = 0; c < h->n_big_chunks; c++)
+		t->ops->drop(t->ctx, NDC_FP_CHUNK_BIG, half_base(t, half, NDC_FP_CHUNK_BIG) + c,
+			     h->bigs[c]);
+	free(h->big_free);
+	memset(h->chunks, 0, (size_t)t->half_chunks * sizeof(*h->chunks));
+	memset(h->bigs, 0, (size_t)t->half_bigs * sizeof(*h->bigs));
+	h->n_chunks = h->n_buckets = h->n_big_chunks = 0;
+	h->big_free = NULL;
+	h->n_big_free = h->big_used = 0;
+	h->live = h->overflows = 0;
+}
+
+/* Gives half h n_chunks empty chunks: 0 or the ops' error (h then holds what it got). */
+static int half_make(struct ndc_fp_table *t, int half, uint32_t n_chunks)
+{
+	struct ndc_fp_half *h = &t->h[half];
+	void *p;
+	int err;
+
+	for (uint32_t c = 0; c < n_chunks; c++) {
+		err = t->ops->add(t->ctx, NDC_FP_CHUNK_SLOTS,
+				  half_base(t, half, NDC_FP_CHUNK_SLOTS) + c, &p);
+		if (err)
+			return err;
+		h->chunks[c] = p;
+		h->n_chunks = c + 1;
+	}
+	h->n_buckets = n_chunks * NDC_FP_CHUNK_BUCKETS;
+	return 0;
 }
 
 /*
- * Writes v at slot i: the key too when insert. A big answer is written to a free big record
- * before the slot points at it, and the one it replaces is freed after.
+ * Writes v at place at of half h: the key too when insert (then the tag last, after the slot is
+ * whole). A big answer is written to a free big record before the slot points at it, and the one
+ * it replaces is freed after.
  */
-static int write_at(struct ndc_fp_table *t, uint32_t i, const struct ndc_fp_key *k,
+static int write_at(struct ndc_fp_table *t, int half, struct place at, const struct ndc_fp_key *k,
 		    const struct ndc_fp_value *v, bool insert)
 {
-	struct ndc_fp_slot *s = &t->slots[i], img;
+	struct ndc_fp_half *h = &t->h[half];
+	struct ndc_fp_slot *s = slot_of(h, at.b, at.j), img;
 	uint32_t b = NONE, old = NONE;
 	size_t data, ttl;
+	int err;
 
 	if (!insert && s->flags & NDC_FP_V_BIG)
 		old = s->big;
 	/* a name of another length than the key's (only ndc_fastpath_put writes one) keeps its own
 	 */
 	if (v->name_len != k->name_len || !inline_layout(v, &data, &ttl)) {
-		if (!t->n_big_free)
-			return -ENOSPC;
-		b = t->big_free[--t->n_big_free];
-		t->bigs[b].v = *v; /* not yet pointed at: nobody reads it */
+		err = big_alloc(t, half, &b);
+		if (err)
+			return err;
+		big_of(h, b)->v = *v; /* not yet pointed at: nobody reads it */
 	}
 	slot_encode(v, b == NONE, b, &img);
 	seq_begin(&s->seq);
-	if (insert) {
-		s->hash = k->hash;
-		s->qtype = k->qtype;
-		s->name_len = k->name_len;
-	}
-	memcpy((uint8_t *)s + ANSWER_OFF, (const uint8_t *)&img + ANSWER_OFF,
-	       sizeof(*s) - ANSWER_OFF);
-	s->state = NDC_FP_SLOT_FULL;
+	s->qtype = k->qtype;
+	s->name_len = k->name_len;
+	s->check = (uint32_t)(k->hash >> 32);
+	s->hash_lo = (uint32_t)k->hash;
+	s->flags = img.flags;
+	s->len = img.len;
+	s->ancount = img.ancount;
+	s->nscount = img.nscount;
+	s->arcount = img.arcount;
+	s->rcode = img.rcode;
+	s->n_ttl = img.n_ttl;
+	s->hits = 0;
+	memcpy(s->bytes, img.bytes, sizeof(s->bytes));
 	seq_end(&s->seq);
-	if (old != NONE && old < t->n_big)
-		t->big_free[t->n_big_free++] = old;
+	if (insert) {
+		/* the buckets passed over lead on to it before its tag shows it */
+		for (uint32_t p = 0, b = at.b; p < at.p; p++) {
+			uint64_t *w;
+
+			b = b == 0 ? h->n_buckets - 1 : b - 1;
+			w = tag_word(h, b);
+			if (!overflowed(*w)) {
+				__atomic_store_n(w, *w | (uint64_t)NDC_FP_BUCKET_OVERFLOW << 56,
+						 __ATOMIC_RELEASE);
+				h->overflows++;
+			}
+		}
+		tag_set(h, at.b, at.j, ndc_fp_tag(k->hash, t->home_key, k->qtype));
+		h->live++;
+	}
+	if (old != NONE)
+		big_free(h, old);
+	return 0;
+}
+
+/* Removes the key at place at: its slot is empty again (overflow flags stay until a rebuild). */
+static void remove_at(struct ndc_fp_table *t, struct place at)
+{
+	struct ndc_fp_half *h = &t->h[t->cur];
+	struct ndc_fp_slot *s = slot_of(h, at.b, at.j);
+	uint32_t old = s->flags & NDC_FP_V_BIG ? s->big : NONE;
+
+	tag_set(h, at.b, at.j, NDC_FP_TAG_EMPTY);
+	seq_begin(&s->seq);
+	s->name_len = 0;
+	s->flags = 0;
+	seq_end(&s->seq);
+	h->live--;
+	if (old != NONE)
+		big_free(h, old);
+}
+
+/* Chunks for n keys at the target load, within [1, half_chunks]. */
+static uint32_t chunks_for(const struct ndc_fp_table *t, uint64_t n)
+{
+	uint64_t slots = (n * 100 + LOAD_TARGET - 1) / LOAD_TARGET;
+	uint64_t c = (slots + SLOTS_PER_CHUNK - 1) / SLOTS_PER_CHUNK;
+
+	return c < 1 ? 1 : c > t->half_chunks ? t->half_chunks : (uint32_t)c;
+}
+
+/*
+ * Copies every key of the live half into the other one, rebuilt with n_chunks chunks, switches
+ * the readers to it and drops the old half. On failure (no memory, or a key that finds no place:
+ * the caller asks for more chunks) the live half stays as it was.
+ */
+static int rebuild(struct ndc_fp_table *t, uint32_t n_chunks)
+{
+	int from = t->cur, to = !t->cur;
+	struct ndc_fp_half *src = &t->h[from], *dst = &t->h[to];
+	struct reader r;
+	int err;
+
+	err = half_make(t, to, n_chunks);
+	for (uint32_t b = 0; !err && b < src->n_buckets; b++) {
+		uint64_t tags = *tag_word(src, b);
+
+		for (uint32_t j = 0; !err && j < NDC_FP_BUCKET; j++) {
+			const struct ndc_fp_slot *s = slot_of(src, b, j);
+			struct ndc_fp_key k = {0};
+			struct ndc_fp_value v;
+			struct ndc_fp_slot found;
+			struct place at, free_at;
+
+			if (tag_at(tags, j) == NDC_FP_TAG_EMPTY)
+				continue;
+			k.hash = (uint64_t)s->check << 32 | s->hash_lo;
+			k.qtype = s->qtype;
+			k.name_len = s->name_len;
+			err = slot_decode(s, s->flags & NDC_FP_V_BIG ? big_of(src, s->big) : NULL,
+					  &v);
+			if (err)
+				break;
+			r = (struct reader){.tags = mapped_tags,
+					    .slot = mapped_slot,
+					    .big = mapped_big,
+					    .n_buckets = dst->n_buckets,
+					    .home_key = t->home_key,
+					    .h = dst};
+			err = walk(&r, &k, &at, &found, &free_at);
+			if (err == 0)
+				err = -EEXIST; /* the same key twice: not a table we wrote */
+			else if (err == -ENOENT)
+				err = free_at.b == NONE ? -ENOSPC
+							: write_at(t, to, free_at, &k, &v, true);
+			if (err == 0)
+				slot_of(dst, free_at.b, free_at.j)->hits = s->hits;
+		}
+	}
+	if (err) {
+		half_drop(t, to);
+		return err;
+	}
+	t->ops->set_geom(t->ctx, NDC_FP_GEOM(to, dst->n_buckets));
+	t->cur = to;
+	/* every reader that may have seen the old geom is done before its chunks go */
+	t->ops->wait_readers(t->ctx);
+	half_drop(t, from);
+	t->rebuilds++;
 	return 0;
 }
 
 /*
- * Removes the key at slot i. It becomes EMPTY when the slot after it is (no walk can need it),
- * and so do the DELETED slots right before it; else DELETED, which walks go past.
+ * A rebuild for more room, with at least min_chunks: bigger until the keys fit, or the table is as
+ * big as it may be.
  */
-static void remove_at(struct ndc_fp_table *t, uint32_t i)
+static int grow(struct ndc_fp_table *t, uint64_t want, uint32_t min_chunks)
 {
-	struct ndc_fp_slot *s = &t->slots[i];
-	uint32_t n = t->n_slots, next = i + 1 == n ? 0 : i + 1, old = NONE;
-	bool empty = t->slots[next].state == NDC_FP_SLOT_EMPTY;
+	uint32_t c = chunks_for(t, want), cur = t->h[t->cur].n_chunks;
+	int err;
 
-	if (s->flags & NDC_FP_V_BIG)
-		old = s->big;
-	seq_begin(&s->seq);
-	s->state = empty ? NDC_FP_SLOT_EMPTY : NDC_FP_SLOT_DELETED;
-	s->flags = 0;
-	seq_end(&s->seq);
-	for (uint32_t j = i == 0 ? n - 1 : i - 1, steps = 0;
-	     empty && steps < n && t->slots[j].state == NDC_FP_SLOT_DELETED;
-	     j = j == 0 ? n - 1 : j - 1, steps++)
-		__atomic_store_n(&t->slots[j].state, NDC_FP_SLOT_EMPTY, __ATOMIC_RELEASE);
-	t->live--;
-	if (old != NONE && old < t->n_big)
-		t->big_free[t->n_big_free++] = old;
+	if (c < min_chunks)
+		c = min_chunks > t->half_chunks ? t->half_chunks : min_chunks;
+	for (;;) {
+		err = rebuild(t, c);
+		if (err != -ENOSPC || c == t->half_chunks)
+			return err;
+		c = c + c / 8 + 1 > t->half_chunks ? t->half_chunks : c + c / 8 + 1;
+		if (c <= cur)
+			c = cur + 1 > t->half_chunks ? t->half_chunks : cur + 1;
+	}
+}
+
+int ndc_fp_table_init(struct ndc_fp_table *t, const struct ndc_fp_table_ops *ops, void *ctx,
+		      uint32_t max_entries, uint32_t half_chunks, uint32_t half_bigs,
+		      uint64_t home_key)
+{
+	int err;
+
+	memset(t, 0, sizeof(*t));
+	if (!max_entries || !half_chunks || !half_bigs)
+		return -EINVAL;
+	t->ops = ops;
+	t->ctx = ctx;
+	t->max_entries = max_entries;
+	t->half_chunks = half_chunks;
+	t->half_bigs = half_bigs;
+	t->home_key = home_key;
+	for (int i = 0; i < 2; i++) {
+		t->h[i].chunks = calloc(half_chunks, sizeof(void *));
+		t->h[i].bigs = calloc(half_bigs, sizeof(void *));
+		if (!t->h[i].chunks || !t->h[i].bigs) {
+			err = -ENOMEM;
+			goto fail;
+		}
+	}
+	pthread_mutex_init(&t->lock, NULL);
+	t->inited = true;
+	err = half_make(t, 0, 1);
+	if (err)
+		goto fail;
+	t->ops->set_geom(t->ctx, NDC_FP_GEOM(0, t->h[0].n_buckets));
+	return 0;
+fail:
+	ndc_fp_table_fini(t);
+	return err;
+}
+
+void ndc_fp_table_forget(struct ndc_fp_table *t)
+{
+	for (int i = 0; i < 2; i++) {
+		free(t->h[i].chunks);
+		free(t->h[i].bigs);
+		free(t->h[i].big_free);
+	}
+	if (t->inited)
+		pthread_mutex_destroy(&t->lock);
+	memset(t, 0, sizeof(*t));
+}
+
+void ndc_fp_table_fini(struct ndc_fp_table *t)
+{
+	if (t->inited) {
+		half_drop(t, 0);
+		half_drop(t, 1);
+		pthread_mutex_destroy(&t->lock);
+	}
+	for (int i = 0; i < 2; i++) {
+		free(t->h[i].chunks);
+		free(t->h[i].bigs);
+	}
+	memset(t, 0, sizeof(*t));
+}
+
+/* After a removal: shrink, or rebuild long walks away, when the loads say so. */
+static void maybe_shrink(struct ndc_fp_table *t)
+{
+	const struct ndc_fp_half *h = &t->h[t->cur];
+	uint64_t slots = (uint64_t)h->n_buckets * NDC_FP_BUCKET;
+	uint32_t want = chunks_for(t, h->live);
+	uint64_t bigs = (uint64_t)h->n_big_chunks * NDC_FP_BIG_CHUNK;
+
+	if ((h->n_chunks > 1 && h->live * 100 < slots * LOAD_SHRINK && want < h->n_chunks) ||
+	    (h->n_big_chunks > 1 && (uint64_t)h->big_used * 2 + NDC_FP_BIG_CHUNK < bigs))
+		/* failing leaves the table as it is: still right, only bigger */
+		(void)rebuild(t, want);
 }
 
 int ndc_fp_table_put(struct ndc_fp_table *t, const struct ndc_fp_key *k,
 		     const struct ndc_fp_value *v, bool any_name)
 {
-	struct reader r = mapped(t);
 	struct ndc_fp_value cur;
 	struct ndc_fp_slot s;
-	uint32_t at, free_at;
+	struct place at, free_at;
+	struct reader r;
+	struct ndc_fp_half *h;
 	int err;
 
 	pthread_mutex_lock(&t->lock);
+	r = mapped(t);
 	err = walk(&r, k, &at, &s, &free_at);
 	if (err == 0) {
 		if (!any_name) {
 			err = get(&r, k, &cur);
-			if (err == 0 && !name_is(&cur, v->name, v->name_len))
+			if (err == 0 &&
+			    (cur.name_len != v->name_len || memcmp(cur.name, v->name, v->name_len)))
 				err = -ENOSPC; /* a collision: the name published first keeps it */
 		}
 		if (err == 0)
-			err = write_at(t, at, k, v, false);
-	} else if (err == -ENOENT) {
-		err = -ENOSPC; /* full, or nothing free within NDC_FP_PROBE_MAX of the home */
-		if (t->live < t->max_entries && free_at != NONE) {
-			err = write_at(t, free_at, k, v, true);
-			if (err == 0)
-				t->live++;
+			err = write_at(t, t->cur, at, k, v, false);
+		goto out;
+	}
+	if (err != -ENOENT)
+		goto out;
+	h = &t->h[t->cur];
+	if (h->live >= t->max_entries) {
+		err = -ENOSPC;
+		goto out;
+	}
+	if (free_at.b == NONE ||
+	    (uint64_t)(h->live + 1) * 100 > (uint64_t)h->n_buckets * NDC_FP_BUCKET * LOAD_GROW) {
+		/* no place within reach at a load that should have one: more buckets */
+		uint32_t min = free_at.b == NONE ? h->n_chunks + 1 : 1;
+
+		for (int tries = 0;; tries++) {
+			err = grow(t, (uint64_t)t->h[t->cur].live + 1, min);
+			if (err)
+				goto out;
+			r = mapped(t);
+			err = walk(&r, k, &at, &s, &free_at);
+			if (err != -ENOENT)
+				goto out;
+			err = -ENOSPC;
+			if (free_at.b != NONE)
+				break;
+			if (tries == 3 || t->h[t->cur].n_chunks == t->half_chunks)
+				goto out;
+			min = t->h[t->cur].n_chunks + t->h[t->cur].n_chunks / 8 + 1;
 		}
 	}
+	err = write_at(t, t->cur, free_at, k, v, true);
+out:
 	pthread_mutex_unlock(&t->lock);
-	return err;
+	return err == -ENOMEM || err == -E2BIG ? -ENOSPC : err;
 }
 
 int ndc_fp_table_get(struct ndc_fp_table *t, const struct ndc_fp_key *k, struct ndc_fp_value *ret)
 {
-	struct reader r = mapped(t);
+	struct reader r;
 	int err;
 
 	pthread_mutex_lock(&t->lock);
+	r = mapped(t);
 	err = get(&r, k, ret);
+	pthread_mutex_unlock(&t->lock);
+	return err;
+}
+
+int ndc_fp_table_hits(struct ndc_fp_table *t, const struct ndc_fp_key *k, const uint8_t *name,
+		      size_t name_len, uint32_t *ret)
+{
+	struct ndc_fp_value cur;
+	struct ndc_fp_slot s;
+	struct place at, free_at;
+	struct reader r;
+	int err;
+
+	pthread_mutex_lock(&t->lock);
+	r = mapped(t);
+	err = walk(&r, k, &at, &s, &free_at);
+	if (err == 0)
+		err = get(&r, k, &cur);
+	if (err == 0 && (cur.name_len != name_len || memcmp(cur.name, name, name_len)))
+		err = -ENOENT;
+	if (err == 0)
+		*ret = __atomic_load_n(&slot_of(r.h, at.b, at.j)->hits, __ATOMIC_RELAXED);
 	pthread_mutex_unlock(&t->lock);
 	return err;
 }
@@ -434,85 +760,176 @@ int ndc_fp_table_get(struct ndc_fp_table *t, const struct ndc_fp_key *k, struct 
 int ndc_fp_table_del(struct ndc_fp_table *t, const struct ndc_fp_key *k, const uint8_t *name,
 		     size_t name_len, uint64_t expired_at)
 {
-	struct reader r = mapped(t);
 	struct ndc_fp_value cur;
 	struct ndc_fp_slot s;
-	uint32_t at, free_at;
+	struct place at, free_at;
+	struct reader r;
 	int err;
 
 	pthread_mutex_lock(&t->lock);
+	r = mapped(t);
 	err = walk(&r, k, &at, &s, &free_at);
 	if (err == 0 && (name || expired_at))
 		err = get(&r, k, &cur);
-	if (err == 0 && name && !name_is(&cur, name, name_len))
+	if (err == 0 && name && (cur.name_len != name_len || memcmp(cur.name, name, name_len)))
 		err = -ENOENT; /* another name's entry: not ours to remove */
 	if (err == 0 && expired_at && (cur.expire_ns == 0 || expired_at < cur.expire_ns))
 		err = -EAGAIN;
-	if (err == 0)
+	if (err == 0) {
 		remove_at(t, at);
+		maybe_shrink(t);
+	}
 	pthread_mutex_unlock(&t->lock);
 	return err;
 }
 
-int ndc_fp_table_set_nx(struct ndc_fp_table *t, const struct ndc_fp_value *v)
+void ndc_fp_table_stats(struct ndc_fp_table *t, struct ndc_fp_table_usage *ret)
+{
+	const struct ndc_fp_half *h;
+
+	pthread_mutex_lock(&t->lock);
+	h = &t->h[t->cur];
+	ret->keys = h->live;
+	ret->max_keys = t->max_entries;
+	ret->slots = (uint64_t)h->n_buckets * NDC_FP_BUCKET;
+	ret->chunks = h->n_chunks;
+	ret->big_chunks = h->n_big_chunks;
+	ret->bigs = h->big_used;
+	ret->bytes = (uint64_t)h->n_chunks * chunk_bytes(NDC_FP_CHUNK_SLOTS) +
+		     (uint64_t)h->n_big_chunks * chunk_bytes(NDC_FP_CHUNK_BIG);
+	ret->needed = (uint64_t)h->live * sizeof(struct ndc_fp_slot) +
+		      (uint64_t)h->big_used * sizeof(struct ndc_fp_big);
+	ret->rebuilds = t->rebuilds;
+	pthread_mutex_unlock(&t->lock);
+}
+
+void ndc_fp_table_set_nx(struct ndc_fp_table *t, struct ndc_fp_big *nx,
+			 const struct ndc_fp_value *v)
 {
 	pthread_mutex_lock(&t->lock);
-	seq_begin(&t->nx->seq);
-	t->nx->v = *v;
-	seq_end(&t->nx->seq);
+	seq_begin(&nx->seq);
+	nx->v = *v;
+	seq_end(&nx->seq);
 	pthread_mutex_unlock(&t->lock);
-	return 0;
+}
+
+size_t ndc_fp_chunk_bytes(enum ndc_fp_chunk_kind kind)
+{
+	return chunk_bytes(kind);
 }
 
 /* ---------------------------------------------------------------------------------------------
  * Reading through map fds.
  */
 
-/* The slot count of an answer table's map, and its home key from its config map. */
-static int table_of(int answers_fd, int config_fd, uint32_t *ret_n, uint64_t *ret_key)
+/* The fd of the inner map at idx of an array of maps, or a negative errno (-ENOENT: none). */
+static int inner_fd(int outer_fd, uint32_t idx)
 {
-	struct bpf_map_info info = {0};
-	uint32_t len = sizeof(info), zero = 0;
-	struct ndc_fp_config c;
+	uint32_t id;
+	int fd;
 
-	if (bpf_obj_get_info_by_fd(answers_fd, &info, &len) < 0)
+	if (bpf_map_lookup_elem(outer_fd, &idx, &id))
 		return -errno;
-	if (info.type != BPF_MAP_TYPE_ARRAY || info.value_size != sizeof(struct ndc_fp_slot))
-		return -EINVAL;
-	*ret_n = info.max_entries;
-	if (config_fd < 0)
-		return 0;
-	if (bpf_map_lookup_elem(config_fd, &zero, &c))
-		return -errno;
-	if (c.abi_version != NDC_ABI_VERSION || c.n_slots != info.max_entries)
-		return -EINVAL;
-	*ret_key = c.home_key;
-	return 0;
+	fd = bpf_map_get_fd_by_id(id);
+	return fd < 0 ? -errno : fd;
+}
+
+static int fd_tags(const struct reader *r, uint32_t b, uint64_t *ret)
+{
+	uint32_t ci = (uint32_t)(r->half * r->half_chunks) + b / NDC_FP_CHUNK_BUCKETS;
+	uint32_t bi = b % NDC_FP_CHUNK_BUCKETS, e = bi / 16;
+	struct ndc_fp_slot s;
+	int fd = inner_fd(r->answers_fd, ci), err = 0;
+
+	if (fd < 0)
+		return fd;
+	if (bpf_map_lookup_elem(fd, &e, &s))
+		err = -errno;
+	else
+		memcpy(ret, (const uint8_t *)&s + (bi % 16) * 8, 8);
+	close(fd);
+	return err;
+}
+
+static int fd_slot(const struct reader *r, uint32_t b, uint32_t j, struct ndc_fp_slot *ret)
+{
+	uint32_t ci = (uint32_t)(r->half * r->half_chunks) + b / NDC_FP_CHUNK_BUCKETS;
+	uint32_t e = NDC_FP_CHUNK_TAG_SLOTS + (b % NDC_FP_CHUNK_BUCKETS) * NDC_FP_BUCKET + j;
+	int fd = inner_fd(r->answers_fd, ci), err = 0;
+
+	if (fd < 0)
+		return fd;
+	if (bpf_map_lookup_elem(fd, &e, ret))
+		err = -errno;
+	close(fd);
+	return err;
+}
+
+static int fd_big(const struct reader *r, uint32_t i, struct ndc_fp_big *ret)
+{
+	uint32_t ci = (uint32_t)(r->half * r->half_bigs) + i / NDC_FP_BIG_CHUNK;
+	uint32_t e = i % NDC_FP_BIG_CHUNK;
+	int fd = inner_fd(r->big_fd, ci), err = 0;
+
+	if (fd < 0)
+		return fd;
+	if (bpf_map_lookup_elem(fd, &e, ret))
+		err = -errno;
+	close(fd);
+	return err;
 }
 
 int ndc_fp_table_read(int answers_fd, int big_fd, int config_fd, const struct ndc_fp_key *k,
 		      struct ndc_fp_value *ret)
 {
-	struct reader r = {
-	    .slot = fd_slot, .big = fd_big, .answers_fd = answers_fd, .big_fd = big_fd};
-	int err = table_of(answers_fd, config_fd, &r.n_slots, &r.home_key);
+	struct reader r = {.tags = fd_tags,
+			   .slot = fd_slot,
+			   .big = fd_big,
+			   .answers_fd = answers_fd,
+			   .big_fd = big_fd};
+	struct ndc_fp_config c;
+	uint32_t zero = 0;
 
-	return err ? err : get(&r, k, ret);
+	if (bpf_map_lookup_elem(config_fd, &zero, &c))
+		return -errno;
+	if (c.abi_version != NDC_ABI_VERSION)
+		return -EINVAL;
+	r.n_buckets = NDC_FP_GEOM_BUCKETS(c.geom);
+	r.half = (int)NDC_FP_GEOM_HALF(c.geom);
+	r.half_chunks = (int)c.half_chunks;
+	r.half_bigs = (int)c.half_bigs;
+	r.home_key = c.home_key;
+	return get(&r, k, ret);
 }
 
 int ndc_fp_table_count(int answers_fd, size_t *ret)
 {
+	struct bpf_map_info info = {0};
+	uint32_t len = sizeof(info);
 	struct ndc_fp_slot s;
-	uint32_t n;
-	uint64_t key;
 	size_t full = 0;
-	int err = table_of(answers_fd, -1, &n, &key);
+	int err = 0;
 
-	for (uint32_t i = 0; !err && i < n; i++) {
-		if (bpf_map_lookup_elem(answers_fd, &i, &s))
-			err = -errno;
-		else if (s.state == NDC_FP_SLOT_FULL)
-			full++;
+	if (bpf_obj_get_info_by_fd(answers_fd, &info, &len) < 0)
+		return -errno;
+	if (info.type != BPF_MAP_TYPE_ARRAY_OF_MAPS)
+		return -EINVAL;
+	for (uint32_t c = 0; !err && c < info.max_entries; c++) {
+		int fd = inner_fd(answers_fd, c);
+
+		if (fd == -ENOENT)
+			continue;
+		if (fd < 0)
+			return fd;
+		for (uint32_t e = 0; !err && e < NDC_FP_CHUNK_TAG_SLOTS; e++) {
+			if (bpf_map_lookup_elem(fd, &e, &s)) {
+				err = -errno;
+				break;
+			}
+			for (size_t i = 0; i < sizeof(s); i++)
+				full += i % 8 < NDC_FP_BUCKET && ((const uint8_t *)&s)[i];
+		}
+		close(fd);
 	}
 	*ret = full;
 	return err;

@@ -29,7 +29,7 @@
 
 #include <linux/types.h>
 
-#define NDC_ABI_VERSION 4
+#define NDC_ABI_VERSION 5
 
 #define NDC_FP_NAME_MAX 128 /* longer wire names go to user space */
 #define NDC_FP_DATA_MAX 512 /* bigger answers go to user space */
@@ -143,28 +143,38 @@ struct ndc_fp_value {
 };
 
 /*
- * The answer table (maps ndc_answers and ndc_big), laid out for the 10,000-name case: a hit reads
- * one 192-byte slot (for an A answer its first two cache lines, whose addresses are known at
- * once) instead of a hash bucket, then an element, then the lines of a 704-byte value one after
- * the other (tests/bench/FASTPATH.md: what that cost). Both are BPF_MAP_TYPE_ARRAY with
- * BPF_F_MMAPABLE: the verifier inlines the program's lookups (no helper call, no returns), and user
- * space writes them through a shared mapping, without a syscall per entry.
+ * The answer table (maps ndc_answers, ndc_big), sized by its content (ABI 5).
  *
- * ndc_answers: n_slots slots (twice the table's entries), open addressing with linear probing
- * from the key's home slot, ndc_fp_home(): the name hash, the type and a random key of the
- * table's own (config home_key), so that nobody can pick names that pile up at one place. A key
- * lives at most NDC_FP_PROBE_MAX - 1 slots after its home (wrapping at n_slots); a walk ends at
- * an empty slot or after NDC_FP_PROBE_MAX slots, and either proves the key absent (at a load of
- * one half the longest runs of full slots are about 40 long). Removed keys leave DELETED slots
- * (a walk goes on past them), which become EMPTY again when the slot after them is. Keys never
- * move. (The types of a name sharing one home would find NODATA and NXDOMAIN in one walk, but
- * their groups make runs long enough to leave keys without a slot at half load.)
+ * Memory: both maps are BPF_MAP_TYPE_ARRAY_OF_MAPS whose inner maps are chunks, mmapable arrays of
+ * one size, created by user space as the table needs them and dropped when it shrinks: nothing is
+ * allocated for dataplane.table_size, which only caps the entries. The verifier inlines the
+ * lookups of both levels (an array of maps, then an array whose size the inner template fixes),
+ * so a lookup costs no helper call and no return.
  *
- * A slot holds the answer itself when it fits (cluster records, a single A or AAAA answer, most
- * NODATA answers): bytes = the name (zero to a multiple of 8), the data (zero to a multiple of
- * 8), and with NDC_FP_V_EXPIRES the insert and expiry times (two __u64) and the n_ttl TTL
- * offsets. Else (NDC_FP_V_BIG) big is the index of a struct ndc_fp_big in ndc_big holding the
- * whole answer, its name included.
+ * Buckets: the table is n_buckets buckets of NDC_FP_BUCKET slots. An entry (name, qtype) lives
+ * from its home bucket, ndc_fp_home() of its hash, type and the table's random key, in the first
+ * bucket with a free slot and no entry of the same tag, at most NDC_FP_PROBE_BUCKETS - 1 buckets
+ * on (wrapping). (A name's types sharing one home would be found in one walk, but their groups
+ * overflow buckets: measured, runs of 16 full buckets at two thirds load.) Each bucket has a tag
+ * word: bytes 0 to NDC_FP_BUCKET - 1 are
+ * its slots' tags (NDC_FP_TAG_EMPTY, or the entry's ndc_fp_tag of hash and qtype, never 0), byte 7
+ * its flags: NDC_FP_BUCKET_OVERFLOW once an entry was placed past it. A walk reads the tag word,
+ * looks at the one slot with the key's tag (a tag is in a bucket at most once), and goes on to the
+ * next bucket only when this one has overflowed; a miss is decided on that one word. Removing a key
+ * empties its slot; overflow flags stay until the table is rebuilt.
+ *
+ * A chunk holds NDC_FP_CHUNK_BUCKETS buckets: first their tag words (NDC_FP_CHUNK_TAG_SLOTS
+ * slot-sized entries of 16 words), then their slots. Bucket b is in chunk b / NDC_FP_CHUNK_BUCKETS.
+ *
+ * Growth and shrink: user space builds a whole new table in the other half of the outer maps
+ * (chunks at NDC_FP_HALF_CHUNKS(config) * half + i), from the live one, then switches config geom
+ * (one 8-byte store: half and n_buckets), waits until no program can still read the old half
+ * (an RCU grace period: the programs run inside RCU read-side sections), and drops it.
+ *
+ * A slot holds the answer when it fits: bytes = the name (zero to a multiple of 8), the data (zero
+ * to a multiple of 8), and with NDC_FP_V_EXPIRES the insert and expiry times (two __u64) and the
+ * n_ttl TTL offsets. Else (NDC_FP_V_BIG) big is the index of a struct ndc_fp_big in ndc_big's
+ * chunks of the same half holding the whole answer, its name included.
  *
  * Torn reads: each slot has a sequence counter that the single writer (the publisher, under a
  * lock) makes odd before it changes the slot or what it points to and even again after, with
@@ -175,45 +185,91 @@ struct ndc_fp_value {
  * never looks absent; a big answer is reused only after its slot no longer points at it, which a
  * reader still reading it sees as a changed sequence counter. ndc_nx holds one struct
  * ndc_fp_big whose own counter protects it the same way.
+ *
+ * Hash collisions: the walk matches tag, qtype, name length and 32 more bits of the hash (check);
+ * the name itself is compared under the sequence counter. A different name there (names built
+ * to collide) passes the query to user space, never a wrong answer.
  */
-#define NDC_FP_SLOT_BYTES 168 /* a named port's SRV answer and its name fit */
-#define NDC_FP_PROBE_MAX 64
+#define NDC_FP_SLOT_BYTES 104	/* name and data of a slot: a named port's SRV answer fits */
+#define NDC_FP_BUCKET 7		/* slots per bucket: their tags and a flags byte make a word */
+#define NDC_FP_PROBE_BUCKETS 16 /* a walk reads at most this many buckets */
+/*
+ * Buckets per chunk: 7,168 slots, 904 KiB. Big, because the kernel waits for an RCU grace period
+ * (about 16 ms here) after every update of an array of maps: a rebuild adds and drops every chunk.
+ */
+#define NDC_FP_CHUNK_BUCKETS 1024
+#define NDC_FP_CHUNK_TAG_SLOTS 64 /* slot-sized entries of a chunk holding its tag words */
+#define NDC_FP_CHUNK_ENTRIES (NDC_FP_CHUNK_TAG_SLOTS + NDC_FP_CHUNK_BUCKETS * NDC_FP_BUCKET)
+#define NDC_FP_BIG_CHUNK 64 /* struct ndc_fp_big per ndc_big chunk: 48 KiB */
 
-/* The home slot of (hash, qtype): a keyed multiply-xorshift, reduced to [0, n_slots). */
-static inline __attribute__((always_inline)) __u32 ndc_fp_home(__u64 hash, __u16 qtype, __u64 key,
-							       __u32 n_slots)
+#define NDC_FP_TAG_EMPTY 0
+#define NDC_FP_BUCKET_OVERFLOW 0x01 /* in byte 7 of the tag word */
+
+/* A keyed multiply-xorshift of the name hash (the table's random key: config home_key). */
+static inline __attribute__((always_inline)) __u64 ndc_fp_mix(__u64 hash, __u64 key)
 {
-	__u64 h = (hash ^ key ^ (__u64)qtype << 48) * NDC_FP_HASH_MUL;
+	__u64 h = (hash ^ key) * NDC_FP_HASH_MUL;
 
 	h ^= h >> 29;
 	h *= NDC_FP_HASH_MUL;
-	return (__u32)(((h >> 32) * n_slots) >> 32);
+	return h ^ h >> 32;
 }
 
-/* struct ndc_fp_slot state */
-#define NDC_FP_SLOT_EMPTY 0
-#define NDC_FP_SLOT_FULL 1
-#define NDC_FP_SLOT_DELETED 2
+/*
+ * The key's mix: the type goes in spread over the whole word, so every bit of the mix depends on
+ * it and the types of a name land apart, with unrelated tags.
+ */
+static inline __attribute__((always_inline)) __u64 ndc_fp_key_mix(__u64 hash, __u64 key,
+								  __u16 qtype)
+{
+	return ndc_fp_mix(hash ^ ((__u64)qtype + 1) * 0xff51afd7ed558ccdULL, key);
+}
+
+/* The home bucket of (hash, qtype). */
+static inline __attribute__((always_inline)) __u32 ndc_fp_home(__u64 hash, __u64 key, __u16 qtype,
+							       __u32 n_buckets)
+{
+	return (__u32)(((ndc_fp_key_mix(hash, key, qtype) >> 32) * n_buckets) >> 32);
+}
+
+/* The tag of (hash, qtype): one byte, never NDC_FP_TAG_EMPTY. */
+static inline __attribute__((always_inline)) __u8 ndc_fp_tag(__u64 hash, __u64 key, __u16 qtype)
+{
+	__u8 t = (__u8)(ndc_fp_key_mix(hash, key, qtype) >> 8);
+
+	return t ? t : 1;
+}
+
+/* config geom: the live half in bit 32, its n_buckets below */
+#define NDC_FP_GEOM(half, n_buckets) ((__u64)(half) << 32 | (n_buckets))
+#define NDC_FP_GEOM_HALF(g) ((__u32)((g) >> 32) & 1)
+#define NDC_FP_GEOM_BUCKETS(g) ((__u32)(g))
 
 /* slot flags, besides NDC_FP_V_AA and NDC_FP_V_PASS */
 #define NDC_FP_V_EXPIRES 0x40 /* bytes hold the insert and expiry times after the data */
 #define NDC_FP_V_BIG 0x80     /* the answer is ndc_big[big] */
 
+/* Kernel answers counted in a cached entry's slot (hits) up to this, for prefetch. */
+#define NDC_FP_HITS_MAX 255
+
 struct ndc_fp_slot {
 	__u32 seq;     /* odd while the publisher writes the slot or its big answer */
-	__u8 state;    /* NDC_FP_SLOT_* */
-	__u8 name_len; /* the key: hash, qtype, name_len as in struct ndc_fp_key */
-	__u16 qtype;
-	__u64 hash;
-	/* the answer when it is in bytes, as in struct ndc_fp_value */
-	__u8 len;
+	__u16 qtype;   /* the key, with name_len, check and the name */
+	__u8 name_len; /* 0: the slot is free (its tag says which kind) */
+	__u8 flags;
+	__u32 check; /* the hash's upper half */
+	__u16 len;   /* the answer when it is in bytes, as in struct ndc_fp_value */
 	__u8 ancount;
 	__u8 nscount;
 	__u8 arcount;
 	__u8 rcode;
-	__u8 flags;
 	__u8 n_ttl;
-	__u8 pad;
+	/*
+	 * Kernel answers from this entry since it was written, counted for NDC_FP_V_EXPIRES entries
+	 * up to NDC_FP_HITS_MAX (the program writes it; not under seq: a count, not an answer).
+	 */
+	__u8 hits;
+	__u32 hash_lo; /* the hash's lower half: user space moves entries when the table grows */
 	union {
 		__u8 bytes[NDC_FP_SLOT_BYTES] __attribute__((aligned(8))); /* read as words */
 		__u32 big;						   /* NDC_FP_V_BIG */
@@ -261,10 +317,11 @@ struct ndc_fp_config {
 	__u8 has_up4;
 	__u8 has_up6;
 	__u8 pad3[6];
-	/* the answer table's (abi.h, "The answer table"): fixed for the program's life */
-	__u64 home_key;
-	__u32 n_slots;
-	__u32 pad4;
+	/* the answer table's (abi.h, "The answer table") */
+	__u64 home_key;	   /* fixed for the program's life */
+	__u64 geom;	   /* NDC_FP_GEOM: written with one atomic store through the mapping */
+	__u32 half_chunks; /* outer ndc_answers entries per half (ndc_big: half_bigs) */
+	__u32 half_bigs;
 };
 
 /*
@@ -316,11 +373,13 @@ _Static_assert(sizeof(struct ndc_fp_value) ==
 		   32 + 2 * NDC_FP_TTL_MAX + NDC_FP_NAME_MAX + NDC_FP_DATA_MAX,
 	       "ndc_fp_value layout");
 _Static_assert(sizeof(struct ndc_fp_config) ==
-		   16 + 4 * NDC_FP_MAX_ADDRS + 16 * NDC_FP_MAX_ADDRS + 2 * NDC_FP_NAME_MAX + 48,
+		   16 + 4 * NDC_FP_MAX_ADDRS + 16 * NDC_FP_MAX_ADDRS + 2 * NDC_FP_NAME_MAX + 56,
 	       "ndc_fp_config layout");
 _Static_assert(sizeof(struct ndc_fp_flow_key) == 40, "ndc_fp_flow_key layout");
 _Static_assert(sizeof(struct ndc_fp_flow) == 32, "ndc_fp_flow layout");
-_Static_assert(sizeof(struct ndc_fp_slot) == 192, "ndc_fp_slot layout: whole cache lines");
+_Static_assert(sizeof(struct ndc_fp_slot) == 128, "ndc_fp_slot layout: two cache lines");
+_Static_assert(NDC_FP_CHUNK_TAG_SLOTS * sizeof(struct ndc_fp_slot) == NDC_FP_CHUNK_BUCKETS * 8,
+	       "a chunk's tag words fill its tag slots");
 _Static_assert(sizeof(struct ndc_fp_big) % 64 == 0, "ndc_fp_big layout: whole cache lines");
 _Static_assert(NDC_FP_SLOT_BYTES % 8 == 0, "slot bytes are read as words");
 #endif

@@ -1,0 +1,242 @@
+// SPDX-License-Identifier: MIT
+/*
+ * The answer table's writer (dataplane/fastpath/table.c) over plain memory: every key put is
+ * found with its value, growth and shrink lose nothing, the loads and the overflowed buckets
+ * stay where the table's rules keep them, and the bytes stay within twice what the keys need.
+ * The kernel's reader walks the same layout (tests/bpf/test_fastpath_bpf.c runs it).
+ */
+#include <errno.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "fastpath/internal.h"
+
+struct mem {
+	void *slots[8192], *bigs[8192];
+	uint64_t geom;
+	int waits, chunks;
+};
+
+static int mem_add(void *ctx, enum ndc_fp_chunk_kind kind, uint32_t idx, void **ret)
+{
+	struct mem *m = ctx;
+	void **where = kind == NDC_FP_CHUNK_SLOTS ? m->slots : m->bigs;
+
+	assert_true(idx < 8192);
+	assert_null(where[idx]);
+	where[idx] = calloc(1, ndc_fp_chunk_bytes(kind));
+	if (!where[idx])
+		return -ENOMEM;
+	m->chunks++;
+	*ret = where[idx];
+	return 0;
+}
+
+static void mem_drop(void *ctx, enum ndc_fp_chunk_kind kind, uint32_t idx, void *p)
+{
+	struct mem *m = ctx;
+	void **where = kind == NDC_FP_CHUNK_SLOTS ? m->slots : m->bigs;
+
+	assert_ptr_equal(where[idx], p);
+	free(p);
+	where[idx] = NULL;
+	m->chunks--;
+}
+
+static void mem_geom(void *ctx, uint64_t geom)
+{
+	((struct mem *)ctx)->geom = geom;
+}
+
+static void mem_wait(void *ctx)
+{
+	((struct mem *)ctx)->waits++;
+}
+
+static const struct ndc_fp_table_ops mem_ops = {
+    .add = mem_add, .drop = mem_drop, .set_geom = mem_geom, .wait_readers = mem_wait};
+
+/* Name i in wire form ("n<i>.ns<i%50>.svc.cluster.local"), its length. */
+static size_t name_of(uint32_t i, uint8_t *out)
+{
+	char text[64];
+	size_t n = 0;
+
+	snprintf(text, sizeof(text), "n%u.ns%u.svc.cluster.local", i, i % 50);
+	for (char *label = strtok(text, "."); label; label = strtok(NULL, ".")) {
+		size_t l = strlen(label);
+
+		out[n++] = (uint8_t)l;
+		memcpy(out + n, label, l);
+		n += l;
+	}
+	out[n++] = 0;
+	return n;
+}
+
+/* Key and value of (name i, qtype): an answer of len bytes (a slot's, or a big one's). */
+static void entry(uint32_t i, uint16_t qtype, uint16_t len, struct ndc_fp_key *k,
+		  struct ndc_fp_value *v)
+{
+	uint8_t name[NDC_FP_NAME_MAX];
+	size_t n = name_of(i, name);
+
+	assert_int_equal(ndc_fastpath_key(name, n, qtype, k), 0);
+	memset(v, 0, sizeof(*v));
+	v->name_len = (uint8_t)n;
+	memcpy(v->name, name, n);
+	v->len = len;
+	v->ancount = 1;
+	for (uint16_t b = 0; b < len; b++)
+		v->data[b] = (uint8_t)(i * 31 + qtype + b);
+}
+
+static uint16_t len_of(uint32_t i, uint16_t qtype)
+{
+	return i % 17 == 0 && qtype == 1 ? 300 : 16; /* one in 17 A answers is big */
+}
+
+static void check_all(struct ndc_fp_table *t, uint32_t from, uint32_t to, bool present)
+{
+	static const uint16_t types[] = {1, 28, NDC_FP_QTYPE_OTHER};
+	struct ndc_fp_key k;
+	struct ndc_fp_value v, got;
+
+	for (uint32_t i = from; i < to; i++)
+		for (size_t q = 0; q < 3; q++) {
+			entry(i, types[q], len_of(i, types[q]), &k, &v);
+			if (!present) {
+				assert_int_equal(ndc_fp_table_get(t, &k, &got), -ENOENT);
+				continue;
+			}
+			if (ndc_fp_table_get(t, &k, &got))
+				fail_msg("name %u type %u: not found", i, types[q]);
+			assert_memory_equal(&got, &v, sizeof(v));
+		}
+}
+
+static void put_range(struct ndc_fp_table *t, uint32_t from, uint32_t to)
+{
+	static const uint16_t types[] = {1, 28, NDC_FP_QTYPE_OTHER};
+	struct ndc_fp_key k;
+	struct ndc_fp_value v;
+
+	for (uint32_t i = from; i < to; i++)
+		for (size_t q = 0; q < 3; q++) {
+			entry(i, types[q], len_of(i, types[q]), &k, &v);
+			assert_int_equal(ndc_fp_table_put(t, &k, &v, false), 0);
+		}
+}
+
+static void del_range(struct ndc_fp_table *t, uint32_t from, uint32_t to)
+{
+	static const uint16_t types[] = {1, 28, NDC_FP_QTYPE_OTHER};
+	struct ndc_fp_key k;
+	struct ndc_fp_value v;
+
+	for (uint32_t i = from; i < to; i++)
+		for (size_t q = 0; q < 3; q++) {
+			entry(i, types[q], len_of(i, types[q]), &k, &v);
+			assert_int_equal(ndc_fp_table_del(t, &k, v.name, v.name_len, 0), 0);
+		}
+}
+
+/*
+ * The loads the rules promise, and the bytes within 2x of the keys' need once the table is more
+ * than a few chunks.
+ */
+static void check_shape(struct ndc_fp_table *t)
+{
+	struct ndc_fp_table_usage u;
+	const struct ndc_fp_half *h = &t->h[t->cur];
+
+	ndc_fp_table_stats(t, &u);
+	assert_true(u.keys <= u.slots * 85 / 100 + 1);
+	assert_true(h->overflows <= h->n_buckets);
+	/* below a few chunks' worth the granularity of one chunk of each kind decides */
+	if (u.chunks >= 4 && u.bytes > 2 * u.needed)
+		fail_msg("keys %lu slots %lu chunks %lu bigs %lu in %lu chunks: %lu bytes for %lu",
+			 (unsigned long)u.keys, (unsigned long)u.slots, (unsigned long)u.chunks,
+			 (unsigned long)u.bigs, (unsigned long)u.big_chunks, (unsigned long)u.bytes,
+			 (unsigned long)u.needed);
+}
+
+static void test_grow_and_shrink(void **state)
+{
+	struct mem *m = calloc(1, sizeof(*m));
+	struct ndc_fp_table t;
+	struct ndc_fp_table_usage u;
+
+	(void)state;
+	assert_int_equal(ndc_fp_table_init(&t, &mem_ops, m, 100000, 4000, 4000, 0x1234567), 0);
+	assert_int_equal(m->chunks, 1);
+	put_range(&t, 0, 50);
+	check_all(&t, 0, 50, true);
+	check_shape(&t);
+	/* growth, 150 to 30,000 keys */
+	for (uint32_t n = 50; n < 10000; n += 995) {
+		put_range(&t, n, n + 995);
+		check_shape(&t);
+	}
+	check_all(&t, 0, 10000, true);
+	ndc_fp_table_stats(&t, &u);
+	print_message("30,000 keys: %lu slots (load %lu%%), %lu rebuilds, %lu bytes for %lu\n",
+		      (unsigned long)u.slots, (unsigned long)(u.keys * 100 / u.slots),
+		      (unsigned long)u.rebuilds, (unsigned long)u.bytes, (unsigned long)u.needed);
+	assert_int_equal(u.keys, 30000);
+	assert_true(u.rebuilds > 3);
+	assert_int_equal(m->waits, (int)u.rebuilds); /* every switch waited for the readers */
+	/* and back: what stays is found throughout */
+	for (uint32_t n = 10000, m; n > 20; n = m) {
+		m = n > 1010 ? n - 990 : 20;
+		del_range(&t, m, n);
+		check_all(&t, 0, m > 500 ? 500 : m, true);
+		check_shape(&t);
+	}
+	check_all(&t, 0, 20, true);
+	check_all(&t, 20, 10000, false);
+	ndc_fp_table_stats(&t, &u);
+	assert_int_equal(u.keys, 60);
+	assert_int_equal(u.chunks, 1);
+	ndc_fp_table_fini(&t);
+	assert_int_equal(m->chunks, 0);
+	free(m);
+}
+
+static void test_cap_and_collision(void **state)
+{
+	struct mem *m = calloc(1, sizeof(*m));
+	struct ndc_fp_table t;
+	struct ndc_fp_key k;
+	struct ndc_fp_value v, other;
+
+	(void)state;
+	assert_int_equal(ndc_fp_table_init(&t, &mem_ops, m, 30, 8, 8, 42), 0);
+	put_range(&t, 0, 10); /* 30 keys: the cap */
+	entry(10, 1, 16, &k, &v);
+	assert_int_equal(ndc_fp_table_put(&t, &k, &v, false), -ENOSPC);
+	/* the key of name 0 holding name 1: a collision; the first name keeps it */
+	entry(0, 1, len_of(0, 1), &k, &v);
+	entry(1, 1, 16, &k, &other);
+	entry(0, 1, len_of(0, 1), &k, &v);
+	assert_int_equal(ndc_fp_table_put(&t, &k, &other, false), -ENOSPC);
+	assert_int_equal(ndc_fp_table_del(&t, &k, other.name, other.name_len, 0), -ENOENT);
+	ndc_fp_table_fini(&t);
+	free(m);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+	    cmocka_unit_test(test_grow_and_shrink),
+	    cmocka_unit_test(test_cap_and_collision),
+	};
+
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
