@@ -41,12 +41,34 @@
 #define CAP_SYS_ADMIN_NR 21
 #define CAP_BPF_NR 39
 
+/* A chunk's place: outer map (its kind) and index; the map's fd while it waits for a commit. */
+struct chunk_ref {
+	enum ndc_fp_chunk_kind kind;
+	uint32_t idx;
+	int fd;
+};
+
 struct ndc_fp {
 	struct ndc_fastpath *skel;
 	struct ndc_fp_config *cfg; /* ndc_config, mapped: geom and flags are written through it */
 	struct ndc_fp_big *nx;	   /* ndc_nx, mapped */
 	int answers_fd, big_fd;	   /* the outer maps the table's chunks go in */
-	uint64_t chunk_maps;	   /* chunk maps now (for the kernel's page of each) */
+	_Atomic uint64_t
+	    chunk_maps; /* chunk maps the kernel holds now (dropped ones until cleared) */
+	/* chunks added since the last commit: not yet in their outer map */
+	struct chunk_ref *pend;
+	size_t n_pend, cap_pend;
+	/*
+	 * Outer entries of dropped chunks, cleared one by one by the reaper thread: each delete
+	 * from an array of maps waits for an RCU grace period, which the table's writer should not.
+	 */
+	struct chunk_ref *reap;
+	size_t n_reap, cap_reap;
+	pthread_mutex_t reap_lock; /* the reap list and reaping */
+	pthread_cond_t reap_cond;
+	struct chunk_ref reaping; /* being cleared now, outside the lock (fd 0); else fd -1 */
+	pthread_t reaper;
+	bool reaper_started, reap_stop;
 	struct ndc_link_watch *watch;
 	struct ndc_link_watch_opts watch_opts; /* mode and patterns, for ndc_fastpath_attach */
 	char pin_dir[PATH_MAX];
@@ -350,47 +372,180 @@ static size_t page_round(size_t n)
 	return (n + page - 1) / page * page;
 }
 
+static int ref_push(struct chunk_ref **v, size_t *n, size_t *cap, struct chunk_ref r)
+{
+	if (*n == *cap) {
+		size_t c = *cap ? *cap * 2 : 64;
+		struct chunk_ref *nv = realloc(*v, c * sizeof(*nv));
+
+		if (!nv)
+			return -ENOMEM;
+		*v = nv;
+		*cap = c;
+	}
+	(*v)[(*n)++] = r;
+	return 0;
+}
+
 static int chunk_add(void *ctx, enum ndc_fp_chunk_kind kind, uint32_t idx, void **ret)
 {
 	struct ndc_fp *fp = ctx;
 	bool slots = kind == NDC_FP_CHUNK_SLOTS;
 	LIBBPF_OPTS(bpf_map_create_opts, o, .map_flags = BPF_F_MMAPABLE);
 	size_t len = page_round(ndc_fp_chunk_bytes(kind));
-	int fd, r = 0;
+	int fd, r;
 	void *p;
 
 	fd = bpf_map_create(BPF_MAP_TYPE_ARRAY, slots ? "ndc_chunk" : "ndc_bigchunk",
 			    sizeof(uint32_t),
 			    slots ? sizeof(struct ndc_fp_slot) : sizeof(struct ndc_fp_big),
 			    slots ? NDC_FP_CHUNK_ENTRIES : NDC_FP_BIG_CHUNK, &o);
-	if (fd < 0)
-		return -errno;
-	p = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-	if (p == MAP_FAILED)
+	if (fd < 0) {
 		r = -errno;
-	else if (bpf_map_update_elem(slots ? fp->answers_fd : fp->big_fd, &idx, &fd, BPF_ANY))
-		r = -errno;
-	/* the mapping and the outer map hold the chunk from now on */
-	close(fd);
-	if (r) {
-		if (p != MAP_FAILED)
-			munmap(p, len);
-		ndc_err("fast path: cannot add a chunk to the answer table: %s", strerror(-r));
-		return r;
+		goto fail;
 	}
-	fp->chunk_maps++;
+	p = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+	if (p == MAP_FAILED) {
+		r = -errno;
+		close(fd);
+		goto fail;
+	}
+	r = ref_push(&fp->pend, &fp->n_pend, &fp->cap_pend,
+		     (struct chunk_ref){.kind = kind, .idx = idx, .fd = fd});
+	if (r) {
+		munmap(p, len);
+		close(fd);
+		goto fail;
+	}
 	*ret = p;
 	return 0;
+fail:
+	ndc_err("fast path: cannot add a chunk to the answer table: %s", strerror(-r));
+	return r;
+}
+
+/*
+ * Puts every chunk added since the last commit in its outer map: one batch per outer map, so one
+ * RCU grace period each (an entry the reaper was to clear is overwritten instead). The mapping and
+ * the outer map hold each chunk from then on.
+ */
+static int chunk_commit(void *ctx)
+{
+	struct ndc_fp *fp = ctx;
+	int r = 0;
+
+	pthread_mutex_lock(&fp->reap_lock);
+	/* the reaper clears one entry at a time outside the lock: not one of ours, then */
+	for (size_t i = 0; i < fp->n_pend && fp->reaping.fd == 0;) {
+		if (fp->pend[i].kind == fp->reaping.kind && fp->pend[i].idx == fp->reaping.idx) {
+			pthread_cond_wait(&fp->reap_cond, &fp->reap_lock);
+			i = 0;
+			continue;
+		}
+		i++;
+	}
+	for (int kind = 0; kind < 2; kind++) {
+		int outer = kind == NDC_FP_CHUNK_SLOTS ? fp->answers_fd : fp->big_fd;
+		uint32_t keys[256], n = 0, count;
+		int vals[256];
+
+		for (size_t i = 0; i <= fp->n_pend; i++) {
+			if (i < fp->n_pend && (int)fp->pend[i].kind == kind) {
+				const struct chunk_ref *c = &fp->pend[i];
+
+				/* an entry still to clear: the update releases its old chunk */
+				for (size_t j = 0; j < fp->n_reap; j++)
+					if (fp->reap[j].kind == c->kind &&
+					    fp->reap[j].idx == c->idx) {
+						fp->reap[j] = fp->reap[--fp->n_reap];
+						fp->chunk_maps--;
+						break;
+					}
+				keys[n] = c->idx;
+				vals[n++] = c->fd;
+			}
+			if (n && (n == 256 || i == fp->n_pend)) {
+				count = n;
+				if (bpf_map_update_batch(outer, keys, vals, &count, NULL) < 0) {
+					/* no batch for this map type here: one by one */
+					for (uint32_t k = 0; !r && k < n; k++)
+						if (bpf_map_update_elem(outer, &keys[k], &vals[k],
+									0))
+							r = -errno;
+				}
+				if (!r)
+					fp->chunk_maps += n;
+				n = 0;
+			}
+		}
+	}
+	pthread_mutex_unlock(&fp->reap_lock);
+	for (size_t i = 0; i < fp->n_pend; i++)
+		close(fp->pend[i].fd);
+	fp->n_pend = 0;
+	if (r)
+		ndc_err("fast path: cannot put chunks in the answer table: %s", strerror(-r));
+	return r;
 }
 
 static void chunk_drop(void *ctx, enum ndc_fp_chunk_kind kind, uint32_t idx, void *p)
 {
 	struct ndc_fp *fp = ctx;
 
-	/* the kernel frees the map after the programs that may still read it are done */
-	bpf_map_delete_elem(kind == NDC_FP_CHUNK_SLOTS ? fp->answers_fd : fp->big_fd, &idx);
 	munmap(p, page_round(ndc_fp_chunk_bytes(kind)));
-	fp->chunk_maps--;
+	pthread_mutex_lock(&fp->reap_lock);
+	/* no memory for the list: the entry stays until a commit overwrites it */
+	if (ref_push(&fp->reap, &fp->n_reap, &fp->cap_reap,
+		     (struct chunk_ref){.kind = kind, .idx = idx, .fd = -1}) == 0)
+		pthread_cond_signal(&fp->reap_cond);
+	pthread_mutex_unlock(&fp->reap_lock);
+}
+
+/* Clears the outer entries of dropped chunks; the kernel frees a chunk with its last entry. */
+static void *reaper_main(void *arg)
+{
+	struct ndc_fp *fp = arg;
+
+	pthread_mutex_lock(&fp->reap_lock);
+	while (!fp->reap_stop) {
+		struct chunk_ref c;
+
+		if (!fp->n_reap) {
+			pthread_cond_wait(&fp->reap_cond, &fp->reap_lock);
+			continue;
+		}
+		c = fp->reap[--fp->n_reap];
+		/* outside the lock (a grace period long): a commit to this entry waits for it */
+		c.fd = 0;
+		fp->reaping = c;
+		pthread_mutex_unlock(&fp->reap_lock);
+		if (bpf_map_delete_elem(c.kind == NDC_FP_CHUNK_SLOTS ? fp->answers_fd : fp->big_fd,
+					&c.idx) == 0)
+			fp->chunk_maps--;
+		pthread_mutex_lock(&fp->reap_lock);
+		fp->reaping.fd = -1;
+		pthread_cond_broadcast(&fp->reap_cond);
+	}
+	pthread_mutex_unlock(&fp->reap_lock);
+	return NULL;
+}
+
+static void reaper_stop(struct ndc_fp *fp)
+{
+	if (fp->reaper_started) {
+		pthread_mutex_lock(&fp->reap_lock);
+		fp->reap_stop = true;
+		pthread_cond_signal(&fp->reap_cond);
+		pthread_mutex_unlock(&fp->reap_lock);
+		pthread_join(fp->reaper, NULL);
+		fp->reaper_started = false;
+	}
+	for (size_t i = 0; i < fp->n_pend; i++)
+		close(fp->pend[i].fd);
+	free(fp->pend);
+	free(fp->reap);
+	fp->pend = fp->reap = NULL;
+	fp->n_pend = fp->n_reap = 0;
 }
 
 static void set_geom(void *ctx, uint64_t geom)
@@ -421,8 +576,11 @@ static void wait_readers(void *ctx)
 	usleep(100000);
 }
 
-static const struct ndc_fp_table_ops table_ops = {
-    .add = chunk_add, .drop = chunk_drop, .set_geom = set_geom, .wait_readers = wait_readers};
+static const struct ndc_fp_table_ops table_ops = {.add = chunk_add,
+						  .commit = chunk_commit,
+						  .drop = chunk_drop,
+						  .set_geom = set_geom,
+						  .wait_readers = wait_readers};
 
 /*
  * Unmaps the table (its chunks stay with the programs and pins that hold them: a successor's
@@ -486,6 +644,9 @@ int ndc_fastpath_open(const struct ndc_fastpath_opts *opts, struct ndc_fp **ret)
 	fp = calloc(1, sizeof(*fp));
 	if (!fp)
 		return -ENOMEM;
+	pthread_mutex_init(&fp->reap_lock, NULL);
+	pthread_cond_init(&fp->reap_cond, NULL);
+	fp->reaping.fd = -1;
 	snprintf(fp->pin_dir, sizeof(fp->pin_dir), "%s", dir);
 
 	/*
@@ -559,6 +720,13 @@ int ndc_fastpath_open(const struct ndc_fastpath_opts *opts, struct ndc_fp **ret)
 		ndc_err("fast path: cannot map the config and NXDOMAIN maps: %s", strerror(-r));
 		goto fail_skel;
 	}
+	r = pthread_create(&fp->reaper, NULL, reaper_main, fp);
+	if (r) {
+		r = -r;
+		ndc_err("fast path: cannot start the table's reaper: %s", strerror(-r));
+		goto fail_skel;
+	}
+	fp->reaper_started = true;
 	r = ndc_fp_table_init(&fp->table, &table_ops, fp, max_entries, half_chunks, half_bigs,
 			      cfg.home_key);
 	if (r < 0) {
@@ -574,12 +742,15 @@ int ndc_fastpath_open(const struct ndc_fastpath_opts *opts, struct ndc_fp **ret)
 	return 0;
 
 fail_skel:
+	reaper_stop(fp);
 	maps_unmap(fp);
 	ndc_fastpath__destroy(fp->skel);
 fail_dir:
 	if (fp->made_dir)
 		rmdir(fp->pin_dir);
 fail:
+	pthread_cond_destroy(&fp->reap_cond);
+	pthread_mutex_destroy(&fp->reap_lock);
 	free(fp);
 	return r;
 }
@@ -622,12 +793,15 @@ static void fp_free(struct ndc_fp *fp, bool detach, bool unpin)
 	ndc_link_watch_stop(fp->watch, detach);
 	if (fp->pinned && unpin)
 		unpin_ours(fp);
+	reaper_stop(fp);
 	maps_unmap(fp);
 	ndc_fastpath__destroy(fp->skel);
 	/* Only when empty: someone may keep their own pins next to ours. */
 	if (unpin && rmdir(fp->pin_dir) < 0 && errno != ENOTEMPTY && errno != EEXIST &&
 	    errno != ENOENT && errno != EBUSY)
 		ndc_warn("fast path: cannot remove %s: %s", fp->pin_dir, strerror(errno));
+	pthread_cond_destroy(&fp->reap_cond);
+	pthread_mutex_destroy(&fp->reap_lock);
 	free(fp);
 }
 

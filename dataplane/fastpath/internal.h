@@ -42,13 +42,17 @@ enum ndc_fp_chunk_kind { NDC_FP_CHUNK_SLOTS, NDC_FP_CHUNK_BIG };
 
 /*
  * Where the table's chunks come from: the loader's BPF maps, or plain memory in unit tests.
- * add: a new zeroed chunk of kind, at outer index idx, mapped at *ret (ndc_fp_chunk_bytes long)
- * and visible to readers when it returns; 0 or a negative errno. drop: the chunk at idx goes (no
- * reader reaches it any more). set_geom: the readers' config geom, one atomic store. wait_readers:
- * returns once no reader can still be using what it found through the geom before.
+ * add: a new zeroed chunk of kind for outer index idx, mapped at *ret (ndc_fp_chunk_bytes long);
+ * 0 or a negative errno. It is visible to readers after the next commit, which puts every chunk
+ * added since in its place at once (the kernel waits for an RCU grace period after each update of
+ * an array of maps: one per commit, not one per chunk). drop: the chunk at idx goes (no reader
+ * reaches it any more; its outer entry may be cleared later, or overwritten by a commit).
+ * set_geom: the readers' config geom, one atomic store. wait_readers: returns once no reader can
+ * still be using what it found through the geom before.
  */
 struct ndc_fp_table_ops {
 	int (*add)(void *ctx, enum ndc_fp_chunk_kind kind, uint32_t idx, void **ret);
+	int (*commit)(void *ctx);
 	void (*drop)(void *ctx, enum ndc_fp_chunk_kind kind, uint32_t idx, void *p);
 	void (*set_geom)(void *ctx, uint64_t geom);
 	void (*wait_readers)(void *ctx);

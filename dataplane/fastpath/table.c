@@ -352,6 +352,11 @@ static int big_grow(struct ndc_fp_table *t, int half)
 	if (err)
 		return err;
 	h->bigs[c] = p;
+	err = t->ops->commit(t->ctx);
+	if (err) {
+		h->n_big_chunks = c + 1;
+		return err;
+	}
 	h->n_big_chunks = c + 1;
 	/* the first ones first: fewer lines touched while the table is small */
 	for (uint32_t i = 0; i < NDC_FP_BIG_CHUNK; i++)
@@ -402,13 +407,19 @@ static void half_drop(struct ndc_fp_table *t, int half)
 	h->live = h->overflows = 0;
 }
 
-/* Gives half h n_chunks empty chunks: 0 or the ops' error (h then holds what it got). */
-static int half_make(struct ndc_fp_table *t, int half, uint32_t n_chunks)
+/*
+ * Gives half h n_chunks empty chunks of slots and n_bigs of big answers, all made visible in one
+ * commit: 0 or the ops' error (h then holds what it got, for half_drop).
+ */
+static int half_make(struct ndc_fp_table *t, int half, uint32_t n_chunks, uint32_t n_bigs)
 {
 	struct ndc_fp_half *h = &t->h[half];
+	uint32_t *nf;
 	void *p;
 	int err;
 
+	if (n_bigs > t->half_bigs)
+		n_bigs = t->half_bigs;
 	for (uint32_t c = 0; c < n_chunks; c++) {
 		err = t->ops->add(t->ctx, NDC_FP_CHUNK_SLOTS,
 				  half_base(t, half, NDC_FP_CHUNK_SLOTS) + c, &p);
@@ -418,7 +429,23 @@ static int half_make(struct ndc_fp_table *t, int half, uint32_t n_chunks)
 		h->n_chunks = c + 1;
 	}
 	h->n_buckets = n_chunks * NDC_FP_CHUNK_BUCKETS;
-	return 0;
+	if (n_bigs) {
+		nf = realloc(h->big_free, (size_t)n_bigs * NDC_FP_BIG_CHUNK * sizeof(*nf));
+		if (!nf)
+			return -ENOMEM;
+		h->big_free = nf;
+	}
+	for (uint32_t c = 0; c < n_bigs; c++) {
+		err = t->ops->add(t->ctx, NDC_FP_CHUNK_BIG,
+				  half_base(t, half, NDC_FP_CHUNK_BIG) + c, &p);
+		if (err)
+			return err;
+		h->bigs[c] = p;
+		h->n_big_chunks = c + 1;
+		for (uint32_t i = 0; i < NDC_FP_BIG_CHUNK; i++)
+			h->big_free[h->n_big_free++] = (c + 1) * NDC_FP_BIG_CHUNK - 1 - i;
+	}
+	return t->ops->commit(t->ctx);
 }
 
 /*
@@ -520,7 +547,8 @@ static int rebuild(struct ndc_fp_table *t, uint32_t n_chunks)
 	struct reader r;
 	int err;
 
-	err = half_make(t, to, n_chunks);
+	/* the big answers' chunks too, so that one commit makes the whole half visible */
+	err = half_make(t, to, n_chunks, (src->big_used + NDC_FP_BIG_CHUNK - 1) / NDC_FP_BIG_CHUNK);
 	for (uint32_t b = 0; !err && b < src->n_buckets; b++) {
 		uint64_t tags = *tag_word(src, b);
 
@@ -615,7 +643,7 @@ int ndc_fp_table_init(struct ndc_fp_table *t, const struct ndc_fp_table_ops *ops
 	}
 	pthread_mutex_init(&t->lock, NULL);
 	t->inited = true;
-	err = half_make(t, 0, 1);
+	err = half_make(t, 0, 1, 0);
 	if (err)
 		goto fail;
 	t->ops->set_geom(t->ctx, NDC_FP_GEOM(0, t->h[0].n_buckets));

@@ -200,7 +200,7 @@ struct ndc_fp_value {
 #define NDC_FP_CHUNK_BUCKETS 1024
 #define NDC_FP_CHUNK_TAG_SLOTS 64 /* slot-sized entries of a chunk holding its tag words */
 #define NDC_FP_CHUNK_ENTRIES (NDC_FP_CHUNK_TAG_SLOTS + NDC_FP_CHUNK_BUCKETS * NDC_FP_BUCKET)
-#define NDC_FP_BIG_CHUNK 64 /* struct ndc_fp_big per ndc_big chunk: 48 KiB */
+#define NDC_FP_BIG_CHUNK 512 /* struct ndc_fp_big per ndc_big chunk: 384 KiB */
 
 #define NDC_FP_TAG_EMPTY 0
 #define NDC_FP_BUCKET_OVERFLOW 0x01 /* in byte 7 of the tag word */

@@ -20,7 +20,7 @@
 struct mem {
 	void *slots[8192], *bigs[8192];
 	uint64_t geom;
-	int waits, chunks;
+	int waits, chunks, commits;
 };
 
 static int mem_add(void *ctx, enum ndc_fp_chunk_kind kind, uint32_t idx, void **ret)
@@ -35,6 +35,12 @@ static int mem_add(void *ctx, enum ndc_fp_chunk_kind kind, uint32_t idx, void **
 		return -ENOMEM;
 	m->chunks++;
 	*ret = where[idx];
+	return 0;
+}
+
+static int mem_commit(void *ctx)
+{
+	((struct mem *)ctx)->commits++;
 	return 0;
 }
 
@@ -59,8 +65,11 @@ static void mem_wait(void *ctx)
 	((struct mem *)ctx)->waits++;
 }
 
-static const struct ndc_fp_table_ops mem_ops = {
-    .add = mem_add, .drop = mem_drop, .set_geom = mem_geom, .wait_readers = mem_wait};
+static const struct ndc_fp_table_ops mem_ops = {.add = mem_add,
+						.commit = mem_commit,
+						.drop = mem_drop,
+						.set_geom = mem_geom,
+						.wait_readers = mem_wait};
 
 /* Name i in wire form ("n<i>.ns<i%50>.svc.cluster.local"), its length. */
 static size_t name_of(uint32_t i, uint8_t *out)
@@ -192,6 +201,8 @@ static void test_grow_and_shrink(void **state)
 	assert_int_equal(u.keys, 30000);
 	assert_true(u.rebuilds > 3);
 	assert_int_equal(m->waits, (int)u.rebuilds); /* every switch waited for the readers */
+	/* one commit per rebuild (and per big chunk added between them), not one per chunk */
+	assert_true(m->commits <= 1 + (int)u.rebuilds + (int)u.big_chunks * 2);
 	/* and back: what stays is found throughout */
 	for (uint32_t n = 10000, m; n > 20; n = m) {
 		m = n > 1010 ? n - 990 : 20;
