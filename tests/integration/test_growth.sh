@@ -236,12 +236,13 @@ PROBER=$!
 TOPO_PIDS+=("$PROBER")
 trap '' PIPE # a prober that died must not take the script with it
 exec 7>"$fifo"
-mark() { # mark PHASE: a new window for the prober and the sampler
-	echo "phase $1" >&7
+# mark PHASE MODE: a new window for the prober and the sampler, and what is right for the added
+# services in it (growth.py: dyn). One write: the prober takes both before its next query.
+mark() {
+	printf 'dyn %s\nphase %s\n' "$2" "$1" >&7
 	echo "$1" >"$phase_file"
-	say "phase $1"
+	say "phase $1 (added services: $2)"
 }
-dyn() { echo "dyn $1" >&7; }
 
 # entries_settle SECONDS WHAT TEST: waits until the table's entries pass TEST (an awk condition
 # on e, the entries) and then stay the same for 2 s; fails after SECONDS with WHAT.
@@ -266,8 +267,7 @@ figures start
 read -r e0 s0 b0 _ r0 k0 <<<"${FIG_start:-0 0 0 0 0 0}"
 
 # --- Growth: the services in batches, asked while they come -----------------------------------
-mark grow
-dyn lenient
+mark grow lenient
 push() { ip netns exec "$NS_NODE" python3 "$growth" push --port $CTL_PORT "$@"; }
 out=$(push apply "$TOPO_DIR/objs/namespaces.json" 2>&1) || bad "pushing the namespaces" "$out"
 for ((b = 0; b < BATCHES; b++)); do
@@ -291,22 +291,19 @@ want=$(tr , '\n' <<<"$last_want" | sort | paste -sd,)
 	bad "grown: $last_name answers '$got', want '$want'"
 
 # --- The full table: every added name asked must be answered right ----------------------------
-mark full
-dyn present
+mark full present
 sleep 5
 figures full
 read -r e1 s1 b1 n1 r1 _ <<<"${FIG_full:-0 0 0 0 0 0}"
 
 # --- Shrink: every added object deleted, asked while they go -----------------------------------
-mark shrink
-dyn lenient
+mark shrink lenient
 out=$(push delete "$TOPO_DIR/objs/delete.txt" 2>&1) || bad "deleting the services" "$out"
 say "$out; table: $(table | cut -d' ' -f1-2) entries, slots"
 entries_settle "$SETTLE" "the table back near its start size ($e0 entries)" "e <= $e0 + 50"
 
 # --- After: the deleted names are gone, the sample's still answered ----------------------------
-mark after
-dyn absent
+mark after absent
 sleep 5
 figures end
 read -r e2 s2 b2 _ r2 k2 <<<"${FIG_end:-0 0 0 0 0 0}"
