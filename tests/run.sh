@@ -89,6 +89,11 @@ step "integration: fast path (tc) answers equal the socket path's" \
 	tests/integration/test_fastpath.sh build
 step "integration: sync from a (fake) API server, answers from the kernel (tc)" \
 	tests/integration/test_k8s.sh build tc
+# Issue 21: the kernel's answer table grows to 10,000 services and shrinks back under a prober.
+step "integration: the answer table grows and shrinks under traffic (10,000 services and back), tc" \
+	timeout 420 tests/integration/test_growth.sh build tc
+step "integration: the answer table grows and shrinks under traffic (10,000 services and back), xdp" \
+	timeout 420 tests/integration/test_growth.sh build xdp
 step "integration: sync from a (fake) API server under ASan + UBSan" \
 	tests/integration/test_k8s.sh build-asan
 step "integration: a fleet of 10 agents on one (fake) API server: no consistent lists, fallbacks" \
