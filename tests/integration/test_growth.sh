@@ -51,7 +51,9 @@ done
 	exit 1
 }
 
-CHUNK_SLOTS=896       # abi.h: NDC_FP_CHUNK_BUCKETS * NDC_FP_BUCKET
+# abi.h: NDC_FP_CHUNK_BUCKETS * NDC_FP_BUCKET, read from the header the agent was built with
+CHUNK_SLOTS=$(($(sed -n 's/^#define NDC_FP_CHUNK_BUCKETS \([0-9]*\).*/\1/p' "$root/include/ndc/abi.h") *
+	$(sed -n 's/^#define NDC_FP_BUCKET \([0-9]*\).*/\1/p' "$root/include/ndc/abi.h")))
 BIG_CHECK_SLOTS=$((8 * CHUNK_SLOTS))
 SAMPLE_MAX_BYTES=$((4 << 20))
 FIG_start="" FIG_full="" FIG_end=""
