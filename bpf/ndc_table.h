@@ -296,8 +296,9 @@ static __always_inline struct ndc_fp_slot *
 table_walk(__u64 geom, __u32 half_chunks, const struct ndc_question *q, __u64 hash, __u16 qtype)
 {
 	__u32 n = NDC_FP_GEOM_BUCKETS(geom), base = NDC_FP_GEOM_HALF(geom) * half_chunks;
+	__u64 mix = ndc_fp_key_mix(hash, ndc_home_key, qtype);
 	__u32 check = (__u32)(hash >> 32), b, ci, bi, ti;
-	__u8 tag = ndc_fp_tag(hash, ndc_home_key, qtype);
+	__u8 tag = ndc_fp_mix_tag(mix);
 	struct ndc_fp_slot *sl = NULL, *c;
 	const __u64 *tw;
 	void *chunk;
@@ -305,7 +306,7 @@ table_walk(__u64 geom, __u32 half_chunks, const struct ndc_question *q, __u64 ha
 
 	if (n == 0)
 		return NULL;
-	b = ndc_fp_home(hash, ndc_home_key, qtype, n);
+	b = ndc_fp_mix_home(mix, n);
 	/* verifier: constant bound; the walk ends at the first bucket that never overflowed */
 	for (__u32 p = 0; p < NDC_FP_PROBE_BUCKETS; p++) {
 		ci = base + b / NDC_FP_CHUNK_BUCKETS;

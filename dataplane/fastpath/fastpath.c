@@ -53,8 +53,6 @@ struct ndc_fp {
 	struct ndc_fp_config *cfg; /* ndc_config, mapped: geom and flags are written through it */
 	struct ndc_fp_big *nx;	   /* ndc_nx, mapped */
 	int answers_fd, big_fd;	   /* the outer maps the table's chunks go in */
-	_Atomic uint64_t
-	    chunk_maps; /* chunk maps the kernel holds now (dropped ones until cleared) */
 	/* chunks added since the last commit: not yet in their outer map */
 	struct chunk_ref *pend;
 	size_t n_pend, cap_pend;
@@ -458,7 +456,6 @@ static int chunk_commit(void *ctx)
 					if (fp->reap[j].kind == c->kind &&
 					    fp->reap[j].idx == c->idx) {
 						fp->reap[j] = fp->reap[--fp->n_reap];
-						fp->chunk_maps--;
 						break;
 					}
 				keys[n] = c->idx;
@@ -473,8 +470,6 @@ static int chunk_commit(void *ctx)
 									0))
 							r = -errno;
 				}
-				if (!r)
-					fp->chunk_maps += n;
 				n = 0;
 			}
 		}
@@ -519,9 +514,9 @@ static void *reaper_main(void *arg)
 		c.fd = 0;
 		fp->reaping = c;
 		pthread_mutex_unlock(&fp->reap_lock);
-		if (bpf_map_delete_elem(c.kind == NDC_FP_CHUNK_SLOTS ? fp->answers_fd : fp->big_fd,
-					&c.idx) == 0)
-			fp->chunk_maps--;
+		/* an entry already cleared (none there) is fine */
+		bpf_map_delete_elem(c.kind == NDC_FP_CHUNK_SLOTS ? fp->answers_fd : fp->big_fd,
+				    &c.idx);
 		pthread_mutex_lock(&fp->reap_lock);
 		fp->reaping.fd = -1;
 		pthread_cond_broadcast(&fp->reap_cond);

@@ -180,8 +180,9 @@ static bool overflowed(uint64_t tags)
 static int walk(const struct reader *r, const struct ndc_fp_key *k, struct place *ret_at,
 		struct ndc_fp_slot *ret_slot, struct place *ret_free)
 {
+	uint64_t mix = ndc_fp_key_mix(k->hash, r->home_key, k->qtype);
 	uint32_t n = r->n_buckets, b, check = (uint32_t)(k->hash >> 32);
-	uint8_t tag = ndc_fp_tag(k->hash, r->home_key, k->qtype);
+	uint8_t tag = ndc_fp_mix_tag(mix);
 	struct place free_at = {NONE, 0, 0};
 	bool chain = true; /* still within the buckets a reader walks */
 	struct ndc_fp_slot s;
@@ -192,7 +193,7 @@ static int walk(const struct reader *r, const struct ndc_fp_key *k, struct place
 		*ret_free = free_at;
 		return -ENOENT;
 	}
-	b = ndc_fp_home(k->hash, r->home_key, k->qtype, n);
+	b = ndc_fp_mix_home(mix, n);
 	for (uint32_t p = 0; p < NDC_FP_PROBE_BUCKETS && p < n; p++) {
 		uint32_t empty = NONE;
 		bool same_tag = false;
@@ -233,22 +234,34 @@ static int walk(const struct reader *r, const struct ndc_fp_key *k, struct place
 	return -ENOENT;
 }
 
+/* The value in slot s, which a walk found (its big answer read through r). */
+static int decode_found(const struct reader *r, const struct ndc_fp_slot *s,
+			struct ndc_fp_value *ret)
+{
+	struct ndc_fp_big b;
+	int err;
+
+	if (s->flags & NDC_FP_V_BIG) {
+		err = r->big(r, s->big, &b);
+		if (err)
+			return err;
+	}
+	return slot_decode(s, &b, ret);
+}
+
 /* The value at k: 0, -ENOENT, or an error of the reader. */
 static int get(const struct reader *r, const struct ndc_fp_key *k, struct ndc_fp_value *ret)
 {
 	struct ndc_fp_slot s;
-	struct ndc_fp_big b;
 	struct place at, free_at;
 	int err = walk(r, k, &at, &s, &free_at);
 
-	if (err)
-		return err;
-	if (s.flags & NDC_FP_V_BIG) {
-		err = r->big(r, s.big, &b);
-		if (err)
-			return err;
-	}
-	return slot_decode(&s, &b, ret);
+	return err ? err : decode_found(r, &s, ret);
+}
+
+static bool name_is(const struct ndc_fp_value *v, const uint8_t *name, size_t len)
+{
+	return v->name_len == len && memcmp(v->name, name, len) == 0;
 }
 
 static uint64_t *tag_word(const struct ndc_fp_half *h, uint32_t b)
@@ -708,9 +721,8 @@ int ndc_fp_table_put(struct ndc_fp_table *t, const struct ndc_fp_key *k,
 	err = walk(&r, k, &at, &s, &free_at);
 	if (err == 0) {
 		if (!any_name) {
-			err = get(&r, k, &cur);
-			if (err == 0 &&
-			    (cur.name_len != v->name_len || memcmp(cur.name, v->name, v->name_len)))
+			err = decode_found(&r, &s, &cur);
+			if (err == 0 && !name_is(&cur, v->name, v->name_len))
 				err = -ENOSPC; /* a collision: the name published first keeps it */
 		}
 		if (err == 0)
@@ -776,8 +788,8 @@ int ndc_fp_table_hits(struct ndc_fp_table *t, const struct ndc_fp_key *k, const 
 	r = mapped(t);
 	err = walk(&r, k, &at, &s, &free_at);
 	if (err == 0)
-		err = get(&r, k, &cur);
-	if (err == 0 && (cur.name_len != name_len || memcmp(cur.name, name, name_len)))
+		err = decode_found(&r, &s, &cur);
+	if (err == 0 && !name_is(&cur, name, name_len))
 		err = -ENOENT;
 	if (err == 0)
 		*ret = __atomic_load_n(&slot_of(r.h, at.b, at.j)->hits, __ATOMIC_RELAXED);
@@ -798,8 +810,8 @@ int ndc_fp_table_del(struct ndc_fp_table *t, const struct ndc_fp_key *k, const u
 	r = mapped(t);
 	err = walk(&r, k, &at, &s, &free_at);
 	if (err == 0 && (name || expired_at))
-		err = get(&r, k, &cur);
-	if (err == 0 && name && (cur.name_len != name_len || memcmp(cur.name, name, name_len)))
+		err = decode_found(&r, &s, &cur);
+	if (err == 0 && name && !name_is(&cur, name, name_len))
 		err = -ENOENT; /* another name's entry: not ours to remove */
 	if (err == 0 && expired_at && (cur.expire_ns == 0 || expired_at < cur.expire_ns))
 		err = -EAGAIN;

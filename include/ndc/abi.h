@@ -225,19 +225,31 @@ static inline __attribute__((always_inline)) __u64 ndc_fp_key_mix(__u64 hash, __
 	return ndc_fp_mix(hash ^ ((__u64)qtype + 1) * 0xff51afd7ed558ccdULL, key);
 }
 
+/* The home bucket and the tag of a key, from its mix (computed once per walk). */
+static inline __attribute__((always_inline)) __u32 ndc_fp_mix_home(__u64 mix, __u32 n_buckets)
+{
+	return (__u32)(((mix >> 32) * n_buckets) >> 32);
+}
+
+/* never NDC_FP_TAG_EMPTY */
+static inline __attribute__((always_inline)) __u8 ndc_fp_mix_tag(__u64 mix)
+{
+	__u8 t = (__u8)(mix >> 8);
+
+	return t ? t : 1;
+}
+
 /* The home bucket of (hash, qtype). */
 static inline __attribute__((always_inline)) __u32 ndc_fp_home(__u64 hash, __u64 key, __u16 qtype,
 							       __u32 n_buckets)
 {
-	return (__u32)(((ndc_fp_key_mix(hash, key, qtype) >> 32) * n_buckets) >> 32);
+	return ndc_fp_mix_home(ndc_fp_key_mix(hash, key, qtype), n_buckets);
 }
 
-/* The tag of (hash, qtype): one byte, never NDC_FP_TAG_EMPTY. */
+/* The tag of (hash, qtype). */
 static inline __attribute__((always_inline)) __u8 ndc_fp_tag(__u64 hash, __u64 key, __u16 qtype)
 {
-	__u8 t = (__u8)(ndc_fp_key_mix(hash, key, qtype) >> 8);
-
-	return t ? t : 1;
+	return ndc_fp_mix_tag(ndc_fp_key_mix(hash, key, qtype));
 }
 
 /* config geom: the live half in bit 32, its n_buckets below */
