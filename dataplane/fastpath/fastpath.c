@@ -594,7 +594,7 @@ static void maps_unmap(struct ndc_fp *fp)
 	}
 	ndc_fp_table_forget(&fp->table);
 	if (fp->nx && fp->nx != MAP_FAILED)
-		munmap(fp->nx, page_round(sizeof(*fp->nx)));
+		munmap(fp->nx, page_round(NDC_FP_NX_ENTRIES * sizeof(*fp->nx)));
 	if (fp->cfg && fp->cfg != MAP_FAILED)
 		munmap(fp->cfg, page_round(sizeof(*fp->cfg)));
 	fp->nx = NULL;
@@ -706,10 +706,10 @@ int ndc_fastpath_open(const struct ndc_fastpath_opts *opts, struct ndc_fp **ret)
 	}
 	fp->cfg = mmap(NULL, page_round(sizeof(*fp->cfg)), PROT_READ | PROT_WRITE, MAP_SHARED,
 		       fp->config_fd, 0);
-	fp->nx = fp->cfg == MAP_FAILED
-		     ? MAP_FAILED
-		     : mmap(NULL, page_round(sizeof(*fp->nx)), PROT_READ | PROT_WRITE, MAP_SHARED,
-			    bpf_map__fd(fp->skel->maps.ndc_nx), 0);
+	fp->nx = fp->cfg == MAP_FAILED ? MAP_FAILED
+				       : mmap(NULL, page_round(NDC_FP_NX_ENTRIES * sizeof(*fp->nx)),
+					      PROT_READ | PROT_WRITE, MAP_SHARED,
+					      bpf_map__fd(fp->skel->maps.ndc_nx), 0);
 	if (fp->cfg == MAP_FAILED || fp->nx == MAP_FAILED) {
 		r = -errno;
 		ndc_err("fast path: cannot map the config and NXDOMAIN maps: %s", strerror(-r));
@@ -910,10 +910,10 @@ int ndc_fastpath_put(struct ndc_fp *fp, const struct ndc_fp_key *k, const struct
 	return ndc_fp_table_put(&fp->table, k, v, true);
 }
 
-int ndc_fastpath_lookup(int answers_fd, int big_fd, int config_fd, const struct ndc_fp_key *k,
-			struct ndc_fp_value *ret)
+int ndc_fastpath_lookup(int answers_fd, int big_fd, int nx_fd, int config_fd,
+			const struct ndc_fp_key *k, struct ndc_fp_value *ret)
 {
-	return ndc_fp_table_read(answers_fd, big_fd, config_fd, k, ret);
+	return ndc_fp_table_read(answers_fd, big_fd, nx_fd, config_fd, k, ret);
 }
 
 int ndc_fastpath_count(int answers_fd, size_t *ret)
@@ -952,8 +952,8 @@ int ndc_fastpath_table_stats(struct ndc_fp *fp, struct ndc_fastpath_table_stats 
 	ret->max_keys = u.max_keys;
 	ret->slots = u.slots;
 	/* the kernel adds a page to each mmapable array; ndc_nx is one more */
-	ret->bytes =
-	    u.bytes + page_round(sizeof(struct ndc_fp_big)) + (u.chunks + u.big_chunks + 1) * page;
+	ret->bytes = u.bytes + page_round(NDC_FP_NX_ENTRIES * sizeof(struct ndc_fp_big)) +
+		     (u.chunks + u.big_chunks + 1) * page;
 	ret->needed = u.needed;
 	ret->rebuilds = u.rebuilds;
 	return 0;

@@ -17,6 +17,8 @@
 
 #include <bpf/bpf.h>
 
+#include <ndc/dns_wire.h>
+
 #include "internal.h"
 
 #define NONE UINT32_MAX
@@ -75,8 +77,94 @@ static bool inline_layout(const struct ndc_fp_value *v, size_t *ret_data, size_t
 	return true;
 }
 
-/* The answer part of slot image s for v: in its bytes when it fits, else pointing at big b. */
-static void slot_encode(const struct ndc_fp_value *v, bool in_slot, uint32_t b,
+/*
+ * The zone's NODATA authority from the NXDOMAIN template nx (its one SOA RR written out whole):
+ * the same RR compressed as the socket path writes it after a question ending in the zone, owner
+ * and the SOA's names that end in the zone pointing at it; the pointers' offsets in ttl_off (n_ttl
+ * of them, zero until filled in for a question), the zone in name (abi.h, NDC_FP_V_SOA). 0, or
+ * -EINVAL when nx is not one whole SOA RR.
+ */
+static int soa_template(const struct ndc_fp_value *nx, struct ndc_fp_value *ret)
+{
+	const uint8_t *d = nx->data;
+	size_t zlen, pos, n = 0, l, rd;
+	uint8_t *o = ret->data;
+
+	memset(ret, 0, sizeof(*ret));
+	if (nx->ancount || nx->nscount != 1 || nx->arcount || ndc_name_check(d, nx->len, &zlen) ||
+	    zlen > NDC_FP_NAME_MAX || zlen + 10 > nx->len || ndc_get16(d + zlen) != NDC_T_SOA ||
+	    zlen + 10 + ndc_get16(d + zlen + 8) != nx->len)
+		return -EINVAL;
+	memcpy(ret->name, d, zlen);
+	ret->name_len = (uint8_t)zlen;
+	ret->ttl_off[ret->n_ttl++] = 0; /* the owner: the zone itself */
+	n = 2;
+	memcpy(o + n, d + zlen, 10);
+	n += 10;
+	rd = n;
+	pos = zlen + 10;
+	for (int i = 0; i < 2; i++) { /* MNAME, RNAME */
+		size_t cut, p = 0;
+
+		if (ndc_name_check(d + pos, nx->len - pos, &l))
+			return -EINVAL;
+		/* the labels before the zone, when the name ends in it at a label's start */
+		cut = l >= zlen && memcmp(d + pos + l - zlen, d, zlen) == 0 ? l - zlen : l;
+		while (p < cut)
+			p += 1 + (size_t)d[pos + p];
+		if (p != cut)
+			cut = l;
+		memcpy(o + n, d + pos, cut);
+		n += cut;
+		if (cut != l) {
+			ret->ttl_off[ret->n_ttl++] = (uint16_t)n;
+			n += 2;
+		}
+		pos += l;
+	}
+	if (pos + 20 != nx->len)
+		return -EINVAL;
+	memcpy(o + n, d + pos, 20);
+	n += 20;
+	ndc_put16(o + rd - 2, (uint16_t)(n - rd));
+	ret->len = (uint16_t)n;
+	ret->nscount = 1;
+	return 0;
+}
+
+/* The data of template tpl for a question (a name) of qlen bytes: its zone pointers set. */
+static void soa_fill(const struct ndc_fp_value *tpl, size_t qlen, uint8_t *out)
+{
+	uint16_t ptr = (uint16_t)(0xc000 | (12 + qlen - tpl->name_len));
+
+	memcpy(out, tpl->data, tpl->len);
+	for (unsigned int i = 0; i < tpl->n_ttl; i++)
+		ndc_put16(out + tpl->ttl_off[i], ptr);
+}
+
+/*
+ * Whether v is a NODATA whose authority is the zone's SOA as the template gives it for v's name,
+ * byte for byte: then its slot holds the name only (abi.h, NDC_FP_V_SOA). Only answers that never
+ * expire: the template's TTL does not count down.
+ */
+static bool soa_ref(const struct ndc_fp_table *t, const struct ndc_fp_value *v)
+{
+	uint8_t want[NDC_FP_DATA_MAX];
+
+	if (!t->has_soa || v->expire_ns || v->rcode || v->ancount || v->nscount != 1 ||
+	    v->arcount || v->n_ttl || v->flags & NDC_FP_V_PASS || v->len != t->soa.len ||
+	    v->name_len < t->soa.name_len ||
+	    memcmp(v->name + v->name_len - t->soa.name_len, t->soa.name, t->soa.name_len))
+		return false;
+	soa_fill(&t->soa, v->name_len, want);
+	return memcmp(want, v->data, v->len) == 0;
+}
+
+/*
+ * The answer part of slot image s for v: in its bytes when it fits (by reference with soa: the
+ * name alone), else pointing at big b.
+ */
+static void slot_encode(const struct ndc_fp_value *v, bool in_slot, bool soa, uint32_t b,
 			struct ndc_fp_slot *s)
 {
 	size_t data, ttl;
@@ -84,6 +172,12 @@ static void slot_encode(const struct ndc_fp_value *v, bool in_slot, uint32_t b,
 	s->len = 0;
 	s->ancount = s->nscount = s->arcount = s->rcode = s->n_ttl = 0;
 	memset(s->bytes, 0, sizeof(s->bytes));
+	if (soa) {
+		s->rcode = v->rcode;
+		s->flags = v->flags | NDC_FP_V_SOA;
+		memcpy(s->bytes, v->name, v->name_len);
+		return;
+	}
 	if (!in_slot || !inline_layout(v, &data, &ttl)) {
 		s->flags = v->flags | NDC_FP_V_BIG;
 		s->big = b;
@@ -106,9 +200,12 @@ static void slot_encode(const struct ndc_fp_value *v, bool in_slot, uint32_t b,
 	}
 }
 
-/* The value of a full slot s (its big answer in b when it has one). -EIO: s is not consistent. */
+/*
+ * The value of a full slot s (its big answer in b when it has one, the NODATA authority template
+ * soa for a NODATA by reference). -EIO: s is not consistent, or refers to a template there is not.
+ */
 static int slot_decode(const struct ndc_fp_slot *s, const struct ndc_fp_big *b,
-		       struct ndc_fp_value *ret)
+		       const struct ndc_fp_value *soa, struct ndc_fp_value *ret)
 {
 	size_t data = round8(s->name_len), ttl = data + round8(s->len);
 
@@ -128,9 +225,18 @@ static int slot_decode(const struct ndc_fp_slot *s, const struct ndc_fp_big *b,
 	ret->nscount = s->nscount;
 	ret->arcount = s->arcount;
 	ret->rcode = s->rcode;
-	ret->flags = s->flags & (uint8_t) ~(NDC_FP_V_EXPIRES | NDC_FP_V_BIG);
+	ret->flags = s->flags & (uint8_t) ~(NDC_FP_V_EXPIRES | NDC_FP_V_BIG | NDC_FP_V_SOA);
 	ret->name_len = s->name_len;
 	memcpy(ret->name, s->bytes, s->name_len);
+	if (s->flags & NDC_FP_V_SOA) {
+		if (!soa || s->flags & NDC_FP_V_EXPIRES || soa->len > NDC_FP_DATA_MAX ||
+		    s->name_len < soa->name_len)
+			return -EIO;
+		ret->len = soa->len;
+		ret->nscount = 1;
+		soa_fill(soa, s->name_len, ret->data);
+		return 0;
+	}
 	memcpy(ret->data, s->bytes + data, s->len);
 	if (s->flags & NDC_FP_V_EXPIRES) {
 		ret->n_ttl = s->n_ttl;
@@ -151,6 +257,7 @@ struct reader {
 	int (*big)(const struct reader *r, uint32_t i, struct ndc_fp_big *ret);
 	uint32_t n_buckets;
 	uint64_t home_key;
+	const struct ndc_fp_value *soa;		   /* for NODATA by reference; NULL: none */
 	const struct ndc_fp_half *h;		   /* mapped */
 	int answers_fd, big_fd, half, half_chunks; /* or through fds */
 	int half_bigs;
@@ -246,7 +353,7 @@ static int decode_found(const struct reader *r, const struct ndc_fp_slot *s,
 		if (err)
 			return err;
 	}
-	return slot_decode(s, &b, ret);
+	return slot_decode(s, &b, r->soa, ret);
 }
 
 /* The value at k: 0, -ENOENT, or an error of the reader. */
@@ -308,6 +415,7 @@ static struct reader mapped(const struct ndc_fp_table *t)
 			       .big = mapped_big,
 			       .n_buckets = t->h[t->cur].n_buckets,
 			       .home_key = t->home_key,
+			       .soa = t->has_soa ? &t->soa : NULL,
 			       .h = &t->h[t->cur]};
 }
 
@@ -473,19 +581,21 @@ static int write_at(struct ndc_fp_table *t, int half, struct place at, const str
 	struct ndc_fp_slot *s = slot_of(h, at.b, at.j), img;
 	uint32_t b = NONE, old = NONE;
 	size_t data, ttl;
+	bool soa;
 	int err;
 
 	if (!insert && s->flags & NDC_FP_V_BIG)
 		old = s->big;
 	/* a name of another length than the key's (only ndc_fastpath_put writes one) keeps its own
 	 */
-	if (v->name_len != k->name_len || !inline_layout(v, &data, &ttl)) {
+	soa = v->name_len == k->name_len && v->name_len <= NDC_FP_SLOT_BYTES && soa_ref(t, v);
+	if (!soa && (v->name_len != k->name_len || !inline_layout(v, &data, &ttl))) {
 		err = big_alloc(t, half, &b);
 		if (err)
 			return err;
 		big_of(h, b)->v = *v; /* not yet pointed at: nobody reads it */
 	}
-	slot_encode(v, b == NONE, b, &img);
+	slot_encode(v, b == NONE, soa, b, &img);
 	seq_begin(&s->seq);
 	s->qtype = k->qtype;
 	s->name_len = k->name_len;
@@ -578,7 +688,7 @@ static int rebuild(struct ndc_fp_table *t, uint32_t n_chunks)
 			k.qtype = s->qtype;
 			k.name_len = s->name_len;
 			err = slot_decode(s, s->flags & NDC_FP_V_BIG ? big_of(src, s->big) : NULL,
-					  &v);
+					  t->has_soa ? &t->soa : NULL, &v);
 			if (err)
 				break;
 			r = (struct reader){.tags = mapped_tags,
@@ -846,10 +956,22 @@ void ndc_fp_table_stats(struct ndc_fp_table *t, struct ndc_fp_table_usage *ret)
 void ndc_fp_table_set_nx(struct ndc_fp_table *t, struct ndc_fp_big *nx,
 			 const struct ndc_fp_value *v)
 {
+	struct ndc_fp_big *soa = nx + NDC_FP_NX_NODATA;
+
 	pthread_mutex_lock(&t->lock);
 	seq_begin(&nx->seq);
 	nx->v = *v;
 	seq_end(&nx->seq);
+	/*
+	 * NODATA entries published by reference before keep theirs: the zone's SOA does not change
+	 * in an agent's life (one serial; a new TTL republishes every answer that carries it).
+	 */
+	if (soa_template(v, &t->soa) == 0) {
+		seq_begin(&soa->seq);
+		soa->v = t->soa;
+		seq_end(&soa->seq);
+		t->has_soa = true;
+	}
 	pthread_mutex_unlock(&t->lock);
 }
 
@@ -919,9 +1041,11 @@ static int fd_big(const struct reader *r, uint32_t i, struct ndc_fp_big *ret)
 	return err;
 }
 
-int ndc_fp_table_read(int answers_fd, int big_fd, int config_fd, const struct ndc_fp_key *k,
-		      struct ndc_fp_value *ret)
+int ndc_fp_table_read(int answers_fd, int big_fd, int nx_fd, int config_fd,
+		      const struct ndc_fp_key *k, struct ndc_fp_value *ret)
 {
+	uint32_t soa_key = NDC_FP_NX_NODATA;
+	struct ndc_fp_big soa;
 	struct reader r = {.tags = fd_tags,
 			   .slot = fd_slot,
 			   .big = fd_big,
@@ -939,6 +1063,9 @@ int ndc_fp_table_read(int answers_fd, int big_fd, int config_fd, const struct nd
 	r.half_chunks = (int)c.half_chunks;
 	r.half_bigs = (int)c.half_bigs;
 	r.home_key = c.home_key;
+	/* the template, for NODATA by reference (not under its counter: a reader for inspection) */
+	if (nx_fd >= 0 && bpf_map_lookup_elem(nx_fd, &soa_key, &soa) == 0 && soa.v.len)
+		r.soa = &soa.v;
 	return get(&r, k, ret);
 }
 

@@ -242,11 +242,118 @@ static void test_cap_and_collision(void **state)
 	free(m);
 }
 
+/*
+ * The zone's SOA after a name of qlen bytes ending in "cluster.local": uncompressed (qlen 0, as
+ * the NXDOMAIN template holds it) or compressed against the question as the socket path writes it.
+ */
+static uint16_t soa_rr(size_t qlen, uint32_t ttl, uint8_t *out)
+{
+	static const uint8_t zone[] = "\7cluster\5local";
+	uint8_t ptr[2] = {(uint8_t)(0xc0 | (12 + qlen - sizeof(zone)) >> 8),
+			  (uint8_t)(12 + qlen - sizeof(zone))};
+	size_t n = 0, rd;
+
+#define PUT(p, l) (memcpy(out + n, p, l), n += l)
+#define ZONE() (qlen ? PUT(ptr, 2) : PUT(zone, sizeof(zone)))
+	ZONE();
+	PUT("\0\6\0\1", 4);
+	out[n++] = (uint8_t)(ttl >> 24), out[n++] = (uint8_t)(ttl >> 16);
+	out[n++] = (uint8_t)(ttl >> 8), out[n++] = (uint8_t)ttl;
+	n += 2;
+	rd = n;
+	PUT("\2ns\3dns", 7);
+	ZONE();
+	PUT("\12hostmaster", 11);
+	ZONE();
+	for (int i = 0; i < 20; i++)
+		out[n++] = (uint8_t)i;
+	out[rd - 2] = (uint8_t)((n - rd) >> 8), out[rd - 1] = (uint8_t)(n - rd);
+#undef ZONE
+#undef PUT
+	return (uint16_t)n;
+}
+
+/* NODATA i: a long name (its SOA does not fit a slot beside it) with the zone's SOA of ttl. */
+static void nodata(uint32_t i, uint32_t ttl, struct ndc_fp_key *k, struct ndc_fp_value *v)
+{
+	char text[96];
+	size_t n = 0;
+
+	memset(v, 0, sizeof(*v));
+	snprintf(text, sizeof(text), "a-rather-long-service-name-%u.namespace%u.svc.cluster.local",
+		 i, i % 7);
+	for (char *label = strtok(text, "."); label; label = strtok(NULL, ".")) {
+		size_t l = strlen(label);
+
+		v->name[n++] = (uint8_t)l;
+		memcpy(v->name + n, label, l);
+		n += l;
+	}
+	v->name[n++] = 0;
+	v->name_len = (uint8_t)n;
+	v->nscount = 1;
+	v->flags = NDC_FP_V_AA;
+	v->len = soa_rr(n, ttl, v->data);
+	assert_int_equal(ndc_fastpath_key(v->name, n, NDC_FP_QTYPE_OTHER, k), 0);
+}
+
+/*
+ * NODATA by reference (abi.h, NDC_FP_V_SOA): answers whose SOA is the template's take no big
+ * record and read back byte for byte, through growth too; another SOA (a TTL of its own) is
+ * kept whole.
+ */
+static void test_nodata_by_reference(void **state)
+{
+	struct mem *m = calloc(1, sizeof(*m));
+	struct ndc_fp_big nx[NDC_FP_NX_ENTRIES] = {0};
+	struct ndc_fp_value tpl = {0}, v, got;
+	struct ndc_fp_table_usage u;
+	struct ndc_fp_table t;
+	struct ndc_fp_key k;
+	const uint32_t n = 12000; /* past one chunk: rebuilds move them */
+
+	(void)state;
+	assert_int_equal(ndc_fp_table_init(&t, &mem_ops, m, 100000, 64, 64, 42), 0);
+	nodata(0, 5, &k, &v);
+	assert_true(((v.name_len + 7) & ~7) + v.len > NDC_FP_SLOT_BYTES); /* else no test */
+	tpl.rcode = 3;
+	tpl.flags = NDC_FP_V_AA;
+	tpl.nscount = 1;
+	tpl.len = soa_rr(0, 5, tpl.data);
+	ndc_fp_table_set_nx(&t, nx, &tpl);
+	assert_int_equal(nx[NDC_FP_NX_NODATA].v.n_ttl,
+			 3); /* owner, MNAME, RNAME point at the zone */
+	for (uint32_t i = 0; i < n; i++) {
+		nodata(i, 5, &k, &v);
+		assert_int_equal(ndc_fp_table_put(&t, &k, &v, false), 0);
+	}
+	ndc_fp_table_stats(&t, &u);
+	assert_int_equal(u.bigs, 0);
+	assert_true(u.rebuilds > 0);
+	for (uint32_t i = 0; i < n; i++) {
+		nodata(i, 5, &k, &v);
+		assert_int_equal(ndc_fp_table_get(&t, &k, &got), 0);
+		assert_memory_equal(&got, &v, sizeof(v));
+	}
+	/* another TTL: not the zone's SOA as the template has it */
+	for (uint32_t i = 0; i < 100; i++) {
+		nodata(i, 30, &k, &v);
+		assert_int_equal(ndc_fp_table_put(&t, &k, &v, false), 0);
+		assert_int_equal(ndc_fp_table_get(&t, &k, &got), 0);
+		assert_memory_equal(&got, &v, sizeof(v));
+	}
+	ndc_fp_table_stats(&t, &u);
+	assert_int_equal(u.bigs, 100);
+	ndc_fp_table_fini(&t);
+	free(m);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 	    cmocka_unit_test(test_grow_and_shrink),
 	    cmocka_unit_test(test_cap_and_collision),
+	    cmocka_unit_test(test_nodata_by_reference),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
