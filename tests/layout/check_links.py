@@ -2,7 +2,8 @@
 # SPDX-License-Identifier: MIT
 """Every link and every repository path in the documentation resolves (issue 24).
 
-Reads README.md and docs/**/*.md and checks:
+Reads every Markdown file of the repository (README.md, docs/**/*.md and the READMEs beside the
+code: deploy/kubernetes/, tests/bench/, ...; build folders and hidden ones left out) and checks:
 
 1. Each relative link, inline `[text](target)`, image `![alt](src)` or reference definition
    `[ref]: target`, names a file or folder that exists (relative to the document, as GitHub
@@ -13,10 +14,12 @@ Reads README.md and docs/**/*.md and checks:
 2. Each code span that is a repository path exists: it has a slash and either ends in a file
    extension or starts with a top-level folder of the repository (control/, tests/, ...). It is
    looked up from the repository root, then from the document's folder, then (C headers) from the
-   build's include directories, as `"records/records.h"` is written. Spans with a placeholder
-   (`<ns>`, `{a,b}`, `$VAR`) are not paths; a `*` is a glob that must match something. Absolute
-   paths (`/sys/fs/bpf`) are the machine's, not the repository's, and are not checked, nor are
-   build outputs (`build*/...`).
+   build's include directories, as `"records/records.h"` is written, then as a target the
+   folder's meson.build makes (`control/ndcache`, as the benchmarks name what they build). Spans
+   with a placeholder (`<ns>`, `{a,b}`, `$VAR`, `BUILD/`) and shorthands (`ca.pem/.key`) are not
+   paths; a `*` is a glob that must match something. Absolute paths (`/sys/fs/bpf`) are the
+   machine's, not the repository's, and are not checked, nor are build outputs (`build*/...`) and
+   the paths of other projects that docs/FLEET.md cites.
 
 Fenced code blocks are skipped (commands, not references); inline code inside link text counts as
 the link.
@@ -154,7 +157,8 @@ def check_link(root, doc, target, cache):
         if not dest.endswith(".md") or not os.path.isfile(dest):
             return f"link {target}: an anchor on {os.path.relpath(dest, root)}, not a Markdown file"
         if anchor not in anchors_of(dest, cache):
-            return f"link {target}: no heading with anchor #{anchor} in {os.path.relpath(dest, root)}"
+            where = os.path.relpath(dest, root)
+            return f"link {target}: no heading with anchor #{anchor} in {where}"
     return None
 
 
@@ -170,7 +174,10 @@ def looks_like_path(span):
         return False  # a placeholder folder: BUILD/out.csv, DIR/control/ndcache
     if span.startswith(FOREIGN_PREFIXES):
         return False
-    last = span.rstrip("/").rsplit("/", 1)[-1]
+    parts = span.rstrip("/").split("/")
+    if any(re.fullmatch(r"\.[A-Za-z0-9]+", part) for part in parts[1:]):
+        return False  # ca.pem/.key: ca.pem and ca.key, not a folder
+    last = parts[-1]
     return first in TOP_LEVEL or first in ("..", ".") or bool(EXTENSION_RE.search(last))
 
 
@@ -230,9 +237,11 @@ def check_doc(root, doc, cache):
 
 
 def documents(root):
-    docs = [os.path.join(root, "README.md")]
-    docs += sorted(glob.glob(os.path.join(root, "docs", "**", "*.md"), recursive=True))
-    return [d for d in docs if os.path.isfile(d)]
+    docs = []
+    for folder, subfolders, files in os.walk(root):
+        subfolders[:] = sorted(d for d in subfolders if not d.startswith((".", "build")))
+        docs += [os.path.join(folder, f) for f in sorted(files) if f.endswith(".md")]
+    return docs
 
 
 def check_tree(root):
@@ -293,6 +302,7 @@ SELF_TEST_EXPECTED = [
     "docs/GUIDE.md:6: path `../tests/nope.sh` does not exist",
     "docs/GUIDE.md:8: link missing-reference.md: docs/missing-reference.md does not exist",
     "docs/GUIDE.md:11: path `tests/no_such_target` does not exist",
+    "tests/README.md:1: link nope.md: tests/nope.md does not exist",
     "docs/GUIDE.md:11: path `bpf/other.bpf.o` does not exist",
 ]
 
@@ -307,6 +317,7 @@ def self_test():
             "docs/GUIDE.md": SELF_TEST_GUIDE,
             "docs/bench/R.md": "# R\n",
             "tests/present.sh": "",
+            "tests/README.md": "Beside the code: `ca.pem/.key`, [bad](nope.md).\n",
             "include/sub/present.h": "",
             "tests/meson.build": "executable('bench_tool', 'bench/tool.c')\n",
             "bpf/meson.build": "foreach prog : ['prog']\n  output : prog + '.bpf.o'\nendforeach\n",
