@@ -42,7 +42,7 @@ struct ndc_big_chunk {
 	__uint(max_entries, NDC_FP_BIG_CHUNK);
 	__uint(map_flags, BPF_F_MMAPABLE);
 	__uint(key_size, sizeof(__u32));
-	__uint(value_size, sizeof(struct ndc_fp_big));
+	__uint(value_size, sizeof(struct ndc_fp_ext));
 };
 
 struct {
@@ -179,7 +179,7 @@ static __always_inline int slot_copy_inline(struct ndc_fp_scratch *s, const stru
 	return 0;
 }
 
-/* The answer of a struct ndc_fp_big into s->v (its name is compared by the caller). */
+/* A template of ndc_nx into s->v. */
 static __always_inline void big_copy(struct ndc_fp_scratch *s, const struct ndc_fp_value *b)
 {
 	__u32 len = b->len;
@@ -202,13 +202,48 @@ static __always_inline void big_copy(struct ndc_fp_scratch *s, const struct ndc_
 	}
 }
 
-/* Big answer b of the half whose ndc_big chunks start at base, or NULL. */
-static __always_inline const struct ndc_fp_big *big_get(__u32 base, __u32 b)
+/*
+ * The big answer whose first record is b, of the half whose ndc_big chunks start at base, into
+ * s->v: the bytes of the value its records hold (abi.h, ndc_fp_ext_bytes; its name is compared by
+ * the caller). 0, or -1 when a record is not there or the lengths do not fit (torn: the sequence
+ * check decides).
+ */
+static __always_inline int ext_copy(struct ndc_fp_scratch *s, __u32 base, __u32 b)
 {
-	__u32 ci = base + b / NDC_FP_BIG_CHUNK, bi = b % NDC_FP_BIG_CHUNK;
-	void *chunk = bpf_map_lookup_elem(&ndc_big, &ci);
+	__u32 ci = base + b / NDC_FP_BIG_CHUNK, bi = b % NDC_FP_BIG_CHUNK, end, o;
+	const struct ndc_fp_value *head;
+	__u64 *dst = (__u64 *)&s->v;
+	const struct ndc_fp_ext *e;
+	void *chunk;
 
-	return chunk ? bpf_map_lookup_elem(chunk, &bi) : NULL;
+	chunk = bpf_map_lookup_elem(&ndc_big, &ci);
+	if (!chunk)
+		return -1;
+	e = bpf_map_lookup_elem(chunk, &bi);
+	if (!e)
+		return -1;
+	head = (const struct ndc_fp_value *)e; /* the first record starts with the header */
+	end = ndc_fp_ext_bytes(head->len, head->n_ttl);
+	if (head->len > NDC_FP_DATA_MAX || end > sizeof(struct ndc_fp_value))
+		return -1;
+	/* verifier: constant bounds; the records of one answer are consecutive in one chunk */
+	for (__u32 r = 0; r < NDC_FP_EXT_MAX; r++) {
+		if (r * NDC_FP_EXT_BYTES >= end)
+			break;
+		if (r) {
+			bi++; /* the key's stack slot reused: the program's stack is full */
+			e = bpf_map_lookup_elem(chunk, &bi);
+			if (!e)
+				return -1;
+		}
+		for (__u32 i = 0; i < NDC_FP_EXT_BYTES / 8; i++) {
+			o = r * (NDC_FP_EXT_BYTES / 8) + i;
+			if (o * 8 >= end || o >= sizeof(struct ndc_fp_value) / 8)
+				break;
+			dst[o] = e->w[i];
+		}
+	}
+	return 0;
 }
 
 /*
@@ -221,7 +256,6 @@ static __always_inline enum ndc_table_res slot_read(struct ndc_fp_scratch *s,
 						    __u16 qtype, __u32 big_base)
 {
 	__u32 seq = READ_ONCE_U32(sl->seq);
-	const struct ndc_fp_big *big;
 	int same;
 	__u8 flags;
 
@@ -232,12 +266,9 @@ static __always_inline enum ndc_table_res slot_read(struct ndc_fp_scratch *s,
 		return NDC_TABLE_BUSY; /* it was changed between the walk and now */
 	flags = sl->flags;
 	if (flags & NDC_FP_V_BIG) {
-		big = big_get(big_base, sl->big);
-		if (!big)
+		if (ext_copy(s, big_base, sl->big))
 			return NDC_TABLE_BUSY;
-		same = dns_name_is(&big->v, (const __u64 *)s->name, q);
-		if (same)
-			big_copy(s, &big->v);
+		same = dns_name_is(&s->v, (const __u64 *)s->name, q);
 	} else {
 		same = slot_name_is(sl, (const __u64 *)s->name, q);
 		if (same && slot_copy_inline(s, sl, flags))

@@ -396,7 +396,7 @@ static int chunk_add(void *ctx, enum ndc_fp_chunk_kind kind, uint32_t idx, void 
 
 	fd = bpf_map_create(BPF_MAP_TYPE_ARRAY, slots ? "ndc_chunk" : "ndc_bigchunk",
 			    sizeof(uint32_t),
-			    slots ? sizeof(struct ndc_fp_slot) : sizeof(struct ndc_fp_big),
+			    slots ? sizeof(struct ndc_fp_slot) : sizeof(struct ndc_fp_ext),
 			    slots ? NDC_FP_CHUNK_ENTRIES : NDC_FP_BIG_CHUNK, &o);
 	if (fd < 0) {
 		r = -errno;
@@ -603,8 +603,8 @@ static void maps_unmap(struct ndc_fp *fp)
 
 /*
  * The outer maps' entries per half for max_entries keys: slot chunks for them at half load (a
- * rebuild after a failed walk may want more than the target load's), big answers for half of
- * them (headless services' answers, long PTR names). Only pointers: chunks come as needed.
+ * rebuild after a failed walk may want more than the target load's), big answers of the most
+ * records for half of them. Only pointers: chunks come as needed.
  */
 static void outer_sizes(uint32_t max_entries, uint32_t *ret_chunks, uint32_t *ret_bigs)
 {
@@ -613,7 +613,9 @@ static void outer_sizes(uint32_t max_entries, uint32_t *ret_chunks, uint32_t *re
 	*ret_chunks = (uint32_t)((slots + NDC_FP_CHUNK_BUCKETS * NDC_FP_BUCKET - 1) /
 				 (NDC_FP_CHUNK_BUCKETS * NDC_FP_BUCKET)) +
 		      1;
-	*ret_bigs = (uint32_t)((max_entries / 2 + NDC_FP_BIG_CHUNK - 1) / NDC_FP_BIG_CHUNK) + 1;
+	*ret_bigs = (uint32_t)(((uint64_t)max_entries / 2 * NDC_FP_EXT_MAX + NDC_FP_BIG_CHUNK - 1) /
+			       NDC_FP_BIG_CHUNK) +
+		    1;
 }
 
 int ndc_fastpath_open(const struct ndc_fastpath_opts *opts, struct ndc_fp **ret)

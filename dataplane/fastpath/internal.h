@@ -64,8 +64,13 @@ struct ndc_fp_half {
 	uint32_t n_chunks, n_buckets;
 	void **bigs; /* [half_bigs]: the first n_big_chunks mapped */
 	uint32_t n_big_chunks;
-	uint32_t *big_free; /* a stack of the free big answers */
-	uint32_t n_big_free, big_used;
+	/*
+	 * Big answers' records (abi.h): runs freed, a stack per length (1 to NDC_FP_EXT_MAX); none
+	 * used at or past bump yet. big_used: records in use.
+	 */
+	uint32_t *big_free[NDC_FP_EXT_MAX];
+	uint32_t n_big_free[NDC_FP_EXT_MAX], cap_big_free[NDC_FP_EXT_MAX];
+	uint32_t bump, big_used;
 	uint32_t live, overflows; /* keys, and buckets flagged NDC_FP_BUCKET_OVERFLOW */
 };
 

@@ -474,6 +474,7 @@ static void test_publish_collision(void **state)
 	planted = v;
 	planted.expire_ns = 0;
 	planted.n_ttl = 0;
+	memset(planted.ttl_off, 0, sizeof(planted.ttl_off)); /* zero past n_ttl, as published */
 	memset(planted.name, 0, sizeof(planted.name));
 	memcpy(planted.name, other, olen);
 	assert_int_equal(ndc_fastpath_put(fp, &key, &planted), 0);
