@@ -6,7 +6,6 @@
  * Kept apart from the packing and placing in k8s_objects.c, which reads JSON only through the
  * functions here, so that each file holds one concern and stays well under a thousand lines.
  */
-#include <arpa/inet.h>
 #include <errno.h>
 #include <netinet/in.h>
 #include <stdarg.h>
@@ -17,6 +16,8 @@
 #include <sys/socket.h>
 
 #include <json-c/json.h>
+
+#include <ndc/ip.h>
 
 #include "internal.h"
 
@@ -188,21 +189,6 @@ int ndc_k8s_conv_dup_str(const struct conv *c, const char *s, char **ret)
 	return *ret ? 0 : ndc_k8s_conv_oom(c);
 }
 
-/* family 0: either. The caller says which family it wanted in its own message. */
-static bool parse_ip(const char *s, int family, struct ndc_ip *ret)
-{
-	memset(ret, 0, sizeof(*ret));
-	if ((family == 0 || family == AF_INET) && inet_pton(AF_INET, s, ret->addr) == 1) {
-		ret->family = AF_INET;
-		return true;
-	}
-	if ((family == 0 || family == AF_INET6) && inet_pton(AF_INET6, s, ret->addr) == 1) {
-		ret->family = AF_INET6;
-		return true;
-	}
-	return false;
-}
-
 void ndc_k8s_conv_free_ports(struct ndc_k8s_port *p, uint32_t n)
 {
 	for (size_t i = 0; i < n; i++)
@@ -324,7 +310,7 @@ static int add_cluster_ip(const struct conv *c, struct ndc_k8s_service *s, const
 {
 	if (s->n_ips == NDC_K8S_MAX_CLUSTER_IPS)
 		return fail(c, "%s: more than %d addresses", path, NDC_K8S_MAX_CLUSTER_IPS);
-	if (!parse_ip(ip, 0, &s->ips[s->n_ips]))
+	if (ndc_ip_parse(ip, 0, &s->ips[s->n_ips]) < 0)
 		return fail(c, "%s: invalid IP address \"%.64s\"", path, ip);
 	s->n_ips++;
 	return 0;
@@ -367,7 +353,7 @@ int ndc_k8s_conv_service(struct conv *c, json_object *obj, void *e)
 		return r;
 	if (cip && !strcmp(cip, "None"))
 		s->headless = true;
-	else if (cip && !parse_ip(cip, 0, &ip))
+	else if (cip && ndc_ip_parse(cip, 0, &ip) < 0)
 		return fail(c, "spec.clusterIP: invalid IP address \"%.64s\"", cip);
 
 	r = get(c, spec, "spec.", "clusterIPs", json_type_array, false, &cips);
@@ -448,7 +434,7 @@ static int conv_endpoint(const struct conv *c, json_object *ep, const char *pfx,
 		if (!family)
 			continue;
 		if (strlen(str) != (size_t)json_object_get_string_len(v) ||
-		    !parse_ip(str, family, &e->addrs[e->n_addrs]))
+		    ndc_ip_parse(str, family, &e->addrs[e->n_addrs]) < 0)
 			return fail(c, "%s[%zu]: expected an %s address, got \"%.64s\"", path, i,
 				    family == AF_INET ? "IPv4" : "IPv6", str);
 		e->n_addrs++;
@@ -571,7 +557,7 @@ static int add_pod_ip(const struct conv *c, struct ndc_k8s_pod *p, const char *i
 {
 	if (p->n_ips == 2)
 		return fail(c, "%s: more than 2 addresses", path);
-	if (!parse_ip(ip, 0, &p->ips[p->n_ips]))
+	if (ndc_ip_parse(ip, 0, &p->ips[p->n_ips]) < 0)
 		return fail(c, "%s: invalid IP address \"%.64s\"", path, ip);
 	p->n_ips++;
 	return 0;
