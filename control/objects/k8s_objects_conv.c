@@ -316,23 +316,83 @@ static int add_cluster_ip(const struct conv *c, struct ndc_k8s_service *s, const
 	return 0;
 }
 
+/*
+ * How a Service and a ServiceImport begin: metadata (namespace and name, both required), spec (an
+ * object or absent) and spec.type (NULL when absent), each checked the same way.
+ */
+static int conv_svc_head(struct conv *c, json_object *obj, const char **ret_ns,
+			 const char **ret_name, json_object **ret_spec, const char **ret_type)
+{
+	int r;
+
+	r = ndc_k8s_conv_get_meta(c, obj, true, ret_ns, ret_name);
+	if (r < 0)
+		return r;
+	r = get(c, obj, "", "spec", json_type_object, false, ret_spec);
+	if (r < 0)
+		return r;
+	return get_str(c, *ret_spec, "spec.", "type", false, ret_type);
+}
+
+/*
+ * The address list spec.<key> into s->ips: a Service's clusterIPs, where "None" makes it headless
+ * (none_headless), or a ServiceImport's ips, where "None" is no address like any other word.
+ */
+static int conv_svc_ips(const struct conv *c, json_object *spec, const char *key,
+			bool none_headless, struct ndc_k8s_service *s)
+{
+	char arr[24], path[48];
+	json_object *ips, *v;
+	const char *str;
+	int r;
+
+	r = get(c, spec, "spec.", key, json_type_array, false, &ips);
+	if (r < 0)
+		return r;
+	snprintf(arr, sizeof(arr), "spec.%s", key);
+	for (size_t i = 0; ips && i < json_object_array_length(ips); i++) {
+		snprintf(path, sizeof(path), "%s[%zu]", arr, i);
+		r = elem(c, ips, i, arr, json_type_string, &v);
+		if (r < 0)
+			return r;
+		r = check_str(c, v, path, "", false, &str);
+		if (r < 0)
+			return r;
+		if (str && none_headless && !strcmp(str, "None"))
+			s->headless = true;
+		else if (str && (r = add_cluster_ip(c, s, str, path)) < 0)
+			return r;
+	}
+	return 0;
+}
+
+/* How every object ends: heap copies of its namespace (NULL for none) and name. */
+static int dup_names(const struct conv *c, const char *ns, const char *name, char **ret_ns,
+		     char **ret_name)
+{
+	int r = ndc_k8s_conv_dup_str(c, ns, ret_ns);
+
+	return r < 0 ? r : ndc_k8s_conv_dup_str(c, name, ret_name);
+}
+
+/* How a Service and a ServiceImport end: spec.ports, then the names. */
+static int conv_svc_tail(const struct conv *c, json_object *spec, const char *ns, const char *name,
+			 struct ndc_k8s_service *s)
+{
+	int r = parse_ports(c, spec, "spec.", false, &s->ports, &s->n_ports);
+
+	return r < 0 ? r : dup_names(c, ns, name, &s->ns, &s->name);
+}
+
 int ndc_k8s_conv_service(struct conv *c, json_object *obj, void *e)
 {
 	struct ndc_k8s_service *s = e;
 	const char *ns, *name, *type, *cip, *ext;
-	json_object *spec, *cips, *v;
 	struct ndc_ip ip = {0};
-	char path[40];
+	json_object *spec, *v;
 	int r;
 
-	r = ndc_k8s_conv_get_meta(c, obj, true, &ns, &name);
-	if (r < 0)
-		return r;
-	r = get(c, obj, "", "spec", json_type_object, false, &spec);
-	if (r < 0)
-		return r;
-
-	r = get_str(c, spec, "spec.", "type", false, &type);
+	r = conv_svc_head(c, obj, &ns, &name, &spec, &type);
 	if (r < 0)
 		return r;
 	if (!type || !strcmp(type, "ClusterIP"))
@@ -356,24 +416,9 @@ int ndc_k8s_conv_service(struct conv *c, json_object *obj, void *e)
 	else if (cip && ndc_ip_parse(cip, 0, &ip) < 0)
 		return fail(c, "spec.clusterIP: invalid IP address \"%.64s\"", cip);
 
-	r = get(c, spec, "spec.", "clusterIPs", json_type_array, false, &cips);
+	r = conv_svc_ips(c, spec, "clusterIPs", true, s);
 	if (r < 0)
 		return r;
-	for (size_t i = 0; cips && i < json_object_array_length(cips); i++) {
-		const char *str;
-
-		snprintf(path, sizeof(path), "spec.clusterIPs[%zu]", i);
-		r = elem(c, cips, i, "spec.clusterIPs", json_type_string, &v);
-		if (r < 0)
-			return r;
-		r = check_str(c, v, path, "", false, &str);
-		if (r < 0)
-			return r;
-		if (str && !strcmp(str, "None"))
-			s->headless = true;
-		else if (str && (r = add_cluster_ip(c, s, str, path)) < 0)
-			return r;
-	}
 	if (s->headless && s->n_ips)
 		return fail(c, "spec.clusterIPs: addresses on a headless service (clusterIP None)");
 	if (!s->n_ips && !s->headless && cip) {
@@ -396,14 +441,7 @@ int ndc_k8s_conv_service(struct conv *c, json_object *obj, void *e)
 		if (r < 0)
 			return r;
 	}
-
-	r = parse_ports(c, spec, "spec.", false, &s->ports, &s->n_ports);
-	if (r < 0)
-		return r;
-	r = ndc_k8s_conv_dup_str(c, ns, &s->ns);
-	if (r < 0)
-		return r;
-	return ndc_k8s_conv_dup_str(c, name, &s->name);
+	return conv_svc_tail(c, spec, ns, name, s);
 }
 
 static int conv_endpoint(const struct conv *c, json_object *ep, const char *pfx, int family,
@@ -545,12 +583,7 @@ int ndc_k8s_conv_slice(struct conv *c, json_object *obj, void *e)
 	r = ndc_k8s_conv_dup_str(c, svc, &s->service);
 	r = r < 0 ? r : ndc_k8s_conv_dup_str(c, mc_svc, &s->mc_service);
 	r = r < 0 ? r : ndc_k8s_conv_dup_str(c, cluster, &s->cluster);
-	if (r < 0)
-		return r;
-	r = ndc_k8s_conv_dup_str(c, ns, &s->ns);
-	if (r < 0)
-		return r;
-	return ndc_k8s_conv_dup_str(c, name, &s->name);
+	return r < 0 ? r : dup_names(c, ns, name, &s->ns, &s->name);
 }
 
 static int add_pod_ip(const struct conv *c, struct ndc_k8s_pod *p, const char *ip, const char *path)
@@ -603,11 +636,7 @@ int ndc_k8s_conv_pod(struct conv *c, json_object *obj, void *e)
 		if (ip && (r = add_pod_ip(c, p, ip, "status.podIP")) < 0)
 			return r;
 	}
-
-	r = ndc_k8s_conv_dup_str(c, ns, &p->ns);
-	if (r < 0)
-		return r;
-	return ndc_k8s_conv_dup_str(c, name, &p->name);
+	return dup_names(c, ns, name, &p->ns, &p->name);
 }
 
 /*
@@ -617,18 +646,11 @@ int ndc_k8s_conv_pod(struct conv *c, json_object *obj, void *e)
 int ndc_k8s_conv_svcimport(struct conv *c, json_object *obj, void *e)
 {
 	struct ndc_k8s_service *s = e;
-	const char *ns, *name, *type, *str;
-	json_object *spec, *ips, *v;
-	char path[40];
+	const char *ns, *name, *type;
+	json_object *spec;
 	int r;
 
-	r = ndc_k8s_conv_get_meta(c, obj, true, &ns, &name);
-	if (r < 0)
-		return r;
-	r = get(c, obj, "", "spec", json_type_object, false, &spec);
-	if (r < 0)
-		return r;
-	r = get_str(c, spec, "spec.", "type", false, &type);
+	r = conv_svc_head(c, obj, &ns, &name, &spec, &type);
 	if (r < 0)
 		return r;
 	if (type && !strcmp(type, "Headless"))
@@ -637,29 +659,11 @@ int ndc_k8s_conv_svcimport(struct conv *c, json_object *obj, void *e)
 		return fail(c, "spec.type: expected ClusterSetIP or Headless");
 	s->type = NDC_SVC_CLUSTER_IP;
 
-	r = get(c, spec, "spec.", "ips", json_type_array, false, &ips);
+	r = conv_svc_ips(c, spec, "ips", false, s);
 	if (r < 0)
 		return r;
-	for (size_t i = 0; ips && i < json_object_array_length(ips); i++) {
-		snprintf(path, sizeof(path), "spec.ips[%zu]", i);
-		r = elem(c, ips, i, "spec.ips", json_type_string, &v);
-		if (r < 0)
-			return r;
-		r = check_str(c, v, path, "", false, &str);
-		if (r < 0)
-			return r;
-		if (str && (r = add_cluster_ip(c, s, str, path)) < 0)
-			return r;
-	}
 	/* A headless import's addresses are its endpoints' (MCS DNS spec); ips says nothing. */
 	if (s->headless)
 		s->n_ips = 0;
-
-	r = parse_ports(c, spec, "spec.", false, &s->ports, &s->n_ports);
-	if (r < 0)
-		return r;
-	r = ndc_k8s_conv_dup_str(c, ns, &s->ns);
-	if (r < 0)
-		return r;
-	return ndc_k8s_conv_dup_str(c, name, &s->name);
+	return conv_svc_tail(c, spec, ns, name, s);
 }
