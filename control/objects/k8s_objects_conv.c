@@ -21,6 +21,8 @@
 
 #include "internal.h"
 
+#define N_OF(a) (sizeof(a) / sizeof((a)[0]))
+
 static void vreport(const struct conv *c, const char *fmt, va_list ap)
 {
 	char what[512];
@@ -137,6 +139,37 @@ static int get_str(const struct conv *c, json_object *parent, const char *pfx, c
 	return check_str(c, v, pfx, key, required, ret);
 }
 
+/*
+ * The string member pfx+key as an index into names[n]: absent or "" gives dflt, or an error when
+ * dflt is negative (the member is required); any other word "expected A, B or C".
+ */
+static int get_choice(const struct conv *c, json_object *parent, const char *pfx, const char *key,
+		      const char *const *names, size_t n, int dflt, int *ret)
+{
+	char list[128] = "";
+	const char *v;
+	size_t len = 0;
+	int r;
+
+	*ret = dflt;
+	r = get_str(c, parent, pfx, key, dflt < 0, &v);
+	if (r < 0 || !v)
+		return r;
+	for (size_t i = 0; i < n; i++) {
+		if (!strcmp(v, names[i])) {
+			*ret = (int)i;
+			return 0;
+		}
+	}
+	for (size_t i = 0; i < n && len < sizeof(list); i++) {
+		const char *sep = i + 1 < n ? ", " : " or ";
+
+		len += (size_t)snprintf(list + len, sizeof(list) - len, "%s%s", i ? sep : "",
+					names[i]);
+	}
+	return fail(c, "%s%s: expected %s", pfx, key, list);
+}
+
 /* An array element that must have type want; the path is pfx[i]. */
 static int elem(const struct conv *c, json_object *arr, size_t i, const char *pfx, json_type want,
 		json_object **ret)
@@ -203,10 +236,12 @@ void ndc_k8s_conv_free_ports(struct ndc_k8s_port *p, uint32_t n)
 static int parse_port(const struct conv *c, json_object *p, const char *pfx, bool port_optional,
 		      struct ndc_k8s_port *ret, bool *skip)
 {
+	static const char *const protos[] = {"TCP", "UDP", "SCTP"};
+	static const uint8_t proto_nums[] = {IPPROTO_TCP, IPPROTO_UDP, IPPROTO_SCTP};
 	json_object *num = member(p, "port");
-	const char *name, *proto;
+	const char *name;
 	int64_t v;
-	int r;
+	int r, t;
 
 	*skip = false;
 	if (!num && port_optional) {
@@ -217,17 +252,10 @@ static int parse_port(const struct conv *c, json_object *p, const char *pfx, boo
 	if (v < 1 || v > 65535)
 		return fail(c, "%sport: expected integer 1..65535", pfx);
 
-	r = get_str(c, p, pfx, "protocol", false, &proto);
+	r = get_choice(c, p, pfx, "protocol", protos, N_OF(protos), 0, &t);
 	if (r < 0)
 		return r;
-	if (!proto || !strcmp(proto, "TCP"))
-		ret->proto = IPPROTO_TCP;
-	else if (!strcmp(proto, "UDP"))
-		ret->proto = IPPROTO_UDP;
-	else if (!strcmp(proto, "SCTP"))
-		ret->proto = IPPROTO_SCTP;
-	else
-		return fail(c, "%sprotocol: expected TCP, UDP or SCTP", pfx);
+	ret->proto = proto_nums[t];
 	ret->port = (uint16_t)v;
 
 	r = get_str(c, p, pfx, "name", false, &name);
@@ -318,10 +346,11 @@ static int add_cluster_ip(const struct conv *c, struct ndc_k8s_service *s, const
 
 /*
  * How a Service and a ServiceImport begin: metadata (namespace and name, both required), spec (an
- * object or absent) and spec.type (NULL when absent), each checked the same way.
+ * object or absent) and spec.type, one of types[n] (the first when absent), as its index.
  */
-static int conv_svc_head(struct conv *c, json_object *obj, const char **ret_ns,
-			 const char **ret_name, json_object **ret_spec, const char **ret_type)
+static int conv_svc_head(struct conv *c, json_object *obj, const char *const *types, size_t n,
+			 const char **ret_ns, const char **ret_name, json_object **ret_spec,
+			 int *ret_type)
 {
 	int r;
 
@@ -331,7 +360,7 @@ static int conv_svc_head(struct conv *c, json_object *obj, const char **ret_ns,
 	r = get(c, obj, "", "spec", json_type_object, false, ret_spec);
 	if (r < 0)
 		return r;
-	return get_str(c, *ret_spec, "spec.", "type", false, ret_type);
+	return get_choice(c, *ret_spec, "spec.", "type", types, n, 0, ret_type);
 }
 
 /*
@@ -386,26 +415,22 @@ static int conv_svc_tail(const struct conv *c, json_object *spec, const char *ns
 
 int ndc_k8s_conv_service(struct conv *c, json_object *obj, void *e)
 {
+	static const char *const types[] = {
+	    [NDC_SVC_CLUSTER_IP] = "ClusterIP",
+	    [NDC_SVC_NODE_PORT] = "NodePort",
+	    [NDC_SVC_LOAD_BALANCER] = "LoadBalancer",
+	    [NDC_SVC_EXTERNAL_NAME] = "ExternalName",
+	};
 	struct ndc_k8s_service *s = e;
-	const char *ns, *name, *type, *cip, *ext;
+	const char *ns, *name, *cip, *ext;
 	struct ndc_ip ip = {0};
 	json_object *spec, *v;
-	int r;
+	int r, type;
 
-	r = conv_svc_head(c, obj, &ns, &name, &spec, &type);
+	r = conv_svc_head(c, obj, types, N_OF(types), &ns, &name, &spec, &type);
 	if (r < 0)
 		return r;
-	if (!type || !strcmp(type, "ClusterIP"))
-		s->type = NDC_SVC_CLUSTER_IP;
-	else if (!strcmp(type, "NodePort"))
-		s->type = NDC_SVC_NODE_PORT;
-	else if (!strcmp(type, "LoadBalancer"))
-		s->type = NDC_SVC_LOAD_BALANCER;
-	else if (!strcmp(type, "ExternalName"))
-		s->type = NDC_SVC_EXTERNAL_NAME;
-	else
-		return fail(c, "spec.type: expected ClusterIP, NodePort, LoadBalancer or "
-			       "ExternalName");
+	s->type = (enum ndc_svc_type)type;
 
 	/* The API keeps clusterIP == clusterIPs[0]; either saying "None" makes it headless. */
 	r = get_str(c, spec, "spec.", "clusterIP", false, &cip);
@@ -515,28 +540,23 @@ static int conv_endpoint(const struct conv *c, json_object *ep, const char *pfx,
 
 int ndc_k8s_conv_slice(struct conv *c, json_object *obj, void *e)
 {
+	static const char *const types[] = {"IPv4", "IPv6", "FQDN"};
+	static const int families[] = {AF_INET, AF_INET6, 0}; /* FQDN: ignored by DNS */
 	struct ndc_k8s_slice *s = e;
-	const char *ns, *name, *at, *svc, *mc_svc, *cluster;
+	const char *ns, *name, *svc, *mc_svc, *cluster;
 	json_object *labels, *eps, *ep;
 	char pfx[40];
 	size_t n;
-	int r;
+	int r, t;
 
 	r = ndc_k8s_conv_get_meta(c, obj, true, &ns, &name);
 	if (r < 0)
 		return r;
 
-	r = get_str(c, obj, "", "addressType", true, &at);
+	r = get_choice(c, obj, "", "addressType", types, N_OF(types), -1, &t);
 	if (r < 0)
 		return r;
-	if (!strcmp(at, "IPv4"))
-		s->family = AF_INET;
-	else if (!strcmp(at, "IPv6"))
-		s->family = AF_INET6;
-	else if (!strcmp(at, "FQDN"))
-		s->family = 0;
-	else
-		return fail(c, "addressType: expected IPv4, IPv6 or FQDN");
+	s->family = families[t];
 
 	r = get(c, member(obj, "metadata"), "metadata.", "labels", json_type_object, false,
 		&labels);
@@ -645,18 +665,16 @@ int ndc_k8s_conv_pod(struct conv *c, json_object *obj, void *e)
  */
 int ndc_k8s_conv_svcimport(struct conv *c, json_object *obj, void *e)
 {
+	static const char *const types[] = {"ClusterSetIP", "Headless"};
 	struct ndc_k8s_service *s = e;
-	const char *ns, *name, *type;
+	const char *ns, *name;
 	json_object *spec;
-	int r;
+	int r, type;
 
-	r = conv_svc_head(c, obj, &ns, &name, &spec, &type);
+	r = conv_svc_head(c, obj, types, N_OF(types), &ns, &name, &spec, &type);
 	if (r < 0)
 		return r;
-	if (type && !strcmp(type, "Headless"))
-		s->headless = true;
-	else if (type && strcmp(type, "ClusterSetIP"))
-		return fail(c, "spec.type: expected ClusterSetIP or Headless");
+	s->headless = type == 1;
 	s->type = NDC_SVC_CLUSTER_IP;
 
 	r = conv_svc_ips(c, spec, "ips", false, s);
