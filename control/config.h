@@ -12,7 +12,7 @@
 #include <stdint.h>
 #include <sys/socket.h>
 
-#include "objects/objects.h"
+#include <ndc/ip.h>
 
 #define NDC_CFG_MAX_ADDRS 8
 #define NDC_CFG_MAX_STUBS 64	   /* stub_domains zones */

@@ -19,11 +19,11 @@
 #include <rte_mbuf.h>
 #include <rte_mempool.h>
 
+#include <ndc/ip.h>
 #include <ndc/log.h>
 
 #include "dpdk/dpdk.h"
 #include "internal.h"
-#include "objects/objects.h"
 
 #define DEFAULT_BURST 32
 #define DEFAULT_PORT 53

@@ -24,11 +24,11 @@
 #include <bpf/bpf.h>
 #include <bpf/libbpf.h>
 
+#include <ndc/ip.h>
 #include <ndc/log.h>
 
 #include "fastpath/fastpath.h"
 #include "internal.h"
-#include "objects/objects.h"
 #include "ndc_fastpath.skel.h"
 
 #define DEFAULT_MAX_ENTRIES 65536
