@@ -86,3 +86,17 @@ int ndc_config_load_text(const char *path, struct ndc_config *cfg, char **ret_te
 	}
 	return r;
 }
+
+int ndc_config_use_kubeconfig(struct ndc_config *cfg, const char *path)
+{
+	char *copy = strdup(path);
+
+	if (!copy)
+		return -ENOMEM;
+	free(cfg->source.snapshot);
+	free(cfg->source.kubeconfig);
+	cfg->source.snapshot = NULL;
+	cfg->source.kubeconfig = copy;
+	cfg->source.kind = NDC_SOURCE_KUBERNETES;
+	return 0;
+}

@@ -104,22 +104,25 @@ int ndc_config_set_size(struct ctx *c, const struct field *f, const struct node 
 }
 
 /* true/false/yes/no in any case; on/off and y/n are not accepted (YAML 1.2 dropped them). */
-int ndc_config_set_bool(struct ctx *c, const struct field *f, const struct node *n,
-			struct ndc_config *cfg)
+int ndc_config_bool(struct ctx *c, const struct node *n, const char *what, bool *ret)
 {
-	static const char what[] = "true, false, yes or no";
-	bool *b = field_ptr(cfg, f);
 	int r = ndc_config_expect_scalar(c, n, what);
 
 	if (r < 0)
 		return r;
 	if (!strcasecmp(n->text, "true") || !strcasecmp(n->text, "yes"))
-		*b = true;
+		*ret = true;
 	else if (!strcasecmp(n->text, "false") || !strcasecmp(n->text, "no"))
-		*b = false;
+		*ret = false;
 	else
 		return ndc_config_bad_value(c, n, what);
 	return 0;
+}
+
+int ndc_config_set_bool(struct ctx *c, const struct field *f, const struct node *n,
+			struct ndc_config *cfg)
+{
+	return ndc_config_bool(c, n, "true, false, yes or no", field_ptr(cfg, f));
 }
 
 int ndc_config_set_enum(struct ctx *c, const struct field *f, const struct node *n,

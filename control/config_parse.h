@@ -114,6 +114,9 @@ struct field {
 
 #define CFG_OFF(member) offsetof(struct ndc_config, member)
 
+/* A boolean as every key takes it (true, false, yes, no; any case); what: for the error. */
+int ndc_config_bool(struct ctx *c, const struct node *n, const char *what, bool *ret);
+
 #define NDC_CONFIG_HANDLER(name) \
 	int name(struct ctx *c, const struct field *f, const struct node *n, struct ndc_config *cfg)
 NDC_CONFIG_HANDLER(ndc_config_set_int);

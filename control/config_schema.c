@@ -7,7 +7,6 @@
 #include "config_parse.h"
 
 #include <string.h>
-#include <strings.h>
 
 #define MAX_FIELDS 16 /* the most keys any mapping has, for duplicate tracking */
 
@@ -76,20 +75,9 @@ static int do_switch_section(struct ctx *c, const struct field *f, const struct 
 			     struct ndc_config *cfg, bool *ret_on)
 {
 	static const char what[] = "a mapping, true or false";
-	int r;
 
-	if (n->kind == NODE_SCALAR && !ndc_config_is_null(n)) {
-		r = ndc_config_expect_scalar(c, n, what);
-		if (r < 0)
-			return r;
-		if (!strcasecmp(n->text, "true") || !strcasecmp(n->text, "yes"))
-			*ret_on = true;
-		else if (!strcasecmp(n->text, "false") || !strcasecmp(n->text, "no"))
-			*ret_on = false;
-		else
-			return ndc_config_bad_value(c, n, what);
-		return 0;
-	}
+	if (n->kind == NODE_SCALAR && !ndc_config_is_null(n))
+		return ndc_config_bool(c, n, what, ret_on);
 	if (n->kind != NODE_MAP && !ndc_config_is_null(n))
 		return ndc_config_bad_value(c, n, what);
 	*ret_on = true;

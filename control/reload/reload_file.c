@@ -258,15 +258,8 @@ void ndc_reload_file(struct ndc_reload *rl, bool force)
 		return;
 	}
 	r = ndc_config_parse(text, len, cfg, err, sizeof(err));
-	if (r == 0 && rl->kubeconfig) {
-		free(cfg->source.snapshot);
-		free(cfg->source.kubeconfig);
-		cfg->source.snapshot = NULL;
-		cfg->source.kubeconfig = strdup(rl->kubeconfig);
-		cfg->source.kind = NDC_SOURCE_KUBERNETES;
-		if (!cfg->source.kubeconfig)
-			r = -ENOMEM;
-	}
+	if (r == 0 && rl->kubeconfig)
+		r = ndc_config_use_kubeconfig(cfg, rl->kubeconfig);
 	if (r < 0) {
 		snprintf(why, sizeof(why), "%s: %s", rl->path,
 			 r == -ENOMEM ? "out of memory" : err);
