@@ -183,6 +183,16 @@ static void wait_count(atomic_int *v, int want)
 	assert_int_equal(atomic_load(v), want);
 }
 
+/* A raw successor says HELLO 1: its connection, the first answer in buf and its descriptors. */
+static int hello(const struct agent *a, char *buf, size_t cap, int *fds, size_t *ret_n)
+{
+	int fd = raw_connect(a->name);
+
+	assert_int_equal(send_raw(fd, "HELLO 1", 7, NULL, 0), 0);
+	assert_true(recv_raw(fd, buf, cap, fds, ret_n) > 0);
+	return fd;
+}
+
 /* HELLO 1 is answered "FDS <total> <more>" with the descriptors; TAKEOVER with OK. */
 static void test_serve_messages(void **state)
 {
@@ -193,9 +203,7 @@ static void test_serve_messages(void **state)
 
 	(void)state;
 	agent_start(&a, "serve", 2);
-	fd = raw_connect(a.name);
-	assert_int_equal(send_raw(fd, "HELLO 1", 7, NULL, 0), 0);
-	assert_int_equal(recv_raw(fd, buf, sizeof(buf), fds, &got), 7);
+	fd = hello(&a, buf, sizeof(buf), fds, &got);
 	assert_string_equal(buf, "FDS 2 0");
 	assert_int_equal(got, 2);
 	assert_true(same_pipe(a.wr[0], fds[0]));
@@ -218,23 +226,23 @@ static void test_serve_messages(void **state)
 	agent_stop(&a);
 }
 
-/* More descriptors than one message carries: chunks of 64, "more" 1 until the last. */
-static void test_serve_chunks(void **state)
+/*
+ * An agent with n descriptors answers HELLO 1 with the messages in want (each with want_n of
+ * them, each the agent's own pipe, in order).
+ */
+static void expect_fds(const char *what, size_t n, const char *const *want, const size_t *want_n,
+		       size_t msgs)
 {
 	struct agent a;
 	char buf[128];
 	int fds[64], fd;
 	size_t got, total = 0;
 
-	(void)state;
-	agent_start(&a, "chunks", 150);
-	fd = raw_connect(a.name);
-	assert_int_equal(send_raw(fd, "HELLO 1", 7, NULL, 0), 0);
-	for (int i = 0; i < 3; i++) {
-		static const char *const want[] = {"FDS 150 1", "FDS 150 1", "FDS 150 0"};
-		static const size_t want_n[] = {64, 64, 22};
-
-		assert_true(recv_raw(fd, buf, sizeof(buf), fds, &got) > 0);
+	agent_start(&a, what, n);
+	fd = hello(&a, buf, sizeof(buf), fds, &got);
+	for (size_t i = 0; i < msgs; i++) {
+		if (i)
+			assert_true(recv_raw(fd, buf, sizeof(buf), fds, &got) > 0);
 		assert_string_equal(buf, want[i]);
 		assert_int_equal(got, want_n[i]);
 		for (size_t k = 0; k < got; k++) {
@@ -243,28 +251,25 @@ static void test_serve_chunks(void **state)
 		}
 		total += got;
 	}
-	assert_int_equal(total, 150);
+	assert_int_equal(total, n);
 	close(fd);
 	agent_stop(&a);
 }
 
-/* Nothing to hand over is still an answer: "FDS 0 0". */
-static void test_serve_none(void **state)
+/*
+ * More descriptors than one message carries: chunks of 64, "more" 1 until the last; nothing to
+ * hand over is still an answer.
+ */
+static void test_serve_chunks(void **state)
 {
-	struct agent a;
-	char buf[128];
-	int fds[64], fd;
-	size_t got;
+	static const char *const many[] = {"FDS 150 1", "FDS 150 1", "FDS 150 0"};
+	static const size_t many_n[] = {64, 64, 22};
+	static const char *const none[] = {"FDS 0 0"};
+	static const size_t none_n[] = {0};
 
 	(void)state;
-	agent_start(&a, "none", 0);
-	fd = raw_connect(a.name);
-	assert_int_equal(send_raw(fd, "HELLO 1", 7, NULL, 0), 0);
-	assert_int_equal(recv_raw(fd, buf, sizeof(buf), fds, &got), 7);
-	assert_string_equal(buf, "FDS 0 0");
-	assert_int_equal(got, 0);
-	close(fd);
-	agent_stop(&a);
+	expect_fds("chunks", 150, many, many_n, 3);
+	expect_fds("none", 0, none, none_n, 1);
 }
 
 /* Any other message (another version, a truncated one, noise) closes the connection. */
@@ -302,10 +307,8 @@ static void test_serve_refuses(void **state)
 	assert_false(ndc_handover_taken(a.h));
 	/* And it still serves a successor that speaks the protocol. */
 	{
-		int fd = raw_connect(a.name);
+		int fd = hello(&a, buf, sizeof(buf), fds, &got);
 
-		assert_int_equal(send_raw(fd, "HELLO 1", 7, NULL, 0), 0);
-		assert_int_equal(recv_raw(fd, buf, sizeof(buf), fds, &got), 7);
 		assert_string_equal(buf, "FDS 1 0");
 		assert_int_equal(got, 1);
 		close(fds[0]);
@@ -580,10 +583,10 @@ int main(void)
 {
 	const struct CMUnitTest tests[] = {
 	    cmocka_unit_test(test_serve_messages), cmocka_unit_test(test_serve_chunks),
-	    cmocka_unit_test(test_serve_none),	   cmocka_unit_test(test_serve_refuses),
-	    cmocka_unit_test(test_join_accepts),   cmocka_unit_test(test_join_refuses),
-	    cmocka_unit_test(test_join_timeout),   cmocka_unit_test(test_join_nobody),
-	    cmocka_unit_test(test_takeover),	   cmocka_unit_test(test_join_agent),
+	    cmocka_unit_test(test_serve_refuses),  cmocka_unit_test(test_join_accepts),
+	    cmocka_unit_test(test_join_refuses),   cmocka_unit_test(test_join_timeout),
+	    cmocka_unit_test(test_join_nobody),	   cmocka_unit_test(test_takeover),
+	    cmocka_unit_test(test_join_agent),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
