@@ -2,7 +2,7 @@
 /*
  * Private to control/config_*.c: how a YAML text becomes a struct ndc_config. The files run one
  * way, each calling only those below it:
- *   config_load.c      ndc_config_parse and ndc_config_load: the text, the tree, the walk
+ *   config_load.c      ndc_config_parse, ndc_config_load (text, tree, walk), --kubeconfig
  *   config_schema.c    the table of keys (types, ranges) and the walk of the tree along it
  *   config_parse.c     one node into one member, per kind of value (the table's handlers)
  *   config_validate.c  checks across keys, once every key is read
