@@ -41,12 +41,7 @@ bool ndc_config_u64(const char *s, size_t len, uint64_t *ret)
 
 bool ndc_config_ip(const char *s, struct ndc_ip *ret)
 {
-	memset(ret, 0, sizeof(*ret));
-	if (inet_pton(AF_INET, s, ret->addr) == 1)
-		ret->family = AF_INET;
-	else if (inet_pton(AF_INET6, s, ret->addr) == 1)
-		ret->family = AF_INET6;
-	return ret->family != 0;
+	return ndc_ip_parse(s, 0, ret) == 0;
 }
 
 /*
