@@ -20,37 +20,31 @@
 
 #include "ndc_dns.h"
 
-/* A chunk of the table: its tag words, then its slots (abi.h, "The answer table"). */
-struct ndc_chunk {
-	__uint(type, BPF_MAP_TYPE_ARRAY);
-	__uint(max_entries, NDC_FP_CHUNK_ENTRIES);
-	__uint(map_flags, BPF_F_MMAPABLE);
-	/* verifier: sizes, not BTF types: clang leaves a type used only here a forward one */
-	__uint(key_size, sizeof(__u32));
-	__uint(value_size, sizeof(struct ndc_fp_slot));
-};
+/*
+ * An outer map of the answer table and its chunks (abi.h, "The answer table"): an array of maps
+ * whose inner maps are mmapable arrays of n values of type value. The loader sets the outer
+ * map's entries (2 * config half_chunks or half_bigs). verifier: the inner template gives sizes,
+ * not BTF types: clang leaves a type used only there a forward one.
+ */
+#define NDC_TABLE_MAP(outer, chunk, n, value)             \
+	struct chunk {                                    \
+		__uint(type, BPF_MAP_TYPE_ARRAY);         \
+		__uint(max_entries, n);                   \
+		__uint(map_flags, BPF_F_MMAPABLE);        \
+		__uint(key_size, sizeof(__u32));          \
+		__uint(value_size, sizeof(value));        \
+	};                                                \
+	struct {                                          \
+		__uint(type, BPF_MAP_TYPE_ARRAY_OF_MAPS); \
+		__uint(max_entries, 2);                   \
+		__type(key, __u32);                       \
+		__array(values, struct chunk);            \
+	} outer SEC(".maps")
 
-struct {
-	__uint(type, BPF_MAP_TYPE_ARRAY_OF_MAPS);
-	__uint(max_entries, 2); /* the loader sets 2 * config half_chunks */
-	__type(key, __u32);
-	__array(values, struct ndc_chunk);
-} ndc_answers SEC(".maps");
-
-struct ndc_big_chunk {
-	__uint(type, BPF_MAP_TYPE_ARRAY);
-	__uint(max_entries, NDC_FP_BIG_CHUNK);
-	__uint(map_flags, BPF_F_MMAPABLE);
-	__uint(key_size, sizeof(__u32));
-	__uint(value_size, sizeof(struct ndc_fp_ext));
-};
-
-struct {
-	__uint(type, BPF_MAP_TYPE_ARRAY_OF_MAPS);
-	__uint(max_entries, 2); /* the loader sets 2 * config half_bigs */
-	__type(key, __u32);
-	__array(values, struct ndc_big_chunk);
-} ndc_big SEC(".maps");
+/* A chunk of slots: its tag words, then its slots. */
+NDC_TABLE_MAP(ndc_answers, ndc_chunk, NDC_FP_CHUNK_ENTRIES, struct ndc_fp_slot);
+/* A chunk of big answers' records. */
+NDC_TABLE_MAP(ndc_big, ndc_big_chunk, NDC_FP_BIG_CHUNK, struct ndc_fp_ext);
 
 struct {
 	__uint(type, BPF_MAP_TYPE_ARRAY);

@@ -819,15 +819,14 @@ int ndc_fp_table_init(struct ndc_fp_table *t, const struct ndc_fp_table_ops *ops
 {
 	int err;
 
-	memset(t, 0, sizeof(*t));
+	*t = (struct ndc_fp_table){.ops = ops,
+				   .ctx = ctx,
+				   .max_entries = max_entries,
+				   .half_chunks = half_chunks,
+				   .half_bigs = half_bigs,
+				   .home_key = home_key};
 	if (!max_entries || !half_chunks || !half_bigs)
 		return -EINVAL;
-	t->ops = ops;
-	t->ctx = ctx;
-	t->max_entries = max_entries;
-	t->half_chunks = half_chunks;
-	t->half_bigs = half_bigs;
-	t->home_key = home_key;
 	for (int i = 0; i < 2; i++) {
 		t->h[i].chunks = calloc(half_chunks, sizeof(void *));
 		t->h[i].bigs = calloc(half_bigs, sizeof(void *));
@@ -958,24 +957,36 @@ int ndc_fp_table_get(struct ndc_fp_table *t, const struct ndc_fp_key *k, struct 
 	return err;
 }
 
+/*
+ * The live entry at k, with its place and value, when it holds name (any name when NULL): 0, or
+ * -ENOENT (absent, or another name's). The caller holds the lock.
+ */
+static int find_named(struct ndc_fp_table *t, const struct ndc_fp_key *k, const uint8_t *name,
+		      size_t name_len, struct place *ret_at, struct ndc_fp_value *ret)
+{
+	struct reader r = mapped(t);
+	struct place free_at;
+	struct ndc_fp_slot s;
+	int err = walk(&r, k, ret_at, &s, &free_at);
+
+	if (err == 0)
+		err = decode_found(&r, &s, ret);
+	if (err == 0 && name && !name_is(ret, name, name_len))
+		err = -ENOENT;
+	return err;
+}
+
 int ndc_fp_table_hits(struct ndc_fp_table *t, const struct ndc_fp_key *k, const uint8_t *name,
 		      size_t name_len, uint32_t *ret)
 {
 	struct ndc_fp_value cur;
-	struct ndc_fp_slot s;
-	struct place at, free_at;
-	struct reader r;
+	struct place at;
 	int err;
 
 	pthread_mutex_lock(&t->lock);
-	r = mapped(t);
-	err = walk(&r, k, &at, &s, &free_at);
+	err = find_named(t, k, name, name_len, &at, &cur);
 	if (err == 0)
-		err = decode_found(&r, &s, &cur);
-	if (err == 0 && !name_is(&cur, name, name_len))
-		err = -ENOENT;
-	if (err == 0)
-		*ret = __atomic_load_n(&slot_of(r.h, at.b, at.j)->hits, __ATOMIC_RELAXED);
+		*ret = __atomic_load_n(&slot_of(&t->h[t->cur], at.b, at.j)->hits, __ATOMIC_RELAXED);
 	pthread_mutex_unlock(&t->lock);
 	return err;
 }
@@ -984,18 +995,12 @@ int ndc_fp_table_del(struct ndc_fp_table *t, const struct ndc_fp_key *k, const u
 		     size_t name_len, uint64_t expired_at)
 {
 	struct ndc_fp_value cur;
-	struct ndc_fp_slot s;
-	struct place at, free_at;
-	struct reader r;
+	struct place at;
 	int err;
 
 	pthread_mutex_lock(&t->lock);
-	r = mapped(t);
-	err = walk(&r, k, &at, &s, &free_at);
-	if (err == 0 && (name || expired_at))
-		err = decode_found(&r, &s, &cur);
-	if (err == 0 && name && !name_is(&cur, name, name_len))
-		err = -ENOENT; /* another name's entry: not ours to remove */
+	/* another name's entry is not ours to remove */
+	err = find_named(t, k, name, name_len, &at, &cur);
 	if (err == 0 && expired_at && (cur.expire_ns == 0 || expired_at < cur.expire_ns))
 		err = -EAGAIN;
 	if (err == 0) {
