@@ -423,6 +423,21 @@ void server_watchers(int n)
 	}
 }
 
+void apply_service(const char *name)
+{
+	control("{\"op\":\"apply\",\"object\":{\"kind\":\"Service\",\"metadata\":{\"name\":\"%s\","
+		"\"namespace\":\"app\"}}}",
+		name);
+}
+
+void compact_past(int watchers, const char *name)
+{
+	server_watchers(watchers);
+	control("{\"op\":\"pause\",\"seconds\":0.5}");
+	apply_service(name);
+	control("{\"op\":\"compact\"}");
+}
+
 /* ---- fixture ----------------------------------------------------------------------------------
  */
 
