@@ -496,6 +496,16 @@ void synced(struct fx *f, uint32_t kinds, unsigned n)
 		fail_msg("no complete list #%u within 5 s", n);
 }
 
+void relisted_410(struct fx *f)
+{
+	f->opts.kinds = 1u << NDC_K8S_SERVICES;
+	start(f);
+	synced(f, f->opts.kinds, 1);
+	compact_past(1, "late");
+	control("{\"op\":\"drop\"}");
+	synced(f, f->opts.kinds, 2);
+}
+
 void expect_line(struct fx *f, const char *line, int ms)
 {
 	if (!wait_for(&f->rec, has_line, line, ms))

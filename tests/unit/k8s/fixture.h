@@ -101,6 +101,8 @@ void apply_service(const char *name);
  * fault it injects) and the rewatch gets 410.
  */
 void compact_past(int watchers, const char *name);
+/* Services alone watched, synced, then compact_past(1, "late") and the drop: synced again. */
+void relisted_410(struct fx *f);
 int setup(void **state);
 int teardown(void **state);
 void start(struct fx *f);

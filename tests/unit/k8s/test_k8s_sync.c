@@ -166,12 +166,7 @@ static void relist_streamed(void **state)
 	struct fx *f = *state;
 	struct ndc_k8s_watch_stats st;
 
-	f->opts.kinds = 1u << NDC_K8S_SERVICES;
-	start(f);
-	synced(f, f->opts.kinds, 1);
-	compact_past(1, "late");
-	control("{\"op\":\"drop\"}");
-	synced(f, f->opts.kinds, 2);
+	relisted_410(f);
 	st = stats(f);
 	assert_true(st.relists_410 >= 1);
 	assert_int_equal(st.syncs_stream, 2);
@@ -188,12 +183,7 @@ static void relist_from_cache(void **state)
 	struct ndc_k8s_watch_stats st;
 
 	control("{\"op\":\"refuse\",\"ways\":[\"stream\"]}");
-	f->opts.kinds = 1u << NDC_K8S_SERVICES;
-	start(f);
-	synced(f, f->opts.kinds, 1);
-	compact_past(1, "late");
-	control("{\"op\":\"drop\"}");
-	synced(f, f->opts.kinds, 2);
+	relisted_410(f);
 	st = stats(f);
 	assert_int_equal(st.syncs_cache, 2);
 	assert_int_equal(st.syncs_consistent, 0);

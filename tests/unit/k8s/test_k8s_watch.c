@@ -278,12 +278,7 @@ static void compact_relists(void **state)
 	struct fx *f = *state;
 	struct ndc_k8s_watch_stats st;
 
-	f->opts.kinds = 1u << NDC_K8S_SERVICES;
-	start(f);
-	synced(f, f->opts.kinds, 1);
-	compact_past(1, "late");
-	control("{\"op\":\"drop\"}");
-	synced(f, f->opts.kinds, 2);
+	relisted_410(f);
 	ndc_k8s_watch_stats(f->w, &st);
 	assert_true(st.relists_410 >= 1);
 	assert_int_equal(st.lists, 2);
