@@ -172,6 +172,24 @@ topo_pod_add() {
 	ip netns exec "$ns" ip route add default via "$net.1"
 }
 
+# pod_xdp_pass: an XDP program that passes everything on the pod's eth0. XDP mode needs it: a veth
+# delivers the frames its peer sends with XDP_TX only when it has an XDP program itself. Says
+# why and returns 1 when it cannot be built or attached.
+pod_xdp_pass() {
+	cat >"$TOPO_DIR/xdp_pass.c" <<'EOF'
+struct xdp_md;
+__attribute__((section("xdp"), used)) int xdp_pass(struct xdp_md *ctx)
+{
+	return 2; /* XDP_PASS */
+}
+char _license[] __attribute__((section("license"), used)) = "GPL";
+EOF
+	clang -O2 -target bpf -c "$TOPO_DIR/xdp_pass.c" -o "$TOPO_DIR/xdp_pass.o" &&
+		in_pod ip -force link set dev eth0 xdp obj "$TOPO_DIR/xdp_pass.o" sec xdp && return 0
+	echo "xdp: cannot attach an XDP pass program to the pod's eth0" >&2
+	return 1
+}
+
 # Waits until a UDP DNS server answers in the node netns: wait_dns ADDR PORT NAME [SECONDS]
 wait_dns() {
 	local addr=$1 port=$2 name=$3 secs=${4:-10} i
