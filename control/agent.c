@@ -310,19 +310,46 @@ static void dpdk_stop(struct agent *ag)
 }
 
 /* ---------------------------------------------------------------------------------------------
- * Metrics.
+ * Metrics: each subsystem writes its own section (query.h, store.h, k8s.h, publisher.h,
+ * reload.h); here only what the agent itself holds, and the wiring.
  */
-#define C(b, name, help, v) ndc_metric_u64(b, "ndcache_" name, "counter", help, NULL, v)
-#define G(b, name, help, v) ndc_metric_u64(b, "ndcache_" name, "gauge", help, NULL, v)
+#define N(a) (sizeof(a) / sizeof((a)[0]))
+
+/* The record table the agent serves, and the Kubernetes source that fills it. */
+static void records_metrics(void *arg, struct ndc_metrics_buf *b)
+{
+	struct agent *ag = arg;
+
+	ndc_metric_u64(b, "ndcache_records", "gauge", "RRsets in the record table.", NULL,
+		       atomic_load(&ag->rrsets));
+	ndc_metric_u64(b, "ndcache_synced", "gauge",
+		       "1 once the record table has been built from a full sync.", NULL,
+		       atomic_load(&ag->synced));
+	ndc_metric_u64(b, "ndcache_records_bytes", "gauge",
+		       "Bytes of the built record table (incremental overlays not counted).", NULL,
+		       atomic_load(&ag->records_bytes));
+	ndc_metric_u64(
+	    b, "ndcache_records_overlay_names", "gauge",
+	    "Names changed since the table was last built whole (folded in at 1/32 of the table).",
+	    NULL, atomic_load(&ag->overlay_names));
+	pthread_mutex_lock(&ag->src_lock);
+	if (ag->src) {
+		ndc_k8s_store_metrics(ag->src->store, b);
+		ndc_k8s_watch_metrics(ag->src->watch, b);
+	}
+	pthread_mutex_unlock(&ag->src_lock);
+}
 
 /*
- * Where the memory goes: the resident set (what a DaemonSet's memory limit is checked against)
- * and the record table's share. Not malloc's own statistics: mallinfo2 walks every arena's free
- * lists under its lock, which stalled the table's writers for tens of milliseconds per scrape at
- * 100,000 Services (tests/bench/bench_store has the heap's breakdown).
+ * The process: where the memory goes (the resident set is what a DaemonSet's memory limit is
+ * checked against; the record table's share is records_metrics'), and whether a successor took
+ * over. Not malloc's own statistics: mallinfo2 walks every arena's free lists under its lock,
+ * which stalled the table's writers for tens of milliseconds per scrape at 100,000 Services
+ * (tests/bench/bench_store has the heap's breakdown).
  */
-static void memory_metrics(struct agent *ag, struct ndc_metrics_buf *b)
+static void process_metrics(void *arg, struct ndc_metrics_buf *b)
 {
+	struct agent *ag = arg;
 	unsigned long size = 0, resident = 0;
 	FILE *f = fopen("/proc/self/statm", "re");
 
@@ -335,12 +362,75 @@ static void memory_metrics(struct agent *ag, struct ndc_metrics_buf *b)
 		ndc_metric_u64(b, "process_resident_memory_bytes", "gauge",
 			       "Resident memory size in bytes.", NULL,
 			       (uint64_t)resident * (uint64_t)sysconf(_SC_PAGESIZE));
-	G(b, "records_bytes", "Bytes of the built record table (incremental overlays not counted).",
-	  atomic_load(&ag->records_bytes));
-	G(b, "records_overlay_names",
-	  "Names changed since the table was last built whole (folded in at 1/32 of the table).",
-	  atomic_load(&ag->overlay_names));
+	ndc_metric_u64(b, "ndcache_handed_over", "gauge",
+		       "1 once a successor agent has taken over (this one exits on SIGTERM leaving "
+		       "the fast path to it).",
+		       NULL, ndc_handover_taken(ag->ho));
 }
+
+static const struct ndc_metric_field server_fields[] = {
+    {"ndcache_udp_queries_total", "counter", "UDP queries received.", NULL,
+     NDC_METRIC_OFF(struct ndc_server_stats, udp_queries)},
+    {"ndcache_tcp_queries_total", "counter", "TCP queries received.", NULL,
+     NDC_METRIC_OFF(struct ndc_server_stats, tcp_queries)},
+    {"ndcache_tcp_connections_total", "counter", "TCP connections accepted.", NULL,
+     NDC_METRIC_OFF(struct ndc_server_stats, tcp_conns)},
+};
+
+#define TS(member, name, type, help)                                        \
+	{                                                                   \
+		"ndcache_fastpath_table_" name, type, help, NULL,           \
+		    NDC_METRIC_OFF(struct ndc_fastpath_table_stats, member) \
+	}
+
+static const struct ndc_metric_field table_fields[] = {
+    TS(keys, "entries", "gauge", "Entries in the kernel's answer table."),
+    TS(max_keys, "capacity", "gauge",
+       "Entries the kernel's answer table may hold (dataplane.table_size, a cap)."),
+    TS(slots, "slots", "gauge",
+       "Slots of the kernel's answer table now: it grows and shrinks with its entries."),
+    TS(bytes, "bytes", "gauge",
+       "Kernel memory of the answer table now, charged to the pod; mapped into the agent, so "
+       "part of its resident memory too."),
+    TS(needed, "needed_bytes", "gauge",
+       "What the answer table's entries need: a slot each and their big answers."),
+    TS(rebuilds, "rebuilds_total", "counter",
+       "Times the answer table was rebuilt to grow or shrink."),
+};
+
+/* The kernel's per-CPU counters (enum ndc_fp_counter), summed. */
+struct fp_counters {
+	uint64_t c[NDC_FP_COUNTER_MAX];
+};
+
+static const char answered_help[] = "Queries answered in the kernel.";
+static const char passed_help[] = "Queries the kernel passed to user space.";
+static const char failopen_help[] =
+    "Packets the kernel sent on to the upstream (or back from it) while no agent listened "
+    "(dataplane.failopen).";
+
+#define FC(i, name, help, labels)                                \
+	{                                                        \
+		"ndcache_kernel_" name, "counter", help, labels, \
+		    NDC_METRIC_OFF(struct fp_counters, c[i])     \
+	}
+
+static const struct ndc_metric_field counter_fields[] = {
+    FC(NDC_FP_HIT, "answers_total", answered_help, "kind=\"answer\""),
+    FC(NDC_FP_NODATA, "answers_total", answered_help, "kind=\"nodata\""),
+    FC(NDC_FP_NXDOMAIN, "answers_total", answered_help, "kind=\"nxdomain\""),
+    FC(NDC_FP_PASS_MISS, "passed_total", passed_help, "reason=\"miss\""),
+    FC(NDC_FP_PASS_EXPIRED, "passed_total", passed_help, "reason=\"expired\""),
+    FC(NDC_FP_PASS_EDNS, "passed_total", passed_help, "reason=\"edns\""),
+    FC(NDC_FP_PASS_SIZE, "passed_total", passed_help, "reason=\"size\""),
+    FC(NDC_FP_PASS_FORMAT, "passed_total", passed_help, "reason=\"format\""),
+    FC(NDC_FP_PASS_FRAG, "passed_total", passed_help, "reason=\"fragment\""),
+    FC(NDC_FP_PASS_CONFIG, "passed_total", passed_help, "reason=\"config\""),
+    FC(NDC_FP_PASS_BUSY, "passed_total", passed_help, "reason=\"busy\""),
+    FC(NDC_FP_FWD_UDP, "failopen_total", failopen_help, "kind=\"udp\""),
+    FC(NDC_FP_FWD_TCP, "failopen_total", failopen_help, "kind=\"tcp\""),
+    FC(NDC_FP_FWD_REPLY, "failopen_total", failopen_help, "kind=\"reply\""),
+};
 
 static void dpdk_metric(void *arg, const char *name, const char *type, const char *help,
 			const char *labels, uint64_t v)
@@ -349,230 +439,71 @@ static void dpdk_metric(void *arg, const char *name, const char *type, const cha
 }
 
 /*
- * Whether the fast path runs and what did not fit its table. The gauge is always present, so that
- * an alert can tell "not loaded" from "not scraped".
+ * The dataplane's figures: the socket server's, whether the fast path runs (always present, so
+ * that an alert can tell "not loaded" from "not scraped"), its table and counters, DPDK's. The
+ * dataplane cannot write /metrics itself (it sits below the control plane), so the agent, which
+ * runs it, does.
  */
-static void fastpath_state_metrics(struct agent *ag, struct ndc_metrics_buf *b)
+static void dataplane_metrics(void *arg, struct ndc_metrics_buf *b)
 {
 	static const char *const modes[] = {"tc", "xdp", "socket", "dpdk"};
+	struct agent *ag = arg;
 	unsigned m = ag->cfg->dataplane.mode;
+	struct ndc_fastpath_table_stats ts;
+	struct ndc_server_stats ss;
+	struct fp_counters fc;
 	char l[32];
 
-	snprintf(l, sizeof(l), "mode=\"%s\"",
-		 m < sizeof(modes) / sizeof(modes[0]) ? modes[m] : "unknown");
+	if (ag->srv) {
+		ndc_server_stats(ag->srv, &ss);
+		ndc_metric_fields(b, server_fields, N(server_fields), &ss, NULL);
+	}
+	snprintf(l, sizeof(l), "mode=\"%s\"", m < N(modes) ? modes[m] : "unknown");
 	ndc_metric_u64(b, "ndcache_fastpath_loaded", "gauge",
 		       "1 while the BPF fast path is loaded (it attaches to matching links as they "
 		       "appear); 0 when dataplane.mode is tc or xdp and it could not be loaded, or "
 		       "for the other modes.",
 		       l, ag->fp != NULL);
-	if (ag->pub) {
-		struct ndc_publisher_stats ps;
-
-		ndc_publisher_stats(ag->pub, &ps);
-		C(b, "fastpath_table_full_total",
-		  "Answers that did not fit the kernel's table (full, or a colliding key held by "
-		  "another name): user space answers them. Raise dataplane.table_size.",
-		  ps.table_full);
-		C(b, "fastpath_too_big_total",
-		  "Answers too big or with too long a name for the kernel's table (user space "
-		  "answers).",
-		  ps.too_big);
-	}
-}
-
-/* Issue 22: prefetch, and each client's share of the upstream (reasons misses were refused). */
-static void upstream_share_metrics(struct agent *ag, struct ndc_metrics_buf *b,
-				   const struct ndc_forwarder_stats *fs)
-{
-	if (ag->limiter)
-		ndc_ratelimit_metrics(ag->limiter, dpdk_metric, b);
-	ndc_metric_u64(b, "ndcache_upstream_limited_total", "counter", NDC_LIMITED_HELP,
-		       "reason=\"max_pending\"", fs->rejected);
-	if (ag->prefetch)
-		ndc_prefetch_metrics(ag->prefetch, dpdk_metric, b);
-}
-
-static void metrics(void *arg, struct ndc_metrics_buf *b)
-{
-	struct agent *ag = arg;
-	struct ndc_resolver_stats rs;
-	struct ndc_cache_stats cs;
-	struct ndc_forwarder_stats fs;
-	struct ndc_server_stats ss;
-
-	ndc_resolver_stats(ag->res, &rs);
-	C(b, "queries_total", "Queries that reached the socket path.", rs.queries);
-	ndc_metric_u64(b, "ndcache_answers_total", "counter", "Socket-path answers by source.",
-		       "source=\"cluster\"", rs.local);
-	ndc_metric_u64(b, "ndcache_answers_total", "counter", "Socket-path answers by source.",
-		       "source=\"cache\"", rs.cache_hits);
-	ndc_metric_u64(b, "ndcache_answers_total", "counter", "Socket-path answers by source.",
-		       "source=\"upstream\"", rs.forwarded);
-	C(b, "servfail_total", "SERVFAIL answers.", rs.servfail);
-	C(b, "malformed_total", "Queries answered FORMERR, NOTIMP, REFUSED or BADVERS.", rs.errors);
-	C(b, "dropped_total", "Datagrams dropped (responses, runts).", rs.dropped);
-	if (ag->srv) {
-		ndc_server_stats(ag->srv, &ss);
-		C(b, "udp_queries_total", "UDP queries received.", ss.udp_queries);
-		C(b, "tcp_queries_total", "TCP queries received.", ss.tcp_queries);
-		C(b, "tcp_connections_total", "TCP connections accepted.", ss.tcp_conns);
-	}
-	ndc_cache_stats(ag->cache, &cs);
-	C(b, "cache_hits_total", "Cache hits.", cs.hits);
-	C(b, "cache_misses_total", "Cache misses.", cs.misses);
-	C(b, "cache_stale_total", "Expired answers served stale (RFC 8767).", cs.stale_hits);
-	C(b, "cache_evictions_total", "Cache entries evicted.", cs.evictions);
-	G(b, "cache_entries", "Answers in the cache.", cs.entries);
-	G(b, "cache_bytes", "Bytes of answers in the cache.", cs.bytes);
-	ndc_forwarder_stats(ag->fwd, &fs);
-	C(b, "upstream_queries_total", "Queries sent upstream.", fs.queries);
-	C(b, "upstream_coalesced_total", "Misses that joined a query in flight.", fs.coalesced);
-	C(b, "upstream_timeouts_total", "Upstream attempts that timed out.", fs.timeouts);
-	C(b, "upstream_tcp_retries_total", "Truncated answers retried over TCP.", fs.tcp_retries);
-	C(b, "upstream_tcp_fallbacks_total",
-	  "UDP attempts that timed out, asked again over TCP (forward.protocol prefer_udp).",
-	  fs.tcp_fallbacks);
-	C(b, "upstream_rejected_total",
-	  "Misses answered SERVFAIL at once: forward.max_pending or the in-flight limit reached.",
-	  fs.rejected);
-	G(b, "upstream_pending", "Client queries waiting for an upstream answer.", fs.pending);
-	ndc_agent_upstream_metrics(&fs, b);
-	ndc_agent_failopen_metrics(ag->cfg, ag->fp != NULL, b);
-	upstream_share_metrics(ag, b, &fs);
-	if (ag->pub) {
-		struct ndc_publisher_stats ps;
-
-		ndc_publisher_stats(ag->pub, &ps);
-		G(b, "kernel_expiry_tracked",
-		  "Cached upstream answers in the kernel table whose expiry is tracked (at most "
-		  "cache entries).",
-		  ps.tracked);
-	}
-	C(b, "upstream_responses_total", "Upstream answers accepted.", fs.responses);
-	C(b, "upstream_errors_total",
-	  "Upstream attempts that failed other than by timeout (refused, broken TCP, SERVFAIL, "
-	  "REFUSED, FORMERR, NOTIMP).",
-	  fs.errors);
-	C(b, "upstream_stale_served_total",
-	  "Queries every upstream failed, answered from an expired cache entry (RFC 8767).",
-	  fs.stale_served);
-	G(b, "records", "RRsets in the record table.", atomic_load(&ag->rrsets));
-	G(b, "synced", "1 once the record table has been built from a full sync.",
-	  atomic_load(&ag->synced));
-	G(b, "handed_over",
-	  "1 once a successor agent has taken over (this one exits on SIGTERM "
-	  "leaving the fast path to it).",
-	  ndc_handover_taken(ag->ho));
-	memory_metrics(ag, b);
-	fastpath_state_metrics(ag, b);
-	if (ag->fp) {
-		static const char *const why[] = {"miss",   "expired",	"edns",	 "size",
-						  "format", "fragment", "config"};
-		struct ndc_fastpath_table_stats ts;
-		uint64_t c[NDC_FP_COUNTER_MAX];
-		char l[64];
-
-		if (!ndc_fastpath_table_stats(ag->fp, &ts)) {
-			G(b, "fastpath_table_entries", "Entries in the kernel's answer table.",
-			  ts.keys);
-			G(b, "fastpath_table_capacity",
-			  "Entries the kernel's answer table may hold (dataplane.table_size, a "
-			  "cap).",
-			  ts.max_keys);
-			G(b, "fastpath_table_slots",
-			  "Slots of the kernel's answer table now: it grows and shrinks with its "
-			  "entries.",
-			  ts.slots);
-			G(b, "fastpath_table_bytes",
-			  "Kernel memory of the answer table now, charged to the pod; mapped into "
-			  "the "
-			  "agent, so part of its resident memory too.",
-			  ts.bytes);
-			G(b, "fastpath_table_needed_bytes",
-			  "What the answer table's entries need: a slot each and their big "
-			  "answers.",
-			  ts.needed);
-			C(b, "fastpath_table_rebuilds_total",
-			  "Times the answer table was rebuilt to grow or shrink.", ts.rebuilds);
-		}
-		if (!ndc_fastpath_counters(ag->fp, c)) {
-			const char *help = "Queries answered in the kernel.";
-
-			ndc_metric_u64(b, "ndcache_kernel_answers_total", "counter", help,
-				       "kind=\"answer\"", c[NDC_FP_HIT]);
-			ndc_metric_u64(b, "ndcache_kernel_answers_total", "counter", help,
-				       "kind=\"nodata\"", c[NDC_FP_NODATA]);
-			ndc_metric_u64(b, "ndcache_kernel_answers_total", "counter", help,
-				       "kind=\"nxdomain\"", c[NDC_FP_NXDOMAIN]);
-			for (int i = NDC_FP_PASS_MISS; i <= NDC_FP_PASS_CONFIG; i++) {
-				snprintf(l, sizeof(l), "reason=\"%s\"", why[i - NDC_FP_PASS_MISS]);
-				ndc_metric_u64(b, "ndcache_kernel_passed_total", "counter",
-					       "Queries the kernel passed to user space.", l, c[i]);
-			}
-			/* after the others: its counter came later (ABI 4) */
-			ndc_metric_u64(b, "ndcache_kernel_passed_total", "counter",
-				       "Queries the kernel passed to user space.",
-				       "reason=\"busy\"", c[NDC_FP_PASS_BUSY]);
-			help =
-			    "Packets the kernel sent on to the upstream (or back from it) while no "
-			    "agent listened (dataplane.failopen).";
-			ndc_metric_u64(b, "ndcache_kernel_failopen_total", "counter", help,
-				       "kind=\"udp\"", c[NDC_FP_FWD_UDP]);
-			ndc_metric_u64(b, "ndcache_kernel_failopen_total", "counter", help,
-				       "kind=\"tcp\"", c[NDC_FP_FWD_TCP]);
-			ndc_metric_u64(b, "ndcache_kernel_failopen_total", "counter", help,
-				       "kind=\"reply\"", c[NDC_FP_FWD_REPLY]);
-		}
-	}
+	if (ag->fp && !ndc_fastpath_table_stats(ag->fp, &ts))
+		ndc_metric_fields(b, table_fields, N(table_fields), &ts, NULL);
+	if (ag->fp && !ndc_fastpath_counters(ag->fp, fc.c))
+		ndc_metric_fields(b, counter_fields, N(counter_fields), &fc, NULL);
 	if (ag->dp)
 		ndc_dpdk_metrics(ag->dp, dpdk_metric, b);
-	ndc_reload_metrics(ag->reload, b);
-	pthread_mutex_lock(&ag->src_lock);
-	if (ag->src) {
-		struct ndc_k8s_store_stats ks;
-		struct ndc_k8s_watch_stats ws;
+}
 
-		ndc_k8s_store_stats(ag->src->store, &ks);
-		G(b, "k8s_objects", "Objects in the store.", ks.objects);
-		C(b, "k8s_events_total", "Watch events applied.", ks.events);
-		C(b, "k8s_rejected_total", "Objects rejected (last good state kept).", ks.rejected);
-		C(b, "records_rebuilds_total",
-		  "Record tables built whole (first sync, relists, overlay folds).", ks.rebuilds);
-		C(b, "records_patches_total", "Incremental record table versions served.",
-		  ks.patches);
-		ndc_metric_histogram(b, "ndcache_programming_latency_us",
-				     "Each object change, from its arrival until answers come from "
-				     "it, microseconds.",
-				     ndc_k8s_lat_bounds_us, ks.lat_hist, NDC_K8S_LAT_BUCKETS,
-				     ks.lat_sum_us);
-		G(b, "programming_latency_last_us",
-		  "Slowest change of the last table handed over, microseconds.",
-		  ks.last_latency_us);
-		G(b, "programming_latency_max_us",
-		  "Largest programming latency seen, microseconds.", ks.max_latency_us);
-		G(b, "records_build_last_us",
-		  "Duration of the last record table build, microseconds.", ks.last_build_us);
-		ndc_k8s_watch_stats(ag->src->watch, &ws);
-		C(b, "k8s_relists_total", "Relists after 410 Gone.", ws.relists_410);
-		C(b, "k8s_reconnects_total", "Watch reconnects.", ws.reconnects);
-		C(b, "k8s_auth_failures_total", "401 answers from the API server.",
-		  ws.auth_failures);
-		/* Issue 25: how each kind's whole state came, what the API server paid for it. */
-		static const char sync_help[] =
-		    "Whole states of a kind received: streamed over the watch, listed from the "
-		    "watch cache, or a consistent paginated list.";
-		ndc_metric_u64(b, "ndcache_k8s_syncs_total", "counter", sync_help, "how=\"stream\"",
-			       ws.syncs_stream);
-		ndc_metric_u64(b, "ndcache_k8s_syncs_total", "counter", sync_help, "how=\"cache\"",
-			       ws.syncs_cache);
-		ndc_metric_u64(b, "ndcache_k8s_syncs_total", "counter", sync_help,
-			       "how=\"consistent\"", ws.syncs_consistent);
-		C(b, "k8s_sync_fallbacks_total",
-		  "A cheaper way to get the state refused by the API server, or a relist at our "
-		  "resourceVersion it no longer knew.",
-		  ws.fallbacks);
-	}
-	pthread_mutex_unlock(&ag->src_lock);
+static void failopen_metrics(void *arg, struct ndc_metrics_buf *b)
+{
+	struct agent *ag = arg;
+
+	ndc_agent_failopen_metrics(ag->cfg, ag->fp != NULL, b);
+}
+
+static void reload_metrics(void *arg, struct ndc_metrics_buf *b)
+{
+	ndc_reload_metrics(arg, b);
+}
+
+/* Every section of /metrics, once each subsystem exists (the reload's included). */
+static void metrics_start(struct agent *ag)
+{
+	const struct ndc_metrics_source sources[] = {
+	    {"resolver", ndc_resolver_metrics, ag->res},
+	    {"dataplane", dataplane_metrics, ag},
+	    {"cache", ndc_cache_metrics, ag->cache},
+	    {"forwarder", ndc_forwarder_metrics, ag->fwd},
+	    {"failopen", failopen_metrics, ag},
+	    {"per_client", ndc_ratelimit_metrics, ag->limiter},
+	    {"prefetch", ndc_prefetch_metrics, ag->prefetch},
+	    {"records", records_metrics, ag},
+	    {"process", process_metrics, ag},
+	    {"reload", reload_metrics, ag->reload},
+	    {"publisher", ndc_publisher_metrics, ag->pub},
+	};
+
+	for (size_t i = 0; i < N(sources); i++)
+		if (sources[i].arg)
+			ndc_http_add_metrics(ag->http, &sources[i]);
 }
 
 /* ---------------------------------------------------------------------------------------------
@@ -1063,11 +994,12 @@ int ndc_agent_run(const struct ndc_config *cfg, struct ndc_records *rec,
 	ret = reload_start(&ag);
 	if (ret < 0)
 		goto out;
-	ret = ndc_http_start_inherit(cfg->http.listen, inherit, n_inherit, metrics, &ag, &ag.http);
+	ret = ndc_http_start_inherit(cfg->http.listen, inherit, n_inherit, NULL, NULL, &ag.http);
 	if (ret < 0) {
 		ndc_err("http.listen %s: %s", cfg->http.listen, strerror(-ret));
 		goto out;
 	}
+	metrics_start(&ag);
 	if (rec) {
 		pthread_mutex_lock(&ag.source_lock);
 		install(&ag, rec, NULL);

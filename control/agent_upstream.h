@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * The agent's upstream side beyond the forwarder itself (agent_upstream.c): what /metrics says
- * of each upstream, /ready while every upstream loops, fail-open to a loopback upstream.
+ * The agent's upstream side beyond the forwarder itself (agent_upstream.c): /ready while every
+ * upstream loops, fail-open to a loopback upstream.
  */
 #ifndef NDC_AGENT_UPSTREAM_H
 #define NDC_AGENT_UPSTREAM_H
@@ -12,10 +12,6 @@
 #include "config.h"
 #include "http/http.h"
 #include "query/query.h"
-
-/* ndcache_upstream_{healthy,backoff_ms,server_*,loop_detected}{upstream="..."}: one set per
- * upstream in use. */
-void ndc_agent_upstream_metrics(const struct ndc_forwarder_stats *fs, struct ndc_metrics_buf *b);
 
 /* The unready check of /ready (ndc_http_unready_fn), fwd the forwarder: every upstream of the
  * default route loops. */
