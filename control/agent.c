@@ -583,10 +583,8 @@ static int source_new(struct agent *ag, const struct ndc_config *cfg, struct sou
 	src->ag = ag;
 	src->ropts = ag->ropts;
 	if (cfg) {
-		src->ropts.ttl = cfg->records.ttl;
-		src->ropts.pods = cfg->records.pods;
-		src->ropts.endpoint_pod_names = cfg->records.endpoint_pod_names;
-		src->ropts.ignore_empty_service = cfg->records.ignore_empty_service;
+		ndc_records_opts_apply(&src->ropts, cfg);
+		/* cfg goes with the reload: the source keeps its own copy of the names */
 		if (strv_copy(cfg->records.namespaces, cfg->records.n_namespaces, &src->namespaces,
 			      &src->n_namespaces) ||
 		    strv_copy(cfg->records.multicluster_zones, cfg->records.n_multicluster_zones,
@@ -670,14 +668,7 @@ static int rebuild_records(void *arg, const struct ndc_config *cfg)
 	if (!ag->conn) {
 		if (!ag->opts || !ag->opts->load_records)
 			return -EOPNOTSUPP;
-		ro.ttl = cfg->records.ttl;
-		ro.pods = cfg->records.pods;
-		ro.endpoint_pod_names = cfg->records.endpoint_pod_names;
-		ro.ignore_empty_service = cfg->records.ignore_empty_service;
-		ro.n_namespaces = cfg->records.n_namespaces;
-		ro.namespaces = cfg->records.namespaces;
-		ro.n_mc_zones = cfg->records.n_multicluster_zones;
-		ro.mc_zones = cfg->records.multicluster_zones;
+		ndc_records_opts_apply(&ro, cfg);
 		err = ag->opts->load_records(ag->cfg, &ro, &rec);
 		if (err)
 			return err;
@@ -842,17 +833,13 @@ static int kernel_hits(void *arg, const uint8_t *lname, size_t nlen, uint16_t qt
  */
 static int upstream_share_start(struct agent *ag)
 {
-	const struct ndc_config *cfg = ag->cfg;
-	struct ndc_prefetch_opts po = {
-	    .min_hits = cfg->cache.prefetch.min_hits,
-	    .before_pct = cfg->cache.prefetch.on ? cfg->cache.prefetch.before_pct : 0,
-	};
-	struct ndc_ratelimit_opts lo = {
-	    .qps = cfg->forward.per_client.qps,
-	    .burst = cfg->forward.per_client.burst,
-	};
-	int err = ndc_ratelimit_new(&lo, &ag->limiter);
+	struct ndc_prefetch_opts po;
+	struct ndc_ratelimit_opts lo;
+	int err;
 
+	ndc_prefetch_opts_from_config(&po, ag->cfg);
+	ndc_ratelimit_opts_from_config(&lo, ag->cfg);
+	err = ndc_ratelimit_new(&lo, &ag->limiter);
 	if (err < 0) {
 		ndc_err("forward.per_client: %s", strerror(-err));
 		return err;
@@ -897,21 +884,8 @@ static int reload_start(struct agent *ag)
 int ndc_agent_run(const struct ndc_config *cfg, struct ndc_records *rec,
 		  const struct ndc_k8s_conn *conn, const struct ndc_agent_opts *opts)
 {
-	struct ndc_cache_opts copts = {
-	    .max_entries = cfg->cache.max_entries,
-	    .max_bytes = cfg->cache.max_bytes,
-	    .max_ttl = cfg->cache.max_ttl,
-	    .neg_max_ttl = cfg->cache.neg_max_ttl,
-	    .stale_max = cfg->cache.stale_max,
-	};
-	struct ndc_forwarder_opts fopts = {
-	    .n_upstreams = cfg->n_upstream,
-	    .upstreams = cfg->upstream,
-	    .timeout_ms = cfg->forward.timeout_ms,
-	    .max_pending = cfg->forward.max_pending,
-	    .protocol = (enum ndc_fwd_protocol)cfg->forward.protocol,
-	    .policy = (enum ndc_fwd_policy)cfg->forward.policy,
-	};
+	struct ndc_cache_opts copts;
+	struct ndc_forwarder_opts fopts;
 	struct ndc_server_opts sopts = {
 	    .n_addrs = cfg->n_listen,
 	    .addrs = cfg->listen,
@@ -930,6 +904,8 @@ int ndc_agent_run(const struct ndc_config *cfg, struct ndc_records *rec,
 	int sig, ret;
 
 	ndc_records_opts_from_config(&ag.ropts, cfg);
+	ndc_cache_opts_from_config(&copts, cfg);
+	ndc_forwarder_opts_from_config(&fopts, cfg);
 	/* One SOA serial for the agent's life: rebuilt bases keep negative answers byte-equal. */
 	ag.ropts.serial = (uint32_t)time(NULL);
 	pthread_mutex_init(&ag.install_lock, NULL);

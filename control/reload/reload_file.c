@@ -145,15 +145,16 @@ static void upstream_share_keys(struct ndc_reload *rl, const struct ndc_config *
 
 	if (rl->t.prefetch && (pa->on != pb->on || pa->min_hits != pb->min_hits ||
 			       pa->before_pct != pb->before_pct)) {
-		struct ndc_prefetch_opts o = {.min_hits = pa->min_hits,
-					      .before_pct = pa->on ? pa->before_pct : 0};
+		struct ndc_prefetch_opts o;
 
+		ndc_prefetch_opts_from_config(&o, a);
 		if (ndc_prefetch_configure(rl->t.prefetch, &o) == 0)
 			ndc_reload_list_add(changed, "cache.prefetch");
 	}
 	if (rl->t.limiter && (ca->qps != cb->qps || (ca->qps && ca->burst != cb->burst))) {
-		struct ndc_ratelimit_opts o = {.qps = ca->qps, .burst = ca->burst};
+		struct ndc_ratelimit_opts o;
 
+		ndc_ratelimit_opts_from_config(&o, a);
 		if (ndc_ratelimit_configure(rl->t.limiter, &o) == 0)
 			ndc_reload_list_add(changed, "forward.per_client");
 	}
@@ -353,14 +354,9 @@ void ndc_reload_file(struct ndc_reload *rl, bool force)
 				 lo);
 	}
 	if (!same_cache(cfg, cur)) {
-		struct ndc_cache_opts co = {
-		    .max_entries = cfg->cache.max_entries,
-		    .max_bytes = cfg->cache.max_bytes,
-		    .max_ttl = cfg->cache.max_ttl,
-		    .neg_max_ttl = cfg->cache.neg_max_ttl,
-		    .stale_max = cfg->cache.stale_max,
-		};
+		struct ndc_cache_opts co;
 
+		ndc_cache_opts_from_config(&co, cfg);
 		if (ndc_cache_set_limits(rl->t.cache, &co) == 0)
 			ndc_reload_list_add(changed, "cache");
 	}
