@@ -1,9 +1,14 @@
 // SPDX-License-Identifier: MIT
+/*
+ * The agent's start-up order and its shutdown in reverse, the signal loop, and the wiring of
+ * /metrics. What it starts: the table (source.c), the dataplane (dataplane.c), upgrades
+ * (upgrade.c), the upstream side (upstream.c); the subsystems themselves are query/, store/,
+ * k8s/, http/, reload/.
+ */
 #include <arpa/inet.h>
 #include <errno.h>
 #include <pthread.h>
 #include <signal.h>
-#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -12,340 +17,26 @@
 
 #include <ndc/log.h>
 
-#include "agent.h"
-#include "agent_upstream.h"
-#include "dpdk/dpdk.h"
-#include "fastpath/fastpath.h"
 #include "handover.h"
 #include "http/http.h"
+#include "internal.h"
 #include "publisher.h"
 #include "query/query.h"
 #include "reload/reload.h"
 #include "socket/socket.h"
-#include "store/store.h"
 
-/* A records.* reload with a Kubernetes source lists everything again: this long at most. */
-#define NDC_RESYNC_TIMEOUT_S 120
-
-struct agent;
-
-/*
- * A Kubernetes source: a store and the watch that fills it, made with one set of record
- * options. A records.* reload makes a new one beside it, which takes over at its first table.
- */
-struct source {
-	struct agent *ag;
-	struct ndc_records_opts ropts;
-	char **namespaces; /* ropts.namespaces, this source's own copy */
-	size_t n_namespaces;
-	char **mc_zones; /* ropts.mc_zones, this source's own copy */
-	size_t n_mc_zones;
-	struct ndc_k8s_store *store;
-	struct ndc_k8s_watch *watch;
-};
-
-struct agent {
-	const struct ndc_config *cfg;
-	const struct ndc_agent_opts *opts;
-	const struct ndc_k8s_conn *conn;
-	struct ndc_reload *reload;
-	struct ndc_records_opts ropts;
-	struct ndc_cache *cache;
-	struct ndc_fp *fp;
-	struct ndc_dpdk *dp; /* mode dpdk */
-	struct ndc_publisher *pub;
-	struct ndc_forwarder *fwd;
-	struct ndc_prefetch *prefetch; /* cache.prefetch */
-	struct ndc_ratelimit *limiter; /* forward.per_client */
-	struct ndc_resolver *res;
-	struct ndc_server *srv;
-	struct ndc_http *http;
-	/* The Kubernetes source (NULL: snapshot or embedded) and, during a records.* reload, the
-	 * one that replaces it. source_lock orders their tables; src_lock guards src for /metrics.
-	 */
-	struct source *src, *next_src;
-	pthread_mutex_t source_lock, src_lock;
-	pthread_cond_t source_cond;
-	bool stopping; /* under source_lock: a reload waiting for a new source gives up */
-	pthread_mutex_t install_lock;  /* one writer of the record table at a time */
-	const struct ndc_records *rec; /* what the resolver serves, under install_lock */
-	_Atomic uint64_t rrsets;
-	_Atomic uint64_t records_bytes; /* of the base table the served version shares */
-	_Atomic uint64_t overlay_names; /* changed since that base was built */
-	_Atomic bool synced;
-	/* Upgrades (handover.h): the predecessor we joined, our own listener for a successor. */
-	struct ndc_handover_peer *pred;
-	struct ndc_handover *ho;
-	pthread_mutex_t attach_lock; /* serving, attached, the fast path's attach state */
-	bool serving;		     /* the DNS sockets are read */
-	bool attached;		     /* our programs are in (or there is no fast path) */
-	bool taken_over;	     /* we told the predecessor */
-	bool handed_over;	     /* at shutdown: a successor had taken over from us */
-};
-
-static void maybe_attach(struct agent *ag);
-
-/* ---------------------------------------------------------------------------------------------
- * The record table.
- */
-/* Installs a new table everywhere it is read: the socket path, then the fast path. */
-static void install(struct agent *ag, struct ndc_records *rec,
-		    const struct ndc_records_patch *changed)
-{
-	const struct ndc_records *old;
-	int err = 0;
-
-	pthread_mutex_lock(&ag->install_lock);
-	old = ndc_resolver_set_records(ag->res, rec);
-	ag->rec = rec;
-	if (ag->pub)
-		err = changed && old ? ndc_publisher_update_names(ag->pub, old, rec, changed)
-				     : ndc_publisher_update_records(ag->pub, old, rec);
-	if (err)
-		ndc_warn("fast path: republishing failed; misses go to user space");
-	ndc_records_free((struct ndc_records *)old);
-	atomic_store(&ag->rrsets, ndc_records_count(rec));
-	atomic_store(&ag->records_bytes, ndc_records_bytes(rec));
-	atomic_store(&ag->overlay_names, ndc_records_overlay_size(rec));
-	pthread_mutex_unlock(&ag->install_lock);
-	if (!atomic_exchange(&ag->synced, true)) {
-		ndc_info("records: %zu RRsets of %s: ready", ndc_records_count(rec),
-			 ag->cfg->cluster_domain);
-		maybe_attach(ag);
-		ndc_http_set_ready(ag->http, true);
-	}
-}
-
-/*
- * A table from a source's store. A replacing source's first one makes it the source (installed
- * whole: its versions are not the old one's); tables of a replaced source are dropped.
- */
-static void on_records(void *arg, struct ndc_records *rec, const struct ndc_records_patch *changed)
-{
-	struct source *src = arg;
-	struct agent *ag = src->ag;
-
-	pthread_mutex_lock(&ag->source_lock);
-	if (src == ag->next_src) {
-		pthread_mutex_lock(&ag->src_lock);
-		ag->src = src;
-		ag->next_src = NULL;
-		pthread_mutex_unlock(&ag->src_lock);
-		install(ag, rec, NULL);
-		pthread_cond_broadcast(&ag->source_cond);
-	} else if (src == ag->src) {
-		install(ag, rec, changed);
-	} else {
-		ndc_records_free(rec);
-	}
-	pthread_mutex_unlock(&ag->source_lock);
-}
-
-/* ---------------------------------------------------------------------------------------------
- * The fast path.
- */
-/*
- * The zone below which the fast paths answer NXDOMAIN, and the suffix they never do: insecure pod
- * names are computed per query in user space. Lowercase wire names; *ret_plen 0 for no suffix.
- */
-static int zone_and_pass(const struct ndc_config *cfg, uint8_t zone[NDC_NAME_MAX], size_t *ret_zlen,
-			 uint8_t pass[NDC_NAME_MAX], size_t *ret_plen)
-{
-	int err = ndc_name_from_text(cfg->cluster_domain, zone, NDC_NAME_MAX, ret_zlen);
-
-	if (err)
-		return err;
-	ndc_name_lower(zone, zone, *ret_zlen);
-	*ret_plen = 0;
-	if (cfg->records.pods == NDC_PODS_INSECURE && *ret_zlen + 4 <= NDC_NAME_MAX) {
-		memcpy(pass, "\3pod", 4);
-		memcpy(pass + 4, zone, *ret_zlen);
-		*ret_plen = *ret_zlen + 4;
-	}
-	return 0;
-}
-
-/*
- * Loads and attaches the fast path. Failing here is not fatal: the socket path answers everything
- * the kernel would have (fail open), so it is logged once.
- */
-static void fastpath_start(struct agent *ag)
-{
-	const struct ndc_config *cfg = ag->cfg;
-	uint8_t zone[NDC_NAME_MAX], pass[NDC_NAME_MAX];
-	struct ndc_fastpath_opts fo = {
-	    .attach = cfg->dataplane.mode == NDC_DP_XDP ? NDC_FP_ATTACH_XDP : NDC_FP_ATTACH_TC,
-	    .n_patterns = cfg->dataplane.n_interfaces,
-	    .patterns = cfg->dataplane.interfaces,
-	    .n_addrs = cfg->n_listen,
-	    .addrs = cfg->listen,
-	    .port = cfg->port,
-	    .max_entries = cfg->dataplane.table_size,
-	    .redirect_peer = cfg->dataplane.redirect_peer,
-	    .failopen = cfg->dataplane.failopen,
-	    .pin_dir = cfg->dataplane.pin_dir,
-	    .n_upstreams = cfg->n_upstream,
-	    .upstreams = cfg->upstream,
-	    /* attached once the table is full and the sockets are read: maybe_attach */
-	    .defer_attach = true,
-	};
-	int err;
-
-	err = zone_and_pass(cfg, zone, &fo.zone_len, pass, &fo.pass_len);
-	if (err)
-		goto fail;
-	fo.zone = zone;
-	fo.pass = fo.pass_len ? pass : NULL;
-	err = ndc_fastpath_open(&fo, &ag->fp);
-	if (err)
-		goto fail;
-	err = ndc_publisher_new(ag->fp, &ag->pub);
-	if (err)
-		goto fail;
-	ndc_cache_set_hook(ag->cache, ndc_publisher_cache_hook, ag->pub);
-	ndc_info("fast path: %s loaded; attached to links matching dataplane.interfaces once "
-		 "the table is filled",
-		 fo.attach == NDC_FP_ATTACH_XDP ? "xdp" : "tc");
-	return;
-fail:
-	ndc_publisher_free(ag->pub);
-	ndc_fastpath_close(ag->fp);
-	ag->pub = NULL;
-	ag->fp = NULL;
-	ndc_warn("fast path unavailable (%s); answering from sockets only",
-		 err == -EOPNOTSUPP ? "this build has no BPF support" : strerror(-err));
-}
-
-static void fastpath_stop(struct agent *ag)
-{
-	uint64_t c[NDC_FP_COUNTER_MAX];
-
-	if (!ag->fp)
-		return;
-	ndc_publisher_free(ag->pub);
-	if (!ndc_fastpath_counters(ag->fp, c))
-		ndc_info("fast path: %lu answered, %lu NODATA, %lu NXDOMAIN; passed: %lu miss, "
-			 "%lu expired, %lu EDNS, %lu size, %lu format, %lu fragment, %lu busy; "
-			 "sent on to the "
-			 "upstream with no agent listening: %lu udp, %lu tcp segments",
-			 (unsigned long)c[NDC_FP_HIT], (unsigned long)c[NDC_FP_NODATA],
-			 (unsigned long)c[NDC_FP_NXDOMAIN], (unsigned long)c[NDC_FP_PASS_MISS],
-			 (unsigned long)c[NDC_FP_PASS_EXPIRED], (unsigned long)c[NDC_FP_PASS_EDNS],
-			 (unsigned long)c[NDC_FP_PASS_SIZE], (unsigned long)c[NDC_FP_PASS_FORMAT],
-			 (unsigned long)c[NDC_FP_PASS_FRAG], (unsigned long)c[NDC_FP_PASS_BUSY],
-			 (unsigned long)c[NDC_FP_FWD_UDP], (unsigned long)c[NDC_FP_FWD_TCP]);
-	/* Only what is still ours: a successor's programs and pins stay. */
-	if (ag->handed_over)
-		ndc_fastpath_hand_off(ag->fp);
-	else
-		ndc_fastpath_close(ag->fp);
-}
-
-/* ---------------------------------------------------------------------------------------------
- * The DPDK dataplane (mode dpdk): chosen explicitly, so failing to start it is fatal.
- */
-static int dpdk_start(struct agent *ag)
-{
-	const struct ndc_config *cfg = ag->cfg;
-	uint8_t zone[NDC_NAME_MAX], pass[NDC_NAME_MAX];
-	struct ndc_dpdk_opts o = {
-	    .n_eal_args = cfg->dataplane.dpdk.n_eal_args,
-	    .eal_args = cfg->dataplane.dpdk.eal_args,
-	    .n_lcores = cfg->dataplane.dpdk.n_lcores,
-	    .lcores = cfg->dataplane.dpdk.lcores,
-	    .n_ports = cfg->dataplane.dpdk.n_ports,
-	    .ports = cfg->dataplane.dpdk.ports,
-	    .queues = (uint16_t)cfg->dataplane.dpdk.queues,
-	    .burst = (uint16_t)cfg->dataplane.dpdk.burst,
-	    .poll_sleep_us = cfg->dataplane.dpdk.poll_sleep_us,
-	    .tap_prefix = cfg->dataplane.dpdk.tap_prefix,
-	    .max_entries = cfg->dataplane.table_size,
-	    .n_addrs = cfg->n_listen,
-	    .addrs = cfg->listen,
-	    .port = cfg->port,
-	};
-	int err;
-
-	err = zone_and_pass(cfg, zone, &o.zone_len, pass, &o.pass_len);
-	if (err)
-		return err;
-	o.zone = zone;
-	o.pass = o.pass_len ? pass : NULL;
-	err = ndc_dpdk_open(&o, &ag->dp);
-	if (err == -EOPNOTSUPP)
-		ndc_err("dataplane.mode dpdk: this build has no DPDK support (build with meson "
-			"-Ddpdk=enabled, libdpdk-dev installed)");
-	else if (err)
-		ndc_err("dataplane.mode dpdk: cannot start: %s", strerror(-err));
-	if (!err)
-		err = ndc_publisher_new_dpdk(NULL, ag->dp, &ag->pub);
-	if (err)
-		return err;
-	/* Before the forwarder starts, as for the fast path: its first answer is published. */
-	ndc_cache_set_hook(ag->cache, ndc_publisher_cache_hook, ag->pub);
-	err = ndc_dpdk_start(ag->dp);
-	if (err)
-		ndc_err("dataplane.mode dpdk: cannot launch the lcores: %s", strerror(-err));
-	return err;
-}
-
-static void dpdk_stop(struct agent *ag)
-{
-	uint64_t c[NDC_FP_COUNTER_MAX];
-
-	if (!ag->dp)
-		return;
-	ndc_publisher_free(ag->pub);
-	ag->pub = NULL;
-	ndc_dpdk_counters(ag->dp, c);
-	ndc_info("dpdk: %lu answered, %lu NODATA, %lu NXDOMAIN; passed: %lu miss, %lu expired, "
-		 "%lu EDNS, %lu size, %lu format, %lu fragment",
-		 (unsigned long)c[NDC_FP_HIT], (unsigned long)c[NDC_FP_NODATA],
-		 (unsigned long)c[NDC_FP_NXDOMAIN], (unsigned long)c[NDC_FP_PASS_MISS],
-		 (unsigned long)c[NDC_FP_PASS_EXPIRED], (unsigned long)c[NDC_FP_PASS_EDNS],
-		 (unsigned long)c[NDC_FP_PASS_SIZE], (unsigned long)c[NDC_FP_PASS_FORMAT],
-		 (unsigned long)c[NDC_FP_PASS_FRAG]);
-	ndc_dpdk_close(ag->dp);
-	ag->dp = NULL;
-}
+#define N(a) (sizeof(a) / sizeof((a)[0]))
 
 /* ---------------------------------------------------------------------------------------------
  * Metrics: each subsystem writes its own section (query.h, store.h, k8s.h, publisher.h,
  * reload.h); here only what the agent itself holds, and the wiring.
  */
-#define N(a) (sizeof(a) / sizeof((a)[0]))
-
-/* The record table the agent serves, and the Kubernetes source that fills it. */
-static void records_metrics(void *arg, struct ndc_metrics_buf *b)
-{
-	struct agent *ag = arg;
-
-	ndc_metric_u64(b, "ndcache_records", "gauge", "RRsets in the record table.", NULL,
-		       atomic_load(&ag->rrsets));
-	ndc_metric_u64(b, "ndcache_synced", "gauge",
-		       "1 once the record table has been built from a full sync.", NULL,
-		       atomic_load(&ag->synced));
-	ndc_metric_u64(b, "ndcache_records_bytes", "gauge",
-		       "Bytes of the built record table (incremental overlays not counted).", NULL,
-		       atomic_load(&ag->records_bytes));
-	ndc_metric_u64(
-	    b, "ndcache_records_overlay_names", "gauge",
-	    "Names changed since the table was last built whole (folded in at 1/32 of the table).",
-	    NULL, atomic_load(&ag->overlay_names));
-	pthread_mutex_lock(&ag->src_lock);
-	if (ag->src) {
-		ndc_k8s_store_metrics(ag->src->store, b);
-		ndc_k8s_watch_metrics(ag->src->watch, b);
-	}
-	pthread_mutex_unlock(&ag->src_lock);
-}
-
 /*
  * The process: where the memory goes (the resident set is what a DaemonSet's memory limit is
- * checked against; the record table's share is records_metrics'), and whether a successor took
- * over. Not malloc's own statistics: mallinfo2 walks every arena's free lists under its lock,
- * which stalled the table's writers for tens of milliseconds per scrape at 100,000 Services
- * (tests/bench/bench_store has the heap's breakdown).
+ * checked against; the record table's share is in ndc_agent_records_metrics), and whether a
+ * successor took over. Not malloc's own statistics: mallinfo2 walks every arena's free lists under
+ * its lock, which stalled the table's writers for tens of milliseconds per scrape at 100,000
+ * Services (tests/bench/bench_store has the heap's breakdown).
  */
 static void process_metrics(void *arg, struct ndc_metrics_buf *b)
 {
@@ -368,117 +59,6 @@ static void process_metrics(void *arg, struct ndc_metrics_buf *b)
 		       NULL, ndc_handover_taken(ag->ho));
 }
 
-static const struct ndc_metric_field server_fields[] = {
-    {"ndcache_udp_queries_total", "counter", "UDP queries received.", NULL,
-     NDC_METRIC_OFF(struct ndc_server_stats, udp_queries)},
-    {"ndcache_tcp_queries_total", "counter", "TCP queries received.", NULL,
-     NDC_METRIC_OFF(struct ndc_server_stats, tcp_queries)},
-    {"ndcache_tcp_connections_total", "counter", "TCP connections accepted.", NULL,
-     NDC_METRIC_OFF(struct ndc_server_stats, tcp_conns)},
-};
-
-#define TS(member, name, type, help)                                        \
-	{                                                                   \
-		"ndcache_fastpath_table_" name, type, help, NULL,           \
-		    NDC_METRIC_OFF(struct ndc_fastpath_table_stats, member) \
-	}
-
-static const struct ndc_metric_field table_fields[] = {
-    TS(keys, "entries", "gauge", "Entries in the kernel's answer table."),
-    TS(max_keys, "capacity", "gauge",
-       "Entries the kernel's answer table may hold (dataplane.table_size, a cap)."),
-    TS(slots, "slots", "gauge",
-       "Slots of the kernel's answer table now: it grows and shrinks with its entries."),
-    TS(bytes, "bytes", "gauge",
-       "Kernel memory of the answer table now, charged to the pod; mapped into the agent, so "
-       "part of its resident memory too."),
-    TS(needed, "needed_bytes", "gauge",
-       "What the answer table's entries need: a slot each and their big answers."),
-    TS(rebuilds, "rebuilds_total", "counter",
-       "Times the answer table was rebuilt to grow or shrink."),
-};
-
-/* The kernel's per-CPU counters (enum ndc_fp_counter), summed. */
-struct fp_counters {
-	uint64_t c[NDC_FP_COUNTER_MAX];
-};
-
-static const char answered_help[] = "Queries answered in the kernel.";
-static const char passed_help[] = "Queries the kernel passed to user space.";
-static const char failopen_help[] =
-    "Packets the kernel sent on to the upstream (or back from it) while no agent listened "
-    "(dataplane.failopen).";
-
-#define FC(i, name, help, labels)                                \
-	{                                                        \
-		"ndcache_kernel_" name, "counter", help, labels, \
-		    NDC_METRIC_OFF(struct fp_counters, c[i])     \
-	}
-
-static const struct ndc_metric_field counter_fields[] = {
-    FC(NDC_FP_HIT, "answers_total", answered_help, "kind=\"answer\""),
-    FC(NDC_FP_NODATA, "answers_total", answered_help, "kind=\"nodata\""),
-    FC(NDC_FP_NXDOMAIN, "answers_total", answered_help, "kind=\"nxdomain\""),
-    FC(NDC_FP_PASS_MISS, "passed_total", passed_help, "reason=\"miss\""),
-    FC(NDC_FP_PASS_EXPIRED, "passed_total", passed_help, "reason=\"expired\""),
-    FC(NDC_FP_PASS_EDNS, "passed_total", passed_help, "reason=\"edns\""),
-    FC(NDC_FP_PASS_SIZE, "passed_total", passed_help, "reason=\"size\""),
-    FC(NDC_FP_PASS_FORMAT, "passed_total", passed_help, "reason=\"format\""),
-    FC(NDC_FP_PASS_FRAG, "passed_total", passed_help, "reason=\"fragment\""),
-    FC(NDC_FP_PASS_CONFIG, "passed_total", passed_help, "reason=\"config\""),
-    FC(NDC_FP_PASS_BUSY, "passed_total", passed_help, "reason=\"busy\""),
-    FC(NDC_FP_FWD_UDP, "failopen_total", failopen_help, "kind=\"udp\""),
-    FC(NDC_FP_FWD_TCP, "failopen_total", failopen_help, "kind=\"tcp\""),
-    FC(NDC_FP_FWD_REPLY, "failopen_total", failopen_help, "kind=\"reply\""),
-};
-
-static void dpdk_metric(void *arg, const char *name, const char *type, const char *help,
-			const char *labels, uint64_t v)
-{
-	ndc_metric_u64(arg, name, type, help, labels, v);
-}
-
-/*
- * The dataplane's figures: the socket server's, whether the fast path runs (always present, so
- * that an alert can tell "not loaded" from "not scraped"), its table and counters, DPDK's. The
- * dataplane cannot write /metrics itself (it sits below the control plane), so the agent, which
- * runs it, does.
- */
-static void dataplane_metrics(void *arg, struct ndc_metrics_buf *b)
-{
-	static const char *const modes[] = {"tc", "xdp", "socket", "dpdk"};
-	struct agent *ag = arg;
-	unsigned m = ag->cfg->dataplane.mode;
-	struct ndc_fastpath_table_stats ts;
-	struct ndc_server_stats ss;
-	struct fp_counters fc;
-	char l[32];
-
-	if (ag->srv) {
-		ndc_server_stats(ag->srv, &ss);
-		ndc_metric_fields(b, server_fields, N(server_fields), &ss, NULL);
-	}
-	snprintf(l, sizeof(l), "mode=\"%s\"", m < N(modes) ? modes[m] : "unknown");
-	ndc_metric_u64(b, "ndcache_fastpath_loaded", "gauge",
-		       "1 while the BPF fast path is loaded (it attaches to matching links as they "
-		       "appear); 0 when dataplane.mode is tc or xdp and it could not be loaded, or "
-		       "for the other modes.",
-		       l, ag->fp != NULL);
-	if (ag->fp && !ndc_fastpath_table_stats(ag->fp, &ts))
-		ndc_metric_fields(b, table_fields, N(table_fields), &ts, NULL);
-	if (ag->fp && !ndc_fastpath_counters(ag->fp, fc.c))
-		ndc_metric_fields(b, counter_fields, N(counter_fields), &fc, NULL);
-	if (ag->dp)
-		ndc_dpdk_metrics(ag->dp, dpdk_metric, b);
-}
-
-static void failopen_metrics(void *arg, struct ndc_metrics_buf *b)
-{
-	struct agent *ag = arg;
-
-	ndc_agent_failopen_metrics(ag->cfg, ag->fp != NULL, b);
-}
-
 static void reload_metrics(void *arg, struct ndc_metrics_buf *b)
 {
 	ndc_reload_metrics(arg, b);
@@ -489,13 +69,13 @@ static void metrics_start(struct agent *ag)
 {
 	const struct ndc_metrics_source sources[] = {
 	    {"resolver", ndc_resolver_metrics, ag->res},
-	    {"dataplane", dataplane_metrics, ag},
+	    {"dataplane", ndc_agent_dataplane_metrics, ag},
 	    {"cache", ndc_cache_metrics, ag->cache},
 	    {"forwarder", ndc_forwarder_metrics, ag->fwd},
-	    {"failopen", failopen_metrics, ag},
+	    {"failopen", ndc_agent_failopen_metrics, ag},
 	    {"per_client", ndc_ratelimit_metrics, ag->limiter},
 	    {"prefetch", ndc_prefetch_metrics, ag->prefetch},
-	    {"records", records_metrics, ag},
+	    {"records", ndc_agent_records_metrics, ag},
 	    {"process", process_metrics, ag},
 	    {"reload", reload_metrics, ag->reload},
 	    {"publisher", ndc_publisher_metrics, ag->pub},
@@ -540,320 +120,6 @@ static void log_summary(const struct ndc_config *cfg)
 		 cfg->http.listen);
 }
 
-static void source_free(struct source *src)
-{
-	if (!src)
-		return;
-	ndc_k8s_watch_stop(src->watch);
-	ndc_k8s_store_free(src->store);
-	for (size_t i = 0; i < src->n_namespaces; i++)
-		free(src->namespaces[i]);
-	free(src->namespaces);
-	for (size_t i = 0; i < src->n_mc_zones; i++)
-		free(src->mc_zones[i]);
-	free(src->mc_zones);
-	free(src);
-}
-
-/* A copy of the n strings v into *ret (counted in *ret_n as they are made). */
-static int strv_copy(char *const *v, size_t n, char ***ret, size_t *ret_n)
-{
-	*ret = calloc(n + 1, sizeof(char *));
-	if (!*ret)
-		return -ENOMEM;
-	for (*ret_n = 0; *ret_n < n; (*ret_n)++)
-		if (!((*ret)[*ret_n] = strdup(v[*ret_n])))
-			return -ENOMEM;
-	return 0;
-}
-
-/*
- * A source whose records options are cfg's records.* (NULL: the agent's own), the rest (zone,
- * name server addresses, SOA serial) the agent's: a store, not yet watched (source_watch).
- */
-static int source_new(struct agent *ag, const struct ndc_config *cfg, struct source **ret)
-{
-	struct source *src = calloc(1, sizeof(*src));
-	uint32_t kinds =
-	    1u << NDC_K8S_NAMESPACES | 1u << NDC_K8S_SERVICES | 1u << NDC_K8S_ENDPOINTSLICES;
-	int err;
-
-	if (!src)
-		return -ENOMEM;
-	src->ag = ag;
-	src->ropts = ag->ropts;
-	if (cfg) {
-		ndc_records_opts_apply(&src->ropts, cfg);
-		/* cfg goes with the reload: the source keeps its own copy of the names */
-		if (strv_copy(cfg->records.namespaces, cfg->records.n_namespaces, &src->namespaces,
-			      &src->n_namespaces) ||
-		    strv_copy(cfg->records.multicluster_zones, cfg->records.n_multicluster_zones,
-			      &src->mc_zones, &src->n_mc_zones)) {
-			source_free(src);
-			return -ENOMEM;
-		}
-		src->ropts.n_namespaces = src->n_namespaces;
-		src->ropts.namespaces = src->namespaces;
-		src->ropts.n_mc_zones = src->n_mc_zones;
-		src->ropts.mc_zones = src->mc_zones;
-	}
-	/* Pods are only needed to verify pod names (CoreDNS "pods verified"). */
-	if (src->ropts.pods == NDC_PODS_VERIFIED)
-		kinds |= 1u << NDC_K8S_PODS;
-	/* MCS ServiceImports only for multicluster zones (a cluster without the CRD is fine). */
-	if (src->ropts.n_mc_zones)
-		kinds |= 1u << NDC_K8S_SERVICEIMPORTS;
-	err = ndc_k8s_store_new(&src->ropts, kinds, on_records, src, &src->store);
-	if (err) {
-		source_free(src);
-		return err;
-	}
-	*ret = src;
-	return 0;
-}
-
-static int source_watch(struct source *src, const struct ndc_k8s_conn *conn)
-{
-	struct ndc_k8s_watch_opts wo = {
-	    .kinds =
-		1u << NDC_K8S_NAMESPACES | 1u << NDC_K8S_SERVICES | 1u << NDC_K8S_ENDPOINTSLICES,
-	    .page_size = 500,
-	    .timeout_s = 300,
-	    .backoff_min_ms = 250,
-	    .backoff_max_ms = 30000,
-	};
-
-	if (src->ropts.pods == NDC_PODS_VERIFIED)
-		wo.kinds |= 1u << NDC_K8S_PODS;
-	if (src->ropts.n_mc_zones)
-		wo.kinds |= 1u << NDC_K8S_SERVICEIMPORTS;
-	return ndc_k8s_watch_start(conn, &wo, &ndc_k8s_store_ops, src->store, &src->watch);
-}
-
-static int watch_start(struct agent *ag, const struct ndc_k8s_conn *conn)
-{
-	struct source *src = NULL;
-	int err;
-
-	err = source_new(ag, NULL, &src);
-	if (!err) {
-		pthread_mutex_lock(&ag->src_lock);
-		ag->src = src;
-		pthread_mutex_unlock(&ag->src_lock);
-		err = source_watch(src, conn);
-	}
-	if (err)
-		ndc_err("kubernetes source: %s", strerror(-err));
-	else
-		ndc_info("kubernetes source: syncing from %s; forwarding cluster names until then",
-			 conn->server);
-	return err;
-}
-
-/*
- * The reload's records.* hook (reload.h): the table rebuilt with cfg's records options. A
- * snapshot (or the embedded sample) is read and built again; a Kubernetes source is listed and
- * watched again by a new source, which replaces the running one at its first table. The old
- * table answers until then.
- */
-static int rebuild_records(void *arg, const struct ndc_config *cfg)
-{
-	struct agent *ag = arg;
-	struct ndc_records_opts ro = ag->ropts;
-	struct ndc_records *rec = NULL;
-	struct source *old, *next = NULL;
-	struct timespec until;
-	int err;
-
-	if (!ag->conn) {
-		if (!ag->opts || !ag->opts->load_records)
-			return -EOPNOTSUPP;
-		ndc_records_opts_apply(&ro, cfg);
-		err = ag->opts->load_records(ag->cfg, &ro, &rec);
-		if (err)
-			return err;
-		pthread_mutex_lock(&ag->source_lock);
-		install(ag, rec, NULL);
-		pthread_mutex_unlock(&ag->source_lock);
-		return 0;
-	}
-	err = source_new(ag, cfg, &next);
-	if (err)
-		return err;
-	pthread_mutex_lock(&ag->source_lock);
-	old = ag->src;
-	ag->next_src = next;
-	pthread_mutex_unlock(&ag->source_lock);
-	err = source_watch(next, ag->conn);
-	ndc_info("records: listing the cluster again for the new records options; the current "
-		 "table answers until the new one is built");
-	clock_gettime(CLOCK_MONOTONIC, &until);
-	until.tv_sec += NDC_RESYNC_TIMEOUT_S;
-	pthread_mutex_lock(&ag->source_lock);
-	while (!err && ag->next_src == next && !ag->stopping &&
-	       pthread_cond_timedwait(&ag->source_cond, &ag->source_lock, &until) != ETIMEDOUT)
-		;
-	if (!err && ag->src == next) {
-		pthread_mutex_unlock(&ag->source_lock);
-		source_free(old);
-		return 0;
-	}
-	ag->next_src = NULL;
-	pthread_mutex_unlock(&ag->source_lock);
-	source_free(next);
-	return err ? err : ag->stopping ? -ECANCELED : -ETIMEDOUT;
-}
-
-/* ---------------------------------------------------------------------------------------------
- * Upgrades: taking over from a running agent, handing over to the next (handover.h).
- */
-/*
- * Attaches the fast path once the table is filled (synced) and the sockets are read, so that what
- * it replaces (an earlier agent's program, still answering from its own table) is never replaced
- * by less; then tells the predecessor, which leaves the fast path to us from then on.
- */
-static void maybe_attach(struct agent *ag)
-{
-	int err;
-
-	pthread_mutex_lock(&ag->attach_lock);
-	if (!ag->serving || !atomic_load(&ag->synced) || ag->attached)
-		goto out;
-	if (ag->fp) {
-		err = ndc_fastpath_attach(ag->fp);
-		if (err < 0)
-			ndc_warn("fast path: cannot attach (%s); answering from sockets only",
-				 strerror(-err));
-	}
-	ag->attached = true;
-	if (ag->pred && !ag->taken_over) {
-		err = ndc_handover_takeover(ag->pred, 2000);
-		if (err < 0)
-			ndc_warn("handover: the previous agent did not confirm the takeover: %s",
-				 strerror(-err));
-		else
-			ndc_info("handover: took over from the previous agent");
-		ag->taken_over = true;
-	}
-out:
-	pthread_mutex_unlock(&ag->attach_lock);
-}
-
-static size_t handover_fds(void *arg, int *out, size_t cap)
-{
-	struct agent *ag = arg;
-	size_t n = ag->srv ? ndc_server_fds(ag->srv, out, cap) : 0;
-
-	if (ag->http && n < cap)
-		out[n++] = ndc_http_fd(ag->http);
-	return n;
-}
-
-/* On the handover thread: a successor took over (its programs replace ours), or died. */
-static void handover_taken(void *arg, bool taken)
-{
-	struct agent *ag = arg;
-
-	pthread_mutex_lock(&ag->attach_lock);
-	if (taken) {
-		ndc_fastpath_quiet(ag->fp);
-	} else if (ag->fp && ndc_fastpath_attach(ag->fp) == 0) {
-		ndc_info("fast path: attached again");
-	}
-	pthread_mutex_unlock(&ag->attach_lock);
-}
-
-static void handover_name(const struct ndc_config *cfg, char *out, size_t cap)
-{
-	char a[INET6_ADDRSTRLEN] = "none";
-
-	if (cfg->n_listen)
-		inet_ntop(cfg->listen[0].family, cfg->listen[0].addr, a, sizeof(a));
-	ndc_handover_name(a, cfg->port, out, cap);
-}
-
-/*
- * Joins a running agent with the same listen address and port, if any: its sockets are ours too
- * from here on.
- */
-static void handover_join(struct agent *ag, int **ret_fds, size_t *ret_n)
-{
-	char name[128];
-	int err;
-
-	handover_name(ag->cfg, name, sizeof(name));
-	err = ndc_handover_join(name, 2000, &ag->pred, ret_fds, ret_n);
-	if (err == -ENOENT)
-		return;
-	if (err < 0)
-		ndc_warn("handover: an agent runs at %s but the handover failed (%s); binding "
-			 "anew",
-			 name, strerror(-err));
-	else
-		ndc_info("handover: joined the running agent: %zu sockets handed over", *ret_n);
-}
-
-/*
- * A successor took over: stop reading (what is queued stays in the sockets it shares), answer
- * what is in flight upstream, leave the fast path and its pins to it.
- */
-static void hand_over(struct agent *ag)
-{
-	/* a query detained upstream is answered within the timeout of every upstream in turn */
-	uint64_t wait_ms = (uint64_t)ag->cfg->forward.timeout_ms * (ag->cfg->n_upstream + 1) + 500;
-	struct timespec t0, t;
-	size_t left;
-
-	ndc_info("handover: a successor serves; stopping without detaching");
-	ndc_server_quiesce(ag->srv);
-	clock_gettime(CLOCK_MONOTONIC, &t0);
-	while ((left = ndc_server_outstanding(ag->srv)) > 0) {
-		clock_gettime(CLOCK_MONOTONIC, &t);
-		if ((uint64_t)((t.tv_sec - t0.tv_sec) * 1000 +
-			       (t.tv_nsec - t0.tv_nsec) / 1000000) >= wait_ms) {
-			ndc_warn("handover: %zu queries still upstream after %lu ms", left,
-				 (unsigned long)wait_ms);
-			break;
-		}
-		nanosleep(&(struct timespec){.tv_nsec = 10 * 1000000}, NULL);
-	}
-}
-
-/* ndc_prefetch_hits_fn over the publisher's kernel hit counters. */
-static int kernel_hits(void *arg, const uint8_t *lname, size_t nlen, uint16_t qtype,
-		       uint32_t *ret_hits)
-{
-	return ndc_publisher_kernel_hits(arg, lname, nlen, qtype, ret_hits);
-}
-
-/*
- * Issue 22: cache.prefetch (once the forwarder runs) and forward.per_client (the resolver asks
- * it). Both stay for the agent's life: a reload changes their options, and prefetch: false only
- * stops new prefetch points.
- */
-static int upstream_share_start(struct agent *ag)
-{
-	struct ndc_prefetch_opts po;
-	struct ndc_ratelimit_opts lo;
-	int err;
-
-	ndc_prefetch_opts_from_config(&po, ag->cfg);
-	ndc_ratelimit_opts_from_config(&lo, ag->cfg);
-	err = ndc_ratelimit_new(&lo, &ag->limiter);
-	if (err < 0) {
-		ndc_err("forward.per_client: %s", strerror(-err));
-		return err;
-	}
-	err = ndc_prefetch_new(&po, ag->cache, ag->fwd, &ag->prefetch);
-	if (err < 0) {
-		ndc_err("cache.prefetch: %s", strerror(-err));
-		return err;
-	}
-	if (ag->pub)
-		ndc_prefetch_set_kernel_hits(ag->prefetch, kernel_hits, ag->pub);
-	return 0;
-}
-
 /* The reload (reload.h), once the forwarder and the resolver exist. */
 static int reload_start(struct agent *ag)
 {
@@ -874,7 +140,7 @@ static int reload_start(struct agent *ag)
 	    .prefetch = ag->prefetch,
 	    .limiter = ag->limiter,
 	    .fastpath = ag->fp != NULL,
-	    .rebuild = rebuild_records,
+	    .rebuild = ndc_agent_rebuild_records,
 	    .arg = ag,
 	};
 
@@ -894,12 +160,10 @@ int ndc_agent_run(const struct ndc_config *cfg, struct ndc_records *rec,
 	    .tcp_idle_ms = cfg->tcp_idle_ms,
 	    .tcp_max_conns = cfg->tcp_max_conns,
 	};
-	struct ndc_handover_ops hops = {.fds = handover_fds, .taken = handover_taken};
 	struct agent ag = {.cfg = cfg, .opts = opts, .conn = conn};
 	pthread_condattr_t ca;
 	int *inherit = NULL;
 	size_t n_inherit = 0;
-	char name[128];
 	sigset_t set;
 	int sig, ret;
 
@@ -913,10 +177,9 @@ int ndc_agent_run(const struct ndc_config *cfg, struct ndc_records *rec,
 	pthread_mutex_init(&ag.source_lock, NULL);
 	pthread_mutex_init(&ag.src_lock, NULL);
 	pthread_condattr_init(&ca);
-	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC); /* rebuild_records waits on it */
+	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC); /* ndc_agent_rebuild_records waits */
 	pthread_cond_init(&ag.source_cond, &ca);
 	pthread_condattr_destroy(&ca);
-	hops.arg = &ag;
 	/* Block the signals before any thread starts so only sigwait below sees them. */
 	sigemptyset(&set);
 	sigaddset(&set, SIGINT);
@@ -932,13 +195,13 @@ int ndc_agent_run(const struct ndc_config *cfg, struct ndc_records *rec,
 	}
 	/*
 	 * Before the forwarder starts: the cache hook must be in place for its first answer.
-	 * Loaded and filled here, attached only in maybe_attach: until then whatever program is
-	 * attached (an earlier agent's) keeps answering.
+	 * Loaded and filled here, attached only in ndc_agent_maybe_attach: until then whatever
+	 * program is attached (an earlier agent's) keeps answering.
 	 */
 	/* A running agent's sockets (an upgrade): shared from here on, nothing is rebound. */
-	handover_join(&ag, &inherit, &n_inherit);
+	ndc_agent_handover_join(&ag, &inherit, &n_inherit);
 	if (cfg->dataplane.mode == NDC_DP_TC || cfg->dataplane.mode == NDC_DP_XDP) {
-		fastpath_start(&ag);
+		ndc_agent_fastpath_start(&ag);
 		/*
 		 * A successor that would serve with less than it replaces (no capabilities, no BPF
 		 * in its build) does not start: the running agent keeps everything.
@@ -950,7 +213,7 @@ int ndc_agent_run(const struct ndc_config *cfg, struct ndc_records *rec,
 			goto out;
 		}
 	} else if (cfg->dataplane.mode == NDC_DP_DPDK) {
-		ret = dpdk_start(&ag);
+		ret = ndc_agent_dpdk_start(&ag);
 		if (ret < 0)
 			goto out;
 	}
@@ -959,7 +222,7 @@ int ndc_agent_run(const struct ndc_config *cfg, struct ndc_records *rec,
 		ndc_err("forwarder: %s", strerror(-ret));
 		goto out;
 	}
-	ret = upstream_share_start(&ag);
+	ret = ndc_agent_upstream_share_start(&ag);
 	if (ret < 0)
 		goto out;
 	ret = ndc_resolver_new(NULL, ag.cache, ag.fwd, &ag.res);
@@ -978,7 +241,7 @@ int ndc_agent_run(const struct ndc_config *cfg, struct ndc_records *rec,
 	metrics_start(&ag);
 	if (rec) {
 		pthread_mutex_lock(&ag.source_lock);
-		install(&ag, rec, NULL);
+		ndc_agent_install(&ag, rec, NULL);
 		pthread_mutex_unlock(&ag.source_lock);
 		rec = NULL;
 	}
@@ -999,15 +262,13 @@ int ndc_agent_run(const struct ndc_config *cfg, struct ndc_records *rec,
 	pthread_mutex_lock(&ag.attach_lock);
 	ag.serving = true;
 	pthread_mutex_unlock(&ag.attach_lock);
-	maybe_attach(&ag);
+	ndc_agent_maybe_attach(&ag);
 	if (conn) {
-		ret = watch_start(&ag, conn);
+		ret = ndc_agent_watch_start(&ag, conn);
 		if (ret < 0)
 			goto out;
 	}
-	handover_name(cfg, name, sizeof(name));
-	if (ndc_handover_serve(name, &hops, &ag.ho) < 0)
-		ndc_warn("handover: cannot listen at %s: upgrades of this agent will rebind", name);
+	ndc_agent_handover_serve(&ag);
 	log_summary(cfg);
 	/* Everything a reload may replace runs now: changes of the file are applied from here. */
 	ndc_reload_arm(ag.reload);
@@ -1018,7 +279,7 @@ int ndc_agent_run(const struct ndc_config *cfg, struct ndc_records *rec,
 	ret = 0;
 	ag.handed_over = ndc_handover_taken(ag.ho);
 	if (ag.handed_over)
-		hand_over(&ag);
+		ndc_agent_hand_over(&ag);
 
 out:
 	for (size_t i = 0; i < n_inherit; i++)
@@ -1033,7 +294,7 @@ out:
 	pthread_mutex_unlock(&ag.source_lock);
 	ndc_reload_stop(ag.reload);
 	/* No new tables, then no new answers upstream, then no more queries. */
-	source_free(ag.src);
+	ndc_agent_source_free(ag.src);
 	/* No prefetch is sent to a forwarder going away; those in flight complete in its free. */
 	ndc_prefetch_stop(ag.prefetch);
 	/* The forwarder completes every detained query before the server goes away. */
@@ -1044,8 +305,8 @@ out:
 		ndc_server_stop(ag.srv);
 	/* Before the fast path: a successor that dies from here on finds nothing to reattach. */
 	ndc_handover_stop(ag.ho);
-	fastpath_stop(&ag);
-	dpdk_stop(&ag);
+	ndc_agent_fastpath_stop(&ag);
+	ndc_agent_dpdk_stop(&ag);
 	ndc_handover_peer_free(ag.pred);
 	if (ag.res) {
 		struct ndc_resolver_stats st;
