@@ -146,8 +146,8 @@ def client_verbs(src):
 
 
 def conditional_kinds(agent_src):
-    """{enum: config condition} for kinds agent.c and reload_kube_dns.c add to a watch only under a
-    condition."""
+    """{enum: config condition} for kinds control/agent/ and reload_kube_dns.c add to a watch only
+    under a condition."""
     out = {}
     for m in re.finditer(r'if \(([^)]*)\)\s*\n?\s*(?:wo\.)?kinds \|= 1u << (NDC_K8S_\w+);',
                          agent_src):
