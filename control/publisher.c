@@ -565,11 +565,7 @@ int ndc_publisher_kernel_hits(struct ndc_publisher *p, const uint8_t *lname, siz
 /* ---------------------------------------------------------------------------------------------
  * /metrics: what the answer table was refused, and the upstream answers it tracks.
  */
-#define F(member, name, type, help)                                    \
-	{                                                              \
-		"ndcache_" name, type, help, NULL,                     \
-		    NDC_METRIC_OFF(struct ndc_publisher_stats, member) \
-	}
+#define F(...) NDC_METRIC_FIELD(struct ndc_publisher_stats, __VA_ARGS__, NULL)
 
 static const struct ndc_metric_field publisher_fields[] = {
     F(tracked, "kernel_expiry_tracked", "gauge",
@@ -587,6 +583,5 @@ void ndc_publisher_metrics(void *pub, struct ndc_metrics_buf *b)
 	struct ndc_publisher_stats st;
 
 	ndc_publisher_stats(pub, &st);
-	ndc_metric_fields(b, publisher_fields,
-			  sizeof(publisher_fields) / sizeof(publisher_fields[0]), &st, NULL);
+	NDC_METRIC_TABLE(b, publisher_fields, &st, NULL);
 }

@@ -192,33 +192,28 @@ void ndc_agent_dpdk_stop(struct agent *ag)
 /* ---------------------------------------------------------------------------------------------
  * /metrics.
  */
+#define SS(...) NDC_METRIC_FIELD(struct ndc_server_stats, __VA_ARGS__, NULL)
+
 static const struct ndc_metric_field server_fields[] = {
-    {"ndcache_udp_queries_total", "counter", "UDP queries received.", NULL,
-     NDC_METRIC_OFF(struct ndc_server_stats, udp_queries)},
-    {"ndcache_tcp_queries_total", "counter", "TCP queries received.", NULL,
-     NDC_METRIC_OFF(struct ndc_server_stats, tcp_queries)},
-    {"ndcache_tcp_connections_total", "counter", "TCP connections accepted.", NULL,
-     NDC_METRIC_OFF(struct ndc_server_stats, tcp_conns)},
+    SS(udp_queries, "udp_queries_total", "counter", "UDP queries received."),
+    SS(tcp_queries, "tcp_queries_total", "counter", "TCP queries received."),
+    SS(tcp_conns, "tcp_connections_total", "counter", "TCP connections accepted."),
 };
 
-#define TS(member, name, type, help)                                        \
-	{                                                                   \
-		"ndcache_fastpath_table_" name, type, help, NULL,           \
-		    NDC_METRIC_OFF(struct ndc_fastpath_table_stats, member) \
-	}
+#define TS(...) NDC_METRIC_FIELD(struct ndc_fastpath_table_stats, __VA_ARGS__, NULL)
 
 static const struct ndc_metric_field table_fields[] = {
-    TS(keys, "entries", "gauge", "Entries in the kernel's answer table."),
-    TS(max_keys, "capacity", "gauge",
+    TS(keys, "fastpath_table_entries", "gauge", "Entries in the kernel's answer table."),
+    TS(max_keys, "fastpath_table_capacity", "gauge",
        "Entries the kernel's answer table may hold (dataplane.table_size, a cap)."),
-    TS(slots, "slots", "gauge",
+    TS(slots, "fastpath_table_slots", "gauge",
        "Slots of the kernel's answer table now: it grows and shrinks with its entries."),
-    TS(bytes, "bytes", "gauge",
+    TS(bytes, "fastpath_table_bytes", "gauge",
        "Kernel memory of the answer table now, charged to the pod; mapped into the agent, so "
        "part of its resident memory too."),
-    TS(needed, "needed_bytes", "gauge",
+    TS(needed, "fastpath_table_needed_bytes", "gauge",
        "What the answer table's entries need: a slot each and their big answers."),
-    TS(rebuilds, "rebuilds_total", "counter",
+    TS(rebuilds, "fastpath_table_rebuilds_total", "counter",
        "Times the answer table was rebuilt to grow or shrink."),
 };
 
@@ -233,11 +228,8 @@ static const char failopen_help[] =
     "Packets the kernel sent on to the upstream (or back from it) while no agent listened "
     "(dataplane.failopen).";
 
-#define FC(i, name, help, labels)                                \
-	{                                                        \
-		"ndcache_kernel_" name, "counter", help, labels, \
-		    NDC_METRIC_OFF(struct fp_counters, c[i])     \
-	}
+#define FC(i, name, help, labels) \
+	NDC_METRIC_FIELD(struct fp_counters, c[i], "kernel_" name, "counter", help, labels)
 
 static const struct ndc_metric_field counter_fields[] = {
     FC(NDC_FP_HIT, "answers_total", answered_help, "kind=\"answer\""),
@@ -280,7 +272,7 @@ void ndc_agent_dataplane_metrics(void *arg, struct ndc_metrics_buf *b)
 
 	if (ag->srv) {
 		ndc_server_stats(ag->srv, &ss);
-		ndc_metric_fields(b, server_fields, N(server_fields), &ss, NULL);
+		NDC_METRIC_TABLE(b, server_fields, &ss, NULL);
 	}
 	snprintf(l, sizeof(l), "mode=\"%s\"", m < N(modes) ? modes[m] : "unknown");
 	ndc_metric_u64(b, "ndcache_fastpath_loaded", "gauge",
@@ -289,9 +281,9 @@ void ndc_agent_dataplane_metrics(void *arg, struct ndc_metrics_buf *b)
 		       "for the other modes.",
 		       l, ag->fp != NULL);
 	if (ag->fp && !ndc_fastpath_table_stats(ag->fp, &ts))
-		ndc_metric_fields(b, table_fields, N(table_fields), &ts, NULL);
+		NDC_METRIC_TABLE(b, table_fields, &ts, NULL);
 	if (ag->fp && !ndc_fastpath_counters(ag->fp, fc.c))
-		ndc_metric_fields(b, counter_fields, N(counter_fields), &fc, NULL);
+		NDC_METRIC_TABLE(b, counter_fields, &fc, NULL);
 	if (ag->dp)
 		ndc_dpdk_metrics(ag->dp, dpdk_metric, b);
 }

@@ -65,7 +65,8 @@ void ndc_metric_histogram(struct ndc_metrics_buf *b, const char *name, const cha
 /*
  * A sample read from a stats struct: a subsystem's section is a table of these, written by
  * ndc_metric_fields. off is where the sample's uint64_t sits in the struct: NDC_METRIC_OFF
- * (which fails to compile for a member of another type).
+ * (which fails to compile for a member of another type). NDC_METRIC_FIELD makes a row
+ * ndcache_<name> of stype's member; a section names its struct once in a shorthand of its own.
  */
 struct ndc_metric_field {
 	const char *name;
@@ -76,10 +77,17 @@ struct ndc_metric_field {
 };
 #define NDC_METRIC_OFF(stype, member) \
 	(offsetof(stype, member) + 0 * sizeof(&((stype *)0)->member == (uint64_t *)0))
+#define NDC_METRIC_FIELD(stype, member, name, type, help, labels)                  \
+	{                                                                          \
+		"ndcache_" name, type, help, labels, NDC_METRIC_OFF(stype, member) \
+	}
 
 /* ndc_metric_u64 for each of the n fields of stats, in order. labels: as ndc_metric_u64's. */
 void ndc_metric_fields(struct ndc_metrics_buf *b, const struct ndc_metric_field *f, size_t n,
 		       const void *stats, const char *labels);
+/* The same for a whole array of fields. */
+#define NDC_METRIC_TABLE(b, fields, stats, labels) \
+	ndc_metric_fields(b, fields, sizeof(fields) / sizeof((fields)[0]), stats, labels)
 
 /*
  * One subsystem's section of /metrics: each subsystem writes its own figures (write, an

@@ -702,12 +702,7 @@ void ndc_k8s_watch_stats(struct ndc_k8s_watch *w, struct ndc_k8s_watch_stats *re
 	    atomic_load_explicit(&w->st.syncs[SYNC_CONSISTENT], memory_order_relaxed);
 }
 
-#define N(a) (sizeof(a) / sizeof((a)[0]))
-#define F(member, name, type, help, labels)                            \
-	{                                                              \
-		"ndcache_" name, type, help, labels,                   \
-		    NDC_METRIC_OFF(struct ndc_k8s_watch_stats, member) \
-	}
+#define F(...) NDC_METRIC_FIELD(struct ndc_k8s_watch_stats, __VA_ARGS__)
 
 /* Issue 25: how each kind's whole state came, what the API server paid for it. */
 static const char sync_help[] =
@@ -733,5 +728,5 @@ void ndc_k8s_watch_metrics(void *watch, struct ndc_metrics_buf *b)
 	struct ndc_k8s_watch_stats st;
 
 	ndc_k8s_watch_stats(watch, &st);
-	ndc_metric_fields(b, watch_fields, N(watch_fields), &st, NULL);
+	NDC_METRIC_TABLE(b, watch_fields, &st, NULL);
 }

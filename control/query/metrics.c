@@ -10,11 +10,7 @@
 #include "http/http.h"
 #include "internal.h"
 
-#define N(a) (sizeof(a) / sizeof((a)[0]))
-#define F(stype, member, name, type, help, labels)                                        \
-	{                                                                                 \
-		"ndcache_" name, type, help, labels, NDC_METRIC_OFF(struct stype, member) \
-	}
+#define F(stype, ...) NDC_METRIC_FIELD(struct stype, __VA_ARGS__)
 
 static const char answers_help[] = "Socket-path answers by source.";
 
@@ -37,7 +33,7 @@ void ndc_resolver_metrics(void *res, struct ndc_metrics_buf *b)
 	struct ndc_resolver_stats st;
 
 	ndc_resolver_stats(res, &st);
-	ndc_metric_fields(b, resolver_fields, N(resolver_fields), &st, NULL);
+	NDC_METRIC_TABLE(b, resolver_fields, &st, NULL);
 }
 
 static const struct ndc_metric_field cache_fields[] = {
@@ -56,7 +52,7 @@ void ndc_cache_metrics(void *cache, struct ndc_metrics_buf *b)
 	struct ndc_cache_stats st;
 
 	ndc_cache_stats(cache, &st);
-	ndc_metric_fields(b, cache_fields, N(cache_fields), &st, NULL);
+	NDC_METRIC_TABLE(b, cache_fields, &st, NULL);
 }
 
 /* ndcache_upstream_limited_total: the forwarder's reason here, forward.per_client's below. */
@@ -119,7 +115,7 @@ static void upstream_metrics(const struct ndc_fwd_upstream_stats *u, struct ndc_
 	char l[96];
 
 	snprintf(l, sizeof(l), "upstream=\"%s\"", u->name);
-	ndc_metric_fields(b, upstream_fields, N(upstream_fields), u, l);
+	NDC_METRIC_TABLE(b, upstream_fields, u, l);
 	ndc_metric_u64(b, "ndcache_upstream_healthy", "gauge",
 		       "1 while the upstream is tried in its turn, 0 while skipped after a failure "
 		       "(backoff).",
@@ -141,7 +137,7 @@ void ndc_forwarder_metrics(void *fwd, struct ndc_metrics_buf *b)
 	struct ndc_forwarder_stats st;
 
 	ndc_forwarder_stats(fwd, &st);
-	ndc_metric_fields(b, forwarder_fields, N(forwarder_fields), &st, NULL);
+	NDC_METRIC_TABLE(b, forwarder_fields, &st, NULL);
 	for (size_t i = 0; i < st.n_upstreams; i++)
 		upstream_metrics(&st.upstream[i], b);
 }
@@ -170,7 +166,7 @@ void ndc_prefetch_metrics(void *prefetch, struct ndc_metrics_buf *b)
 	struct ndc_prefetch_stats st;
 
 	ndc_prefetch_stats(prefetch, &st);
-	ndc_metric_fields(b, prefetch_fields, N(prefetch_fields), &st, NULL);
+	NDC_METRIC_TABLE(b, prefetch_fields, &st, NULL);
 }
 
 static const struct ndc_metric_field ratelimit_fields[] = {
@@ -189,5 +185,5 @@ void ndc_ratelimit_metrics(void *limiter, struct ndc_metrics_buf *b)
 	struct ndc_ratelimit_stats st;
 
 	ndc_ratelimit_stats(limiter, &st);
-	ndc_metric_fields(b, ratelimit_fields, N(ratelimit_fields), &st, NULL);
+	NDC_METRIC_TABLE(b, ratelimit_fields, &st, NULL);
 }

@@ -672,12 +672,7 @@ void ndc_k8s_store_stats(struct ndc_k8s_store *s, struct ndc_k8s_store_stats *re
 	ret->lat_count = atomic_load(&s->lat_count);
 }
 
-#define N(a) (sizeof(a) / sizeof((a)[0]))
-#define F(member, name, type, help)                                    \
-	{                                                              \
-		"ndcache_" name, type, help, NULL,                     \
-		    NDC_METRIC_OFF(struct ndc_k8s_store_stats, member) \
-	}
+#define F(...) NDC_METRIC_FIELD(struct ndc_k8s_store_stats, __VA_ARGS__, NULL)
 
 static const struct ndc_metric_field store_fields[] = {
     F(objects, "k8s_objects", "gauge", "Objects in the store."),
@@ -699,7 +694,7 @@ void ndc_k8s_store_metrics(void *store, struct ndc_metrics_buf *b)
 	struct ndc_k8s_store_stats st;
 
 	ndc_k8s_store_stats(store, &st);
-	ndc_metric_fields(b, store_fields, N(store_fields), &st, NULL);
+	NDC_METRIC_TABLE(b, store_fields, &st, NULL);
 	ndc_metric_histogram(b, "ndcache_programming_latency_us",
 			     "Each object change, from its arrival until answers come from it, "
 			     "microseconds.",
