@@ -140,6 +140,28 @@ int ndc_fp_table_del(struct ndc_fp_table *t, const struct ndc_fp_key *k, const u
 		     size_t name_len, uint64_t expired_at);
 
 /*
+ * One entry's layout (slot.c). ndc_fp_slot_fits: whether v goes in a slot's bytes, and where its
+ * data and TTL offsets start there. ndc_fp_slot_encode: the answer part of slot image s for v
+ * (in its bytes when in_slot, by reference to the NODATA authority when soa, else pointing at
+ * big record b); ndc_fp_slot_decode: back (b: the big answer, soa: the NODATA authority; -EIO
+ * when s is not consistent). ndc_fp_soa_template: the NODATA authority from the NXDOMAIN
+ * template (-EINVAL: not one whole SOA RR); ndc_fp_soa_fill: its data for a question of qlen
+ * bytes; ndc_fp_soa_matches: whether v is a NODATA with exactly that authority (tpl NULL: no).
+ * ndc_fp_ext_count: records a big answer takes; ndc_fp_ext_decode: the big answer from its
+ * records (avail of them at most; -EIO when its lengths do not fit).
+ */
+bool ndc_fp_slot_fits(const struct ndc_fp_value *v, size_t *ret_data, size_t *ret_ttl);
+void ndc_fp_slot_encode(const struct ndc_fp_value *v, bool in_slot, bool soa, uint32_t b,
+			struct ndc_fp_slot *s);
+int ndc_fp_slot_decode(const struct ndc_fp_slot *s, const struct ndc_fp_value *b,
+		       const struct ndc_fp_value *soa, struct ndc_fp_value *ret);
+int ndc_fp_soa_template(const struct ndc_fp_value *nx, struct ndc_fp_value *ret);
+void ndc_fp_soa_fill(const struct ndc_fp_value *tpl, size_t qlen, uint8_t *out);
+bool ndc_fp_soa_matches(const struct ndc_fp_value *tpl, const struct ndc_fp_value *v);
+uint32_t ndc_fp_ext_count(uint32_t len, uint32_t n_ttl);
+int ndc_fp_ext_decode(const struct ndc_fp_ext *p, uint32_t avail, struct ndc_fp_value *ret);
+
+/*
  * The NXDOMAIN template, written into nx (ndc_nx's mapping: NDC_FP_NX_ENTRIES of them) under the
  * table's lock, with the NODATA authority made from it.
  */

@@ -2,7 +2,8 @@
 /*
  * The kernel's answer table from user space (layout and protocol: include/ndc/abi.h, "The answer
  * table"): the writer, through shared mappings of the chunks it adds, and a reader through any
- * map fds. One walk serves both and matches the kernel's (bpf/ndc_table.h).
+ * map fds. One walk serves both and matches the kernel's (bpf/ndc_table.h); an entry's layout in
+ * a slot is slot.c's.
  *
  * The table follows its content: it starts at one chunk, and when it needs more buckets (or
  * fewer, or too many of its buckets have overflowed) it is rebuilt whole in the other half of the
@@ -17,8 +18,6 @@
 
 #include <bpf/bpf.h>
 
-#include <ndc/dns_wire.h>
-
 #include "internal.h"
 
 #define NONE UINT32_MAX
@@ -32,220 +31,6 @@
 #define LOAD_TARGET 70
 #define LOAD_GROW 90
 #define LOAD_SHRINK 55
-
-static size_t round8(size_t n)
-{
-	return (n + 7) & ~(size_t)7;
-}
-
-/* ---------------------------------------------------------------------------------------------
- * Layout: a struct ndc_fp_value in a slot's bytes, and back.
- */
-
-static bool all_zero(const uint8_t *p, size_t n)
-{
-	for (size_t i = 0; i < n; i++)
-		if (p[i])
-			return false;
-	return true;
-}
-
-/*
- * Where the parts of v go in a slot's bytes, and whether they fit. Only a value that the bytes
- * give back exactly goes there (what the publisher writes always does: zero where unused).
- */
-static bool inline_layout(const struct ndc_fp_value *v, size_t *ret_data, size_t *ret_ttl)
-{
-	size_t data = round8(v->name_len), end, ttl = data + round8(v->len);
-
-	if (v->name_len > NDC_FP_NAME_MAX || v->len > NDC_FP_DATA_MAX || v->n_ttl > NDC_FP_TTL_MAX)
-		return false;
-	/* the TTL offsets to a whole word: the kernel reads them four at a time */
-	end = v->expire_ns ? ttl + 16 + round8(2 * (size_t)v->n_ttl) : data + v->len;
-	if (end > NDC_FP_SLOT_BYTES || v->ancount > UINT8_MAX || v->nscount > UINT8_MAX ||
-	    v->arcount > UINT8_MAX || v->pad2 || (v->flags & (NDC_FP_V_EXPIRES | NDC_FP_V_BIG)))
-		return false;
-	if (!v->expire_ns && (v->insert_ns || v->n_ttl))
-		return false;
-	if (!all_zero(v->name + v->name_len, NDC_FP_NAME_MAX - v->name_len) ||
-	    !all_zero(v->data + v->len, NDC_FP_DATA_MAX - v->len) ||
-	    !all_zero((const uint8_t *)(v->ttl_off + v->n_ttl),
-		      sizeof(v->ttl_off) - 2 * (size_t)v->n_ttl))
-		return false;
-	*ret_data = data;
-	*ret_ttl = ttl;
-	return true;
-}
-
-/*
- * The zone's NODATA authority from the NXDOMAIN template nx (its one SOA RR written out whole):
- * the same RR compressed as the socket path writes it after a question ending in the zone, owner
- * and the SOA's names that end in the zone pointing at it; the pointers' offsets in ttl_off (n_ttl
- * of them, zero until filled in for a question), the zone in name (abi.h, NDC_FP_V_SOA). 0, or
- * -EINVAL when nx is not one whole SOA RR.
- */
-static int soa_template(const struct ndc_fp_value *nx, struct ndc_fp_value *ret)
-{
-	const uint8_t *d = nx->data;
-	size_t zlen, pos, n = 0, l, rd;
-	uint8_t *o = ret->data;
-
-	memset(ret, 0, sizeof(*ret));
-	if (nx->ancount || nx->nscount != 1 || nx->arcount || ndc_name_check(d, nx->len, &zlen) ||
-	    zlen > NDC_FP_NAME_MAX || zlen + 10 > nx->len || ndc_get16(d + zlen) != NDC_T_SOA ||
-	    zlen + 10 + ndc_get16(d + zlen + 8) != nx->len)
-		return -EINVAL;
-	memcpy(ret->name, d, zlen);
-	ret->name_len = (uint8_t)zlen;
-	ret->ttl_off[ret->n_ttl++] = 0; /* the owner: the zone itself */
-	n = 2;
-	memcpy(o + n, d + zlen, 10);
-	n += 10;
-	rd = n;
-	pos = zlen + 10;
-	for (int i = 0; i < 2; i++) { /* MNAME, RNAME */
-		size_t cut, p = 0;
-
-		if (ndc_name_check(d + pos, nx->len - pos, &l))
-			return -EINVAL;
-		/* the labels before the zone, when the name ends in it at a label's start */
-		cut = l >= zlen && memcmp(d + pos + l - zlen, d, zlen) == 0 ? l - zlen : l;
-		while (p < cut)
-			p += 1 + (size_t)d[pos + p];
-		if (p != cut)
-			cut = l;
-		memcpy(o + n, d + pos, cut);
-		n += cut;
-		if (cut != l) {
-			ret->ttl_off[ret->n_ttl++] = (uint16_t)n;
-			n += 2;
-		}
-		pos += l;
-	}
-	if (pos + 20 != nx->len)
-		return -EINVAL;
-	memcpy(o + n, d + pos, 20);
-	n += 20;
-	ndc_put16(o + rd - 2, (uint16_t)(n - rd));
-	ret->len = (uint16_t)n;
-	ret->nscount = 1;
-	return 0;
-}
-
-/* The data of template tpl for a question (a name) of qlen bytes: its zone pointers set. */
-static void soa_fill(const struct ndc_fp_value *tpl, size_t qlen, uint8_t *out)
-{
-	uint16_t ptr = (uint16_t)(0xc000 | (12 + qlen - tpl->name_len));
-
-	memcpy(out, tpl->data, tpl->len);
-	for (unsigned int i = 0; i < tpl->n_ttl; i++)
-		ndc_put16(out + tpl->ttl_off[i], ptr);
-}
-
-/*
- * Whether v is a NODATA whose authority is the zone's SOA as the template gives it for v's name,
- * byte for byte: then its slot holds the name only (abi.h, NDC_FP_V_SOA). Only answers that never
- * expire: the template's TTL does not count down.
- */
-static bool soa_ref(const struct ndc_fp_table *t, const struct ndc_fp_value *v)
-{
-	uint8_t want[NDC_FP_DATA_MAX];
-
-	if (!t->has_soa || v->expire_ns || v->rcode || v->ancount || v->nscount != 1 ||
-	    v->arcount || v->n_ttl || v->flags & NDC_FP_V_PASS || v->len != t->soa.len ||
-	    v->name_len < t->soa.name_len ||
-	    memcmp(v->name + v->name_len - t->soa.name_len, t->soa.name, t->soa.name_len))
-		return false;
-	soa_fill(&t->soa, v->name_len, want);
-	return memcmp(want, v->data, v->len) == 0;
-}
-
-/*
- * The answer part of slot image s for v: in its bytes when it fits (by reference with soa: the
- * name alone), else pointing at big b.
- */
-static void slot_encode(const struct ndc_fp_value *v, bool in_slot, bool soa, uint32_t b,
-			struct ndc_fp_slot *s)
-{
-	size_t data, ttl;
-
-	s->len = 0;
-	s->ancount = s->nscount = s->arcount = s->rcode = s->n_ttl = 0;
-	memset(s->bytes, 0, sizeof(s->bytes));
-	if (soa) {
-		s->rcode = v->rcode;
-		s->flags = v->flags | NDC_FP_V_SOA;
-		memcpy(s->bytes, v->name, v->name_len);
-		return;
-	}
-	if (!in_slot || !inline_layout(v, &data, &ttl)) {
-		s->flags = v->flags | NDC_FP_V_BIG;
-		s->big = b;
-		return;
-	}
-	s->len = v->len;
-	s->ancount = (uint8_t)v->ancount;
-	s->nscount = (uint8_t)v->nscount;
-	s->arcount = (uint8_t)v->arcount;
-	s->rcode = v->rcode;
-	s->flags = v->flags;
-	memcpy(s->bytes, v->name, v->name_len);
-	memcpy(s->bytes + data, v->data, v->len);
-	if (v->expire_ns) {
-		s->flags |= NDC_FP_V_EXPIRES;
-		s->n_ttl = v->n_ttl;
-		memcpy(s->bytes + ttl, &v->insert_ns, 8);
-		memcpy(s->bytes + ttl + 8, &v->expire_ns, 8);
-		memcpy(s->bytes + ttl + 16, v->ttl_off, 2 * (size_t)v->n_ttl);
-	}
-}
-
-/*
- * The value of a full slot s (its big answer in b when it has one, the NODATA authority template
- * soa for a NODATA by reference). -EIO: s is not consistent, or refers to a template there is not.
- */
-static int slot_decode(const struct ndc_fp_slot *s, const struct ndc_fp_value *b,
-		       const struct ndc_fp_value *soa, struct ndc_fp_value *ret)
-{
-	size_t data = round8(s->name_len), ttl = data + round8(s->len);
-
-	if (s->flags & NDC_FP_V_BIG) {
-		if (!b)
-			return -EIO;
-		*ret = *b;
-		return 0;
-	}
-	if (s->flags & NDC_FP_V_EXPIRES
-		? ttl + 16 + round8(2 * (size_t)s->n_ttl) > NDC_FP_SLOT_BYTES
-		: data + s->len > NDC_FP_SLOT_BYTES)
-		return -EIO;
-	memset(ret, 0, sizeof(*ret));
-	ret->len = s->len;
-	ret->ancount = s->ancount;
-	ret->nscount = s->nscount;
-	ret->arcount = s->arcount;
-	ret->rcode = s->rcode;
-	ret->flags = s->flags & (uint8_t) ~(NDC_FP_V_EXPIRES | NDC_FP_V_BIG | NDC_FP_V_SOA);
-	ret->name_len = s->name_len;
-	memcpy(ret->name, s->bytes, s->name_len);
-	if (s->flags & NDC_FP_V_SOA) {
-		if (!soa || s->flags & NDC_FP_V_EXPIRES || soa->len > NDC_FP_DATA_MAX ||
-		    s->name_len < soa->name_len)
-			return -EIO;
-		ret->len = soa->len;
-		ret->nscount = 1;
-		soa_fill(soa, s->name_len, ret->data);
-		return 0;
-	}
-	memcpy(ret->data, s->bytes + data, s->len);
-	if (s->flags & NDC_FP_V_EXPIRES) {
-		ret->n_ttl = s->n_ttl;
-		memcpy(&ret->insert_ns, s->bytes + ttl, 8);
-		memcpy(&ret->expire_ns, s->bytes + ttl + 8, 8);
-		memcpy(ret->ttl_off, s->bytes + ttl + 16, 2 * (size_t)s->n_ttl);
-	}
-	return 0;
-}
 
 /* ---------------------------------------------------------------------------------------------
  * The walk, over any way of reading a table.
@@ -353,7 +138,7 @@ static int decode_found(const struct reader *r, const struct ndc_fp_slot *s,
 		if (err)
 			return err;
 	}
-	return slot_decode(s, &b, r->soa, ret);
+	return ndc_fp_slot_decode(s, &b, r->soa, ret);
 }
 
 /* The value at k: 0, -ENOENT, or an error of the reader. */
@@ -388,28 +173,6 @@ static struct ndc_fp_ext *big_of(const struct ndc_fp_half *h, uint32_t i)
 	return (struct ndc_fp_ext *)h->bigs[i / NDC_FP_BIG_CHUNK] + i % NDC_FP_BIG_CHUNK;
 }
 
-/* Records a big answer of len bytes of data (n_ttl TTL offsets) takes. */
-static uint32_t ext_count(uint32_t len, uint32_t n_ttl)
-{
-	return (ndc_fp_ext_bytes(len, n_ttl) + NDC_FP_EXT_BYTES - 1) / NDC_FP_EXT_BYTES;
-}
-
-/*
- * The big answer held in the records from p (avail of them there at most) into ret, zero past what
- * they hold: 0, or -EIO when its lengths say it is not one.
- */
-static int ext_decode(const struct ndc_fp_ext *p, uint32_t avail, struct ndc_fp_value *ret)
-{
-	const struct ndc_fp_value *head = (const struct ndc_fp_value *)p;
-
-	if (head->len > NDC_FP_DATA_MAX || head->n_ttl > NDC_FP_TTL_MAX ||
-	    ext_count(head->len, head->n_ttl) > avail)
-		return -EIO;
-	memset(ret, 0, sizeof(*ret));
-	memcpy(ret, p, ndc_fp_ext_bytes(head->len, head->n_ttl));
-	return 0;
-}
-
 static int mapped_tags(const struct reader *r, uint32_t b, uint64_t *ret)
 {
 	*ret = __atomic_load_n(tag_word(r->h, b), __ATOMIC_ACQUIRE);
@@ -426,7 +189,7 @@ static int mapped_big(const struct reader *r, uint32_t i, struct ndc_fp_value *r
 {
 	if (i >= r->h->n_big_chunks * NDC_FP_BIG_CHUNK)
 		return -EIO;
-	return ext_decode(big_of(r->h, i), NDC_FP_BIG_CHUNK - i % NDC_FP_BIG_CHUNK, ret);
+	return ndc_fp_ext_decode(big_of(r->h, i), NDC_FP_BIG_CHUNK - i % NDC_FP_BIG_CHUNK, ret);
 }
 
 static struct reader mapped(const struct ndc_fp_table *t)
@@ -564,7 +327,7 @@ static void big_free(struct ndc_fp_half *h, uint32_t i)
 	if (i >= h->n_big_chunks * NDC_FP_BIG_CHUNK)
 		return;
 	head = (const struct ndc_fp_value *)big_of(h, i);
-	n = ext_count(head->len, head->n_ttl);
+	n = ndc_fp_ext_count(head->len, head->n_ttl);
 	if (n > NDC_FP_EXT_MAX || n > h->big_used)
 		return; /* not a big answer we wrote */
 	(void)big_keep(h, i, n);
@@ -646,9 +409,10 @@ static int write_at(struct ndc_fp_table *t, int half, struct place at, const str
 		old = s->big;
 	/* a name of another length than the key's (only ndc_fastpath_put writes one) keeps its own
 	 */
-	soa = v->name_len == k->name_len && v->name_len <= NDC_FP_SLOT_BYTES && soa_ref(t, v);
-	if (!soa && (v->name_len != k->name_len || !inline_layout(v, &data, &ttl))) {
-		uint32_t n = ext_count(v->len, v->n_ttl),
+	soa = v->name_len == k->name_len && v->name_len <= NDC_FP_SLOT_BYTES &&
+	      ndc_fp_soa_matches(t->has_soa ? &t->soa : NULL, v);
+	if (!soa && (v->name_len != k->name_len || !ndc_fp_slot_fits(v, &data, &ttl))) {
+		uint32_t n = ndc_fp_ext_count(v->len, v->n_ttl),
 			 bytes = ndc_fp_ext_bytes(v->len, v->n_ttl);
 
 		if (v->len > NDC_FP_DATA_MAX || v->n_ttl > NDC_FP_TTL_MAX)
@@ -660,7 +424,7 @@ static int write_at(struct ndc_fp_table *t, int half, struct place at, const str
 		memcpy(big_of(h, b), v, bytes);
 		memset((uint8_t *)big_of(h, b) + bytes, 0, (size_t)n * NDC_FP_EXT_BYTES - bytes);
 	}
-	slot_encode(v, b == NONE, soa, b, &img);
+	ndc_fp_slot_encode(v, b == NONE, soa, b, &img);
 	seq_begin(&s->seq);
 	s->qtype = k->qtype;
 	s->name_len = k->name_len;
@@ -755,12 +519,12 @@ static int rebuild(struct ndc_fp_table *t, uint32_t n_chunks)
 			err = 0;
 			if (s->flags & NDC_FP_V_BIG)
 				err = s->big < src->n_big_chunks * NDC_FP_BIG_CHUNK
-					  ? ext_decode(big_of(src, s->big),
-						       NDC_FP_BIG_CHUNK - s->big % NDC_FP_BIG_CHUNK,
-						       &bv)
+					  ? ndc_fp_ext_decode(
+						big_of(src, s->big),
+						NDC_FP_BIG_CHUNK - s->big % NDC_FP_BIG_CHUNK, &bv)
 					  : -EIO;
 			if (!err)
-				err = slot_decode(s, &bv, t->has_soa ? &t->soa : NULL, &v);
+				err = ndc_fp_slot_decode(s, &bv, t->has_soa ? &t->soa : NULL, &v);
 			if (err)
 				break;
 			r = (struct reader){.tags = mapped_tags,
@@ -1044,7 +808,7 @@ void ndc_fp_table_set_nx(struct ndc_fp_table *t, struct ndc_fp_big *nx,
 	 * NODATA entries published by reference before keep theirs: the zone's SOA does not change
 	 * in an agent's life (one serial; a new TTL republishes every answer that carries it).
 	 */
-	if (soa_template(v, &t->soa) == 0) {
+	if (ndc_fp_soa_template(v, &t->soa) == 0) {
 		seq_begin(&soa->seq);
 		soa->v = t->soa;
 		seq_end(&soa->seq);
@@ -1115,7 +879,8 @@ static int fd_big(const struct reader *r, uint32_t i, struct ndc_fp_value *ret)
 	if (fd < 0)
 		return fd;
 	memset(rec, 0, sizeof(rec));
-	/* the records of one answer, up to its end or the chunk's (ext_decode checks its length) */
+	/* the records of one answer, up to its end or the chunk's (ndc_fp_ext_decode checks its
+	 * length) */
 	for (; n < NDC_FP_EXT_MAX && e + n < NDC_FP_BIG_CHUNK; n++) {
 		uint32_t key = e + n;
 
@@ -1125,7 +890,7 @@ static int fd_big(const struct reader *r, uint32_t i, struct ndc_fp_value *ret)
 		}
 	}
 	close(fd);
-	return err ? err : ext_decode(rec, n, ret);
+	return err ? err : ndc_fp_ext_decode(rec, n, ret);
 }
 
 int ndc_fp_table_read(int answers_fd, int big_fd, int nx_fd, int config_fd,
