@@ -25,6 +25,7 @@
 #include <stdint.h>
 
 #include <ndc/abi.h>
+#include <ndc/answer_table.h>
 #include <ndc/dns_wire.h>
 
 struct ndc_ip;
@@ -82,16 +83,11 @@ int ndc_dpdk_start(struct ndc_dpdk *dp);
 void ndc_dpdk_close(struct ndc_dpdk *dp);
 
 /*
- * The answer table: the same calls, arguments and errors as the fast path's
- * (dataplane/fastpath/fastpath.h, ndc_fastpath_publish and the rest), for the publisher.
+ * The answer table behind the answer-table interface (<ndc/answer_table.h>), with the struct
+ * ndc_dpdk as its table, for the publisher. It counts no hits (hits is NULL). Every operation is
+ * NULL in a build without DPDK, where ndc_dpdk_open fails first.
  */
-int ndc_dpdk_publish(struct ndc_dpdk *dp, const uint8_t *lname, size_t nlen, uint16_t qtype,
-		     const struct ndc_answer *a, uint32_t ttl_s);
-int ndc_dpdk_publish_pass(struct ndc_dpdk *dp, const uint8_t *lname, size_t nlen);
-int ndc_dpdk_unpublish(struct ndc_dpdk *dp, const uint8_t *lname, size_t nlen, uint16_t qtype);
-int ndc_dpdk_unpublish_expired(struct ndc_dpdk *dp, const struct ndc_fp_key *k);
-int ndc_dpdk_set_nx(struct ndc_dpdk *dp, const struct ndc_answer *nx);
-int ndc_dpdk_set_synced(struct ndc_dpdk *dp, bool synced);
+extern const struct ndc_answer_table_ops ndc_dpdk_answer_table;
 
 /* Sums the per-lcore counters, indexed like the fast path's (enum ndc_fp_counter). */
 int ndc_dpdk_counters(struct ndc_dpdk *dp, uint64_t ret[NDC_FP_COUNTER_MAX]);

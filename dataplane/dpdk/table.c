@@ -241,18 +241,15 @@ static bool value_is(const struct ndc_fp_value *v, const uint8_t *lname, size_t 
 	return v->name_len == nlen && memcmp(v->name, lname, nlen) == 0;
 }
 
-/* Puts val (heap, owned from here on; its name set here) at key: fastpath.c's publish_value. */
-static int put(struct ndc_dpdk_table *t, const struct ndc_fp_key *key, const uint8_t *lname,
-	       size_t nlen, struct ndc_fp_value *val)
+/* Puts val (heap, owned from here on, its name set) at key: fastpath.c's publish. */
+static int put(struct ndc_dpdk_table *t, const struct ndc_fp_key *key, struct ndc_fp_value *val)
 {
 	void *cur = NULL;
 	int r;
 
-	val->name_len = (uint8_t)nlen;
-	memcpy(val->name, lname, nlen);
 	pthread_mutex_lock(&t->lock);
 	r = rte_hash_lookup_data(t->h, key, &cur);
-	if (r >= 0 && !value_is(cur, lname, nlen)) {
+	if (r >= 0 && !value_is(cur, val->name, val->name_len)) {
 		r = -ENOSPC; /* another name holds the key: it stays */
 		goto out;
 	}
@@ -272,41 +269,23 @@ out:
 int ndc_dpdk_table_publish(struct ndc_dpdk_table *t, const uint8_t *lname, size_t nlen,
 			   uint16_t qtype, const struct ndc_answer *a, uint32_t ttl_s)
 {
-	struct ndc_fp_value *val;
+	struct ndc_fp_value *val = value_alloc();
 	struct ndc_fp_key key;
 	int r;
 
-	r = ndc_fastpath_key(lname, nlen, qtype, &key);
-	if (r < 0)
-		return r;
-	if (a->qname_len != nlen)
-		return -EINVAL;
-	val = value_alloc();
 	if (!val)
 		return -ENOMEM;
-	r = ndc_fastpath_value(a, ttl_s, ttl_s ? monotonic_ns() : 0, val);
+	r = ndc_fastpath_entry(lname, nlen, qtype, a, ttl_s, &key, val);
 	if (r < 0) {
 		free(val);
 		return r;
 	}
-	return put(t, &key, lname, nlen, val);
+	return put(t, &key, val);
 }
 
 int ndc_dpdk_table_publish_pass(struct ndc_dpdk_table *t, const uint8_t *lname, size_t nlen)
 {
-	struct ndc_fp_value *val;
-	struct ndc_fp_key key;
-	int r;
-
-	r = ndc_fastpath_key(lname, nlen, NDC_FP_QTYPE_OTHER, &key);
-	if (r < 0)
-		return r;
-	val = value_alloc();
-	if (!val)
-		return -ENOMEM;
-	memset(val, 0, sizeof(*val));
-	val->flags = NDC_FP_V_PASS;
-	return put(t, &key, lname, nlen, val);
+	return ndc_dpdk_table_publish(t, lname, nlen, NDC_FP_QTYPE_OTHER, NULL, 0);
 }
 
 /* Deletes key if check() says 0 of its entry; the hash frees the value after a grace period. */
