@@ -322,6 +322,36 @@ int ndc_dpdk_counters(struct ndc_dpdk *dp, uint64_t ret[NDC_FP_COUNTER_MAX])
 
 #define M_PREFIX "ndcache_dpdk_"
 
+/* The answer table's size: the kernel table's ndcache_fastpath_table_* series, for this one. */
+static void table_metrics(struct ndc_dpdk *dp, ndc_dpdk_metric_fn fn, void *arg)
+{
+	struct ndc_dpdk_table_stats ts;
+
+	ndc_dpdk_table_stats(dp->table, &ts);
+	const struct {
+		const char *name, *type, *help;
+		uint64_t value;
+	} series[] = {
+	    {M_PREFIX "table_entries", "gauge", "Entries in the DPDK answer table.", ts.keys},
+	    {M_PREFIX "table_capacity", "gauge",
+	     "Entries the DPDK answer table may hold (dataplane.table_size, a cap).", ts.max_keys},
+	    {M_PREFIX "table_slots", "gauge",
+	     "Entries the DPDK answer table's hash is made for now: it grows and shrinks with its "
+	     "entries.",
+	     ts.slots},
+	    {M_PREFIX "table_bytes", "gauge",
+	     "Memory of the DPDK answer table now: its hash (EAL memory) and its values.",
+	     ts.bytes},
+	    {M_PREFIX "table_needed_bytes", "gauge",
+	     "What the DPDK answer table's entries need: a key and a value each.", ts.needed},
+	    {M_PREFIX "table_rebuilds_total", "counter",
+	     "Times the DPDK answer table was rebuilt to grow or shrink.", ts.rebuilds},
+	};
+
+	for (size_t i = 0; i < sizeof(series) / sizeof(series[0]); i++)
+		fn(arg, series[i].name, series[i].type, series[i].help, NULL, series[i].value);
+}
+
 void ndc_dpdk_metrics(struct ndc_dpdk *dp, ndc_dpdk_metric_fn fn, void *arg)
 {
 	static const char *const kinds[] = {"answer", "nodata", "nxdomain"};
@@ -391,6 +421,7 @@ void ndc_dpdk_metrics(struct ndc_dpdk *dp, ndc_dpdk_metric_fn fn, void *arg)
 		fn(arg, M_PREFIX "mbuf_alloc_failed_total", "counter",
 		   "RX mbuf allocation failures (pool exhausted).", l, st.rx_nombuf);
 	}
+	table_metrics(dp, fn, arg);
 	fn(arg, M_PREFIX "mbufs_free", "gauge", "Free mbufs in the pool.", NULL,
 	   rte_mempool_avail_count(dp->pool));
 	fn(arg, M_PREFIX "mbufs", "gauge", "Mbufs in the pool.", NULL, dp->pool->size);

@@ -52,7 +52,7 @@ struct ndc_dpdk_opts {
 	uint16_t burst;		    /* packets per rx/tx burst; 0: 32 */
 	uint32_t poll_sleep_us;	    /* after many empty polls sleep this long; 0: busy-poll */
 	const char *tap_prefix;	    /* exception-path tap names: <prefix><index>; NULL: "ndc-tap" */
-	uint32_t max_entries;	    /* answer table size; 0: 65536 */
+	uint32_t max_entries;	    /* answer table cap: it follows its entries; 0: 65536 */
 	size_t n_addrs;		    /* node-local addresses answered for */
 	const struct ndc_ip *addrs; /* at most NDC_FP_MAX_ADDRS per family */
 	uint16_t port;		    /* DNS port, host order; 0: 53 */
@@ -96,7 +96,8 @@ int ndc_dpdk_counters(struct ndc_dpdk *dp, uint64_t ret[NDC_FP_COUNTER_MAX]);
  * Writes every ndcache_dpdk_* series through fn (Prometheus: name, type, help, labels without
  * braces or NULL, value): per port, queue and lcore the packets received, sent, answered by kind,
  * passed to the kernel by reason, sent to and received from the kernel, dropped; per port the
- * device's own counters (mbuf exhaustion included); the pool's free mbufs.
+ * device's own counters (mbuf exhaustion included); the pool's free mbufs; the answer table's
+ * size (ndcache_dpdk_table_entries, _capacity, _slots, _bytes, _needed_bytes, _rebuilds_total).
  */
 typedef void (*ndc_dpdk_metric_fn)(void *arg, const char *name, const char *type, const char *help,
 				   const char *labels, uint64_t value);
