@@ -132,7 +132,7 @@ static __always_inline int ctx_move_down(void *data, void *data_end, __u32 d32, 
  * bpf_xdp_adjust_head only moves a pointer, while bpf_xdp_adjust_tail also checks the frame's
  * tailroom and zeroes the new bytes with a memset call. Each call costs a mispredicted return on
  * CPUs with the SRSO "safe RET" mitigation; moving the keep bytes (about 100 for a service name)
- * as words costs less (measured: BPF_PROG_TEST_RUN, tests/bench/FASTPATH.md). tc keeps
+ * as words costs less (measured: BPF_PROG_TEST_RUN, docs/bench/FASTPATH.md). tc keeps
  * bpf_skb_change_tail: growing an skb at the head would leave its network and transport header
  * offsets (and csum_start of a CHECKSUM_PARTIAL query) pointing into the moved bytes.
  */

@@ -20,45 +20,42 @@
 
 #include "ndc_dns.h"
 
-/* A chunk of the table: its tag words, then its slots (abi.h, "The answer table"). */
-struct ndc_chunk {
-	__uint(type, BPF_MAP_TYPE_ARRAY);
-	__uint(max_entries, NDC_FP_CHUNK_ENTRIES);
-	__uint(map_flags, BPF_F_MMAPABLE);
-	/* verifier: sizes, not BTF types: clang leaves a type used only here a forward one */
-	__uint(key_size, sizeof(__u32));
-	__uint(value_size, sizeof(struct ndc_fp_slot));
-};
+/*
+ * An outer map of the answer table and its chunks (abi.h, "The answer table"): an array of maps
+ * whose inner maps are mmapable arrays of n values of type value. The loader sets the outer
+ * map's entries (2 * config half_chunks or half_bigs). verifier: the inner template gives sizes,
+ * not BTF types: clang leaves a type used only there a forward one.
+ */
+#define NDC_TABLE_MAP(outer, chunk, n, value)             \
+	struct chunk {                                    \
+		__uint(type, BPF_MAP_TYPE_ARRAY);         \
+		__uint(max_entries, n);                   \
+		__uint(map_flags, BPF_F_MMAPABLE);        \
+		__uint(key_size, sizeof(__u32));          \
+		__uint(value_size, sizeof(value));        \
+	};                                                \
+	struct {                                          \
+		__uint(type, BPF_MAP_TYPE_ARRAY_OF_MAPS); \
+		__uint(max_entries, 2);                   \
+		__type(key, __u32);                       \
+		__array(values, struct chunk);            \
+	} outer SEC(".maps")
 
-struct {
-	__uint(type, BPF_MAP_TYPE_ARRAY_OF_MAPS);
-	__uint(max_entries, 2); /* the loader sets 2 * config half_chunks */
-	__type(key, __u32);
-	__array(values, struct ndc_chunk);
-} ndc_answers SEC(".maps");
-
-struct ndc_big_chunk {
-	__uint(type, BPF_MAP_TYPE_ARRAY);
-	__uint(max_entries, NDC_FP_BIG_CHUNK);
-	__uint(map_flags, BPF_F_MMAPABLE);
-	__uint(key_size, sizeof(__u32));
-	__uint(value_size, sizeof(struct ndc_fp_big));
-};
-
-struct {
-	__uint(type, BPF_MAP_TYPE_ARRAY_OF_MAPS);
-	__uint(max_entries, 2); /* the loader sets 2 * config half_bigs */
-	__type(key, __u32);
-	__array(values, struct ndc_big_chunk);
-} ndc_big SEC(".maps");
+/* A chunk of slots: its tag words, then its slots. */
+NDC_TABLE_MAP(ndc_answers, ndc_chunk, NDC_FP_CHUNK_ENTRIES, struct ndc_fp_slot);
+/* A chunk of big answers' records. */
+NDC_TABLE_MAP(ndc_big, ndc_big_chunk, NDC_FP_BIG_CHUNK, struct ndc_fp_ext);
 
 struct {
 	__uint(type, BPF_MAP_TYPE_ARRAY);
-	__uint(max_entries, 1);
+	__uint(max_entries, NDC_FP_NX_ENTRIES);
 	__uint(map_flags, BPF_F_MMAPABLE);
 	__type(key, __u32);
 	__type(value, struct ndc_fp_big);
 } ndc_nx SEC(".maps");
+
+/* ndc_nx's keys, in read-only data: a key on the stack would take stack the program has not */
+static const volatile __u32 ndc_nx_keys[NDC_FP_NX_ENTRIES] = {NDC_FP_NX_NXDOMAIN, NDC_FP_NX_NODATA};
 
 /* The table's home key (config home_key), set by the loader: a constant for the JIT. */
 const volatile __u64 ndc_home_key = 0;
@@ -143,7 +140,7 @@ static __always_inline int slot_copy_inline(struct ndc_fp_scratch *s, const stru
 	s->v.nscount = sl->nscount;
 	s->v.arcount = sl->arcount;
 	s->v.rcode = sl->rcode;
-	s->v.flags = flags & (NDC_FP_V_AA | NDC_FP_V_PASS);
+	s->v.flags = flags & (NDC_FP_V_AA | NDC_FP_V_PASS | NDC_FP_V_SOA);
 	s->v.insert_ns = 0;
 	s->v.expire_ns = 0;
 	if (off + len > NDC_FP_SLOT_BYTES)
@@ -176,7 +173,7 @@ static __always_inline int slot_copy_inline(struct ndc_fp_scratch *s, const stru
 	return 0;
 }
 
-/* The answer of a struct ndc_fp_big into s->v (its name is compared by the caller). */
+/* A template of ndc_nx into s->v. */
 static __always_inline void big_copy(struct ndc_fp_scratch *s, const struct ndc_fp_value *b)
 {
 	__u32 len = b->len;
@@ -199,13 +196,48 @@ static __always_inline void big_copy(struct ndc_fp_scratch *s, const struct ndc_
 	}
 }
 
-/* Big answer b of the half whose ndc_big chunks start at base, or NULL. */
-static __always_inline const struct ndc_fp_big *big_get(__u32 base, __u32 b)
+/*
+ * The big answer whose first record is b, of the half whose ndc_big chunks start at base, into
+ * s->v: the bytes of the value its records hold (abi.h, ndc_fp_ext_bytes; its name is compared by
+ * the caller). 0, or -1 when a record is not there or the lengths do not fit (torn: the sequence
+ * check decides).
+ */
+static __always_inline int ext_copy(struct ndc_fp_scratch *s, __u32 base, __u32 b)
 {
-	__u32 ci = base + b / NDC_FP_BIG_CHUNK, bi = b % NDC_FP_BIG_CHUNK;
-	void *chunk = bpf_map_lookup_elem(&ndc_big, &ci);
+	__u32 ci = base + b / NDC_FP_BIG_CHUNK, bi = b % NDC_FP_BIG_CHUNK, end, o;
+	const struct ndc_fp_value *head;
+	__u64 *dst = (__u64 *)&s->v;
+	const struct ndc_fp_ext *e;
+	void *chunk;
 
-	return chunk ? bpf_map_lookup_elem(chunk, &bi) : NULL;
+	chunk = bpf_map_lookup_elem(&ndc_big, &ci);
+	if (!chunk)
+		return -1;
+	e = bpf_map_lookup_elem(chunk, &bi);
+	if (!e)
+		return -1;
+	head = (const struct ndc_fp_value *)e; /* the first record starts with the header */
+	end = ndc_fp_ext_bytes(head->len, head->n_ttl);
+	if (head->len > NDC_FP_DATA_MAX || end > sizeof(struct ndc_fp_value))
+		return -1;
+	/* verifier: constant bounds; the records of one answer are consecutive in one chunk */
+	for (__u32 r = 0; r < NDC_FP_EXT_MAX; r++) {
+		if (r * NDC_FP_EXT_BYTES >= end)
+			break;
+		if (r) {
+			bi++; /* the key's stack slot reused: the program's stack is full */
+			e = bpf_map_lookup_elem(chunk, &bi);
+			if (!e)
+				return -1;
+		}
+		for (__u32 i = 0; i < NDC_FP_EXT_BYTES / 8; i++) {
+			o = r * (NDC_FP_EXT_BYTES / 8) + i;
+			if (o * 8 >= end || o >= sizeof(struct ndc_fp_value) / 8)
+				break;
+			dst[o] = e->w[i];
+		}
+	}
+	return 0;
 }
 
 /*
@@ -218,7 +250,6 @@ static __always_inline enum ndc_table_res slot_read(struct ndc_fp_scratch *s,
 						    __u16 qtype, __u32 big_base)
 {
 	__u32 seq = READ_ONCE_U32(sl->seq);
-	const struct ndc_fp_big *big;
 	int same;
 	__u8 flags;
 
@@ -229,12 +260,9 @@ static __always_inline enum ndc_table_res slot_read(struct ndc_fp_scratch *s,
 		return NDC_TABLE_BUSY; /* it was changed between the walk and now */
 	flags = sl->flags;
 	if (flags & NDC_FP_V_BIG) {
-		big = big_get(big_base, sl->big);
-		if (!big)
+		if (ext_copy(s, big_base, sl->big))
 			return NDC_TABLE_BUSY;
-		same = dns_name_is(&big->v, (const __u64 *)s->name, q);
-		if (same)
-			big_copy(s, &big->v);
+		same = dns_name_is(&s->v, (const __u64 *)s->name, q);
 	} else {
 		same = slot_name_is(sl, (const __u64 *)s->name, q);
 		if (same && slot_copy_inline(s, sl, flags))
@@ -394,9 +422,9 @@ static __always_inline enum ndc_table_res table_get(struct ndc_fp_scratch *s,
 static __always_inline int table_nx(struct ndc_fp_scratch *s)
 {
 	const struct ndc_fp_big *nx;
-	__u32 zero = 0, seq;
+	__u32 seq;
 
-	nx = bpf_map_lookup_elem(&ndc_nx, &zero);
+	nx = bpf_map_lookup_elem(&ndc_nx, (const void *)&ndc_nx_keys[NDC_FP_NX_NXDOMAIN]);
 	if (!nx)
 		return -1;
 	seq = READ_ONCE_U32(nx->seq);
@@ -406,6 +434,59 @@ static __always_inline int table_nx(struct ndc_fp_scratch *s)
 	big_copy(s, &nx->v);
 	table_rmb(s);
 	return READ_ONCE_U32(nx->seq) == seq ? 0 : -1;
+}
+
+/*
+ * The authority of a NODATA published by reference (NDC_FP_V_SOA) for a question of qlen bytes,
+ * into s->v (its name, counts and RCODE kept): the template's data with its zone pointers set,
+ * and NSCOUNT 1 (abi.h). 0, or -1 when the template changed while it was read, is not there yet,
+ * or does not fit the question. A function of its own (a call only NODATA answers pay): inlined,
+ * its registers pushed the program's stack past the 512 bytes the verifier allows.
+ */
+static __noinline int table_soa(struct ndc_fp_scratch *s, __u32 qlen)
+{
+	const struct ndc_fp_big *t;
+	__u32 seq, len, zlen, np, ptr, o;
+	int ok;
+
+	t = bpf_map_lookup_elem(&ndc_nx, (const void *)&ndc_nx_keys[NDC_FP_NX_NODATA]);
+	if (!t)
+		return -1;
+	seq = READ_ONCE_U32(t->seq);
+	if (seq & 1)
+		return -1;
+	table_rmb(s);
+	len = t->v.len;
+	zlen = t->v.name_len;
+	np = t->v.n_ttl;
+	ok = t->v.nscount == 1 && len > 0 && len <= NDC_FP_DATA_MAX && np <= NDC_FP_SOA_PTRS &&
+	     zlen > 0 && zlen <= qlen;
+	if (ok) {
+		/* verifier: constant bound */
+		for (__u32 i = 0; i < NDC_FP_DATA_MAX / 8; i++) {
+			if (i * 8 >= len)
+				break;
+			((__u64 *)s->v.data)[i] = ((const __u64 *)t->v.data)[i];
+		}
+		ptr = 0xc000 | (sizeof(struct ndc_dnshdr) + qlen - zlen);
+		for (__u32 i = 0; i < NDC_FP_SOA_PTRS; i++) {
+			if (i >= np)
+				break;
+			o = t->v.ttl_off[i];
+			if (o > NDC_FP_DATA_MAX - 2) {
+				ok = 0;
+				break;
+			}
+			s->v.data[o] = (__u8)(ptr >> 8);
+			s->v.data[o + 1] = (__u8)ptr;
+		}
+	}
+	table_rmb(s);
+	if (!ok || READ_ONCE_U32(t->seq) != seq)
+		return -1;
+	s->v.len = len;
+	s->v.nscount = 1;
+	return 0;
 }
 
 #endif

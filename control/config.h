@@ -12,7 +12,7 @@
 #include <stdint.h>
 #include <sys/socket.h>
 
-#include "objects/objects.h"
+#include <ndc/ip.h>
 
 #define NDC_CFG_MAX_ADDRS 8
 #define NDC_CFG_MAX_STUBS 64	   /* stub_domains zones */
@@ -159,6 +159,13 @@ int ndc_config_load(const char *path, struct ndc_config *cfg, char *err, size_t 
  * what a reload compares the file with. */
 int ndc_config_load_text(const char *path, struct ndc_config *cfg, char **ret_text, size_t *ret_len,
 			 char *err, size_t errlen);
+
+/*
+ * --kubeconfig: the source becomes Kubernetes through the kubeconfig at path, whatever source the
+ * file gave. Applied where the file is read, at start and at every reload. 0, or -ENOMEM (cfg
+ * unchanged then).
+ */
+int ndc_config_use_kubeconfig(struct ndc_config *cfg, const char *path);
 
 /* Frees what parsing allocated and zeroes cfg, so freeing twice (or NULL) is harmless. */
 void ndc_config_free(struct ndc_config *cfg);

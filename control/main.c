@@ -223,12 +223,11 @@ int main(int argc, char **argv)
 		ndc_config_free(&cfg);
 		return 1;
 	}
-	if (o.kubeconfig) {
-		free(cfg.source.snapshot);
-		free(cfg.source.kubeconfig);
-		cfg.source.snapshot = NULL;
-		cfg.source.kubeconfig = strdup(o.kubeconfig);
-		cfg.source.kind = NDC_SOURCE_KUBERNETES;
+	if (o.kubeconfig && ndc_config_use_kubeconfig(&cfg, o.kubeconfig) < 0) {
+		fprintf(stderr, "ndcache: --kubeconfig: out of memory\n");
+		ndc_config_free(&cfg);
+		free(cfg_text);
+		return 1;
 	}
 	if (!o.log_level)
 		ndc_log_set_level(cfg.log.level);

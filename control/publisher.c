@@ -145,14 +145,15 @@ int ndc_publisher_load_records(struct ndc_publisher *p, const struct ndc_records
 	err = p->ops->set_synced(p->table, false);
 	if (err)
 		return err;
-	err = ndc_records_foreach(r, load_one, &l);
-	if (err)
-		return l.err ? l.err : err;
+	/* the template first: NODATA entries with its SOA are published pointing at it */
 	err = ndc_records_nxdomain(r, &nx.a, NDC_FP_DATA_MAX);
 	if (!err)
 		err = p->ops->set_nx(p->table, &nx.a);
 	if (err)
 		return err;
+	err = ndc_records_foreach(r, load_one, &l);
+	if (err)
+		return l.err ? l.err : err;
 	if (l.uncovered) {
 		ndc_warn("fast path: table too small for every cluster name; NXDOMAIN answers "
 			 "stay in user space (raise dataplane.table_size)");

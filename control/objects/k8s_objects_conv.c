@@ -6,7 +6,6 @@
  * Kept apart from the packing and placing in k8s_objects.c, which reads JSON only through the
  * functions here, so that each file holds one concern and stays well under a thousand lines.
  */
-#include <arpa/inet.h>
 #include <errno.h>
 #include <netinet/in.h>
 #include <stdarg.h>
@@ -18,7 +17,11 @@
 
 #include <json-c/json.h>
 
+#include <ndc/ip.h>
+
 #include "internal.h"
+
+#define N_OF(a) (sizeof(a) / sizeof((a)[0]))
 
 static void vreport(const struct conv *c, const char *fmt, va_list ap)
 {
@@ -136,6 +139,37 @@ static int get_str(const struct conv *c, json_object *parent, const char *pfx, c
 	return check_str(c, v, pfx, key, required, ret);
 }
 
+/*
+ * The string member pfx+key as an index into names[n]: absent or "" gives dflt, or an error when
+ * dflt is negative (the member is required); any other word "expected A, B or C".
+ */
+static int get_choice(const struct conv *c, json_object *parent, const char *pfx, const char *key,
+		      const char *const *names, size_t n, int dflt, int *ret)
+{
+	char list[128] = "";
+	const char *v;
+	size_t len = 0;
+	int r;
+
+	*ret = dflt;
+	r = get_str(c, parent, pfx, key, dflt < 0, &v);
+	if (r < 0 || !v)
+		return r;
+	for (size_t i = 0; i < n; i++) {
+		if (!strcmp(v, names[i])) {
+			*ret = (int)i;
+			return 0;
+		}
+	}
+	for (size_t i = 0; i < n && len < sizeof(list); i++) {
+		const char *sep = i + 1 < n ? ", " : " or ";
+
+		len += (size_t)snprintf(list + len, sizeof(list) - len, "%s%s", i ? sep : "",
+					names[i]);
+	}
+	return fail(c, "%s%s: expected %s", pfx, key, list);
+}
+
 /* An array element that must have type want; the path is pfx[i]. */
 static int elem(const struct conv *c, json_object *arr, size_t i, const char *pfx, json_type want,
 		json_object **ret)
@@ -188,21 +222,6 @@ int ndc_k8s_conv_dup_str(const struct conv *c, const char *s, char **ret)
 	return *ret ? 0 : ndc_k8s_conv_oom(c);
 }
 
-/* family 0: either. The caller says which family it wanted in its own message. */
-static bool parse_ip(const char *s, int family, struct ndc_ip *ret)
-{
-	memset(ret, 0, sizeof(*ret));
-	if ((family == 0 || family == AF_INET) && inet_pton(AF_INET, s, ret->addr) == 1) {
-		ret->family = AF_INET;
-		return true;
-	}
-	if ((family == 0 || family == AF_INET6) && inet_pton(AF_INET6, s, ret->addr) == 1) {
-		ret->family = AF_INET6;
-		return true;
-	}
-	return false;
-}
-
 void ndc_k8s_conv_free_ports(struct ndc_k8s_port *p, uint32_t n)
 {
 	for (size_t i = 0; i < n; i++)
@@ -217,10 +236,12 @@ void ndc_k8s_conv_free_ports(struct ndc_k8s_port *p, uint32_t n)
 static int parse_port(const struct conv *c, json_object *p, const char *pfx, bool port_optional,
 		      struct ndc_k8s_port *ret, bool *skip)
 {
+	static const char *const protos[] = {"TCP", "UDP", "SCTP"};
+	static const uint8_t proto_nums[] = {IPPROTO_TCP, IPPROTO_UDP, IPPROTO_SCTP};
 	json_object *num = member(p, "port");
-	const char *name, *proto;
+	const char *name;
 	int64_t v;
-	int r;
+	int r, t;
 
 	*skip = false;
 	if (!num && port_optional) {
@@ -231,17 +252,10 @@ static int parse_port(const struct conv *c, json_object *p, const char *pfx, boo
 	if (v < 1 || v > 65535)
 		return fail(c, "%sport: expected integer 1..65535", pfx);
 
-	r = get_str(c, p, pfx, "protocol", false, &proto);
+	r = get_choice(c, p, pfx, "protocol", protos, N_OF(protos), 0, &t);
 	if (r < 0)
 		return r;
-	if (!proto || !strcmp(proto, "TCP"))
-		ret->proto = IPPROTO_TCP;
-	else if (!strcmp(proto, "UDP"))
-		ret->proto = IPPROTO_UDP;
-	else if (!strcmp(proto, "SCTP"))
-		ret->proto = IPPROTO_SCTP;
-	else
-		return fail(c, "%sprotocol: expected TCP, UDP or SCTP", pfx);
+	ret->proto = proto_nums[t];
 	ret->port = (uint16_t)v;
 
 	r = get_str(c, p, pfx, "name", false, &name);
@@ -324,42 +338,99 @@ static int add_cluster_ip(const struct conv *c, struct ndc_k8s_service *s, const
 {
 	if (s->n_ips == NDC_K8S_MAX_CLUSTER_IPS)
 		return fail(c, "%s: more than %d addresses", path, NDC_K8S_MAX_CLUSTER_IPS);
-	if (!parse_ip(ip, 0, &s->ips[s->n_ips]))
+	if (ndc_ip_parse(ip, 0, &s->ips[s->n_ips]) < 0)
 		return fail(c, "%s: invalid IP address \"%.64s\"", path, ip);
 	s->n_ips++;
 	return 0;
 }
 
-int ndc_k8s_conv_service(struct conv *c, json_object *obj, void *e)
+/*
+ * How a Service and a ServiceImport begin: metadata (namespace and name, both required), spec (an
+ * object or absent) and spec.type, one of types[n] (the first when absent), as its index.
+ */
+static int conv_svc_head(struct conv *c, json_object *obj, const char *const *types, size_t n,
+			 const char **ret_ns, const char **ret_name, json_object **ret_spec,
+			 int *ret_type)
 {
-	struct ndc_k8s_service *s = e;
-	const char *ns, *name, *type, *cip, *ext;
-	json_object *spec, *cips, *v;
-	struct ndc_ip ip = {0};
-	char path[40];
 	int r;
 
-	r = ndc_k8s_conv_get_meta(c, obj, true, &ns, &name);
+	r = ndc_k8s_conv_get_meta(c, obj, true, ret_ns, ret_name);
 	if (r < 0)
 		return r;
-	r = get(c, obj, "", "spec", json_type_object, false, &spec);
+	r = get(c, obj, "", "spec", json_type_object, false, ret_spec);
 	if (r < 0)
 		return r;
+	return get_choice(c, *ret_spec, "spec.", "type", types, n, 0, ret_type);
+}
 
-	r = get_str(c, spec, "spec.", "type", false, &type);
+/*
+ * The address list spec.<key> into s->ips: a Service's clusterIPs, where "None" makes it headless
+ * (none_headless), or a ServiceImport's ips, where "None" is no address like any other word.
+ */
+static int conv_svc_ips(const struct conv *c, json_object *spec, const char *key,
+			bool none_headless, struct ndc_k8s_service *s)
+{
+	char arr[24], path[48];
+	json_object *ips, *v;
+	const char *str;
+	int r;
+
+	r = get(c, spec, "spec.", key, json_type_array, false, &ips);
 	if (r < 0)
 		return r;
-	if (!type || !strcmp(type, "ClusterIP"))
-		s->type = NDC_SVC_CLUSTER_IP;
-	else if (!strcmp(type, "NodePort"))
-		s->type = NDC_SVC_NODE_PORT;
-	else if (!strcmp(type, "LoadBalancer"))
-		s->type = NDC_SVC_LOAD_BALANCER;
-	else if (!strcmp(type, "ExternalName"))
-		s->type = NDC_SVC_EXTERNAL_NAME;
-	else
-		return fail(c, "spec.type: expected ClusterIP, NodePort, LoadBalancer or "
-			       "ExternalName");
+	snprintf(arr, sizeof(arr), "spec.%s", key);
+	for (size_t i = 0; ips && i < json_object_array_length(ips); i++) {
+		snprintf(path, sizeof(path), "%s[%zu]", arr, i);
+		r = elem(c, ips, i, arr, json_type_string, &v);
+		if (r < 0)
+			return r;
+		r = check_str(c, v, path, "", false, &str);
+		if (r < 0)
+			return r;
+		if (str && none_headless && !strcmp(str, "None"))
+			s->headless = true;
+		else if (str && (r = add_cluster_ip(c, s, str, path)) < 0)
+			return r;
+	}
+	return 0;
+}
+
+/* How every object ends: heap copies of its namespace (NULL for none) and name. */
+static int dup_names(const struct conv *c, const char *ns, const char *name, char **ret_ns,
+		     char **ret_name)
+{
+	int r = ndc_k8s_conv_dup_str(c, ns, ret_ns);
+
+	return r < 0 ? r : ndc_k8s_conv_dup_str(c, name, ret_name);
+}
+
+/* How a Service and a ServiceImport end: spec.ports, then the names. */
+static int conv_svc_tail(const struct conv *c, json_object *spec, const char *ns, const char *name,
+			 struct ndc_k8s_service *s)
+{
+	int r = parse_ports(c, spec, "spec.", false, &s->ports, &s->n_ports);
+
+	return r < 0 ? r : dup_names(c, ns, name, &s->ns, &s->name);
+}
+
+int ndc_k8s_conv_service(struct conv *c, json_object *obj, void *e)
+{
+	static const char *const types[] = {
+	    [NDC_SVC_CLUSTER_IP] = "ClusterIP",
+	    [NDC_SVC_NODE_PORT] = "NodePort",
+	    [NDC_SVC_LOAD_BALANCER] = "LoadBalancer",
+	    [NDC_SVC_EXTERNAL_NAME] = "ExternalName",
+	};
+	struct ndc_k8s_service *s = e;
+	const char *ns, *name, *cip, *ext;
+	struct ndc_ip ip = {0};
+	json_object *spec, *v;
+	int r, type;
+
+	r = conv_svc_head(c, obj, types, N_OF(types), &ns, &name, &spec, &type);
+	if (r < 0)
+		return r;
+	s->type = (enum ndc_svc_type)type;
 
 	/* The API keeps clusterIP == clusterIPs[0]; either saying "None" makes it headless. */
 	r = get_str(c, spec, "spec.", "clusterIP", false, &cip);
@@ -367,27 +438,12 @@ int ndc_k8s_conv_service(struct conv *c, json_object *obj, void *e)
 		return r;
 	if (cip && !strcmp(cip, "None"))
 		s->headless = true;
-	else if (cip && !parse_ip(cip, 0, &ip))
+	else if (cip && ndc_ip_parse(cip, 0, &ip) < 0)
 		return fail(c, "spec.clusterIP: invalid IP address \"%.64s\"", cip);
 
-	r = get(c, spec, "spec.", "clusterIPs", json_type_array, false, &cips);
+	r = conv_svc_ips(c, spec, "clusterIPs", true, s);
 	if (r < 0)
 		return r;
-	for (size_t i = 0; cips && i < json_object_array_length(cips); i++) {
-		const char *str;
-
-		snprintf(path, sizeof(path), "spec.clusterIPs[%zu]", i);
-		r = elem(c, cips, i, "spec.clusterIPs", json_type_string, &v);
-		if (r < 0)
-			return r;
-		r = check_str(c, v, path, "", false, &str);
-		if (r < 0)
-			return r;
-		if (str && !strcmp(str, "None"))
-			s->headless = true;
-		else if (str && (r = add_cluster_ip(c, s, str, path)) < 0)
-			return r;
-	}
 	if (s->headless && s->n_ips)
 		return fail(c, "spec.clusterIPs: addresses on a headless service (clusterIP None)");
 	if (!s->n_ips && !s->headless && cip) {
@@ -410,14 +466,7 @@ int ndc_k8s_conv_service(struct conv *c, json_object *obj, void *e)
 		if (r < 0)
 			return r;
 	}
-
-	r = parse_ports(c, spec, "spec.", false, &s->ports, &s->n_ports);
-	if (r < 0)
-		return r;
-	r = ndc_k8s_conv_dup_str(c, ns, &s->ns);
-	if (r < 0)
-		return r;
-	return ndc_k8s_conv_dup_str(c, name, &s->name);
+	return conv_svc_tail(c, spec, ns, name, s);
 }
 
 static int conv_endpoint(const struct conv *c, json_object *ep, const char *pfx, int family,
@@ -448,7 +497,7 @@ static int conv_endpoint(const struct conv *c, json_object *ep, const char *pfx,
 		if (!family)
 			continue;
 		if (strlen(str) != (size_t)json_object_get_string_len(v) ||
-		    !parse_ip(str, family, &e->addrs[e->n_addrs]))
+		    ndc_ip_parse(str, family, &e->addrs[e->n_addrs]) < 0)
 			return fail(c, "%s[%zu]: expected an %s address, got \"%.64s\"", path, i,
 				    family == AF_INET ? "IPv4" : "IPv6", str);
 		e->n_addrs++;
@@ -491,28 +540,23 @@ static int conv_endpoint(const struct conv *c, json_object *ep, const char *pfx,
 
 int ndc_k8s_conv_slice(struct conv *c, json_object *obj, void *e)
 {
+	static const char *const types[] = {"IPv4", "IPv6", "FQDN"};
+	static const int families[] = {AF_INET, AF_INET6, 0}; /* FQDN: ignored by DNS */
 	struct ndc_k8s_slice *s = e;
-	const char *ns, *name, *at, *svc, *mc_svc, *cluster;
+	const char *ns, *name, *svc, *mc_svc, *cluster;
 	json_object *labels, *eps, *ep;
 	char pfx[40];
 	size_t n;
-	int r;
+	int r, t;
 
 	r = ndc_k8s_conv_get_meta(c, obj, true, &ns, &name);
 	if (r < 0)
 		return r;
 
-	r = get_str(c, obj, "", "addressType", true, &at);
+	r = get_choice(c, obj, "", "addressType", types, N_OF(types), -1, &t);
 	if (r < 0)
 		return r;
-	if (!strcmp(at, "IPv4"))
-		s->family = AF_INET;
-	else if (!strcmp(at, "IPv6"))
-		s->family = AF_INET6;
-	else if (!strcmp(at, "FQDN"))
-		s->family = 0;
-	else
-		return fail(c, "addressType: expected IPv4, IPv6 or FQDN");
+	s->family = families[t];
 
 	r = get(c, member(obj, "metadata"), "metadata.", "labels", json_type_object, false,
 		&labels);
@@ -559,19 +603,14 @@ int ndc_k8s_conv_slice(struct conv *c, json_object *obj, void *e)
 	r = ndc_k8s_conv_dup_str(c, svc, &s->service);
 	r = r < 0 ? r : ndc_k8s_conv_dup_str(c, mc_svc, &s->mc_service);
 	r = r < 0 ? r : ndc_k8s_conv_dup_str(c, cluster, &s->cluster);
-	if (r < 0)
-		return r;
-	r = ndc_k8s_conv_dup_str(c, ns, &s->ns);
-	if (r < 0)
-		return r;
-	return ndc_k8s_conv_dup_str(c, name, &s->name);
+	return r < 0 ? r : dup_names(c, ns, name, &s->ns, &s->name);
 }
 
 static int add_pod_ip(const struct conv *c, struct ndc_k8s_pod *p, const char *ip, const char *path)
 {
 	if (p->n_ips == 2)
 		return fail(c, "%s: more than 2 addresses", path);
-	if (!parse_ip(ip, 0, &p->ips[p->n_ips]))
+	if (ndc_ip_parse(ip, 0, &p->ips[p->n_ips]) < 0)
 		return fail(c, "%s: invalid IP address \"%.64s\"", path, ip);
 	p->n_ips++;
 	return 0;
@@ -617,11 +656,7 @@ int ndc_k8s_conv_pod(struct conv *c, json_object *obj, void *e)
 		if (ip && (r = add_pod_ip(c, p, ip, "status.podIP")) < 0)
 			return r;
 	}
-
-	r = ndc_k8s_conv_dup_str(c, ns, &p->ns);
-	if (r < 0)
-		return r;
-	return ndc_k8s_conv_dup_str(c, name, &p->name);
+	return dup_names(c, ns, name, &p->ns, &p->name);
 }
 
 /*
@@ -630,50 +665,23 @@ int ndc_k8s_conv_pod(struct conv *c, json_object *obj, void *e)
  */
 int ndc_k8s_conv_svcimport(struct conv *c, json_object *obj, void *e)
 {
+	static const char *const types[] = {"ClusterSetIP", "Headless"};
 	struct ndc_k8s_service *s = e;
-	const char *ns, *name, *type, *str;
-	json_object *spec, *ips, *v;
-	char path[40];
-	int r;
+	const char *ns, *name;
+	json_object *spec;
+	int r, type;
 
-	r = ndc_k8s_conv_get_meta(c, obj, true, &ns, &name);
+	r = conv_svc_head(c, obj, types, N_OF(types), &ns, &name, &spec, &type);
 	if (r < 0)
 		return r;
-	r = get(c, obj, "", "spec", json_type_object, false, &spec);
-	if (r < 0)
-		return r;
-	r = get_str(c, spec, "spec.", "type", false, &type);
-	if (r < 0)
-		return r;
-	if (type && !strcmp(type, "Headless"))
-		s->headless = true;
-	else if (type && strcmp(type, "ClusterSetIP"))
-		return fail(c, "spec.type: expected ClusterSetIP or Headless");
+	s->headless = type == 1;
 	s->type = NDC_SVC_CLUSTER_IP;
 
-	r = get(c, spec, "spec.", "ips", json_type_array, false, &ips);
+	r = conv_svc_ips(c, spec, "ips", false, s);
 	if (r < 0)
 		return r;
-	for (size_t i = 0; ips && i < json_object_array_length(ips); i++) {
-		snprintf(path, sizeof(path), "spec.ips[%zu]", i);
-		r = elem(c, ips, i, "spec.ips", json_type_string, &v);
-		if (r < 0)
-			return r;
-		r = check_str(c, v, path, "", false, &str);
-		if (r < 0)
-			return r;
-		if (str && (r = add_cluster_ip(c, s, str, path)) < 0)
-			return r;
-	}
 	/* A headless import's addresses are its endpoints' (MCS DNS spec); ips says nothing. */
 	if (s->headless)
 		s->n_ips = 0;
-
-	r = parse_ports(c, spec, "spec.", false, &s->ports, &s->n_ports);
-	if (r < 0)
-		return r;
-	r = ndc_k8s_conv_dup_str(c, ns, &s->ns);
-	if (r < 0)
-		return r;
-	return ndc_k8s_conv_dup_str(c, name, &s->name);
+	return conv_svc_tail(c, spec, ns, name, s);
 }

@@ -18,12 +18,9 @@
 #include <stddef.h>
 #include <stdint.h>
 
-struct json_object;
+#include <ndc/ip.h>
 
-struct ndc_ip {
-	uint8_t family; /* AF_INET or AF_INET6 */
-	uint8_t addr[16];
-};
+struct json_object;
 
 struct ndc_k8s_port {
 	char *name; /* NULL when absent or "" (unnamed ports get no SRV record) */

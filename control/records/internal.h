@@ -216,6 +216,14 @@ void ndc_rec_add_srv(struct ndc_rec_bld *b, const uint8_t *svn, size_t svl,
 /* The label an endpoint is named by: hostname, else (endpoint_pod_names) pod name, else NULL. */
 const char *ndc_rec_ep_host(struct ndc_rec_bld *b, const char *ns,
 			    const struct ndc_k8s_endpoint *ep);
+/*
+ * The name of an endpoint's address ip under base (a service's name, or its cluster's): host.base,
+ * or, when host is NULL, the address's dashed label (written to dash, INET6_ADDRSTRLEN bytes)
+ * before base. -EAFNOSUPPORT: ip is no address; -EINVAL: no valid name (counted by ndc_rec_skip).
+ */
+int ndc_rec_ep_name(struct ndc_rec_bld *b, const char *ns, const char *host,
+		    const struct ndc_ip *ip, const uint8_t *base, size_t blen, char *dash,
+		    uint8_t *ret_name, size_t *ret_len);
 
 static inline uint16_t ndc_rec_addr_type(const struct ndc_ip *ip)
 {

@@ -417,6 +417,20 @@ const char *ndc_rec_ep_host(struct ndc_rec_bld *b, const char *ns,
 	return NULL;
 }
 
+int ndc_rec_ep_name(struct ndc_rec_bld *b, const char *ns, const char *host,
+		    const struct ndc_ip *ip, const uint8_t *base, size_t blen, char *dash,
+		    uint8_t *ret_name, size_t *ret_len)
+{
+	if (!ndc_rec_ip_ok(ip))
+		return -EAFNOSUPPORT;
+	ndc_rec_dashed(ip, dash, INET6_ADDRSTRLEN);
+	if (join(ret_name, ret_len, 0, host ? host : dash, base, blen)) {
+		skip(b, "endpoint", ns, host ? host : dash);
+		return -EINVAL;
+	}
+	return 0;
+}
+
 static void add_endpoint(struct ndc_rec_bld *b, const struct ndc_k8s_service *s,
 			 const struct ndc_k8s_slice *sl, const struct ndc_k8s_endpoint *ep,
 			 const uint8_t *svn, size_t svl)
@@ -431,13 +445,8 @@ static void add_endpoint(struct ndc_rec_bld *b, const struct ndc_k8s_service *s,
 		const struct ndc_ip *ip = &ep->addrs[i];
 		char dash[INET6_ADDRSTRLEN];
 
-		if (!ndc_rec_ip_ok(ip))
+		if (ndc_rec_ep_name(b, s->ns, host, ip, svn, svl, dash, hn, &hl) < 0)
 			continue;
-		ndc_rec_dashed(ip, dash, sizeof(dash));
-		if (join(hn, &hl, 0, host ? host : dash, svn, svl)) {
-			skip(b, "endpoint", s->ns, host ? host : dash);
-			continue;
-		}
 		if (s->headless && !b->mc_cluster) {
 			/* Spec 2.4.1: <hostname>.<svc> and per-endpoint SRV exist for headless. */
 			ndc_rec_add_rr(b, svn, svl, ndc_rec_addr_type(ip), ip->addr,

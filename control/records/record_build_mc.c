@@ -71,13 +71,8 @@ static void add_endpoint(struct ndc_rec_bld *b, const struct mc_unit *u,
 		const struct ndc_ip *ip = &ep->addrs[i];
 		char dash[INET6_ADDRSTRLEN];
 
-		if (!ndc_rec_ip_ok(ip))
+		if (ndc_rec_ep_name(b, sl->ns, host, ip, cn, cl, dash, hn, &hl) < 0)
 			continue;
-		ndc_rec_dashed(ip, dash, sizeof(dash));
-		if (ndc_rec_join(hn, &hl, host ? host : dash, cn, cl)) {
-			ndc_rec_skip(b, "endpoint", sl->ns, host ? host : dash);
-			continue;
-		}
 		ndc_rec_add_rr(b, u->svn, u->svl, ndc_rec_addr_type(ip), ip->addr,
 			       ndc_rec_addr_len(ip), NDC_REC_W_FIXED);
 		ndc_rec_add_rr(b, hn, hl, ndc_rec_addr_type(ip), ip->addr, ndc_rec_addr_len(ip),

@@ -1,11 +1,12 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * Private to control/reload, four files called one way:
+ * Private to control/reload, five files called one way:
  *   reload.c            the thread, its file watch and the public API
- *   reload_file.c       the config file: read, compared with what is in effect, applied
+ *   reload_file.c       the config file: read, checked and applied
+ *   reload_diff.c       what a new file changes: live keys, restart keys (no side effect)
  *   reload_kube_dns.c   the kube-dns ConfigMap: its watch, its keys, their routes applied
  *   reload_routes.c     what both make for the forwarder (the routes), and small helpers
- * reload.c -> reload_file.c, reload_kube_dns.c -> reload_routes.c.
+ * reload.c -> reload_file.c -> reload_diff.c, reload_kube_dns.c -> reload_routes.c.
  */
 #ifndef NDC_RELOAD_INTERNAL_H
 #define NDC_RELOAD_INTERNAL_H
@@ -102,6 +103,28 @@ void ndc_reload_routes_make(const struct ndc_config *cfg, const char *zone_kept,
 			    const struct kube_dns *kd, bool log_conflicts, struct routes *rt);
 int ndc_reload_routes_apply(struct ndc_reload *rl, const struct routes *rt);
 const char *ndc_reload_routes_error(int err);
+
+/* ---- reload_diff.c ---- */
+
+/* What a new file changes, from the configurations alone (no target is touched). */
+struct reload_diff {
+	char restart[LIST_MAX]; /* restart keys that differ from the running configuration */
+	char records[LIST_MAX]; /* records.* keys that differ from what is in effect */
+	/* records.pods: insecure asked for with the fast path loaded: a restart key, kept */
+	bool pods_kept;
+	/* Live keys that differ from what is in effect. */
+	bool upstream, stub_domains, forward; /* the routes */
+	bool cache, prefetch, per_client;     /* cache.*, cache.prefetch, forward.per_client */
+	bool log_level, log_queries;	      /* log.level; log.queries and log.sample */
+};
+
+/*
+ * next against cur (what is in effect: the running configuration or the last file applied) for
+ * the live keys, against running (what the agent started with) for the restart keys; fastpath:
+ * the fast path is loaded.
+ */
+void ndc_reload_diff(const struct ndc_config *next, const struct ndc_config *cur,
+		     const struct ndc_config *running, bool fastpath, struct reload_diff *ret);
 
 /* ---- reload_file.c ---- */
 

@@ -24,6 +24,7 @@
 #include <bpf/bpf.h>
 #include <bpf/libbpf.h>
 
+#include <ndc/ip.h>
 #include <ndc/log.h>
 
 #include "fastpath/fastpath.h"
@@ -333,7 +334,7 @@ static int chunk_add(void *ctx, enum ndc_fp_chunk_kind kind, uint32_t idx, void 
 
 	fd = bpf_map_create(BPF_MAP_TYPE_ARRAY, slots ? "ndc_chunk" : "ndc_bigchunk",
 			    sizeof(uint32_t),
-			    slots ? sizeof(struct ndc_fp_slot) : sizeof(struct ndc_fp_big),
+			    slots ? sizeof(struct ndc_fp_slot) : sizeof(struct ndc_fp_ext),
 			    slots ? NDC_FP_CHUNK_ENTRIES : NDC_FP_BIG_CHUNK, &o);
 	if (fd < 0) {
 		r = -errno;
@@ -531,7 +532,7 @@ static void maps_unmap(struct ndc_fp *fp)
 	}
 	ndc_fp_table_forget(&fp->table);
 	if (fp->nx && fp->nx != MAP_FAILED)
-		munmap(fp->nx, page_round(sizeof(*fp->nx)));
+		munmap(fp->nx, page_round(NDC_FP_NX_ENTRIES * sizeof(*fp->nx)));
 	if (fp->cfg && fp->cfg != MAP_FAILED)
 		munmap(fp->cfg, page_round(sizeof(*fp->cfg)));
 	fp->nx = NULL;
@@ -540,8 +541,8 @@ static void maps_unmap(struct ndc_fp *fp)
 
 /*
  * The outer maps' entries per half for max_entries keys: slot chunks for them at half load (a
- * rebuild after a failed walk may want more than the target load's), big answers for half of
- * them (headless services' answers, long PTR names). Only pointers: chunks come as needed.
+ * rebuild after a failed walk may want more than the target load's), big answers of the most
+ * records for half of them. Only pointers: chunks come as needed.
  */
 static void outer_sizes(uint32_t max_entries, uint32_t *ret_chunks, uint32_t *ret_bigs)
 {
@@ -550,7 +551,9 @@ static void outer_sizes(uint32_t max_entries, uint32_t *ret_chunks, uint32_t *re
 	*ret_chunks = (uint32_t)((slots + NDC_FP_CHUNK_BUCKETS * NDC_FP_BUCKET - 1) /
 				 (NDC_FP_CHUNK_BUCKETS * NDC_FP_BUCKET)) +
 		      1;
-	*ret_bigs = (uint32_t)((max_entries / 2 + NDC_FP_BIG_CHUNK - 1) / NDC_FP_BIG_CHUNK) + 1;
+	*ret_bigs = (uint32_t)(((uint64_t)max_entries / 2 * NDC_FP_EXT_MAX + NDC_FP_BIG_CHUNK - 1) /
+			       NDC_FP_BIG_CHUNK) +
+		    1;
 }
 
 int ndc_fastpath_open(const struct ndc_fastpath_opts *opts, struct ndc_fp **ret)
@@ -643,10 +646,10 @@ int ndc_fastpath_open(const struct ndc_fastpath_opts *opts, struct ndc_fp **ret)
 	}
 	fp->cfg = mmap(NULL, page_round(sizeof(*fp->cfg)), PROT_READ | PROT_WRITE, MAP_SHARED,
 		       fp->config_fd, 0);
-	fp->nx = fp->cfg == MAP_FAILED
-		     ? MAP_FAILED
-		     : mmap(NULL, page_round(sizeof(*fp->nx)), PROT_READ | PROT_WRITE, MAP_SHARED,
-			    bpf_map__fd(fp->skel->maps.ndc_nx), 0);
+	fp->nx = fp->cfg == MAP_FAILED ? MAP_FAILED
+				       : mmap(NULL, page_round(NDC_FP_NX_ENTRIES * sizeof(*fp->nx)),
+					      PROT_READ | PROT_WRITE, MAP_SHARED,
+					      bpf_map__fd(fp->skel->maps.ndc_nx), 0);
 	if (fp->cfg == MAP_FAILED || fp->nx == MAP_FAILED) {
 		r = -errno;
 		ndc_err("fast path: cannot map the config and NXDOMAIN maps: %s", strerror(-r));
@@ -826,10 +829,10 @@ int ndc_fastpath_put(struct ndc_fp *fp, const struct ndc_fp_key *k, const struct
 	return ndc_fp_table_put(&fp->table, k, v, true);
 }
 
-int ndc_fastpath_lookup(int answers_fd, int big_fd, int config_fd, const struct ndc_fp_key *k,
-			struct ndc_fp_value *ret)
+int ndc_fastpath_lookup(int answers_fd, int big_fd, int nx_fd, int config_fd,
+			const struct ndc_fp_key *k, struct ndc_fp_value *ret)
 {
-	return ndc_fp_table_read(answers_fd, big_fd, config_fd, k, ret);
+	return ndc_fp_table_read(answers_fd, big_fd, nx_fd, config_fd, k, ret);
 }
 
 int ndc_fastpath_count(int answers_fd, size_t *ret)
@@ -868,8 +871,8 @@ int ndc_fastpath_table_stats(struct ndc_fp *fp, struct ndc_fastpath_table_stats 
 	ret->max_keys = u.max_keys;
 	ret->slots = u.slots;
 	/* the kernel adds a page to each mmapable array; ndc_nx is one more */
-	ret->bytes =
-	    u.bytes + page_round(sizeof(struct ndc_fp_big)) + (u.chunks + u.big_chunks + 1) * page;
+	ret->bytes = u.bytes + page_round(NDC_FP_NX_ENTRIES * sizeof(struct ndc_fp_big)) +
+		     (u.chunks + u.big_chunks + 1) * page;
 	ret->needed = u.needed;
 	ret->rebuilds = u.rebuilds;
 	return 0;

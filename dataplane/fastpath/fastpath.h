@@ -127,13 +127,13 @@ extern const struct ndc_answer_table_ops ndc_fastpath_answer_table;
 int ndc_fastpath_put(struct ndc_fp *fp, const struct ndc_fp_key *k, const struct ndc_fp_value *v);
 
 /*
- * Reading a table through its maps' fds (the pins <pin_dir>/ndc_answers, ndc_big and ndc_config,
- * or another process's), as the kernel reads it: the entry at k in the logical format (0,
- * -ENOENT, -EINVAL when the maps are not one table's, -errno); the number of entries; the
+ * Reading a table through its maps' fds (the pins <pin_dir>/ndc_answers, ndc_big, ndc_nx and
+ * ndc_config, or another process's), as the kernel reads it: the entry at k in the logical format
+ * (0, -ENOENT, -EINVAL when the maps are not one table's, -errno); the number of entries; the
  * NXDOMAIN template (<pin_dir>/ndc_nx). For tests and inspection: a syscall per slot looked at.
  */
-int ndc_fastpath_lookup(int answers_fd, int big_fd, int config_fd, const struct ndc_fp_key *k,
-			struct ndc_fp_value *ret);
+int ndc_fastpath_lookup(int answers_fd, int big_fd, int nx_fd, int config_fd,
+			const struct ndc_fp_key *k, struct ndc_fp_value *ret);
 int ndc_fastpath_count(int answers_fd, size_t *ret);
 int ndc_fastpath_nx_read(int nx_fd, struct ndc_fp_value *ret);
 

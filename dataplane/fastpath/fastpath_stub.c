@@ -107,10 +107,10 @@ int ndc_fastpath_put(struct ndc_fp *fp, const struct ndc_fp_key *k, const struct
 	return -EOPNOTSUPP;
 }
 
-int ndc_fastpath_lookup(int answers_fd, int big_fd, int config_fd, const struct ndc_fp_key *k,
-			struct ndc_fp_value *ret)
+int ndc_fastpath_lookup(int answers_fd, int big_fd, int nx_fd, int config_fd,
+			const struct ndc_fp_key *k, struct ndc_fp_value *ret)
 {
-	(void)answers_fd, (void)big_fd, (void)config_fd, (void)k, (void)ret;
+	(void)answers_fd, (void)big_fd, (void)nx_fd, (void)config_fd, (void)k, (void)ret;
 	return -EOPNOTSUPP;
 }
 

@@ -64,8 +64,13 @@ struct ndc_fp_half {
 	uint32_t n_chunks, n_buckets;
 	void **bigs; /* [half_bigs]: the first n_big_chunks mapped */
 	uint32_t n_big_chunks;
-	uint32_t *big_free; /* a stack of the free big answers */
-	uint32_t n_big_free, big_used;
+	/*
+	 * Big answers' records (abi.h): runs freed, a stack per length (1 to NDC_FP_EXT_MAX); none
+	 * used at or past bump yet. big_used: records in use.
+	 */
+	uint32_t *big_free[NDC_FP_EXT_MAX];
+	uint32_t n_big_free[NDC_FP_EXT_MAX], cap_big_free[NDC_FP_EXT_MAX];
+	uint32_t bump, big_used;
 	uint32_t live, overflows; /* keys, and buckets flagged NDC_FP_BUCKET_OVERFLOW */
 };
 
@@ -82,6 +87,9 @@ struct ndc_fp_table {
 	struct ndc_fp_half h[2];
 	int cur; /* the live half */
 	uint64_t rebuilds;
+	/* the zone's NODATA authority (abi.h, NDC_FP_V_SOA), made from the NXDOMAIN template */
+	struct ndc_fp_value soa;
+	bool has_soa;
 	pthread_mutex_t lock;
 	bool inited;
 };
@@ -131,18 +139,22 @@ int ndc_fp_table_hits(struct ndc_fp_table *t, const struct ndc_fp_key *k, const 
 int ndc_fp_table_del(struct ndc_fp_table *t, const struct ndc_fp_key *k, const uint8_t *name,
 		     size_t name_len, uint64_t expired_at);
 
-/* The NXDOMAIN template, written into nx (ndc_nx's mapping) under the table's lock. */
+/*
+ * The NXDOMAIN template, written into nx (ndc_nx's mapping: NDC_FP_NX_ENTRIES of them) under the
+ * table's lock, with the NODATA authority made from it.
+ */
 void ndc_fp_table_set_nx(struct ndc_fp_table *t, struct ndc_fp_big *nx,
 			 const struct ndc_fp_value *v);
 
 void ndc_fp_table_stats(struct ndc_fp_table *t, struct ndc_fp_table_usage *ret);
 
 /*
- * Through the maps' fds (pinned, or another process's; the config map gives the geometry): the
- * value at k (0, -ENOENT, -EINVAL for another ABI, -errno); the keys in every chunk present.
+ * Through the maps' fds (pinned, or another process's; the config map gives the geometry; nx_fd
+ * ndc_nx's, for NODATA by reference: -1 makes those -EIO): the value at k (0,
+ * -ENOENT, -EINVAL for another ABI, -errno); the keys in every chunk present.
  */
-int ndc_fp_table_read(int answers_fd, int big_fd, int config_fd, const struct ndc_fp_key *k,
-		      struct ndc_fp_value *ret);
+int ndc_fp_table_read(int answers_fd, int big_fd, int nx_fd, int config_fd,
+		      const struct ndc_fp_key *k, struct ndc_fp_value *ret);
 int ndc_fp_table_count(int answers_fd, size_t *ret);
 
 #endif

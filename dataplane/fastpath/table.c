@@ -17,6 +17,8 @@
 
 #include <bpf/bpf.h>
 
+#include <ndc/dns_wire.h>
+
 #include "internal.h"
 
 #define NONE UINT32_MAX
@@ -75,8 +77,94 @@ static bool inline_layout(const struct ndc_fp_value *v, size_t *ret_data, size_t
 	return true;
 }
 
-/* The answer part of slot image s for v: in its bytes when it fits, else pointing at big b. */
-static void slot_encode(const struct ndc_fp_value *v, bool in_slot, uint32_t b,
+/*
+ * The zone's NODATA authority from the NXDOMAIN template nx (its one SOA RR written out whole):
+ * the same RR compressed as the socket path writes it after a question ending in the zone, owner
+ * and the SOA's names that end in the zone pointing at it; the pointers' offsets in ttl_off (n_ttl
+ * of them, zero until filled in for a question), the zone in name (abi.h, NDC_FP_V_SOA). 0, or
+ * -EINVAL when nx is not one whole SOA RR.
+ */
+static int soa_template(const struct ndc_fp_value *nx, struct ndc_fp_value *ret)
+{
+	const uint8_t *d = nx->data;
+	size_t zlen, pos, n = 0, l, rd;
+	uint8_t *o = ret->data;
+
+	memset(ret, 0, sizeof(*ret));
+	if (nx->ancount || nx->nscount != 1 || nx->arcount || ndc_name_check(d, nx->len, &zlen) ||
+	    zlen > NDC_FP_NAME_MAX || zlen + 10 > nx->len || ndc_get16(d + zlen) != NDC_T_SOA ||
+	    zlen + 10 + ndc_get16(d + zlen + 8) != nx->len)
+		return -EINVAL;
+	memcpy(ret->name, d, zlen);
+	ret->name_len = (uint8_t)zlen;
+	ret->ttl_off[ret->n_ttl++] = 0; /* the owner: the zone itself */
+	n = 2;
+	memcpy(o + n, d + zlen, 10);
+	n += 10;
+	rd = n;
+	pos = zlen + 10;
+	for (int i = 0; i < 2; i++) { /* MNAME, RNAME */
+		size_t cut, p = 0;
+
+		if (ndc_name_check(d + pos, nx->len - pos, &l))
+			return -EINVAL;
+		/* the labels before the zone, when the name ends in it at a label's start */
+		cut = l >= zlen && memcmp(d + pos + l - zlen, d, zlen) == 0 ? l - zlen : l;
+		while (p < cut)
+			p += 1 + (size_t)d[pos + p];
+		if (p != cut)
+			cut = l;
+		memcpy(o + n, d + pos, cut);
+		n += cut;
+		if (cut != l) {
+			ret->ttl_off[ret->n_ttl++] = (uint16_t)n;
+			n += 2;
+		}
+		pos += l;
+	}
+	if (pos + 20 != nx->len)
+		return -EINVAL;
+	memcpy(o + n, d + pos, 20);
+	n += 20;
+	ndc_put16(o + rd - 2, (uint16_t)(n - rd));
+	ret->len = (uint16_t)n;
+	ret->nscount = 1;
+	return 0;
+}
+
+/* The data of template tpl for a question (a name) of qlen bytes: its zone pointers set. */
+static void soa_fill(const struct ndc_fp_value *tpl, size_t qlen, uint8_t *out)
+{
+	uint16_t ptr = (uint16_t)(0xc000 | (12 + qlen - tpl->name_len));
+
+	memcpy(out, tpl->data, tpl->len);
+	for (unsigned int i = 0; i < tpl->n_ttl; i++)
+		ndc_put16(out + tpl->ttl_off[i], ptr);
+}
+
+/*
+ * Whether v is a NODATA whose authority is the zone's SOA as the template gives it for v's name,
+ * byte for byte: then its slot holds the name only (abi.h, NDC_FP_V_SOA). Only answers that never
+ * expire: the template's TTL does not count down.
+ */
+static bool soa_ref(const struct ndc_fp_table *t, const struct ndc_fp_value *v)
+{
+	uint8_t want[NDC_FP_DATA_MAX];
+
+	if (!t->has_soa || v->expire_ns || v->rcode || v->ancount || v->nscount != 1 ||
+	    v->arcount || v->n_ttl || v->flags & NDC_FP_V_PASS || v->len != t->soa.len ||
+	    v->name_len < t->soa.name_len ||
+	    memcmp(v->name + v->name_len - t->soa.name_len, t->soa.name, t->soa.name_len))
+		return false;
+	soa_fill(&t->soa, v->name_len, want);
+	return memcmp(want, v->data, v->len) == 0;
+}
+
+/*
+ * The answer part of slot image s for v: in its bytes when it fits (by reference with soa: the
+ * name alone), else pointing at big b.
+ */
+static void slot_encode(const struct ndc_fp_value *v, bool in_slot, bool soa, uint32_t b,
 			struct ndc_fp_slot *s)
 {
 	size_t data, ttl;
@@ -84,6 +172,12 @@ static void slot_encode(const struct ndc_fp_value *v, bool in_slot, uint32_t b,
 	s->len = 0;
 	s->ancount = s->nscount = s->arcount = s->rcode = s->n_ttl = 0;
 	memset(s->bytes, 0, sizeof(s->bytes));
+	if (soa) {
+		s->rcode = v->rcode;
+		s->flags = v->flags | NDC_FP_V_SOA;
+		memcpy(s->bytes, v->name, v->name_len);
+		return;
+	}
 	if (!in_slot || !inline_layout(v, &data, &ttl)) {
 		s->flags = v->flags | NDC_FP_V_BIG;
 		s->big = b;
@@ -106,16 +200,19 @@ static void slot_encode(const struct ndc_fp_value *v, bool in_slot, uint32_t b,
 	}
 }
 
-/* The value of a full slot s (its big answer in b when it has one). -EIO: s is not consistent. */
-static int slot_decode(const struct ndc_fp_slot *s, const struct ndc_fp_big *b,
-		       struct ndc_fp_value *ret)
+/*
+ * The value of a full slot s (its big answer in b when it has one, the NODATA authority template
+ * soa for a NODATA by reference). -EIO: s is not consistent, or refers to a template there is not.
+ */
+static int slot_decode(const struct ndc_fp_slot *s, const struct ndc_fp_value *b,
+		       const struct ndc_fp_value *soa, struct ndc_fp_value *ret)
 {
 	size_t data = round8(s->name_len), ttl = data + round8(s->len);
 
 	if (s->flags & NDC_FP_V_BIG) {
 		if (!b)
 			return -EIO;
-		*ret = b->v;
+		*ret = *b;
 		return 0;
 	}
 	if (s->flags & NDC_FP_V_EXPIRES
@@ -128,9 +225,18 @@ static int slot_decode(const struct ndc_fp_slot *s, const struct ndc_fp_big *b,
 	ret->nscount = s->nscount;
 	ret->arcount = s->arcount;
 	ret->rcode = s->rcode;
-	ret->flags = s->flags & (uint8_t) ~(NDC_FP_V_EXPIRES | NDC_FP_V_BIG);
+	ret->flags = s->flags & (uint8_t) ~(NDC_FP_V_EXPIRES | NDC_FP_V_BIG | NDC_FP_V_SOA);
 	ret->name_len = s->name_len;
 	memcpy(ret->name, s->bytes, s->name_len);
+	if (s->flags & NDC_FP_V_SOA) {
+		if (!soa || s->flags & NDC_FP_V_EXPIRES || soa->len > NDC_FP_DATA_MAX ||
+		    s->name_len < soa->name_len)
+			return -EIO;
+		ret->len = soa->len;
+		ret->nscount = 1;
+		soa_fill(soa, s->name_len, ret->data);
+		return 0;
+	}
 	memcpy(ret->data, s->bytes + data, s->len);
 	if (s->flags & NDC_FP_V_EXPIRES) {
 		ret->n_ttl = s->n_ttl;
@@ -148,9 +254,10 @@ static int slot_decode(const struct ndc_fp_slot *s, const struct ndc_fp_big *b,
 struct reader {
 	int (*tags)(const struct reader *r, uint32_t b, uint64_t *ret);
 	int (*slot)(const struct reader *r, uint32_t b, uint32_t j, struct ndc_fp_slot *ret);
-	int (*big)(const struct reader *r, uint32_t i, struct ndc_fp_big *ret);
+	int (*big)(const struct reader *r, uint32_t i, struct ndc_fp_value *ret);
 	uint32_t n_buckets;
 	uint64_t home_key;
+	const struct ndc_fp_value *soa;		   /* for NODATA by reference; NULL: none */
 	const struct ndc_fp_half *h;		   /* mapped */
 	int answers_fd, big_fd, half, half_chunks; /* or through fds */
 	int half_bigs;
@@ -238,7 +345,7 @@ static int walk(const struct reader *r, const struct ndc_fp_key *k, struct place
 static int decode_found(const struct reader *r, const struct ndc_fp_slot *s,
 			struct ndc_fp_value *ret)
 {
-	struct ndc_fp_big b;
+	struct ndc_fp_value b;
 	int err;
 
 	if (s->flags & NDC_FP_V_BIG) {
@@ -246,7 +353,7 @@ static int decode_found(const struct reader *r, const struct ndc_fp_slot *s,
 		if (err)
 			return err;
 	}
-	return slot_decode(s, &b, ret);
+	return slot_decode(s, &b, r->soa, ret);
 }
 
 /* The value at k: 0, -ENOENT, or an error of the reader. */
@@ -276,9 +383,31 @@ static struct ndc_fp_slot *slot_of(const struct ndc_fp_half *h, uint32_t b, uint
 	return c + NDC_FP_CHUNK_TAG_SLOTS + (b % NDC_FP_CHUNK_BUCKETS) * NDC_FP_BUCKET + j;
 }
 
-static struct ndc_fp_big *big_of(const struct ndc_fp_half *h, uint32_t i)
+static struct ndc_fp_ext *big_of(const struct ndc_fp_half *h, uint32_t i)
 {
-	return (struct ndc_fp_big *)h->bigs[i / NDC_FP_BIG_CHUNK] + i % NDC_FP_BIG_CHUNK;
+	return (struct ndc_fp_ext *)h->bigs[i / NDC_FP_BIG_CHUNK] + i % NDC_FP_BIG_CHUNK;
+}
+
+/* Records a big answer of len bytes of data (n_ttl TTL offsets) takes. */
+static uint32_t ext_count(uint32_t len, uint32_t n_ttl)
+{
+	return (ndc_fp_ext_bytes(len, n_ttl) + NDC_FP_EXT_BYTES - 1) / NDC_FP_EXT_BYTES;
+}
+
+/*
+ * The big answer held in the records from p (avail of them there at most) into ret, zero past what
+ * they hold: 0, or -EIO when its lengths say it is not one.
+ */
+static int ext_decode(const struct ndc_fp_ext *p, uint32_t avail, struct ndc_fp_value *ret)
+{
+	const struct ndc_fp_value *head = (const struct ndc_fp_value *)p;
+
+	if (head->len > NDC_FP_DATA_MAX || head->n_ttl > NDC_FP_TTL_MAX ||
+	    ext_count(head->len, head->n_ttl) > avail)
+		return -EIO;
+	memset(ret, 0, sizeof(*ret));
+	memcpy(ret, p, ndc_fp_ext_bytes(head->len, head->n_ttl));
+	return 0;
 }
 
 static int mapped_tags(const struct reader *r, uint32_t b, uint64_t *ret)
@@ -293,12 +422,11 @@ static int mapped_slot(const struct reader *r, uint32_t b, uint32_t j, struct nd
 	return 0;
 }
 
-static int mapped_big(const struct reader *r, uint32_t i, struct ndc_fp_big *ret)
+static int mapped_big(const struct reader *r, uint32_t i, struct ndc_fp_value *ret)
 {
 	if (i >= r->h->n_big_chunks * NDC_FP_BIG_CHUNK)
 		return -EIO;
-	*ret = *big_of(r->h, i);
-	return 0;
+	return ext_decode(big_of(r->h, i), NDC_FP_BIG_CHUNK - i % NDC_FP_BIG_CHUNK, ret);
 }
 
 static struct reader mapped(const struct ndc_fp_table *t)
@@ -308,6 +436,7 @@ static struct reader mapped(const struct ndc_fp_table *t)
 			       .big = mapped_big,
 			       .n_buckets = t->h[t->cur].n_buckets,
 			       .home_key = t->home_key,
+			       .soa = t->has_soa ? &t->soa : NULL,
 			       .h = &t->h[t->cur]};
 }
 
@@ -339,7 +468,7 @@ static void tag_set(struct ndc_fp_half *h, uint32_t b, uint32_t j, uint8_t tag)
 static size_t chunk_bytes(enum ndc_fp_chunk_kind kind)
 {
 	return kind == NDC_FP_CHUNK_SLOTS ? NDC_FP_CHUNK_ENTRIES * sizeof(struct ndc_fp_slot)
-					  : NDC_FP_BIG_CHUNK * sizeof(struct ndc_fp_big);
+					  : NDC_FP_BIG_CHUNK * sizeof(struct ndc_fp_ext);
 }
 
 static uint32_t half_base(const struct ndc_fp_table *t, int half, enum ndc_fp_chunk_kind kind)
@@ -347,57 +476,99 @@ static uint32_t half_base(const struct ndc_fp_table *t, int half, enum ndc_fp_ch
 	return (uint32_t)half * (kind == NDC_FP_CHUNK_SLOTS ? t->half_chunks : t->half_bigs);
 }
 
-/* Adds big chunks to half h until it has a free big answer: 0, -ENOSPC, or the ops' error. */
+/* Keeps a run of n free records from b for reuse: 0, or -ENOMEM (then lost until a rebuild). */
+static int big_keep(struct ndc_fp_half *h, uint32_t b, uint32_t n)
+{
+	uint32_t l = n - 1, *nf;
+
+	if (h->n_big_free[l] == h->cap_big_free[l]) {
+		uint32_t c = h->cap_big_free[l] ? 2 * h->cap_big_free[l] : 256;
+
+		nf = realloc(h->big_free[l], (size_t)c * sizeof(*nf));
+		if (!nf)
+			return -ENOMEM;
+		h->big_free[l] = nf;
+		h->cap_big_free[l] = c;
+	}
+	h->big_free[l][h->n_big_free[l]++] = b;
+	return 0;
+}
+
+/* Adds a big chunk to half h, the rest of the last one kept as free runs: 0, -ENOSPC, ops' error */
 static int big_grow(struct ndc_fp_table *t, int half)
 {
 	struct ndc_fp_half *h = &t->h[half];
-	uint32_t c = h->n_big_chunks, *nf;
+	uint32_t c = h->n_big_chunks, end = c * NDC_FP_BIG_CHUNK;
 	void *p;
 	int err;
 
 	if (c == t->half_bigs)
 		return -ENOSPC;
-	nf = realloc(h->big_free, (size_t)(c + 1) * NDC_FP_BIG_CHUNK * sizeof(*nf));
-	if (!nf)
-		return -ENOMEM;
-	h->big_free = nf;
 	err = t->ops->add(t->ctx, NDC_FP_CHUNK_BIG, half_base(t, half, NDC_FP_CHUNK_BIG) + c, &p);
 	if (err)
 		return err;
 	h->bigs[c] = p;
-	err = t->ops->commit(t->ctx);
-	if (err) {
-		h->n_big_chunks = c + 1;
-		return err;
-	}
 	h->n_big_chunks = c + 1;
-	/* the first ones first: fewer lines touched while the table is small */
-	for (uint32_t i = 0; i < NDC_FP_BIG_CHUNK; i++)
-		h->big_free[h->n_big_free++] = (c + 1) * NDC_FP_BIG_CHUNK - 1 - i;
+	err = t->ops->commit(t->ctx);
+	if (err)
+		return err;
+	while (h->bump < end) {
+		uint32_t n = end - h->bump > NDC_FP_EXT_MAX ? NDC_FP_EXT_MAX : end - h->bump;
+
+		(void)big_keep(h, h->bump, n);
+		h->bump += n;
+	}
 	return 0;
 }
 
-static int big_alloc(struct ndc_fp_table *t, int half, uint32_t *ret)
+/* n consecutive records of one chunk for a big answer, at *ret: 0, -ENOSPC, -ENOMEM, ops' error. */
+static int big_alloc(struct ndc_fp_table *t, int half, uint32_t n, uint32_t *ret)
 {
 	struct ndc_fp_half *h = &t->h[half];
 	int err;
 
-	if (!h->n_big_free) {
+	/* a freed run of n, else a longer one split */
+	for (uint32_t l = n - 1; l < NDC_FP_EXT_MAX; l++) {
+		if (!h->n_big_free[l])
+			continue;
+		*ret = h->big_free[l][--h->n_big_free[l]];
+		if (l + 1 > n)
+			(void)big_keep(h, *ret + n, l + 1 - n);
+		h->big_used += n;
+		return 0;
+	}
+	/* from the bump, within its chunk (a run never spans two: the kernel reads one) */
+	if (h->bump % NDC_FP_BIG_CHUNK + n > NDC_FP_BIG_CHUNK) {
+		uint32_t next = (h->bump / NDC_FP_BIG_CHUNK + 1) * NDC_FP_BIG_CHUNK;
+
+		(void)big_keep(h, h->bump, next - h->bump);
+		h->bump = next;
+	}
+	if (h->bump + n > h->n_big_chunks * NDC_FP_BIG_CHUNK) {
 		err = big_grow(t, half);
 		if (err)
 			return err;
 	}
-	*ret = h->big_free[--h->n_big_free];
-	h->big_used++;
+	*ret = h->bump;
+	h->bump += n;
+	h->big_used += n;
 	return 0;
 }
 
+/* Frees the big answer whose first record is i (its length read from it). */
 static void big_free(struct ndc_fp_half *h, uint32_t i)
 {
+	const struct ndc_fp_value *head;
+	uint32_t n;
+
 	if (i >= h->n_big_chunks * NDC_FP_BIG_CHUNK)
 		return;
-	h->big_free[h->n_big_free++] = i;
-	h->big_used--;
+	head = (const struct ndc_fp_value *)big_of(h, i);
+	n = ext_count(head->len, head->n_ttl);
+	if (n > NDC_FP_EXT_MAX || n > h->big_used)
+		return; /* not a big answer we wrote */
+	(void)big_keep(h, i, n);
+	h->big_used -= n;
 }
 
 /* Drops every chunk of half h (no reader can reach it any more) and forgets it. */
@@ -411,12 +582,15 @@ static void half_drop(struct ndc_fp_table *t, int half)
 	for (uint32_t c = 0; c < h->n_big_chunks; c++)
 		t->ops->drop(t->ctx, NDC_FP_CHUNK_BIG, half_base(t, half, NDC_FP_CHUNK_BIG) + c,
 			     h->bigs[c]);
-	free(h->big_free);
 	memset(h->chunks, 0, (size_t)t->half_chunks * sizeof(*h->chunks));
 	memset(h->bigs, 0, (size_t)t->half_bigs * sizeof(*h->bigs));
 	h->n_chunks = h->n_buckets = h->n_big_chunks = 0;
-	h->big_free = NULL;
-	h->n_big_free = h->big_used = 0;
+	for (int l = 0; l < NDC_FP_EXT_MAX; l++) {
+		free(h->big_free[l]);
+		h->big_free[l] = NULL;
+		h->n_big_free[l] = h->cap_big_free[l] = 0;
+	}
+	h->bump = h->big_used = 0;
 	h->live = h->overflows = 0;
 }
 
@@ -427,7 +601,6 @@ static void half_drop(struct ndc_fp_table *t, int half)
 static int half_make(struct ndc_fp_table *t, int half, uint32_t n_chunks, uint32_t n_bigs)
 {
 	struct ndc_fp_half *h = &t->h[half];
-	uint32_t *nf;
 	void *p;
 	int err;
 
@@ -442,12 +615,6 @@ static int half_make(struct ndc_fp_table *t, int half, uint32_t n_chunks, uint32
 		h->n_chunks = c + 1;
 	}
 	h->n_buckets = n_chunks * NDC_FP_CHUNK_BUCKETS;
-	if (n_bigs) {
-		nf = realloc(h->big_free, (size_t)n_bigs * NDC_FP_BIG_CHUNK * sizeof(*nf));
-		if (!nf)
-			return -ENOMEM;
-		h->big_free = nf;
-	}
 	for (uint32_t c = 0; c < n_bigs; c++) {
 		err = t->ops->add(t->ctx, NDC_FP_CHUNK_BIG,
 				  half_base(t, half, NDC_FP_CHUNK_BIG) + c, &p);
@@ -455,9 +622,8 @@ static int half_make(struct ndc_fp_table *t, int half, uint32_t n_chunks, uint32
 			return err;
 		h->bigs[c] = p;
 		h->n_big_chunks = c + 1;
-		for (uint32_t i = 0; i < NDC_FP_BIG_CHUNK; i++)
-			h->big_free[h->n_big_free++] = (c + 1) * NDC_FP_BIG_CHUNK - 1 - i;
 	}
+	h->bump = 0;
 	return t->ops->commit(t->ctx);
 }
 
@@ -473,19 +639,28 @@ static int write_at(struct ndc_fp_table *t, int half, struct place at, const str
 	struct ndc_fp_slot *s = slot_of(h, at.b, at.j), img;
 	uint32_t b = NONE, old = NONE;
 	size_t data, ttl;
+	bool soa;
 	int err;
 
 	if (!insert && s->flags & NDC_FP_V_BIG)
 		old = s->big;
 	/* a name of another length than the key's (only ndc_fastpath_put writes one) keeps its own
 	 */
-	if (v->name_len != k->name_len || !inline_layout(v, &data, &ttl)) {
-		err = big_alloc(t, half, &b);
+	soa = v->name_len == k->name_len && v->name_len <= NDC_FP_SLOT_BYTES && soa_ref(t, v);
+	if (!soa && (v->name_len != k->name_len || !inline_layout(v, &data, &ttl))) {
+		uint32_t n = ext_count(v->len, v->n_ttl),
+			 bytes = ndc_fp_ext_bytes(v->len, v->n_ttl);
+
+		if (v->len > NDC_FP_DATA_MAX || v->n_ttl > NDC_FP_TTL_MAX)
+			return -E2BIG;
+		err = big_alloc(t, half, n, &b);
 		if (err)
 			return err;
-		big_of(h, b)->v = *v; /* not yet pointed at: nobody reads it */
+		/* not yet pointed at: nobody reads it */
+		memcpy(big_of(h, b), v, bytes);
+		memset((uint8_t *)big_of(h, b) + bytes, 0, (size_t)n * NDC_FP_EXT_BYTES - bytes);
 	}
-	slot_encode(v, b == NONE, b, &img);
+	slot_encode(v, b == NONE, soa, b, &img);
 	seq_begin(&s->seq);
 	s->qtype = k->qtype;
 	s->name_len = k->name_len;
@@ -568,7 +743,7 @@ static int rebuild(struct ndc_fp_table *t, uint32_t n_chunks)
 		for (uint32_t j = 0; !err && j < NDC_FP_BUCKET; j++) {
 			const struct ndc_fp_slot *s = slot_of(src, b, j);
 			struct ndc_fp_key k = {0};
-			struct ndc_fp_value v;
+			struct ndc_fp_value v, bv;
 			struct ndc_fp_slot found;
 			struct place at, free_at;
 
@@ -577,8 +752,15 @@ static int rebuild(struct ndc_fp_table *t, uint32_t n_chunks)
 			k.hash = (uint64_t)s->check << 32 | s->hash_lo;
 			k.qtype = s->qtype;
 			k.name_len = s->name_len;
-			err = slot_decode(s, s->flags & NDC_FP_V_BIG ? big_of(src, s->big) : NULL,
-					  &v);
+			err = 0;
+			if (s->flags & NDC_FP_V_BIG)
+				err = s->big < src->n_big_chunks * NDC_FP_BIG_CHUNK
+					  ? ext_decode(big_of(src, s->big),
+						       NDC_FP_BIG_CHUNK - s->big % NDC_FP_BIG_CHUNK,
+						       &bv)
+					  : -EIO;
+			if (!err)
+				err = slot_decode(s, &bv, t->has_soa ? &t->soa : NULL, &v);
 			if (err)
 				break;
 			r = (struct reader){.tags = mapped_tags,
@@ -637,15 +819,14 @@ int ndc_fp_table_init(struct ndc_fp_table *t, const struct ndc_fp_table_ops *ops
 {
 	int err;
 
-	memset(t, 0, sizeof(*t));
+	*t = (struct ndc_fp_table){.ops = ops,
+				   .ctx = ctx,
+				   .max_entries = max_entries,
+				   .half_chunks = half_chunks,
+				   .half_bigs = half_bigs,
+				   .home_key = home_key};
 	if (!max_entries || !half_chunks || !half_bigs)
 		return -EINVAL;
-	t->ops = ops;
-	t->ctx = ctx;
-	t->max_entries = max_entries;
-	t->half_chunks = half_chunks;
-	t->half_bigs = half_bigs;
-	t->home_key = home_key;
 	for (int i = 0; i < 2; i++) {
 		t->h[i].chunks = calloc(half_chunks, sizeof(void *));
 		t->h[i].bigs = calloc(half_bigs, sizeof(void *));
@@ -671,7 +852,8 @@ void ndc_fp_table_forget(struct ndc_fp_table *t)
 	for (int i = 0; i < 2; i++) {
 		free(t->h[i].chunks);
 		free(t->h[i].bigs);
-		free(t->h[i].big_free);
+		for (int l = 0; l < NDC_FP_EXT_MAX; l++)
+			free(t->h[i].big_free[l]);
 	}
 	if (t->inited)
 		pthread_mutex_destroy(&t->lock);
@@ -775,24 +957,36 @@ int ndc_fp_table_get(struct ndc_fp_table *t, const struct ndc_fp_key *k, struct 
 	return err;
 }
 
+/*
+ * The live entry at k, with its place and value, when it holds name (any name when NULL): 0, or
+ * -ENOENT (absent, or another name's). The caller holds the lock.
+ */
+static int find_named(struct ndc_fp_table *t, const struct ndc_fp_key *k, const uint8_t *name,
+		      size_t name_len, struct place *ret_at, struct ndc_fp_value *ret)
+{
+	struct reader r = mapped(t);
+	struct place free_at;
+	struct ndc_fp_slot s;
+	int err = walk(&r, k, ret_at, &s, &free_at);
+
+	if (err == 0)
+		err = decode_found(&r, &s, ret);
+	if (err == 0 && name && !name_is(ret, name, name_len))
+		err = -ENOENT;
+	return err;
+}
+
 int ndc_fp_table_hits(struct ndc_fp_table *t, const struct ndc_fp_key *k, const uint8_t *name,
 		      size_t name_len, uint32_t *ret)
 {
 	struct ndc_fp_value cur;
-	struct ndc_fp_slot s;
-	struct place at, free_at;
-	struct reader r;
+	struct place at;
 	int err;
 
 	pthread_mutex_lock(&t->lock);
-	r = mapped(t);
-	err = walk(&r, k, &at, &s, &free_at);
+	err = find_named(t, k, name, name_len, &at, &cur);
 	if (err == 0)
-		err = decode_found(&r, &s, &cur);
-	if (err == 0 && !name_is(&cur, name, name_len))
-		err = -ENOENT;
-	if (err == 0)
-		*ret = __atomic_load_n(&slot_of(r.h, at.b, at.j)->hits, __ATOMIC_RELAXED);
+		*ret = __atomic_load_n(&slot_of(&t->h[t->cur], at.b, at.j)->hits, __ATOMIC_RELAXED);
 	pthread_mutex_unlock(&t->lock);
 	return err;
 }
@@ -801,18 +995,12 @@ int ndc_fp_table_del(struct ndc_fp_table *t, const struct ndc_fp_key *k, const u
 		     size_t name_len, uint64_t expired_at)
 {
 	struct ndc_fp_value cur;
-	struct ndc_fp_slot s;
-	struct place at, free_at;
-	struct reader r;
+	struct place at;
 	int err;
 
 	pthread_mutex_lock(&t->lock);
-	r = mapped(t);
-	err = walk(&r, k, &at, &s, &free_at);
-	if (err == 0 && (name || expired_at))
-		err = decode_found(&r, &s, &cur);
-	if (err == 0 && name && !name_is(&cur, name, name_len))
-		err = -ENOENT; /* another name's entry: not ours to remove */
+	/* another name's entry is not ours to remove */
+	err = find_named(t, k, name, name_len, &at, &cur);
 	if (err == 0 && expired_at && (cur.expire_ns == 0 || expired_at < cur.expire_ns))
 		err = -EAGAIN;
 	if (err == 0) {
@@ -838,7 +1026,7 @@ void ndc_fp_table_stats(struct ndc_fp_table *t, struct ndc_fp_table_usage *ret)
 	ret->bytes = (uint64_t)h->n_chunks * chunk_bytes(NDC_FP_CHUNK_SLOTS) +
 		     (uint64_t)h->n_big_chunks * chunk_bytes(NDC_FP_CHUNK_BIG);
 	ret->needed = (uint64_t)h->live * sizeof(struct ndc_fp_slot) +
-		      (uint64_t)h->big_used * sizeof(struct ndc_fp_big);
+		      (uint64_t)h->big_used * sizeof(struct ndc_fp_ext);
 	ret->rebuilds = t->rebuilds;
 	pthread_mutex_unlock(&t->lock);
 }
@@ -846,10 +1034,22 @@ void ndc_fp_table_stats(struct ndc_fp_table *t, struct ndc_fp_table_usage *ret)
 void ndc_fp_table_set_nx(struct ndc_fp_table *t, struct ndc_fp_big *nx,
 			 const struct ndc_fp_value *v)
 {
+	struct ndc_fp_big *soa = nx + NDC_FP_NX_NODATA;
+
 	pthread_mutex_lock(&t->lock);
 	seq_begin(&nx->seq);
 	nx->v = *v;
 	seq_end(&nx->seq);
+	/*
+	 * NODATA entries published by reference before keep theirs: the zone's SOA does not change
+	 * in an agent's life (one serial; a new TTL republishes every answer that carries it).
+	 */
+	if (soa_template(v, &t->soa) == 0) {
+		seq_begin(&soa->seq);
+		soa->v = t->soa;
+		seq_end(&soa->seq);
+		t->has_soa = true;
+	}
 	pthread_mutex_unlock(&t->lock);
 }
 
@@ -905,23 +1105,34 @@ static int fd_slot(const struct reader *r, uint32_t b, uint32_t j, struct ndc_fp
 	return err;
 }
 
-static int fd_big(const struct reader *r, uint32_t i, struct ndc_fp_big *ret)
+static int fd_big(const struct reader *r, uint32_t i, struct ndc_fp_value *ret)
 {
 	uint32_t ci = (uint32_t)(r->half * r->half_bigs) + i / NDC_FP_BIG_CHUNK;
-	uint32_t e = i % NDC_FP_BIG_CHUNK;
+	uint32_t e = i % NDC_FP_BIG_CHUNK, n = 0;
+	struct ndc_fp_ext rec[NDC_FP_EXT_MAX];
 	int fd = inner_fd(r->big_fd, ci), err = 0;
 
 	if (fd < 0)
 		return fd;
-	if (bpf_map_lookup_elem(fd, &e, ret))
-		err = -errno;
+	memset(rec, 0, sizeof(rec));
+	/* the records of one answer, up to its end or the chunk's (ext_decode checks its length) */
+	for (; n < NDC_FP_EXT_MAX && e + n < NDC_FP_BIG_CHUNK; n++) {
+		uint32_t key = e + n;
+
+		if (bpf_map_lookup_elem(fd, &key, &rec[n])) {
+			err = -errno;
+			break;
+		}
+	}
 	close(fd);
-	return err;
+	return err ? err : ext_decode(rec, n, ret);
 }
 
-int ndc_fp_table_read(int answers_fd, int big_fd, int config_fd, const struct ndc_fp_key *k,
-		      struct ndc_fp_value *ret)
+int ndc_fp_table_read(int answers_fd, int big_fd, int nx_fd, int config_fd,
+		      const struct ndc_fp_key *k, struct ndc_fp_value *ret)
 {
+	uint32_t soa_key = NDC_FP_NX_NODATA;
+	struct ndc_fp_big soa;
 	struct reader r = {.tags = fd_tags,
 			   .slot = fd_slot,
 			   .big = fd_big,
@@ -939,6 +1150,9 @@ int ndc_fp_table_read(int answers_fd, int big_fd, int config_fd, const struct nd
 	r.half_chunks = (int)c.half_chunks;
 	r.half_bigs = (int)c.half_bigs;
 	r.home_key = c.home_key;
+	/* the template, for NODATA by reference (not under its counter: a reader for inspection) */
+	if (nx_fd >= 0 && bpf_map_lookup_elem(nx_fd, &soa_key, &soa) == 0 && soa.v.len)
+		r.soa = &soa.v;
 	return get(&r, k, ret);
 }
 

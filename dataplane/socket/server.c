@@ -22,9 +22,9 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <ndc/ip.h>
 #include <ndc/log.h>
 
-#include "objects/objects.h"
 #include "socket/socket.h"
 #include "internal.h"
 

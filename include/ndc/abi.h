@@ -22,14 +22,14 @@
  *
  * struct ndc_fp_key and struct ndc_fp_value are the logical entry: what is published (and what
  * the DPDK backend stores). The kernel's maps hold them in the layout of struct ndc_fp_slot and
- * struct ndc_fp_big below (the answer table).
+ * the records of ndc_big (struct ndc_fp_ext) below (the answer table).
  */
 #ifndef NDC_ABI_H
 #define NDC_ABI_H
 
 #include <linux/types.h>
 
-#define NDC_ABI_VERSION 5
+#define NDC_ABI_VERSION 6
 
 #define NDC_FP_NAME_MAX 128 /* longer wire names go to user space */
 #define NDC_FP_DATA_MAX 512 /* bigger answers go to user space */
@@ -112,8 +112,8 @@ struct ndc_fp_key {
 
 /*
  * An answer, the logical entry: what is published for a key (the kernel's table lays it out as
- * struct ndc_fp_slot or ndc_fp_big, below), and what the program copies out of the table before
- * it builds a reply.
+ * struct ndc_fp_slot or in ndc_fp_ext records, below), and what the program copies out of the table
+ * before it builds a reply.
  */
 struct ndc_fp_value {
 	__u64 insert_ns; /* bpf_ktime_get_ns() (CLOCK_MONOTONIC) at which data's TTLs were exact */
@@ -143,7 +143,8 @@ struct ndc_fp_value {
 };
 
 /*
- * The answer table (maps ndc_answers, ndc_big), sized by its content (ABI 5).
+ * The answer table (maps ndc_answers, ndc_big), sized by its content (ABI 5; NODATA by reference
+ * since 6).
  *
  * Memory: both maps are BPF_MAP_TYPE_ARRAY_OF_MAPS whose inner maps are chunks, mmapable arrays of
  * one size, created by user space as the table needs them and dropped when it shrinks: nothing is
@@ -173,8 +174,22 @@ struct ndc_fp_value {
  *
  * A slot holds the answer when it fits: bytes = the name (zero to a multiple of 8), the data (zero
  * to a multiple of 8), and with NDC_FP_V_EXPIRES the insert and expiry times (two __u64) and the
- * n_ttl TTL offsets. Else (NDC_FP_V_BIG) big is the index of a struct ndc_fp_big in ndc_big's
- * chunks of the same half holding the whole answer, its name included.
+ * n_ttl TTL offsets. Else (NDC_FP_V_BIG) big is the index of the first of 1 to 3 consecutive
+ * 256-byte records (struct ndc_fp_ext) in one of ndc_big's chunks of the same half, which hold the
+ * first ndc_fp_ext_bytes() bytes of the struct ndc_fp_value, its name included: up to the end of
+ * the data for an answer that never expires (a named port's SRV answer with its address: one
+ * record), whole (the TTL offsets at its end) for one that does. Why records and not one size:
+ * at 10,000 services 20,000 SRV answers of about 110 bytes each took a 768-byte big answer.
+ *
+ * NODATA by reference (NDC_FP_V_SOA): a NODATA answer whose one authority RR is the zone's SOA,
+ * byte for byte as ndc_nx[NDC_FP_NX_NODATA] gives it for the entry's name, is published as its
+ * name alone (len 0, NSCOUNT 0): the reader copies that template's data and NSCOUNT 1 into its copy
+ * of the answer, under the template's sequence counter. The template is the SOA RR compressed
+ * against a question that ends in the zone (its name and name_len): n_ttl compression pointers, at
+ * the offsets ttl_off gives, point at the zone, and the reader sets each to 0xc000 | (12 +
+ * question length - zone length). So the reply is the same bytes the socket path sends. Why: at
+ * 10,000 services a third of the entries were NODATA, and with names over about 48 bytes each took
+ * a 768-byte big record for the 54 bytes of SOA that all of them repeat.
  *
  * Torn reads: each slot has a sequence counter that the single writer (the publisher, under a
  * lock) makes odd before it changes the slot or what it points to and even again after, with
@@ -183,8 +198,8 @@ struct ndc_fp_value {
  * value; else the query goes to user space (NDC_FP_PASS_BUSY), never to NXDOMAIN. An update of a
  * present key is made in its slot (a new big answer first, then the slot pointed at it), so it
  * never looks absent; a big answer is reused only after its slot no longer points at it, which a
- * reader still reading it sees as a changed sequence counter. ndc_nx holds one struct
- * ndc_fp_big whose own counter protects it the same way.
+ * reader still reading it sees as a changed sequence counter. ndc_nx holds NDC_FP_NX_ENTRIES
+ * struct ndc_fp_big, each with its own counter that protects it the same way.
  *
  * Hash collisions: the walk matches tag, qtype, name length and 32 more bits of the hash (check);
  * the name itself is compared under the sequence counter. A different name there (names built
@@ -200,7 +215,9 @@ struct ndc_fp_value {
 #define NDC_FP_CHUNK_BUCKETS 1024
 #define NDC_FP_CHUNK_TAG_SLOTS 64 /* slot-sized entries of a chunk holding its tag words */
 #define NDC_FP_CHUNK_ENTRIES (NDC_FP_CHUNK_TAG_SLOTS + NDC_FP_CHUNK_BUCKETS * NDC_FP_BUCKET)
-#define NDC_FP_BIG_CHUNK 512 /* struct ndc_fp_big per ndc_big chunk: 384 KiB */
+#define NDC_FP_EXT_BYTES 256  /* a record of a big answer */
+#define NDC_FP_EXT_MAX 3      /* records of one big answer at most */
+#define NDC_FP_BIG_CHUNK 1536 /* struct ndc_fp_ext per ndc_big chunk: 384 KiB */
 
 #define NDC_FP_TAG_EMPTY 0
 #define NDC_FP_BUCKET_OVERFLOW 0x01 /* in byte 7 of the tag word */
@@ -258,6 +275,13 @@ static inline __attribute__((always_inline)) __u8 ndc_fp_tag(__u64 hash, __u64 k
 #define NDC_FP_GEOM_BUCKETS(g) ((__u32)(g))
 
 /* slot flags, besides NDC_FP_V_AA and NDC_FP_V_PASS */
+#define NDC_FP_V_SOA 0x04 /* NODATA whose authority is the zone's SOA: the slot holds no data */
+
+/* ndc_nx's entries: the NXDOMAIN answer, and the NODATA authority of NDC_FP_V_SOA entries */
+#define NDC_FP_NX_NXDOMAIN 0
+#define NDC_FP_NX_NODATA 1
+#define NDC_FP_NX_ENTRIES 2
+#define NDC_FP_SOA_PTRS 4     /* zone pointers in the NODATA authority at most */
 #define NDC_FP_V_EXPIRES 0x40 /* bytes hold the insert and expiry times after the data */
 #define NDC_FP_V_BIG 0x80     /* the answer is ndc_big[big] */
 
@@ -288,8 +312,21 @@ struct ndc_fp_slot {
 	};
 };
 
+/* A record of a big answer: NDC_FP_EXT_BYTES of a struct ndc_fp_value, from its start. */
+struct ndc_fp_ext {
+	__u64 w[NDC_FP_EXT_BYTES / 8];
+};
+
+/* Bytes of a struct ndc_fp_value a big answer's records hold (len, n_ttl: the value's). */
+static inline __u32 ndc_fp_ext_bytes(__u32 len, __u32 n_ttl)
+{
+	return n_ttl ? sizeof(struct ndc_fp_value)
+		     : __builtin_offsetof(struct ndc_fp_value, data) + ((len + 7) & ~7U);
+}
+
+/* The templates of ndc_nx (NDC_FP_NX_*), each under its own sequence counter. */
 struct ndc_fp_big {
-	__u32 seq; /* ndc_nx's: as a slot's; in ndc_big the slot's counter covers it */
+	__u32 seq; /* as a slot's */
 	__u32 pad;
 	struct ndc_fp_value v;
 	__u8 pad2[56]; /* to a multiple of 64 bytes */
@@ -393,6 +430,8 @@ _Static_assert(sizeof(struct ndc_fp_slot) == 128, "ndc_fp_slot layout: two cache
 _Static_assert(NDC_FP_CHUNK_TAG_SLOTS * sizeof(struct ndc_fp_slot) == NDC_FP_CHUNK_BUCKETS * 8,
 	       "a chunk's tag words fill its tag slots");
 _Static_assert(sizeof(struct ndc_fp_big) % 64 == 0, "ndc_fp_big layout: whole cache lines");
+_Static_assert(sizeof(struct ndc_fp_value) <= NDC_FP_EXT_MAX * NDC_FP_EXT_BYTES,
+	       "a big answer fits its records");
 _Static_assert(NDC_FP_SLOT_BYTES % 8 == 0, "slot bytes are read as words");
 #endif
 

@@ -10,6 +10,7 @@
 #include <string.h>
 #include <time.h>
 
+#include <ndc/abi.h>
 #include <ndc/log.h>
 
 #include "objects/objects.h"
@@ -39,7 +40,26 @@ static long rss_kb(void)
 
 struct by_type {
 	size_t n[256], bytes[256];
+	/* as the kernel's answer table lays entries out (abi.h): inline in a slot, or big */
+	size_t fp_inline, fp_nodata, fp_big, fp_hist[5];
 };
+
+/* One entry as the kernel's table would hold it (published entries never expire). */
+static void count_fp(struct by_type *bt, size_t nlen, const struct ndc_answer *a)
+{
+	size_t need = ((nlen + 7) & ~(size_t)7) + a->len;
+
+	if (a->ancount == 0 && a->nscount == 1 && a->arcount == 0 && a->rcode == 0) {
+		bt->fp_nodata++; /* by reference to the zone's SOA (abi.h, NDC_FP_V_SOA) */
+		return;
+	}
+	if (need <= NDC_FP_SLOT_BYTES) {
+		bt->fp_inline++;
+		return;
+	}
+	bt->fp_big++;
+	bt->fp_hist[need <= 192 ? 0 : need <= 256 ? 1 : need <= 384 ? 2 : need <= 512 ? 3 : 4]++;
+}
 
 static int count_one(void *arg, const uint8_t *lname, size_t nlen, uint16_t qtype,
 		     const struct ndc_answer *a)
@@ -47,7 +67,8 @@ static int count_one(void *arg, const uint8_t *lname, size_t nlen, uint16_t qtyp
 	struct by_type *bt = arg;
 
 	(void)lname;
-	(void)nlen;
+	if (qtype < 255)
+		count_fp(bt, nlen, a);
 	if (qtype == 0 || qtype >= 255)
 		return 0; /* made at iteration, not stored */
 	bt->n[qtype]++;
@@ -92,6 +113,13 @@ int main(int argc, char **argv)
 		if (bt->n[i])
 			printf("  type %3d: %7zu RRsets, %6.1f MB of answers (%zu B each)\n", i,
 			       bt->n[i], (double)bt->bytes[i] / 1e6, bt->bytes[i] / bt->n[i]);
+	printf(
+	    "fast path: %zu entries: %zu answers in their slot (%u bytes of name and answer), %zu "
+	    "NODATA (by reference to the zone's SOA when it is theirs), %zu big (name and answer "
+	    "<= 192 B: %zu, 256: %zu, 384: %zu, 512: %zu, more: %zu)\n",
+	    bt->fp_inline + bt->fp_nodata + bt->fp_big, bt->fp_inline, NDC_FP_SLOT_BYTES,
+	    bt->fp_nodata, bt->fp_big, bt->fp_hist[0], bt->fp_hist[1], bt->fp_hist[2],
+	    bt->fp_hist[3], bt->fp_hist[4]);
 	free(bt);
 	ndc_records_free(r);
 	ndc_k8s_objects_free(&o);

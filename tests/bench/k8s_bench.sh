@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Kubernetes-sync benchmark (issue 3): ndcache synced from the fake API server at scale.
 # Prints figures and met/MISSED against the issue's targets; it is a benchmark, not a test.
-# See tests/bench/K8S.md for what each figure means.
+# See docs/bench/K8S.md for what each figure means.
 #
 # Usage: k8s_bench.sh [--services N[,N...]] [--changes-per-s R] [--duration S] [--out FILE.csv]
 #                     [--churn services|endpoints|mixed] [--build DIR] [--logs DIR] [--quick]

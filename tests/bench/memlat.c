@@ -2,7 +2,7 @@
 /*
  * Memory latency of this machine, for tests/bench/latency_bench.sh: how long one load waits when
  * what it reads is not in any cache. The fast path's cost over many names is its wait for the
- * answer's slot, evicted between visits (tests/bench/FASTPATH.md); this is the scale that wait is
+ * answer's slot, evicted between visits (docs/bench/FASTPATH.md); this is the scale that wait is
  * measured against, in the same run.
  *
  * A pointer chase: every 64-byte line of a buffer holds the address of the next line to read, in

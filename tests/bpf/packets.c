@@ -13,6 +13,14 @@
 #define UDP_LEN 8
 #define PROTO_UDP 17
 
+const uint8_t ndc_pkt_node4[16] = {169, 254, 20, 10};
+const uint8_t ndc_pkt_client4[16] = {169, 254, 1, 2};
+const uint8_t ndc_pkt_other4[16] = {169, 254, 20, 11};
+const uint8_t ndc_pkt_node6[16] = {0xfe, 0x80, [14] = 0x20, [15] = 0x10};
+const uint8_t ndc_pkt_client6[16] = {0xfe, 0x80, [15] = 0x02};
+const uint8_t ndc_pkt_client_mac[6] = {0x02, 0, 0, 0, 0, 0x02};
+const uint8_t ndc_pkt_node_mac[6] = {0x02, 0, 0, 0, 0, 0x01};
+
 /* RFC 1071 sum of big-endian 16-bit words; an odd last byte is padded with zero. */
 static uint32_t sum16(const uint8_t *p, size_t n, uint32_t sum)
 {
@@ -146,6 +154,126 @@ int ndc_pkt_dns_query(const struct ndc_pkt_query *q, uint8_t *out, size_t cap, s
 		return w.err;
 	*ret_len = w.len;
 	return 0;
+}
+
+void ndc_pkt_mut_set_qr(uint8_t *d, size_t *l)
+{
+	(void)l;
+	d[2] |= 0x80;
+}
+
+void ndc_pkt_mut_set_opcode(uint8_t *d, size_t *l)
+{
+	(void)l;
+	d[2] |= 0x10; /* STATUS */
+}
+
+void ndc_pkt_mut_qd2(uint8_t *d, size_t *l)
+{
+	(void)l;
+	d[5] = 2;
+}
+
+void ndc_pkt_mut_qd0(uint8_t *d, size_t *l)
+{
+	(void)l;
+	d[5] = 0;
+}
+
+void ndc_pkt_mut_an1(uint8_t *d, size_t *l)
+{
+	(void)l;
+	d[7] = 1;
+}
+
+void ndc_pkt_mut_ns1(uint8_t *d, size_t *l)
+{
+	(void)l;
+	d[9] = 1;
+}
+
+void ndc_pkt_mut_ar2(uint8_t *d, size_t *l)
+{
+	(void)l;
+	d[11] = 2;
+}
+
+void ndc_pkt_mut_trailing(uint8_t *d, size_t *l)
+{
+	d[(*l)++] = 0;
+}
+
+void ndc_pkt_mut_header_only(uint8_t *d, size_t *l)
+{
+	(void)d;
+	*l = 12;
+}
+
+void ndc_pkt_mut_short_header(uint8_t *d, size_t *l)
+{
+	(void)d;
+	*l = 11;
+}
+
+void ndc_pkt_mut_cut_name(uint8_t *d, size_t *l)
+{
+	(void)d;
+	*l = 12 + 5;
+}
+
+void ndc_pkt_mut_cut_qclass(uint8_t *d, size_t *l)
+{
+	(void)d;
+	*l -= 2;
+}
+
+void ndc_pkt_mut_label64(uint8_t *d, size_t *l)
+{
+	(void)l;
+	d[12] = 64;
+}
+
+/* Nothing valid to point at: the header is no name. */
+void ndc_pkt_mut_pointer_name(uint8_t *d, size_t *l)
+{
+	d[12] = 0xc0;
+	d[13] = 0x0c;
+	memmove(d + 14, d + *l - 4, 4);
+	*l = 18;
+}
+
+void ndc_pkt_mut_pointer_tail(uint8_t *d, size_t *l)
+{
+	uint8_t tail[4];
+
+	memcpy(tail, d + *l - 4, 4);
+	d[12] = 1;
+	d[13] = 'a';
+	d[14] = 0xc0;
+	d[15] = 0x0c;
+	memcpy(d + 16, tail, 4);
+	*l = 20;
+}
+
+void ndc_pkt_mut_ar_not_opt(uint8_t *d, size_t *l)
+{
+	static const uint8_t rr[] = {0, 0, 1, 0, 1, 0, 0, 0, 5, 0, 4, 10, 0, 0, 1};
+
+	d[11] = 1;
+	memcpy(d + *l, rr, sizeof(rr));
+	*l += sizeof(rr);
+}
+
+void ndc_pkt_mut_opt_owner(uint8_t *d, size_t *l)
+{
+	uint8_t opt[11];
+
+	memcpy(opt, d + *l - 11, 11);
+	d[*l - 11] = 1;
+	d[*l - 10] = 'x';
+	d[*l - 9] = 0;
+	memcpy(d + *l - 8, opt + 1, 10);
+	*l += 2;
 }
 
 int ndc_pkt_parse(const uint8_t *f, size_t len, struct ndc_pkt_parsed *r)

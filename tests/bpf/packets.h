@@ -13,6 +13,19 @@
 
 #define NDC_PKT_MAX 2048 /* room for any frame the tests build or the fast path returns */
 
+/*
+ * The test network of the answer tests (BPF and DPDK): the node-local address the answer table is
+ * configured with, a client, another address of the node's subnet; IPv6 link-local. 16 bytes each
+ * (IPv4: the first 4), as struct ndc_pkt_addrs takes them.
+ */
+extern const uint8_t ndc_pkt_node4[16];
+extern const uint8_t ndc_pkt_client4[16];
+extern const uint8_t ndc_pkt_other4[16];
+extern const uint8_t ndc_pkt_node6[16];
+extern const uint8_t ndc_pkt_client6[16];
+extern const uint8_t ndc_pkt_client_mac[6];
+extern const uint8_t ndc_pkt_node_mac[6];
+
 struct ndc_pkt_addrs {
 	bool v6;
 	uint8_t src_mac[6];
@@ -60,6 +73,29 @@ struct ndc_pkt_query {
 };
 
 int ndc_pkt_dns_query(const struct ndc_pkt_query *q, uint8_t *out, size_t cap, size_t *ret_len);
+
+/*
+ * Malformed queries: each changes a query of ndc_pkt_dns_query in place (one question; opt_owner
+ * needs the OPT RR, ar_not_opt none), *len its length before and after, with room for NDC_PKT_MAX
+ * bytes. For the tables of rows of the answer tests (answer_rows.h).
+ */
+void ndc_pkt_mut_set_qr(uint8_t *d, size_t *len);	/* QR set: a response */
+void ndc_pkt_mut_set_opcode(uint8_t *d, size_t *len);	/* opcode STATUS */
+void ndc_pkt_mut_qd2(uint8_t *d, size_t *len);		/* QDCOUNT 2 */
+void ndc_pkt_mut_qd0(uint8_t *d, size_t *len);		/* QDCOUNT 0 */
+void ndc_pkt_mut_an1(uint8_t *d, size_t *len);		/* ANCOUNT 1 */
+void ndc_pkt_mut_ns1(uint8_t *d, size_t *len);		/* NSCOUNT 1 */
+void ndc_pkt_mut_ar2(uint8_t *d, size_t *len);		/* ARCOUNT 2 */
+void ndc_pkt_mut_trailing(uint8_t *d, size_t *len);	/* a zero byte after the message */
+void ndc_pkt_mut_header_only(uint8_t *d, size_t *len);	/* the 12-byte header alone */
+void ndc_pkt_mut_short_header(uint8_t *d, size_t *len); /* 11 bytes */
+void ndc_pkt_mut_cut_name(uint8_t *d, size_t *len);	/* ends 5 bytes into the name */
+void ndc_pkt_mut_cut_qclass(uint8_t *d, size_t *len);	/* QCLASS cut off */
+void ndc_pkt_mut_label64(uint8_t *d, size_t *len);	/* a first label length of 64 */
+void ndc_pkt_mut_pointer_name(uint8_t *d, size_t *len); /* the name a pointer to the header */
+void ndc_pkt_mut_pointer_tail(uint8_t *d, size_t *len); /* "a" and then a pointer */
+void ndc_pkt_mut_ar_not_opt(uint8_t *d, size_t *len);	/* an A RR as the additional record */
+void ndc_pkt_mut_opt_owner(uint8_t *d, size_t *len);	/* the OPT RR (last) owned by "x." */
 
 /* A frame taken apart. */
 struct ndc_pkt_parsed {

@@ -319,7 +319,7 @@ static void test_publish(void **state)
 	build_a(&ab, q, qlen, 30);
 	assert_int_equal(ndc_fastpath_publish(fp, q, qlen, NDC_T_A, &ab.a, 30), 0);
 	assert_int_equal(ndc_fastpath_key(q, qlen, NDC_T_A, &key), 0);
-	assert_int_equal(ndc_fastpath_lookup(afd, bfd, cfd, &key, &v), 0);
+	assert_int_equal(ndc_fastpath_lookup(afd, bfd, nfd, cfd, &key, &v), 0);
 	assert_int_equal(v.ancount, 1);
 	assert_int_equal(v.flags, NDC_FP_V_AA);
 	assert_int_equal(v.n_ttl, 1);
@@ -333,11 +333,11 @@ static void test_publish(void **state)
 
 	/* other type: its own key */
 	assert_int_equal(ndc_fastpath_key(q, qlen, NDC_T_AAAA, &key), 0);
-	assert_int_equal(ndc_fastpath_lookup(afd, bfd, cfd, &key, &v), -ENOENT);
+	assert_int_equal(ndc_fastpath_lookup(afd, bfd, nfd, cfd, &key, &v), -ENOENT);
 
 	assert_int_equal(ndc_fastpath_unpublish(fp, q, qlen, NDC_T_A), 0);
 	assert_int_equal(ndc_fastpath_key(q, qlen, NDC_T_A, &key), 0);
-	assert_int_equal(ndc_fastpath_lookup(afd, bfd, cfd, &key, &v), -ENOENT);
+	assert_int_equal(ndc_fastpath_lookup(afd, bfd, nfd, cfd, &key, &v), -ENOENT);
 	assert_int_equal(ndc_fastpath_unpublish(fp, q, qlen, NDC_T_A), -ENOENT);
 
 	/* expiry sweep: not yet expired, never expires, expired, gone */
@@ -346,17 +346,17 @@ static void test_publish(void **state)
 	assert_int_equal(ndc_fastpath_unpublish_expired(fp, &key), -EAGAIN);
 	assert_int_equal(ndc_fastpath_publish(fp, q, qlen, NDC_T_A, &ab.a, 0), 0);
 	assert_int_equal(ndc_fastpath_unpublish_expired(fp, &key), -EAGAIN);
-	assert_int_equal(ndc_fastpath_lookup(afd, bfd, cfd, &key, &v), 0);
+	assert_int_equal(ndc_fastpath_lookup(afd, bfd, nfd, cfd, &key, &v), 0);
 	v.expire_ns = 1; /* long past */
 	assert_int_equal(ndc_fastpath_put(fp, &key, &v), 0);
 	assert_int_equal(ndc_fastpath_unpublish_expired(fp, &key), 0);
-	assert_int_equal(ndc_fastpath_lookup(afd, bfd, cfd, &key, &v), -ENOENT);
+	assert_int_equal(ndc_fastpath_lookup(afd, bfd, nfd, cfd, &key, &v), -ENOENT);
 	assert_int_equal(ndc_fastpath_unpublish_expired(fp, &key), -ENOENT);
 
 	/* pass marker: the any-other-type entry, no data */
 	assert_int_equal(ndc_fastpath_publish_pass(fp, q, qlen), 0);
 	assert_int_equal(ndc_fastpath_key(q, qlen, NDC_FP_QTYPE_OTHER, &key), 0);
-	assert_int_equal(ndc_fastpath_lookup(afd, bfd, cfd, &key, &v), 0);
+	assert_int_equal(ndc_fastpath_lookup(afd, bfd, nfd, cfd, &key, &v), 0);
 	assert_int_equal(v.flags, NDC_FP_V_PASS);
 	assert_int_equal(v.len, 0);
 	assert_int_equal(v.ancount + v.nscount + v.arcount, 0);
@@ -459,14 +459,14 @@ static void test_publish_collision(void **state)
 	/* the publisher writes the name into the value */
 	assert_int_equal(ndc_fastpath_publish(fp, q, qlen, NDC_T_A, &ab.a, 0), 0);
 	assert_int_equal(ndc_fastpath_key(q, qlen, NDC_T_A, &key), 0);
-	assert_int_equal(ndc_fastpath_lookup(afd, bfd, cfd, &key, &v), 0);
+	assert_int_equal(ndc_fastpath_lookup(afd, bfd, -1, cfd, &key, &v), 0);
 	assert_int_equal(v.name_len, qlen);
 	assert_memory_equal(v.name, q, qlen);
 	for (size_t i = qlen; i < NDC_FP_NAME_MAX; i++)
 		assert_int_equal(v.name[i], 0);
 	/* its own entry: replaced */
 	assert_int_equal(ndc_fastpath_publish(fp, q, qlen, NDC_T_A, &ab.a, 30), 0);
-	assert_int_equal(ndc_fastpath_lookup(afd, bfd, cfd, &key, &v), 0);
+	assert_int_equal(ndc_fastpath_lookup(afd, bfd, -1, cfd, &key, &v), 0);
 	assert_int_equal(v.n_ttl, 1);
 
 	/* another name at the A key and at the other-type key */
@@ -474,6 +474,7 @@ static void test_publish_collision(void **state)
 	planted = v;
 	planted.expire_ns = 0;
 	planted.n_ttl = 0;
+	memset(planted.ttl_off, 0, sizeof(planted.ttl_off)); /* zero past n_ttl, as published */
 	memset(planted.name, 0, sizeof(planted.name));
 	memcpy(planted.name, other, olen);
 	assert_int_equal(ndc_fastpath_put(fp, &key, &planted), 0);
@@ -486,9 +487,9 @@ static void test_publish_collision(void **state)
 	assert_int_equal(ndc_fastpath_unpublish(fp, q, qlen, NDC_T_A), -ENOENT);
 	assert_int_equal(ndc_fastpath_unpublish(fp, q, qlen, NDC_FP_QTYPE_OTHER), -ENOENT);
 	assert_int_equal(ndc_fastpath_unpublish_expired(fp, &key), -EAGAIN);
-	assert_int_equal(ndc_fastpath_lookup(afd, bfd, cfd, &key, &v), 0);
+	assert_int_equal(ndc_fastpath_lookup(afd, bfd, -1, cfd, &key, &v), 0);
 	assert_memory_equal(&v, &planted, sizeof(v));
-	assert_int_equal(ndc_fastpath_lookup(afd, bfd, cfd, &okey, &v), 0);
+	assert_int_equal(ndc_fastpath_lookup(afd, bfd, -1, cfd, &okey, &v), 0);
 	assert_memory_equal(&v, &planted, sizeof(v));
 
 	/* the same name at another length is another name too */
@@ -504,7 +505,7 @@ static void test_publish_collision(void **state)
 	assert_int_equal(ndc_fastpath_put(fp, &key, &planted), 0);
 	assert_int_equal(ndc_fastpath_unpublish_expired(fp, &key), 0);
 	assert_int_equal(ndc_fastpath_publish(fp, q, qlen, NDC_T_A, &ab.a, 0), 0);
-	assert_int_equal(ndc_fastpath_lookup(afd, bfd, cfd, &key, &v), 0);
+	assert_int_equal(ndc_fastpath_lookup(afd, bfd, -1, cfd, &key, &v), 0);
 	assert_memory_equal(v.name, q, qlen);
 	assert_int_equal(ndc_fastpath_unpublish(fp, q, qlen, NDC_T_A), 0);
 
@@ -579,7 +580,7 @@ static void test_stale_pins(void **state)
 	fd = pinned_fd("ndc_answers");
 	bfd = pinned_fd("ndc_big");
 	cfd = pinned_fd("ndc_config");
-	assert_int_equal(ndc_fastpath_lookup(fd, bfd, cfd, &key, &v), 0);
+	assert_int_equal(ndc_fastpath_lookup(fd, bfd, -1, cfd, &key, &v), 0);
 	close(fd);
 	close(bfd);
 	close(cfd);
@@ -588,7 +589,7 @@ static void test_stale_pins(void **state)
 	fd = pinned_fd("ndc_answers");
 	bfd = pinned_fd("ndc_big");
 	cfd = pinned_fd("ndc_config");
-	assert_int_equal(ndc_fastpath_lookup(fd, bfd, cfd, &key, &v), -ENOENT);
+	assert_int_equal(ndc_fastpath_lookup(fd, bfd, -1, cfd, &key, &v), -ENOENT);
 	close(fd);
 	close(bfd);
 	close(cfd);

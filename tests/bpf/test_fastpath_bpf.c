@@ -38,23 +38,15 @@
 
 #include "fastpath/fastpath.h"
 #include "objects/objects.h"
+#include "answer_rows.h"
 #include "packets.h"
 #include "records/records.h"
 
 #define NONE (-1) /* no counter may move: not a query to us */
-#define RD 0x0100
 #define NS 1000000000ull
 
 enum hook { TC = 0, XDP = 1 };
 static const char *const hook_name[] = {"tc", "xdp"};
-
-static const uint8_t node4[16] = {169, 254, 20, 10};
-static const uint8_t client4[16] = {169, 254, 1, 2};
-static const uint8_t other4[16] = {169, 254, 20, 11};
-static const uint8_t node6[16] = {0xfe, 0x80, [14] = 0x20, [15] = 0x10};
-static const uint8_t client6[16] = {0xfe, 0x80, [15] = 0x02};
-static const uint8_t client_mac[6] = {0x02, 0, 0, 0, 0, 0x02};
-static const uint8_t node_mac[6] = {0x02, 0, 0, 0, 0, 0x01};
 
 static struct {
 	struct ndc_k8s_objects objs;
@@ -68,30 +60,6 @@ static struct {
 		uint8_t b[sizeof(struct ndc_answer) + NDC_FP_DATA_MAX];
 	} nx;
 } env;
-
-/* An answer with room for data, on the stack. */
-union answer {
-	struct ndc_answer a;
-	uint8_t b[sizeof(struct ndc_answer) + NDC_ANSWER_DATA_MAX];
-};
-
-struct row {
-	const char *what;
-	const char *name;
-	uint16_t qtype;
-	uint16_t edns; /* advertised UDP size; 0: no OPT */
-	uint16_t edns_flags;
-	uint8_t edns_version;
-	uint8_t opt_len; /* bytes of EDNS options: 12 a client cookie, 20 cookie and ECS */
-	bool v6;
-	bool wrong_dst;
-	uint16_t dport; /* 0: 53 */
-	uint16_t qclass;
-	uint16_t flags_xor; /* query header flags: RD ^ this */
-	struct ndc_pkt_opts o;
-	void (*mutate)(uint8_t *dns, size_t *len); /* malformed queries */
-	int expect;				   /* the counter that moves, or NONE */
-};
 
 /* ---------------------------------------------------------------------------------------------
  * Plumbing.
@@ -112,8 +80,8 @@ static int setup(void **state)
 	char err[256], path[128];
 
 	(void)state;
-	memcpy(addrs[0].addr, node4, 4);
-	memcpy(addrs[1].addr, node6, 16);
+	memcpy(addrs[0].addr, ndc_pkt_node4, 4);
+	memcpy(addrs[1].addr, ndc_pkt_node6, 16);
 	assert_int_equal(ndc_snapshot_parse(ndc_sample_cluster, ndc_sample_cluster_len, &env.objs,
 					    err, sizeof(err)),
 			 0);
@@ -161,42 +129,6 @@ static int teardown(void **state)
 	return 0;
 }
 
-/* The DNS payload of a row. */
-static void row_query(const struct row *r, uint8_t *dns, size_t *len)
-{
-	/* A client cookie (RFC 7873), then an ECS option (RFC 7871: IPv4, /24, 192.0.2.0). */
-	static const uint8_t cookie[20] = {0, 10, 0, 8, 1, 2, 3, 4, 5,	6,
-					   7, 8,  0, 8, 0, 4, 0, 1, 24, 0};
-	struct ndc_pkt_query q = {
-	    .id = 0xbeef,
-	    .flags = RD ^ r->flags_xor,
-	    .name = r->name,
-	    .qtype = r->qtype,
-	    .qclass = r->qclass,
-	    .edns_size = r->edns,
-	    .edns_version = r->edns_version,
-	    .edns_flags = r->edns_flags,
-	    .opts = cookie,
-	    .opt_len = r->opt_len,
-	};
-
-	assert_int_equal(ndc_pkt_dns_query(&q, dns, NDC_PKT_MAX, len), 0);
-	if (r->mutate)
-		r->mutate(dns, len);
-}
-
-static void row_frame(const struct row *r, const uint8_t *dns, size_t dlen, uint8_t *frame,
-		      size_t *flen)
-{
-	struct ndc_pkt_addrs a = {.v6 = r->v6, .sport = 40000, .dport = r->dport ? r->dport : 53};
-
-	memcpy(a.src_mac, client_mac, 6);
-	memcpy(a.dst_mac, node_mac, 6);
-	memcpy(a.saddr, r->v6 ? client6 : client4, 16);
-	memcpy(a.daddr, r->v6 ? node6 : r->wrong_dst ? other4 : node4, 16);
-	assert_int_equal(ndc_pkt_build(&a, &r->o, dns, dlen, frame, NDC_PKT_MAX, flen), 0);
-}
-
 static uint32_t run(enum hook h, const uint8_t *in, size_t inlen, uint8_t *out, size_t *outlen)
 {
 	LIBBPF_OPTS(bpf_test_run_opts, o, .data_in = in, .data_size_in = (uint32_t)inlen,
@@ -227,78 +159,22 @@ static void assert_counted(const char *what, const uint64_t *before, int which, 
 	}
 }
 
-/*
- * The socket path's reply to the query dns: the answer src (or, when NULL, what the record table
- * answers), TTLs lowered by age, within the client's UDP limit.
- */
-static size_t socket_reply(const uint8_t *dns, size_t len, const struct ndc_answer *src,
-			   uint32_t age, uint8_t *out)
-{
-	union answer ans;
-	struct ndc_query q;
-	size_t rlen;
-
-	assert_int_equal(ndc_dns_parse_query(dns, len, &q), 0);
-	if (!src) {
-		assert_int_equal(ndc_records_lookup(env.rec, q.lname, q.qname_len, q.qtype, &ans.a,
-						    NDC_ANSWER_DATA_MAX),
-				 0);
-		src = &ans.a;
-	}
-	if (src->qname_len != q.qname_len) {
-		/* the NXDOMAIN template serves every name */
-		memcpy(&ans, src, ndc_answer_size(src));
-		ans.a.qname_len = q.qname_len;
-		src = &ans.a;
-	}
-	assert_int_equal(
-	    ndc_dns_write_reply(&q, src, age, 0, ndc_dns_udp_limit(&q), out, NDC_PKT_MAX, &rlen),
-	    0);
-	return rlen;
-}
-
 /* The reply in out answers the query frame in, carrying exactly want. */
 static void assert_reply(const char *what, enum hook h, uint32_t verdict, const uint8_t *in,
 			 size_t inlen, const uint8_t *out, size_t outlen, const uint8_t *want,
 			 size_t wlen)
 {
-	struct ndc_pkt_parsed qp, rp;
+	char where[256];
 
+	snprintf(where, sizeof(where), "%s (%s)", what, hook_name[h]);
 	if (verdict != (h == TC ? TC_ACT_REDIRECT : XDP_TX))
-		fail_msg("%s (%s): verdict %u, want a reply", what, hook_name[h], verdict);
-	assert_int_equal(ndc_pkt_parse(in, inlen, &qp), 0);
-	if (ndc_pkt_parse(out, outlen, &rp) != 0)
-		fail_msg("%s (%s): reply frame does not parse (%zu bytes)", what, hook_name[h],
-			 outlen);
-	assert_int_equal(rp.l2_pad, 0); /* the reply is sized to its datagram */
-	assert_memory_equal(rp.dst_mac, qp.src_mac, 6);
-	assert_memory_equal(rp.src_mac, qp.dst_mac, 6);
-	assert_int_equal(rp.v6, qp.v6);
-	assert_memory_equal(rp.saddr, qp.daddr, 16);
-	assert_memory_equal(rp.daddr, qp.saddr, 16);
-	assert_int_equal(rp.sport, qp.dport);
-	assert_int_equal(rp.dport, qp.sport);
-	assert_int_equal(rp.ttl, 64);
-	if (!rp.ip_csum_ok)
-		fail_msg("%s (%s): IPv4 header checksum wrong", what, hook_name[h]);
-	if (!rp.udp_csum_ok)
-		fail_msg("%s (%s): UDP checksum wrong (0x%04x)", what, hook_name[h], rp.udp_csum);
-	if (!rp.v6)
-		assert_int_equal(rp.udp_csum, 0);
-	if (rp.plen != wlen || memcmp(rp.payload, want, wlen)) {
-		size_t i = 0;
-
-		while (i < wlen && i < rp.plen && rp.payload[i] == want[i])
-			i++;
-		fail_msg("%s (%s): DNS reply differs from the socket path's at byte %zu "
-			 "(%zu vs %zu bytes)",
-			 what, hook_name[h], i, rp.plen, wlen);
-	}
+		fail_msg("%s: verdict %u, want a reply", where, verdict);
+	ndc_row_assert_reply(where, in, inlen, out, outlen, want, wlen);
 }
 
-/* Runs a row through both hooks: answered like the socket path (src as in socket_reply), or
+/* Runs a row through both hooks: answered like the socket path (src as in ndc_row_socket_reply), or
  * passed untouched. */
-static void check_row(const struct row *r, const struct ndc_answer *src, uint32_t age)
+static void check_row(const struct ndc_row *r, const struct ndc_answer *src, uint32_t age)
 {
 	uint8_t dns[NDC_PKT_MAX], in[NDC_PKT_MAX], out[NDC_PKT_MAX], want[NDC_PKT_MAX];
 	uint64_t before[NDC_FP_COUNTER_MAX];
@@ -306,11 +182,11 @@ static void check_row(const struct row *r, const struct ndc_answer *src, uint32_
 	bool answered =
 	    r->expect == NDC_FP_HIT || r->expect == NDC_FP_NODATA || r->expect == NDC_FP_NXDOMAIN;
 
-	row_query(r, dns, &dlen);
-	row_frame(r, dns, dlen, in, &inlen);
+	ndc_row_query(r, dns, &dlen);
+	ndc_row_frame(r, dns, dlen, in, &inlen);
 	if (answered)
-		wlen = socket_reply(dns, dlen, r->expect == NDC_FP_NXDOMAIN ? &env.nx.a : src, age,
-				    want);
+		wlen = ndc_row_socket_reply(
+		    env.rec, dns, dlen, r->expect == NDC_FP_NXDOMAIN ? &env.nx.a : src, age, want);
 	counters(before);
 	for (int h = TC; h <= XDP; h++) {
 		uint32_t verdict = run(h, in, inlen, out, &outlen);
@@ -333,7 +209,7 @@ static void check_row(const struct row *r, const struct ndc_answer *src, uint32_
 
 static void test_answers(void **state)
 {
-	static const struct row rows[] = {
+	static const struct ndc_row rows[] = {
 	    {"A ClusterIP", "kubernetes.default.svc.cluster.local", NDC_T_A, .expect = NDC_FP_HIT},
 	    {"AAAA dual-stack", "frontend.shop.svc.cluster.local", NDC_T_AAAA,
 	     .expect = NDC_FP_HIT},
@@ -387,7 +263,7 @@ static void test_answers(void **state)
 	    {"IPv6 EDNS NXDOMAIN", "a.b.cluster.local", NDC_T_AAAA, .v6 = true, .edns = 1232,
 	     .expect = NDC_FP_NXDOMAIN},
 	    {"IPv6 PTR", "1.0.96.10.in-addr.arpa", NDC_T_PTR, .v6 = true, .expect = NDC_FP_HIT},
-	    {"RD clear", "kubernetes.default.svc.cluster.local", NDC_T_A, .flags_xor = RD,
+	    {"RD clear", "kubernetes.default.svc.cluster.local", NDC_T_A, .flags_xor = NDC_ROW_RD,
 	     .expect = NDC_FP_HIT},
 	    {"CD echoed", "kubernetes.default.svc.cluster.local", NDC_T_A, .flags_xor = 0x0010,
 	     .expect = NDC_FP_HIT},
@@ -410,121 +286,10 @@ static void test_answers(void **state)
  * Queries that go to user space.
  */
 
-static void set_qr(uint8_t *d, size_t *l)
-{
-	(void)l;
-	d[2] |= 0x80;
-}
-static void set_opcode(uint8_t *d, size_t *l)
-{
-	(void)l;
-	d[2] |= 0x10; /* STATUS */
-}
-static void qd2(uint8_t *d, size_t *l)
-{
-	(void)l;
-	d[5] = 2;
-}
-static void qd0(uint8_t *d, size_t *l)
-{
-	(void)l;
-	d[5] = 0;
-}
-static void an1(uint8_t *d, size_t *l)
-{
-	(void)l;
-	d[7] = 1;
-}
-static void ns1(uint8_t *d, size_t *l)
-{
-	(void)l;
-	d[9] = 1;
-}
-static void ar2(uint8_t *d, size_t *l)
-{
-	(void)l;
-	d[11] = 2;
-}
-static void trailing(uint8_t *d, size_t *l)
-{
-	d[(*l)++] = 0;
-}
-static void header_only(uint8_t *d, size_t *l)
-{
-	(void)d;
-	*l = 12;
-}
-static void short_header(uint8_t *d, size_t *l)
-{
-	(void)d;
-	*l = 11;
-}
-static void cut_name(uint8_t *d, size_t *l)
-{
-	(void)d;
-	*l = 12 + 5;
-}
-static void cut_qclass(uint8_t *d, size_t *l)
-{
-	(void)d;
-	*l -= 2;
-}
-static void label64(uint8_t *d, size_t *l)
-{
-	(void)l;
-	d[12] = 64;
-}
-
-/* The question name replaced by a pointer to the header (nothing valid to point at). */
-static void pointer_name(uint8_t *d, size_t *l)
-{
-	d[12] = 0xc0;
-	d[13] = 0x0c;
-	memmove(d + 14, d + *l - 4, 4);
-	*l = 18;
-}
-
-/* A pointer after the first label: "a" + pointer. */
-static void pointer_tail(uint8_t *d, size_t *l)
-{
-	uint8_t tail[4];
-
-	memcpy(tail, d + *l - 4, 4);
-	d[12] = 1;
-	d[13] = 'a';
-	d[14] = 0xc0;
-	d[15] = 0x0c;
-	memcpy(d + 16, tail, 4);
-	*l = 20;
-}
-
-/* An A RR in the additional section instead of an OPT. */
-static void ar_not_opt(uint8_t *d, size_t *l)
-{
-	static const uint8_t rr[] = {0, 0, 1, 0, 1, 0, 0, 0, 5, 0, 4, 10, 0, 0, 1};
-
-	d[11] = 1;
-	memcpy(d + *l, rr, sizeof(rr));
-	*l += sizeof(rr);
-}
-
-/* An OPT whose owner is "x." instead of the root. */
-static void opt_owner(uint8_t *d, size_t *l)
-{
-	uint8_t opt[11];
-
-	memcpy(opt, d + *l - 11, 11);
-	d[*l - 11] = 1;
-	d[*l - 10] = 'x';
-	d[*l - 9] = 0;
-	memcpy(d + *l - 8, opt + 1, 10);
-	*l += 2;
-}
-
 static void test_passed(void **state)
 {
 	static const char *const k8s = "kubernetes.default.svc.cluster.local";
-	static const struct row rows[] = {
+	static const struct ndc_row rows[] = {
 	    /* not ours: no counter */
 	    {"other UDP port", k8s, NDC_T_A, .dport = 5353, .expect = NONE},
 	    {"TCP to 53", k8s, NDC_T_A, .o.protocol = 6, .expect = NONE},
@@ -549,27 +314,36 @@ static void test_passed(void **state)
 	    {"EDNS version 1", k8s, NDC_T_A, .edns = 1232, .edns_version = 1,
 	     .expect = NDC_FP_PASS_EDNS},
 	    /* not a plain query, or malformed */
-	    {"QR set", k8s, NDC_T_A, .mutate = set_qr, .expect = NDC_FP_PASS_FORMAT},
-	    {"opcode STATUS", k8s, NDC_T_A, .mutate = set_opcode, .expect = NDC_FP_PASS_FORMAT},
-	    {"QDCOUNT 2", k8s, NDC_T_A, .mutate = qd2, .expect = NDC_FP_PASS_FORMAT},
-	    {"QDCOUNT 0", k8s, NDC_T_A, .mutate = qd0, .expect = NDC_FP_PASS_FORMAT},
-	    {"ANCOUNT 1", k8s, NDC_T_A, .mutate = an1, .expect = NDC_FP_PASS_FORMAT},
-	    {"NSCOUNT 1", k8s, NDC_T_A, .mutate = ns1, .expect = NDC_FP_PASS_FORMAT},
-	    {"ARCOUNT 2", k8s, NDC_T_A, .edns = 1232, .mutate = ar2, .expect = NDC_FP_PASS_FORMAT},
-	    {"additional RR not OPT", k8s, NDC_T_A, .mutate = ar_not_opt,
+	    {"QR set", k8s, NDC_T_A, .mutate = ndc_pkt_mut_set_qr, .expect = NDC_FP_PASS_FORMAT},
+	    {"opcode STATUS", k8s, NDC_T_A, .mutate = ndc_pkt_mut_set_opcode,
 	     .expect = NDC_FP_PASS_FORMAT},
-	    {"OPT owner not root", k8s, NDC_T_A, .edns = 1232, .mutate = opt_owner,
+	    {"QDCOUNT 2", k8s, NDC_T_A, .mutate = ndc_pkt_mut_qd2, .expect = NDC_FP_PASS_FORMAT},
+	    {"QDCOUNT 0", k8s, NDC_T_A, .mutate = ndc_pkt_mut_qd0, .expect = NDC_FP_PASS_FORMAT},
+	    {"ANCOUNT 1", k8s, NDC_T_A, .mutate = ndc_pkt_mut_an1, .expect = NDC_FP_PASS_FORMAT},
+	    {"NSCOUNT 1", k8s, NDC_T_A, .mutate = ndc_pkt_mut_ns1, .expect = NDC_FP_PASS_FORMAT},
+	    {"ARCOUNT 2", k8s, NDC_T_A, .edns = 1232, .mutate = ndc_pkt_mut_ar2,
 	     .expect = NDC_FP_PASS_FORMAT},
-	    {"trailing byte", k8s, NDC_T_A, .mutate = trailing, .expect = NDC_FP_PASS_FORMAT},
-	    {"trailing byte after OPT", k8s, NDC_T_A, .edns = 1232, .mutate = trailing,
+	    {"additional RR not OPT", k8s, NDC_T_A, .mutate = ndc_pkt_mut_ar_not_opt,
 	     .expect = NDC_FP_PASS_FORMAT},
-	    {"header only", k8s, NDC_T_A, .mutate = header_only, .expect = NDC_FP_PASS_FORMAT},
-	    {"short header", k8s, NDC_T_A, .mutate = short_header, .expect = NDC_FP_PASS_FORMAT},
-	    {"name cut short", k8s, NDC_T_A, .mutate = cut_name, .expect = NDC_FP_PASS_FORMAT},
-	    {"QCLASS cut short", k8s, NDC_T_A, .mutate = cut_qclass, .expect = NDC_FP_PASS_FORMAT},
-	    {"label of 64", k8s, NDC_T_A, .mutate = label64, .expect = NDC_FP_PASS_FORMAT},
-	    {"pointer as name", k8s, NDC_T_A, .mutate = pointer_name, .expect = NDC_FP_PASS_FORMAT},
-	    {"pointer after a label", k8s, NDC_T_A, .mutate = pointer_tail,
+	    {"OPT owner not root", k8s, NDC_T_A, .edns = 1232, .mutate = ndc_pkt_mut_opt_owner,
+	     .expect = NDC_FP_PASS_FORMAT},
+	    {"trailing byte", k8s, NDC_T_A, .mutate = ndc_pkt_mut_trailing,
+	     .expect = NDC_FP_PASS_FORMAT},
+	    {"trailing byte after OPT", k8s, NDC_T_A, .edns = 1232, .mutate = ndc_pkt_mut_trailing,
+	     .expect = NDC_FP_PASS_FORMAT},
+	    {"header only", k8s, NDC_T_A, .mutate = ndc_pkt_mut_header_only,
+	     .expect = NDC_FP_PASS_FORMAT},
+	    {"short header", k8s, NDC_T_A, .mutate = ndc_pkt_mut_short_header,
+	     .expect = NDC_FP_PASS_FORMAT},
+	    {"name cut short", k8s, NDC_T_A, .mutate = ndc_pkt_mut_cut_name,
+	     .expect = NDC_FP_PASS_FORMAT},
+	    {"QCLASS cut short", k8s, NDC_T_A, .mutate = ndc_pkt_mut_cut_qclass,
+	     .expect = NDC_FP_PASS_FORMAT},
+	    {"label of 64", k8s, NDC_T_A, .mutate = ndc_pkt_mut_label64,
+	     .expect = NDC_FP_PASS_FORMAT},
+	    {"pointer as name", k8s, NDC_T_A, .mutate = ndc_pkt_mut_pointer_name,
+	     .expect = NDC_FP_PASS_FORMAT},
+	    {"pointer after a label", k8s, NDC_T_A, .mutate = ndc_pkt_mut_pointer_tail,
 	     .expect = NDC_FP_PASS_FORMAT},
 	    {"name over 128 bytes",
 	     "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa."
@@ -601,10 +375,11 @@ static void test_passed(void **state)
 /* Synthesis needs the synced flag; without it the miss goes up. */
 static void test_not_synced(void **state)
 {
-	const struct row r = {"NXDOMAIN not synced", "api.example.com.default.svc.cluster.local",
-			      NDC_T_A, .expect = NDC_FP_PASS_MISS};
-	const struct row hit = {"hit not synced", "kubernetes.default.svc.cluster.local", NDC_T_A,
-				.expect = NDC_FP_HIT};
+	const struct ndc_row r = {"NXDOMAIN not synced",
+				  "api.example.com.default.svc.cluster.local", NDC_T_A,
+				  .expect = NDC_FP_PASS_MISS};
+	const struct ndc_row hit = {"hit not synced", "kubernetes.default.svc.cluster.local",
+				    NDC_T_A, .expect = NDC_FP_HIT};
 
 	(void)state;
 	assert_int_equal(ndc_fastpath_set_synced(env.fp, false), 0);
@@ -616,11 +391,11 @@ static void test_not_synced(void **state)
 /* A config of another ABI (or none) makes the program pass everything to us. */
 static void test_config_abi(void **state)
 {
-	const struct row r = {"ABI mismatch", "kubernetes.default.svc.cluster.local", NDC_T_A,
-			      .expect = NDC_FP_PASS_CONFIG};
-	const struct row other = {"ABI mismatch, other port",
-				  "kubernetes.default.svc.cluster.local", NDC_T_A, .dport = 5353,
+	const struct ndc_row r = {"ABI mismatch", "kubernetes.default.svc.cluster.local", NDC_T_A,
 				  .expect = NDC_FP_PASS_CONFIG};
+	const struct ndc_row other = {"ABI mismatch, other port",
+				      "kubernetes.default.svc.cluster.local", NDC_T_A,
+				      .dport = 5353, .expect = NDC_FP_PASS_CONFIG};
 	struct ndc_fp_config cfg, bad;
 	uint32_t key = 0;
 
@@ -637,8 +412,8 @@ static void test_config_abi(void **state)
 /* tc replies with bpf_redirect_peer when asked; the verdict is the same redirect. */
 static void test_redirect_peer(void **state)
 {
-	const struct row r = {"redirect_peer", "kubernetes.default.svc.cluster.local", NDC_T_A,
-			      .expect = NDC_FP_HIT};
+	const struct ndc_row r = {"redirect_peer", "kubernetes.default.svc.cluster.local", NDC_T_A,
+				  .expect = NDC_FP_HIT};
 	struct ndc_fp_config cfg, peer;
 	uint32_t key = 0;
 
@@ -655,29 +430,6 @@ static void test_redirect_peer(void **state)
  * Cache entries (upstream answers): expiry, TTL countdown, size limits, pass markers.
  */
 
-/* n A records at lname with the given TTL, as the cache would hold them. */
-static void a_records(struct ndc_answer *a, const uint8_t *lname, size_t nlen, int n, uint32_t ttl)
-{
-	struct ndc_ab b;
-
-	ndc_ab_init(&b, a, NDC_ANSWER_DATA_MAX, lname, nlen);
-	for (int i = 0; i < n; i++) {
-		uint8_t ip[4] = {192, 0, 2, (uint8_t)(i + 1)};
-
-		ndc_ab_rr(&b, NDC_SEC_ANSWER, lname, nlen, NDC_T_A, NDC_C_IN, ttl + (uint32_t)i, ip,
-			  4);
-	}
-	assert_int_equal(ndc_ab_finish(&b, NDC_RCODE_NOERROR, false), 0);
-}
-
-static uint64_t mono_ns(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * NS + (uint64_t)ts.tv_nsec;
-}
-
 /* Writes an entry published ago_s seconds in the past with ttl_s to live. */
 static void publish_aged(const char *text, uint16_t qtype, const struct ndc_answer *a,
 			 uint32_t ttl_s, uint32_t ago_s)
@@ -689,7 +441,8 @@ static void publish_aged(const char *text, uint16_t qtype, const struct ndc_answ
 
 	assert_int_equal(ndc_name_from_text(text, lname, sizeof(lname), &nlen), 0);
 	assert_int_equal(ndc_fastpath_key(lname, nlen, qtype, &k), 0);
-	assert_int_equal(ndc_fastpath_value(a, ttl_s, mono_ns() - (uint64_t)ago_s * NS, &v), 0);
+	assert_int_equal(ndc_fastpath_value(a, ttl_s, ndc_row_mono_ns() - (uint64_t)ago_s * NS, &v),
+			 0);
 	v.name_len = (uint8_t)nlen; /* as the publisher does: the kernel checks it */
 	memcpy(v.name, lname, nlen);
 	assert_int_equal(ndc_fastpath_put(env.fp, &k, &v), 0);
@@ -698,37 +451,38 @@ static void publish_aged(const char *text, uint16_t qtype, const struct ndc_answ
 static void test_cache_ttl(void **state)
 {
 	uint8_t lname[NDC_NAME_MAX];
-	union answer a;
+	union ndc_row_answer a;
 	size_t nlen;
 
 	(void)state;
 	assert_int_equal(ndc_name_from_text("example.com", lname, sizeof(lname), &nlen), 0);
-	a_records(&a.a, lname, nlen, 3, 300);
+	ndc_row_a_records(&a.a, lname, nlen, 3, 300);
 
 	/* published 7 s ago: every TTL is 7 lower, exactly as the socket path writes it */
 	publish_aged("example.com", NDC_T_A, &a.a, 300, 7);
-	const struct row r = {"TTL countdown", "Example.COM", NDC_T_A, .expect = NDC_FP_HIT};
+	const struct ndc_row r = {"TTL countdown", "Example.COM", NDC_T_A, .expect = NDC_FP_HIT};
 	check_row(&r, &a.a, 7);
-	const struct row r6 = {
+	const struct ndc_row r6 = {
 	    "TTL countdown IPv6 EDNS", "example.com", NDC_T_A, .v6 = true, .edns = 1232,
 	    .expect = NDC_FP_HIT};
 	check_row(&r6, &a.a, 7);
 
 	/* TTLs floor at 0: RRs of 3 and 4 s in an entry published 8 s ago, 2 s left to live */
-	a_records(&a.a, lname, nlen, 2, 3);
+	ndc_row_a_records(&a.a, lname, nlen, 2, 3);
 	publish_aged("example.com", NDC_T_A, &a.a, 10, 8);
-	const struct row z = {"TTL floor", "example.com", NDC_T_A, .expect = NDC_FP_HIT};
+	const struct ndc_row z = {"TTL floor", "example.com", NDC_T_A, .expect = NDC_FP_HIT};
 	check_row(&z, &a.a, 8);
 
 	/* expired: user space refreshes it */
 	publish_aged("example.com", NDC_T_A, &a.a, 5, 6);
-	const struct row e = {"expired", "example.com", NDC_T_A, .expect = NDC_FP_PASS_EXPIRED};
+	const struct ndc_row e = {"expired", "example.com", NDC_T_A, .expect = NDC_FP_PASS_EXPIRED};
 	check_row(&e, NULL, 0);
 
 	/* published through the real call: fresh, TTLs as they are */
-	a_records(&a.a, lname, nlen, 1, 60);
+	ndc_row_a_records(&a.a, lname, nlen, 1, 60);
 	assert_int_equal(ndc_fastpath_publish(env.fp, lname, nlen, NDC_T_A, &a.a, 60), 0);
-	const struct row f = {"fresh cache entry", "example.com", NDC_T_A, .expect = NDC_FP_HIT};
+	const struct ndc_row f = {"fresh cache entry", "example.com", NDC_T_A,
+				  .expect = NDC_FP_HIT};
 	check_row(&f, &a.a, 0);
 	assert_int_equal(ndc_fastpath_unpublish(env.fp, lname, nlen, NDC_T_A), 0);
 }
@@ -737,26 +491,27 @@ static void test_cache_ttl(void **state)
 static void test_sizes(void **state)
 {
 	uint8_t lname[NDC_NAME_MAX];
-	union answer a;
+	union ndc_row_answer a;
 	size_t nlen;
 
 	(void)state;
 	assert_int_equal(ndc_name_from_text("big.example.com", lname, sizeof(lname), &nlen), 0);
-	a_records(&a.a, lname, nlen, 30, 300); /* 30 A RRs: 480 bytes of data */
+	ndc_row_a_records(&a.a, lname, nlen, 30, 300); /* 30 A RRs: 480 bytes of data */
 	assert_true(a.a.len > NDC_UDP_MIN - 12 - nlen - 4 && a.a.len <= NDC_FP_DATA_MAX);
 	assert_int_equal(ndc_fastpath_publish(env.fp, lname, nlen, NDC_T_A, &a.a, 0), 0);
 
-	const struct row r512 = {"over 512 without EDNS", "big.example.com", NDC_T_A,
-				 .expect = NDC_FP_PASS_SIZE};
+	const struct ndc_row r512 = {"over 512 without EDNS", "big.example.com", NDC_T_A,
+				     .expect = NDC_FP_PASS_SIZE};
 	check_row(&r512, NULL, 0);
-	const struct row small = {"over the advertised 512", "big.example.com", NDC_T_A,
-				  .edns = 512, .expect = NDC_FP_PASS_SIZE};
+	const struct ndc_row small = {"over the advertised 512", "big.example.com", NDC_T_A,
+				      .edns = 512, .expect = NDC_FP_PASS_SIZE};
 	check_row(&small, NULL, 0);
-	const struct row edns = {"fits EDNS 1232", "big.example.com", NDC_T_A, .edns = 1232,
-				 .expect = NDC_FP_HIT};
+	const struct ndc_row edns = {"fits EDNS 1232", "big.example.com", NDC_T_A, .edns = 1232,
+				     .expect = NDC_FP_HIT};
 	check_row(&edns, &a.a, 0);
-	const struct row edns6 = {"fits EDNS 1232 IPv6", "BIG.example.com",   NDC_T_A, .v6 = true,
-				  .edns = 1232,		 .expect = NDC_FP_HIT};
+	const struct ndc_row edns6 = {
+	    "fits EDNS 1232 IPv6", "BIG.example.com",	NDC_T_A, .v6 = true,
+	    .edns = 1232,	   .expect = NDC_FP_HIT};
 	check_row(&edns6, &a.a, 0);
 	assert_int_equal(ndc_fastpath_unpublish(env.fp, lname, nlen, NDC_T_A), 0);
 
@@ -774,15 +529,15 @@ static void test_sizes(void **state)
 	assert_int_equal(ndc_ab_finish(&b, NDC_RCODE_NOERROR, false), 0);
 	assert_int_equal(a.a.len, NDC_FP_DATA_MAX);
 	assert_int_equal(ndc_fastpath_publish(env.fp, lname, nlen, NDC_T_TXT, &a.a, 30), 0);
-	const struct row max = {"data of NDC_FP_DATA_MAX", "max.example.com", NDC_T_TXT,
-				.edns = 1232, .expect = NDC_FP_HIT};
+	const struct ndc_row max = {"data of NDC_FP_DATA_MAX", "max.example.com", NDC_T_TXT,
+				    .edns = 1232, .expect = NDC_FP_HIT};
 	check_row(&max, &a.a, 0);
-	const struct row max6 = {"data of NDC_FP_DATA_MAX IPv6",
-				 "max.example.com",
-				 NDC_T_TXT,
-				 .v6 = true,
-				 .edns = 1400,
-				 .expect = NDC_FP_HIT};
+	const struct ndc_row max6 = {"data of NDC_FP_DATA_MAX IPv6",
+				     "max.example.com",
+				     NDC_T_TXT,
+				     .v6 = true,
+				     .edns = 1400,
+				     .expect = NDC_FP_HIT};
 	check_row(&max6, &a.a, 0);
 	assert_int_equal(ndc_fastpath_unpublish(env.fp, lname, nlen, NDC_T_TXT), 0);
 }
@@ -798,22 +553,22 @@ static void test_pass_marker(void **state)
 	    ndc_name_from_text("kubernetes.default.svc.cluster.local", lname, sizeof(lname), &nlen),
 	    0);
 	assert_int_equal(ndc_fastpath_publish_pass(env.fp, lname, nlen), 0);
-	const struct row m = {"pass marker", "kubernetes.default.svc.cluster.local", NDC_T_AAAA,
-			      .expect = NDC_FP_PASS_MISS};
+	const struct ndc_row m = {"pass marker", "kubernetes.default.svc.cluster.local", NDC_T_AAAA,
+				  .expect = NDC_FP_PASS_MISS};
 	check_row(&m, NULL, 0);
-	const struct row h = {"published type next to a marker",
-			      "kubernetes.default.svc.cluster.local", NDC_T_A,
-			      .expect = NDC_FP_HIT};
+	const struct ndc_row h = {"published type next to a marker",
+				  "kubernetes.default.svc.cluster.local", NDC_T_A,
+				  .expect = NDC_FP_HIT};
 	check_row(&h, NULL, 0);
 	/* put the real other-type entry back, as the publisher had it */
-	union answer a;
+	union ndc_row_answer a;
 
 	assert_int_equal(
 	    ndc_records_lookup(env.rec, lname, nlen, NDC_T_AAAA, &a.a, NDC_ANSWER_DATA_MAX), 0);
 	assert_int_equal(ndc_fastpath_publish(env.fp, lname, nlen, NDC_FP_QTYPE_OTHER, &a.a, 0), 0);
-	const struct row back = {"other-type entry restored",
-				 "kubernetes.default.svc.cluster.local", NDC_T_AAAA,
-				 .expect = NDC_FP_NODATA};
+	const struct ndc_row back = {"other-type entry restored",
+				     "kubernetes.default.svc.cluster.local", NDC_T_AAAA,
+				     .expect = NDC_FP_NODATA};
 	check_row(&back, NULL, 0);
 }
 
@@ -828,7 +583,7 @@ static void test_name_lengths(void **state)
 	char text[NDC_NAME_MAX * 4], query[NDC_NAME_MAX * 4];
 	uint8_t lname[NDC_NAME_MAX];
 	size_t nlen, n = 0;
-	union answer a;
+	union ndc_row_answer a;
 
 	(void)state;
 	/* wire length = label + 2 + "example" 8 + root 1 */
@@ -839,13 +594,13 @@ static void test_name_lengths(void **state)
 		snprintf(text + label, sizeof(text) - label, ".example");
 		assert_int_equal(ndc_name_from_text(text, lname, sizeof(lname), &nlen), 0);
 		assert_int_equal(nlen, want - 1);
-		a_records(&a.a, lname, nlen, 1, 0);
+		ndc_row_a_records(&a.a, lname, nlen, 1, 0);
 		assert_int_equal(ndc_fastpath_publish(env.fp, lname, nlen, NDC_T_A, &a.a, 0), 0);
 		for (size_t i = 0; text[i]; i++)
 			query[i] =
 			    (char)((i & 1) && text[i] != '.' ? text[i] - 'a' + 'A' : text[i]);
 		query[strlen(text)] = '\0';
-		const struct row r = {"name length", query, NDC_T_A, .expect = NDC_FP_HIT};
+		const struct ndc_row r = {"name length", query, NDC_T_A, .expect = NDC_FP_HIT};
 
 		check_row(&r, &a.a, 0);
 		assert_int_equal(ndc_fastpath_unpublish(env.fp, lname, nlen, NDC_T_A), 0);
@@ -860,11 +615,11 @@ static void test_name_lengths(void **state)
 	text[126] = '\0';
 	assert_int_equal(ndc_name_from_text(text, lname, sizeof(lname), &nlen), 0);
 	assert_int_equal(nlen, NDC_FP_NAME_MAX);
-	a_records(&a.a, lname, nlen, 1, 0);
+	ndc_row_a_records(&a.a, lname, nlen, 1, 0);
 	assert_int_equal(ndc_fastpath_publish(env.fp, lname, nlen, NDC_T_A, &a.a, 0), 0);
 	memset(text + 63, 'B', 61); /* the query in upper case: the last word is lowered too */
-	const struct row r = {"name of NDC_FP_NAME_MAX", text, NDC_T_A, .edns = 1232,
-			      .expect = NDC_FP_HIT};
+	const struct ndc_row r = {"name of NDC_FP_NAME_MAX", text, NDC_T_A, .edns = 1232,
+				  .expect = NDC_FP_HIT};
 	check_row(&r, &a.a, 0);
 	assert_int_equal(ndc_fastpath_unpublish(env.fp, lname, nlen, NDC_T_A), 0);
 	assert_int_equal(n, 63);
@@ -907,7 +662,7 @@ static void test_collision(void **state)
 	static const char fresh[] = "collide.default.svc.cluster.local"; /* no records */
 	uint8_t lname[NDC_NAME_MAX], other[NDC_NAME_MAX];
 	size_t nlen, olen;
-	union answer a, saved;
+	union ndc_row_answer a, saved;
 
 	(void)state;
 	assert_int_equal(ndc_name_from_text(k8s, lname, sizeof(lname), &nlen), 0);
@@ -916,50 +671,51 @@ static void test_collision(void **state)
 	/* an answer that would be wrong for the query: another name's address */
 	assert_int_equal(
 	    ndc_name_from_text("other.default.svc.cluster.local", other, sizeof(other), &olen), 0);
-	a_records(&a.a, lname, nlen, 1, 0);
+	ndc_row_a_records(&a.a, lname, nlen, 1, 0);
 
 	/* the entry at kubernetes' A key names another name of the same length, one byte off */
 	memcpy(other, lname, nlen);
 	other[1] = 'K' ^ 0x20 ^ 0x01;
 	plant(k8s, NDC_T_A, other, nlen, &a.a, 0);
-	const struct row same_len = {"collision, name differs in one byte", k8s, NDC_T_A,
-				     .expect = NDC_FP_PASS_MISS};
+	const struct ndc_row same_len = {"collision, name differs in one byte", k8s, NDC_T_A,
+					 .expect = NDC_FP_PASS_MISS};
 	check_row(&same_len, NULL, 0);
 	/* ... a prefix of it: the stored length decides */
 	plant(k8s, NDC_T_A, lname, nlen - 1, &a.a, 0);
-	const struct row shorter = {"collision, stored name shorter", k8s, NDC_T_A,
-				    .expect = NDC_FP_PASS_MISS};
+	const struct ndc_row shorter = {"collision, stored name shorter", k8s, NDC_T_A,
+					.expect = NDC_FP_PASS_MISS};
 	check_row(&shorter, NULL, 0);
 	/* ... differing only in the last word, past a byte order slip */
 	memcpy(other, lname, nlen);
 	other[nlen - 2] = 'x';
 	plant(k8s, NDC_T_A, other, nlen, &a.a, 0);
-	const struct row last = {"collision, last word differs", k8s, NDC_T_A, .edns = 1232,
-				 .expect = NDC_FP_PASS_MISS};
+	const struct ndc_row last = {"collision, last word differs", k8s, NDC_T_A, .edns = 1232,
+				     .expect = NDC_FP_PASS_MISS};
 	check_row(&last, NULL, 0);
 	/* the publisher's own entry back: answered again */
 	assert_int_equal(ndc_fastpath_publish(env.fp, lname, nlen, NDC_T_A, &saved.a, 0), -ENOSPC);
 	plant(k8s, NDC_T_A, lname, nlen, &saved.a, 0);
-	const struct row back = {"own name again", k8s, NDC_T_A, .expect = NDC_FP_HIT};
+	const struct ndc_row back = {"own name again", k8s, NDC_T_A, .expect = NDC_FP_HIT};
 	check_row(&back, NULL, 0);
 
 	/*
 	 * A name without records, under the zone, synced: NXDOMAIN, unless another name sits at
 	 * its keys: then user space decides, at the exact type and at the other-type entry alike.
 	 */
-	const struct row nx = {"no collision: NXDOMAIN", fresh, NDC_T_A, .expect = NDC_FP_NXDOMAIN};
+	const struct ndc_row nx = {"no collision: NXDOMAIN", fresh, NDC_T_A,
+				   .expect = NDC_FP_NXDOMAIN};
 	check_row(&nx, NULL, 0);
 	plant(fresh, NDC_T_A, other, olen, &a.a, 0);
-	const struct row exact = {"collision at the exact type, synced", fresh, NDC_T_A, .v6 = true,
-				  .expect = NDC_FP_PASS_MISS};
+	const struct ndc_row exact = {"collision at the exact type, synced", fresh, NDC_T_A,
+				      .v6 = true, .expect = NDC_FP_PASS_MISS};
 	check_row(&exact, NULL, 0);
 	unplant(fresh, NDC_T_A);
 	plant(fresh, NDC_FP_QTYPE_OTHER, other, olen, &a.a, 0);
-	const struct row oth = {"collision at the other-type entry, synced", fresh, NDC_T_A,
-				.expect = NDC_FP_PASS_MISS};
+	const struct ndc_row oth = {"collision at the other-type entry, synced", fresh, NDC_T_A,
+				    .expect = NDC_FP_PASS_MISS};
 	check_row(&oth, NULL, 0);
-	const struct row any = {"collision at the other-type entry, ANY", fresh, NDC_T_ANY,
-				.expect = NDC_FP_PASS_MISS};
+	const struct ndc_row any = {"collision at the other-type entry, ANY", fresh, NDC_T_ANY,
+				    .expect = NDC_FP_PASS_MISS};
 	check_row(&any, NULL, 0);
 	unplant(fresh, NDC_FP_QTYPE_OTHER);
 	check_row(&nx, NULL, 0);
@@ -968,13 +724,13 @@ static void test_collision(void **state)
 	assert_int_equal(
 	    ndc_records_lookup(env.rec, lname, nlen, NDC_T_AAAA, &saved.a, NDC_ANSWER_DATA_MAX), 0);
 	plant(k8s, NDC_FP_QTYPE_OTHER, other, olen, &saved.a, 0);
-	const struct row nodata = {"collision at a name's other-type entry", k8s, NDC_T_AAAA,
-				   .expect = NDC_FP_PASS_MISS};
+	const struct ndc_row nodata = {"collision at a name's other-type entry", k8s, NDC_T_AAAA,
+				       .expect = NDC_FP_PASS_MISS};
 	check_row(&nodata, NULL, 0);
 	assert_int_equal(ndc_fastpath_unpublish(env.fp, lname, nlen, NDC_FP_QTYPE_OTHER), -ENOENT);
 	plant(k8s, NDC_FP_QTYPE_OTHER, lname, nlen, &saved.a, 0);
-	const struct row nodata_back = {"other-type entry restored", k8s, NDC_T_AAAA,
-					.expect = NDC_FP_NODATA};
+	const struct ndc_row nodata_back = {"other-type entry restored", k8s, NDC_T_AAAA,
+					    .expect = NDC_FP_NODATA};
 	check_row(&nodata_back, NULL, 0);
 }
 
@@ -1025,7 +781,7 @@ static int listener(bool v6, int type)
 		assert_int_equal(setsockopt(fd, IPPROTO_IPV6, IPV6_FREEBIND, &one, sizeof(one)), 0);
 		a->sin6_family = AF_INET6;
 		a->sin6_port = htons(53);
-		memcpy(&a->sin6_addr, node6, 16);
+		memcpy(&a->sin6_addr, ndc_pkt_node6, 16);
 		/* link-local: scoped to lo, where BPF_PROG_TEST_RUN's packets arrive */
 		a->sin6_scope_id = 1;
 		len = sizeof(*a);
@@ -1034,7 +790,7 @@ static int listener(bool v6, int type)
 
 		a->sin_family = AF_INET;
 		a->sin_port = htons(53);
-		memcpy(&a->sin_addr, node4, 4);
+		memcpy(&a->sin_addr, ndc_pkt_node4, 4);
 		len = sizeof(*a);
 	}
 	if (bind(fd, (struct sockaddr *)&ss, len) < 0)
@@ -1075,7 +831,7 @@ static void pin_cpu(int cpu)
 static void *churn_writer(void *arg)
 {
 	struct churn *c = arg;
-	union answer a;
+	union ndc_row_answer a;
 	uint8_t other[NDC_NAME_MAX];
 	char text[64];
 	size_t olen;
@@ -1089,7 +845,7 @@ static void *churn_writer(void *arg)
 			break;
 		if (i >= 512)
 			ndc_fastpath_unpublish(env.fp, other, olen, NDC_T_A);
-		a_records(&a.a, other, olen, 1 + (int)(i % 4), 30);
+		ndc_row_a_records(&a.a, other, olen, 1 + (int)(i % 4), 30);
 		if (ndc_fastpath_publish(env.fp, other, olen, NDC_T_A, &a.a, 0))
 			break;
 		atomic_fetch_add(&c->writes, 1);
@@ -1100,12 +856,12 @@ static void *churn_writer(void *arg)
 static void test_rewrite_while_read(void **state)
 {
 	static const char name[] = "rewrite.default.svc.cluster.local";
-	const struct row r = {"rewritten", name, NDC_T_A, .expect = NDC_FP_HIT};
+	const struct ndc_row r = {"rewritten", name, NDC_T_A, .expect = NDC_FP_HIT};
 	uint8_t dns[NDC_PKT_MAX], in[NDC_PKT_MAX], out[NDC_PKT_MAX], want[3][NDC_PKT_MAX];
 	uint8_t lname[NDC_NAME_MAX];
 	uint64_t before[NDC_FP_COUNTER_MAX], after[NDC_FP_COUNTER_MAX], seen[3] = {0}, busy = 0;
 	size_t dlen, inlen, outlen, wlen[3], nlen;
-	union answer a[3];
+	union ndc_row_answer a[3];
 	struct churn c = {.cpu = 1};
 	pthread_t t;
 	int n = 0, reader_cpu = 0;
@@ -1116,15 +872,15 @@ static void test_rewrite_while_read(void **state)
 		return;
 	}
 	assert_int_equal(ndc_name_from_text(name, lname, sizeof(lname), &nlen), 0);
-	a_records(&a[0].a, lname, nlen, 1, 30);	 /* in its slot */
-	a_records(&a[1].a, lname, nlen, 4, 60);	 /* filling the slot */
-	a_records(&a[2].a, lname, nlen, 20, 90); /* in ndc_big */
+	ndc_row_a_records(&a[0].a, lname, nlen, 1, 30);	 /* in its slot */
+	ndc_row_a_records(&a[1].a, lname, nlen, 4, 60);	 /* filling the slot */
+	ndc_row_a_records(&a[2].a, lname, nlen, 20, 90); /* in ndc_big */
 	assert_true(((nlen + 7) & ~7UL) + 4 * 16 <= NDC_FP_SLOT_BYTES &&
 		    nlen + 20 * 16 > NDC_FP_SLOT_BYTES);
-	row_query(&r, dns, &dlen);
-	row_frame(&r, dns, dlen, in, &inlen);
+	ndc_row_query(&r, dns, &dlen);
+	ndc_row_frame(&r, dns, dlen, in, &inlen);
 	for (int i = 0; i < 3; i++) {
-		wlen[i] = socket_reply(dns, dlen, &a[i].a, 0, want[i]);
+		wlen[i] = ndc_row_socket_reply(env.rec, dns, dlen, &a[i].a, 0, want[i]);
 		c.ans[i] = &a[i].a;
 	}
 	c.lname = lname;
@@ -1189,7 +945,8 @@ static void test_failopen(void **state)
 	int egress = ndc_fastpath_egress_prog_fd(env.fp);
 	uint8_t dns[NDC_PKT_MAX], in[NDC_PKT_MAX], out[NDC_PKT_MAX], back[NDC_PKT_MAX];
 	uint64_t before[NDC_FP_COUNTER_MAX], after[NDC_FP_COUNTER_MAX];
-	struct ndc_pkt_query q = {.id = 7, .flags = RD, .name = "www.example.com", .qtype = 1};
+	struct ndc_pkt_query q = {
+	    .id = 7, .flags = NDC_ROW_RD, .name = "www.example.com", .qtype = 1};
 	size_t dlen, inlen, outlen, blen;
 
 	(void)state;
@@ -1199,13 +956,13 @@ static void test_failopen(void **state)
 	for (int v6 = 0; v6 <= 1; v6++) {
 		struct ndc_pkt_addrs a = {.v6 = v6, .sport = 40000, .dport = 53};
 		struct ndc_pkt_addrs r = {.v6 = v6, .sport = UP_PORT, .dport = 40000};
-		const uint8_t *node = v6 ? node6 : node4, *up = v6 ? up6 : up4;
-		const uint8_t *client = v6 ? client6 : client4;
+		const uint8_t *node = v6 ? ndc_pkt_node6 : ndc_pkt_node4, *up = v6 ? up6 : up4;
+		const uint8_t *client = v6 ? ndc_pkt_client6 : ndc_pkt_client4;
 		struct ndc_pkt_parsed p;
 		int fd;
 
-		memcpy(a.src_mac, client_mac, 6);
-		memcpy(a.dst_mac, node_mac, 6);
+		memcpy(a.src_mac, ndc_pkt_client_mac, 6);
+		memcpy(a.dst_mac, ndc_pkt_node_mac, 6);
 		memcpy(a.saddr, client, 16);
 		memcpy(a.daddr, node, 16);
 		assert_int_equal(
@@ -1230,8 +987,8 @@ static void test_failopen(void **state)
 		assert_memory_equal(p.payload, dns, dlen);
 
 		/* the upstream's reply gets the node-local source back */
-		memcpy(r.src_mac, node_mac, 6);
-		memcpy(r.dst_mac, client_mac, 6);
+		memcpy(r.src_mac, ndc_pkt_node_mac, 6);
+		memcpy(r.dst_mac, ndc_pkt_client_mac, 6);
 		memcpy(r.saddr, up, 16);
 		memcpy(r.daddr, client, 16);
 		assert_int_equal(
@@ -1286,10 +1043,10 @@ static void test_failopen(void **state)
 	{
 		struct ndc_pkt_addrs a = {.sport = 40000, .dport = 53};
 
-		memcpy(a.src_mac, client_mac, 6);
-		memcpy(a.dst_mac, node_mac, 6);
-		memcpy(a.saddr, client4, 16);
-		memcpy(a.daddr, node4, 16);
+		memcpy(a.src_mac, ndc_pkt_client_mac, 6);
+		memcpy(a.dst_mac, ndc_pkt_node_mac, 6);
+		memcpy(a.saddr, ndc_pkt_client4, 16);
+		memcpy(a.daddr, ndc_pkt_node4, 16);
 		assert_int_equal(
 		    ndc_pkt_build(&a, &(struct ndc_pkt_opts){0}, dns, dlen, in, sizeof(in), &inlen),
 		    0);

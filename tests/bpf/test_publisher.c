@@ -223,22 +223,22 @@ static size_t map_count(int fd)
 }
 
 /* The table through its pins' fds, as another process would read it. */
-static int lookup(int fd, int big_fd, int config_fd, const uint8_t *lname, size_t nlen,
+static int lookup(int fd, int big_fd, int nx_fd, int config_fd, const uint8_t *lname, size_t nlen,
 		  uint16_t qtype, struct ndc_fp_value *v)
 {
 	struct ndc_fp_key k;
 
 	assert_int_equal(ndc_fastpath_key(lname, nlen, qtype, &k), 0);
-	return ndc_fastpath_lookup(fd, big_fd, config_fd, &k, v);
+	return ndc_fastpath_lookup(fd, big_fd, nx_fd, config_fd, &k, v);
 }
 
-static int lookup_text(int fd, int big_fd, int config_fd, const char *name, uint16_t qtype,
-		       struct ndc_fp_value *v)
+static int lookup_text(int fd, int big_fd, int nx_fd, int config_fd, const char *name,
+		       uint16_t qtype, struct ndc_fp_value *v)
 {
 	uint8_t lname[NDC_NAME_MAX];
 	size_t nlen = wire(name, lname);
 
-	return lookup(fd, big_fd, config_fd, lname, nlen, qtype, v);
+	return lookup(fd, big_fd, nx_fd, config_fd, lname, nlen, qtype, v);
 }
 
 static bool synced(struct fixture *f)
@@ -268,7 +268,7 @@ static bool value_equal(const struct ndc_fp_value *got, const struct ndc_fp_valu
  * (name, 0) entry the pass marker. Names over NDC_FP_NAME_MAX are never looked up in the kernel.
  */
 struct check {
-	int fd, big_fd, config_fd;
+	int fd, big_fd, nx_fd, config_fd;
 	size_t yields;	  /* answers foreach gave */
 	size_t present;	  /* ... found in the table */
 	size_t mismatch;  /* ... found with other bytes */
@@ -317,7 +317,7 @@ static int check_one(void *arg, const uint8_t *lname, size_t nlen, uint16_t qtyp
 	if (nlen > NDC_FP_NAME_MAX)
 		return 0;
 	want_r = ndc_fastpath_value(a, 0, 0, &want);
-	r = lookup(c->fd, c->big_fd, c->config_fd, lname, nlen, qtype, &got);
+	r = lookup(c->fd, c->big_fd, c->nx_fd, c->config_fd, lname, nlen, qtype, &got);
 	if (r == -ENOENT) {
 		if (qtype == NDC_FP_QTYPE_OTHER) {
 			/* A NXDOMAIN would be synthesised for every other type. */
@@ -351,6 +351,7 @@ static void check_table(struct fixture *f, struct check *c)
 	memset(c, 0, sizeof(*c));
 	c->fd = f->answers_fd;
 	c->big_fd = f->big_fd;
+	c->nx_fd = f->nx_fd;
 	c->config_fd = f->config_fd;
 	assert_int_equal(ndc_records_foreach(f->rec, check_one, c), 0);
 	/* An answer missing while (name, 0) answers NODATA: the kernel would deny a type it has. */
@@ -476,14 +477,14 @@ static void test_sample_cluster(void **state)
 
 	/* Spot check one name by hand: the kube-dns service's A record is 10.96.0.10. */
 	struct ndc_fp_value v;
-	assert_int_equal(lookup_text(f->answers_fd, f->big_fd, f->config_fd,
+	assert_int_equal(lookup_text(f->answers_fd, f->big_fd, f->nx_fd, f->config_fd,
 				     "kube-dns.kube-system.svc." ZONE, NDC_T_A, &v),
 			 0);
 	assert_int_equal(v.ancount, 1);
 	assert_int_equal(v.flags, NDC_FP_V_AA);
 	assert_true(v.len >= 16);
 	assert_memory_equal(v.data + v.len - 4, "\x0a\x60\x00\x0a", 4);
-	assert_int_equal(lookup_text(f->answers_fd, f->big_fd, f->config_fd,
+	assert_int_equal(lookup_text(f->answers_fd, f->big_fd, f->nx_fd, f->config_fd,
 				     "nosuch.kube-system.svc." ZONE, NDC_T_A, &v),
 			 -ENOENT);
 }
@@ -512,24 +513,27 @@ static void test_oversized_answer(void **state)
 	assert_true(synced(f));
 	check_nx(f);
 
-	assert_int_equal(lookup(f->answers_fd, f->big_fd, f->config_fd, big, blen, NDC_T_A, &v),
-			 -ENOENT);
-	assert_int_equal(lookup(f->answers_fd, f->big_fd, f->config_fd, big, blen, NDC_T_ANY, &v),
-			 -ENOENT);
 	assert_int_equal(
-	    lookup(f->answers_fd, f->big_fd, f->config_fd, big, blen, NDC_FP_QTYPE_OTHER, &v), 0);
+	    lookup(f->answers_fd, f->big_fd, f->nx_fd, f->config_fd, big, blen, NDC_T_A, &v),
+	    -ENOENT);
+	assert_int_equal(
+	    lookup(f->answers_fd, f->big_fd, f->nx_fd, f->config_fd, big, blen, NDC_T_ANY, &v),
+	    -ENOENT);
+	assert_int_equal(lookup(f->answers_fd, f->big_fd, f->nx_fd, f->config_fd, big, blen,
+				NDC_FP_QTYPE_OTHER, &v),
+			 0);
 	assert_int_equal(v.flags, NDC_FP_V_PASS);
 	assert_int_equal(v.len, 0);
 	assert_int_equal(v.ancount + v.nscount + v.arcount, 0);
 	assert_int_equal(v.expire_ns, 0);
 	/* A neighbour with small answers is published as usual. */
-	assert_int_equal(
-	    lookup_text(f->answers_fd, f->big_fd, f->config_fd, "svc-3.gen.svc." ZONE, NDC_T_A, &v),
-	    0);
+	assert_int_equal(lookup_text(f->answers_fd, f->big_fd, f->nx_fd, f->config_fd,
+				     "svc-3.gen.svc." ZONE, NDC_T_A, &v),
+			 0);
 	assert_int_equal(v.flags, NDC_FP_V_AA);
 	assert_int_equal(v.ancount, 1);
-	assert_int_equal(lookup_text(f->answers_fd, f->big_fd, f->config_fd, "svc-3.gen.svc." ZONE,
-				     NDC_FP_QTYPE_OTHER, &v),
+	assert_int_equal(lookup_text(f->answers_fd, f->big_fd, f->nx_fd, f->config_fd,
+				     "svc-3.gen.svc." ZONE, NDC_FP_QTYPE_OTHER, &v),
 			 0);
 	assert_int_equal(v.flags & NDC_FP_V_PASS, 0);
 	assert_int_equal(v.nscount, 1); /* NODATA with the SOA */
@@ -581,22 +585,25 @@ static void test_collision(void **state)
 	fp_open(f, 0);
 	plant(f, kube_dns, NDC_T_A, &planted);
 	assert_int_equal(ndc_publisher_load_records(f->pub, f->rec), 0);
-	assert_int_equal(lookup_text(f->answers_fd, f->big_fd, f->config_fd, kube_dns, NDC_T_A, &v),
-			 0);
-	assert_memory_equal(&v, &planted, sizeof(v));
 	assert_int_equal(
-	    lookup_text(f->answers_fd, f->big_fd, f->config_fd, kube_dns, NDC_FP_QTYPE_OTHER, &v),
+	    lookup_text(f->answers_fd, f->big_fd, f->nx_fd, f->config_fd, kube_dns, NDC_T_A, &v),
 	    0);
+	assert_memory_equal(&v, &planted, sizeof(v));
+	assert_int_equal(lookup_text(f->answers_fd, f->big_fd, f->nx_fd, f->config_fd, kube_dns,
+				     NDC_FP_QTYPE_OTHER, &v),
+			 0);
 	assert_int_equal(v.flags, NDC_FP_V_PASS);
 	assert_true(synced(f));
 	/* the rest as usual */
-	assert_int_equal(lookup_text(f->answers_fd, f->big_fd, f->config_fd, k8s, NDC_T_A, &v), 0);
+	assert_int_equal(
+	    lookup_text(f->answers_fd, f->big_fd, f->nx_fd, f->config_fd, k8s, NDC_T_A, &v), 0);
 	assert_int_equal(v.flags, NDC_FP_V_AA);
 
 	plant(f, k8s, NDC_FP_QTYPE_OTHER, &planted);
 	assert_int_equal(ndc_publisher_load_records(f->pub, f->rec), 0);
-	assert_int_equal(
-	    lookup_text(f->answers_fd, f->big_fd, f->config_fd, k8s, NDC_FP_QTYPE_OTHER, &v), 0);
+	assert_int_equal(lookup_text(f->answers_fd, f->big_fd, f->nx_fd, f->config_fd, k8s,
+				     NDC_FP_QTYPE_OTHER, &v),
+			 0);
 	assert_memory_equal(&v, &planted, sizeof(v));
 	assert_false(synced(f));
 }
@@ -723,8 +730,8 @@ static void test_hook_publish(void **state)
 	before = mono_ns();
 	put(f, "www.example.com", NDC_C_IN, 1, 300);
 	after = mono_ns();
-	assert_int_equal(lookup(f->answers_fd, f->big_fd, f->config_fd, lname, nlen, NDC_T_A, &v),
-			 0);
+	assert_int_equal(
+	    lookup(f->answers_fd, f->big_fd, f->nx_fd, f->config_fd, lname, nlen, NDC_T_A, &v), 0);
 	build_a(&a, lname, nlen, 1, 300);
 	assert_int_equal(v.len, a.a.len);
 	assert_memory_equal(v.data, a.a.data, a.a.len);
@@ -743,12 +750,12 @@ static void test_hook_publish(void **state)
 	/* Class CH shares no key with IN in the table: never published. */
 	put(f, "www.example.org", CLASS_CH, 1, 300);
 	put(f, "version.bind", CLASS_CH, 1, 300);
-	assert_int_equal(
-	    lookup_text(f->answers_fd, f->big_fd, f->config_fd, "www.example.org", NDC_T_A, &v),
-	    -ENOENT);
-	assert_int_equal(
-	    lookup_text(f->answers_fd, f->big_fd, f->config_fd, "version.bind", NDC_T_A, &v),
-	    -ENOENT);
+	assert_int_equal(lookup_text(f->answers_fd, f->big_fd, f->nx_fd, f->config_fd,
+				     "www.example.org", NDC_T_A, &v),
+			 -ENOENT);
+	assert_int_equal(lookup_text(f->answers_fd, f->big_fd, f->nx_fd, f->config_fd,
+				     "version.bind", NDC_T_A, &v),
+			 -ENOENT);
 	assert_int_equal(map_count(f->answers_fd), 1);
 
 	ndc_publisher_stats(f->pub, &st);
@@ -761,8 +768,9 @@ static void test_hook_publish(void **state)
 	 * being served in the kernel while user space answers the new one.
 	 */
 	put(f, "www.example.com", NDC_C_IN, 40, 300);
-	assert_int_equal(lookup(f->answers_fd, f->big_fd, f->config_fd, lname, nlen, NDC_T_A, &v),
-			 -ENOENT);
+	assert_int_equal(
+	    lookup(f->answers_fd, f->big_fd, f->nx_fd, f->config_fd, lname, nlen, NDC_T_A, &v),
+	    -ENOENT);
 	ndc_publisher_stats(f->pub, &st);
 	assert_int_equal(st.too_big, 1);
 	assert_int_equal(st.published, 1);
@@ -771,8 +779,8 @@ static void test_hook_publish(void **state)
 
 	/* And a small answer again is published again. */
 	put(f, "www.example.com", NDC_C_IN, 2, 60);
-	assert_int_equal(lookup(f->answers_fd, f->big_fd, f->config_fd, lname, nlen, NDC_T_A, &v),
-			 0);
+	assert_int_equal(
+	    lookup(f->answers_fd, f->big_fd, f->nx_fd, f->config_fd, lname, nlen, NDC_T_A, &v), 0);
 	assert_int_equal(v.ancount, 2);
 	assert_int_equal(v.n_ttl, 2);
 }
@@ -798,13 +806,14 @@ static void test_hook_eviction(void **state)
 	put(f, "e64.example.com", NDC_C_IN, 1, 300);
 	ndc_cache_stats(f->cache, &cs);
 	assert_int_equal(cs.evictions, 1);
-	assert_int_equal(
-	    lookup_text(f->answers_fd, f->big_fd, f->config_fd, "e0.example.com", NDC_T_A, &v),
-	    -ENOENT);
+	assert_int_equal(lookup_text(f->answers_fd, f->big_fd, f->nx_fd, f->config_fd,
+				     "e0.example.com", NDC_T_A, &v),
+			 -ENOENT);
 	for (int i = 1; i <= 64; i++) {
 		snprintf(name, sizeof(name), "e%d.example.com", i);
-		assert_int_equal(
-		    lookup_text(f->answers_fd, f->big_fd, f->config_fd, name, NDC_T_A, &v), 0);
+		assert_int_equal(lookup_text(f->answers_fd, f->big_fd, f->nx_fd, f->config_fd, name,
+					     NDC_T_A, &v),
+				 0);
 	}
 	assert_int_equal(map_count(f->answers_fd), 64);
 	ndc_publisher_stats(f->pub, &st);
@@ -869,32 +878,32 @@ static void test_hook_expiry(void **state)
 
 	/* Not before it expires. */
 	sleep_ms(900);
-	assert_int_equal(
-	    lookup_text(f->answers_fd, f->big_fd, f->config_fd, "short.example.com", NDC_T_A, &v),
-	    0);
+	assert_int_equal(lookup_text(f->answers_fd, f->big_fd, f->nx_fd, f->config_fd,
+				     "short.example.com", NDC_T_A, &v),
+			 0);
 
 	/* Swept in the second after it expired (+1 s for the sweep's own period). */
-	while ((r = lookup_text(f->answers_fd, f->big_fd, f->config_fd, "short.example.com",
-				NDC_T_A, &v)) == 0 &&
+	while ((r = lookup_text(f->answers_fd, f->big_fd, f->nx_fd, f->config_fd,
+				"short.example.com", NDC_T_A, &v)) == 0 &&
 	       mono_ns() < t0 + 4 * NS)
 		sleep_ms(50);
 	assert_int_equal(r, -ENOENT);
-	assert_int_equal(
-	    lookup_text(f->answers_fd, f->big_fd, f->config_fd, "later.example.com", NDC_T_A, &v),
-	    0);
+	assert_int_equal(lookup_text(f->answers_fd, f->big_fd, f->nx_fd, f->config_fd,
+				     "later.example.com", NDC_T_A, &v),
+			 0);
 
 	/* The later expiry of the second put is the one that counts: swept then, not never. */
-	while ((r = lookup_text(f->answers_fd, f->big_fd, f->config_fd, "later.example.com",
-				NDC_T_A, &v)) == 0 &&
+	while ((r = lookup_text(f->answers_fd, f->big_fd, f->nx_fd, f->config_fd,
+				"later.example.com", NDC_T_A, &v)) == 0 &&
 	       mono_ns() < t0 + 6 * NS)
 		sleep_ms(50);
 	assert_int_equal(r, -ENOENT);
 	assert_true(mono_ns() >= t0 + 2 * NS);
 
 	/* The sweep has been past its first expiry twice: the key published for 300 s stays. */
-	assert_int_equal(
-	    lookup_text(f->answers_fd, f->big_fd, f->config_fd, "again.example.com", NDC_T_A, &v),
-	    0);
+	assert_int_equal(lookup_text(f->answers_fd, f->big_fd, f->nx_fd, f->config_fd,
+				     "again.example.com", NDC_T_A, &v),
+			 0);
 	assert_true(v.expire_ns > mono_ns() + 290 * NS);
 	assert_int_equal(ndc_get32(v.data + v.ttl_off[0]), 300);
 	ndc_publisher_stats(f->pub, &st);
@@ -928,9 +937,9 @@ static void test_free_close(void **state)
 	f->cache = NULL;
 	ndc_publisher_free(f->pub);
 	f->pub = NULL;
-	assert_int_equal(
-	    lookup_text(f->answers_fd, f->big_fd, f->config_fd, "kept.example.com", NDC_T_A, &v),
-	    0);
+	assert_int_equal(lookup_text(f->answers_fd, f->big_fd, f->nx_fd, f->config_fd,
+				     "kept.example.com", NDC_T_A, &v),
+			 0);
 
 	/* Our fd keeps the map alive; the pins and the directory must be gone. */
 	fd = dup(f->answers_fd);
@@ -941,7 +950,7 @@ static void test_free_close(void **state)
 	for (size_t i = 0; i < sizeof(pin_names) / sizeof(pin_names[0]); i++)
 		assert_false(pin_exists(pin_names[i]));
 	assert_false(pin_exists(NULL));
-	assert_int_equal(lookup_text(fd, bfd, cfd, "kept.example.com", NDC_T_A, &v), 0);
+	assert_int_equal(lookup_text(fd, bfd, -1, cfd, "kept.example.com", NDC_T_A, &v), 0);
 	close(fd);
 	close(bfd);
 	close(cfd);

@@ -96,7 +96,7 @@ class Inputs:
         # Where the watches are started, with the conditions of the kinds they add.
         self.agent = read("control/agent.c") + "\n" + read("control/reload/reload_kube_dns.c")
         self.http = read("control/http/http.c")
-        self.config_c = read("control/config.c")
+        self.config_c = read("control/config_default.c")  # the defaults
 
 
 # ---- facts taken from the code -------------------------------------------------------------
@@ -187,7 +187,7 @@ def http_paths(src):
 
 
 def default_http_listen(config_src):
-    m = re.search(r'static char default_http\[\] = "([^"]+)";', config_src)
+    m = re.search(r'char ndc_config_default_http\[\] = "([^"]+)";', config_src)
     return m.group(1) if m else None
 
 

@@ -36,7 +36,6 @@ import json
 import os
 import random
 import select
-import socket
 import struct
 import sys
 import time
@@ -44,10 +43,9 @@ import time
 here = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(here, "..", "bench"))
 import gen_k8s_scale as gen  # noqa: E402
+from dnsprobe import encode_name, read_name, recv_stamped, stamped_sockets  # noqa: E402
 
 ZONE = "cluster.local"
-SO_TIMESTAMPNS = getattr(socket, "SO_TIMESTAMPNS", 35)
-TIMESPEC = struct.Struct("@qq")
 TYPES = {"A": 1, "NS": 2, "CNAME": 5, "SOA": 6, "PTR": 12, "AAAA": 28, "SRV": 33}
 TYPE_NAMES = {v: k for k, v in TYPES.items()}
 RCODES = {0: "NOERROR", 2: "SERVFAIL", 3: "NXDOMAIN", 5: "REFUSED"}
@@ -167,44 +165,6 @@ def push(args):
 # ---- probe ---------------------------------------------------------------------------------------
 
 
-def encode_name(name):
-    out = bytearray()
-    for label in name.rstrip(".").split("."):
-        out.append(len(label))
-        out += label.encode()
-    out.append(0)
-    return bytes(out)
-
-
-def read_name(buf, off):
-    """(lowercase name, offset after it); follows compression pointers, at most 64."""
-    labels, end, jumps = [], None, 0
-    while True:
-        if off >= len(buf):
-            raise ValueError("name runs past the end")
-        n = buf[off]
-        if n & 0xC0 == 0xC0:
-            if off + 1 >= len(buf):
-                raise ValueError("truncated pointer")
-            if end is None:
-                end = off + 2
-            jumps += 1
-            if jumps > 64:
-                raise ValueError("compression loop")
-            off = ((n & 0x3F) << 8) | buf[off + 1]
-            continue
-        if n & 0xC0:
-            raise ValueError("bad label type")
-        off += 1
-        if n == 0:
-            break
-        if off + n > len(buf):
-            raise ValueError("label runs past the end")
-        labels.append(bytes(buf[off:off + n]).decode("latin-1").lower())
-        off += n
-    return ".".join(labels), (end if end is not None else off)
-
-
 def rdata_text(buf, off, t, rdlen):
     rd = bytes(buf[off:off + rdlen])
     if t in (1, 28):
@@ -284,18 +244,7 @@ def probe(args):
     dyn = load_dyn(args.dyn) if args.dyn else []
     rng = random.SystemRandom()
     server = (args.server, 53)
-    socks = []
-    for _ in range(args.sockets):
-        s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
-        s.setblocking(False)
-        s.setsockopt(socket.SOL_SOCKET, SO_TIMESTAMPNS, 1)
-        s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 1 << 20)
-        s.bind(("0.0.0.0", 0))
-        socks.append(s)
-    fd_index = {s.fileno(): i for i, s in enumerate(socks)}
-    poller = select.poll()
-    for s in socks:
-        poller.register(s, select.POLLIN)
+    socks, fd_index, poller = stamped_sockets(args.sockets)
     stdin_fd = sys.stdin.fileno()
     os.set_blocking(stdin_fd, False)
     poller.register(stdin_fd, select.POLLIN | select.POLLHUP)
@@ -369,16 +318,11 @@ def probe(args):
         nonlocal late
         while True:
             try:
-                data, anc, _, addr = socks[i].recvmsg(4096, socket.CMSG_SPACE(TIMESPEC.size))
+                data, addr, rx = recv_stamped(socks[i])
             except BlockingIOError:
                 return
             except OSError:
                 continue  # an ICMP error: the query is counted lost when it expires
-            rx = time.time()
-            for level, typ, cdata in anc:
-                if level == socket.SOL_SOCKET and typ == SO_TIMESTAMPNS:
-                    sec, nsec = TIMESPEC.unpack(cdata[:TIMESPEC.size])
-                    rx = sec + nsec / 1e9
             key = (i, int.from_bytes(data[:2], "big")) if len(data) >= 2 else None
             q = pending.pop(key, None)
             if q is None:

@@ -12,6 +12,8 @@
 # which have no other interfaces and no other routes.
 
 TOPO_ID=${TOPO_ID:-$$}
+TOPO_TESTS=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd) # tests/
+SAMPLE_CLUSTER="$TOPO_TESTS/../deploy/examples/sample-cluster.json"
 NS_NODE="ndc-node-$TOPO_ID"
 NS_POD="ndc-pod-$TOPO_ID"
 NODE_LOCAL=169.254.20.10
@@ -62,6 +64,17 @@ wait_pid() {
 	kill -9 "$pid" 2>/dev/null
 	wait "$pid" 2>/dev/null # reaps a SIGKILLed child at once
 	return 124
+}
+# until_ok SECONDS CMD...: runs CMD every 0.1 s until it succeeds (0) or SECONDS have passed
+# since the first try (1; a CMD under way then is let finish: give it a time bound of its own).
+until_ok() {
+	local t=$1 end
+	shift
+	end=$((${EPOCHREALTIME//[.,]/} + t * 1000000))
+	until "$@"; do
+		[ "${EPOCHREALTIME//[.,]/}" -lt "$end" ] || return 1
+		sleep 0.1
+	done
 }
 # term_wait PID WHAT [SECONDS]: SIGTERM, then wait_pid (default 5 s); returns its status.
 term_wait() {
@@ -157,6 +170,24 @@ topo_pod_add() {
 	ip netns exec "$ns" ip addr add "$net.2/24" dev eth0
 	ip netns exec "$ns" ip link set eth0 up
 	ip netns exec "$ns" ip route add default via "$net.1"
+}
+
+# pod_xdp_pass: an XDP program that passes everything on the pod's eth0. XDP mode needs it: a veth
+# delivers the frames its peer sends with XDP_TX only when it has an XDP program itself. Says
+# why and returns 1 when it cannot be built or attached.
+pod_xdp_pass() {
+	cat >"$TOPO_DIR/xdp_pass.c" <<'EOF'
+struct xdp_md;
+__attribute__((section("xdp"), used)) int xdp_pass(struct xdp_md *ctx)
+{
+	return 2; /* XDP_PASS */
+}
+char _license[] __attribute__((section("license"), used)) = "GPL";
+EOF
+	clang -O2 -target bpf -c "$TOPO_DIR/xdp_pass.c" -o "$TOPO_DIR/xdp_pass.o" &&
+		in_pod ip -force link set dev eth0 xdp obj "$TOPO_DIR/xdp_pass.o" sec xdp && return 0
+	echo "xdp: cannot attach an XDP pass program to the pod's eth0" >&2
+	return 1
 }
 
 # Waits until a UDP DNS server answers in the node netns: wait_dns ADDR PORT NAME [SECONDS]
@@ -261,13 +292,127 @@ EOF
 	wait_dns "$addr" 53 .
 }
 
-# Starts ndcache in the node netns: ndcache_up BINARY CONFIG [extra args]
-ndcache_up() {
+# The start of a test script: need_bin BINARY says it is missing and returns 1 (the caller exits);
+# need_bpffs mounts bpffs where it is not (tc and XDP modes pin their maps there).
+need_bin() {
+	[ -x "$1" ] && return 0
+	echo "no binary at $1: build first" >&2
+	return 1
+}
+need_bpffs() {
+	mountpoint -q /sys/fs/bpf || mount -t bpf bpf /sys/fs/bpf
+}
+
+# The fake API server (tests/fakeapi: HTTPS with a CA made here, a bearer token, the real list and
+# watch protocol) in the node netns on 127.0.0.1:$API_PORT, its control port $CTL_PORT (both set
+# by the caller: tests running side by side use ports of their own):
+#   fakeapi_up SECONDS [fake_apiserver.py args...]
+# starts it with the sample cluster and bookmarks every second, and waits at most SECONDS for it
+# to listen (else says so with its stderr and returns 1). Sets API_PID. The first call makes the
+# certificates ($TOPO_DIR/certs), the token file ($TOPO_DIR/token: FAKEAPI_TOKEN) and the agent's
+# $TOPO_DIR/kubeconfig; call it again, once API_PID is stopped, to restart the server.
+FAKEAPI_TOKEN=${FAKEAPI_TOKEN:-token-$TOPO_ID}
+fakeapi_up() {
+	local secs=$1 certs="$TOPO_DIR/certs"
+	shift
+	if [ ! -s "$TOPO_DIR/kubeconfig" ]; then
+		"$TOPO_TESTS/fakeapi/make_certs.sh" "$certs" >/dev/null || return 1
+		printf '%s' "$FAKEAPI_TOKEN" >"$TOPO_DIR/token"
+		fakeapi_kubeconfig "$TOPO_DIR/kubeconfig" "$certs/ca.pem"
+	fi
+	# Not through in_node: $! must be the server itself.
+	ip netns exec "$NS_NODE" python3 "$TOPO_TESTS/fakeapi/fake_apiserver.py" \
+		--cert "$certs/server.pem" --key "$certs/server.key" --token "$FAKEAPI_TOKEN" \
+		--objects "$SAMPLE_CLUSTER" --port "$API_PORT" --control-port "$CTL_PORT" \
+		--bookmark-interval 1 "$@" >"$TOPO_DIR/fakeapi.out" 2>"$TOPO_DIR/fakeapi.err" &
+	API_PID=$!
+	TOPO_PIDS+=("$API_PID")
+	until_ok "$secs" grep -q "fakeapi listening" "$TOPO_DIR/fakeapi.out" && return 0
+	echo "timeout: the fake API server did not listen within ${secs}s" >&2
+	cat "$TOPO_DIR/fakeapi.err" >&2
+	return 1
+}
+# fakeapi_kubeconfig FILE CA: a kubeconfig for the fake API server, trusting CA, with the token.
+fakeapi_kubeconfig() {
+	cat >"$1" <<EOF
+apiVersion: v1
+kind: Config
+current-context: test
+contexts:
+- name: test
+  context: {cluster: fake, user: ndcache}
+clusters:
+- name: fake
+  cluster:
+    server: https://127.0.0.1:$API_PORT
+    certificate-authority: $2
+users:
+- name: ndcache
+  user:
+    tokenFile: $TOPO_DIR/token
+EOF
+}
+# fakeapi_ctl JSON: one operation on the fake API server's control port (tests/fakeapi/README.md).
+fakeapi_ctl() {
+	in_node curl -sf --max-time 5 -X POST --data "$1" "http://127.0.0.1:$CTL_PORT/control" >/dev/null
+}
+
+# ndcache_conf FILE SOURCE MODE IFACES [LINE...]: the agent's config: it serves $NODE_LOCAL,
+# forwards to $UPSTREAM_ADDR:53, syncs from SOURCE ("kubernetes": the fake API server's
+# kubeconfig; else a snapshot file), runs the data plane MODE on IFACES (comma-separated: the
+# node's ends of the pods' veths), and each LINE is added as it is (top-level YAML).
+ndcache_conf() {
+	local file=$1 src=$2 mode=$3 ifaces=$4 line
+	shift 4
+	if [ "$src" = kubernetes ]; then
+		src="kubernetes: {kubeconfig: $TOPO_DIR/kubeconfig}"
+	else
+		src="snapshot: $src"
+	fi
+	{
+		printf 'listen: [%s]\nupstream: [%s:53]\nsource:\n  %s\n' \
+			"$NODE_LOCAL" "$UPSTREAM_ADDR" "$src"
+		printf 'dataplane: {mode: %s, interfaces: [%s]}\n' "$mode" "${ifaces//,/, }"
+		for line in "$@"; do printf '%s\n' "$line"; done
+	} >"$file"
+}
+
+# ndcache_start BINARY CONFIG [extra args]: starts the agent in the node netns (its log in
+# $TOPO_DIR/ndcache.log), without waiting. Sets NDCACHE_PID.
+ndcache_start() {
 	local bin=$1 conf=$2
 	shift 2
 	ip netns exec "$NS_NODE" "$bin" --config "$conf" "$@" >"$TOPO_DIR/ndcache.log" 2>&1 &
 	NDCACHE_PID=$!
 	TOPO_PIDS+=("$NDCACHE_PID")
+}
+# ndcache_ready SECONDS: waits at most SECONDS for the agent's /ready to say 200; else says so
+# with the tail of its log and returns 1.
+ndcache_ready() {
+	until_ok "$1" ready_200 && return 0
+	echo "timeout: the agent was not ready within ${1}s" >&2
+	tail -20 "$TOPO_DIR/ndcache.log" >&2
+	return 1
+}
+ready_200() {
+	[ "$(in_node curl -s --max-time 5 -o /dev/null -w '%{http_code}' \
+		http://127.0.0.1:9254/ready)" = 200 ]
+}
+# fastpath_missing MODE: true (and says so) when MODE is tc and the agent logged that the fast path
+# could not load here: the caller skips that mode's checks (they are not counted as passed).
+fastpath_missing() {
+	[ "$1" = tc ] && grep -q "fast path unavailable" "$TOPO_DIR/ndcache.log" || return 1
+	echo "tc: the fast path did not load here; skipped"
+}
+
+# The agent's /metrics (metrics), or one sample's value (metric NAME, labels included).
+metrics() { in_node curl -s --max-time 5 http://127.0.0.1:9254/metrics; }
+metric() { metrics | awk -v m="$1" '$1 == m {print $2}'; }
+
+# Starts ndcache in the node netns and waits (10 s) until it answers a cluster name:
+# ndcache_up BINARY CONFIG [extra args]
+ndcache_up() {
+	ndcache_start "$@"
 	wait_dns "$NODE_LOCAL" 53 kubernetes.default.svc.cluster.local || {
 		cat "$TOPO_DIR/ndcache.log" >&2
 		return 1

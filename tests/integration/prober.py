@@ -49,9 +49,8 @@ import struct
 import sys
 import time
 
-# asm-generic/socket.h: SO_TIMESTAMPNS(_OLD), a struct timespec of two longs in the cmsg.
-SO_TIMESTAMPNS = getattr(socket, "SO_TIMESTAMPNS", 35)
-TIMESPEC = struct.Struct("@qq")
+from dnsprobe import encode_name, read_name, recv_stamped, stamped_sockets
+
 LATE_KEEP = 5.0
 
 RCODES = {0: "NOERROR", 1: "FORMERR", 2: "SERVFAIL", 3: "NXDOMAIN", 4: "NOTIMP", 5: "REFUSED"}
@@ -97,46 +96,6 @@ def unbound_zones():
     with the apex's data, owned by the asked name (unbound's local-data has no wildcards)."""
     return ['local-zone: "%s." redirect' % FRESH_ZONE,
             'local-data: "%s. 300 IN A %s"' % (FRESH_ZONE, FRESH_ADDR)]
-
-
-def encode_name(name):
-    out = bytearray()
-    for label in name.rstrip(".").split("."):
-        out.append(len(label))
-        out += label.encode()
-    out.append(0)
-    return bytes(out)
-
-
-def read_name(buf, off):
-    """(lowercase name, offset after it); follows compression pointers, at most 64 of them."""
-    labels = []
-    end = None
-    jumps = 0
-    while True:
-        if off >= len(buf):
-            raise ValueError("name runs past the end")
-        n = buf[off]
-        if n & 0xC0 == 0xC0:
-            if off + 1 >= len(buf):
-                raise ValueError("truncated pointer")
-            if end is None:
-                end = off + 2
-            jumps += 1
-            if jumps > 64:
-                raise ValueError("compression loop")
-            off = ((n & 0x3F) << 8) | buf[off + 1]
-            continue
-        if n & 0xC0:
-            raise ValueError("bad label type")
-        off += 1
-        if n == 0:
-            break
-        if off + n > len(buf):
-            raise ValueError("label runs past the end")
-        labels.append(bytes(buf[off : off + n]).decode("latin-1").lower())
-        off += n
-    return ".".join(labels), (end if end is not None else off)
 
 
 def check_reply(buf, q, servfail_ok):
@@ -255,18 +214,7 @@ class Window:
 def probe(args):
     rng = random.SystemRandom()
     server = (args.server, args.port)
-    socks = []
-    for _ in range(args.sockets):
-        s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
-        s.setblocking(False)
-        s.setsockopt(socket.SOL_SOCKET, SO_TIMESTAMPNS, 1)
-        s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 1 << 20)
-        s.bind(("0.0.0.0", 0))  # the kernel picks a random ephemeral port
-        socks.append(s)
-    fd_index = {s.fileno(): i for i, s in enumerate(socks)}
-    poller = select.poll()
-    for s in socks:
-        poller.register(s, select.POLLIN)
+    socks, fd_index, poller = stamped_sockets(args.sockets)
     stdin_fd = sys.stdin.fileno()
     os.set_blocking(stdin_fd, False)
     poller.register(stdin_fd, select.POLLIN | select.POLLHUP)
@@ -315,18 +263,13 @@ def probe(args):
         s = socks[i]
         while True:
             try:
-                data, anc, _, addr = s.recvmsg(4096, socket.CMSG_SPACE(TIMESPEC.size))
+                data, addr, rx = recv_stamped(s)
             except BlockingIOError:
                 return
             except OSError as e:  # ICMP errors are not reported on unconnected sockets
                 if e.errno in (errno.ECONNREFUSED, errno.EHOSTUNREACH):
                     continue
                 raise
-            rx = time.time()
-            for level, typ, cdata in anc:
-                if level == socket.SOL_SOCKET and typ == SO_TIMESTAMPNS:
-                    sec, nsec = TIMESPEC.unpack(cdata[: TIMESPEC.size])
-                    rx = sec + nsec / 1e9
             key = (i, int.from_bytes(data[:2], "big")) if len(data) >= 2 else None
             q = pending.get(key)
             if q is None:

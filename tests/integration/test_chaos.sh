@@ -104,23 +104,11 @@ out=$(in_node dig +time=1 +tries=1 +short "@$UPSTREAM_ADDR" check-1.fresh.exampl
 	exit 1
 }
 
-# XDP mode: a veth delivers the frames its peer sends with XDP_TX only when it has an XDP
-# program itself (tests/bench/compare.sh), so the pod's eth0 gets one that passes everything.
-if [ "$MODE" = xdp ]; then
-	cat >"$TOPO_DIR/xdp_pass.c" <<'EOF'
-struct xdp_md;
-__attribute__((section("xdp"), used)) int xdp_pass(struct xdp_md *ctx)
-{
-	return 2; /* XDP_PASS */
-}
-char _license[] __attribute__((section("license"), used)) = "GPL";
-EOF
-	if ! clang -O2 -target bpf -c "$TOPO_DIR/xdp_pass.c" -o "$TOPO_DIR/xdp_pass.o" ||
-		! in_pod ip -force link set dev eth0 xdp obj "$TOPO_DIR/xdp_pass.o" sec xdp; then
-		bad "xdp: cannot attach an XDP pass program to the pod's eth0"
-		summary test_chaos.sh
-		exit 1
-	fi
+# XDP mode: the pod's eth0 needs an XDP program of its own to receive XDP_TX (lib.sh).
+if [ "$MODE" = xdp ] && ! pod_xdp_pass; then
+	bad "xdp: cannot attach an XDP pass program to the pod's eth0"
+	summary test_chaos.sh
+	exit 1
 fi
 
 # --- The agents ------------------------------------------------------------------------------

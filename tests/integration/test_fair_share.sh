@@ -28,12 +28,8 @@ QPS=1000
 BURST=2000
 POD_A=$POD_ADDR
 POD_B=169.254.101.2
-[ -x "$bin" ] || {
-	echo "no binary at $bin: build first" >&2
-	exit 1
-}
-mountpoint -q /sys/fs/bpf || mount -t bpf bpf /sys/fs/bpf || exit 1
-metric() { in_node curl -s --max-time 5 http://127.0.0.1:9254/metrics | awk -v m="$1" '$1 == m {print $2}'; }
+need_bin "$bin" || exit 1
+need_bpffs || exit 1
 json() { python3 -c 'import json,sys; j=json.loads(open(sys.argv[1]).read()); print(eval(sys.argv[2]))' "$1" "$2"; }
 # wait_metric NAME VALUE SECONDS: until the metric reads VALUE.
 wait_metric() {
@@ -60,22 +56,12 @@ ulog="$TOPO_DIR/unbound-up.log"
 run_mode() {
 	local mode=$1 conf="$TOPO_DIR/ndcache-$1.yaml" flood pb pa fl up_a limited warns before
 	echo "--- mode $mode"
-	cat >"$conf" <<EOF
-listen: [$NODE_LOCAL]
-upstream: [$UPSTREAM_ADDR:53]
-source:
-  snapshot: $root/deploy/examples/sample-cluster.json
-dataplane:
-  mode: $mode
-  interfaces: [eth-pod, eth-pod1]
-workers: 2
-EOF
+	ndcache_conf "$conf" "$SAMPLE_CLUSTER" "$mode" eth-pod,eth-pod1 'workers: 2'
 	ndcache_up "$bin" "$conf" || {
 		bad "$mode: ndcache did not start" "$(cat "$TOPO_DIR/ndcache.log")"
 		return
 	}
-	if [ "$mode" = tc ] && grep -q "fast path unavailable" "$TOPO_DIR/ndcache.log"; then
-		echo "tc: the fast path did not load here; skipped"
+	if fastpath_missing "$mode"; then
 		term_wait "$NDCACHE_PID" ndcache
 		return
 	fi

@@ -24,7 +24,6 @@ root=$(cd "$here/../.." && pwd)
 build=$(cd "${1:-$root/build}" && pwd) || exit 1
 bin="$build/control/ndcache"
 MODE=${2:-tc}
-fake="$root/tests/fakeapi/fake_apiserver.py"
 growth="$here/growth.py"
 SERVICES=${GROWTH_SERVICES:-10000}
 BATCHES=${GROWTH_BATCHES:-4}
@@ -46,10 +45,7 @@ for v in SERVICES BATCHES QPS SETTLE; do
 		exit 2
 	}
 done
-[ -x "$bin" ] || {
-	echo "no binary at $bin: build first" >&2
-	exit 1
-}
+need_bin "$bin" || exit 1
 
 # abi.h: NDC_FP_CHUNK_BUCKETS * NDC_FP_BUCKET, read from the header the agent was built with
 CHUNK_SLOTS=$(($(sed -n 's/^#define NDC_FP_CHUNK_BUCKETS \([0-9]*\).*/\1/p' "$root/include/ndc/abi.h") *
@@ -64,22 +60,9 @@ FIG_start="" FIG_full="" FIG_end=""
 
 ts() { date +%H:%M:%S.%3N; }
 say() { echo "# $(ts) $*"; }
-until_ok() { # until_ok SECONDS CMD...: CMD every 0.2 s until it succeeds or time runs out
-	local t=$1 i
-	shift
-	for ((i = 0; i < t * 5; i++)); do
-		"$@" && return 0
-		sleep 0.2
-	done
-	return 1
-}
 
 topo_up || exit 1
 upstream_up || exit 1
-certs="$TOPO_DIR/certs"
-"$root/tests/fakeapi/make_certs.sh" "$certs" >/dev/null || exit 1
-token="token-growth"
-printf '%s' "$token" >"$TOPO_DIR/token"
 API_PORT=16443
 CTL_PORT=16444
 
@@ -92,70 +75,23 @@ gen_out=$(python3 "$growth" objects --services "$SERVICES" --batches "$BATCHES" 
 }
 echo "  $gen_out"
 
-ip netns exec "$NS_NODE" python3 "$fake" --cert "$certs/server.pem" --key "$certs/server.key" \
-	--token "$token" --objects "$root/deploy/examples/sample-cluster.json" \
-	--port $API_PORT --control-port $CTL_PORT --bookmark-interval 1 \
-	>"$TOPO_DIR/fakeapi.out" 2>"$TOPO_DIR/fakeapi.err" &
-TOPO_PIDS+=($!)
-until_ok 10 grep -q "fakeapi listening" "$TOPO_DIR/fakeapi.out" || {
-	bad "the fake API server did not start within 10 s" "$(cat "$TOPO_DIR/fakeapi.err")"
+fakeapi_up 10 || {
+	bad "the fake API server did not start within 10 s"
 	summary test_growth.sh
 	exit 1
 }
-cat >"$TOPO_DIR/kubeconfig" <<EOF
-apiVersion: v1
-kind: Config
-current-context: test
-contexts:
-- name: test
-  context: {cluster: fake, user: ndcache}
-clusters:
-- name: fake
-  cluster:
-    server: https://127.0.0.1:$API_PORT
-    certificate-authority: $certs/ca.pem
-users:
-- name: ndcache
-  user:
-    tokenFile: $TOPO_DIR/token
-EOF
 
-# XDP mode: a veth delivers the frames its peer sends with XDP_TX only when it has an XDP
-# program itself (as in test_chaos.sh), so the pod's eth0 gets one that passes everything.
-if [ "$MODE" = xdp ]; then
-	cat >"$TOPO_DIR/xdp_pass.c" <<'EOF'
-struct xdp_md;
-__attribute__((section("xdp"), used)) int xdp_pass(struct xdp_md *ctx)
-{
-	return 2; /* XDP_PASS */
-}
-char _license[] __attribute__((section("license"), used)) = "GPL";
-EOF
-	if ! clang -O2 -target bpf -c "$TOPO_DIR/xdp_pass.c" -o "$TOPO_DIR/xdp_pass.o" ||
-		! in_pod ip -force link set dev eth0 xdp obj "$TOPO_DIR/xdp_pass.o" sec xdp; then
-		bad "xdp: cannot attach an XDP pass program to the pod's eth0"
-		summary test_growth.sh
-		exit 1
-	fi
+# XDP mode: the pod's eth0 needs an XDP program of its own to receive XDP_TX (lib.sh).
+if [ "$MODE" = xdp ] && ! pod_xdp_pass; then
+	bad "xdp: cannot attach an XDP pass program to the pod's eth0"
+	summary test_growth.sh
+	exit 1
 fi
 
-conf="$TOPO_DIR/ndcache.yaml"
-cat >"$conf" <<EOF
-listen: [$NODE_LOCAL]
-upstream: [$UPSTREAM_ADDR:53]
-source:
-  kubernetes: {kubeconfig: $TOPO_DIR/kubeconfig}
-dataplane: {mode: $MODE, interfaces: [eth-pod]}
-EOF
-ip netns exec "$NS_NODE" "$bin" --config "$conf" >"$TOPO_DIR/ndcache.log" 2>&1 &
-NDCACHE_PID=$!
-TOPO_PIDS+=("$NDCACHE_PID")
-
-metrics() { in_node curl -s --max-time 5 http://127.0.0.1:9254/metrics; }
-ready() { [ "$(in_node curl -s --max-time 5 -o /dev/null -w '%{http_code}' \
-	http://127.0.0.1:9254/ready)" = 200 ]; }
-if ! until_ok 20 ready; then
-	bad "the agent was not ready within 20 s" "$(tail -20 "$TOPO_DIR/ndcache.log")"
+ndcache_conf "$TOPO_DIR/ndcache.yaml" kubernetes "$MODE" eth-pod
+ndcache_start "$bin" "$TOPO_DIR/ndcache.yaml"
+if ! ndcache_ready 20; then
+	bad "the agent was not ready within 20 s"
 	summary test_growth.sh
 	exit 1
 fi

@@ -13,98 +13,31 @@ root=$(cd "$here/../.." && pwd)
 build=$(cd "${1:-$root/build}" && pwd)
 bin="$build/control/ndcache"
 MODE=${2:-socket}
-fake="$root/tests/fakeapi/fake_apiserver.py"
 # shellcheck source=lib.sh
 . "$here/lib.sh"
 
 
-[ -x "$bin" ] || {
-	echo "no binary at $bin: build first" >&2
-	exit 1
-}
+need_bin "$bin" || exit 1
 
 topo_up || exit 1
 upstream_up || exit 1
-certs="$TOPO_DIR/certs"
-"$root/tests/fakeapi/make_certs.sh" "$certs" >/dev/null || exit 1
-
-# The cluster the fake API server starts with: the sample, as kubectl would list it.
-token=token-one
-printf '%s' "$token" >"$TOPO_DIR/token"
+# The cluster the fake API server starts with (fakeapi_up): the sample, as kubectl would list it.
 API_PORT=16443
 CTL_PORT=16444
-start_api() {
-	# $1: extra args. Not through in_node: $! must be the server itself.
-	ip netns exec "$NS_NODE" python3 "$fake" --cert "$certs/server.pem" --key "$certs/server.key" \
-		--token "$token" --objects "$root/deploy/examples/sample-cluster.json" \
-		--port $API_PORT --control-port $CTL_PORT --bookmark-interval 1 "$@" \
-		>"$TOPO_DIR/fakeapi.out" 2>"$TOPO_DIR/fakeapi.err" &
-	API_PID=$!
-	TOPO_PIDS+=("$API_PID")
-	for _ in $(seq 50); do
-		grep -q "fakeapi listening" "$TOPO_DIR/fakeapi.out" 2>/dev/null && return 0
-		sleep 0.1
-	done
-	echo "fake API server did not start" >&2
-	cat "$TOPO_DIR/fakeapi.err" >&2
-	return 1
-}
-ctl() { in_node curl -sf --max-time 5 -X POST --data "$1" "http://127.0.0.1:$CTL_PORT/control" >/dev/null; }
 q() { in_pod dig +time=2 +tries=1 +short "@$NODE_LOCAL" "$@" 2>&1; }
 status() { in_pod dig +time=2 +tries=1 "@$NODE_LOCAL" "$@" 2>&1 | grep -o 'status: [A-Z]*'; }
 ready() { in_node curl -s --max-time 5 -o /dev/null -w '%{http_code}' "http://127.0.0.1:9254/ready"; }
 # answer_is NAME TYPE WANT / status_is NAME TYPE RCODE: one fresh query each call.
 answer_is() { [ "$(q "$1" "$2")" = "$3" ]; }
 status_is() { [ "$(status "$1" "$2")" = "status: $3" ]; }
-# until SECONDS CMD...: retries CMD every 0.1 s until it succeeds or time runs out.
-until_ok() {
-	local t=$1 i
-	shift
-	for ((i = 0; i < t * 10; i++)); do
-		"$@" && return 0
-		sleep 0.1
-	done
-	return 1
-}
-
-kubeconfig() { # $1 file, $2 CA file
-	cat >"$1" <<EOF
-apiVersion: v1
-kind: Config
-current-context: test
-contexts:
-- name: test
-  context: {cluster: fake, user: ndcache}
-clusters:
-- name: fake
-  cluster:
-    server: https://127.0.0.1:$API_PORT
-    certificate-authority: $2
-users:
-- name: ndcache
-  user:
-    tokenFile: $TOPO_DIR/token
-EOF
-}
-kubeconfig "$TOPO_DIR/kubeconfig" "$certs/ca.pem"
-kubeconfig "$TOPO_DIR/kubeconfig-wrong-ca" "$certs/other-ca.pem"
-
-conf="$TOPO_DIR/ndcache.yaml"
-cat >"$conf" <<EOF
-listen: [$NODE_LOCAL]
-upstream: [$UPSTREAM_ADDR:53]
-source:
-  kubernetes: {kubeconfig: $TOPO_DIR/kubeconfig}
-records: {pods: verified}
-dataplane: {mode: $MODE, interfaces: [eth-pod]}
-EOF
 
 # --- Before the first sync: cluster names are forwarded, not failed; not ready ---------------
-start_api || exit 1
-ctl '{"op":"pause","seconds":3}'
-ip netns exec "$NS_NODE" "$bin" --config "$conf" >"$TOPO_DIR/ndcache.log" 2>&1 &
-NDCACHE_PID=$!
-TOPO_PIDS+=("$NDCACHE_PID")
+fakeapi_up 5 || exit 1
+fakeapi_kubeconfig "$TOPO_DIR/kubeconfig-wrong-ca" "$TOPO_DIR/certs/other-ca.pem"
+conf="$TOPO_DIR/ndcache.yaml"
+ndcache_conf "$conf" kubernetes "$MODE" eth-pod 'records: {pods: verified}'
+fakeapi_ctl '{"op":"pause","seconds":3}'
+ndcache_start "$bin" "$conf"
 until_ok 5 in_node dig +time=1 +tries=1 "@$NODE_LOCAL" example.com >/dev/null
 r=$(ready)
 st=$(status kubernetes.default.svc.cluster.local A)
@@ -126,46 +59,46 @@ t=$(q _pg._tcp.postgres.data.svc.cluster.local SRV | wc -l)
 
 # --- Add, modify, delete each kind ------------------------------------------------------------
 svc='{"apiVersion":"v1","kind":"Service","metadata":{"name":"late","namespace":"shop","uid":"u-late"},"spec":{"type":"ClusterIP","clusterIP":"10.96.77.7","clusterIPs":["10.96.77.7"],"ports":[{"name":"http","port":80,"protocol":"TCP"}]}}'
-ctl "{\"op\":\"apply\",\"object\":$svc}"
+fakeapi_ctl "{\"op\":\"apply\",\"object\":$svc}"
 until_ok 3 answer_is late.shop.svc.cluster.local A 10.96.77.7 &&
 	ok "Service added: answered" || bad "Service added: not answered"
-ctl "{\"op\":\"apply\",\"object\":${svc//10.96.77.7/10.96.77.8}}"
+fakeapi_ctl "{\"op\":\"apply\",\"object\":${svc//10.96.77.7/10.96.77.8}}"
 until_ok 3 answer_is late.shop.svc.cluster.local A 10.96.77.8 &&
 	ok "Service modified: new ClusterIP answered" || bad "Service modified: old answer"
-ctl '{"op":"delete","kind":"Service","namespace":"shop","name":"late"}'
+fakeapi_ctl '{"op":"delete","kind":"Service","namespace":"shop","name":"late"}'
 until_ok 3 status_is late.shop.svc.cluster.local A NXDOMAIN &&
 	ok "Service deleted: NXDOMAIN" || bad "Service deleted: still answered"
 
 slice='{"apiVersion":"discovery.k8s.io/v1","kind":"EndpointSlice","metadata":{"name":"postgres-extra","namespace":"data","uid":"u-ex","labels":{"kubernetes.io/service-name":"postgres"}},"addressType":"IPv4","ports":[{"name":"pg","port":5432,"protocol":"TCP"}],"endpoints":[{"addresses":["10.244.3.99"],"hostname":"postgres-9","conditions":{"ready":true}}]}'
-ctl "{\"op\":\"apply\",\"object\":$slice}"
+fakeapi_ctl "{\"op\":\"apply\",\"object\":$slice}"
 until_ok 3 answer_is postgres-9.postgres.data.svc.cluster.local A 10.244.3.99 &&
 	ok "EndpointSlice added: endpoint answered" || bad "EndpointSlice added: not answered"
-ctl "{\"op\":\"apply\",\"object\":${slice//\"ready\":true/\"ready\":false}}"
+fakeapi_ctl "{\"op\":\"apply\",\"object\":${slice//\"ready\":true/\"ready\":false}}"
 until_ok 3 status_is postgres-9.postgres.data.svc.cluster.local A NXDOMAIN &&
 	ok "EndpointSlice modified (not ready): endpoint gone" || bad "EndpointSlice modified: still answered"
-ctl '{"op":"delete","kind":"EndpointSlice","namespace":"data","name":"postgres-extra"}'
+fakeapi_ctl '{"op":"delete","kind":"EndpointSlice","namespace":"data","name":"postgres-extra"}'
 sleep 0.5
 n=$(q postgres.data.svc.cluster.local A | wc -l)
 [ "$n" = 2 ] && ok "EndpointSlice deleted: the others remain" || bad "after slice delete: $n A records"
 
-ctl '{"op":"apply","object":{"apiVersion":"v1","kind":"Namespace","metadata":{"name":"newns","uid":"u-ns"}}}'
+fakeapi_ctl '{"op":"apply","object":{"apiVersion":"v1","kind":"Namespace","metadata":{"name":"newns","uid":"u-ns"}}}'
 until_ok 3 status_is newns.svc.cluster.local A NOERROR &&
 	ok "Namespace added: NODATA for <ns>.svc" || bad "Namespace added: not known"
-ctl '{"op":"delete","kind":"Namespace","namespace":"","name":"newns"}'
+fakeapi_ctl '{"op":"delete","kind":"Namespace","namespace":"","name":"newns"}'
 until_ok 3 status_is newns.svc.cluster.local A NXDOMAIN &&
 	ok "Namespace deleted: NXDOMAIN" || bad "Namespace deleted: still known"
 
 pod='{"apiVersion":"v1","kind":"Pod","metadata":{"name":"late-pod","namespace":"shop","uid":"u-pod"},"spec":{},"status":{"podIP":"10.244.7.7","podIPs":[{"ip":"10.244.7.7"}]}}'
 until_ok 3 status_is 10-244-7-7.shop.pod.cluster.local A NXDOMAIN &&
 	ok "Pod name unknown before the Pod exists (pods: verified)" || bad "unknown pod answered"
-ctl "{\"op\":\"apply\",\"object\":$pod}"
+fakeapi_ctl "{\"op\":\"apply\",\"object\":$pod}"
 until_ok 3 answer_is 10-244-7-7.shop.pod.cluster.local A 10.244.7.7 &&
 	ok "Pod added: its name answered" || bad "Pod added: not answered"
-ctl "{\"op\":\"apply\",\"object\":${pod//10.244.7.7/10.244.7.8}}"
+fakeapi_ctl "{\"op\":\"apply\",\"object\":${pod//10.244.7.7/10.244.7.8}}"
 until_ok 3 answer_is 10-244-7-8.shop.pod.cluster.local A 10.244.7.8 &&
 	until_ok 3 status_is 10-244-7-7.shop.pod.cluster.local A NXDOMAIN &&
 	ok "Pod modified: new IP answered, old one gone" || bad "Pod modified: wrong answers"
-ctl '{"op":"delete","kind":"Pod","namespace":"shop","name":"late-pod"}'
+fakeapi_ctl '{"op":"delete","kind":"Pod","namespace":"shop","name":"late-pod"}'
 until_ok 3 status_is 10-244-7-8.shop.pod.cluster.local A NXDOMAIN &&
 	ok "Pod deleted: NXDOMAIN" || bad "Pod deleted: still answered"
 
@@ -176,10 +109,10 @@ loop=$!
 sleep 0.3
 # A change the client cannot see (its watch is held), then compaction past it: when the
 # connection drops, the client's resourceVersion is gone and the server answers 410.
-ctl '{"op":"pause","seconds":1}'
-ctl '{"op":"apply","object":{"apiVersion":"v1","kind":"Namespace","metadata":{"name":"hidden","uid":"u-h"}}}'
-ctl '{"op":"compact"}'
-ctl '{"op":"drop"}'
+fakeapi_ctl '{"op":"pause","seconds":1}'
+fakeapi_ctl '{"op":"apply","object":{"apiVersion":"v1","kind":"Namespace","metadata":{"name":"hidden","uid":"u-h"}}}'
+fakeapi_ctl '{"op":"compact"}'
+fakeapi_ctl '{"op":"drop"}'
 wait_pid $loop 20 "the query loop across the relist" || bad "the query loop across the relist did not end"
 bads=$(grep -cv '^10\.96\.0\.1$' "$flap")
 total=$(wc -l <"$flap")
@@ -188,13 +121,13 @@ relists() { in_node curl -s --max-time 5 http://127.0.0.1:9254/metrics | awk '/^
 relisted() { [ "$(relists)" -ge 1 ] 2>/dev/null; }
 until_ok 5 relisted && ok "relist counted in /metrics ($(relists))" ||
 	bad "no relist in /metrics" "$(in_node curl -s --max-time 5 http://127.0.0.1:9254/metrics | grep k8s_)"
-ctl "{\"op\":\"apply\",\"object\":$svc}"
+fakeapi_ctl "{\"op\":\"apply\",\"object\":$svc}"
 until_ok 5 answer_is late.shop.svc.cluster.local A 10.96.77.7 &&
 	ok "after the relist, events flow again" || bad "no events after relist"
 
 # --- Partition and restart: the last good state keeps serving -------------------------------
-ctl '{"op":"pause","seconds":4}'
-ctl '{"op":"drop"}'
+fakeapi_ctl '{"op":"pause","seconds":4}'
+fakeapi_ctl '{"op":"drop"}'
 sleep 1
 [ "$(q kubernetes.default.svc.cluster.local A)" = 10.96.0.1 ] &&
 	ok "partition: last good state served" || bad "partition: answer lost"
@@ -204,16 +137,15 @@ sleep 1
 	ok "API server down: last good state served" || bad "API server down: answer lost"
 # A restarted server continues above the old resourceVersions (etcd's revisions only grow) with
 # the old ones compacted: the client must relist. It starts from the sample: late is gone there.
-start_api --initial-rv 100000 || exit 1
+fakeapi_up 5 --initial-rv 100000 || exit 1
 until_ok 15 status_is late.shop.svc.cluster.local A NXDOMAIN &&
 	ok "API server restarted: resynced" || bad "API server restart: no resync" "$(tail -5 "$TOPO_DIR/ndcache.log")"
 
 # --- Token rotation: the token file changes, the old token is refused ------------------------
-token=token-two
-ctl '{"op":"token","token":"token-two"}'
-printf '%s' "$token" >"$TOPO_DIR/token.new" && mv "$TOPO_DIR/token.new" "$TOPO_DIR/token"
-ctl '{"op":"drop"}'
-ctl "{\"op\":\"apply\",\"object\":${svc//10.96.77.7/10.96.77.9}}"
+fakeapi_ctl '{"op":"token","token":"token-two"}'
+printf '%s' token-two >"$TOPO_DIR/token.new" && mv "$TOPO_DIR/token.new" "$TOPO_DIR/token"
+fakeapi_ctl '{"op":"drop"}'
+fakeapi_ctl "{\"op\":\"apply\",\"object\":${svc//10.96.77.7/10.96.77.9}}"
 until_ok 10 answer_is late.shop.svc.cluster.local A 10.96.77.9 &&
 	ok "token rotated: re-read, events flow" || bad "token rotation: no events" "$(tail -5 "$TOPO_DIR/ndcache.log")"
 

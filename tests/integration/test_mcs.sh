@@ -17,39 +17,15 @@ root=$(cd "$here/../.." && pwd)
 build=$(cd "${1:-$root/build}" && pwd)
 bin="$build/control/ndcache"
 MODE=${2:-socket}
-fake="$root/tests/fakeapi/fake_apiserver.py"
 # shellcheck source=lib.sh
 . "$here/lib.sh"
 
-[ -x "$bin" ] || {
-	echo "no binary at $bin: build first" >&2
-	exit 1
-}
+need_bin "$bin" || exit 1
 
 topo_up || exit 1
 upstream_up || exit 1
-certs="$TOPO_DIR/certs"
-"$root/tests/fakeapi/make_certs.sh" "$certs" >/dev/null || exit 1
-token="token-mcs"
-printf '%s' "$token" >"$TOPO_DIR/token"
 API_PORT=16453
 CTL_PORT=16454
-start_api() {
-	ip netns exec "$NS_NODE" python3 "$fake" --cert "$certs/server.pem" --key "$certs/server.key" \
-		--token "$token" --objects "$root/deploy/examples/sample-cluster.json" \
-		--port $API_PORT --control-port $CTL_PORT --bookmark-interval 1 "$@" \
-		>"$TOPO_DIR/fakeapi.out" 2>"$TOPO_DIR/fakeapi.err" &
-	API_PID=$!
-	TOPO_PIDS+=("$API_PID")
-	for _ in $(seq 50); do
-		grep -q "fakeapi listening" "$TOPO_DIR/fakeapi.out" 2>/dev/null && return 0
-		sleep 0.1
-	done
-	echo "fake API server did not start" >&2
-	cat "$TOPO_DIR/fakeapi.err" >&2
-	return 1
-}
-ctl() { in_node curl -sf --max-time 5 -X POST --data "$1" "http://127.0.0.1:$CTL_PORT/control" >/dev/null; }
 api_stat() { # $1 table, $2 path: the fake server's request count
 	in_node curl -sf --max-time 5 "http://127.0.0.1:$CTL_PORT/stats" |
 		python3 -c 'import json,sys; print(json.load(sys.stdin).get(sys.argv[1], {}).get(sys.argv[2], 0))' "$1" "$2"
@@ -60,57 +36,21 @@ authority() { in_pod dig +time=2 +tries=1 +noall +authority "@$NODE_LOCAL" "$@" 
 ready() { in_node curl -s --max-time 5 -o /dev/null -w '%{http_code}' "http://127.0.0.1:9254/ready"; }
 answer_is() { [ "$(q "$1" "$2")" = "$3" ]; }
 status_is() { [ "$(status "$1" "$2")" = "status: $3" ]; }
-until_ok() {
-	local t=$1 i
-	shift
-	for ((i = 0; i < t * 10; i++)); do
-		"$@" && return 0
-		sleep 0.1
-	done
-	return 1
-}
 
-cat >"$TOPO_DIR/kubeconfig" <<EOF
-apiVersion: v1
-kind: Config
-current-context: test
-contexts:
-- name: test
-  context: {cluster: fake, user: ndcache}
-clusters:
-- name: fake
-  cluster:
-    server: https://127.0.0.1:$API_PORT
-    certificate-authority: $certs/ca.pem
-users:
-- name: ndcache
-  user:
-    tokenFile: $TOPO_DIR/token
-EOF
-conf="$TOPO_DIR/ndcache.yaml"
-cat >"$conf" <<EOF
-listen: [$NODE_LOCAL]
-upstream: [$UPSTREAM_ADDR:53]
-source:
-  kubernetes: {kubeconfig: $TOPO_DIR/kubeconfig}
-records: {multicluster_zones: [clusterset.local]}
-dataplane: {mode: $MODE, interfaces: [eth-pod]}
-EOF
 SI_PATH=/apis/multicluster.x-k8s.io/v1alpha1/serviceimports
 Z=svc.clusterset.local
 
 # --- 1. No CRD: ready, everything else as before --------------------------------------------
-start_api --no-crd serviceimports || exit 1
-ip netns exec "$NS_NODE" "$bin" --config "$conf" >"$TOPO_DIR/ndcache.log" 2>&1 &
-NDCACHE_PID=$!
-TOPO_PIDS+=("$NDCACHE_PID")
+fakeapi_up 5 --no-crd serviceimports || exit 1
+ndcache_conf "$TOPO_DIR/ndcache.yaml" kubernetes "$MODE" eth-pod \
+	'records: {multicluster_zones: [clusterset.local]}'
+ndcache_start "$bin" "$TOPO_DIR/ndcache.yaml"
 if until_ok 15 answer_is kubernetes.default.svc.cluster.local A 10.96.0.1; then
 	ok "no ServiceImport CRD: synced, cluster names answered"
 else
 	bad "no CRD: the cluster domain is not answered" "$(tail -20 "$TOPO_DIR/ndcache.log")"
 fi
-ready200() { [ "$(ready)" = 200 ]; }
-until_ok 5 ready200 && ok "no CRD: /ready 200" || bad "no CRD: /ready $(ready)"
+until_ok 5 ready_200 && ok "no CRD: /ready 200" || bad "no CRD: /ready $(ready)"
 answer_is _pg._tcp.postgres.data.svc.cluster.local SRV \
 	"0 50 5432 postgres-0.postgres.data.svc.cluster.local. 0 50 5432 postgres-1.postgres.data.svc.cluster.local." &&
 	ok "no CRD: headless SRV as before" || bad "no CRD: headless SRV" "$(q _pg._tcp.postgres.data.svc.cluster.local SRV)"
@@ -135,7 +75,7 @@ fi
 [ "$(ready)" = 200 ] && kill -0 "$NDCACHE_PID" && ok "no CRD: still ready and running" || bad "no CRD: not ready later"
 
 # --- 2. The CRD appears: picked up at the next look (every 30 s) -----------------------------
-ctl '{"op":"crd","resource":"serviceimports","served":true}'
+fakeapi_ctl '{"op":"crd","resource":"serviceimports","served":true}'
 if until_ok 45 answer_is cart.shop.$Z A 10.97.12.50; then
 	ok "CRD installed: the sample's ServiceImport answered ($(grep -c 'serviceimports: now served' "$TOPO_DIR/ndcache.log") 'now served' line)"
 else
@@ -153,10 +93,10 @@ done >"$loopf") &
 loop=$!
 
 imp='{"apiVersion":"multicluster.x-k8s.io/v1alpha1","kind":"ServiceImport","metadata":{"name":"late","namespace":"shop","uid":"u-late"},"spec":{"type":"ClusterSetIP","ips":["10.97.77.7"],"ports":[{"name":"http","port":80,"protocol":"TCP"}]}}'
-ctl "{\"op\":\"apply\",\"object\":$imp}"
+fakeapi_ctl "{\"op\":\"apply\",\"object\":$imp}"
 until_ok 5 answer_is late.shop.$Z A 10.97.77.7 &&
 	ok "ServiceImport added: answered" || bad "ServiceImport added: not answered" "$(q late.shop.$Z A)"
-ctl "{\"op\":\"apply\",\"object\":${imp//10.97.77.7/10.97.77.8}}"
+fakeapi_ctl "{\"op\":\"apply\",\"object\":${imp//10.97.77.7/10.97.77.8}}"
 until_ok 5 answer_is late.shop.$Z A 10.97.77.8 &&
 	ok "ServiceImport changed: the new ClusterSetIP answered" || bad "ServiceImport changed: old answer"
 
@@ -165,22 +105,22 @@ mcslice() { # $1 name, $2 cluster, $3 address, $4 ready
 	printf '{"apiVersion":"discovery.k8s.io/v1","kind":"EndpointSlice","metadata":{"name":"%s","namespace":"data","uid":"u-%s","labels":{"multicluster.kubernetes.io/service-name":"db","multicluster.kubernetes.io/source-cluster":"%s"}},"addressType":"IPv4","ports":[{"name":"pg","port":5432,"protocol":"TCP"}],"endpoints":[{"addresses":["%s"],"hostname":"db-0","conditions":{"ready":%s}}]}' \
 		"$1" "$1" "$2" "$3" "$4"
 }
-ctl "{\"op\":\"apply\",\"object\":$hl}"
-ctl "{\"op\":\"apply\",\"object\":$(mcslice db-east east 10.1.0.5 true)}"
-ctl "{\"op\":\"apply\",\"object\":$(mcslice db-west west 10.2.0.5 true)}"
+fakeapi_ctl "{\"op\":\"apply\",\"object\":$hl}"
+fakeapi_ctl "{\"op\":\"apply\",\"object\":$(mcslice db-east east 10.1.0.5 true)}"
+fakeapi_ctl "{\"op\":\"apply\",\"object\":$(mcslice db-west west 10.2.0.5 true)}"
 until_ok 5 answer_is db.data.$Z A "10.1.0.5 10.2.0.5" &&
 	ok "headless ServiceImport: one A per ready endpoint, both clusters" || bad "headless import" "$(q db.data.$Z A)"
 answer_is db-0.west.db.data.$Z A 10.2.0.5 &&
 	ok "<hostname>.<clusterid>.<svc> answered" || bad "endpoint name" "$(q db-0.west.db.data.$Z A)"
 answer_is _pg._tcp.db.data.$Z SRV "0 50 5432 db-0.east.db.data.$Z. 0 50 5432 db-0.west.db.data.$Z." &&
 	ok "headless SRV: an endpoint per cluster, CoreDNS's weights" || bad "headless SRV" "$(q _pg._tcp.db.data.$Z SRV)"
-ctl "{\"op\":\"apply\",\"object\":$(mcslice db-west west 10.2.0.5 false)}"
+fakeapi_ctl "{\"op\":\"apply\",\"object\":$(mcslice db-west west 10.2.0.5 false)}"
 until_ok 5 status_is db-0.west.db.data.$Z A NXDOMAIN && answer_is db.data.$Z A 10.1.0.5 &&
 	ok "EndpointSlice changed (not ready): that endpoint gone" || bad "slice change" "$(q db.data.$Z A)"
-ctl '{"op":"delete","kind":"ServiceImport","namespace":"data","name":"db"}'
+fakeapi_ctl '{"op":"delete","kind":"ServiceImport","namespace":"data","name":"db"}'
 until_ok 5 status_is db.data.$Z A NXDOMAIN && status_is db-0.east.db.data.$Z A NXDOMAIN &&
 	ok "headless ServiceImport deleted: its names are NXDOMAIN" || bad "import delete" "$(q db.data.$Z A)"
-ctl '{"op":"delete","kind":"ServiceImport","namespace":"shop","name":"late"}'
+fakeapi_ctl '{"op":"delete","kind":"ServiceImport","namespace":"shop","name":"late"}'
 until_ok 5 status_is late.shop.$Z A NXDOMAIN &&
 	ok "ServiceImport deleted: NXDOMAIN" || bad "ServiceImport deleted: still answered"
 
@@ -200,7 +140,7 @@ if [ "$MODE" = tc ]; then
 fi
 
 # --- The CRD goes again: the imports go with it, the rest stays --------------------------------
-ctl '{"op":"crd","resource":"serviceimports","served":false}'
+fakeapi_ctl '{"op":"crd","resource":"serviceimports","served":false}'
 until_ok 10 status_is cart.shop.$Z A NXDOMAIN && answer_is kubernetes.default.svc.cluster.local A 10.96.0.1 &&
 	[ "$(ready)" = 200 ] && ok "CRD removed: its imports NXDOMAIN, the rest answered, ready" ||
 	bad "CRD removed" "$(q cart.shop.$Z A) ready=$(ready)"

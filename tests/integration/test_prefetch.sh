@@ -30,12 +30,8 @@ tool="$here/upstream_share.py"
 SECONDS_ASKED=30
 TTL=5
 SLOW_PCT=${NDC_PREFETCH_SLOW_PCT:-1}
-[ -x "$bin" ] || {
-	echo "no binary at $bin: build first" >&2
-	exit 1
-}
-mountpoint -q /sys/fs/bpf || mount -t bpf bpf /sys/fs/bpf || exit 1
-metric() { in_node curl -s --max-time 5 http://127.0.0.1:9254/metrics | awk -v m="$1" '$1 == m {print $2}'; }
+need_bin "$bin" || exit 1
+need_bpffs || exit 1
 
 topo_up || exit 1
 ip netns exec "$NS_NODE" python3 "$tool" slow-upstream "$UPSTREAM_ADDR" --delay-ms 50 --ttl $TTL \
@@ -51,24 +47,13 @@ run_mode() {
 	local mode=$1 conf="$TOPO_DIR/ndcache-$1.yaml" asker out refreshed misses nslow
 	echo "--- mode $mode"
 	: >"$TOPO_DIR/upstream.log"
-	cat >"$conf" <<EOF
-listen: [$NODE_LOCAL]
-upstream: [$UPSTREAM_ADDR:53]
-source:
-  snapshot: $root/deploy/examples/sample-cluster.json
-dataplane:
-  mode: $mode
-  interfaces: [eth-pod]
-cache:
-  prefetch: {min_hits: 2, before_pct: 10}
-workers: 2
-EOF
+	ndcache_conf "$conf" "$SAMPLE_CLUSTER" "$mode" eth-pod \
+		'cache: {prefetch: {min_hits: 2, before_pct: 10}}' 'workers: 2'
 	ndcache_up "$bin" "$conf" || {
 		bad "$mode: ndcache did not start" "$(cat "$TOPO_DIR/ndcache.log")"
 		return
 	}
-	if [ "$mode" = tc ] && grep -q "fast path unavailable" "$TOPO_DIR/ndcache.log"; then
-		echo "tc: the fast path did not load here; skipped"
+	if fastpath_missing "$mode"; then
 		term_wait "$NDCACHE_PID" ndcache
 		return
 	fi

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""The layout's two rules, checked mechanically (issue 12; docs: README's Layout section).
+"""The layout's rules, checked mechanically (issues 12 and 24; docs: README's Layout section).
 
 1. A subsystem's internal.h is private to its folder: only files in that folder include it, and
    as "internal.h". The one exception is the subsystem's own tests (tests/<kind>/<subsystem>/...),
@@ -10,23 +10,35 @@
    Read from the compiled objects: the build's compile_commands.json names each source's object,
    `nm` gives what each defines and what it needs; a -> b when a needs a symbol b defines. Calls
    inlined from a header are not seen (they are the header's, not a file's).
+3. Layers run one way (issue 24): base (include/ and dataplane/wire/: DNS wire code, logging,
+   address types) < dataplane/ and bpf/ < control/. Nothing in dataplane/ or bpf/ includes a
+   file of control/, and the base includes nothing above it (nothing of control/, bpf/ or the
+   rest of dataplane/). Read from the sources: every #include "..." and #include <...> of
+   control/, dataplane/, include/ and bpf/ that names a file of the tree (resolved as the compiler
+   does, through the project's include_directories); tests/ may include any layer.
 
 Usage: check_layout.py --source SRC --build BUILD   (run by `meson test` as the test "layout")
-Exit 0 when both hold, 1 with a report of each violation, 2 when it cannot check.
+       check_layout.py --self-test   (the test "layout_self_test": each rule on a planted
+                                      violation in a scratch tree, and a clean tree passes)
+Exit 0 when the rules hold, 1 with a report of each violation, 2 when it cannot check.
 """
 
 import argparse
 import json
 import os
 import re
+import shutil
 import subprocess
 import sys
+import tempfile
 from collections import defaultdict
 
 SOURCE_TREES = ("control", "dataplane", "include", "bpf", "tests")
 SUBSYSTEM_ROOTS = ("control", "dataplane")
 INCLUDE_DIRS = ("include", "control", "dataplane")  # the project's include_directories
 INCLUDE_RE = re.compile(r'^\s*#\s*include\s+"([^"]+)"', re.M)
+ANY_INCLUDE_RE = re.compile(r'^\s*#\s*include\s+(?:"([^"]+)"|<([^>]+)>)', re.M)
+LAYER_TREES = ("control", "dataplane", "include", "bpf")  # rule 3 reads these (not tests/)
 
 
 def rel(src, path):
@@ -42,13 +54,57 @@ def sources(src):
                     yield os.path.join(d, f)
 
 
-def resolve(src, including, name):
-    """Where the compiler finds #include "name" from including, or None (generated headers)."""
-    for base in [os.path.dirname(including)] + [os.path.join(src, d) for d in INCLUDE_DIRS]:
+def resolve(src, including, name, quoted=True):
+    """Where the compiler finds #include "name" (<name>: quoted False) from including, or None
+    (system and generated headers)."""
+    first = [os.path.dirname(including)] if quoted else []
+    for base in first + [os.path.join(src, d) for d in INCLUDE_DIRS]:
         p = os.path.normpath(os.path.join(base, name))
         if os.path.isfile(p):
             return p
     return None
+
+
+def layer(rf):
+    """The layer of a file of the tree (path relative to it), or None (tests/ and the rest)."""
+    parts = rf.split(os.sep)
+    if parts[0] == "include" or parts[:2] == ["dataplane", "wire"]:
+        return "base"
+    if parts[0] in ("dataplane", "bpf", "control"):
+        return parts[0]
+    return None
+
+
+def check_layers(src):
+    """Rule 3: errors, and {(from layer, to layer): count of includes} for the summary."""
+    errors, graph = [], defaultdict(int)
+    for f in sources(src):
+        rf = rel(src, f)
+        if rf.split(os.sep)[0] not in LAYER_TREES:
+            continue
+        lf = layer(rf)
+        with open(f, encoding="utf-8", errors="replace") as fh:
+            text = fh.read()
+        for m in ANY_INCLUDE_RE.finditer(text):
+            name = m.group(1) or m.group(2)
+            p = resolve(src, f, name, quoted=m.group(1) is not None)
+            if not p or not p.startswith(src + os.sep):
+                continue
+            rp = rel(src, p)
+            lp = layer(rp)
+            if not lp:
+                continue
+            graph[(lf, lp)] += 1
+            line = text.count("\n", 0, m.start()) + 1
+            spelled = f'"{name}"' if m.group(1) is not None else f"<{name}>"
+            where = f"{rf}:{line}: #include {spelled}"
+            if lf in ("dataplane", "bpf") and lp == "control":
+                errors.append(f"{where}: {lf}/ includes {rp} of control/; move what it needs "
+                              "down to the base (include/ndc/, dataplane/wire/)")
+            elif lf == "base" and lp != "base":
+                errors.append(f"{where}: the base (include/, dataplane/wire/) includes {rp}, "
+                              f"above it in {lp}/")
+    return errors, graph
 
 
 def check_includes(src):
@@ -195,11 +251,129 @@ def check_calls(src, build):
     return errors, summary
 
 
+def report_layers(src):
+    """Prints rule 3 and its include graph; True when it holds."""
+    errors, graph = check_layers(src)
+    print("check_layout: 3. layers run one way: base (include/, dataplane/wire/) < dataplane/, "
+          "bpf/ < control/")
+    for e in errors:
+        print(f"  VIOLATION: {e}")
+    print("  includes between layers (from -> to: count):")
+    for (a, b), n in sorted(graph.items()):
+        if a != b:
+            print(f"    {a} -> {b}: {n}")
+    print(f"  {'ok' if not errors else f'{len(errors)} violation(s)'}")
+    return not errors
+
+
+# The self-test's scratch tree: one clean file per layer, each including what it may.
+CLEAN_TREE = {
+    "include/ndc/ip.h": "#pragma once\n#include <stdint.h>\nstruct ndc_ip { uint8_t family; };\n",
+    "dataplane/wire/ip.c": '#include <ndc/ip.h>\nint ndc_ip_parse(void) { return 0; }\n',
+    "dataplane/socket/socket.h": "#include <ndc/ip.h>\n",
+    "dataplane/socket/internal.h": '#include "socket/socket.h"\n',
+    "dataplane/socket/server.c": ('#include <ndc/ip.h>\n#include "internal.h"\n'
+                                  "int server_run(void) { return 0; }\n"),
+    "bpf/ndc_prog.bpf.c": "#include <linux/bpf.h>\n#include <ndc/ip.h>\n",
+    "control/config.h": "#include <ndc/ip.h>\n",
+    "control/objects/objects.h": '#include <ndc/ip.h>\n',
+    "control/objects/internal.h": '#include "objects/objects.h"\n',
+    "control/objects/conv.c": ('#include "internal.h"\n#include "config.h"\n'
+                               '#include "socket/socket.h"\nint conv(void) { return 0; }\n'),
+    "control/objects/store.c": ('#include "internal.h"\nint conv(void);\n'
+                                "int store(void) { return conv(); }\n"),
+    "tests/unit/socket/test_server.c": ('#include "objects/objects.h"\n'
+                                        '#include "socket/internal.h"\n'),
+}
+
+# One violation each: (rule, file, text appended to it, what the report must name).
+PLANTED = [
+    (1, "control/config.h", '#include "objects/internal.h"\n', "control/config.h:2"),
+    (1, "dataplane/socket/server_internal.h", "\n", "server_internal.h: a private header"),
+    (2, "control/objects/conv.c", "int store(void);\nint conv2(void) { return store(); }\n",
+     "control/objects/: these files call each other round a cycle: conv.c, store.c"),
+    (3, "dataplane/socket/server.c", '#include "objects/objects.h"\n',
+     "dataplane/socket/server.c:4: #include \"objects/objects.h\": dataplane/ includes"),
+    (3, "dataplane/socket/server.c", "#include <config.h>\n",
+     "dataplane/socket/server.c:4: #include <config.h>: dataplane/ includes control/config.h"),
+    (3, "bpf/ndc_prog.bpf.c", '#include "../control/config.h"\n',
+     "bpf/ndc_prog.bpf.c:3: #include \"../control/config.h\": bpf/ includes control/config.h"),
+    (3, "dataplane/wire/ip.c", '#include "socket/socket.h"\n',
+     "dataplane/wire/ip.c:3: #include \"socket/socket.h\": the base"),
+    (3, "include/ndc/ip.h", '#include "objects/objects.h"\n',
+     "include/ndc/ip.h:4: #include \"objects/objects.h\": the base"),
+]
+
+
+def scratch_tree(root, extra=None):
+    """Writes CLEAN_TREE (plus extra: (file, appended text)) under root, compiles its control/
+    and dataplane/ .c files and writes their compile_commands.json; returns the build dir."""
+    files = dict(CLEAN_TREE)
+    if extra:
+        files[extra[0]] = files.get(extra[0], "") + extra[1]
+    for f, text in files.items():
+        os.makedirs(os.path.join(root, os.path.dirname(f)), exist_ok=True)
+        with open(os.path.join(root, f), "w", encoding="utf-8") as fh:
+            fh.write(text)
+    build = os.path.join(root, "build")
+    os.makedirs(build)
+    db = []
+    for f in sorted(files):
+        if f.endswith(".c") and f.split("/")[0] in SUBSYSTEM_ROOTS:
+            out = f.replace("/", "_") + ".o"
+            cmd = [os.environ.get("CC", "cc"), "-c", "-w"]
+            cmd += [f"-I{os.path.join(root, d)}" for d in INCLUDE_DIRS]
+            cmd += [os.path.join(root, f), "-o", os.path.join(build, out)]
+            r = subprocess.run(cmd, capture_output=True, text=True)
+            if r.returncode:
+                raise SystemExit(f"check_layout --self-test: {' '.join(cmd)}: {r.stderr.strip()}")
+            db.append({"directory": build, "file": os.path.join(root, f), "output": out})
+    with open(os.path.join(build, "compile_commands.json"), "w", encoding="utf-8") as fh:
+        json.dump(db, fh)
+    return build
+
+
+def self_test():
+    """Each rule reports its planted violation (and nothing else); the clean tree passes."""
+    failures = []
+    cases = [(None, None, None, None)] + PLANTED
+    for rule, f, text, expect in cases:
+        root = tempfile.mkdtemp(prefix="check_layout.")
+        try:
+            build = scratch_tree(root, (f, text) if f else None)
+            got = {1: check_includes(root)[0], 2: check_calls(root, build)[0],
+                   3: check_layers(root)[0]}
+        finally:
+            shutil.rmtree(root)
+        name = f"rule {rule}: {f} + {text.strip()!r}" if f else "the clean tree"
+        found = [e for r in got for e in got[r]]
+        if expect is None:
+            ok = not found
+        else:
+            others = [e for r in got if r != rule for e in got[r]]
+            ok = not others and len([e for e in got[rule] if not e.startswith("    ")]) == 1 \
+                and expect in got[rule][0]
+        print(f"  {'ok  ' if ok else 'FAIL'} {name}: "
+              + (f"{len(found)} line(s) reported" if found else "no violation reported"))
+        for e in found:
+            print(f"         {e.strip()}")
+        if not ok:
+            failures.append(name)
+    print(f"check_layout --self-test: {'FAILED: ' + ', '.join(failures) if failures else 'ok'}")
+    return 1 if failures else 0
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--source", required=True, help="the source tree")
-    ap.add_argument("--build", required=True, help="a configured and compiled meson build dir")
+    ap.add_argument("--source", help="the source tree")
+    ap.add_argument("--build", help="a configured and compiled meson build dir")
+    ap.add_argument("--self-test", action="store_true",
+                    help="check the checker on planted violations in a scratch tree")
     args = ap.parse_args()
+    if args.self_test:
+        return self_test()
+    if not args.source or not args.build:
+        ap.error("--source and --build are required (or --self-test)")
     src, build = os.path.abspath(args.source), os.path.abspath(args.build)
 
     inc_errors, test_uses = check_includes(src)
@@ -220,7 +394,8 @@ def main():
         print(s)
     print("  ok" if not call_errors else
           "  violation(s): move each function to the file it belongs in, so calls go one way")
-    failed = bool(inc_errors or call_errors)
+    layers_ok = report_layers(src)
+    failed = bool(inc_errors or call_errors or not layers_ok)
     print(f"check_layout: {'FAILED' if failed else 'ok'}")
     return 1 if failed else 0
 

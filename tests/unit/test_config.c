@@ -939,6 +939,34 @@ static void test_kube_dns(void **state)
 #undef UPS
 }
 
+/* --kubeconfig replaces whatever source the file gave, at start and at every reload alike. */
+static void test_use_kubeconfig(void **state)
+{
+	struct ndc_config cfg;
+
+	(void)state;
+	expect_ok("source: {snapshot: /tmp/cluster.json}\n", &cfg);
+	assert_int_equal(ndc_config_use_kubeconfig(&cfg, "/etc/kube/config"), 0);
+	assert_int_equal(cfg.source.kind, NDC_SOURCE_KUBERNETES);
+	assert_null(cfg.source.snapshot);
+	assert_string_equal(cfg.source.kubeconfig, "/etc/kube/config");
+	ndc_config_free(&cfg);
+
+	expect_ok("source:\n  kubernetes: {kubeconfig: /a, kube_dns_configmap: false}\n", &cfg);
+	assert_int_equal(ndc_config_use_kubeconfig(&cfg, "/b"), 0);
+	assert_int_equal(cfg.source.kind, NDC_SOURCE_KUBERNETES);
+	assert_string_equal(cfg.source.kubeconfig, "/b");
+	assert_false(cfg.source.kube_dns_configmap); /* the rest of the source section stays */
+	ndc_config_free(&cfg);
+
+	expect_ok("", &cfg);
+	assert_int_equal(cfg.source.kind, NDC_SOURCE_EMBEDDED);
+	assert_int_equal(ndc_config_use_kubeconfig(&cfg, "/c"), 0);
+	assert_int_equal(cfg.source.kind, NDC_SOURCE_KUBERNETES);
+	assert_string_equal(cfg.source.kubeconfig, "/c");
+	ndc_config_free(&cfg);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -960,6 +988,7 @@ int main(void)
 	    cmocka_unit_test(test_stub_domains_and_log),
 	    cmocka_unit_test(test_kube_dns),
 	    cmocka_unit_test(test_forward_protocol_policy),
+	    cmocka_unit_test(test_use_kubeconfig),
 	    cmocka_unit_test_teardown(test_load, remove_tmp),
 	};
 

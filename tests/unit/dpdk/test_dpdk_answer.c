@@ -4,8 +4,8 @@
  * the DPDK table with the table's own calls (what the publisher does), queries go in as Ethernet
  * frames in mbufs of a real pool, and every reply must be byte-equal to what the socket path
  * writes for the same query (ndc_dns_write_reply), with addresses, ports, lengths and checksums
- * checked independently (tests/bpf/packets.c, the BPF tests' decoder). Every query that must not
- * be answered must stay untouched with the same reason the BPF program gives
+ * checked independently (tests/bpf/answer_rows.c and packets.c, shared with the BPF tests). Every
+ * query that must not be answered must stay untouched with the same reason the BPF program gives
  * (tests/bpf/test_fastpath_bpf.c has the same rows). Also: TTL countdown and expiry of cached
  * answers, pass markers, unpublishing, a buffer too small for the reply, and readers answering
  * while a writer replaces the entries they read (RCU QSBR reclamation, under ASan in CI).
@@ -41,20 +41,12 @@
 
 #include "dpdk/internal.h"
 #include "objects/objects.h"
+#include "answer_rows.h"
 #include "packets.h"
 #include "records/records.h"
 
-#define RD 0x0100
 #define NS 1000000000ull
 #define NONE NDC_DP_NOT_OURS
-
-static const uint8_t node4[16] = {169, 254, 20, 10};
-static const uint8_t client4[16] = {169, 254, 1, 2};
-static const uint8_t other4[16] = {169, 254, 20, 11};
-static const uint8_t node6[16] = {0xfe, 0x80, [14] = 0x20, [15] = 0x10};
-static const uint8_t client6[16] = {0xfe, 0x80, [15] = 0x02};
-static const uint8_t client_mac[6] = {0x02, 0, 0, 0, 0, 0x02};
-static const uint8_t node_mac[6] = {0x02, 0, 0, 0, 0, 0x01};
 
 static struct {
 	struct ndc_k8s_objects objs;
@@ -66,37 +58,6 @@ static struct {
 		uint8_t b[sizeof(struct ndc_answer) + NDC_FP_DATA_MAX];
 	} nx;
 } env;
-
-union answer {
-	struct ndc_answer a;
-	uint8_t b[sizeof(struct ndc_answer) + NDC_ANSWER_DATA_MAX];
-};
-
-struct row {
-	const char *what;
-	const char *name;
-	uint16_t qtype;
-	uint16_t edns;
-	uint16_t edns_flags;
-	uint8_t edns_version;
-	uint8_t opt_len; /* 12: a client cookie; 20: cookie and ECS */
-	bool v6;
-	bool wrong_dst;
-	uint16_t dport;
-	uint16_t qclass;
-	uint16_t flags_xor;
-	struct ndc_pkt_opts o;
-	void (*mutate)(uint8_t *dns, size_t *len);
-	int expect;
-};
-
-static uint64_t mono_ns(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * NS + (uint64_t)ts.tv_nsec;
-}
 
 static int publish_one(void *arg, const uint8_t *lname, size_t nlen, uint16_t qtype,
 		       const struct ndc_answer *a)
@@ -132,9 +93,9 @@ static int setup(void **state)
 
 	assert_int_equal(ndc_name_from_text("cluster.local", zone, sizeof(zone), &zlen), 0);
 	assert_int_equal(ndc_name_from_text("pod.cluster.local", pass, sizeof(pass), &plen), 0);
-	memcpy(&cfg.addr4[0], node4, 4);
+	memcpy(&cfg.addr4[0], ndc_pkt_node4, 4);
 	cfg.n_addr4 = 1;
-	memcpy(cfg.addr6[0], node6, 16);
+	memcpy(cfg.addr6[0], ndc_pkt_node6, 16);
 	cfg.n_addr6 = 1;
 	cfg.port = htons(53);
 	memcpy(cfg.zone, zone, zlen);
@@ -167,40 +128,6 @@ static int teardown(void **state)
 	return 0;
 }
 
-static void row_query(const struct row *r, uint8_t *dns, size_t *len)
-{
-	static const uint8_t cookie[20] = {0, 10, 0, 8, 1, 2, 3, 4, 5,	6,
-					   7, 8,  0, 8, 0, 4, 0, 1, 24, 0};
-	struct ndc_pkt_query q = {
-	    .id = 0xbeef,
-	    .flags = RD ^ r->flags_xor,
-	    .name = r->name,
-	    .qtype = r->qtype,
-	    .qclass = r->qclass,
-	    .edns_size = r->edns,
-	    .edns_version = r->edns_version,
-	    .edns_flags = r->edns_flags,
-	    .opts = cookie,
-	    .opt_len = r->opt_len,
-	};
-
-	assert_int_equal(ndc_pkt_dns_query(&q, dns, NDC_PKT_MAX, len), 0);
-	if (r->mutate)
-		r->mutate(dns, len);
-}
-
-static void row_frame(const struct row *r, const uint8_t *dns, size_t dlen, uint8_t *frame,
-		      size_t *flen)
-{
-	struct ndc_pkt_addrs a = {.v6 = r->v6, .sport = 40000, .dport = r->dport ? r->dport : 53};
-
-	memcpy(a.src_mac, client_mac, 6);
-	memcpy(a.dst_mac, node_mac, 6);
-	memcpy(a.saddr, r->v6 ? client6 : client4, 16);
-	memcpy(a.daddr, r->v6 ? node6 : r->wrong_dst ? other4 : node4, 16);
-	assert_int_equal(ndc_pkt_build(&a, &r->o, dns, dlen, frame, NDC_PKT_MAX, flen), 0);
-}
-
 /* The frame in a fresh mbuf with tailroom bytes after it (0: what the pool gives). */
 static struct rte_mbuf *mbuf_of(const uint8_t *frame, size_t len, size_t tailroom)
 {
@@ -216,72 +143,19 @@ static struct rte_mbuf *mbuf_of(const uint8_t *frame, size_t len, size_t tailroo
 	return m;
 }
 
-/* The socket path's reply to dns: src (NULL: what the record table answers), TTLs - age. */
-static size_t socket_reply(const uint8_t *dns, size_t len, const struct ndc_answer *src,
-			   uint32_t age, uint8_t *out)
-{
-	union answer ans;
-	struct ndc_query q;
-	size_t rlen;
-
-	assert_int_equal(ndc_dns_parse_query(dns, len, &q), 0);
-	if (!src) {
-		assert_int_equal(ndc_records_lookup(env.rec, q.lname, q.qname_len, q.qtype, &ans.a,
-						    NDC_ANSWER_DATA_MAX),
-				 0);
-		src = &ans.a;
-	}
-	if (src->qname_len != q.qname_len) {
-		memcpy(&ans, src, ndc_answer_size(src));
-		ans.a.qname_len = q.qname_len;
-		src = &ans.a;
-	}
-	assert_int_equal(
-	    ndc_dns_write_reply(&q, src, age, 0, ndc_dns_udp_limit(&q), out, NDC_PKT_MAX, &rlen),
-	    0);
-	return rlen;
-}
-
 static void assert_reply(const char *what, const uint8_t *in, size_t inlen, struct rte_mbuf *m,
 			 const uint8_t *want, size_t wlen)
 {
-	const uint8_t *out = rte_pktmbuf_mtod(m, const uint8_t *);
-	struct ndc_pkt_parsed qp, rp;
-
-	assert_int_equal(ndc_pkt_parse(in, inlen, &qp), 0);
 	assert_int_equal(m->pkt_len, m->data_len);
-	if (ndc_pkt_parse(out, m->data_len, &rp) != 0)
-		fail_msg("%s: reply frame does not parse (%u bytes)", what, m->data_len);
-	assert_int_equal(rp.l2_pad, 0);
-	assert_memory_equal(rp.dst_mac, qp.src_mac, 6);
-	assert_memory_equal(rp.src_mac, qp.dst_mac, 6);
-	assert_int_equal(rp.v6, qp.v6);
-	assert_memory_equal(rp.saddr, qp.daddr, 16);
-	assert_memory_equal(rp.daddr, qp.saddr, 16);
-	assert_int_equal(rp.sport, qp.dport);
-	assert_int_equal(rp.dport, qp.sport);
-	assert_int_equal(rp.ttl, 64);
-	if (!rp.ip_csum_ok)
-		fail_msg("%s: IPv4 header checksum wrong", what);
-	if (!rp.udp_csum_ok)
-		fail_msg("%s: UDP checksum wrong (0x%04x)", what, rp.udp_csum);
-	if (!rp.v6)
-		assert_int_equal(rp.udp_csum, 0);
-	if (rp.plen != wlen || memcmp(rp.payload, want, wlen)) {
-		size_t i = 0;
-
-		while (i < wlen && i < rp.plen && rp.payload[i] == want[i])
-			i++;
-		fail_msg("%s: DNS reply differs from the socket path's at byte %zu (%zu vs %zu)",
-			 what, i, rp.plen, wlen);
-	}
+	ndc_row_assert_reply(what, in, inlen, rte_pktmbuf_mtod(m, const uint8_t *), m->data_len,
+			     want, wlen);
 }
 
 /*
  * A row through ndc_dpdk_answer_mbuf at now_ns: answered like the socket path (src as in
- * socket_reply, TTLs lowered by age), or passed untouched with the row's reason.
+ * ndc_row_socket_reply, TTLs lowered by age), or passed untouched with the row's reason.
  */
-static void check_row_at(const struct row *r, const struct ndc_answer *src, uint32_t age,
+static void check_row_at(const struct ndc_row *r, const struct ndc_answer *src, uint32_t age,
 			 uint64_t now_ns, size_t tailroom)
 {
 	uint8_t dns[NDC_PKT_MAX], in[NDC_PKT_MAX], want[NDC_PKT_MAX];
@@ -289,11 +163,11 @@ static void check_row_at(const struct row *r, const struct ndc_answer *src, uint
 	struct rte_mbuf *m;
 	int v;
 
-	row_query(r, dns, &dlen);
-	row_frame(r, dns, dlen, in, &inlen);
+	ndc_row_query(r, dns, &dlen);
+	ndc_row_frame(r, dns, dlen, in, &inlen);
 	if (ndc_dpdk_answered(r->expect))
-		wlen = socket_reply(dns, dlen, r->expect == NDC_FP_NXDOMAIN ? &env.nx.a : src, age,
-				    want);
+		wlen = ndc_row_socket_reply(
+		    env.rec, dns, dlen, r->expect == NDC_FP_NXDOMAIN ? &env.nx.a : src, age, want);
 	m = mbuf_of(in, inlen, tailroom);
 	v = ndc_dpdk_answer_mbuf(env.t, m, now_ns);
 	if (v != r->expect)
@@ -306,9 +180,9 @@ static void check_row_at(const struct row *r, const struct ndc_answer *src, uint
 	rte_pktmbuf_free(m);
 }
 
-static void check_row(const struct row *r)
+static void check_row(const struct ndc_row *r)
 {
-	check_row_at(r, NULL, 0, mono_ns(), 0);
+	check_row_at(r, NULL, 0, ndc_row_mono_ns(), 0);
 }
 
 /* ---------------------------------------------------------------------------------------------
@@ -317,7 +191,7 @@ static void check_row(const struct row *r)
 
 static void test_answers(void **state)
 {
-	static const struct row rows[] = {
+	static const struct ndc_row rows[] = {
 	    {"A ClusterIP", "kubernetes.default.svc.cluster.local", NDC_T_A, .expect = NDC_FP_HIT},
 	    {"AAAA dual-stack", "frontend.shop.svc.cluster.local", NDC_T_AAAA,
 	     .expect = NDC_FP_HIT},
@@ -361,7 +235,7 @@ static void test_answers(void **state)
 	     .expect = NDC_FP_NXDOMAIN},
 	    {"IPv6 NODATA", "cart.shop.svc.cluster.local", NDC_T_AAAA, .v6 = true,
 	     .expect = NDC_FP_NODATA},
-	    {"RD clear", "kubernetes.default.svc.cluster.local", NDC_T_A, .flags_xor = RD,
+	    {"RD clear", "kubernetes.default.svc.cluster.local", NDC_T_A, .flags_xor = NDC_ROW_RD,
 	     .expect = NDC_FP_HIT},
 	    {"CD echoed", "kubernetes.default.svc.cluster.local", NDC_T_A, .flags_xor = 0x0010,
 	     .expect = NDC_FP_HIT},
@@ -384,52 +258,10 @@ static void test_answers(void **state)
  * Frames that go to the kernel, with the BPF program's reasons.
  */
 
-static void set_qr(uint8_t *d, size_t *l)
-{
-	(void)l;
-	d[2] |= 0x80;
-}
-static void qd2(uint8_t *d, size_t *l)
-{
-	(void)l;
-	d[5] = 2;
-}
-static void an1(uint8_t *d, size_t *l)
-{
-	(void)l;
-	d[7] = 1;
-}
-static void trailing(uint8_t *d, size_t *l)
-{
-	d[(*l)++] = 0;
-}
-static void header_only(uint8_t *d, size_t *l)
-{
-	(void)d;
-	*l = 12;
-}
-static void cut_qclass(uint8_t *d, size_t *l)
-{
-	(void)d;
-	*l -= 2;
-}
-static void label64(uint8_t *d, size_t *l)
-{
-	(void)l;
-	d[12] = 64;
-}
-static void pointer_name(uint8_t *d, size_t *l)
-{
-	d[12] = 0xc0;
-	d[13] = 0x0c;
-	memmove(d + 14, d + *l - 4, 4);
-	*l = 18;
-}
-
 static void test_passed(void **state)
 {
 	static const char *const k8s = "kubernetes.default.svc.cluster.local";
-	static const struct row rows[] = {
+	static const struct ndc_row rows[] = {
 	    {"other UDP port", k8s, NDC_T_A, .dport = 5353, .expect = NONE},
 	    {"TCP to 53", k8s, NDC_T_A, .o.protocol = 6, .expect = NONE},
 	    {"other destination", k8s, NDC_T_A, .wrong_dst = true, .expect = NONE},
@@ -449,14 +281,19 @@ static void test_passed(void **state)
 	     .expect = NDC_FP_PASS_EDNS},
 	    {"EDNS version 1", k8s, NDC_T_A, .edns = 1232, .edns_version = 1,
 	     .expect = NDC_FP_PASS_EDNS},
-	    {"QR set", k8s, NDC_T_A, .mutate = set_qr, .expect = NDC_FP_PASS_FORMAT},
-	    {"QDCOUNT 2", k8s, NDC_T_A, .mutate = qd2, .expect = NDC_FP_PASS_FORMAT},
-	    {"ANCOUNT 1", k8s, NDC_T_A, .mutate = an1, .expect = NDC_FP_PASS_FORMAT},
-	    {"trailing byte", k8s, NDC_T_A, .mutate = trailing, .expect = NDC_FP_PASS_FORMAT},
-	    {"header only", k8s, NDC_T_A, .mutate = header_only, .expect = NDC_FP_PASS_FORMAT},
-	    {"QCLASS cut short", k8s, NDC_T_A, .mutate = cut_qclass, .expect = NDC_FP_PASS_FORMAT},
-	    {"label of 64", k8s, NDC_T_A, .mutate = label64, .expect = NDC_FP_PASS_FORMAT},
-	    {"pointer as name", k8s, NDC_T_A, .mutate = pointer_name, .expect = NDC_FP_PASS_FORMAT},
+	    {"QR set", k8s, NDC_T_A, .mutate = ndc_pkt_mut_set_qr, .expect = NDC_FP_PASS_FORMAT},
+	    {"QDCOUNT 2", k8s, NDC_T_A, .mutate = ndc_pkt_mut_qd2, .expect = NDC_FP_PASS_FORMAT},
+	    {"ANCOUNT 1", k8s, NDC_T_A, .mutate = ndc_pkt_mut_an1, .expect = NDC_FP_PASS_FORMAT},
+	    {"trailing byte", k8s, NDC_T_A, .mutate = ndc_pkt_mut_trailing,
+	     .expect = NDC_FP_PASS_FORMAT},
+	    {"header only", k8s, NDC_T_A, .mutate = ndc_pkt_mut_header_only,
+	     .expect = NDC_FP_PASS_FORMAT},
+	    {"QCLASS cut short", k8s, NDC_T_A, .mutate = ndc_pkt_mut_cut_qclass,
+	     .expect = NDC_FP_PASS_FORMAT},
+	    {"label of 64", k8s, NDC_T_A, .mutate = ndc_pkt_mut_label64,
+	     .expect = NDC_FP_PASS_FORMAT},
+	    {"pointer as name", k8s, NDC_T_A, .mutate = ndc_pkt_mut_pointer_name,
+	     .expect = NDC_FP_PASS_FORMAT},
 	    {"name over 128 bytes",
 	     "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa."
 	     "bbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbb.svc.cluster.local",
@@ -492,19 +329,19 @@ static void test_not_ip(void **state)
 
 	(void)state;
 	m = mbuf_of(arp, sizeof(arp), 0);
-	assert_int_equal(ndc_dpdk_answer_mbuf(env.t, m, mono_ns()), NONE);
+	assert_int_equal(ndc_dpdk_answer_mbuf(env.t, m, ndc_row_mono_ns()), NONE);
 	assert_memory_equal(rte_pktmbuf_mtod(m, void *), arp, sizeof(arp));
 	rte_pktmbuf_free(m);
 	for (size_t len = 0; len < 14 + 20 + 8 + 12; len += 7) {
 		uint8_t dns[NDC_PKT_MAX];
 		size_t dlen, flen;
-		const struct row r = {"runt", "kubernetes.default.svc.cluster.local", NDC_T_A,
-				      .expect = NONE};
+		const struct ndc_row r = {"runt", "kubernetes.default.svc.cluster.local", NDC_T_A,
+					  .expect = NONE};
 
-		row_query(&r, dns, &dlen);
-		row_frame(&r, dns, dlen, frame, &flen);
+		ndc_row_query(&r, dns, &dlen);
+		ndc_row_frame(&r, dns, dlen, frame, &flen);
 		m = mbuf_of(frame, len, 0);
-		int v = ndc_dpdk_answer_mbuf(env.t, m, mono_ns());
+		int v = ndc_dpdk_answer_mbuf(env.t, m, ndc_row_mono_ns());
 		assert_false(ndc_dpdk_answered(v));
 		assert_memory_equal(rte_pktmbuf_mtod(m, void *), frame, len);
 		rte_pktmbuf_free(m);
@@ -515,42 +352,28 @@ static void test_not_ip(void **state)
  * Cached answers, markers, removals, room.
  */
 
-static void a_records(struct ndc_answer *a, const uint8_t *lname, size_t nlen, int n, uint32_t ttl)
-{
-	struct ndc_ab b;
-
-	ndc_ab_init(&b, a, NDC_ANSWER_DATA_MAX, lname, nlen);
-	for (int i = 0; i < n; i++) {
-		uint8_t ip[4] = {192, 0, 2, (uint8_t)(i + 1)};
-
-		ndc_ab_rr(&b, NDC_SEC_ANSWER, lname, nlen, NDC_T_A, NDC_C_IN, ttl + (uint32_t)i, ip,
-			  4);
-	}
-	assert_int_equal(ndc_ab_finish(&b, NDC_RCODE_NOERROR, false), 0);
-}
-
 static void test_cache_ttl(void **state)
 {
 	uint8_t lname[NDC_NAME_MAX];
-	union answer a;
+	union ndc_row_answer a;
 	uint64_t t0;
 	size_t nlen;
 
 	(void)state;
 	assert_int_equal(ndc_name_from_text("example.com", lname, sizeof(lname), &nlen), 0);
-	a_records(&a.a, lname, nlen, 3, 300);
-	t0 = mono_ns();
+	ndc_row_a_records(&a.a, lname, nlen, 3, 300);
+	t0 = ndc_row_mono_ns();
 	assert_int_equal(ndc_dpdk_table_publish(env.t, lname, nlen, NDC_T_A, &a.a, 300), 0);
 
 	/* 7 s later every TTL is 7 lower, exactly as the socket path writes it */
-	const struct row r = {"TTL countdown", "Example.COM", NDC_T_A, .expect = NDC_FP_HIT};
+	const struct ndc_row r = {"TTL countdown", "Example.COM", NDC_T_A, .expect = NDC_FP_HIT};
 	check_row_at(&r, &a.a, 7, t0 + 7 * NS + NS / 2, 0);
-	const struct row r6 = {
+	const struct ndc_row r6 = {
 	    "TTL countdown IPv6 EDNS", "example.com", NDC_T_A, .v6 = true, .edns = 1232,
 	    .expect = NDC_FP_HIT};
 	check_row_at(&r6, &a.a, 7, t0 + 7 * NS + NS / 2, 0);
 	/* expired: the socket path refreshes it */
-	const struct row x = {"expired", "example.com", NDC_T_A, .expect = NDC_FP_PASS_EXPIRED};
+	const struct ndc_row x = {"expired", "example.com", NDC_T_A, .expect = NDC_FP_PASS_EXPIRED};
 	check_row_at(&x, NULL, 0, t0 + 301 * NS, 0);
 	/* the sweep's removal only takes entries that have expired */
 	struct ndc_fp_key k = {0};
@@ -560,7 +383,8 @@ static void test_cache_ttl(void **state)
 	assert_int_equal(ndc_dpdk_table_unpublish_expired(env.t, &k), -EAGAIN);
 	assert_int_equal(ndc_dpdk_table_unpublish(env.t, lname, nlen, NDC_T_A), 0);
 	assert_int_equal(ndc_dpdk_table_unpublish(env.t, lname, nlen, NDC_T_A), -ENOENT);
-	const struct row gone = {"unpublished", "example.com", NDC_T_A, .expect = NDC_FP_PASS_MISS};
+	const struct ndc_row gone = {"unpublished", "example.com", NDC_T_A,
+				     .expect = NDC_FP_PASS_MISS};
 	check_row(&gone);
 }
 
@@ -574,25 +398,26 @@ static void test_pass_marker_and_removal(void **state)
 	assert_int_equal(ndc_name_from_text(name, lname, sizeof(lname), &nlen), 0);
 	/* A pass marker at the other-type entry: NODATA is no longer answered here */
 	assert_int_equal(ndc_dpdk_table_publish_pass(env.t, lname, nlen), 0);
-	const struct row r = {"pass marker", name, NDC_T_AAAA, .expect = NDC_FP_PASS_MISS};
+	const struct ndc_row r = {"pass marker", name, NDC_T_AAAA, .expect = NDC_FP_PASS_MISS};
 	check_row(&r);
-	const struct row a = {"exact entry beside a marker", name, NDC_T_A, .expect = NDC_FP_HIT};
+	const struct ndc_row a = {"exact entry beside a marker", name, NDC_T_A,
+				  .expect = NDC_FP_HIT};
 	check_row(&a);
 	/* A name without entries, once synced, is NXDOMAIN: as after a Service is deleted */
 	assert_int_equal(ndc_dpdk_table_unpublish(env.t, lname, nlen, NDC_T_A), 0);
 	assert_int_equal(ndc_dpdk_table_unpublish(env.t, lname, nlen, NDC_FP_QTYPE_OTHER), 0);
-	const struct row nx = {"deleted name", name, NDC_T_A, .expect = NDC_FP_NXDOMAIN};
+	const struct ndc_row nx = {"deleted name", name, NDC_T_A, .expect = NDC_FP_NXDOMAIN};
 	check_row(&nx);
 	/* not synced: no NXDOMAIN synthesis */
 	assert_int_equal(ndc_dpdk_table_set_synced(env.t, false), 0);
-	const struct row ns = {"deleted name, not synced", name, NDC_T_A,
-			       .expect = NDC_FP_PASS_MISS};
+	const struct ndc_row ns = {"deleted name, not synced", name, NDC_T_A,
+				   .expect = NDC_FP_PASS_MISS};
 	check_row(&ns);
 	assert_int_equal(ndc_dpdk_table_set_synced(env.t, true), 0);
 	/* published again, as the publisher does for a name of a patch */
 	assert_int_equal(ndc_records_foreach_name(env.rec, lname, nlen, publish_one, NULL), 0);
 	check_row(&a);
-	const struct row nd = {"NODATA again", name, NDC_T_AAAA, .expect = NDC_FP_NODATA};
+	const struct ndc_row nd = {"NODATA again", name, NDC_T_AAAA, .expect = NDC_FP_NODATA};
 	check_row(&nd);
 }
 
@@ -600,10 +425,10 @@ static void test_pass_marker_and_removal(void **state)
 static void test_publish_errors(void **state)
 {
 	uint8_t lname[NDC_NAME_MAX] = {0};
-	union answer a;
+	union ndc_row_answer a;
 
 	(void)state;
-	a_records(&a.a, (const uint8_t *)"\1x\0", 3, 1, 60);
+	ndc_row_a_records(&a.a, (const uint8_t *)"\1x\0", 3, 1, 60);
 	assert_int_equal(ndc_dpdk_table_publish(env.t, lname, 0, NDC_T_A, &a.a, 0), -EINVAL);
 	assert_int_equal(
 	    ndc_dpdk_table_publish(env.t, lname, NDC_FP_NAME_MAX + 1, NDC_T_A, &a.a, 0),
@@ -611,7 +436,7 @@ static void test_publish_errors(void **state)
 	/* the answer's question length must be the name's: its pointers depend on it */
 	assert_int_equal(
 	    ndc_dpdk_table_publish(env.t, (const uint8_t *)"\2xy\0", 4, NDC_T_A, &a.a, 0), -EINVAL);
-	a_records(&a.a, (const uint8_t *)"\1x\0", 3, NDC_FP_TTL_MAX + 1, 60);
+	ndc_row_a_records(&a.a, (const uint8_t *)"\1x\0", 3, NDC_FP_TTL_MAX + 1, 60);
 	assert_int_equal(
 	    ndc_dpdk_table_publish(env.t, (const uint8_t *)"\1x\0", 3, NDC_T_A, &a.a, 60), -E2BIG);
 }
@@ -619,14 +444,15 @@ static void test_publish_errors(void **state)
 /* A reply that does not fit the mbuf: passed, the frame untouched. */
 static void test_no_room(void **state)
 {
-	const struct row big = {"no room for the reply", "_pg._tcp.postgres.data.svc.cluster.local",
-				NDC_T_SRV, .expect = NDC_FP_PASS_SIZE};
-	const struct row fits = {"room enough", "_pg._tcp.postgres.data.svc.cluster.local",
-				 NDC_T_SRV, .expect = NDC_FP_HIT};
+	const struct ndc_row big = {"no room for the reply",
+				    "_pg._tcp.postgres.data.svc.cluster.local", NDC_T_SRV,
+				    .expect = NDC_FP_PASS_SIZE};
+	const struct ndc_row fits = {"room enough", "_pg._tcp.postgres.data.svc.cluster.local",
+				     NDC_T_SRV, .expect = NDC_FP_HIT};
 
 	(void)state;
-	check_row_at(&big, NULL, 0, mono_ns(), 1);
-	check_row_at(&fits, NULL, 0, mono_ns(), 600);
+	check_row_at(&big, NULL, 0, ndc_row_mono_ns(), 1);
+	check_row_at(&fits, NULL, 0, ndc_row_mono_ns(), 600);
 }
 
 /* ---------------------------------------------------------------------------------------------
@@ -638,14 +464,14 @@ static volatile bool writer_stop;
 static void *writer(void *arg)
 {
 	uint8_t lname[NDC_NAME_MAX];
-	union answer a[2];
+	union ndc_row_answer a[2];
 	size_t nlen;
 	unsigned int i = 0;
 
 	(void)arg;
 	assert_int_equal(ndc_name_from_text("churn.example.com", lname, sizeof(lname), &nlen), 0);
-	a_records(&a[0].a, lname, nlen, 1, 100);
-	a_records(&a[1].a, lname, nlen, 2, 200);
+	ndc_row_a_records(&a[0].a, lname, nlen, 1, 100);
+	ndc_row_a_records(&a[1].a, lname, nlen, 2, 200);
 	while (!writer_stop) {
 		ndc_dpdk_table_publish(env.t, lname, nlen, NDC_T_A, &a[i & 1].a, 3600);
 		if ((i & 15) == 0)
@@ -663,19 +489,19 @@ static void test_rcu_readers(void **state)
 	unsigned int answered = 0, missed = 0;
 	pthread_t th;
 	uint64_t end;
-	const struct row r = {"churn", "churn.example.com", NDC_T_A, .expect = NDC_FP_HIT};
+	const struct ndc_row r = {"churn", "churn.example.com", NDC_T_A, .expect = NDC_FP_HIT};
 
 	(void)state;
-	row_query(&r, dns, &dlen);
-	row_frame(&r, dns, dlen, in, &inlen);
+	ndc_row_query(&r, dns, &dlen);
+	ndc_row_frame(&r, dns, dlen, in, &inlen);
 	assert_int_equal(rte_rcu_qsbr_thread_register(v, 0), 0);
 	rte_rcu_qsbr_thread_online(v, 0);
 	writer_stop = false;
 	assert_int_equal(pthread_create(&th, NULL, writer, NULL), 0);
-	end = mono_ns() + NS;
-	while (mono_ns() < end) {
+	end = ndc_row_mono_ns() + NS;
+	while (ndc_row_mono_ns() < end) {
 		struct rte_mbuf *m = mbuf_of(in, inlen, 0);
-		int verdict = ndc_dpdk_answer_mbuf(env.t, m, mono_ns());
+		int verdict = ndc_dpdk_answer_mbuf(env.t, m, ndc_row_mono_ns());
 		struct ndc_pkt_parsed p;
 
 		if (ndc_dpdk_answered(verdict)) {

@@ -108,7 +108,10 @@ static void entry(uint32_t i, uint16_t qtype, uint16_t len, struct ndc_fp_key *k
 
 static uint16_t len_of(uint32_t i, uint16_t qtype)
 {
-	return i % 17 == 0 && qtype == 1 ? 300 : 16; /* one in 17 A answers is big */
+	/* one in 5 A answers is big: of one, two and three records (abi.h, ndc_fp_ext_bytes) */
+	static const uint16_t big[] = {90, 300, 500};
+
+	return i % 5 == 0 && qtype == 1 ? big[(i / 5) % 3] : 16;
 }
 
 static void check_all(struct ndc_fp_table *t, uint32_t from, uint32_t to, bool present)
@@ -160,7 +163,7 @@ static void del_range(struct ndc_fp_table *t, uint32_t from, uint32_t to)
  * The loads the rules promise, and the bytes within 2x of the keys' need once the table is more
  * than a few chunks.
  */
-static void check_shape(struct ndc_fp_table *t)
+static void check_shape(struct ndc_fp_table *t, bool growing)
 {
 	struct ndc_fp_table_usage u;
 	const struct ndc_fp_half *h = &t->h[t->cur];
@@ -168,6 +171,10 @@ static void check_shape(struct ndc_fp_table *t)
 	ndc_fp_table_stats(t, &u);
 	assert_true(u.keys <= u.slots * 85 / 100 + 1);
 	assert_true(h->overflows <= h->n_buckets);
+	/* while it only grows, big answers' records are packed: at most a chunk's worth unused */
+	if (growing && u.big_chunks > (u.bigs + NDC_FP_BIG_CHUNK - 1) / NDC_FP_BIG_CHUNK + 1)
+		fail_msg("%lu big records in %lu chunks", (unsigned long)u.bigs,
+			 (unsigned long)u.big_chunks);
 	/* below a few chunks' worth the granularity of one chunk of each kind decides */
 	if (u.chunks >= 4 && u.bytes > 2 * u.needed)
 		fail_msg("keys %lu slots %lu chunks %lu bigs %lu in %lu chunks: %lu bytes for %lu",
@@ -187,11 +194,11 @@ static void test_grow_and_shrink(void **state)
 	assert_int_equal(m->chunks, 1);
 	put_range(&t, 0, 50);
 	check_all(&t, 0, 50, true);
-	check_shape(&t);
+	check_shape(&t, true);
 	/* growth, 150 to 30,000 keys */
 	for (uint32_t n = 50; n < 10000; n += 995) {
 		put_range(&t, n, n + 995);
-		check_shape(&t);
+		check_shape(&t, true);
 	}
 	check_all(&t, 0, 10000, true);
 	ndc_fp_table_stats(&t, &u);
@@ -208,7 +215,7 @@ static void test_grow_and_shrink(void **state)
 		m = n > 1010 ? n - 990 : 20;
 		del_range(&t, m, n);
 		check_all(&t, 0, m > 500 ? 500 : m, true);
-		check_shape(&t);
+		check_shape(&t, false);
 	}
 	check_all(&t, 0, 20, true);
 	check_all(&t, 20, 10000, false);
@@ -242,11 +249,118 @@ static void test_cap_and_collision(void **state)
 	free(m);
 }
 
+/*
+ * The zone's SOA after a name of qlen bytes ending in "cluster.local": uncompressed (qlen 0, as
+ * the NXDOMAIN template holds it) or compressed against the question as the socket path writes it.
+ */
+static uint16_t soa_rr(size_t qlen, uint32_t ttl, uint8_t *out)
+{
+	static const uint8_t zone[] = "\7cluster\5local";
+	uint8_t ptr[2] = {(uint8_t)(0xc0 | (12 + qlen - sizeof(zone)) >> 8),
+			  (uint8_t)(12 + qlen - sizeof(zone))};
+	size_t n = 0, rd;
+
+#define PUT(p, l) (memcpy(out + n, p, l), n += l)
+#define ZONE() (qlen ? PUT(ptr, 2) : PUT(zone, sizeof(zone)))
+	ZONE();
+	PUT("\0\6\0\1", 4);
+	out[n++] = (uint8_t)(ttl >> 24), out[n++] = (uint8_t)(ttl >> 16);
+	out[n++] = (uint8_t)(ttl >> 8), out[n++] = (uint8_t)ttl;
+	n += 2;
+	rd = n;
+	PUT("\2ns\3dns", 7);
+	ZONE();
+	PUT("\12hostmaster", 11);
+	ZONE();
+	for (int i = 0; i < 20; i++)
+		out[n++] = (uint8_t)i;
+	out[rd - 2] = (uint8_t)((n - rd) >> 8), out[rd - 1] = (uint8_t)(n - rd);
+#undef ZONE
+#undef PUT
+	return (uint16_t)n;
+}
+
+/* NODATA i: a long name (its SOA does not fit a slot beside it) with the zone's SOA of ttl. */
+static void nodata(uint32_t i, uint32_t ttl, struct ndc_fp_key *k, struct ndc_fp_value *v)
+{
+	char text[96];
+	size_t n = 0;
+
+	memset(v, 0, sizeof(*v));
+	snprintf(text, sizeof(text), "a-rather-long-service-name-%u.namespace%u.svc.cluster.local",
+		 i, i % 7);
+	for (char *label = strtok(text, "."); label; label = strtok(NULL, ".")) {
+		size_t l = strlen(label);
+
+		v->name[n++] = (uint8_t)l;
+		memcpy(v->name + n, label, l);
+		n += l;
+	}
+	v->name[n++] = 0;
+	v->name_len = (uint8_t)n;
+	v->nscount = 1;
+	v->flags = NDC_FP_V_AA;
+	v->len = soa_rr(n, ttl, v->data);
+	assert_int_equal(ndc_fastpath_key(v->name, n, NDC_FP_QTYPE_OTHER, k), 0);
+}
+
+/*
+ * NODATA by reference (abi.h, NDC_FP_V_SOA): answers whose SOA is the template's take no big
+ * record and read back byte for byte, through growth too; another SOA (a TTL of its own) is
+ * kept whole.
+ */
+static void test_nodata_by_reference(void **state)
+{
+	struct mem *m = calloc(1, sizeof(*m));
+	struct ndc_fp_big nx[NDC_FP_NX_ENTRIES] = {0};
+	struct ndc_fp_value tpl = {0}, v, got;
+	struct ndc_fp_table_usage u;
+	struct ndc_fp_table t;
+	struct ndc_fp_key k;
+	const uint32_t n = 12000; /* past one chunk: rebuilds move them */
+
+	(void)state;
+	assert_int_equal(ndc_fp_table_init(&t, &mem_ops, m, 100000, 64, 64, 42), 0);
+	nodata(0, 5, &k, &v);
+	assert_true(((v.name_len + 7) & ~7) + v.len > NDC_FP_SLOT_BYTES); /* else no test */
+	tpl.rcode = 3;
+	tpl.flags = NDC_FP_V_AA;
+	tpl.nscount = 1;
+	tpl.len = soa_rr(0, 5, tpl.data);
+	ndc_fp_table_set_nx(&t, nx, &tpl);
+	assert_int_equal(nx[NDC_FP_NX_NODATA].v.n_ttl,
+			 3); /* owner, MNAME, RNAME point at the zone */
+	for (uint32_t i = 0; i < n; i++) {
+		nodata(i, 5, &k, &v);
+		assert_int_equal(ndc_fp_table_put(&t, &k, &v, false), 0);
+	}
+	ndc_fp_table_stats(&t, &u);
+	assert_int_equal(u.bigs, 0);
+	assert_true(u.rebuilds > 0);
+	for (uint32_t i = 0; i < n; i++) {
+		nodata(i, 5, &k, &v);
+		assert_int_equal(ndc_fp_table_get(&t, &k, &got), 0);
+		assert_memory_equal(&got, &v, sizeof(v));
+	}
+	/* another TTL: not the zone's SOA as the template has it */
+	for (uint32_t i = 0; i < 100; i++) {
+		nodata(i, 30, &k, &v);
+		assert_int_equal(ndc_fp_table_put(&t, &k, &v, false), 0);
+		assert_int_equal(ndc_fp_table_get(&t, &k, &got), 0);
+		assert_memory_equal(&got, &v, sizeof(v));
+	}
+	ndc_fp_table_stats(&t, &u);
+	assert_int_equal(u.bigs, 100);
+	ndc_fp_table_fini(&t);
+	free(m);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 	    cmocka_unit_test(test_grow_and_shrink),
 	    cmocka_unit_test(test_cap_and_collision),
+	    cmocka_unit_test(test_nodata_by_reference),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

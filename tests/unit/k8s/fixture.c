@@ -423,6 +423,21 @@ void server_watchers(int n)
 	}
 }
 
+void apply_service(const char *name)
+{
+	control("{\"op\":\"apply\",\"object\":{\"kind\":\"Service\",\"metadata\":{\"name\":\"%s\","
+		"\"namespace\":\"app\"}}}",
+		name);
+}
+
+void compact_past(int watchers, const char *name)
+{
+	server_watchers(watchers);
+	control("{\"op\":\"pause\",\"seconds\":0.5}");
+	apply_service(name);
+	control("{\"op\":\"compact\"}");
+}
+
 /* ---- fixture ----------------------------------------------------------------------------------
  */
 
@@ -479,6 +494,16 @@ void synced(struct fx *f, uint32_t kinds, unsigned n)
 
 	if (!wait_for(&f->rec, ends_reached, &e, 5000))
 		fail_msg("no complete list #%u within 5 s", n);
+}
+
+void relisted_410(struct fx *f)
+{
+	f->opts.kinds = 1u << NDC_K8S_SERVICES;
+	start(f);
+	synced(f, f->opts.kinds, 1);
+	compact_past(1, "late");
+	control("{\"op\":\"drop\"}");
+	synced(f, f->opts.kinds, 2);
 }
 
 void expect_line(struct fx *f, const char *line, int ms)

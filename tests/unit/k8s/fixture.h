@@ -92,6 +92,17 @@ bool ends_reached(struct rec *r, const void *arg);
 bool listed_name(struct rec *r, enum ndc_k8s_kind k, const char *name);
 bool stat_reached(struct rec *r, const void *arg);
 void server_watchers(int n);
+/* A Service name (no spec) added in namespace app. */
+void apply_service(const char *name);
+/*
+ * A partition that makes the client relist: once that many watch streams are open, the server is
+ * paused (nothing gets through), the Service name added moves it past the client's
+ * resourceVersion, and compaction forgets the history: the caller drops the streams (after any
+ * fault it injects) and the rewatch gets 410.
+ */
+void compact_past(int watchers, const char *name);
+/* Services alone watched, synced, then compact_past(1, "late") and the drop: synced again. */
+void relisted_410(struct fx *f);
 int setup(void **state);
 int teardown(void **state);
 void start(struct fx *f);

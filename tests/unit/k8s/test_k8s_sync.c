@@ -57,9 +57,7 @@ static void change_arrives(struct fx *f, const char *name)
 {
 	char line[128];
 
-	control("{\"op\":\"apply\",\"object\":{\"kind\":\"Service\",\"metadata\":{\"name\":\"%s\","
-		"\"namespace\":\"app\"}}}",
-		name);
+	apply_service(name);
 	snprintf(line, sizeof(line), "ADDED Service app/%s", name);
 	expect_line(f, line, 3000);
 }
@@ -127,11 +125,7 @@ static void cache_refused(void **state)
 	assert_int_equal(client_stat("lists_consistent"), 2 + 3 + 2);
 	change_arrives(f, "after");
 	/* Relists stay consistent: the refusal is kept. */
-	server_watchers(3);
-	control("{\"op\":\"pause\",\"seconds\":0.5}");
-	control("{\"op\":\"apply\",\"object\":{\"kind\":\"Service\",\"metadata\":{\"name\":"
-		"\"late\",\"namespace\":\"app\"}}}");
-	control("{\"op\":\"compact\"}");
+	compact_past(3, "late");
 	control("{\"op\":\"drop\"}");
 	synced(f, 1u << NDC_K8S_SERVICES, 2);
 	st = stats(f);
@@ -172,16 +166,7 @@ static void relist_streamed(void **state)
 	struct fx *f = *state;
 	struct ndc_k8s_watch_stats st;
 
-	f->opts.kinds = 1u << NDC_K8S_SERVICES;
-	start(f);
-	synced(f, f->opts.kinds, 1);
-	server_watchers(1);
-	control("{\"op\":\"pause\",\"seconds\":0.5}");
-	control("{\"op\":\"apply\",\"object\":{\"kind\":\"Service\",\"metadata\":{\"name\":"
-		"\"late\",\"namespace\":\"app\"}}}");
-	control("{\"op\":\"compact\"}");
-	control("{\"op\":\"drop\"}");
-	synced(f, f->opts.kinds, 2);
+	relisted_410(f);
 	st = stats(f);
 	assert_true(st.relists_410 >= 1);
 	assert_int_equal(st.syncs_stream, 2);
@@ -198,16 +183,7 @@ static void relist_from_cache(void **state)
 	struct ndc_k8s_watch_stats st;
 
 	control("{\"op\":\"refuse\",\"ways\":[\"stream\"]}");
-	f->opts.kinds = 1u << NDC_K8S_SERVICES;
-	start(f);
-	synced(f, f->opts.kinds, 1);
-	server_watchers(1);
-	control("{\"op\":\"pause\",\"seconds\":0.5}");
-	control("{\"op\":\"apply\",\"object\":{\"kind\":\"Service\",\"metadata\":{\"name\":"
-		"\"late\",\"namespace\":\"app\"}}}");
-	control("{\"op\":\"compact\"}");
-	control("{\"op\":\"drop\"}");
-	synced(f, f->opts.kinds, 2);
+	relisted_410(f);
 	st = stats(f);
 	assert_int_equal(st.syncs_cache, 2);
 	assert_int_equal(st.syncs_consistent, 0);
@@ -232,12 +208,10 @@ static void relist_unknown_rv(void **state)
 	start(f);
 	synced(f, f->opts.kinds, 1);
 	for (unsigned i = 0; i < 2; i++) {
-		server_watchers(1);
-		control("{\"op\":\"pause\",\"seconds\":0.5}");
-		control("{\"op\":\"apply\",\"object\":{\"kind\":\"Service\",\"metadata\":{"
-			"\"name\":\"late-%u\",\"namespace\":\"app\"}}}",
-			i);
-		control("{\"op\":\"compact\"}");
+		char late[16];
+
+		snprintf(late, sizeof(late), "late-%u", i);
+		compact_past(1, late);
 		control("{\"op\":\"fail\",\"count\":1,\"status\":%d,\"path\":\"/api/v1/services\","
 			"\"watch\":false}",
 			codes[i]);

@@ -278,16 +278,7 @@ static void compact_relists(void **state)
 	struct fx *f = *state;
 	struct ndc_k8s_watch_stats st;
 
-	f->opts.kinds = 1u << NDC_K8S_SERVICES;
-	start(f);
-	synced(f, f->opts.kinds, 1);
-	server_watchers(1);
-	control("{\"op\":\"pause\",\"seconds\":0.5}");
-	control("{\"op\":\"apply\",\"object\":{\"kind\":\"Service\",\"metadata\":{\"name\":"
-		"\"late\",\"namespace\":\"app\"}}}");
-	control("{\"op\":\"compact\"}");
-	control("{\"op\":\"drop\"}");
-	synced(f, f->opts.kinds, 2);
+	relisted_410(f);
 	ndc_k8s_watch_stats(f->w, &st);
 	assert_true(st.relists_410 >= 1);
 	assert_int_equal(st.lists, 2);
@@ -312,8 +303,7 @@ static void drop_resumes(void **state)
 	server_watchers(3);
 	control("{\"op\":\"pause\",\"seconds\":0.5}");
 	control("{\"op\":\"drop\"}");
-	control("{\"op\":\"apply\",\"object\":{\"kind\":\"Service\",\"metadata\":{\"name\":"
-		"\"meanwhile\",\"namespace\":\"app\"}}}");
+	apply_service("meanwhile");
 	expect_line(f, "ADDED Service app/meanwhile", 3000);
 	assert_true(WAIT_STAT(&f->rec, f->w, reconnects, 3, 3000));
 	ndc_k8s_watch_stats(f->w, &st);
@@ -352,8 +342,7 @@ static void token_rotation(void **state)
 	assert_true(WAIT_STAT(&f->rec, f->w, auth_failures, 1, 3000));
 	/* Then the kubelet rewrites the file: the next attempt uses the new token. */
 	write_file(path, "t0ken-two");
-	control("{\"op\":\"apply\",\"object\":{\"kind\":\"Service\",\"metadata\":{\"name\":"
-		"\"rotated\",\"namespace\":\"app\"}}}");
+	apply_service("rotated");
 	expect_line(f, "ADDED Service app/rotated", 3000);
 	ndc_k8s_watch_stats(f->w, &st);
 	assert_int_equal(st.lists, 1);
@@ -363,8 +352,7 @@ static void token_rotation(void **state)
 	write_file(path, "t0ken-three");
 	control("{\"op\":\"token\",\"token\":\"t0ken-three\"}");
 	control("{\"op\":\"drop\"}");
-	control("{\"op\":\"apply\",\"object\":{\"kind\":\"Service\",\"metadata\":{\"name\":"
-		"\"rotated2\",\"namespace\":\"app\"}}}");
+	apply_service("rotated2");
 	expect_line(f, "ADDED Service app/rotated2", 3000);
 	ndc_k8s_watch_stats(f->w, &st);
 	assert_int_equal(st.lists, 1);
@@ -473,8 +461,7 @@ static void server_errors_retry(void **state)
 	control("{\"op\":\"fail\",\"count\":2,\"status\":503}");
 	control("{\"op\":\"drop\"}");
 	assert_true(WAIT_STAT(&f->rec, f->w, errors, 5, 3000));
-	control("{\"op\":\"apply\",\"object\":{\"kind\":\"Service\",\"metadata\":{\"name\":"
-		"\"x\",\"namespace\":\"app\"}}}");
+	apply_service("x");
 	expect_line(f, "ADDED Service app/x", 3000);
 	ndc_k8s_watch_stats(f->w, &st);
 	assert_int_equal(st.lists, 1);

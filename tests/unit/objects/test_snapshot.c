@@ -507,6 +507,87 @@ static void test_service_fields(void **state)
 	ndc_k8s_objects_free(&o);
 }
 
+/*
+ * multicluster.x-k8s.io ServiceImports: converted by the Service's own steps (metadata, spec,
+ * addresses, ports), so each step's message names the import's fields.
+ */
+static void test_import_fields(void **state)
+{
+	const struct ndc_k8s_service *s;
+	struct ndc_k8s_objects o;
+
+	(void)state;
+	/* ClusterSetIP by default; one address per family; ports as a Service's. */
+	parse_ok("kind: ServiceImport\nmetadata: {namespace: a, name: b}\n"
+		 "spec:\n  ips: [10.0.0.1, 'fd00::1']\n"
+		 "  ports:\n  - {name: dns, port: 53, protocol: UDP}\n  - {port: 80}\n",
+		 &o);
+	assert_int_equal(o.n_imports, 1);
+	assert_int_equal(o.n_services, 0);
+	s = &o.imports[0];
+	assert_string_equal(s->ns, "a");
+	assert_string_equal(s->name, "b");
+	assert_int_equal(s->type, NDC_SVC_CLUSTER_IP);
+	assert_false(s->headless);
+	assert_null(s->external_name);
+	assert_int_equal(s->n_ips, 2);
+	assert_ip(&s->ips[0], "10.0.0.1");
+	assert_ip(&s->ips[1], "fd00::1");
+	assert_int_equal(s->n_ports, 2);
+	assert_port(&s->ports[0], "dns", 53, IPPROTO_UDP);
+	assert_port(&s->ports[1], NULL, 80, IPPROTO_TCP);
+	ndc_k8s_objects_free(&o);
+
+	/* Headless: spec.ips is checked but says nothing; no spec at all is a ClusterSetIP. */
+	parse_ok("kind: List\nitems:\n"
+		 "- {kind: ServiceImport, metadata: {namespace: a, name: h},\n"
+		 "   spec: {type: Headless, ips: [10.0.0.9], ports: [{port: 53}]}}\n"
+		 "- {kind: ServiceImport, metadata: {namespace: a, name: n}}\n"
+		 "- {kind: ServiceImport, metadata: {namespace: a, name: c},\n"
+		 "   spec: {type: ClusterSetIP, ips: ['']}}\n",
+		 &o);
+	assert_int_equal(o.n_imports, 3);
+	assert_true(o.imports[0].headless);
+	assert_int_equal(o.imports[0].n_ips, 0);
+	assert_int_equal(o.imports[0].n_ports, 1);
+	assert_false(o.imports[1].headless);
+	assert_int_equal(o.imports[1].n_ips, 0);
+	assert_int_equal(o.imports[1].n_ports, 0);
+	assert_false(o.imports[2].headless);
+	assert_int_equal(o.imports[2].n_ips, 0);
+	ndc_k8s_objects_free(&o);
+
+	/* Errors: what the Service's steps say, with the import's field names. */
+	parse_err("kind: ServiceImport\nmetadata: {name: b}\n",
+		  "ServiceImport b: metadata.namespace: missing");
+	parse_err("kind: ServiceImport\nmetadata: {namespace: a, name: b}\nspec: []\n",
+		  "ServiceImport a/b: spec: expected object, got array");
+	parse_err("kind: ServiceImport\nmetadata: {namespace: a, name: b}\nspec: {type: 5}\n",
+		  "spec.type: expected string, got integer");
+	parse_err(
+	    "kind: ServiceImport\nmetadata: {namespace: a, name: b}\nspec: {type: ClusterIP}\n",
+	    "spec.type: expected ClusterSetIP or Headless");
+	parse_err("kind: ServiceImport\nmetadata: {namespace: a, name: b}\nspec: {ips: 10.0.0.1}\n",
+		  "spec.ips: expected array, got string");
+	parse_err("kind: ServiceImport\nmetadata: {namespace: a, name: b}\nspec: {ips: [null]}\n",
+		  "spec.ips[0]: expected string, got null");
+	parse_err("kind: ServiceImport\nmetadata: {namespace: a, name: b}\n"
+		  "spec: {ips: [\"10.0.0.1\\0\"]}\n",
+		  "spec.ips[0]: contains a NUL byte");
+	/* "None" makes a Service headless; an import says Headless in spec.type instead. */
+	parse_err("kind: ServiceImport\nmetadata: {namespace: a, name: b}\nspec: {ips: [None]}\n",
+		  "ServiceImport a/b: spec.ips[0]: invalid IP address \"None\"");
+	parse_err("kind: ServiceImport\nmetadata: {namespace: a, name: b}\n"
+		  "spec: {ips: [10.0.0.1, 10.0.0.256]}\n",
+		  "spec.ips[1]: invalid IP address \"10.0.0.256\"");
+	parse_err("kind: ServiceImport\nmetadata: {namespace: a, name: b}\n"
+		  "spec: {ips: [10.0.0.1, 'fd00::1', 10.0.0.2]}\n",
+		  "spec.ips[2]: more than 2 addresses");
+	parse_err("kind: ServiceImport\nmetadata: {namespace: a, name: b}\n"
+		  "spec: {ports: [{port: 70000}]}\n",
+		  "spec.ports[0].port: expected integer 1..65535");
+}
+
 static void test_slice_fields(void **state)
 {
 	struct ndc_k8s_objects o;
@@ -978,6 +1059,7 @@ int main(void)
 	    cmocka_unit_test(test_sample_embedded),
 	    cmocka_unit_test(test_load_file_errors),
 	    cmocka_unit_test(test_service_fields),
+	    cmocka_unit_test(test_import_fields),
 	    cmocka_unit_test(test_slice_fields),
 	    cmocka_unit_test(test_pod_and_namespace_fields),
 	    cmocka_unit_test(test_unknown_kinds_ignored),

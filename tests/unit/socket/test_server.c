@@ -25,7 +25,8 @@
 #include <setjmp.h>
 #include <cmocka.h>
 
-#include "objects/objects.h"
+#include <ndc/ip.h>
+
 #include "socket/socket.h"
 
 #define MAX_HELD 16
