@@ -20,7 +20,6 @@
 #include <rte_mbuf.h>
 #include <rte_mempool.h>
 
-#include <ndc/ip.h>
 #include <ndc/log.h>
 
 #include "dpdk/dpdk.h"

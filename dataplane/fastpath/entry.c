@@ -9,10 +9,10 @@
 #include <time.h>
 #include <arpa/inet.h>
 
+#include <ndc/ip.h>
 #include <ndc/log.h>
 
 #include "fastpath/fastpath.h"
-#include "objects/objects.h"
 
 #define DEFAULT_PORT 53
 

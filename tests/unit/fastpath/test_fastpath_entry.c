@@ -18,9 +18,9 @@
 
 #include <ndc/abi.h>
 #include <ndc/dns_wire.h>
+#include <ndc/ip.h>
 
 #include "fastpath/fastpath.h"
-#include "objects/objects.h"
 
 static size_t wire(const char *text, uint8_t *out)
 {
