@@ -14,10 +14,13 @@
 
 #include <ndc/ip.h>
 
+#include "records/records.h"
+
 #define NDC_CFG_MAX_ADDRS 8
 #define NDC_CFG_MAX_STUBS 64	   /* stub_domains zones */
-#define NDC_CFG_MAX_MC_ZONES 8	   /* records.multicluster_zones */
 #define NDC_CFG_SAMPLE_ONE 1000000 /* log.sample 1.0, in millionths */
+/* records.multicluster_zones: as many as the record model takes */
+#define NDC_CFG_MAX_MC_ZONES NDC_RECORDS_MAX_MC_ZONES
 /*
  * forward.per_client defaults: misses (never-seen names) a second per source address. Far above
  * what one pod asks (cluster names and cached answers are not counted), and such that no one
@@ -27,7 +30,6 @@
 #define NDC_CFG_PER_CLIENT_QPS 1000
 #define NDC_CFG_PER_CLIENT_BURST 2000
 
-enum ndc_pods_mode { NDC_PODS_DISABLED = 0, NDC_PODS_INSECURE, NDC_PODS_VERIFIED };
 enum ndc_source_kind { NDC_SOURCE_EMBEDDED = 0, NDC_SOURCE_SNAPSHOT, NDC_SOURCE_KUBERNETES };
 enum ndc_dp_mode { NDC_DP_TC = 0, NDC_DP_XDP, NDC_DP_SOCKET, NDC_DP_DPDK };
 
@@ -184,6 +186,25 @@ const char *ndc_config_check_domain(char *s);
 
 /* Frees n stub domains and the array. */
 void ndc_config_stubs_free(struct ndc_stub_domain *v, size_t n);
+
+/* ---- each subsystem's options, made from a config (config_opts.c) ---- */
+
+/*
+ * Pointers into cfg. ndc_records_opts_from_config fills every option the config gives (zone,
+ * records.*, the listen addresses as the name server's); ndc_records_opts_apply only the records.*
+ * keys, what a reload of them changes, keeping the rest of opts.
+ */
+struct ndc_cache_opts;
+struct ndc_forwarder_opts;
+struct ndc_prefetch_opts;
+struct ndc_ratelimit_opts;
+void ndc_records_opts_from_config(struct ndc_records_opts *opts, const struct ndc_config *cfg);
+void ndc_records_opts_apply(struct ndc_records_opts *opts, const struct ndc_config *cfg);
+void ndc_cache_opts_from_config(struct ndc_cache_opts *opts, const struct ndc_config *cfg);
+/* The default route and its settings; stub domains are the reload's (reload_routes.c). */
+void ndc_forwarder_opts_from_config(struct ndc_forwarder_opts *opts, const struct ndc_config *cfg);
+void ndc_prefetch_opts_from_config(struct ndc_prefetch_opts *opts, const struct ndc_config *cfg);
+void ndc_ratelimit_opts_from_config(struct ndc_ratelimit_opts *opts, const struct ndc_config *cfg);
 
 /* ---- the kube-dns ConfigMap (config_kube_dns.c) ---- */
 

@@ -17,7 +17,7 @@
 
 #include <ndc/log.h>
 
-#include "agent.h"
+#include "agent/agent.h"
 #include "config.h"
 #include "k8s/k8s.h"
 #include "objects/objects.h"

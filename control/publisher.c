@@ -23,6 +23,7 @@
 #include <ndc/log.h>
 
 #include "fastpath/fastpath.h" /* ndc_fastpath_key: both tables' key (abi.h) */
+#include "http/http.h"
 #include "publisher.h"
 
 #define WHEEL_SECONDS 4096 /* longer TTLs stay filed for as many rounds as they need */
@@ -507,4 +508,28 @@ int ndc_publisher_kernel_hits(struct ndc_publisher *p, const uint8_t *lname, siz
 	if (!p || !p->ops->hits)
 		return -EOPNOTSUPP;
 	return p->ops->hits(p->table, lname, nlen, qtype, ret_hits);
+}
+
+/* ---------------------------------------------------------------------------------------------
+ * /metrics: what the answer table was refused, and the upstream answers it tracks.
+ */
+#define F(...) NDC_METRIC_FIELD(struct ndc_publisher_stats, __VA_ARGS__, NULL)
+
+static const struct ndc_metric_field publisher_fields[] = {
+    F(tracked, "kernel_expiry_tracked", "gauge",
+      "Cached upstream answers in the kernel table whose expiry is tracked (at most cache "
+      "entries)."),
+    F(table_full, "fastpath_table_full_total", "counter",
+      "Answers that did not fit the kernel's table (full, or a colliding key held by another "
+      "name): user space answers them. Raise dataplane.table_size."),
+    F(too_big, "fastpath_too_big_total", "counter",
+      "Answers too big or with too long a name for the kernel's table (user space answers)."),
+};
+
+void ndc_publisher_metrics(void *pub, struct ndc_metrics_buf *b)
+{
+	struct ndc_publisher_stats st;
+
+	ndc_publisher_stats(pub, &st);
+	NDC_METRIC_TABLE(b, publisher_fields, &st, NULL);
 }

@@ -65,6 +65,11 @@ void ndc_publisher_cache_hook(void *arg, const struct ndc_answer *a, const uint8
 
 void ndc_publisher_stats(struct ndc_publisher *p, struct ndc_publisher_stats *ret);
 
+/* ndcache_fastpath_table_full_total, ndcache_fastpath_too_big_total, ndcache_kernel_expiry_tracked:
+ * an ndc_http_metrics_fn (http/http.h) over a publisher. */
+struct ndc_metrics_buf;
+void ndc_publisher_metrics(void *pub, struct ndc_metrics_buf *b);
+
 /* ---- kernel hit counters, for cache.prefetch (issue 22) ---- */
 
 /*

@@ -82,6 +82,9 @@ struct ndc_http {
 	void *_Atomic unready_arg;
 	ndc_http_metrics_fn fn;
 	void *arg;
+	pthread_mutex_t src_lock; /* sources added while /metrics renders */
+	struct ndc_metrics_source src[NDC_HTTP_SOURCES_MAX];
+	size_t n_src;
 	pthread_t thread;
 	/* Thread-only from here. */
 	uint64_t accept_pause_until;
@@ -305,6 +308,35 @@ static bool path_is(const char *p, size_t n, const char *want)
 	return n == strlen(want) && memcmp(p, want, n) == 0;
 }
 
+/* The /metrics text: the start's fn, then each section added. */
+static void write_metrics(void *arg, struct ndc_metrics_buf *b)
+{
+	struct ndc_http *h = arg;
+
+	if (h->fn)
+		h->fn(h->arg, b);
+	pthread_mutex_lock(&h->src_lock);
+	for (size_t i = 0; i < h->n_src; i++)
+		h->src[i].write(h->src[i].arg, b);
+	pthread_mutex_unlock(&h->src_lock);
+}
+
+int ndc_http_add_metrics(struct ndc_http *h, const struct ndc_metrics_source *src)
+{
+	int err = 0;
+
+	pthread_mutex_lock(&h->src_lock);
+	if (h->n_src < NDC_HTTP_SOURCES_MAX)
+		h->src[h->n_src++] = *src;
+	else
+		err = -ENOSPC;
+	pthread_mutex_unlock(&h->src_lock);
+	if (err)
+		ndc_err("http: /metrics: no room for the %s section (NDC_HTTP_SOURCES_MAX)",
+			src->name);
+	return err;
+}
+
 static void handle_request(struct ndc_http *h, struct conn *c, const char *p, const char *end)
 {
 	struct request req = {0};
@@ -320,7 +352,7 @@ static void handle_request(struct ndc_http *h, struct conn *c, const char *p, co
 	if (path_is(path, plen, "/metrics")) {
 		char *text;
 		size_t len;
-		int r = ndc_http_render_metrics(h->fn, h->arg, &text, &len);
+		int r = ndc_http_render_metrics(write_metrics, h, &text, &len);
 
 		if (r < 0) {
 			ndc_warn("http: /metrics: rendering failed: %s", strerror(-r));
@@ -374,21 +406,34 @@ static void scan_request(struct ndc_http *h, struct conn *c, size_t from)
 		respond_error(h, c, 431, false);
 }
 
+/*
+ * One recv into buf: the bytes read, 0 when there is nothing more for now, -1 when the peer is
+ * gone or the socket failed, c closed then (before a whole request: nobody to answer).
+ */
+static ssize_t conn_recv(struct ndc_http *h, struct conn *c, char *buf, size_t len)
+{
+	ssize_t r;
+
+	do
+		r = recv(c->fd, buf, len, 0);
+	while (r < 0 && errno == EINTR);
+	if (r < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
+		return 0;
+	if (r <= 0) {
+		conn_close(h, c);
+		return -1;
+	}
+	return r;
+}
+
 static void conn_read(struct ndc_http *h, struct conn *c)
 {
 	for (int i = 0; i < NDC_HTTP_READS_PER_WAKE && c->state == CONN_READ; i++) {
 		size_t old = c->len;
-		ssize_t r = recv(c->fd, c->buf + old, sizeof(c->buf) - old, 0);
+		ssize_t r = conn_recv(h, c, c->buf + old, sizeof(c->buf) - old);
 
-		if (r < 0 && errno == EINTR)
-			continue;
-		if (r < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
+		if (r <= 0)
 			return;
-		if (r <= 0) {
-			/* Gone before a whole request: nobody to answer. */
-			conn_close(h, c);
-			return;
-		}
 		c->len += (size_t)r;
 		scan_request(h, c, old);
 	}
@@ -396,18 +441,9 @@ static void conn_read(struct ndc_http *h, struct conn *c)
 
 static void conn_linger(struct ndc_http *h, struct conn *c)
 {
-	for (int i = 0; i < NDC_HTTP_READS_PER_WAKE; i++) {
-		ssize_t r = recv(c->fd, c->buf, sizeof(c->buf), 0);
-
-		if (r < 0 && errno == EINTR)
-			continue;
-		if (r < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
+	for (int i = 0; i < NDC_HTTP_READS_PER_WAKE; i++)
+		if (conn_recv(h, c, c->buf, sizeof(c->buf)) <= 0)
 			return;
-		if (r <= 0) {
-			conn_close(h, c);
-			return;
-		}
-	}
 }
 
 static void conn_write(struct ndc_http *h, struct conn *c)
@@ -659,6 +695,7 @@ int ndc_http_start_inherit(const char *listen_addr, int *inherit, size_t n_inher
 	}
 	h->fn = fn;
 	h->arg = arg;
+	pthread_mutex_init(&h->src_lock, NULL);
 	h->efd = -1;
 	atomic_init(&h->ready, false);
 	for (int i = 0; i < NDC_HTTP_CONN_MAX; i++)
@@ -716,6 +753,7 @@ fail:
 		close(h->efd);
 	if (h->lfd >= 0)
 		close(h->lfd);
+	pthread_mutex_destroy(&h->src_lock);
 	free(h);
 	return r;
 }
@@ -756,5 +794,6 @@ void ndc_http_stop(struct ndc_http *h)
 			conn_close(h, &h->conns[i]);
 	close(h->efd);
 	close(h->lfd);
+	pthread_mutex_destroy(&h->src_lock);
 	free(h);
 }

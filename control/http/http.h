@@ -63,6 +63,44 @@ void ndc_metric_histogram(struct ndc_metrics_buf *b, const char *name, const cha
 			  const uint64_t *bounds, const uint64_t *counts, size_t n, uint64_t sum);
 
 /*
+ * A sample read from a stats struct: a subsystem's section is a table of these, written by
+ * ndc_metric_fields. off is where the sample's uint64_t sits in the struct: NDC_METRIC_OFF
+ * (which fails to compile for a member of another type). NDC_METRIC_FIELD makes a row
+ * ndcache_<name> of stype's member; a section names its struct once in a shorthand of its own.
+ */
+struct ndc_metric_field {
+	const char *name;
+	const char *type;
+	const char *help;
+	const char *labels; /* NULL: the labels ndc_metric_fields is given */
+	size_t off;
+};
+#define NDC_METRIC_OFF(stype, member) \
+	(offsetof(stype, member) + 0 * sizeof(&((stype *)0)->member == (uint64_t *)0))
+#define NDC_METRIC_FIELD(stype, member, name, type, help, labels)                  \
+	{                                                                          \
+		"ndcache_" name, type, help, labels, NDC_METRIC_OFF(stype, member) \
+	}
+
+/* ndc_metric_u64 for each of the n fields of stats, in order. labels: as ndc_metric_u64's. */
+void ndc_metric_fields(struct ndc_metrics_buf *b, const struct ndc_metric_field *f, size_t n,
+		       const void *stats, const char *labels);
+/* The same for a whole array of fields. */
+#define NDC_METRIC_TABLE(b, fields, stats, labels) \
+	ndc_metric_fields(b, fields, sizeof(fields) / sizeof((fields)[0]), stats, labels)
+
+/*
+ * One subsystem's section of /metrics: each subsystem writes its own figures (write, an
+ * ndc_http_metrics_fn over arg), the agent only registers them (ndc_http_add_metrics). name says
+ * whose section it is, for logs.
+ */
+struct ndc_metrics_source {
+	const char *name;
+	ndc_http_metrics_fn write;
+	void *arg;
+};
+
+/*
  * Runs fn into a fresh buffer and returns the exposition text (NUL-terminated, *ret_len bytes
  * without the NUL; free() it). Returns 0 or the buffer's sticky error (then *ret_text is NULL).
  * What /metrics serves; also for tests and debugging dumps.
@@ -90,6 +128,14 @@ void ndc_http_set_ready(struct ndc_http *h, bool ready);
  */
 typedef bool (*ndc_http_unready_fn)(void *arg, char *why, size_t len);
 void ndc_http_set_unready_check(struct ndc_http *h, ndc_http_unready_fn fn, void *arg);
+
+/*
+ * Adds a section to /metrics, written after the start's fn and the sections added before it.
+ * Any thread; src is copied, its arg must outlive h. -ENOSPC past NDC_HTTP_SOURCES_MAX (a
+ * wiring mistake: logged).
+ */
+#define NDC_HTTP_SOURCES_MAX 32
+int ndc_http_add_metrics(struct ndc_http *h, const struct ndc_metrics_source *src);
 
 /* Stops the thread, closes every connection (answered or not) and frees h. NULL is a no-op. */
 void ndc_http_stop(struct ndc_http *h);

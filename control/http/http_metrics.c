@@ -10,6 +10,7 @@
 #include <errno.h>
 #include <inttypes.h>
 #include <math.h>
+#include <stdarg.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -101,9 +102,17 @@ static void fam_append(struct ndc_metrics_buf *b, struct family *f, const char *
 	b->total += n;
 }
 
-static void fam_puts(struct ndc_metrics_buf *b, struct family *f, const char *s)
+/* Appends each string up to a NULL: one line of the text, in its pieces. */
+static void fam_puts(struct ndc_metrics_buf *b, struct family *f, ...) __attribute__((sentinel));
+static void fam_puts(struct ndc_metrics_buf *b, struct family *f, ...)
 {
-	fam_append(b, f, s, strlen(s));
+	va_list ap;
+	const char *s;
+
+	va_start(ap, f);
+	while ((s = va_arg(ap, const char *)))
+		fam_append(b, f, s, strlen(s));
+	va_end(ap);
 }
 
 /* HELP text: backslash and line feed escaped, nothing else. */
@@ -115,7 +124,7 @@ static void fam_put_help(struct ndc_metrics_buf *b, struct family *f, const char
 		fam_append(b, f, s, n);
 		s += n;
 		if (*s) {
-			fam_puts(b, f, *s == '\\' ? "\\\\" : "\\n");
+			fam_puts(b, f, *s == '\\' ? "\\\\" : "\\n", NULL);
 			s++;
 		}
 	}
@@ -158,17 +167,11 @@ static struct family *family_add(struct ndc_metrics_buf *b, const char *name, co
 	}
 	b->last = b->nfam++;
 	if (help) {
-		fam_puts(b, f, "# HELP ");
-		fam_puts(b, f, name);
-		fam_puts(b, f, " ");
+		fam_puts(b, f, "# HELP ", name, " ", NULL);
 		fam_put_help(b, f, help);
-		fam_puts(b, f, "\n");
+		fam_puts(b, f, "\n", NULL);
 	}
-	fam_puts(b, f, "# TYPE ");
-	fam_puts(b, f, name);
-	fam_puts(b, f, " ");
-	fam_puts(b, f, type);
-	fam_puts(b, f, "\n");
+	fam_puts(b, f, "# TYPE ", name, " ", type, "\n", NULL);
 	return f;
 }
 
@@ -200,15 +203,10 @@ static void add_sample_as(struct ndc_metrics_buf *b, const char *name, const cha
 		b->error = -EINVAL;
 	if (!f || b->error)
 		return;
-	fam_puts(b, f, sample);
-	if (labels) {
-		fam_puts(b, f, "{");
-		fam_puts(b, f, labels);
-		fam_puts(b, f, "}");
-	}
-	fam_puts(b, f, " ");
-	fam_puts(b, f, value);
-	fam_puts(b, f, "\n");
+	if (labels)
+		fam_puts(b, f, sample, "{", labels, "} ", value, "\n", NULL);
+	else
+		fam_puts(b, f, sample, " ", value, "\n", NULL);
 }
 
 /* Counters and gauges: histograms go through ndc_metric_histogram. */
@@ -276,6 +274,18 @@ void ndc_metric_u64(struct ndc_metrics_buf *b, const char *name, const char *typ
 
 	snprintf(s, sizeof(s), "%" PRIu64, value);
 	add_sample(b, name, type, help, labels, s);
+}
+
+void ndc_metric_fields(struct ndc_metrics_buf *b, const struct ndc_metric_field *f, size_t n,
+		       const void *stats, const char *labels)
+{
+	for (size_t i = 0; i < n; i++) {
+		uint64_t v;
+
+		memcpy(&v, (const char *)stats + f[i].off, sizeof(v));
+		ndc_metric_u64(b, f[i].name, f[i].type, f[i].help,
+			       f[i].labels ? f[i].labels : labels, v);
+	}
 }
 
 int ndc_http_render_metrics(ndc_http_metrics_fn fn, void *arg, char **ret_text, size_t *ret_len)

@@ -28,6 +28,8 @@
 
 #include <ndc/log.h>
 
+#include "http/http.h"
+
 #include "internal.h"
 
 /* ---- the initial state ------------------------------------------------------------------------
@@ -698,4 +700,33 @@ void ndc_k8s_watch_stats(struct ndc_k8s_watch *w, struct ndc_k8s_watch_stats *re
 	ret->syncs_cache = atomic_load_explicit(&w->st.syncs[SYNC_CACHE], memory_order_relaxed);
 	ret->syncs_consistent =
 	    atomic_load_explicit(&w->st.syncs[SYNC_CONSISTENT], memory_order_relaxed);
+}
+
+#define F(...) NDC_METRIC_FIELD(struct ndc_k8s_watch_stats, __VA_ARGS__)
+
+/* Issue 25: how each kind's whole state came, what the API server paid for it. */
+static const char sync_help[] =
+    "Whole states of a kind received: streamed over the watch, listed from the watch cache, or "
+    "a consistent paginated list.";
+
+static const struct ndc_metric_field watch_fields[] = {
+    F(relists_410, "k8s_relists_total", "counter", "Relists after 410 Gone.", NULL),
+    F(reconnects, "k8s_reconnects_total", "counter", "Watch reconnects.", NULL),
+    F(auth_failures, "k8s_auth_failures_total", "counter", "401 answers from the API server.",
+      NULL),
+    F(syncs_stream, "k8s_syncs_total", "counter", sync_help, "how=\"stream\""),
+    F(syncs_cache, "k8s_syncs_total", "counter", sync_help, "how=\"cache\""),
+    F(syncs_consistent, "k8s_syncs_total", "counter", sync_help, "how=\"consistent\""),
+    F(fallbacks, "k8s_sync_fallbacks_total", "counter",
+      "A cheaper way to get the state refused by the API server, or a relist at our "
+      "resourceVersion it no longer knew.",
+      NULL),
+};
+
+void ndc_k8s_watch_metrics(void *watch, struct ndc_metrics_buf *b)
+{
+	struct ndc_k8s_watch_stats st;
+
+	ndc_k8s_watch_stats(watch, &st);
+	NDC_METRIC_TABLE(b, watch_fields, &st, NULL);
 }

@@ -15,6 +15,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "internal.h"
 #include "query/query.h"
 
 #define NDC_SHARDS_MAX 64
@@ -81,21 +82,6 @@ static size_t entry_size(size_t data_len, size_t nlen)
 static const uint8_t *entry_name(const struct entry *e)
 {
 	return e->ans.data + e->ans.len;
-}
-
-/* FNV-1a, then a final mix so that both the low (bucket) and high (shard) bits are good. */
-static uint64_t key_hash(const uint8_t *lname, size_t nlen, uint16_t qtype, uint16_t qclass)
-{
-	uint64_t h = 0xcbf29ce484222325ULL;
-
-	for (size_t i = 0; i < nlen; i++)
-		h = (h ^ lname[i]) * 0x100000001b3ULL;
-	h = (h ^ qtype) * 0x100000001b3ULL;
-	h = (h ^ qclass) * 0x100000001b3ULL;
-	h ^= h >> 33;
-	h *= 0xff51afd7ed558ccdULL;
-	h ^= h >> 33;
-	return h;
 }
 
 static struct shard *shard_of(struct ndc_cache *c, uint64_t hash)
@@ -384,7 +370,7 @@ int ndc_cache_put(struct ndc_cache *c, const uint8_t *lname, size_t nlen, uint16
 	e = malloc(size);
 	if (!e)
 		return -ENOMEM;
-	hash = key_hash(lname, nlen, qtype, qclass);
+	hash = ndc_query_key_hash(lname, nlen, qtype, qclass);
 	e->hash = hash;
 	e->stored_ms = now_ms;
 	e->expire_ms = now_ms + (uint64_t)ttl * 1000;
@@ -426,7 +412,7 @@ int ndc_cache_get(struct ndc_cache *c, const uint8_t *lname, size_t nlen, uint16
 		  uint16_t qclass, uint64_t now_ms, bool allow_stale, struct ndc_answer *out,
 		  size_t cap, uint32_t *ret_age)
 {
-	uint64_t hash = key_hash(lname, nlen, qtype, qclass);
+	uint64_t hash = ndc_query_key_hash(lname, nlen, qtype, qclass);
 	struct shard *s = shard_of(c, hash);
 	struct entry *e;
 	int r;
@@ -586,7 +572,7 @@ size_t ndc_cache_due(struct ndc_cache *c, uint64_t now_ms, struct ndc_cache_due 
 int ndc_cache_gen(struct ndc_cache *c, const uint8_t *lname, size_t nlen, uint16_t qtype,
 		  uint16_t qclass, uint64_t *ret_gen)
 {
-	uint64_t hash = key_hash(lname, nlen, qtype, qclass);
+	uint64_t hash = ndc_query_key_hash(lname, nlen, qtype, qclass);
 	struct shard *s = shard_of(c, hash);
 	struct entry *e;
 

@@ -50,17 +50,6 @@
 #define NDC_FWD_INFLIGHT_MAX 4096
 #define NDC_FWD_EVENTS 64
 
-static uint64_t key_hash(const uint8_t *lname, size_t nlen, uint16_t qtype, uint16_t qclass)
-{
-	uint64_t h = 0xcbf29ce484222325ULL;
-
-	for (size_t i = 0; i < nlen; i++)
-		h = (h ^ lname[i]) * 0x100000001b3ULL;
-	h = (h ^ qtype) * 0x100000001b3ULL;
-	h = (h ^ qclass) * 0x100000001b3ULL;
-	return h ^ (h >> 32);
-}
-
 static struct request **table_find(struct ndc_forwarder *f, uint64_t hash, const uint8_t *lname,
 				   size_t nlen, uint16_t qtype, uint16_t qclass)
 {
@@ -705,7 +694,7 @@ int ndc_forwarder_reconfigure(struct ndc_forwarder *f, const struct ndc_forwarde
 int ndc_forwarder_resolve(struct ndc_forwarder *f, const uint8_t *lname, size_t nlen,
 			  uint16_t qtype, uint16_t qclass, ndc_fwd_done_fn done, void *arg)
 {
-	uint64_t hash = key_hash(lname, nlen, qtype, qclass);
+	uint64_t hash = ndc_query_key_hash(lname, nlen, qtype, qclass);
 	struct request **pp, *r;
 	struct fwd_waiter *w;
 	uint64_t one = 1;

@@ -3,10 +3,11 @@
  * Private to control/query: the forwarder's route table (routes.c), which forwarder.c builds,
  * matches names against and compares (plain data, immutable once built, shared by reference
  * count between the thread that reconfigures the forwarder and the forwarder thread); and the
- * query log's lines (querylog.c), which resolver.c writes; the forwarder's insides, shared by
- * its modules. Those call one way, bottom to top: attempt.c and upstream.c, tcp_pool.c,
- * transport.c, loopcheck.c, forwarder.c; the flow's steps a lower module needs are reached
- * through f->ops (struct fwd_ops), which forwarder.c fills in.
+ * query log's lines (querylog.c), which resolver.c writes; the question hash the cache and the
+ * forwarder both key on; the forwarder's insides, shared by its modules. Those call one way,
+ * bottom to top: attempt.c and upstream.c, tcp_pool.c, transport.c, loopcheck.c, forwarder.c;
+ * the flow's steps a lower module needs are reached through f->ops (struct fwd_ops), which
+ * forwarder.c fills in.
  */
 #ifndef NDC_QUERY_INTERNAL_H
 #define NDC_QUERY_INTERNAL_H
@@ -20,6 +21,26 @@
 #include <ndc/dns_wire.h>
 
 #include "query/query.h"
+
+/*
+ * The hash of a question (lowercase name, type, class) that the cache and the forwarder's
+ * in-flight table both key on: FNV-1a, then a final mix so that both the low (bucket) and high
+ * (shard) bits are good.
+ */
+static inline uint64_t ndc_query_key_hash(const uint8_t *lname, size_t nlen, uint16_t qtype,
+					  uint16_t qclass)
+{
+	uint64_t h = 0xcbf29ce484222325ULL;
+
+	for (size_t i = 0; i < nlen; i++)
+		h = (h ^ lname[i]) * 0x100000001b3ULL;
+	h = (h ^ qtype) * 0x100000001b3ULL;
+	h = (h ^ qclass) * 0x100000001b3ULL;
+	h ^= h >> 33;
+	h *= 0xff51afd7ed558ccdULL;
+	h ^= h >> 33;
+	return h;
+}
 
 /* One zone and where its names go: srv[] are indexes into the table's servers. */
 struct ndc_route {

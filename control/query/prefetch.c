@@ -309,26 +309,3 @@ void ndc_prefetch_free(struct ndc_prefetch *p)
 	pthread_mutex_destroy(&p->lock);
 	free(p);
 }
-
-void ndc_prefetch_metrics(struct ndc_prefetch *p, ndc_query_metric_fn fn, void *arg)
-{
-	static const char results[] =
-	    "Prefetches of hot cache entries (cache.prefetch) by result: refreshed (the upstream's "
-	    "answer replaced the entry) or failed (it did not: the upstream failed, or the answer "
-	    "was not cacheable; prefetching then backs off 1 s doubling to 30 s).";
-	struct ndc_prefetch_stats st;
-
-	ndc_prefetch_stats(p, &st);
-	fn(arg, "ndcache_prefetch_total", "counter", results, "result=\"refreshed\"", st.refreshed);
-	fn(arg, "ndcache_prefetch_total", "counter", results, "result=\"failed\"", st.failed);
-	fn(arg, "ndcache_prefetch_cold_total", "counter",
-	   "Cache entries that reached their prefetch point asked fewer than "
-	   "cache.prefetch.min_hits "
-	   "times: left to expire.",
-	   NULL, st.cold);
-	fn(arg, "ndcache_prefetch_kernel_hits_total", "counter",
-	   "Hits the fast path answered, read from the kernel's table at prefetch points.", NULL,
-	   st.kernel_hits);
-	fn(arg, "ndcache_prefetch_inflight", "gauge", "Prefetches waiting for the upstream now.",
-	   NULL, st.inflight);
-}

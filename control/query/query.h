@@ -359,13 +359,6 @@ struct ndc_prefetch_stats {
 };
 void ndc_prefetch_stats(struct ndc_prefetch *p, struct ndc_prefetch_stats *ret);
 
-/* A metric sample, as ndc_metric_u64 (http/http.h) takes it: the caller writes /metrics. */
-typedef void (*ndc_query_metric_fn)(void *arg, const char *name, const char *type, const char *help,
-				    const char *labels, uint64_t value);
-
-/* ndcache_prefetch_* samples. */
-void ndc_prefetch_metrics(struct ndc_prefetch *p, ndc_query_metric_fn fn, void *arg);
-
 /* Stops the thread: no prefetch is sent from then on. Idempotent. */
 void ndc_prefetch_stop(struct ndc_prefetch *p);
 
@@ -421,13 +414,6 @@ bool ndc_ratelimit_allow(struct ndc_ratelimit *rl, const struct sockaddr_storage
 
 void ndc_ratelimit_stats(struct ndc_ratelimit *rl, struct ndc_ratelimit_stats *ret);
 
-/* ndcache_upstream_limited_total{reason="per_client"} and ndcache_per_client_* samples. The
- * caller adds reason="max_pending" (the forwarder's rejected) with the same help. */
-#define NDC_LIMITED_HELP                                                                     \
-	"Misses answered SERVFAIL at once instead of going upstream, by reason: per_client " \
-	"(forward.per_client), max_pending (forward.max_pending or the in-flight limit)."
-void ndc_ratelimit_metrics(struct ndc_ratelimit *rl, ndc_query_metric_fn fn, void *arg);
-
 /* ---- resolver: resolver.c ----------------------------------------------------------------------
  */
 
@@ -474,5 +460,22 @@ void ndc_resolver_stats(struct ndc_resolver *r, struct ndc_resolver_stats *ret);
  * any time. Queries the kernel answers never reach the resolver and are not logged.
  */
 void ndc_resolver_set_query_log(struct ndc_resolver *r, uint32_t sample_ppm);
+
+/* ---- /metrics: metrics.c -------------------------------------------------------------------
+ */
+
+/*
+ * The query path's sections, each an ndc_http_metrics_fn (http/http.h) over its object: the
+ * resolver's queries and answers by source; the cache; the forwarder with one set of
+ * ndcache_upstream_* samples per upstream in use; ndcache_prefetch_*; forward.per_client's
+ * ndcache_per_client_* (ndcache_upstream_limited_total: reason per_client here, max_pending in
+ * the forwarder's).
+ */
+struct ndc_metrics_buf;
+void ndc_resolver_metrics(void *resolver, struct ndc_metrics_buf *b);
+void ndc_cache_metrics(void *cache, struct ndc_metrics_buf *b);
+void ndc_forwarder_metrics(void *fwd, struct ndc_metrics_buf *b);
+void ndc_prefetch_metrics(void *prefetch, struct ndc_metrics_buf *b);
+void ndc_ratelimit_metrics(void *limiter, struct ndc_metrics_buf *b);
 
 #endif

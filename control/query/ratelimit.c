@@ -245,19 +245,3 @@ void ndc_ratelimit_stats(struct ndc_ratelimit *rl, struct ndc_ratelimit_stats *r
 	ret->evicted_active = LOAD(&rl->evicted_active);
 	ret->clients = LOAD(&rl->clients);
 }
-
-void ndc_ratelimit_metrics(struct ndc_ratelimit *rl, ndc_query_metric_fn fn, void *arg)
-{
-	struct ndc_ratelimit_stats st;
-
-	ndc_ratelimit_stats(rl, &st);
-	fn(arg, "ndcache_upstream_limited_total", "counter", NDC_LIMITED_HELP,
-	   "reason=\"per_client\"", st.limited);
-	fn(arg, "ndcache_per_client_clients", "gauge",
-	   "Source addresses in forward.per_client's table (at most 8192; idle ones make room).",
-	   NULL, st.clients);
-	fn(arg, "ndcache_per_client_evicted_active_total", "counter",
-	   "Clients replaced in forward.per_client's table before their bucket had refilled (more "
-	   "active clients than it holds: their limit was lenient).",
-	   NULL, st.evicted_active);
-}

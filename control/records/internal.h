@@ -18,7 +18,6 @@
 
 #include <sys/socket.h>
 
-#include "config.h"
 #include "objects/objects.h"
 #include "records/records.h"
 
@@ -119,7 +118,7 @@ struct ndc_rec_bld {
 	 */
 	bool mc_cluster;
 	size_t n_mcz;
-	struct ndc_rec_bzone mcz[NDC_CFG_MAX_MC_ZONES];
+	struct ndc_rec_bzone mcz[NDC_RECORDS_MAX_MC_ZONES];
 };
 
 /*

@@ -667,22 +667,6 @@ void ndc_rec_add_apex(struct ndc_rec_bld *b, const uint8_t *zone, size_t zlen, u
 /* ---------------------------------------------------------------------------------------------
  * Entry points for records.c.
  */
-void ndc_records_opts_from_config(struct ndc_records_opts *opts, const struct ndc_config *cfg)
-{
-	memset(opts, 0, sizeof(*opts));
-	opts->zone = cfg->cluster_domain;
-	opts->ttl = cfg->records.ttl;
-	opts->pods = cfg->records.pods;
-	opts->endpoint_pod_names = cfg->records.endpoint_pod_names;
-	opts->ignore_empty_service = cfg->records.ignore_empty_service;
-	opts->n_namespaces = cfg->records.n_namespaces;
-	opts->namespaces = cfg->records.namespaces;
-	opts->n_mc_zones = cfg->records.n_multicluster_zones;
-	opts->mc_zones = cfg->records.multicluster_zones;
-	opts->n_ns_addrs = cfg->n_listen;
-	opts->ns_addrs = cfg->listen;
-}
-
 int ndc_rec_bld_init(struct ndc_rec_bld *b, const struct ndc_records_opts *opts)
 {
 	*b = (struct ndc_rec_bld){.opts = opts};
@@ -691,7 +675,7 @@ int ndc_rec_bld_init(struct ndc_rec_bld *b, const struct ndc_records_opts *opts)
 	ndc_name_lower(b->zone, b->zone, b->zlen);
 	if (join(b->svcz, &b->svczlen, 0, "svc", b->zone, b->zlen) ||
 	    join(b->podz, &b->podzlen, 0, "pod", b->zone, b->zlen) ||
-	    opts->n_mc_zones > NDC_CFG_MAX_MC_ZONES)
+	    opts->n_mc_zones > NDC_RECORDS_MAX_MC_ZONES)
 		return -EINVAL;
 	for (size_t i = 0; i < opts->n_mc_zones; i++) {
 		struct ndc_rec_bzone *z = &b->mcz[b->n_mcz];

@@ -162,8 +162,8 @@ static size_t first_slice(const struct ndc_k8s_objects *o, const size_t *idx, si
 
 int ndc_rec_add_imports(struct ndc_rec_bld *b, const struct ndc_k8s_objects *o)
 {
-	const uint8_t *zones[1 + NDC_CFG_MAX_MC_ZONES];
-	size_t lens[1 + NDC_CFG_MAX_MC_ZONES], nz = mc_zones(b, zones, lens), n = 0;
+	const uint8_t *zones[1 + NDC_RECORDS_MAX_MC_ZONES];
+	size_t lens[1 + NDC_RECORDS_MAX_MC_ZONES], nz = mc_zones(b, zones, lens), n = 0;
 	size_t *idx;
 
 	if (!nz || !o->n_imports)

@@ -13,11 +13,17 @@
 
 #include <ndc/dns_wire.h>
 
-#include "config.h"
 #include "objects/objects.h"
+
+/* records.multicluster_zones: at most this many zones. */
+#define NDC_RECORDS_MAX_MC_ZONES 8
+
+/* Pod records (records.pods), as CoreDNS's kubernetes plugin's "pods" option. */
+enum ndc_pods_mode { NDC_PODS_DISABLED = 0, NDC_PODS_INSECURE, NDC_PODS_VERIFIED };
 
 struct ndc_records;
 
+/* A build's options; the agent makes them from its config (config.h). */
 struct ndc_records_opts {
 	const char *zone; /* cluster domain, "cluster.local" */
 	uint32_t ttl;
@@ -48,9 +54,6 @@ struct ndc_records_opts {
 	 */
 	bool render_all;
 };
-
-/* Fills opts from a config (pointers into cfg). */
-void ndc_records_opts_from_config(struct ndc_records_opts *opts, const struct ndc_config *cfg);
 
 /* Builds the table. -ENOMEM, or -EINVAL for a zone that is not a valid name. */
 int ndc_records_build(const struct ndc_k8s_objects *o, const struct ndc_records_opts *opts,

@@ -23,19 +23,17 @@
 static void upstream_share_keys(struct ndc_reload *rl, const struct ndc_config *a,
 				const struct reload_diff *d, char *changed)
 {
-	const typeof(a->cache.prefetch) *pa = &a->cache.prefetch;
-	const typeof(a->forward.per_client) *ca = &a->forward.per_client;
-
 	if (rl->t.prefetch && d->prefetch) {
-		struct ndc_prefetch_opts o = {.min_hits = pa->min_hits,
-					      .before_pct = pa->on ? pa->before_pct : 0};
+		struct ndc_prefetch_opts o;
 
+		ndc_prefetch_opts_from_config(&o, a);
 		if (ndc_prefetch_configure(rl->t.prefetch, &o) == 0)
 			ndc_reload_list_add(changed, "cache.prefetch");
 	}
 	if (rl->t.limiter && d->per_client) {
-		struct ndc_ratelimit_opts o = {.qps = ca->qps, .burst = ca->burst};
+		struct ndc_ratelimit_opts o;
 
+		ndc_ratelimit_opts_from_config(&o, a);
 		if (ndc_ratelimit_configure(rl->t.limiter, &o) == 0)
 			ndc_reload_list_add(changed, "forward.per_client");
 	}
@@ -220,14 +218,9 @@ void ndc_reload_file(struct ndc_reload *rl, bool force)
 				 lo);
 	}
 	if (d.cache) {
-		struct ndc_cache_opts co = {
-		    .max_entries = cfg->cache.max_entries,
-		    .max_bytes = cfg->cache.max_bytes,
-		    .max_ttl = cfg->cache.max_ttl,
-		    .neg_max_ttl = cfg->cache.neg_max_ttl,
-		    .stale_max = cfg->cache.stale_max,
-		};
+		struct ndc_cache_opts co;
 
+		ndc_cache_opts_from_config(&co, cfg);
 		if (ndc_cache_set_limits(rl->t.cache, &co) == 0)
 			ndc_reload_list_add(changed, "cache");
 	}

@@ -162,13 +162,8 @@ void ndc_reload_routes_make(const struct ndc_config *cfg, const char *zone_kept,
 	static const char *const kept[] = {NULL, "in-addr.arpa", "ip6.arpa"};
 
 	memset(rt, 0, sizeof(*rt));
+	ndc_forwarder_opts_from_config(&rt->o, cfg);
 	rt->o.routes = rt->r;
-	rt->o.timeout_ms = cfg->forward.timeout_ms;
-	rt->o.max_pending = cfg->forward.max_pending;
-	rt->o.protocol = (enum ndc_fwd_protocol)cfg->forward.protocol;
-	rt->o.policy = (enum ndc_fwd_policy)cfg->forward.policy;
-	rt->o.n_upstreams = cfg->n_upstream;
-	rt->o.upstreams = cfg->upstream;
 	for (size_t i = 0; i < cfg->n_stub_domains; i++)
 		rt->r[rt->o.n_routes++] =
 		    (struct ndc_forwarder_route){.zone = cfg->stub_domains[i].zone,

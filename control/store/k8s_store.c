@@ -25,6 +25,7 @@
 
 #include <ndc/log.h>
 
+#include "http/http.h"
 #include "store/store.h"
 #include "internal.h"
 
@@ -669,4 +670,34 @@ void ndc_k8s_store_stats(struct ndc_k8s_store *s, struct ndc_k8s_store_stats *re
 		ret->lat_hist[i] = atomic_load(&s->lat_hist[i]);
 	ret->lat_sum_us = atomic_load(&s->lat_sum_us);
 	ret->lat_count = atomic_load(&s->lat_count);
+}
+
+#define F(...) NDC_METRIC_FIELD(struct ndc_k8s_store_stats, __VA_ARGS__, NULL)
+
+static const struct ndc_metric_field store_fields[] = {
+    F(objects, "k8s_objects", "gauge", "Objects in the store."),
+    F(events, "k8s_events_total", "counter", "Watch events applied."),
+    F(rejected, "k8s_rejected_total", "counter", "Objects rejected (last good state kept)."),
+    F(rebuilds, "records_rebuilds_total", "counter",
+      "Record tables built whole (first sync, relists, overlay folds)."),
+    F(patches, "records_patches_total", "counter", "Incremental record table versions served."),
+    F(last_latency_us, "programming_latency_last_us", "gauge",
+      "Slowest change of the last table handed over, microseconds."),
+    F(max_latency_us, "programming_latency_max_us", "gauge",
+      "Largest programming latency seen, microseconds."),
+    F(last_build_us, "records_build_last_us", "gauge",
+      "Duration of the last record table build, microseconds."),
+};
+
+void ndc_k8s_store_metrics(void *store, struct ndc_metrics_buf *b)
+{
+	struct ndc_k8s_store_stats st;
+
+	ndc_k8s_store_stats(store, &st);
+	NDC_METRIC_TABLE(b, store_fields, &st, NULL);
+	ndc_metric_histogram(b, "ndcache_programming_latency_us",
+			     "Each object change, from its arrival until answers come from it, "
+			     "microseconds.",
+			     ndc_k8s_lat_bounds_us, st.lat_hist, NDC_K8S_LAT_BUCKETS,
+			     st.lat_sum_us);
 }

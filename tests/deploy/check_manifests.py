@@ -11,7 +11,7 @@ What it compares, and where the truth comes from:
   has a known apiVersion/kind, a name, and the namespaced ones share one namespace;
 - the ClusterRole grants exactly list and watch (what control/k8s/k8s_client.c requests) on
   exactly the collections of the client's kinds table (control/k8s/k8s_stream.c), minus Pods
-  unless the config has records.pods: verified (control/agent.c watches Pods only then); a kind
+  unless the config has records.pods: verified (control/agent/ watches Pods only then); a kind
   the table reads in one namespace by name (fieldSelector=metadata.name=..., the kube-dns
   ConfigMap, watched by control/reload/reload_kube_dns.c unless source.kubernetes.kube_dns_configmap is false)
   is granted by a Role in that namespace with exactly that name in resourceNames, and by
@@ -94,7 +94,9 @@ class Inputs:
         # The client is three files: the requests' URLs, the curl options and the parsers.
         self.k8s_client = "\n".join(read(f) for f in CLIENT_SOURCES)
         # Where the watches are started, with the conditions of the kinds they add.
-        self.agent = read("control/agent.c") + "\n" + read("control/reload/reload_kube_dns.c")
+        agent = sorted(f for f in os.listdir(os.path.join(root, "control/agent")) if f.endswith(".c"))
+        self.agent = "\n".join(read("control/agent/" + f) for f in agent) + "\n" + read(
+            "control/reload/reload_kube_dns.c")
         self.http = read("control/http/http.c")
         self.config_c = read("control/config_default.c")  # the defaults
 
@@ -144,8 +146,8 @@ def client_verbs(src):
 
 
 def conditional_kinds(agent_src):
-    """{enum: config condition} for kinds agent.c and reload_kube_dns.c add to a watch only under a
-    condition."""
+    """{enum: config condition} for kinds control/agent/ and reload_kube_dns.c add to a watch only
+    under a condition."""
     out = {}
     for m in re.finditer(r'if \(([^)]*)\)\s*\n?\s*(?:wo\.)?kinds \|= 1u << (NDC_K8S_\w+);',
                          agent_src):

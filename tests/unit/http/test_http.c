@@ -533,6 +533,63 @@ static void test_metrics_errors(void **state)
 	assert_string_equal(text, "unchanged");
 }
 
+/* ---- sections of /metrics (ndc_http_add_metrics) and tables of fields ---- */
+
+struct two {
+	uint64_t x, y;
+};
+
+static const struct ndc_metric_field two_fields[] = {
+    {"ndc_b_total", "counter", "B.", NULL, NDC_METRIC_OFF(struct two, x)},
+    {"ndc_c", "gauge", "C.", "k=\"fixed\"", NDC_METRIC_OFF(struct two, y)},
+};
+
+static void section_start(void *arg, struct ndc_metrics_buf *b)
+{
+	(void)arg;
+	ndc_metric_u64(b, "ndc_a", "gauge", "A.", NULL, 1);
+}
+
+static void section_one(void *arg, struct ndc_metrics_buf *b)
+{
+	ndc_metric_fields(b, two_fields, 2, arg, "src=\"one\"");
+}
+
+/* A name an earlier section wrote: its samples join that family. */
+static void section_two(void *arg, struct ndc_metrics_buf *b)
+{
+	(void)arg;
+	ndc_metric_u64(b, "ndc_a", "gauge", "A.", "s=\"two\"", 2);
+}
+
+static void test_metrics_sections(void **state)
+{
+	static const char req[] = "GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n";
+	static const char want[] =
+	    "# HELP ndc_a A.\n# TYPE ndc_a gauge\nndc_a 1\nndc_a{s=\"two\"} 2\n"
+	    "# HELP ndc_b_total B.\n# TYPE ndc_b_total counter\n"
+	    "ndc_b_total{src=\"one\"} 5\n"
+	    "# HELP ndc_c C.\n# TYPE ndc_c gauge\nndc_c{k=\"fixed\"} 6\n";
+	struct two st = {.x = 5, .y = 6};
+	const struct ndc_metrics_source one = {"one", section_one, &st};
+	const struct ndc_metrics_source two = {"two", section_two, NULL};
+	struct ndc_http *h;
+	struct resp r;
+
+	(void)state;
+	assert_int_equal(ndc_http_start("127.0.0.1:0", section_start, NULL, &h), 0);
+	assert_int_equal(ndc_http_add_metrics(h, &one), 0);
+	assert_int_equal(ndc_http_add_metrics(h, &two), 0);
+	request_on(AF_INET, ndc_http_port(h), req, strlen(req), &r);
+	assert_int_equal(r.err, 0);
+	assert_response(&r, 200, "text/plain; version=0.0.4; charset=utf-8", want);
+	resp_free(&r);
+	for (int i = 2; i < NDC_HTTP_SOURCES_MAX; i++)
+		assert_int_equal(ndc_http_add_metrics(h, &two), 0);
+	assert_int_equal(ndc_http_add_metrics(h, &two), -ENOSPC);
+	ndc_http_stop(h);
+}
+
 static void test_not_found(void **state)
 {
 	(void)state;
@@ -1114,6 +1171,7 @@ int main(void)
 	    cmocka_unit_test(test_metrics_histogram),
 	    cmocka_unit_test(test_metrics_doubles),
 	    cmocka_unit_test(test_metrics_errors),
+	    cmocka_unit_test(test_metrics_sections),
 	    cmocka_unit_test(test_not_found),
 	    cmocka_unit_test(test_methods),
 	    cmocka_unit_test(test_oversized),

@@ -1139,35 +1139,6 @@ static void test_big_rrset(void **state)
 	free(eps);
 }
 
-static void test_opts_from_config(void **state)
-{
-	struct ndc_config cfg;
-	struct ndc_records_opts o;
-	char *nsl[] = {"a"};
-
-	(void)state;
-	memset(&cfg, 0, sizeof(cfg));
-	cfg.cluster_domain = "example.internal";
-	cfg.n_listen = 1;
-	cfg.listen[0] = ip("169.254.20.10");
-	cfg.records.ttl = 7;
-	cfg.records.pods = NDC_PODS_VERIFIED;
-	cfg.records.endpoint_pod_names = true;
-	cfg.records.ignore_empty_service = true;
-	cfg.records.n_namespaces = 1;
-	cfg.records.namespaces = nsl;
-	ndc_records_opts_from_config(&o, &cfg);
-	assert_string_equal(o.zone, "example.internal");
-	assert_int_equal(o.ttl, 7);
-	assert_int_equal(o.pods, NDC_PODS_VERIFIED);
-	assert_true(o.endpoint_pod_names);
-	assert_true(o.ignore_empty_service);
-	assert_int_equal(o.n_namespaces, 1);
-	assert_string_equal(o.namespaces[0], "a");
-	assert_int_equal(o.n_ns_addrs, 1);
-	assert_ptr_equal(o.ns_addrs, cfg.listen);
-}
-
 static double now_s(void)
 {
 	struct timespec ts;
@@ -1556,7 +1527,6 @@ int main(void)
 	    cmocka_unit_test(test_ignore_empty_service),
 	    cmocka_unit_test(test_ttl_and_enospc),
 	    cmocka_unit_test(test_big_rrset),
-	    cmocka_unit_test(test_opts_from_config),
 	    cmocka_unit_test(test_scale),
 	    cmocka_unit_test(test_foreach_matches_lookup),
 	    cmocka_unit_test(test_nxdomain_template),

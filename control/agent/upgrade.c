@@ -1,0 +1,143 @@
+// SPDX-License-Identifier: MIT
+/*
+ * Upgrades (handover.h): joining a running agent at start (its sockets become ours), attaching
+ * the fast path once we can serve everything it did, telling it so; serving the next agent, and
+ * leaving it the fast path at our shutdown.
+ */
+#include <arpa/inet.h>
+#include <errno.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <string.h>
+#include <time.h>
+
+#include <ndc/log.h>
+
+#include "fastpath/fastpath.h"
+#include "handover.h"
+#include "http/http.h"
+#include "internal.h"
+#include "socket/socket.h"
+
+/*
+ * Attaches the fast path once the table is filled (synced) and the sockets are read, so that what
+ * it replaces (an earlier agent's program, still answering from its own table) is never replaced
+ * by less; then tells the predecessor, which leaves the fast path to us from then on.
+ */
+void ndc_agent_maybe_attach(struct agent *ag)
+{
+	int err;
+
+	pthread_mutex_lock(&ag->attach_lock);
+	if (!ag->serving || !atomic_load(&ag->synced) || ag->attached)
+		goto out;
+	if (ag->fp) {
+		err = ndc_fastpath_attach(ag->fp);
+		if (err < 0)
+			ndc_warn("fast path: cannot attach (%s); answering from sockets only",
+				 strerror(-err));
+	}
+	ag->attached = true;
+	if (ag->pred && !ag->taken_over) {
+		err = ndc_handover_takeover(ag->pred, 2000);
+		if (err < 0)
+			ndc_warn("handover: the previous agent did not confirm the takeover: %s",
+				 strerror(-err));
+		else
+			ndc_info("handover: took over from the previous agent");
+		ag->taken_over = true;
+	}
+out:
+	pthread_mutex_unlock(&ag->attach_lock);
+}
+
+static size_t handover_fds(void *arg, int *out, size_t cap)
+{
+	struct agent *ag = arg;
+	size_t n = ag->srv ? ndc_server_fds(ag->srv, out, cap) : 0;
+
+	if (ag->http && n < cap)
+		out[n++] = ndc_http_fd(ag->http);
+	return n;
+}
+
+/* On the handover thread: a successor took over (its programs replace ours), or died. */
+static void handover_taken(void *arg, bool taken)
+{
+	struct agent *ag = arg;
+
+	pthread_mutex_lock(&ag->attach_lock);
+	if (taken) {
+		ndc_fastpath_quiet(ag->fp);
+	} else if (ag->fp && ndc_fastpath_attach(ag->fp) == 0) {
+		ndc_info("fast path: attached again");
+	}
+	pthread_mutex_unlock(&ag->attach_lock);
+}
+
+static void handover_name(const struct ndc_config *cfg, char *out, size_t cap)
+{
+	char a[INET6_ADDRSTRLEN] = "none";
+
+	if (cfg->n_listen)
+		inet_ntop(cfg->listen[0].family, cfg->listen[0].addr, a, sizeof(a));
+	ndc_handover_name(a, cfg->port, out, cap);
+}
+
+/*
+ * Joins a running agent with the same listen address and port, if any: its sockets are ours too
+ * from here on.
+ */
+void ndc_agent_handover_join(struct agent *ag, int **ret_fds, size_t *ret_n)
+{
+	char name[128];
+	int err;
+
+	handover_name(ag->cfg, name, sizeof(name));
+	err = ndc_handover_join(name, 2000, &ag->pred, ret_fds, ret_n);
+	if (err == -ENOENT)
+		return;
+	if (err < 0)
+		ndc_warn("handover: an agent runs at %s but the handover failed (%s); binding "
+			 "anew",
+			 name, strerror(-err));
+	else
+		ndc_info("handover: joined the running agent: %zu sockets handed over", *ret_n);
+}
+
+void ndc_agent_handover_serve(struct agent *ag)
+{
+	const struct ndc_handover_ops ops = {
+	    .fds = handover_fds, .taken = handover_taken, .arg = ag};
+	char name[128];
+
+	handover_name(ag->cfg, name, sizeof(name));
+	if (ndc_handover_serve(name, &ops, &ag->ho) < 0)
+		ndc_warn("handover: cannot listen at %s: upgrades of this agent will rebind", name);
+}
+
+/*
+ * A successor took over: stop reading (what is queued stays in the sockets it shares), answer
+ * what is in flight upstream, leave the fast path and its pins to it.
+ */
+void ndc_agent_hand_over(struct agent *ag)
+{
+	/* a query detained upstream is answered within the timeout of every upstream in turn */
+	uint64_t wait_ms = (uint64_t)ag->cfg->forward.timeout_ms * (ag->cfg->n_upstream + 1) + 500;
+	struct timespec t0, t;
+	size_t left;
+
+	ndc_info("handover: a successor serves; stopping without detaching");
+	ndc_server_quiesce(ag->srv);
+	clock_gettime(CLOCK_MONOTONIC, &t0);
+	while ((left = ndc_server_outstanding(ag->srv)) > 0) {
+		clock_gettime(CLOCK_MONOTONIC, &t);
+		if ((uint64_t)((t.tv_sec - t0.tv_sec) * 1000 +
+			       (t.tv_nsec - t0.tv_nsec) / 1000000) >= wait_ms) {
+			ndc_warn("handover: %zu queries still upstream after %lu ms", left,
+				 (unsigned long)wait_ms);
+			break;
+		}
+		nanosleep(&(struct timespec){.tv_nsec = 10 * 1000000}, NULL);
+	}
+}
