@@ -22,6 +22,7 @@
 
 #include <ndc/log.h>
 
+#include "fastpath/fastpath.h" /* ndc_fastpath_key: both tables' key (abi.h) */
 #include "http/http.h"
 #include "publisher.h"
 
@@ -38,8 +39,8 @@ struct filing {
 };
 
 struct ndc_publisher {
-	struct ndc_fp *fp; /* either may be NULL */
-	struct ndc_dpdk *dp;
+	const struct ndc_answer_table_ops *ops; /* the table's backend, whichever it is */
+	void *table;
 	pthread_t thread;
 	bool started;
 	pthread_mutex_t lock; /* the wheel and stop */
@@ -63,64 +64,11 @@ static uint64_t now_sec(void)
 	return (uint64_t)ts.tv_sec;
 }
 
-/* ---------------------------------------------------------------------------------------------
- * The tables: the BPF fast path's, the DPDK backend's, or both (publisher.h).
- */
-static int t_publish(struct ndc_publisher *p, const uint8_t *lname, size_t nlen, uint16_t qtype,
-		     const struct ndc_answer *a, uint32_t ttl)
-{
-	int e1 = p->fp ? ndc_fastpath_publish(p->fp, lname, nlen, qtype, a, ttl) : 0;
-	int e2 = p->dp ? ndc_dpdk_publish(p->dp, lname, nlen, qtype, a, ttl) : 0;
-
-	return e1 ? e1 : e2;
-}
-
-static int t_publish_pass(struct ndc_publisher *p, const uint8_t *lname, size_t nlen)
-{
-	int e1 = p->fp ? ndc_fastpath_publish_pass(p->fp, lname, nlen) : 0;
-	int e2 = p->dp ? ndc_dpdk_publish_pass(p->dp, lname, nlen) : 0;
-
-	return e1 ? e1 : e2;
-}
-
-/* Removals: 0 when some table removed the entry. */
-static int t_unpublish(struct ndc_publisher *p, const uint8_t *lname, size_t nlen, uint16_t qtype)
-{
-	int e1 = p->fp ? ndc_fastpath_unpublish(p->fp, lname, nlen, qtype) : -ENOENT;
-	int e2 = p->dp ? ndc_dpdk_unpublish(p->dp, lname, nlen, qtype) : -ENOENT;
-
-	return e1 && e2 ? e1 : 0;
-}
-
-static int t_unpublish_expired(struct ndc_publisher *p, const struct ndc_fp_key *k)
-{
-	int e1 = p->fp ? ndc_fastpath_unpublish_expired(p->fp, k) : -ENOENT;
-	int e2 = p->dp ? ndc_dpdk_unpublish_expired(p->dp, k) : -ENOENT;
-
-	return e1 && e2 ? e1 : 0;
-}
-
-static int t_set_nx(struct ndc_publisher *p, const struct ndc_answer *nx)
-{
-	int e1 = p->fp ? ndc_fastpath_set_nx(p->fp, nx) : 0;
-	int e2 = p->dp ? ndc_dpdk_set_nx(p->dp, nx) : 0;
-
-	return e1 ? e1 : e2;
-}
-
-static int t_set_synced(struct ndc_publisher *p, bool synced)
-{
-	int e1 = p->fp ? ndc_fastpath_set_synced(p->fp, synced) : 0;
-	int e2 = p->dp ? ndc_dpdk_set_synced(p->dp, synced) : 0;
-
-	return e1 ? e1 : e2;
-}
-
 /* Publishes one answer, counting the outcome; returns the tables' error. */
 static int publish(struct ndc_publisher *p, const uint8_t *lname, size_t nlen, uint16_t qtype,
 		   const struct ndc_answer *a, uint32_t ttl)
 {
-	int err = t_publish(p, lname, nlen, qtype, a, ttl);
+	int err = p->ops->publish(p->table, lname, nlen, qtype, a, ttl);
 
 	if (!err)
 		count(p, published);
@@ -170,7 +118,7 @@ static int load_one(void *arg, const uint8_t *lname, size_t nlen, uint16_t qtype
 			return l->err = err;
 	}
 	/* Some answer of this name lives in user space only: send every other type there too. */
-	err = t_publish_pass(l->p, lname, nlen);
+	err = l->p->ops->publish(l->p->table, lname, nlen, NDC_FP_QTYPE_OTHER, NULL, 0);
 	if (!err) {
 		count(l->p, passed);
 		return 0;
@@ -195,13 +143,13 @@ int ndc_publisher_load_records(struct ndc_publisher *p, const struct ndc_records
 	struct load l = {.p = p};
 	int err;
 
-	err = t_set_synced(p, false);
+	err = p->ops->set_synced(p->table, false);
 	if (err)
 		return err;
 	/* the template first: NODATA entries with its SOA are published pointing at it */
 	err = ndc_records_nxdomain(r, &nx.a, NDC_FP_DATA_MAX);
 	if (!err)
-		err = t_set_nx(p, &nx.a);
+		err = p->ops->set_nx(p->table, &nx.a);
 	if (err)
 		return err;
 	err = ndc_records_foreach(r, load_one, &l);
@@ -212,7 +160,7 @@ int ndc_publisher_load_records(struct ndc_publisher *p, const struct ndc_records
 			 "stay in user space (raise dataplane.table_size)");
 		return 0;
 	}
-	return t_set_synced(p, true);
+	return p->ops->set_synced(p->table, true);
 }
 
 struct prune {
@@ -227,7 +175,7 @@ static int prune_one(void *arg, const uint8_t *lname, size_t nlen, uint16_t qtyp
 
 	(void)a;
 	if (!ndc_records_has(pr->now, lname, nlen, qtype) &&
-	    !t_unpublish(pr->p, lname, nlen, qtype))
+	    !pr->p->ops->unpublish(pr->p->table, lname, nlen, qtype))
 		count(pr->p, removed);
 	return 0;
 }
@@ -279,7 +227,7 @@ int ndc_publisher_update_names(struct ndc_publisher *p, const struct ndc_records
 	if (w.l.uncovered) {
 		ndc_warn("fast path: table too small for every cluster name; NXDOMAIN answers "
 			 "stay in user space (raise dataplane.table_size)");
-		return t_set_synced(p, false);
+		return p->ops->set_synced(p->table, false);
 	}
 	return 0;
 }
@@ -407,7 +355,7 @@ void ndc_publisher_cache_hook(void *arg, const struct ndc_answer *a, const uint8
 	if (qclass != NDC_C_IN || ndc_fastpath_key(lname, nlen, qtype, &k))
 		return;
 	if (!a) {
-		if (!t_unpublish(p, lname, nlen, qtype))
+		if (!p->ops->unpublish(p->table, lname, nlen, qtype))
 			count(p, removed);
 		unfile_key(p, &k);
 		return;
@@ -417,7 +365,7 @@ void ndc_publisher_cache_hook(void *arg, const struct ndc_answer *a, const uint8
 		 * The cache replaced the key's answer with one the table cannot hold (too big): the
 		 * earlier answer must not go on being served in the kernel instead of it.
 		 */
-		if (!t_unpublish(p, lname, nlen, qtype))
+		if (!p->ops->unpublish(p->table, lname, nlen, qtype))
 			count(p, removed);
 		unfile_key(p, &k);
 		return;
@@ -454,7 +402,7 @@ static void sweep_second(struct ndc_publisher *p, uint64_t sec)
 		}
 		pthread_mutex_unlock(&p->lock);
 		for (size_t i = 0; i < n; i++) {
-			if (!t_unpublish_expired(p, &batch[i]->key))
+			if (!p->ops->unpublish_expired(p->table, &batch[i]->key))
 				count(p, removed);
 			free(batch[i]);
 		}
@@ -486,20 +434,20 @@ static void *sweep(void *arg)
 	return NULL;
 }
 
-int ndc_publisher_new(struct ndc_fp *fp, struct ndc_publisher **ret)
+int ndc_publisher_new(const struct ndc_answer_table_ops *ops, void *table,
+		      struct ndc_publisher **ret)
 {
-	return ndc_publisher_new_dpdk(fp, NULL, ret);
-}
-
-int ndc_publisher_new_dpdk(struct ndc_fp *fp, struct ndc_dpdk *dp, struct ndc_publisher **ret)
-{
-	struct ndc_publisher *p = calloc(1, sizeof(*p));
+	struct ndc_publisher *p;
 	int err;
 
+	if (!ops->publish || !ops->unpublish || !ops->unpublish_expired || !ops->set_nx ||
+	    !ops->set_synced)
+		return -EOPNOTSUPP;
+	p = calloc(1, sizeof(*p));
 	if (!p)
 		return -ENOMEM;
-	p->fp = fp;
-	p->dp = dp;
+	p->ops = ops;
+	p->table = table;
 	p->swept_sec = now_sec();
 	p->nindex = INDEX_MIN;
 	p->index = calloc(p->nindex, sizeof(*p->index));
@@ -557,10 +505,9 @@ void ndc_publisher_stats(struct ndc_publisher *p, struct ndc_publisher_stats *re
 int ndc_publisher_kernel_hits(struct ndc_publisher *p, const uint8_t *lname, size_t nlen,
 			      uint16_t qtype, uint32_t *ret_hits)
 {
-	/* The DPDK table counts no hits: its lcores would write a shared line per answer. */
-	if (!p || !p->fp)
+	if (!p || !p->ops->hits)
 		return -EOPNOTSUPP;
-	return ndc_fastpath_hits(p->fp, lname, nlen, qtype, ret_hits);
+	return p->ops->hits(p->table, lname, nlen, qtype, ret_hits);
 }
 
 /* ---------------------------------------------------------------------------------------------

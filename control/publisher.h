@@ -11,8 +11,8 @@
 
 #include <stdint.h>
 
-#include "dpdk/dpdk.h"
-#include "fastpath/fastpath.h"
+#include <ndc/answer_table.h>
+
 #include "query/query.h"
 #include "records/records.h"
 
@@ -27,15 +27,14 @@ struct ndc_publisher_stats {
 	uint64_t tracked; /* gauge: upstream answers whose expiry is tracked (<= cache entries) */
 };
 
-/* Starts the sweep thread. fp stays owned by the caller and must outlive the publisher. */
-int ndc_publisher_new(struct ndc_fp *fp, struct ndc_publisher **ret);
-
 /*
- * The same, feeding the DPDK table dp too, or only (fp NULL): both take the same entries
- * (include/ndc/abi.h). Each call goes to each table; the first error counts, so an answer one of
- * them could not take is handled as missing in both (a pass marker: never a wrong answer).
+ * Starts the sweep thread. The publisher writes one table through ops (<ndc/answer_table.h>:
+ * ndc_fastpath_answer_table with a struct ndc_fp, ndc_dpdk_answer_table with a struct ndc_dpdk)
+ * and never asks which. table stays owned by the caller and must outlive the publisher.
+ * -EOPNOTSUPP when ops lacks a writing operation (a backend not in this build).
  */
-int ndc_publisher_new_dpdk(struct ndc_fp *fp, struct ndc_dpdk *dp, struct ndc_publisher **ret);
+int ndc_publisher_new(const struct ndc_answer_table_ops *ops, void *table,
+		      struct ndc_publisher **ret);
 
 /*
  * Publishes every answer of r, the NXDOMAIN template, then marks the table synced, unless some
@@ -76,7 +75,8 @@ void ndc_publisher_metrics(void *pub, struct ndc_metrics_buf *b);
 /*
  * The number of times the kernel answered the entry published for (lowercase wire name, qtype)
  * since it was last published, saturating at 255: 0 with *ret_hits; -ENOENT when no such entry
- * is in the kernel table; -EOPNOTSUPP when there is no kernel table (socket mode). Any thread.
+ * is in the table; -EOPNOTSUPP when its table counts no hits (DPDK) or there is none (socket
+ * mode: p NULL). Any thread.
  */
 int ndc_publisher_kernel_hits(struct ndc_publisher *p, const uint8_t *lname, size_t nlen,
 			      uint16_t qtype, uint32_t *ret_hits);

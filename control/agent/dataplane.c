@@ -79,7 +79,7 @@ void ndc_agent_fastpath_start(struct agent *ag)
 	err = ndc_fastpath_open(&fo, &ag->fp);
 	if (err)
 		goto fail;
-	err = ndc_publisher_new(ag->fp, &ag->pub);
+	err = ndc_publisher_new(&ndc_fastpath_answer_table, ag->fp, &ag->pub);
 	if (err)
 		goto fail;
 	ndc_cache_set_hook(ag->cache, ndc_publisher_cache_hook, ag->pub);
@@ -158,7 +158,7 @@ int ndc_agent_dpdk_start(struct agent *ag)
 	else if (err)
 		ndc_err("dataplane.mode dpdk: cannot start: %s", strerror(-err));
 	if (!err)
-		err = ndc_publisher_new_dpdk(NULL, ag->dp, &ag->pub);
+		err = ndc_publisher_new(&ndc_dpdk_answer_table, ag->dp, &ag->pub);
 	if (err)
 		return err;
 	/* Before the forwarder starts, as for the fast path: its first answer is published. */

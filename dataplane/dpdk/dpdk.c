@@ -5,6 +5,7 @@
  */
 #include <errno.h>
 #include <limits.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -19,14 +20,13 @@
 #include <rte_mbuf.h>
 #include <rte_mempool.h>
 
-#include <ndc/ip.h>
 #include <ndc/log.h>
 
 #include "dpdk/dpdk.h"
+#include "fastpath/fastpath.h"
 #include "internal.h"
 
 #define DEFAULT_BURST 32
-#define DEFAULT_PORT 53
 #define DEFAULT_TAP_PREFIX "ndc-tap"
 #define POOL_CACHE 256
 #define POOL_MIN 8191 /* 2^n - 1: the ring under the pool holds n exactly */
@@ -49,34 +49,6 @@ struct ndc_dpdk {
 };
 
 static bool eal_done; /* rte_eal_init runs once per process, successful or not */
-
-static int build_config(const struct ndc_dpdk_opts *o, struct ndc_fp_config *c)
-{
-	memset(c, 0, sizeof(*c));
-	c->abi_version = NDC_ABI_VERSION;
-	for (size_t i = 0; i < o->n_addrs; i++) {
-		const struct ndc_ip *ip = &o->addrs[i];
-
-		if (ip->family == AF_INET && c->n_addr4 < NDC_FP_MAX_ADDRS)
-			memcpy(&c->addr4[c->n_addr4++], ip->addr, 4);
-		else if (ip->family == AF_INET6 && c->n_addr6 < NDC_FP_MAX_ADDRS)
-			memcpy(c->addr6[c->n_addr6++], ip->addr, 16);
-		else
-			return -E2BIG;
-	}
-	c->port = htons(o->port ? o->port : DEFAULT_PORT);
-	if (o->zone_len > NDC_FP_NAME_MAX || o->pass_len > NDC_FP_NAME_MAX)
-		return -ENAMETOOLONG;
-	if ((o->zone_len && !o->zone) || (o->pass_len && !o->pass))
-		return -EINVAL;
-	if (o->zone_len)
-		memcpy(c->zone, o->zone, o->zone_len);
-	c->zone_len = (uint8_t)o->zone_len;
-	if (o->pass_len)
-		memcpy(c->pass, o->pass, o->pass_len);
-	c->pass_len = (uint8_t)o->pass_len;
-	return 0;
-}
 
 /* The ports to poll: the configured ones (which must exist), else every probed one. */
 static int pick_ports(struct ndc_dpdk *dp, const struct ndc_dpdk_opts *o)
@@ -154,6 +126,16 @@ int ndc_dpdk_open(const struct ndc_dpdk_opts *o, struct ndc_dpdk **ret)
 {
 	uint16_t queues = o->queues ? o->queues : 1, burst = o->burst ? o->burst : DEFAULT_BURST;
 	const char *prefix = o->tap_prefix ? o->tap_prefix : DEFAULT_TAP_PREFIX;
+	/* The config the BPF table gets from the same options, by the same code. */
+	const struct ndc_fastpath_opts co = {
+	    .n_addrs = o->n_addrs,
+	    .addrs = o->addrs,
+	    .port = o->port,
+	    .zone = o->zone,
+	    .zone_len = o->zone_len,
+	    .pass = o->pass,
+	    .pass_len = o->pass_len,
+	};
 	struct ndc_fp_config cfg;
 	struct ndc_dpdk *dp;
 	unsigned int n_mbufs;
@@ -162,7 +144,7 @@ int ndc_dpdk_open(const struct ndc_dpdk_opts *o, struct ndc_dpdk **ret)
 	if (burst > NDC_DPDK_BURST_MAX || queues > NDC_DPDK_QUEUES_MAX ||
 	    strlen(prefix) > NDC_DPDK_TAP_PREFIX_MAX)
 		return -EINVAL;
-	r = build_config(o, &cfg);
+	r = ndc_fastpath_config(&co, &cfg);
 	if (r < 0)
 		return r;
 	if (eal_done)
@@ -291,36 +273,39 @@ void ndc_dpdk_close(struct ndc_dpdk *dp)
  * The table.
  */
 
-int ndc_dpdk_publish(struct ndc_dpdk *dp, const uint8_t *lname, size_t nlen, uint16_t qtype,
-		     const struct ndc_answer *a, uint32_t ttl_s)
+static int publish(void *dp, const uint8_t *lname, size_t nlen, uint16_t qtype,
+		   const struct ndc_answer *a, uint32_t ttl_s)
 {
-	return ndc_dpdk_table_publish(dp->table, lname, nlen, qtype, a, ttl_s);
+	return ndc_dpdk_table_publish(((struct ndc_dpdk *)dp)->table, lname, nlen, qtype, a, ttl_s);
 }
 
-int ndc_dpdk_publish_pass(struct ndc_dpdk *dp, const uint8_t *lname, size_t nlen)
+static int unpublish(void *dp, const uint8_t *lname, size_t nlen, uint16_t qtype)
 {
-	return ndc_dpdk_table_publish_pass(dp->table, lname, nlen);
+	return ndc_dpdk_table_unpublish(((struct ndc_dpdk *)dp)->table, lname, nlen, qtype);
 }
 
-int ndc_dpdk_unpublish(struct ndc_dpdk *dp, const uint8_t *lname, size_t nlen, uint16_t qtype)
+static int unpublish_expired(void *dp, const struct ndc_fp_key *k)
 {
-	return ndc_dpdk_table_unpublish(dp->table, lname, nlen, qtype);
+	return ndc_dpdk_table_unpublish_expired(((struct ndc_dpdk *)dp)->table, k);
 }
 
-int ndc_dpdk_unpublish_expired(struct ndc_dpdk *dp, const struct ndc_fp_key *k)
+static int set_nx(void *dp, const struct ndc_answer *nx)
 {
-	return ndc_dpdk_table_unpublish_expired(dp->table, k);
+	return ndc_dpdk_table_set_nx(((struct ndc_dpdk *)dp)->table, nx);
 }
 
-int ndc_dpdk_set_nx(struct ndc_dpdk *dp, const struct ndc_answer *nx)
+static int set_synced(void *dp, bool synced)
 {
-	return ndc_dpdk_table_set_nx(dp->table, nx);
+	return ndc_dpdk_table_set_synced(((struct ndc_dpdk *)dp)->table, synced);
 }
 
-int ndc_dpdk_set_synced(struct ndc_dpdk *dp, bool synced)
-{
-	return ndc_dpdk_table_set_synced(dp->table, synced);
-}
+const struct ndc_answer_table_ops ndc_dpdk_answer_table = {
+    .publish = publish,
+    .unpublish = unpublish,
+    .unpublish_expired = unpublish_expired,
+    .set_nx = set_nx,
+    .set_synced = set_synced,
+};
 
 /* ---------------------------------------------------------------------------------------------
  * Counters.
@@ -337,11 +322,55 @@ int ndc_dpdk_counters(struct ndc_dpdk *dp, uint64_t ret[NDC_FP_COUNTER_MAX])
 
 #define M_PREFIX "ndcache_dpdk_"
 
+/* The answer table's size: the kernel table's ndcache_fastpath_table_* series, for this one. */
+static void table_metrics(struct ndc_dpdk *dp, ndc_dpdk_metric_fn fn, void *arg)
+{
+	struct ndc_dpdk_table_stats ts;
+
+	ndc_dpdk_table_stats(dp->table, &ts);
+	const struct {
+		const char *name, *type, *help;
+		uint64_t value;
+	} series[] = {
+	    {M_PREFIX "table_entries", "gauge", "Entries in the DPDK answer table.", ts.keys},
+	    {M_PREFIX "table_capacity", "gauge",
+	     "Entries the DPDK answer table may hold (dataplane.table_size, a cap).", ts.max_keys},
+	    {M_PREFIX "table_slots", "gauge",
+	     "Entries the DPDK answer table's hash is made for now: it grows and shrinks with its "
+	     "entries.",
+	     ts.slots},
+	    {M_PREFIX "table_bytes", "gauge",
+	     "Memory of the DPDK answer table now: its hash (EAL memory) and its values.",
+	     ts.bytes},
+	    {M_PREFIX "table_needed_bytes", "gauge",
+	     "What the DPDK answer table's entries need: a key and a value each.", ts.needed},
+	    {M_PREFIX "table_rebuilds_total", "counter",
+	     "Times the DPDK answer table was rebuilt to grow or shrink.", ts.rebuilds},
+	};
+
+	for (size_t i = 0; i < sizeof(series) / sizeof(series[0]); i++)
+		fn(arg, series[i].name, series[i].type, series[i].help, NULL, series[i].value);
+}
+
 void ndc_dpdk_metrics(struct ndc_dpdk *dp, ndc_dpdk_metric_fn fn, void *arg)
 {
 	static const char *const kinds[] = {"answer", "nodata", "nxdomain"};
 	static const char *const why[] = {"miss",   "expired",	"edns",	 "size",
 					  "format", "fragment", "config"};
+	/* Series of a unit split by one label: where its frames went, or were dropped. */
+	static const struct {
+		const char *name, *help, *label;
+		size_t off;
+	} split[] = {
+	    {M_PREFIX "exception_packets_total", "Frames through the exception path (net_tap).",
+	     ",direction=\"to_kernel\"", offsetof(struct ndc_dpdk_counters, to_kernel)},
+	    {M_PREFIX "exception_packets_total", "Frames through the exception path (net_tap).",
+	     ",direction=\"from_kernel\"", offsetof(struct ndc_dpdk_counters, from_kernel)},
+	    {M_PREFIX "dropped_total", "Frames freed because a TX queue was full.",
+	     ",where=\"port\"", offsetof(struct ndc_dpdk_counters, dropped_tx)},
+	    {M_PREFIX "dropped_total", "Frames freed because a TX queue was full.",
+	     ",where=\"tap\"", offsetof(struct ndc_dpdk_counters, dropped_kernel)},
+	};
 	char l[160];
 
 	for (size_t u = 0; u < dp->n_units; u++) {
@@ -369,20 +398,11 @@ void ndc_dpdk_metrics(struct ndc_dpdk *dp, ndc_dpdk_metric_fn fn, void *arg)
 			   "Queries passed to the kernel (the socket path answers).", l,
 			   ndc_dpdk_read(&c->fp[i]));
 		}
-		snprintf(k, room, ",direction=\"to_kernel\"");
-		fn(arg, M_PREFIX "exception_packets_total", "counter",
-		   "Frames through the exception path (net_tap).", l, ndc_dpdk_read(&c->to_kernel));
-		snprintf(k, room, ",direction=\"from_kernel\"");
-		fn(arg, M_PREFIX "exception_packets_total", "counter",
-		   "Frames through the exception path (net_tap).", l,
-		   ndc_dpdk_read(&c->from_kernel));
-		snprintf(k, room, ",where=\"port\"");
-		fn(arg, M_PREFIX "dropped_total", "counter",
-		   "Frames freed because a TX queue was full.", l, ndc_dpdk_read(&c->dropped_tx));
-		snprintf(k, room, ",where=\"tap\"");
-		fn(arg, M_PREFIX "dropped_total", "counter",
-		   "Frames freed because a TX queue was full.", l,
-		   ndc_dpdk_read(&c->dropped_kernel));
+		for (size_t i = 0; i < sizeof(split) / sizeof(split[0]); i++) {
+			snprintf(k, room, "%s", split[i].label);
+			fn(arg, split[i].name, "counter", split[i].help, l,
+			   ndc_dpdk_read((const uint64_t *)((const char *)c + split[i].off)));
+		}
 	}
 	for (size_t i = 0; i < dp->n_ports + dp->n_taps; i++) {
 		uint16_t p = i < dp->n_ports ? dp->ports[i] : dp->taps[i - dp->n_ports];
@@ -401,6 +421,7 @@ void ndc_dpdk_metrics(struct ndc_dpdk *dp, ndc_dpdk_metric_fn fn, void *arg)
 		fn(arg, M_PREFIX "mbuf_alloc_failed_total", "counter",
 		   "RX mbuf allocation failures (pool exhausted).", l, st.rx_nombuf);
 	}
+	table_metrics(dp, fn, arg);
 	fn(arg, M_PREFIX "mbufs_free", "gauge", "Free mbufs in the pool.", NULL,
 	   rte_mempool_avail_count(dp->pool));
 	fn(arg, M_PREFIX "mbufs", "gauge", "Mbufs in the pool.", NULL, dp->pool->size);

@@ -25,6 +25,7 @@
 #include <stdint.h>
 
 #include <ndc/abi.h>
+#include <ndc/answer_table.h>
 #include <ndc/dns_wire.h>
 
 struct ndc_ip;
@@ -51,7 +52,7 @@ struct ndc_dpdk_opts {
 	uint16_t burst;		    /* packets per rx/tx burst; 0: 32 */
 	uint32_t poll_sleep_us;	    /* after many empty polls sleep this long; 0: busy-poll */
 	const char *tap_prefix;	    /* exception-path tap names: <prefix><index>; NULL: "ndc-tap" */
-	uint32_t max_entries;	    /* answer table size; 0: 65536 */
+	uint32_t max_entries;	    /* answer table cap: it follows its entries; 0: 65536 */
 	size_t n_addrs;		    /* node-local addresses answered for */
 	const struct ndc_ip *addrs; /* at most NDC_FP_MAX_ADDRS per family */
 	uint16_t port;		    /* DNS port, host order; 0: 53 */
@@ -82,16 +83,11 @@ int ndc_dpdk_start(struct ndc_dpdk *dp);
 void ndc_dpdk_close(struct ndc_dpdk *dp);
 
 /*
- * The answer table: the same calls, arguments and errors as the fast path's
- * (dataplane/fastpath/fastpath.h, ndc_fastpath_publish and the rest), for the publisher.
+ * The answer table behind the answer-table interface (<ndc/answer_table.h>), with the struct
+ * ndc_dpdk as its table, for the publisher. It counts no hits (hits is NULL). Every operation is
+ * NULL in a build without DPDK, where ndc_dpdk_open fails first.
  */
-int ndc_dpdk_publish(struct ndc_dpdk *dp, const uint8_t *lname, size_t nlen, uint16_t qtype,
-		     const struct ndc_answer *a, uint32_t ttl_s);
-int ndc_dpdk_publish_pass(struct ndc_dpdk *dp, const uint8_t *lname, size_t nlen);
-int ndc_dpdk_unpublish(struct ndc_dpdk *dp, const uint8_t *lname, size_t nlen, uint16_t qtype);
-int ndc_dpdk_unpublish_expired(struct ndc_dpdk *dp, const struct ndc_fp_key *k);
-int ndc_dpdk_set_nx(struct ndc_dpdk *dp, const struct ndc_answer *nx);
-int ndc_dpdk_set_synced(struct ndc_dpdk *dp, bool synced);
+extern const struct ndc_answer_table_ops ndc_dpdk_answer_table;
 
 /* Sums the per-lcore counters, indexed like the fast path's (enum ndc_fp_counter). */
 int ndc_dpdk_counters(struct ndc_dpdk *dp, uint64_t ret[NDC_FP_COUNTER_MAX]);
@@ -100,7 +96,8 @@ int ndc_dpdk_counters(struct ndc_dpdk *dp, uint64_t ret[NDC_FP_COUNTER_MAX]);
  * Writes every ndcache_dpdk_* series through fn (Prometheus: name, type, help, labels without
  * braces or NULL, value): per port, queue and lcore the packets received, sent, answered by kind,
  * passed to the kernel by reason, sent to and received from the kernel, dropped; per port the
- * device's own counters (mbuf exhaustion included); the pool's free mbufs.
+ * device's own counters (mbuf exhaustion included); the pool's free mbufs; the answer table's
+ * size (ndcache_dpdk_table_entries, _capacity, _slots, _bytes, _needed_bytes, _rebuilds_total).
  */
 typedef void (*ndc_dpdk_metric_fn)(void *arg, const char *name, const char *type, const char *help,
 				   const char *labels, uint64_t value);

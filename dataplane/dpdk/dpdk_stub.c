@@ -23,42 +23,8 @@ void ndc_dpdk_close(struct ndc_dpdk *dp)
 	(void)dp;
 }
 
-int ndc_dpdk_publish(struct ndc_dpdk *dp, const uint8_t *lname, size_t nlen, uint16_t qtype,
-		     const struct ndc_answer *a, uint32_t ttl_s)
-{
-	(void)dp, (void)lname, (void)nlen, (void)qtype, (void)a, (void)ttl_s;
-	return -EOPNOTSUPP;
-}
-
-int ndc_dpdk_publish_pass(struct ndc_dpdk *dp, const uint8_t *lname, size_t nlen)
-{
-	(void)dp, (void)lname, (void)nlen;
-	return -EOPNOTSUPP;
-}
-
-int ndc_dpdk_unpublish(struct ndc_dpdk *dp, const uint8_t *lname, size_t nlen, uint16_t qtype)
-{
-	(void)dp, (void)lname, (void)nlen, (void)qtype;
-	return -EOPNOTSUPP;
-}
-
-int ndc_dpdk_unpublish_expired(struct ndc_dpdk *dp, const struct ndc_fp_key *k)
-{
-	(void)dp, (void)k;
-	return -EOPNOTSUPP;
-}
-
-int ndc_dpdk_set_nx(struct ndc_dpdk *dp, const struct ndc_answer *nx)
-{
-	(void)dp, (void)nx;
-	return -EOPNOTSUPP;
-}
-
-int ndc_dpdk_set_synced(struct ndc_dpdk *dp, bool synced)
-{
-	(void)dp, (void)synced;
-	return -EOPNOTSUPP;
-}
+/* Nothing to publish to: ndc_dpdk_open fails first. */
+const struct ndc_answer_table_ops ndc_dpdk_answer_table = {0};
 
 int ndc_dpdk_counters(struct ndc_dpdk *dp, uint64_t ret[NDC_FP_COUNTER_MAX])
 {

@@ -24,12 +24,14 @@ struct rte_rcu_qsbr;
  * with RTE_HASH_EXTRA_FLAGS_RW_CONCURRENCY_LF, so lookups take no lock and never wait for a
  * writer. Values are never changed in place: a publish swaps in a new value and the old one (and
  * a deleted key's value, through the hash's own RCU defer queue) is freed only once every reader
- * lcore has reported a quiescent state (rte_rcu_qsbr) after the swap.
+ * lcore has reported a quiescent state (rte_rcu_qsbr) after the swap. The hash itself follows the
+ * table's content: it starts small and is replaced whole by a bigger or smaller one (filled
+ * beside it, switched to atomically, freed after the same grace period) as keys come and go.
  */
 struct ndc_dpdk_table;
 
 struct ndc_dpdk_table_opts {
-	uint32_t max_entries;		    /* 0: 65536 */
+	uint32_t max_entries;		    /* the cap (dataplane.table_size); 0: 65536 */
 	uint32_t max_readers;		    /* QSBR thread ids 0 .. max_readers - 1; at least 1 */
 	const struct ndc_fp_config *config; /* addresses, port, zone, pass; flags but SYNCED */
 };
@@ -40,6 +42,17 @@ int ndc_dpdk_table_new(const struct ndc_dpdk_table_opts *o, struct ndc_dpdk_tabl
 void ndc_dpdk_table_free(struct ndc_dpdk_table *t);
 /* Readers register with it (rte_rcu_qsbr_thread_register, online, quiescent, offline). */
 struct rte_rcu_qsbr *ndc_dpdk_table_qsbr(struct ndc_dpdk_table *t);
+
+/*
+ * The table's size, as the kernel's reports it (fastpath.h, ndc_fastpath_table_stats): keys in
+ * it, keys it may hold (the cap), keys its hash is made for now, bytes it takes now (the hash's
+ * EAL memory as measured when it was made, and the values), bytes its keys need (a key and a
+ * value each), and how often it was rebuilt to grow or shrink. Any thread.
+ */
+struct ndc_dpdk_table_stats {
+	uint64_t keys, max_keys, slots, bytes, needed, rebuilds;
+};
+void ndc_dpdk_table_stats(struct ndc_dpdk_table *t, struct ndc_dpdk_table_stats *ret);
 
 /* Writers (any thread; serialised inside): the semantics of fastpath.h's calls of those names. */
 int ndc_dpdk_table_publish(struct ndc_dpdk_table *t, const uint8_t *lname, size_t nlen,

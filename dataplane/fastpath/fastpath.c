@@ -32,7 +32,6 @@
 #include "ndc_fastpath.skel.h"
 
 #define DEFAULT_MAX_ENTRIES 65536
-#define DEFAULT_PORT 53
 #define NMAPS 6			   /* maps_of */
 #define BPF_FS_MAGIC_NR 0xcafe4a11 /* linux/magic.h BPF_FS_MAGIC */
 
@@ -243,67 +242,6 @@ static int pin_all(struct ndc_fp *fp)
 	}
 	fp->pinned = true;
 	return 0;
-}
-
-static int build_config(const struct ndc_fastpath_opts *o, struct ndc_fp_config *c)
-{
-	memset(c, 0, sizeof(*c));
-	c->abi_version = NDC_ABI_VERSION;
-	c->flags = o->redirect_peer ? NDC_FP_C_REDIRECT_PEER : 0;
-	for (size_t i = 0; i < o->n_addrs; i++) {
-		const struct ndc_ip *ip = &o->addrs[i];
-
-		if (ip->family == AF_INET) {
-			if (c->n_addr4 == NDC_FP_MAX_ADDRS)
-				goto too_many;
-			memcpy(&c->addr4[c->n_addr4++], ip->addr, 4);
-		} else if (ip->family == AF_INET6) {
-			if (c->n_addr6 == NDC_FP_MAX_ADDRS)
-				goto too_many;
-			memcpy(c->addr6[c->n_addr6++], ip->addr, 16);
-		} else {
-			ndc_err("fast path: address of family %u", ip->family);
-			return -EINVAL;
-		}
-	}
-	c->port = htons(o->port ? o->port : DEFAULT_PORT);
-	/* Fail open to the first upstream of each family. */
-	for (size_t i = 0; o->failopen && i < o->n_upstreams; i++) {
-		const struct sockaddr_storage *ss = &o->upstreams[i];
-
-		if (ss->ss_family == AF_INET && !c->has_up4) {
-			const struct sockaddr_in *s4 = (const void *)ss;
-
-			c->up4 = s4->sin_addr.s_addr;
-			c->up4_port = s4->sin_port;
-			c->has_up4 = 1;
-		} else if (ss->ss_family == AF_INET6 && !c->has_up6) {
-			const struct sockaddr_in6 *s6 = (const void *)ss;
-
-			memcpy(c->up6, &s6->sin6_addr, 16);
-			c->up6_port = s6->sin6_port;
-			c->has_up6 = 1;
-		}
-	}
-	if (c->has_up4 || c->has_up6)
-		c->flags |= NDC_FP_C_FAILOPEN;
-	if (o->zone_len > NDC_FP_NAME_MAX || o->pass_len > NDC_FP_NAME_MAX) {
-		ndc_err("fast path: zone or pass-through suffix longer than %d bytes",
-			NDC_FP_NAME_MAX);
-		return -ENAMETOOLONG;
-	}
-	if ((o->zone_len && !o->zone) || (o->pass_len && !o->pass))
-		return -EINVAL;
-	if (o->zone_len)
-		memcpy(c->zone, o->zone, o->zone_len);
-	c->zone_len = (uint8_t)o->zone_len;
-	if (o->pass_len)
-		memcpy(c->pass, o->pass, o->pass_len);
-	c->pass_len = (uint8_t)o->pass_len;
-	return 0;
-too_many:
-	ndc_err("fast path: more than %d node-local addresses of one family", NDC_FP_MAX_ADDRS);
-	return -E2BIG;
 }
 
 /* Mounts bpffs at dir unless it already is; failures show up in check_bpffs later. */
@@ -635,7 +573,7 @@ int ndc_fastpath_open(const struct ndc_fastpath_opts *opts, struct ndc_fp **ret)
 		    "run as root or use the socket dataplane");
 		return -EPERM;
 	}
-	r = build_config(opts, &cfg);
+	r = ndc_fastpath_config(opts, &cfg); /* entry.c: the DPDK table's too */
 	if (r < 0)
 		return r;
 	fp = calloc(1, sizeof(*fp));
@@ -838,40 +776,19 @@ int ndc_fastpath_publish(struct ndc_fp *fp, const uint8_t *lname, size_t nlen, u
 {
 	struct ndc_fp_key key;
 	struct ndc_fp_value val;
-	int r;
+	int r = ndc_fastpath_entry(lname, nlen, qtype, a, ttl_s, &key, &val);
 
-	r = ndc_fastpath_key(lname, nlen, qtype, &key);
-	if (r < 0)
-		return r;
-	if (a->qname_len != nlen)
-		return -EINVAL;
-	r = ndc_fastpath_value(a, ttl_s, ttl_s ? monotonic_ns() : 0, &val);
-	if (r < 0)
-		return r;
-	val.name_len = (uint8_t)nlen;
-	memcpy(val.name, lname, nlen);
 	/*
 	 * A key held by another name (a hash collision, abi.h) is -ENOSPC, as for a full table, so
 	 * that callers keep the name in user space and do not count it as covered. The first name
 	 * stays: evicting it would leave it uncovered instead.
 	 */
-	return ndc_fp_table_put(&fp->table, &key, &val, false);
+	return r ? r : ndc_fp_table_put(&fp->table, &key, &val, false);
 }
 
 int ndc_fastpath_publish_pass(struct ndc_fp *fp, const uint8_t *lname, size_t nlen)
 {
-	struct ndc_fp_key key;
-	struct ndc_fp_value val;
-	int r;
-
-	r = ndc_fastpath_key(lname, nlen, NDC_FP_QTYPE_OTHER, &key);
-	if (r < 0)
-		return r;
-	memset(&val, 0, sizeof(val));
-	val.flags = NDC_FP_V_PASS;
-	val.name_len = (uint8_t)nlen;
-	memcpy(val.name, lname, nlen);
-	return ndc_fp_table_put(&fp->table, &key, &val, false);
+	return ndc_fastpath_publish(fp, lname, nlen, NDC_FP_QTYPE_OTHER, NULL, 0);
 }
 
 int ndc_fastpath_unpublish_expired(struct ndc_fp *fp, const struct ndc_fp_key *k)

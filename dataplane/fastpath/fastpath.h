@@ -18,6 +18,7 @@
 #include <sys/uio.h>
 
 #include <ndc/abi.h>
+#include <ndc/answer_table.h>
 #include <ndc/dns_wire.h>
 
 struct ndc_ip;
@@ -104,42 +105,20 @@ void ndc_fastpath_hand_off(struct ndc_fp *fp);
 void ndc_fastpath_release(struct ndc_fp *fp);
 
 /*
- * Publishes the answer for (lname, qtype); qtype NDC_FP_QTYPE_OTHER for the answer to every type
- * not published at that name. ttl_s 0: a cluster record (never expires, TTLs as they are); else
- * the entry expires ttl_s seconds from now and every RR's TTL counts down from its value in a.
- * -E2BIG: too big for NDC_FP_DATA_MAX or more than NDC_FP_TTL_MAX RRs; -ENAMETOOLONG: name over
- * NDC_FP_NAME_MAX; -ENOSPC: the table is full, or the key is held by another name whose hash
- * collides with this one's (abi.h; that name keeps the entry). In all three cases user space
- * keeps answering. -EINVAL: a->qname_len != nlen (the pointers in data would be wrong) or
- * malformed data.
+ * The answer table's calls (<ndc/answer_table.h> says what each does and returns; -EOPNOTSUPP
+ * without BPF), and the same as the table of operations the publisher holds, with fp as its table.
  */
 int ndc_fastpath_publish(struct ndc_fp *fp, const uint8_t *lname, size_t nlen, uint16_t qtype,
 			 const struct ndc_answer *a, uint32_t ttl_s);
-
-/*
- * Publishes the pass marker at (lname, NDC_FP_QTYPE_OTHER): an entry with NDC_FP_V_PASS and no
- * data, for a name one of whose answers could not be published. -ENAMETOOLONG, -ENOSPC as above.
- */
+/* ndc_fastpath_publish with a NULL answer: the pass marker */
 int ndc_fastpath_publish_pass(struct ndc_fp *fp, const uint8_t *lname, size_t nlen);
-
-/* Removes (lname, qtype); -ENOENT if it was not there (nor when another name holds its key). */
 int ndc_fastpath_unpublish(struct ndc_fp *fp, const uint8_t *lname, size_t nlen, uint16_t qtype);
-
-/*
- * Removes the entry at k (from ndc_fastpath_key; whichever name it holds) if it has expired
- * (expire_ns set and passed): 0; -EAGAIN when it has not
- * (published again since, or never expires); -ENOENT when it is not there. Not atomic: a publish
- * of k between the check and the delete is lost, which costs a miss (user space answers and
- * republishes), never a wrong answer.
- */
 int ndc_fastpath_unpublish_expired(struct ndc_fp *fp, const struct ndc_fp_key *k);
-
-/*
- * The NXDOMAIN answer. It serves questions of any length, and a pointer's target moves with the
- * question's length, so its data must hold no compression pointer at all: -EINVAL when an owner
- * name or a name in NS/CNAME/PTR/MX/SOA RDATA has one (ndc_ab compresses: write it uncompressed).
- */
 int ndc_fastpath_set_nx(struct ndc_fp *fp, const struct ndc_answer *nx);
+int ndc_fastpath_set_synced(struct ndc_fp *fp, bool synced);
+int ndc_fastpath_hits(struct ndc_fp *fp, const uint8_t *lname, size_t nlen, uint16_t qtype,
+		      uint32_t *ret_hits);
+extern const struct ndc_answer_table_ops ndc_fastpath_answer_table;
 
 /*
  * Writes the logical entry v (its name included) at k as it is, whatever name k holds: for tests
@@ -158,9 +137,6 @@ int ndc_fastpath_lookup(int answers_fd, int big_fd, int nx_fd, int config_fd,
 int ndc_fastpath_count(int answers_fd, size_t *ret);
 int ndc_fastpath_nx_read(int nx_fd, struct ndc_fp_value *ret);
 
-/* Synced: the table holds every cluster name, so misses under the zone are NXDOMAIN. */
-int ndc_fastpath_set_synced(struct ndc_fp *fp, bool synced);
-
 /* Sums the per-CPU counters. */
 int ndc_fastpath_counters(struct ndc_fp *fp, uint64_t ret[NDC_FP_COUNTER_MAX]);
 
@@ -174,14 +150,6 @@ struct ndc_fastpath_table_stats {
 	uint64_t keys, max_keys, slots, bytes, needed, rebuilds;
 };
 int ndc_fastpath_table_stats(struct ndc_fp *fp, struct ndc_fastpath_table_stats *ret);
-
-/*
- * How many times the kernel answered the cached entry (lname, qtype) since it was published,
- * counted up to NDC_FP_HITS_MAX (entries with a TTL only: cluster records count 0): 0 with
- * *ret_hits, -ENOENT when the table has no such entry of that name, -EOPNOTSUPP without BPF.
- */
-int ndc_fastpath_hits(struct ndc_fp *fp, const uint8_t *lname, size_t nlen, uint16_t qtype,
-		      uint32_t *ret_hits);
 
 /* The program fds, for BPF_PROG_TEST_RUN in tests and benchmarks. */
 int ndc_fastpath_prog_fd(struct ndc_fp *fp, enum ndc_fp_attach which);
@@ -201,5 +169,20 @@ int ndc_fastpath_value(const struct ndc_answer *a, uint32_t ttl_s, uint64_t now_
 		       struct ndc_fp_value *ret);
 /* The NXDOMAIN template's value: as ndc_fastpath_value, -EINVAL as ndc_fastpath_set_nx says. */
 int ndc_fastpath_nx_value(const struct ndc_answer *nx, struct ndc_fp_value *ret);
+
+/*
+ * What both tables write, built one way (entry.c, in builds without BPF too). entry: the key and
+ * the value with its name that publishing (lname, qtype) writes, from a as ndc_fastpath_value
+ * (its clock CLOCK_MONOTONIC, now), or with a NULL the pass marker at (lname,
+ * NDC_FP_QTYPE_OTHER); errors as publishing's. config: the table's config from o's addresses,
+ * port, zone, pass, fail-open upstreams and redirect_peer (abi_version set, not synced; the DPDK
+ * table gives the first four): -E2BIG more than NDC_FP_MAX_ADDRS addresses of one family,
+ * -ENAMETOOLONG zone or pass over NDC_FP_NAME_MAX, -EINVAL an address of another family or a
+ * length without its name; logged.
+ */
+int ndc_fastpath_entry(const uint8_t *lname, size_t nlen, uint16_t qtype,
+		       const struct ndc_answer *a, uint32_t ttl_s, struct ndc_fp_key *ret_key,
+		       struct ndc_fp_value *ret_val);
+int ndc_fastpath_config(const struct ndc_fastpath_opts *o, struct ndc_fp_config *ret);
 
 #endif

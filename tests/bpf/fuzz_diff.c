@@ -320,7 +320,7 @@ static int setup(void)
 	}
 	env.prog[TC] = ndc_fastpath_prog_fd(env.fp, NDC_FP_ATTACH_TC);
 	env.prog[XDP] = ndc_fastpath_prog_fd(env.fp, NDC_FP_ATTACH_XDP);
-	r = ndc_publisher_new(env.fp, &env.pub);
+	r = ndc_publisher_new(&ndc_fastpath_answer_table, env.fp, &env.pub);
 	if (!r)
 		r = ndc_publisher_load_records(env.pub, env.rec);
 	if (!r)

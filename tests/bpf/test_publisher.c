@@ -149,7 +149,7 @@ static void fp_open(struct fixture *f, uint32_t max_entries)
 	};
 
 	assert_int_equal(ndc_fastpath_open(&o, &f->fp), 0);
-	assert_int_equal(ndc_publisher_new(f->fp, &f->pub), 0);
+	assert_int_equal(ndc_publisher_new(&ndc_fastpath_answer_table, f->fp, &f->pub), 0);
 	f->answers_fd = pinned_fd("ndc_answers");
 	f->big_fd = pinned_fd("ndc_big");
 	f->nx_fd = pinned_fd("ndc_nx");

@@ -294,6 +294,14 @@ for s in ndcache_dpdk_rx_packets_total ndcache_dpdk_tx_packets_total ndcache_dpd
 	ndcache_dpdk_mbuf_alloc_failed_total ndcache_dpdk_mbufs_free; do
 	grep -q "^$s" <<<"$m" || bad "no $s in /metrics"
 done
+# The answer table follows its entries: a few hundred here, in a hash far below the cap.
+read -r te tc ts tb tn < <(awk '$1 == "ndcache_dpdk_table_entries" { e = $2 }
+	$1 == "ndcache_dpdk_table_capacity" { c = $2 } $1 == "ndcache_dpdk_table_slots" { s = $2 }
+	$1 == "ndcache_dpdk_table_bytes" { b = $2 } $1 == "ndcache_dpdk_table_needed_bytes" { n = $2 }
+	END { print e + 0, c + 0, s + 0, b + 0, n + 0 }' <<<"$m")
+[ "$te" -gt 0 ] && [ "$te" -le "$ts" ] && [ "$ts" -lt "$tc" ] && [ "$tn" -gt 0 ] && [ "$tb" -gt 0 ] &&
+	ok "DPDK table sized by its content: $te entries in $ts slots (cap $tc), $tb bytes for $tn needed" ||
+	bad "DPDK table metrics: entries $te slots $ts capacity $tc bytes $tb needed $tn"
 grep -q '^ndcache_dpdk_answers_total{port="0",queue="0",lcore="1",kind="answer"}' <<<"$m" &&
 	ok "per port, queue and lcore counters in /metrics" || bad "metrics labels" "$(grep ndcache_dpdk <<<"$m" | head)"
 pid=$NDCACHE_PID
