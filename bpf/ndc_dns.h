@@ -318,6 +318,24 @@ static __always_inline int dns_name_under(const __u8 *name, const struct ndc_que
 	return 1;
 }
 
+/*
+ * Whether a name the table does not hold may be answered NXDOMAIN: the store is complete
+ * (flags: NDC_FP_C_SYNCED), and the name is under the zone and not under the pass-through
+ * suffix (names computed at lookup time in user space, such as pods). Both readers, the kernel's
+ * and DPDK's, decide it here.
+ */
+static __always_inline int dns_nx_allowed(__u32 flags, const struct ndc_fp_config *cfg,
+					  const __u8 *name, const struct ndc_question *q)
+{
+	if (!(flags & NDC_FP_C_SYNCED) || cfg->zone_len > NDC_FP_NAME_MAX ||
+	    cfg->pass_len > NDC_FP_NAME_MAX)
+		return 0;
+	/* not ours: reverse names, the rest of the world */
+	if (!dns_name_under(name, q, cfg->zone, cfg->zone_len))
+		return 0;
+	return !dns_name_under(name, q, cfg->pass, cfg->pass_len);
+}
+
 /* ndc_dns_write_reply's header: ID, RD and CD echoed, QR and RA set, AA and RCODE from v. */
 static __always_inline void dns_reply_header(struct ndc_dnshdr *h, const struct ndc_question *q,
 					     const struct ndc_fp_value *v)

@@ -168,13 +168,8 @@ ndc_lookup(const struct ndc_fp_config *cfg, struct ndc_fp_scratch *s, const stru
 	default:
 		return NULL; /* another name with the same key: user space knows this one */
 	}
-	if (!(cfg->flags & NDC_FP_C_SYNCED) || cfg->zone_len > NDC_FP_NAME_MAX ||
-	    cfg->pass_len > NDC_FP_NAME_MAX)
+	if (!dns_nx_allowed(cfg->flags, cfg, s->name, q))
 		return NULL;
-	if (!dns_name_under(s->name, q, cfg->zone, cfg->zone_len))
-		return NULL; /* not ours: reverse names, the rest of the world */
-	if (dns_name_under(s->name, q, cfg->pass, cfg->pass_len))
-		return NULL; /* computed at lookup time in user space (pods) */
 	*ret_slot = NULL;
 	if (table_nx(s)) {
 		*ret_why = NDC_FP_PASS_BUSY;

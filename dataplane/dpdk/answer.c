@@ -84,13 +84,8 @@ static const struct ndc_fp_value *lookup(const struct ndc_dpdk_table *t,
 		return v;
 	}
 	flags = ndc_dpdk_table_flags(t);
-	if (!(flags & NDC_FP_C_SYNCED) || cfg->zone_len > NDC_FP_NAME_MAX ||
-	    cfg->pass_len > NDC_FP_NAME_MAX)
+	if (!dns_nx_allowed(flags, cfg, s->name, q))
 		return NULL;
-	if (!dns_name_under(s->name, q, cfg->zone, cfg->zone_len))
-		return NULL; /* not ours: reverse names, the rest of the world */
-	if (dns_name_under(s->name, q, cfg->pass, cfg->pass_len))
-		return NULL; /* computed at lookup time in user space (pods) */
 	v = ndc_dpdk_table_nx(t);
 	if (!v || v->rcode != NDC_DNS_RCODE_NXDOMAIN)
 		return NULL; /* no NXDOMAIN template published yet */
