@@ -120,10 +120,10 @@ step "integration: config reloads under a prober (symlink swap, broken file, SIG
 	tests/integration/test_reload.sh build tc
 step "integration: upstream path: pooled TCP (10,000 names at 5,000 QPS), loop detection" \
 	tests/integration/test_upstream.sh build
-# Issue 22: the upstream path. In tc mode the kernel answers the repeats: prefetch reads the
+# Issue 22: the upstream path. In tc and XDP mode the kernel answers the repeats: prefetch reads the
 # kernel table's hit counters (ndc_publisher_kernel_hits).
-step "integration: prefetch (a 50 ms upstream, a TTL-5 name asked 20/s for 30 s), socket and tc" \
-	timeout 300 tests/integration/test_prefetch.sh build socket tc
+step "integration: prefetch (a 50 ms upstream, a TTL-5 name asked 20/s for 30 s), socket, tc, xdp" \
+	timeout 420 tests/integration/test_prefetch.sh build socket tc xdp
 step "integration: fair share per client (a 20,000/s flood beside a 100/s pod), socket and tc" \
 	timeout 240 tests/integration/test_fair_share.sh build socket tc
 step "integration: transparent mode (the kube-dns ClusterIP answered; iptables-nft, -legacy, nft)" \
