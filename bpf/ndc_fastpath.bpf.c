@@ -142,10 +142,6 @@ ndc_lookup(const struct ndc_fp_config *cfg, struct ndc_fp_scratch *s, const stru
 	*ret_why = NDC_FP_PASS_MISS;
 	switch (table_get(s, cfg, q, hash, ret_slot)) {
 	case NDC_TABLE_EXACT:
-		if (v->flags & NDC_FP_V_SOA && table_soa(s, q->name_len)) {
-			*ret_why = NDC_FP_PASS_BUSY;
-			return NULL;
-		}
 		*ret_hit = NDC_FP_HIT;
 		return v->flags & NDC_FP_V_PASS ? NULL : v;
 	case NDC_TABLE_OTHER:
@@ -153,10 +149,6 @@ ndc_lookup(const struct ndc_fp_config *cfg, struct ndc_fp_scratch *s, const stru
 		 * table has it when the name has records; without, user space answers. */
 		if (v->flags & NDC_FP_V_PASS || q->qtype == NDC_DNS_T_ANY)
 			return NULL;
-		if (v->flags & NDC_FP_V_SOA && table_soa(s, q->name_len)) {
-			*ret_why = NDC_FP_PASS_BUSY;
-			return NULL;
-		}
 		/* An ExternalName's CNAME answers any type: an answer, not NODATA. */
 		*ret_hit = v->ancount ? NDC_FP_HIT : NDC_FP_NODATA;
 		return v;

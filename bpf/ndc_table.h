@@ -359,6 +359,9 @@ table_walk(__u64 geom, __u32 half_chunks, const struct ndc_question *q, __u64 ha
 	return sl;
 }
 
+/* below: the authority of a NODATA published by reference */
+static __noinline int table_soa(struct ndc_fp_scratch *s, __u32 qlen);
+
 /*
  * The entry for (q's name, q->qtype), else for (name, NDC_FP_QTYPE_OTHER), copied into s->v; the
  * slot it came from in *ret_slot (for the hit count).
@@ -414,6 +417,9 @@ static __always_inline enum ndc_table_res table_get(struct ndc_fp_scratch *s,
 		}
 	}
 #endif
+	/* a NODATA by reference gets its authority here, for whichever type found it */
+	if (r == NDC_TABLE_EXACT && s->v.flags & NDC_FP_V_SOA && table_soa(s, q->name_len))
+		r = NDC_TABLE_BUSY;
 	*ret_slot = sl;
 	return r == NDC_TABLE_EXACT && qtype != q->qtype ? NDC_TABLE_OTHER : r;
 }
