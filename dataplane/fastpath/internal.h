@@ -87,9 +87,9 @@ struct ndc_fp_table {
 	struct ndc_fp_half h[2];
 	int cur; /* the live half */
 	uint64_t rebuilds;
-	/* the zone's NODATA authority (abi.h, NDC_FP_V_SOA), made from the NXDOMAIN template */
+	/* the zone's NODATA authority (abi.h, NDC_FP_V_SOA) from the NXDOMAIN template; len 0: none
+	 */
 	struct ndc_fp_value soa;
-	bool has_soa;
 	pthread_mutex_t lock;
 	bool inited;
 };

@@ -32,6 +32,12 @@
 #define LOAD_GROW 90
 #define LOAD_SHRINK 55
 
+/* The zone's NODATA authority, or NULL before the NXDOMAIN template gave one. */
+static const struct ndc_fp_value *soa_of(const struct ndc_fp_table *t)
+{
+	return t->soa.len ? &t->soa : NULL;
+}
+
 /* ---------------------------------------------------------------------------------------------
  * The walk, over any way of reading a table.
  */
@@ -199,7 +205,7 @@ static struct reader mapped(const struct ndc_fp_table *t)
 			       .big = mapped_big,
 			       .n_buckets = t->h[t->cur].n_buckets,
 			       .home_key = t->home_key,
-			       .soa = t->has_soa ? &t->soa : NULL,
+			       .soa = soa_of(t),
 			       .h = &t->h[t->cur]};
 }
 
@@ -257,11 +263,11 @@ static int big_keep(struct ndc_fp_half *h, uint32_t b, uint32_t n)
 	return 0;
 }
 
-/* Adds a big chunk to half h, the rest of the last one kept as free runs: 0, -ENOSPC, ops' error */
+/* Adds a big chunk to half h (the bump is at the end of its last one): 0, -ENOSPC, ops' error. */
 static int big_grow(struct ndc_fp_table *t, int half)
 {
 	struct ndc_fp_half *h = &t->h[half];
-	uint32_t c = h->n_big_chunks, end = c * NDC_FP_BIG_CHUNK;
+	uint32_t c = h->n_big_chunks;
 	void *p;
 	int err;
 
@@ -272,16 +278,7 @@ static int big_grow(struct ndc_fp_table *t, int half)
 		return err;
 	h->bigs[c] = p;
 	h->n_big_chunks = c + 1;
-	err = t->ops->commit(t->ctx);
-	if (err)
-		return err;
-	while (h->bump < end) {
-		uint32_t n = end - h->bump > NDC_FP_EXT_MAX ? NDC_FP_EXT_MAX : end - h->bump;
-
-		(void)big_keep(h, h->bump, n);
-		h->bump += n;
-	}
-	return 0;
+	return t->ops->commit(t->ctx);
 }
 
 /* n consecutive records of one chunk for a big answer, at *ret: 0, -ENOSPC, -ENOMEM, ops' error. */
@@ -410,7 +407,7 @@ static int write_at(struct ndc_fp_table *t, int half, struct place at, const str
 	/* a name of another length than the key's (only ndc_fastpath_put writes one) keeps its own
 	 */
 	soa = v->name_len == k->name_len && v->name_len <= NDC_FP_SLOT_BYTES &&
-	      ndc_fp_soa_matches(t->has_soa ? &t->soa : NULL, v);
+	      ndc_fp_soa_matches(soa_of(t), v);
 	if (!soa && (v->name_len != k->name_len || !ndc_fp_slot_fits(v, &data, &ttl))) {
 		uint32_t n = ndc_fp_ext_count(v->len, v->n_ttl),
 			 bytes = ndc_fp_ext_bytes(v->len, v->n_ttl);
@@ -524,7 +521,7 @@ static int rebuild(struct ndc_fp_table *t, uint32_t n_chunks)
 						NDC_FP_BIG_CHUNK - s->big % NDC_FP_BIG_CHUNK, &bv)
 					  : -EIO;
 			if (!err)
-				err = ndc_fp_slot_decode(s, &bv, t->has_soa ? &t->soa : NULL, &v);
+				err = ndc_fp_slot_decode(s, &bv, soa_of(t), &v);
 			if (err)
 				break;
 			r = (struct reader){.tags = mapped_tags,
@@ -799,6 +796,7 @@ void ndc_fp_table_set_nx(struct ndc_fp_table *t, struct ndc_fp_big *nx,
 			 const struct ndc_fp_value *v)
 {
 	struct ndc_fp_big *soa = nx + NDC_FP_NX_NODATA;
+	struct ndc_fp_value tpl;
 
 	pthread_mutex_lock(&t->lock);
 	seq_begin(&nx->seq);
@@ -808,11 +806,11 @@ void ndc_fp_table_set_nx(struct ndc_fp_table *t, struct ndc_fp_big *nx,
 	 * NODATA entries published by reference before keep theirs: the zone's SOA does not change
 	 * in an agent's life (one serial; a new TTL republishes every answer that carries it).
 	 */
-	if (ndc_fp_soa_template(v, &t->soa) == 0) {
+	if (ndc_fp_soa_template(v, &tpl) == 0) {
 		seq_begin(&soa->seq);
-		soa->v = t->soa;
+		soa->v = tpl;
 		seq_end(&soa->seq);
-		t->has_soa = true;
+		t->soa = tpl;
 	}
 	pthread_mutex_unlock(&t->lock);
 }
