@@ -101,23 +101,7 @@ until_ok 5 grep -qs "fakeapi listening" "$TOPO_DIR/fakeapi.out" || {
 	exit 1
 }
 ctl() { in_node curl -sf -X POST --data "$1" "http://127.0.0.1:$CTL_PORT/control" >/dev/null; }
-cat >"$TOPO_DIR/kubeconfig" <<EOF
-apiVersion: v1
-kind: Config
-current-context: test
-contexts:
-- name: test
-  context: {cluster: fake, user: ndcache}
-clusters:
-- name: fake
-  cluster:
-    server: https://127.0.0.1:$API_PORT
-    certificate-authority: $certs/ca.pem
-users:
-- name: ndcache
-  user:
-    tokenFile: $TOPO_DIR/token
-EOF
+fakeapi_kubeconfig "$TOPO_DIR/kubeconfig" "$certs/ca.pem"
 
 # dpdk_conf VDEV EAL-ARGS...: the agent's config for a port given as VDEV.
 dpdk_conf() {
