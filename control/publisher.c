@@ -91,6 +91,13 @@ struct load {
 	int err;
 };
 
+/*
+ * ANY is answered in user space: both fast paths pass an ANY that finds no entry of its own
+ * (abi.h), never synthesising NODATA for it; pods hardly ask it (getaddrinfo in glibc and musl
+ * asks A and AAAA), while an ANY entry per name was a fifth of a cluster's table (at 10,000
+ * services 26,003 of 136,213 entries: docs/bench/MEMORY.md). Cached upstream answers are another
+ * matter: an ANY the cache holds is published like any other type (ndc_publisher_cache_hook).
+ */
 static int load_one(void *arg, const uint8_t *lname, size_t nlen, uint16_t qtype,
 		    const struct ndc_answer *a)
 {
@@ -102,6 +109,8 @@ static int load_one(void *arg, const uint8_t *lname, size_t nlen, uint16_t qtype
 		l->nlen = nlen;
 		l->missing = false;
 	}
+	if (qtype == NDC_T_ANY)
+		return 0; /* answered in user space (above) */
 	if (qtype != NDC_FP_QTYPE_OTHER) {
 		err = publish(l->p, lname, nlen, qtype, a, 0);
 		if (err == -E2BIG || err == -ENAMETOOLONG || err == -ENOSPC)
@@ -174,7 +183,7 @@ static int prune_one(void *arg, const uint8_t *lname, size_t nlen, uint16_t qtyp
 	struct prune *pr = arg;
 
 	(void)a;
-	if (!ndc_records_has(pr->now, lname, nlen, qtype) &&
+	if (qtype != NDC_T_ANY && !ndc_records_has(pr->now, lname, nlen, qtype) &&
 	    !pr->p->ops->unpublish(pr->p->table, lname, nlen, qtype))
 		count(pr->p, removed);
 	return 0;

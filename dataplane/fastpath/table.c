@@ -26,11 +26,14 @@
 /*
  * Loads: a rebuild sizes the table for LOAD_TARGET of its slots; more than LOAD_GROW used grows
  * it, fewer than LOAD_SHRINK used shrinks it (hysteresis: both are far from the target). Percent.
- * A bucket that overflowed costs a walk little: the next bucket's tags are in the same line.
+ * Placement is Robin Hood's (place_plan), which keeps every key within NDC_FP_PROBE_BUCKETS of
+ * its home at these loads: first come, first placed filled one chunk to only 80% (and tables of
+ * 20,000 buckets to 70%) before some key found no bucket within reach. A bucket that overflowed
+ * costs a walk little: the next bucket's tags are in the same line.
  */
-#define LOAD_TARGET 70
-#define LOAD_GROW 90
-#define LOAD_SHRINK 55
+#define LOAD_TARGET 85
+#define LOAD_GROW 93
+#define LOAD_SHRINK 65
 
 /* The zone's NODATA authority, or NULL before the NXDOMAIN template gave one. */
 static const struct ndc_fp_value *soa_of(const struct ndc_fp_table *t)
@@ -71,46 +74,27 @@ static bool overflowed(uint64_t tags)
 
 /*
  * Walks k's buckets as the kernel does: 0 with the slot holding k (its tag, check, qtype and
- * name length: the kernel's match) at *ret_at and in *ret_slot, or -ENOENT with the place a new
- * k would take in *ret_free: the first bucket from home with an empty slot and no entry of k's
- * tag (b NONE: none within NDC_FP_PROBE_BUCKETS).
+ * name length: the kernel's match) at *ret_at and in *ret_slot, or -ENOENT.
  */
 static int walk(const struct reader *r, const struct ndc_fp_key *k, struct place *ret_at,
-		struct ndc_fp_slot *ret_slot, struct place *ret_free)
+		struct ndc_fp_slot *ret_slot)
 {
 	uint64_t mix = ndc_fp_key_mix(k->hash, r->home_key, k->qtype);
 	uint32_t n = r->n_buckets, b, check = (uint32_t)(k->hash >> 32);
 	uint8_t tag = ndc_fp_mix_tag(mix);
-	struct place free_at = {NONE, 0, 0};
-	bool chain = true; /* still within the buckets a reader walks */
 	struct ndc_fp_slot s;
 	uint64_t tags;
 	int err;
 
-	if (n == 0) {
-		*ret_free = free_at;
+	if (n == 0)
 		return -ENOENT;
-	}
 	b = ndc_fp_mix_home(mix, n);
 	for (uint32_t p = 0; p < NDC_FP_PROBE_BUCKETS && p < n; p++) {
-		uint32_t empty = NONE;
-		bool same_tag = false;
-
 		err = r->tags(r, b, &tags);
 		if (err)
 			return err;
 		for (uint32_t j = 0; j < NDC_FP_BUCKET; j++) {
-			uint8_t t = tag_at(tags, j);
-
-			if (t == NDC_FP_TAG_EMPTY) {
-				if (empty == NONE)
-					empty = j;
-				continue;
-			}
-			if (t != tag)
-				continue;
-			same_tag = true;
-			if (!chain)
+			if (tag_at(tags, j) != tag)
 				continue;
 			err = r->slot(r, b, j, &s);
 			if (err)
@@ -121,14 +105,10 @@ static int walk(const struct reader *r, const struct ndc_fp_key *k, struct place
 				return 0;
 			}
 		}
-		if (free_at.b == NONE && empty != NONE && !same_tag)
-			free_at = (struct place){b, empty, p};
-		chain = chain && overflowed(tags);
-		if (!chain && free_at.b != NONE)
+		if (!overflowed(tags))
 			break;
 		b = b + 1 == n ? 0 : b + 1;
 	}
-	*ret_free = free_at;
 	return -ENOENT;
 }
 
@@ -151,8 +131,8 @@ static int decode_found(const struct reader *r, const struct ndc_fp_slot *s,
 static int get(const struct reader *r, const struct ndc_fp_key *k, struct ndc_fp_value *ret)
 {
 	struct ndc_fp_slot s;
-	struct place at, free_at;
-	int err = walk(r, k, &at, &s, &free_at);
+	struct place at;
+	int err = walk(r, k, &at, &s);
 
 	return err ? err : decode_found(r, &s, ret);
 }
@@ -387,6 +367,22 @@ static int half_make(struct ndc_fp_table *t, int half, uint32_t n_chunks, uint32
 	return t->ops->commit(t->ctx);
 }
 
+/* The at.p buckets before at.b lead a walk on to at (flagged overflowed), before its tag shows. */
+static void set_overflows(struct ndc_fp_half *h, struct place at)
+{
+	for (uint32_t p = 0, b = at.b; p < at.p; p++) {
+		uint64_t *w;
+
+		b = b == 0 ? h->n_buckets - 1 : b - 1;
+		w = tag_word(h, b);
+		if (!overflowed(*w)) {
+			__atomic_store_n(w, *w | (uint64_t)NDC_FP_BUCKET_OVERFLOW << 56,
+					 __ATOMIC_RELEASE);
+			h->overflows++;
+		}
+	}
+}
+
 /*
  * Writes v at place at of half h: the key too when insert (then the tag last, after the slot is
  * whole). A big answer is written to a free big record before the slot points at it, and the one
@@ -438,18 +434,7 @@ static int write_at(struct ndc_fp_table *t, int half, struct place at, const str
 	memcpy(s->bytes, img.bytes, sizeof(s->bytes));
 	seq_end(&s->seq);
 	if (insert) {
-		/* the buckets passed over lead on to it before its tag shows it */
-		for (uint32_t p = 0, b = at.b; p < at.p; p++) {
-			uint64_t *w;
-
-			b = b == 0 ? h->n_buckets - 1 : b - 1;
-			w = tag_word(h, b);
-			if (!overflowed(*w)) {
-				__atomic_store_n(w, *w | (uint64_t)NDC_FP_BUCKET_OVERFLOW << 56,
-						 __ATOMIC_RELEASE);
-				h->overflows++;
-			}
-		}
+		set_overflows(h, at);
 		tag_set(h, at.b, at.j, ndc_fp_tag(k->hash, t->home_key, k->qtype));
 		h->live++;
 	}
@@ -473,6 +458,144 @@ static void remove_at(struct ndc_fp_table *t, struct place at)
 	h->live--;
 	if (old != NONE)
 		big_free(h, old);
+}
+
+/*
+ * Robin Hood placement. A new key takes the first bucket from its home with a free slot, unless
+ * on the way it meets an entry nearer its own home than the key is to its: the key takes that
+ * entry's slot and the entry goes on looking, from the next bucket, with its own distance. Keys
+ * far from home are few and none is very far, so tables fill to over 90% with every key within
+ * NDC_FP_PROBE_BUCKETS of home (the walk the kernel makes is the same: overflow flags lead it
+ * from a key's home to where the key is).
+ */
+#define CHAIN_MAX 32 /* entries one insert may move */
+
+/* A step of a placement: who goes where (at.p: buckets from its home), with its tag. */
+struct move {
+	struct place at;
+	uint8_t tag;
+};
+
+/* The home bucket of the entry in slot s, in a table of n buckets. */
+static uint32_t home_of(const struct ndc_fp_table *t, const struct ndc_fp_slot *s, uint32_t n)
+{
+	uint64_t hash = (uint64_t)s->check << 32 | s->hash_lo;
+
+	return ndc_fp_home(hash, t->home_key, s->qtype, n);
+}
+
+/*
+ * Plans the placement of key k (absent from half h) into moves: moves[0] is where k goes,
+ * moves[i] where the entry that held moves[i - 1] goes. 0 with their number in *ret_n, or
+ * -EAGAIN when some key would end NDC_FP_PROBE_BUCKETS or more from home (the table needs more
+ * buckets). Nothing is written.
+ */
+static int place_plan(const struct ndc_fp_table *t, const struct ndc_fp_half *h,
+		      const struct ndc_fp_key *k, struct move *moves, uint32_t *ret_n)
+{
+	uint32_t n = h->n_buckets, m = 0, d = 0, home;
+	uint64_t mix = ndc_fp_key_mix(k->hash, t->home_key, k->qtype);
+	uint8_t tag = ndc_fp_mix_tag(mix);
+
+	if (n == 0)
+		return -EAGAIN;
+	home = ndc_fp_mix_home(mix, n);
+	for (;;) {
+		uint32_t b = (uint32_t)(((uint64_t)home + d) % n), empty = NONE, same = NONE;
+		uint32_t victim = NONE, vd = d;
+		uint64_t tags;
+
+		if (d >= NDC_FP_PROBE_BUCKETS || d >= n)
+			return -EAGAIN;
+		tags = *tag_word(h, b);
+		for (uint32_t j = 0; j < NDC_FP_BUCKET; j++) {
+			uint8_t tj = tag_at(tags, j);
+
+			if (tj == NDC_FP_TAG_EMPTY && empty == NONE)
+				empty = j;
+			else if (tj == tag)
+				same = j;
+		}
+		/* a tag is in a bucket at most once (abi.h) */
+		if (empty != NONE && same == NONE) {
+			moves[m++] = (struct move){{b, empty, d}, tag};
+			*ret_n = m;
+			return 0;
+		}
+		for (uint32_t j = 0; j < NDC_FP_BUCKET && m + 1 < CHAIN_MAX; j++) {
+			uint32_t jd;
+
+			if (tag_at(tags, j) == NDC_FP_TAG_EMPTY || (same != NONE && j != same))
+				continue;
+			jd = (b + n - home_of(t, slot_of(h, b, j), n)) % n;
+			if (jd < vd) {
+				victim = j;
+				vd = jd;
+			}
+		}
+		if (victim == NONE) {
+			d++;
+			continue;
+		}
+		moves[m++] = (struct move){{b, victim, d}, tag};
+		/* the entry displaced goes on from the next bucket */
+		tag = tag_at(tags, victim);
+		home = (b + n - vd) % n;
+		d = vd + 1;
+	}
+}
+
+/*
+ * Copies the entry of slot src into place at (free, or one whose entry is already in its next
+ * place), with its tag: its big answer, if any, is the copy's from now on.
+ */
+static void slot_move(struct ndc_fp_half *h, struct place at, const struct ndc_fp_slot *src,
+		      uint8_t tag)
+{
+	struct ndc_fp_slot *s = slot_of(h, at.b, at.j);
+
+	seq_begin(&s->seq);
+	memcpy((uint8_t *)s + sizeof(s->seq), (const uint8_t *)src + sizeof(src->seq),
+	       sizeof(*s) - sizeof(s->seq));
+	seq_end(&s->seq);
+	set_overflows(h, at);
+	tag_set(h, at.b, at.j, tag);
+}
+
+/*
+ * Inserts k (absent) with v in half h, Robin Hood style: the entries the plan moves go to their
+ * new places first, last one first, so each is in its new place before its old one is
+ * overwritten (a reader may find one twice, never none). 0 with k's place in *ret_at, -EAGAIN
+ * (no place within reach: nothing written), or write_at's error (then the entry k would have
+ * displaced is left in its new place only).
+ */
+static int place(struct ndc_fp_table *t, int half, const struct ndc_fp_key *k,
+		 const struct ndc_fp_value *v, struct place *ret_at)
+{
+	struct ndc_fp_half *h = &t->h[half];
+	struct move moves[CHAIN_MAX];
+	uint32_t m = 0;
+	int err = place_plan(t, h, k, moves, &m);
+
+	if (err)
+		return err;
+	for (uint32_t i = m - 1; i > 0; i--)
+		slot_move(h, moves[i].at, slot_of(h, moves[i - 1].at.b, moves[i - 1].at.j),
+			  moves[i].tag);
+	err = write_at(t, half, moves[0].at, k, v, true);
+	if (err && m > 1) {
+		/* its entry is in moves[1] now: the slot is free again */
+		struct ndc_fp_slot *s = slot_of(h, moves[0].at.b, moves[0].at.j);
+
+		tag_set(h, moves[0].at.b, moves[0].at.j, NDC_FP_TAG_EMPTY);
+		seq_begin(&s->seq);
+		s->name_len = 0;
+		s->flags = 0;
+		seq_end(&s->seq);
+	}
+	if (!err && ret_at)
+		*ret_at = moves[0].at;
+	return err;
 }
 
 /* Chunks for n keys at the target load, within [1, half_chunks]. */
@@ -506,7 +629,7 @@ static int rebuild(struct ndc_fp_table *t, uint32_t n_chunks)
 			struct ndc_fp_key k = {0};
 			struct ndc_fp_value v, bv;
 			struct ndc_fp_slot found;
-			struct place at, free_at;
+			struct place at;
 
 			if (tag_at(tags, j) == NDC_FP_TAG_EMPTY)
 				continue;
@@ -530,14 +653,15 @@ static int rebuild(struct ndc_fp_table *t, uint32_t n_chunks)
 					    .n_buckets = dst->n_buckets,
 					    .home_key = t->home_key,
 					    .h = dst};
-			err = walk(&r, &k, &at, &found, &free_at);
+			err = walk(&r, &k, &at, &found);
 			if (err == 0)
 				err = -EEXIST; /* the same key twice: not a table we wrote */
 			else if (err == -ENOENT)
-				err = free_at.b == NONE ? -ENOSPC
-							: write_at(t, to, free_at, &k, &v, true);
+				err = place(t, to, &k, &v, &at);
+			if (err == -EAGAIN)
+				err = -ENOSPC; /* the caller asks for more buckets */
 			if (err == 0)
-				slot_of(dst, free_at.b, free_at.j)->hits = s->hits;
+				slot_of(dst, at.b, at.j)->hits = s->hits;
 		}
 	}
 	if (err) {
@@ -654,14 +778,14 @@ int ndc_fp_table_put(struct ndc_fp_table *t, const struct ndc_fp_key *k,
 {
 	struct ndc_fp_value cur;
 	struct ndc_fp_slot s;
-	struct place at, free_at;
+	struct place at;
 	struct reader r;
 	struct ndc_fp_half *h;
 	int err;
 
 	pthread_mutex_lock(&t->lock);
 	r = mapped(t);
-	err = walk(&r, k, &at, &s, &free_at);
+	err = walk(&r, k, &at, &s);
 	if (err == 0) {
 		if (!any_name) {
 			err = decode_found(&r, &s, &cur);
@@ -679,28 +803,26 @@ int ndc_fp_table_put(struct ndc_fp_table *t, const struct ndc_fp_key *k,
 		err = -ENOSPC;
 		goto out;
 	}
-	if (free_at.b == NONE ||
+	if (h->n_chunks < t->half_chunks &&
 	    (uint64_t)(h->live + 1) * 100 > (uint64_t)h->n_buckets * NDC_FP_BUCKET * LOAD_GROW) {
-		/* no place within reach at a load that should have one: more buckets */
-		uint32_t min = free_at.b == NONE ? h->n_chunks + 1 : 1;
-
-		for (int tries = 0;; tries++) {
-			err = grow(t, (uint64_t)t->h[t->cur].live + 1, min);
-			if (err)
-				goto out;
-			r = mapped(t);
-			err = walk(&r, k, &at, &s, &free_at);
-			if (err != -ENOENT)
-				goto out;
-			err = -ENOSPC;
-			if (free_at.b != NONE)
-				break;
-			if (tries == 3 || t->h[t->cur].n_chunks == t->half_chunks)
-				goto out;
-			min = t->h[t->cur].n_chunks + t->h[t->cur].n_chunks / 8 + 1;
-		}
+		err = grow(t, (uint64_t)h->live + 1, 1);
+		if (err)
+			goto out;
 	}
-	err = write_at(t, t->cur, free_at, k, v, true);
+	for (int tries = 0;; tries++) {
+		err = place(t, t->cur, k, v, NULL);
+		if (err != -EAGAIN)
+			break;
+		/* no place within reach at a load that should have one: more buckets */
+		h = &t->h[t->cur];
+		if (tries == 3 || h->n_chunks == t->half_chunks) {
+			err = -ENOSPC;
+			break;
+		}
+		err = grow(t, (uint64_t)h->live + 1, h->n_chunks + h->n_chunks / 8 + 1);
+		if (err)
+			break;
+	}
 out:
 	pthread_mutex_unlock(&t->lock);
 	return err == -ENOMEM || err == -E2BIG ? -ENOSPC : err;
@@ -726,9 +848,8 @@ static int find_named(struct ndc_fp_table *t, const struct ndc_fp_key *k, const 
 		      size_t name_len, struct place *ret_at, struct ndc_fp_value *ret)
 {
 	struct reader r = mapped(t);
-	struct place free_at;
 	struct ndc_fp_slot s;
-	int err = walk(&r, k, ret_at, &s, &free_at);
+	int err = walk(&r, k, ret_at, &s);
 
 	if (err == 0)
 		err = decode_found(&r, &s, ret);

@@ -10,7 +10,8 @@
  *   1. key = (hash of the lowercase qname, qtype, name length); found, its stored name equal to
  *      the qname, and not expired: that answer.
  *   2. else key = (same hash, NDC_FP_QTYPE_OTHER, length): the answer for any other type at an
- *      existing name (NODATA with SOA, or the CNAME of an ExternalName service).
+ *      existing name (NODATA with SOA, or the CNAME of an ExternalName service); ANY goes to
+ *      step 4 (the publisher leaves the cluster's ANY answers to user space).
  *   3. else, when the config says the store is synced and the name is under the zone but not
  *      under the pass-through suffix (pod.<zone> when pods are computed at lookup): NXDOMAIN with
  *      the SOA template of map ndc_nx.
