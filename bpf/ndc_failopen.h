@@ -181,8 +181,13 @@ __attribute__((noinline)) int ndc_failopen_in(struct __sk_buff *skb)
 {
 	const struct ndc_fp_config *cfg = config_get();
 	struct ndc_fp_flow_key k = {};
-	struct ndc_fp_flow f = {}, *cur;
-	struct bpf_sock_tuple t = {};
+	/* the socket lookup's tuple, then the flow: one stack slot (the stack is the limit) */
+	union {
+		struct bpf_sock_tuple t;
+		struct ndc_fp_flow f;
+	} u = {};
+	struct bpf_sock_tuple *t = &u.t;
+	struct ndc_fp_flow *f = &u.f, *cur;
 	struct ndc_fo_pkt p = {};
 	struct bpf_sock *sk;
 	const __u8 *up;
@@ -199,11 +204,11 @@ __attribute__((noinline)) int ndc_failopen_in(struct __sk_buff *skb)
 			return TC_ACT_OK;
 		up = cfg->up6;
 		up_port = cfg->up6_port;
-		__builtin_memcpy(t.ipv6.saddr, p.src, 16);
-		__builtin_memcpy(t.ipv6.daddr, p.dst, 16);
-		t.ipv6.sport = p.sport;
-		t.ipv6.dport = p.dport;
-		tlen = sizeof(t.ipv6);
+		__builtin_memcpy(t->ipv6.saddr, p.src, 16);
+		__builtin_memcpy(t->ipv6.daddr, p.dst, 16);
+		t->ipv6.sport = p.sport;
+		t->ipv6.dport = p.dport;
+		tlen = sizeof(t->ipv6);
 	} else {
 		__be32 d;
 
@@ -212,11 +217,11 @@ __attribute__((noinline)) int ndc_failopen_in(struct __sk_buff *skb)
 			return TC_ACT_OK;
 		up = (const __u8 *)&cfg->up4;
 		up_port = cfg->up4_port;
-		__builtin_memcpy(&t.ipv4.saddr, p.src, 4);
-		t.ipv4.daddr = d;
-		t.ipv4.sport = p.sport;
-		t.ipv4.dport = p.dport;
-		tlen = sizeof(t.ipv4);
+		__builtin_memcpy(&t->ipv4.saddr, p.src, 4);
+		t->ipv4.daddr = d;
+		t->ipv4.sport = p.sport;
+		t->ipv4.dport = p.dport;
+		tlen = sizeof(t->ipv4);
 	}
 	__builtin_memcpy(k.pod, p.src, 16);
 	if (p.v6)
@@ -237,18 +242,19 @@ __attribute__((noinline)) int ndc_failopen_in(struct __sk_buff *skb)
 		cur->last_ns = now;
 	} else {
 		if (p.proto == IPPROTO_UDP)
-			sk = bpf_sk_lookup_udp(skb, &t, tlen, BPF_F_CURRENT_NETNS, 0);
+			sk = bpf_sk_lookup_udp(skb, t, tlen, BPF_F_CURRENT_NETNS, 0);
 		else
-			sk = (struct bpf_sock *)bpf_skc_lookup_tcp(skb, &t, tlen,
+			sk = (struct bpf_sock *)bpf_skc_lookup_tcp(skb, t, tlen,
 								   BPF_F_CURRENT_NETNS, 0);
 		if (sk) {
 			bpf_sk_release(sk);
 			return TC_ACT_OK; /* an agent listens: it answers */
 		}
-		__builtin_memcpy(f.local, p.dst, 16);
-		f.local_port = p.dport;
-		f.last_ns = now;
-		if (bpf_map_update_elem(&ndc_flows, &k, &f, BPF_ANY))
+		__builtin_memset(f, 0, sizeof(*f));
+		__builtin_memcpy(f->local, p.dst, 16);
+		f->local_port = p.dport;
+		f->last_ns = now;
+		if (bpf_map_update_elem(&ndc_flows, &k, f, BPF_ANY))
 			return TC_ACT_OK;
 	}
 	if (fo_rewrite(skb, &p, fo_addr_off(&p, 1), p.dst, up, p.l4_off + 2, p.dport, up_port))

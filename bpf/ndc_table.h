@@ -88,21 +88,46 @@ static __always_inline void table_rmb(struct ndc_fp_scratch *s)
 #endif
 }
 
-/* Whether the slot's inline name is the one in kw (scratch), as dns_name_is for a value. */
-static __always_inline int slot_name_is(const struct ndc_fp_slot *sl, const __u64 *kw,
-					const struct ndc_question *q)
+/*
+ * Whether the slot's inline name, its first plen bytes (the rest a config suffix, checked by the
+ * caller), is the start of the name in kw (scratch), as dns_name_is for a value. The slot is zero
+ * past plen; kw holds the suffix there, masked off.
+ */
+static __always_inline int slot_name_is(const struct ndc_fp_slot *sl, const __u64 *kw, __u32 plen)
 {
 	const __u64 *sw = (const __u64 *)sl->bytes;
-	__u32 nwords = (q->name_len + 7) / 8;
-	__u64 diff = 0;
+	__u32 nwords = (plen + 7) / 8;
+	__u64 diff = 0, w;
 
 	/* verifier: constant bound */
 	for (__u32 i = 0; i < NDC_FP_SLOT_BYTES / 8; i++) {
 		if (i >= nwords)
 			break;
-		diff |= sw[i] ^ kw[i];
+		w = kw[i];
+		if (i + 1 == nwords && plen & 7)
+			w &= low_mask(plen & 7);
+		diff |= sw[i] ^ w;
 	}
 	return diff == 0 && nwords <= NDC_FP_SLOT_BYTES / 8;
+}
+
+/*
+ * The bytes of the question's name a slot with these flags holds (abi.h, NDC_FP_V_SFX), when the
+ * name ends in the suffix they name; else -1.
+ */
+static __always_inline int slot_prefix(const struct ndc_fp_config *cfg, const __u8 *name,
+				       const struct ndc_question *q, __u8 flags)
+{
+	__u32 x = (flags & NDC_FP_V_SFX) >> NDC_FP_V_SFX_SHIFT, slen;
+
+	if (!x)
+		return q->name_len;
+	if (x > NDC_FP_SFX_MAX)
+		return -1;
+	slen = cfg->sfx.len[x - 1];
+	if (slen > NDC_FP_NAME_MAX || !dns_name_under(name, q, cfg->sfx.name[x - 1], slen))
+		return -1;
+	return q->name_len - slen;
 }
 
 /*
@@ -125,14 +150,14 @@ static __always_inline int slot_word(const struct ndc_fp_slot *sl, __u32 o, __u6
 }
 
 /*
- * The answer held in the slot's bytes, into s->v: header, data, and with NDC_FP_V_EXPIRES the
- * times and TTL offsets after it. 0, or -1 when the slot's lengths do not fit its bytes (torn: the
- * sequence check decides).
+ * The answer held in the slot's bytes (after the plen bytes of name), into s->v: header, data, and
+ * with NDC_FP_V_EXPIRES the times and TTL offsets after it. 0, or -1 when the slot's lengths do not
+ * fit its bytes (torn: the sequence check decides).
  */
 static __always_inline int slot_copy_inline(struct ndc_fp_scratch *s, const struct ndc_fp_slot *sl,
-					    __u8 flags)
+					    __u8 flags, __u32 plen)
 {
-	__u32 off = ((__u32)sl->name_len + 7) & ~7U, len = sl->len, n_ttl = 0, o;
+	__u32 off = (plen + 7) & ~7U, len = sl->len, n_ttl = 0, o;
 	__u64 w;
 
 	s->v.len = len;
@@ -244,13 +269,12 @@ static __always_inline int ext_copy(struct ndc_fp_scratch *s, __u32 base, __u32 
  * Copies the slot's answer (inline or big) into s->v between two reads of its sequence counter,
  * checking that it still holds the key and that its name is the one in s->name.
  */
-static __always_inline enum ndc_table_res slot_read(struct ndc_fp_scratch *s,
-						    const struct ndc_fp_slot *sl,
-						    const struct ndc_question *q, __u32 check,
-						    __u16 qtype, __u32 big_base)
+static __always_inline enum ndc_table_res
+slot_read(struct ndc_fp_scratch *s, const struct ndc_fp_config *cfg, const struct ndc_fp_slot *sl,
+	  const struct ndc_question *q, __u32 check, __u16 qtype, __u32 big_base)
 {
 	__u32 seq = READ_ONCE_U32(sl->seq);
-	int same;
+	int same, plen;
 	__u8 flags;
 
 	if (seq & 1)
@@ -264,8 +288,9 @@ static __always_inline enum ndc_table_res slot_read(struct ndc_fp_scratch *s,
 			return NDC_TABLE_BUSY;
 		same = dns_name_is(&s->v, (const __u64 *)s->name, q);
 	} else {
-		same = slot_name_is(sl, (const __u64 *)s->name, q);
-		if (same && slot_copy_inline(s, sl, flags))
+		plen = slot_prefix(cfg, s->name, q, flags);
+		same = plen >= 0 && slot_name_is(sl, (const __u64 *)s->name, (__u32)plen);
+		if (same && slot_copy_inline(s, sl, flags, (__u32)plen))
 			return NDC_TABLE_BUSY;
 	}
 	table_rmb(s);
@@ -385,7 +410,7 @@ static __always_inline enum ndc_table_res table_get(struct ndc_fp_scratch *s,
 	}
 	if (!sl)
 		return NDC_TABLE_ABSENT;
-	r = slot_read(s, sl, q, (__u32)(hash >> 32), qtype,
+	r = slot_read(s, cfg, sl, q, (__u32)(hash >> 32), qtype,
 		      NDC_FP_GEOM_HALF(geom) * cfg->half_bigs);
 #ifdef NDC_FP_PLANT_WRONG_SLOT
 	/*
@@ -395,14 +420,15 @@ static __always_inline enum ndc_table_res table_get(struct ndc_fp_scratch *s,
 	 * another entry, replaces the answer found.
 	 */
 	if (r == NDC_TABLE_EXACT) {
-		__u32 n = NDC_FP_GEOM_BUCKETS(geom), b, ci;
+		__u32 n = NDC_FP_GEOM_BUCKETS(geom), b,
+		      *ci = (__u32 *)&s->fence; /* no stack left */
 		struct ndc_fp_slot *w = NULL;
 		void *chunk;
 
 		b = n ? ndc_fp_home(hash, ndc_home_key, qtype, n) + 1 : 0;
 		b = b >= n ? 0 : b;
-		ci = NDC_FP_GEOM_HALF(geom) * cfg->half_chunks + b / NDC_FP_CHUNK_BUCKETS;
-		chunk = bpf_map_lookup_elem(&ndc_answers, &ci);
+		*ci = NDC_FP_GEOM_HALF(geom) * cfg->half_chunks + b / NDC_FP_CHUNK_BUCKETS;
+		chunk = bpf_map_lookup_elem(&ndc_answers, ci);
 		if (chunk)
 			w = chunk_slot(chunk, b % NDC_FP_CHUNK_BUCKETS, 0);
 		if (w && w != sl && w->name_len && !(w->flags & NDC_FP_V_BIG) && w->len >= 16 &&

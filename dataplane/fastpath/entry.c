@@ -63,6 +63,29 @@ static void put_upstreams(const struct ndc_fastpath_opts *o, struct ndc_fp_confi
 		c->flags |= NDC_FP_C_FAILOPEN;
 }
 
+/*
+ * The suffixes slots may leave out of a name (abi.h, NDC_FP_V_SFX): services' ("svc." and the
+ * zone), the zone's other names, and IPv4 reverse names.
+ */
+static void put_suffixes(struct ndc_fp_config *c)
+{
+	static const uint8_t svc[] = "\3svc", rev4[] = "\7in-addr\4arpa";
+	struct ndc_fp_sfx *x = &c->sfx;
+	int i = 0;
+
+	if (c->zone_len && sizeof(svc) - 1 + c->zone_len <= NDC_FP_NAME_MAX) {
+		memcpy(x->name[i], svc, sizeof(svc) - 1);
+		memcpy(x->name[i] + sizeof(svc) - 1, c->zone, c->zone_len);
+		x->len[i++] = (uint8_t)(sizeof(svc) - 1 + c->zone_len);
+	}
+	if (c->zone_len) {
+		memcpy(x->name[i], c->zone, c->zone_len);
+		x->len[i++] = c->zone_len;
+	}
+	memcpy(x->name[i], rev4, sizeof(rev4)); /* with the root label */
+	x->len[i] = sizeof(rev4);
+}
+
 int ndc_fastpath_config(const struct ndc_fastpath_opts *o, struct ndc_fp_config *ret)
 {
 	int r;
@@ -90,6 +113,7 @@ int ndc_fastpath_config(const struct ndc_fastpath_opts *o, struct ndc_fp_config 
 	if (o->pass_len)
 		memcpy(ret->pass, o->pass, o->pass_len);
 	ret->pass_len = (uint8_t)o->pass_len;
+	put_suffixes(ret);
 	return 0;
 }
 

@@ -668,6 +668,7 @@ int ndc_fastpath_open(const struct ndc_fastpath_opts *opts, struct ndc_fp **ret)
 		ndc_err("fast path: cannot make the answer table: %s", strerror(-r));
 		goto fail_skel;
 	}
+	ndc_fp_table_set_sfx(&fp->table, &cfg.sfx);
 	if (!opts->defer_attach) {
 		r = ndc_fastpath_attach(fp);
 		if (r < 0)

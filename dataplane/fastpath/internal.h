@@ -90,6 +90,7 @@ struct ndc_fp_table {
 	/* the zone's NODATA authority (abi.h, NDC_FP_V_SOA) from the NXDOMAIN template; len 0: none
 	 */
 	struct ndc_fp_value soa;
+	struct ndc_fp_sfx sfx; /* the suffixes slots leave out (config sfx); none until set */
 	pthread_mutex_t lock;
 	bool inited;
 };
@@ -111,6 +112,8 @@ int ndc_fp_table_init(struct ndc_fp_table *t, const struct ndc_fp_table_ops *ops
 		      uint32_t max_entries, uint32_t half_chunks, uint32_t half_bigs,
 		      uint64_t home_key);
 void ndc_fp_table_fini(struct ndc_fp_table *t); /* drops every chunk; a zeroed t is fine */
+/* The suffixes slots may leave out (config sfx, as the kernel reads it): before any put. */
+void ndc_fp_table_set_sfx(struct ndc_fp_table *t, const struct ndc_fp_sfx *x);
 /* Frees what user space keeps of the table, its chunks left to whoever holds them (the caller
  * unmaps them first); a zeroed t is fine. */
 void ndc_fp_table_forget(struct ndc_fp_table *t);
@@ -140,21 +143,26 @@ int ndc_fp_table_del(struct ndc_fp_table *t, const struct ndc_fp_key *k, const u
 		     size_t name_len, uint64_t expired_at);
 
 /*
- * One entry's layout (slot.c). ndc_fp_slot_fits: whether v goes in a slot's bytes, and where its
- * data and TTL offsets start there. ndc_fp_slot_encode: the answer part of slot image s for v
- * (in its bytes when in_slot, by reference to the NODATA authority when soa, else pointing at
- * big record b); ndc_fp_slot_decode: back (b: the big answer, soa: the NODATA authority; -EIO
- * when s is not consistent). ndc_fp_soa_template: the NODATA authority from the NXDOMAIN
- * template (-EINVAL: not one whole SOA RR); ndc_fp_soa_fill: its data for a question of qlen
- * bytes; ndc_fp_soa_matches: whether v is a NODATA with exactly that authority (tpl NULL: no).
+ * One entry's layout (slot.c). ndc_fp_sfx_pick: the suffix of x a name's slot leaves out (abi.h,
+ * NDC_FP_V_SFX; x NULL: none) and the bytes it keeps. ndc_fp_slot_fits: whether v goes in a slot's
+ * bytes, and where its data and TTL offsets start there. ndc_fp_slot_encode: the answer part of
+ * slot image s for v (in its bytes when in_slot, by reference to the NODATA authority when soa,
+ * else pointing at big record b); ndc_fp_slot_decode: back (b: the big answer, soa: the NODATA
+ * authority; -EIO when s is not consistent). ndc_fp_soa_template: the NODATA authority from the
+ * NXDOMAIN template (-EINVAL: not one whole SOA RR); ndc_fp_soa_fill: its data for a question of
+ * qlen bytes; ndc_fp_soa_matches: whether v is a NODATA with exactly that authority (tpl NULL: no).
  * ndc_fp_ext_count: records a big answer takes; ndc_fp_ext_decode: the big answer from its
  * records (avail of them at most; -EIO when its lengths do not fit).
  */
-bool ndc_fp_slot_fits(const struct ndc_fp_value *v, size_t *ret_data, size_t *ret_ttl);
+uint32_t ndc_fp_sfx_pick(const struct ndc_fp_sfx *x, const uint8_t *name, uint32_t len,
+			 uint32_t *ret_plen);
+bool ndc_fp_slot_fits(const struct ndc_fp_value *v, const struct ndc_fp_sfx *x, size_t *ret_data,
+		      size_t *ret_ttl);
 void ndc_fp_slot_encode(const struct ndc_fp_value *v, bool in_slot, bool soa, uint32_t b,
-			struct ndc_fp_slot *s);
+			const struct ndc_fp_sfx *x, struct ndc_fp_slot *s);
 int ndc_fp_slot_decode(const struct ndc_fp_slot *s, const struct ndc_fp_value *b,
-		       const struct ndc_fp_value *soa, struct ndc_fp_value *ret);
+		       const struct ndc_fp_value *soa, const struct ndc_fp_sfx *x,
+		       struct ndc_fp_value *ret);
 int ndc_fp_soa_template(const struct ndc_fp_value *nx, struct ndc_fp_value *ret);
 void ndc_fp_soa_fill(const struct ndc_fp_value *tpl, size_t qlen, uint8_t *out);
 bool ndc_fp_soa_matches(const struct ndc_fp_value *tpl, const struct ndc_fp_value *v);

@@ -30,12 +30,46 @@ static bool all_zero(const uint8_t *p, size_t n)
 }
 
 /*
- * Where the parts of v go in a slot's bytes, and whether they fit. Only a value that the bytes
- * give back exactly goes there (what the publisher writes always does: zero where unused).
+ * The longest suffix of x that name (a wire name of len bytes) ends in at a label's start: its
+ * index + 1 (NDC_FP_V_SFX's value), the bytes before it in *ret_plen; 0 and len when none.
  */
-bool ndc_fp_slot_fits(const struct ndc_fp_value *v, size_t *ret_data, size_t *ret_ttl)
+uint32_t ndc_fp_sfx_pick(const struct ndc_fp_sfx *x, const uint8_t *name, uint32_t len,
+			 uint32_t *ret_plen)
 {
-	size_t data = round8(v->name_len), end, ttl = data + round8(v->len);
+	uint32_t best = 0, blen = 0;
+
+	for (uint32_t i = 0; x && i < NDC_FP_SFX_MAX; i++) {
+		uint32_t sl = x->len[i], p = 0;
+
+		if (!sl || sl > len || sl <= blen || memcmp(name + len - sl, x->name[i], sl))
+			continue;
+		while (p < len - sl)
+			p += 1 + (uint32_t)name[p];
+		if (p == len - sl) {
+			best = i + 1;
+			blen = sl;
+		}
+	}
+	*ret_plen = len - blen;
+	return best;
+}
+
+/*
+ * Where the parts of v go in a slot's bytes (its name less the suffix of x it ends in), and
+ * whether they fit. Only a value that the bytes give back exactly goes there (what the publisher
+ * writes always does: zero where unused).
+ */
+bool ndc_fp_slot_fits(const struct ndc_fp_value *v, const struct ndc_fp_sfx *x, size_t *ret_data,
+		      size_t *ret_ttl)
+{
+	uint32_t plen;
+	size_t data, end, ttl;
+
+	if (v->name_len > NDC_FP_NAME_MAX)
+		return false;
+	ndc_fp_sfx_pick(x, v->name, v->name_len, &plen);
+	data = round8(plen);
+	ttl = data + round8(v->len);
 
 	if (v->name_len > NDC_FP_NAME_MAX || v->len > NDC_FP_DATA_MAX || v->n_ttl > NDC_FP_TTL_MAX)
 		return false;
@@ -144,8 +178,9 @@ bool ndc_fp_soa_matches(const struct ndc_fp_value *tpl, const struct ndc_fp_valu
  * name alone), else pointing at big b.
  */
 void ndc_fp_slot_encode(const struct ndc_fp_value *v, bool in_slot, bool soa, uint32_t b,
-			struct ndc_fp_slot *s)
+			const struct ndc_fp_sfx *x, struct ndc_fp_slot *s)
 {
+	uint32_t plen, sfx = ndc_fp_sfx_pick(x, v->name, v->name_len, &plen);
 	size_t data, ttl;
 
 	s->len = 0;
@@ -153,11 +188,11 @@ void ndc_fp_slot_encode(const struct ndc_fp_value *v, bool in_slot, bool soa, ui
 	memset(s->bytes, 0, sizeof(s->bytes));
 	if (soa) {
 		s->rcode = v->rcode;
-		s->flags = v->flags | NDC_FP_V_SOA;
-		memcpy(s->bytes, v->name, v->name_len);
+		s->flags = v->flags | NDC_FP_V_SOA | (uint8_t)(sfx << NDC_FP_V_SFX_SHIFT);
+		memcpy(s->bytes, v->name, plen);
 		return;
 	}
-	if (!in_slot || !ndc_fp_slot_fits(v, &data, &ttl)) {
+	if (!in_slot || !ndc_fp_slot_fits(v, x, &data, &ttl)) {
 		s->flags = v->flags | NDC_FP_V_BIG;
 		s->big = b;
 		return;
@@ -167,8 +202,8 @@ void ndc_fp_slot_encode(const struct ndc_fp_value *v, bool in_slot, bool soa, ui
 	s->nscount = (uint8_t)v->nscount;
 	s->arcount = (uint8_t)v->arcount;
 	s->rcode = v->rcode;
-	s->flags = v->flags;
-	memcpy(s->bytes, v->name, v->name_len);
+	s->flags = v->flags | (uint8_t)(sfx << NDC_FP_V_SFX_SHIFT);
+	memcpy(s->bytes, v->name, plen);
 	memcpy(s->bytes + data, v->data, v->len);
 	if (v->expire_ns) {
 		s->flags |= NDC_FP_V_EXPIRES;
@@ -184,16 +219,27 @@ void ndc_fp_slot_encode(const struct ndc_fp_value *v, bool in_slot, bool soa, ui
  * soa for a NODATA by reference). -EIO: s is not consistent, or refers to a template there is not.
  */
 int ndc_fp_slot_decode(const struct ndc_fp_slot *s, const struct ndc_fp_value *b,
-		       const struct ndc_fp_value *soa, struct ndc_fp_value *ret)
+		       const struct ndc_fp_value *soa, const struct ndc_fp_sfx *x,
+		       struct ndc_fp_value *ret)
 {
-	size_t data = round8(s->name_len), ttl = data + round8(s->len);
+	uint32_t sfx = (s->flags & NDC_FP_V_SFX) >> NDC_FP_V_SFX_SHIFT, slen = 0;
+	size_t data, ttl;
 
 	if (s->flags & NDC_FP_V_BIG) {
-		if (!b)
+		if (!b || sfx)
 			return -EIO;
 		*ret = *b;
 		return 0;
 	}
+	if (s->name_len > NDC_FP_NAME_MAX)
+		return -EIO;
+	if (sfx) {
+		slen = x ? x->len[sfx - 1] : 0;
+		if (!slen || slen > s->name_len)
+			return -EIO; /* a suffix there is not */
+	}
+	data = round8(s->name_len - slen);
+	ttl = data + round8(s->len);
 	if (s->flags & NDC_FP_V_EXPIRES
 		? ttl + 16 + round8(2 * (size_t)s->n_ttl) > NDC_FP_SLOT_BYTES
 		: data + s->len > NDC_FP_SLOT_BYTES)
@@ -204,9 +250,12 @@ int ndc_fp_slot_decode(const struct ndc_fp_slot *s, const struct ndc_fp_value *b
 	ret->nscount = s->nscount;
 	ret->arcount = s->arcount;
 	ret->rcode = s->rcode;
-	ret->flags = s->flags & (uint8_t) ~(NDC_FP_V_EXPIRES | NDC_FP_V_BIG | NDC_FP_V_SOA);
+	ret->flags =
+	    s->flags & (uint8_t) ~(NDC_FP_V_EXPIRES | NDC_FP_V_BIG | NDC_FP_V_SOA | NDC_FP_V_SFX);
 	ret->name_len = s->name_len;
-	memcpy(ret->name, s->bytes, s->name_len);
+	memcpy(ret->name, s->bytes, s->name_len - slen);
+	if (slen)
+		memcpy(ret->name + s->name_len - slen, x->name[sfx - 1], slen);
 	if (s->flags & NDC_FP_V_SOA) {
 		if (!soa || s->flags & NDC_FP_V_EXPIRES || soa->len > NDC_FP_DATA_MAX ||
 		    s->name_len < soa->name_len)

@@ -52,6 +52,7 @@ struct reader {
 	uint32_t n_buckets;
 	uint64_t home_key;
 	const struct ndc_fp_value *soa;		   /* for NODATA by reference; NULL: none */
+	const struct ndc_fp_sfx *sfx;		   /* the suffixes slots leave out */
 	const struct ndc_fp_half *h;		   /* mapped */
 	int answers_fd, big_fd, half, half_chunks; /* or through fds */
 	int half_bigs;
@@ -124,7 +125,7 @@ static int decode_found(const struct reader *r, const struct ndc_fp_slot *s,
 		if (err)
 			return err;
 	}
-	return ndc_fp_slot_decode(s, &b, r->soa, ret);
+	return ndc_fp_slot_decode(s, &b, r->soa, r->sfx, ret);
 }
 
 /* The value at k: 0, -ENOENT, or an error of the reader. */
@@ -186,6 +187,7 @@ static struct reader mapped(const struct ndc_fp_table *t)
 			       .n_buckets = t->h[t->cur].n_buckets,
 			       .home_key = t->home_key,
 			       .soa = soa_of(t),
+			       .sfx = &t->sfx,
 			       .h = &t->h[t->cur]};
 }
 
@@ -393,18 +395,20 @@ static int write_at(struct ndc_fp_table *t, int half, struct place at, const str
 {
 	struct ndc_fp_half *h = &t->h[half];
 	struct ndc_fp_slot *s = slot_of(h, at.b, at.j), img;
-	uint32_t b = NONE, old = NONE;
+	uint32_t b = NONE, old = NONE, plen = NDC_FP_NAME_MAX;
 	size_t data, ttl;
 	bool soa;
 	int err;
 
 	if (!insert && s->flags & NDC_FP_V_BIG)
 		old = s->big;
+	if (v->name_len <= NDC_FP_NAME_MAX)
+		ndc_fp_sfx_pick(&t->sfx, v->name, v->name_len, &plen);
 	/* a name of another length than the key's (only ndc_fastpath_put writes one) keeps its own
 	 */
-	soa = v->name_len == k->name_len && v->name_len <= NDC_FP_SLOT_BYTES &&
+	soa = v->name_len == k->name_len && plen <= NDC_FP_SLOT_BYTES &&
 	      ndc_fp_soa_matches(soa_of(t), v);
-	if (!soa && (v->name_len != k->name_len || !ndc_fp_slot_fits(v, &data, &ttl))) {
+	if (!soa && (v->name_len != k->name_len || !ndc_fp_slot_fits(v, &t->sfx, &data, &ttl))) {
 		uint32_t n = ndc_fp_ext_count(v->len, v->n_ttl),
 			 bytes = ndc_fp_ext_bytes(v->len, v->n_ttl);
 
@@ -417,7 +421,7 @@ static int write_at(struct ndc_fp_table *t, int half, struct place at, const str
 		memcpy(big_of(h, b), v, bytes);
 		memset((uint8_t *)big_of(h, b) + bytes, 0, (size_t)n * NDC_FP_EXT_BYTES - bytes);
 	}
-	ndc_fp_slot_encode(v, b == NONE, soa, b, &img);
+	ndc_fp_slot_encode(v, b == NONE, soa, b, &t->sfx, &img);
 	seq_begin(&s->seq);
 	s->qtype = k->qtype;
 	s->name_len = k->name_len;
@@ -644,7 +648,7 @@ static int rebuild(struct ndc_fp_table *t, uint32_t n_chunks)
 						NDC_FP_BIG_CHUNK - s->big % NDC_FP_BIG_CHUNK, &bv)
 					  : -EIO;
 			if (!err)
-				err = ndc_fp_slot_decode(s, &bv, soa_of(t), &v);
+				err = ndc_fp_slot_decode(s, &bv, soa_of(t), &t->sfx, &v);
 			if (err)
 				break;
 			r = (struct reader){.tags = mapped_tags,
@@ -730,6 +734,13 @@ int ndc_fp_table_init(struct ndc_fp_table *t, const struct ndc_fp_table_ops *ops
 fail:
 	ndc_fp_table_fini(t);
 	return err;
+}
+
+void ndc_fp_table_set_sfx(struct ndc_fp_table *t, const struct ndc_fp_sfx *x)
+{
+	pthread_mutex_lock(&t->lock);
+	t->sfx = *x;
+	pthread_mutex_unlock(&t->lock);
 }
 
 void ndc_fp_table_forget(struct ndc_fp_table *t)
@@ -1034,6 +1045,7 @@ int ndc_fp_table_read(int answers_fd, int big_fd, int nx_fd, int config_fd,
 	r.half_chunks = (int)c.half_chunks;
 	r.half_bigs = (int)c.half_bigs;
 	r.home_key = c.home_key;
+	r.sfx = &c.sfx;
 	/* the template, for NODATA by reference (not under its counter: a reader for inspection) */
 	if (nx_fd >= 0 && bpf_map_lookup_elem(nx_fd, &soa_key, &soa) == 0 && soa.v.len)
 		r.soa = &soa.v;

@@ -30,7 +30,7 @@
 
 #include <linux/types.h>
 
-#define NDC_ABI_VERSION 6
+#define NDC_ABI_VERSION 7
 
 #define NDC_FP_NAME_MAX 128 /* longer wire names go to user space */
 #define NDC_FP_DATA_MAX 512 /* bigger answers go to user space */
@@ -173,14 +173,17 @@ struct ndc_fp_value {
  * (one 8-byte store: half and n_buckets), waits until no program can still read the old half
  * (an RCU grace period: the programs run inside RCU read-side sections), and drops it.
  *
- * A slot holds the answer when it fits: bytes = the name (zero to a multiple of 8), the data (zero
- * to a multiple of 8), and with NDC_FP_V_EXPIRES the insert and expiry times (two __u64) and the
- * n_ttl TTL offsets. Else (NDC_FP_V_BIG) big is the index of the first of 1 to 3 consecutive
- * 256-byte records (struct ndc_fp_ext) in one of ndc_big's chunks of the same half, which hold the
- * first ndc_fp_ext_bytes() bytes of the struct ndc_fp_value, its name included: up to the end of
- * the data for an answer that never expires (a named port's SRV answer with its address: one
- * record), whole (the TTL offsets at its end) for one that does. Why records and not one size:
- * at 10,000 services 20,000 SRV answers of about 110 bytes each took a 768-byte big answer.
+ * A slot holds the answer when it fits: bytes = the name (zero to a multiple of 8; without the
+ * longest config suffix it ends in, NDC_FP_V_SFX), the data (zero to a multiple of 8), and with
+ * NDC_FP_V_EXPIRES the insert and expiry times (two __u64) and the n_ttl TTL offsets. Why the
+ * suffixes: "svc.cluster.local" left out, a service's A answer (header, name, data) is one cache
+ * line instead of two, and a named port's SRV answer with its address fits its slot. Else
+ * (NDC_FP_V_BIG) big is the index of the first of 1 to 3 consecutive 256-byte records (struct
+ * ndc_fp_ext) in one of ndc_big's chunks of the same half, which hold the first ndc_fp_ext_bytes()
+ * bytes of the struct ndc_fp_value, its name included: up to the end of the data for an answer that
+ * never expires (a named port's SRV answer with its address: one record), whole (the TTL offsets at
+ * its end) for one that does. Why records and not one size: at 10,000 services 20,000 SRV answers
+ * of about 110 bytes each took a 768-byte big answer.
  *
  * NODATA by reference (NDC_FP_V_SOA): a NODATA answer whose one authority RR is the zone's SOA,
  * byte for byte as ndc_nx[NDC_FP_NX_NODATA] gives it for the entry's name, is published as its
@@ -278,6 +281,16 @@ static inline __attribute__((always_inline)) __u8 ndc_fp_tag(__u64 hash, __u64 k
 /* slot flags, besides NDC_FP_V_AA and NDC_FP_V_PASS */
 #define NDC_FP_V_SOA 0x04 /* NODATA whose authority is the zone's SOA: the slot holds no data */
 
+/*
+ * A name's suffix by reference (ABI 7): flags bits NDC_FP_V_SFX hold 0, or i + 1 when the slot's
+ * bytes hold only the first name_len - config sfx.len[i] bytes of the entry's name (zero after
+ * them) and the name ends, at a label's start, in config sfx.name[i]. Only for names in a slot
+ * (inline answers and NODATA by reference); a big answer's records hold its whole name.
+ */
+#define NDC_FP_V_SFX 0x18
+#define NDC_FP_V_SFX_SHIFT 3
+#define NDC_FP_SFX_MAX 3 /* suffixes in config */
+
 /* ndc_nx's entries: the NXDOMAIN answer, and the NODATA authority of NDC_FP_V_SOA entries */
 #define NDC_FP_NX_NXDOMAIN 0
 #define NDC_FP_NX_NODATA 1
@@ -333,6 +346,17 @@ struct ndc_fp_big {
 	__u8 pad2[56]; /* to a multiple of 64 bytes */
 };
 
+/*
+ * The suffixes slots may leave out (config sfx; NDC_FP_V_SFX): lowercase wire names, each within
+ * its NDC_FP_NAME_MAX bytes (zero after len), len 0 for none. The agent's: "svc." and the cluster
+ * domain, the cluster domain, "in-addr.arpa".
+ */
+struct ndc_fp_sfx {
+	__u8 len[NDC_FP_SFX_MAX];
+	__u8 pad[5];
+	__u8 name[NDC_FP_SFX_MAX][NDC_FP_NAME_MAX];
+};
+
 /* config flags */
 #define NDC_FP_C_SYNCED 0x01	    /* the store is complete: synthesise NXDOMAIN */
 #define NDC_FP_C_REDIRECT_PEER 0x02 /* tc: reply with bpf_redirect_peer instead of bpf_redirect */
@@ -372,6 +396,7 @@ struct ndc_fp_config {
 	__u64 geom;	   /* NDC_FP_GEOM: written with one atomic store through the mapping */
 	__u32 half_chunks; /* outer ndc_answers entries per half (ndc_big: half_bigs) */
 	__u32 half_bigs;
+	struct ndc_fp_sfx sfx; /* last: a suffix is read a word at a time */
 };
 
 /*
@@ -422,8 +447,11 @@ _Static_assert(NDC_FP_NAME_MAX <= 255, "ndc_fp_key name_len is a byte");
 _Static_assert(sizeof(struct ndc_fp_value) ==
 		   32 + 2 * NDC_FP_TTL_MAX + NDC_FP_NAME_MAX + NDC_FP_DATA_MAX,
 	       "ndc_fp_value layout");
-_Static_assert(sizeof(struct ndc_fp_config) ==
-		   16 + 4 * NDC_FP_MAX_ADDRS + 16 * NDC_FP_MAX_ADDRS + 2 * NDC_FP_NAME_MAX + 56,
+_Static_assert(sizeof(struct ndc_fp_sfx) == 8 + NDC_FP_SFX_MAX * NDC_FP_NAME_MAX,
+	       "ndc_fp_sfx layout");
+_Static_assert(sizeof(struct ndc_fp_config) == 16 + 4 * NDC_FP_MAX_ADDRS + 16 * NDC_FP_MAX_ADDRS +
+						   2 * NDC_FP_NAME_MAX + 56 +
+						   sizeof(struct ndc_fp_sfx),
 	       "ndc_fp_config layout");
 _Static_assert(sizeof(struct ndc_fp_flow_key) == 40, "ndc_fp_flow_key layout");
 _Static_assert(sizeof(struct ndc_fp_flow) == 32, "ndc_fp_flow layout");

@@ -697,6 +697,16 @@ static void test_collision(void **state)
 	plant(k8s, NDC_T_A, lname, nlen, &saved.a, 0);
 	const struct ndc_row back = {"own name again", k8s, NDC_T_A, .expect = NDC_FP_HIT};
 	check_row(&back, NULL, 0);
+	/*
+	 * A slot leaves out the name's suffix (abi.h, NDC_FP_V_SFX): kubernetes' entry at the key
+	 * of a name with the same first bytes and length but another suffix is not its answer.
+	 */
+	static const char lookalike[] = "kubernetes.default.svc.cluster.lxcal";
+	plant(lookalike, NDC_T_A, lname, nlen, &saved.a, 0);
+	const struct ndc_row sfx = {"collision, same stored prefix, other suffix", lookalike,
+				    NDC_T_A, .expect = NDC_FP_PASS_MISS};
+	check_row(&sfx, NULL, 0);
+	unplant(lookalike, NDC_T_A);
 
 	/*
 	 * A name without records, under the zone, synced: NXDOMAIN, unless another name sits at

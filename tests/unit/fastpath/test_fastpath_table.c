@@ -333,6 +333,110 @@ static void test_failed_insert_after_moves(void **state)
 	free(m);
 }
 
+/* Text to lowercase wire form; its length. */
+static size_t wire(const char *text, uint8_t *out)
+{
+	char t[256];
+	size_t n = 0;
+
+	snprintf(t, sizeof(t), "%s", text);
+	for (char *label = strtok(t, "."); label; label = strtok(NULL, ".")) {
+		size_t l = strlen(label);
+
+		out[n++] = (uint8_t)l;
+		memcpy(out + n, label, l);
+		n += l;
+	}
+	out[n++] = 0;
+	return n;
+}
+
+/*
+ * Slots leave out the suffix a name ends in (abi.h, NDC_FP_V_SFX; the agent's suffixes from
+ * ndc_fastpath_config): the longest one at a label's start, none when it is only bytes; every
+ * value reads back whole, and a named port's SRV answer (72 bytes after a 49-byte name) is in
+ * its slot, not a big record.
+ */
+static void test_suffixes(void **state)
+{
+	static const struct {
+		const char *name;
+		uint32_t sfx, plen;
+	} cases[] = {
+	    {"web.shop.svc.cluster.local", 1, 9}, /* "svc." and the zone */
+	    {"svc.cluster.local", 1, 0},	  /* the suffix itself */
+	    {"web.pod.cluster.local", 2, 8},	  /* the zone */
+	    {"1.0.96.10.in-addr.arpa", 3, 10},	  /* a v4 reverse name */
+	    {"web.example.org", 0, 17},		  /* none */
+	    {"web.xsvc.cluster.local", 2, 9},	  /* "svc" only as the end of a label */
+	};
+	struct ndc_fastpath_opts o = {0};
+	struct ndc_fp_config c;
+	struct mem *m = calloc(1, sizeof(*m));
+	struct ndc_fp_table t;
+	struct ndc_fp_table_usage u;
+	struct ndc_fp_key k;
+	struct ndc_fp_value v, got;
+	uint8_t zone[64], name[NDC_FP_NAME_MAX];
+	uint32_t plen;
+	size_t n;
+
+	(void)state;
+	o.zone = zone;
+	o.zone_len = wire("cluster.local", zone);
+	assert_int_equal(ndc_fastpath_config(&o, &c), 0);
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		n = wire(cases[i].name, name);
+		if (ndc_fp_sfx_pick(&c.sfx, name, (uint32_t)n, &plen) != cases[i].sfx ||
+		    plen != cases[i].plen)
+			fail_msg("%s: suffix %u, %u bytes kept", cases[i].name,
+				 ndc_fp_sfx_pick(&c.sfx, name, (uint32_t)n, &plen), plen);
+	}
+	/* the bytes of "\3svc\7cluster\5local" inside a label: not a suffix */
+	static const uint8_t inside[] = "\5a\3svc\7cluster\5local";
+	assert_int_equal(ndc_fp_sfx_pick(&c.sfx, inside, sizeof(inside), &plen), 2);
+	assert_int_equal(plen, 6);
+
+	assert_int_equal(ndc_fp_table_init(&t, &mem_ops, m, 100000, 64, 64, 7), 0);
+	ndc_fp_table_set_sfx(&t, &c.sfx);
+	for (uint32_t i = 0; i < 2000; i++) {
+		char text[96];
+
+		snprintf(text, sizeof(text), "_http._tcp.svc-%06u.ns-%04u.svc.cluster.local", i,
+			 i % 100);
+		n = wire(text, name);
+		assert_int_equal(n, 49);
+		assert_int_equal(ndc_fastpath_key(name, n, 33, &k), 0);
+		memset(&v, 0, sizeof(v));
+		v.name_len = (uint8_t)n;
+		memcpy(v.name, name, n);
+		v.len = 72;
+		v.ancount = v.arcount = 1;
+		for (uint16_t b = 0; b < v.len; b++)
+			v.data[b] = (uint8_t)(i + b);
+		assert_int_equal(ndc_fp_table_put(&t, &k, &v, false), 0);
+	}
+	ndc_fp_table_stats(&t, &u);
+	assert_int_equal(u.keys, 2000);
+	assert_int_equal(u.bigs, 0);
+	for (uint32_t i = 0; i < 2000; i++) {
+		char text[96];
+
+		snprintf(text, sizeof(text), "_http._tcp.svc-%06u.ns-%04u.svc.cluster.local", i,
+			 i % 100);
+		n = wire(text, name);
+		assert_int_equal(ndc_fastpath_key(name, n, 33, &k), 0);
+		assert_int_equal(ndc_fp_table_get(&t, &k, &got), 0);
+		assert_int_equal(got.name_len, n);
+		assert_memory_equal(got.name, name, n);
+		assert_int_equal(got.len, 72);
+		assert_int_equal(got.data[0], (uint8_t)i);
+		assert_int_equal(got.flags, 0);
+	}
+	ndc_fp_table_fini(&t);
+	free(m);
+}
+
 static void test_cap_and_collision(void **state)
 {
 	struct mem *m = calloc(1, sizeof(*m));
@@ -467,6 +571,7 @@ int main(void)
 	    cmocka_unit_test(test_grow_and_shrink),
 	    cmocka_unit_test(test_cap_and_collision),
 	    cmocka_unit_test(test_dense_fill),
+	    cmocka_unit_test(test_suffixes),
 	    cmocka_unit_test(test_failed_insert_after_moves),
 	    cmocka_unit_test(test_nodata_by_reference),
 	};
