@@ -420,20 +420,20 @@ static __always_inline enum ndc_table_res table_get(struct ndc_fp_scratch *s,
 	 * another entry, replaces the answer found.
 	 */
 	if (r == NDC_TABLE_EXACT) {
-		__u32 n = NDC_FP_GEOM_BUCKETS(geom), b,
-		      *ci = (__u32 *)&s->fence; /* no stack left */
+		__u32 n = NDC_FP_GEOM_BUCKETS(geom), b, ci;
 		struct ndc_fp_slot *w = NULL;
 		void *chunk;
 
 		b = n ? ndc_fp_home(hash, ndc_home_key, qtype, n) + 1 : 0;
 		b = b >= n ? 0 : b;
-		*ci = NDC_FP_GEOM_HALF(geom) * cfg->half_chunks + b / NDC_FP_CHUNK_BUCKETS;
-		chunk = bpf_map_lookup_elem(&ndc_answers, ci);
+		ci = NDC_FP_GEOM_HALF(geom) * cfg->half_chunks + b / NDC_FP_CHUNK_BUCKETS;
+		chunk = bpf_map_lookup_elem(&ndc_answers, &ci);
 		if (chunk)
 			w = chunk_slot(chunk, b % NDC_FP_CHUNK_BUCKETS, 0);
 		if (w && w != sl && w->name_len && !(w->flags & NDC_FP_V_BIG) && w->len >= 16 &&
 		    s->v.len >= 16) {
-			__u32 o = ((__u32)w->name_len + 7) / 8;
+			__u32 x = (w->flags & NDC_FP_V_SFX) >> NDC_FP_V_SFX_SHIFT;
+			__u32 o = ((__u32)w->name_len - (x ? cfg->sfx.len[(x - 1) & 3] : 0) + 7) / 8;
 
 			/* its first 16 bytes of answer: an A answer's address among them */
 			if (o + 1 < NDC_FP_SLOT_BYTES / 8) {
