@@ -433,7 +433,8 @@ static __always_inline enum ndc_table_res table_get(struct ndc_fp_scratch *s,
 		if (w && w != sl && w->name_len && !(w->flags & NDC_FP_V_BIG) && w->len >= 16 &&
 		    s->v.len >= 16) {
 			__u32 x = (w->flags & NDC_FP_V_SFX) >> NDC_FP_V_SFX_SHIFT;
-			__u32 o = ((__u32)w->name_len - (x ? cfg->sfx.len[(x - 1) & 3] : 0) + 7) / 8;
+			__u32 o =
+			    ((__u32)w->name_len - (x ? cfg->sfx.len[(x - 1) & 3] : 0) + 7) / 8;
 
 			/* its first 16 bytes of answer: an A answer's address among them */
 			if (o + 1 < NDC_FP_SLOT_BYTES / 8) {
