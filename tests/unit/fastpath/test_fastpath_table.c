@@ -71,14 +71,14 @@ static const struct ndc_fp_table_ops mem_ops = {.add = mem_add,
 						.set_geom = mem_geom,
 						.wait_readers = mem_wait};
 
-/* Name i in wire form ("n<i>.ns<i%50>.svc.cluster.local"), its length. */
-static size_t name_of(uint32_t i, uint8_t *out)
+/* Text (lowercase) to wire form; its length. */
+static size_t wire(const char *text, uint8_t *out)
 {
-	char text[64];
+	char t[256];
 	size_t n = 0;
 
-	snprintf(text, sizeof(text), "n%u.ns%u.svc.cluster.local", i, i % 50);
-	for (char *label = strtok(text, "."); label; label = strtok(NULL, ".")) {
+	snprintf(t, sizeof(t), "%s", text);
+	for (char *label = strtok(t, "."); label; label = strtok(NULL, ".")) {
 		size_t l = strlen(label);
 
 		out[n++] = (uint8_t)l;
@@ -87,6 +87,15 @@ static size_t name_of(uint32_t i, uint8_t *out)
 	}
 	out[n++] = 0;
 	return n;
+}
+
+/* Name i in wire form ("n<i>.ns<i%50>.svc.cluster.local"), its length. */
+static size_t name_of(uint32_t i, uint8_t *out)
+{
+	char text[64];
+
+	snprintf(text, sizeof(text), "n%u.ns%u.svc.cluster.local", i, i % 50);
+	return wire(text, out);
 }
 
 /* Key and value of (name i, qtype): an answer of len bytes (a slot's, or a big one's). */
@@ -331,24 +340,6 @@ static void test_failed_insert_after_moves(void **state)
 	}
 	ndc_fp_table_fini(&t);
 	free(m);
-}
-
-/* Text to lowercase wire form; its length. */
-static size_t wire(const char *text, uint8_t *out)
-{
-	char t[256];
-	size_t n = 0;
-
-	snprintf(t, sizeof(t), "%s", text);
-	for (char *label = strtok(t, "."); label; label = strtok(NULL, ".")) {
-		size_t l = strlen(label);
-
-		out[n++] = (uint8_t)l;
-		memcpy(out + n, label, l);
-		n += l;
-	}
-	out[n++] = 0;
-	return n;
 }
 
 /*
