@@ -122,10 +122,9 @@ static __always_inline int slot_prefix(const struct ndc_fp_config *cfg, const __
 
 	if (!x)
 		return q->name_len;
-	if (x > NDC_FP_SFX_MAX)
-		return -1;
+	/* x is 1..NDC_FP_SFX_MAX (two bits); dns_name_under bounds slen by the name's length */
 	slen = cfg->sfx.len[x - 1];
-	if (slen > NDC_FP_NAME_MAX || !dns_name_under(name, q, cfg->sfx.name[x - 1], slen))
+	if (!dns_name_under(name, q, cfg->sfx.name[x - 1], slen))
 		return -1;
 	return q->name_len - slen;
 }

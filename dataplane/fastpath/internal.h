@@ -156,10 +156,10 @@ int ndc_fp_table_del(struct ndc_fp_table *t, const struct ndc_fp_key *k, const u
  */
 uint32_t ndc_fp_sfx_pick(const struct ndc_fp_sfx *x, const uint8_t *name, uint32_t len,
 			 uint32_t *ret_plen);
-bool ndc_fp_slot_fits(const struct ndc_fp_value *v, const struct ndc_fp_sfx *x, size_t *ret_data,
+bool ndc_fp_slot_fits(const struct ndc_fp_value *v, uint32_t plen, size_t *ret_data,
 		      size_t *ret_ttl);
 void ndc_fp_slot_encode(const struct ndc_fp_value *v, bool in_slot, bool soa, uint32_t b,
-			const struct ndc_fp_sfx *x, struct ndc_fp_slot *s);
+			uint32_t sfx, uint32_t plen, struct ndc_fp_slot *s);
 int ndc_fp_slot_decode(const struct ndc_fp_slot *s, const struct ndc_fp_value *b,
 		       const struct ndc_fp_value *soa, const struct ndc_fp_sfx *x,
 		       struct ndc_fp_value *ret);

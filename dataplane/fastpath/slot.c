@@ -55,21 +55,14 @@ uint32_t ndc_fp_sfx_pick(const struct ndc_fp_sfx *x, const uint8_t *name, uint32
 }
 
 /*
- * Where the parts of v go in a slot's bytes (its name less the suffix of x it ends in), and
- * whether they fit. Only a value that the bytes give back exactly goes there (what the publisher
- * writes always does: zero where unused).
+ * Where the parts of v go in a slot's bytes, its name's first plen bytes kept (ndc_fp_sfx_pick),
+ * and whether they fit. Only a value that the bytes give back exactly goes there (what the
+ * publisher writes always does: zero where unused).
  */
-bool ndc_fp_slot_fits(const struct ndc_fp_value *v, const struct ndc_fp_sfx *x, size_t *ret_data,
+bool ndc_fp_slot_fits(const struct ndc_fp_value *v, uint32_t plen, size_t *ret_data,
 		      size_t *ret_ttl)
 {
-	uint32_t plen;
-	size_t data, end, ttl;
-
-	if (v->name_len > NDC_FP_NAME_MAX)
-		return false;
-	ndc_fp_sfx_pick(x, v->name, v->name_len, &plen);
-	data = round8(plen);
-	ttl = data + round8(v->len);
+	size_t data = round8(plen), end, ttl = data + round8(v->len);
 
 	if (v->name_len > NDC_FP_NAME_MAX || v->len > NDC_FP_DATA_MAX || v->n_ttl > NDC_FP_TTL_MAX)
 		return false;
@@ -178,9 +171,8 @@ bool ndc_fp_soa_matches(const struct ndc_fp_value *tpl, const struct ndc_fp_valu
  * name alone), else pointing at big b.
  */
 void ndc_fp_slot_encode(const struct ndc_fp_value *v, bool in_slot, bool soa, uint32_t b,
-			const struct ndc_fp_sfx *x, struct ndc_fp_slot *s)
+			uint32_t sfx, uint32_t plen, struct ndc_fp_slot *s)
 {
-	uint32_t plen, sfx = ndc_fp_sfx_pick(x, v->name, v->name_len, &plen);
 	size_t data, ttl;
 
 	s->len = 0;
@@ -192,7 +184,7 @@ void ndc_fp_slot_encode(const struct ndc_fp_value *v, bool in_slot, bool soa, ui
 		memcpy(s->bytes, v->name, plen);
 		return;
 	}
-	if (!in_slot || !ndc_fp_slot_fits(v, x, &data, &ttl)) {
+	if (!in_slot || !ndc_fp_slot_fits(v, plen, &data, &ttl)) {
 		s->flags = v->flags | NDC_FP_V_BIG;
 		s->big = b;
 		return;

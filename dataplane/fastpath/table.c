@@ -395,7 +395,7 @@ static int write_at(struct ndc_fp_table *t, int half, struct place at, const str
 {
 	struct ndc_fp_half *h = &t->h[half];
 	struct ndc_fp_slot *s = slot_of(h, at.b, at.j), img;
-	uint32_t b = NONE, old = NONE, plen = NDC_FP_NAME_MAX;
+	uint32_t b = NONE, old = NONE, plen = NDC_FP_NAME_MAX, sfx = 0;
 	size_t data, ttl;
 	bool soa;
 	int err;
@@ -403,12 +403,12 @@ static int write_at(struct ndc_fp_table *t, int half, struct place at, const str
 	if (!insert && s->flags & NDC_FP_V_BIG)
 		old = s->big;
 	if (v->name_len <= NDC_FP_NAME_MAX)
-		ndc_fp_sfx_pick(&t->sfx, v->name, v->name_len, &plen);
+		sfx = ndc_fp_sfx_pick(&t->sfx, v->name, v->name_len, &plen);
 	/* a name of another length than the key's (only ndc_fastpath_put writes one) keeps its own
 	 */
 	soa = v->name_len == k->name_len && plen <= NDC_FP_SLOT_BYTES &&
 	      ndc_fp_soa_matches(soa_of(t), v);
-	if (!soa && (v->name_len != k->name_len || !ndc_fp_slot_fits(v, &t->sfx, &data, &ttl))) {
+	if (!soa && (v->name_len != k->name_len || !ndc_fp_slot_fits(v, plen, &data, &ttl))) {
 		uint32_t n = ndc_fp_ext_count(v->len, v->n_ttl),
 			 bytes = ndc_fp_ext_bytes(v->len, v->n_ttl);
 
@@ -421,7 +421,7 @@ static int write_at(struct ndc_fp_table *t, int half, struct place at, const str
 		memcpy(big_of(h, b), v, bytes);
 		memset((uint8_t *)big_of(h, b) + bytes, 0, (size_t)n * NDC_FP_EXT_BYTES - bytes);
 	}
-	ndc_fp_slot_encode(v, b == NONE, soa, b, &t->sfx, &img);
+	ndc_fp_slot_encode(v, b == NONE, soa, b, sfx, plen, &img);
 	seq_begin(&s->seq);
 	s->qtype = k->qtype;
 	s->name_len = k->name_len;

@@ -181,9 +181,9 @@ struct ndc_fp_value {
  * (NDC_FP_V_BIG) big is the index of the first of 1 to 3 consecutive 256-byte records (struct
  * ndc_fp_ext) in one of ndc_big's chunks of the same half, which hold the first ndc_fp_ext_bytes()
  * bytes of the struct ndc_fp_value, its name included: up to the end of the data for an answer that
- * never expires (a named port's SRV answer with its address: one record), whole (the TTL offsets at
- * its end) for one that does. Why records and not one size: at 10,000 services 20,000 SRV answers
- * of about 110 bytes each took a 768-byte big answer.
+ * never expires (a headless service's SRV set of three targets and their addresses: two records),
+ * whole (the TTL offsets at its end) for one that does. Why records and not one size: until ABI 6
+ * every big answer took 768 bytes.
  *
  * NODATA by reference (NDC_FP_V_SOA): a NODATA answer whose one authority RR is the zone's SOA,
  * byte for byte as ndc_nx[NDC_FP_NX_NODATA] gives it for the entry's name, is published as its
@@ -447,6 +447,8 @@ _Static_assert(NDC_FP_NAME_MAX <= 255, "ndc_fp_key name_len is a byte");
 _Static_assert(sizeof(struct ndc_fp_value) ==
 		   32 + 2 * NDC_FP_TTL_MAX + NDC_FP_NAME_MAX + NDC_FP_DATA_MAX,
 	       "ndc_fp_value layout");
+_Static_assert((NDC_FP_V_SFX >> NDC_FP_V_SFX_SHIFT) == NDC_FP_SFX_MAX,
+	       "every value of the flag bits names a suffix of config");
 _Static_assert(sizeof(struct ndc_fp_sfx) == 8 + NDC_FP_SFX_MAX * NDC_FP_NAME_MAX,
 	       "ndc_fp_sfx layout");
 _Static_assert(sizeof(struct ndc_fp_config) == 16 + 4 * NDC_FP_MAX_ADDRS + 16 * NDC_FP_MAX_ADDRS +
