@@ -344,8 +344,9 @@ static __always_inline struct ndc_fp_slot *bucket_find(void *chunk, __u32 bi, __
  * per bucket whose tag is the key's; the slot it returns is read again in full, under its
  * sequence counter, by slot_read.
  */
-static __always_inline struct ndc_fp_slot *
-table_walk(__u64 geom, __u32 half_chunks, const struct ndc_question *q, __u64 hash, __u16 qtype)
+static __always_inline struct ndc_fp_slot *table_walk(__u64 geom, __u32 half_chunks,
+						      const struct ndc_question *q, __u64 hash,
+						      __u16 qtype, __u32 region)
 {
 	__u32 n = NDC_FP_GEOM_BUCKETS(geom), base = NDC_FP_GEOM_HALF(geom) * half_chunks;
 	__u64 mix = ndc_fp_key_mix(hash, ndc_home_key, qtype);
@@ -358,7 +359,8 @@ table_walk(__u64 geom, __u32 half_chunks, const struct ndc_question *q, __u64 ha
 
 	if (n == 0)
 		return NULL;
-	b = ndc_fp_mix_home(mix, n);
+	b = ndc_fp_region_home(mix, n, NDC_FP_GEOM_COMMON(geom), NDC_FP_GEOM_RARE_BASE(geom),
+			       region);
 	/* verifier: constant bound; the walk ends at the first bucket that never overflowed */
 	for (__u32 p = 0; p < NDC_FP_PROBE_BUCKETS; p++) {
 		ci = base + b / NDC_FP_CHUNK_BUCKETS;
@@ -396,6 +398,7 @@ static __always_inline enum ndc_table_res table_get(struct ndc_fp_scratch *s,
 						    struct ndc_fp_slot **ret_slot)
 {
 	__u64 geom = READ_ONCE_U64(cfg->geom);
+	__u32 region = ndc_fp_char_region(s->name[1]); /* the root's: 0, its byte past the end */
 	struct ndc_fp_slot *sl = NULL;
 	enum ndc_table_res r;
 	__u16 qtype = q->qtype;
@@ -403,7 +406,7 @@ static __always_inline enum ndc_table_res table_get(struct ndc_fp_scratch *s,
 	/* one walk in the code, run once or twice: the program's size is its cold cost */
 	for (int k = 0; k < 2; k++) {
 		qtype = k ? NDC_FP_QTYPE_OTHER : q->qtype;
-		sl = table_walk(geom, cfg->half_chunks, q, hash, qtype);
+		sl = table_walk(geom, cfg->half_chunks, q, hash, qtype, region);
 		if (sl)
 			break;
 	}
@@ -423,7 +426,10 @@ static __always_inline enum ndc_table_res table_get(struct ndc_fp_scratch *s,
 		struct ndc_fp_slot *w = NULL;
 		void *chunk;
 
-		b = n ? ndc_fp_home(hash, ndc_home_key, qtype, n) + 1 : 0;
+		b = n ? ndc_fp_home(hash, ndc_home_key, qtype, region, n, NDC_FP_GEOM_COMMON(geom),
+				    NDC_FP_GEOM_RARE_BASE(geom)) +
+			    1
+		      : 0;
 		b = b >= n ? 0 : b;
 		ci = NDC_FP_GEOM_HALF(geom) * cfg->half_chunks + b / NDC_FP_CHUNK_BUCKETS;
 		chunk = bpf_map_lookup_elem(&ndc_answers, &ci);

@@ -215,6 +215,12 @@ static const struct ndc_metric_field table_fields[] = {
        "What the answer table's entries need: a slot each and their big answers."),
     TS(rebuilds, "fastpath_table_rebuilds_total", "counter",
        "Times the answer table was rebuilt to grow or shrink."),
+    TS(rare_keys, "fastpath_table_rare_entries", "gauge",
+       "Entries of the answer table's rare region: names that begin with '_' or a digit (SRV, "
+       "reverse and address-named records)."),
+    TS(common_slots, "fastpath_table_common_slots", "gauge",
+       "Slots of the buckets that are home to the common region's entries (all of them while "
+       "the table has one region)."),
 };
 
 /* The kernel's per-CPU counters (enum ndc_fp_counter), summed. */

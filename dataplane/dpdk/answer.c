@@ -59,7 +59,10 @@ static const struct ndc_fp_value *lookup(const struct ndc_dpdk_table *t,
 					 const struct ndc_question *q, uint64_t hash,
 					 uint32_t *ret_hit, uint32_t *ret_why)
 {
-	struct ndc_fp_key key = {.hash = hash, .qtype = q->qtype, .name_len = (uint8_t)q->name_len};
+	struct ndc_fp_key key = {.hash = hash,
+				 .qtype = q->qtype,
+				 .name_len = (uint8_t)q->name_len,
+				 .region = ndc_fp_name_region(s->name, q->name_len)};
 	const struct ndc_fp_value *v;
 	uint32_t flags;
 

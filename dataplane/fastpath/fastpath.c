@@ -876,7 +876,14 @@ int ndc_fastpath_table_stats(struct ndc_fp *fp, struct ndc_fastpath_table_stats 
 		     (u.chunks + u.big_chunks + 1) * page;
 	ret->needed = u.needed;
 	ret->rebuilds = u.rebuilds;
+	ret->rare_keys = u.rare_keys;
+	ret->common_slots = u.common_slots;
 	return 0;
+}
+
+int ndc_fastpath_table_rebuild(struct ndc_fp *fp)
+{
+	return ndc_fp_table_rebuild(&fp->table);
 }
 
 int ndc_fastpath_hits(struct ndc_fp *fp, const uint8_t *lname, size_t nlen, uint16_t qtype,

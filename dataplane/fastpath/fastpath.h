@@ -148,8 +148,15 @@ int ndc_fastpath_counters(struct ndc_fp *fp, uint64_t ret[NDC_FP_COUNTER_MAX]);
  */
 struct ndc_fastpath_table_stats {
 	uint64_t keys, max_keys, slots, bytes, needed, rebuilds;
+	uint64_t rare_keys, common_slots; /* the regions (include/ndc/abi.h) */
 };
 int ndc_fastpath_table_stats(struct ndc_fp *fp, struct ndc_fastpath_table_stats *ret);
+
+/*
+ * Rebuilds the answer table at its present size, for tests: a table that never grew has one
+ * region (include/ndc/abi.h) until then. 0 or a negative errno (the table left as it was).
+ */
+int ndc_fastpath_table_rebuild(struct ndc_fp *fp);
 
 /* The program fds, for BPF_PROG_TEST_RUN in tests and benchmarks. */
 int ndc_fastpath_prog_fd(struct ndc_fp *fp, enum ndc_fp_attach which);

@@ -89,6 +89,12 @@ int ndc_fastpath_table_stats(struct ndc_fp *fp, struct ndc_fastpath_table_stats 
 	return -EOPNOTSUPP;
 }
 
+int ndc_fastpath_table_rebuild(struct ndc_fp *fp)
+{
+	(void)fp;
+	return -EOPNOTSUPP;
+}
+
 int ndc_fastpath_prog_fd(struct ndc_fp *fp, enum ndc_fp_attach which)
 {
 	(void)fp, (void)which;

@@ -62,6 +62,8 @@ struct ndc_fp_table_ops {
 struct ndc_fp_half {
 	void **chunks; /* [half_chunks]: the first n_chunks mapped */
 	uint32_t n_chunks, n_buckets;
+	/* regions (abi.h): the common one is [0, n_common), the rare one [rare_base, n_buckets) */
+	uint32_t n_common, rare_base;
 	void **bigs; /* [half_bigs]: the first n_big_chunks mapped */
 	uint32_t n_big_chunks;
 	/*
@@ -72,6 +74,7 @@ struct ndc_fp_half {
 	uint32_t n_big_free[NDC_FP_EXT_MAX], cap_big_free[NDC_FP_EXT_MAX];
 	uint32_t bump, big_used;
 	uint32_t live, overflows; /* keys, and buckets flagged NDC_FP_BUCKET_OVERFLOW */
+	uint32_t live_rare;	  /* keys of the rare region */
 };
 
 /*
@@ -98,6 +101,7 @@ struct ndc_fp_table {
 /* What the table holds and takes now (bytes: its chunks; needed: its keys' slots and bigs). */
 struct ndc_fp_table_usage {
 	uint64_t keys, max_keys, slots, chunks, big_chunks, bigs, bytes, needed, rebuilds;
+	uint64_t rare_keys, common_slots;
 };
 
 /* The bytes of a chunk of kind (its map's data; the kernel adds a page of its own per map). */
@@ -125,6 +129,12 @@ void ndc_fp_table_forget(struct ndc_fp_table *t);
  */
 int ndc_fp_table_put(struct ndc_fp_table *t, const struct ndc_fp_key *k,
 		     const struct ndc_fp_value *v, bool any_name);
+
+/*
+ * A rebuild at the present size (for tests: a table that never grew has one region until it is
+ * rebuilt): 0, or the error of a rebuild, which leaves the table as it was.
+ */
+int ndc_fp_table_rebuild(struct ndc_fp_table *t);
 
 /* The value at k (whichever name it holds): 0 or -ENOENT. */
 int ndc_fp_table_get(struct ndc_fp_table *t, const struct ndc_fp_key *k, struct ndc_fp_value *ret);

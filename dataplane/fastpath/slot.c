@@ -69,7 +69,8 @@ bool ndc_fp_slot_fits(const struct ndc_fp_value *v, uint32_t plen, size_t *ret_d
 	/* the TTL offsets to a whole word: the kernel reads them four at a time */
 	end = v->expire_ns ? ttl + 16 + round8(2 * (size_t)v->n_ttl) : data + v->len;
 	if (end > NDC_FP_SLOT_BYTES || v->ancount > UINT8_MAX || v->nscount > UINT8_MAX ||
-	    v->arcount > UINT8_MAX || v->pad2 || (v->flags & (NDC_FP_V_EXPIRES | NDC_FP_V_BIG)))
+	    v->arcount > UINT8_MAX || v->pad2 ||
+	    (v->flags & (NDC_FP_V_EXPIRES | NDC_FP_V_BIG | NDC_FP_V_RARE)))
 		return false;
 	if (!v->expire_ns && (v->insert_ns || v->n_ttl))
 		return false;
@@ -243,7 +244,8 @@ int ndc_fp_slot_decode(const struct ndc_fp_slot *s, const struct ndc_fp_value *b
 	ret->arcount = s->arcount;
 	ret->rcode = s->rcode;
 	ret->flags =
-	    s->flags & (uint8_t) ~(NDC_FP_V_EXPIRES | NDC_FP_V_BIG | NDC_FP_V_SOA | NDC_FP_V_SFX);
+	    s->flags &
+	    (uint8_t) ~(NDC_FP_V_EXPIRES | NDC_FP_V_BIG | NDC_FP_V_SOA | NDC_FP_V_SFX | NDC_FP_V_RARE);
 	ret->name_len = s->name_len;
 	memcpy(ret->name, s->bytes, s->name_len - slen);
 	if (slen)

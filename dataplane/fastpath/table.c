@@ -49,7 +49,7 @@ struct reader {
 	int (*tags)(const struct reader *r, uint32_t b, uint64_t *ret);
 	int (*slot)(const struct reader *r, uint32_t b, uint32_t j, struct ndc_fp_slot *ret);
 	int (*big)(const struct reader *r, uint32_t i, struct ndc_fp_value *ret);
-	uint32_t n_buckets;
+	uint32_t n_buckets, n_common, rare_base;
 	uint64_t home_key;
 	const struct ndc_fp_value *soa;		   /* for NODATA by reference; NULL: none */
 	const struct ndc_fp_sfx *sfx;		   /* the suffixes slots leave out */
@@ -89,7 +89,7 @@ static int walk(const struct reader *r, const struct ndc_fp_key *k, struct place
 
 	if (n == 0)
 		return -ENOENT;
-	b = ndc_fp_mix_home(mix, n);
+	b = ndc_fp_region_home(mix, n, r->n_common, r->rare_base, k->region);
 	for (uint32_t p = 0; p < NDC_FP_PROBE_BUCKETS && p < n; p++) {
 		err = r->tags(r, b, &tags);
 		if (err)
@@ -185,6 +185,8 @@ static struct reader mapped(const struct ndc_fp_table *t)
 			       .slot = mapped_slot,
 			       .big = mapped_big,
 			       .n_buckets = t->h[t->cur].n_buckets,
+			       .n_common = t->h[t->cur].n_common,
+			       .rare_base = t->h[t->cur].rare_base,
 			       .home_key = t->home_key,
 			       .soa = soa_of(t),
 			       .sfx = &t->sfx,
@@ -333,7 +335,7 @@ static void half_drop(struct ndc_fp_table *t, int half)
 		h->n_big_free[l] = h->cap_big_free[l] = 0;
 	}
 	h->bump = h->big_used = 0;
-	h->live = h->overflows = 0;
+	h->live = h->overflows = h->live_rare = h->n_common = h->rare_base = 0;
 }
 
 /*
@@ -427,7 +429,7 @@ static int write_at(struct ndc_fp_table *t, int half, struct place at, const str
 	s->name_len = k->name_len;
 	s->check = (uint32_t)(k->hash >> 32);
 	s->hash_lo = (uint32_t)k->hash;
-	s->flags = img.flags;
+	s->flags = img.flags | (k->region ? NDC_FP_V_RARE : 0);
 	s->len = img.len;
 	s->ancount = img.ancount;
 	s->nscount = img.nscount;
@@ -441,6 +443,7 @@ static int write_at(struct ndc_fp_table *t, int half, struct place at, const str
 		set_overflows(h, at);
 		tag_set(h, at.b, at.j, ndc_fp_tag(k->hash, t->home_key, k->qtype));
 		h->live++;
+		h->live_rare += k->region ? 1 : 0;
 	}
 	if (old != NONE)
 		big_free(h, old);
@@ -455,6 +458,7 @@ static void remove_at(struct ndc_fp_table *t, struct place at)
 	uint32_t old = s->flags & NDC_FP_V_BIG ? s->big : NONE;
 
 	tag_set(h, at.b, at.j, NDC_FP_TAG_EMPTY);
+	h->live_rare -= s->flags & NDC_FP_V_RARE ? 1 : 0;
 	seq_begin(&s->seq);
 	s->name_len = 0;
 	s->flags = 0;
@@ -480,12 +484,14 @@ struct move {
 	uint8_t tag;
 };
 
-/* The home bucket of the entry in slot s, in a table of n buckets. */
-static uint32_t home_of(const struct ndc_fp_table *t, const struct ndc_fp_slot *s, uint32_t n)
+/* The home bucket of the entry in slot s of half h. */
+static uint32_t home_of(const struct ndc_fp_table *t, const struct ndc_fp_half *h,
+			const struct ndc_fp_slot *s)
 {
 	uint64_t hash = (uint64_t)s->check << 32 | s->hash_lo;
 
-	return ndc_fp_home(hash, t->home_key, s->qtype, n);
+	return ndc_fp_home(hash, t->home_key, s->qtype, s->flags & NDC_FP_V_RARE ? 1 : 0,
+			   h->n_buckets, h->n_common, h->rare_base);
 }
 
 /*
@@ -503,7 +509,7 @@ static int place_plan(const struct ndc_fp_table *t, const struct ndc_fp_half *h,
 
 	if (n == 0)
 		return -EAGAIN;
-	home = ndc_fp_mix_home(mix, n);
+	home = ndc_fp_region_home(mix, n, h->n_common, h->rare_base, k->region);
 	for (;;) {
 		uint32_t b = (uint32_t)(((uint64_t)home + d) % n), empty = NONE, same = NONE;
 		uint32_t victim = NONE, vd = d;
@@ -531,7 +537,7 @@ static int place_plan(const struct ndc_fp_table *t, const struct ndc_fp_half *h,
 
 			if (tag_at(tags, j) == NDC_FP_TAG_EMPTY || (same != NONE && j != same))
 				continue;
-			jd = (b + n - home_of(t, slot_of(h, b, j), n)) % n;
+			jd = (b + n - home_of(t, h, slot_of(h, b, j))) % n;
 			if (jd < vd) {
 				victim = j;
 				vd = jd;
@@ -612,6 +618,53 @@ static uint32_t chunks_for(const struct ndc_fp_table *t, uint64_t n)
 }
 
 /*
+ * The common region's buckets of n for live keys, rare of them (abi.h, regions): in proportion,
+ * at least one bucket each; 0 (one region) while either has no key.
+ */
+static uint32_t split_for(uint32_t n, uint64_t live, uint64_t rare)
+{
+	uint64_t c;
+
+	if (rare == 0 || rare >= live || n < 2)
+		return 0;
+	c = ((live - rare) * n + live / 2) / live;
+	return c < 1 ? 1 : c > n - 1 ? n - 1 : (uint32_t)c;
+}
+
+/* Gives half h the regions split (split_for) makes. */
+static void set_regions(struct ndc_fp_half *h, uint32_t split)
+{
+	h->n_common = split ? split : h->n_buckets;
+	h->rare_base = split;
+}
+
+/*
+ * Whether the regions of half h are off (by more than 1/64 of the table) from their keys' shares:
+ * so many keys came since the last rebuild that one is worth doing for them.
+ */
+static bool split_stale(const struct ndc_fp_half *h)
+{
+	uint32_t want = split_for(h->n_buckets, h->live, h->live_rare), have = h->rare_base;
+
+	return (want > have ? want - have : have - want) > h->n_buckets / 64;
+}
+
+/*
+ * Whether one more key of region would load its region (the table, when it has one) past
+ * LOAD_GROW.
+ */
+static bool region_full(const struct ndc_fp_half *h, uint8_t region)
+{
+	uint64_t n = h->n_buckets, keys = h->live + 1;
+
+	if (h->rare_base) {
+		n = region ? h->n_buckets - h->rare_base : h->n_common;
+		keys = (region ? h->live_rare : h->live - h->live_rare) + 1;
+	}
+	return keys * 100 > n * NDC_FP_BUCKET * LOAD_GROW;
+}
+
+/*
  * Copies every key of the live half into the other one, rebuilt with n_chunks chunks, switches
  * the readers to it and drops the old half. On failure (no memory, or a key that finds no place:
  * the caller asks for more chunks) the live half stays as it was.
@@ -625,6 +678,8 @@ static int rebuild(struct ndc_fp_table *t, uint32_t n_chunks)
 
 	/* the big answers' chunks too, so that one commit makes the whole half visible */
 	err = half_make(t, to, n_chunks, (src->big_used + NDC_FP_BIG_CHUNK - 1) / NDC_FP_BIG_CHUNK);
+	if (!err)
+		set_regions(dst, split_for(dst->n_buckets, src->live, src->live_rare));
 	for (uint32_t b = 0; !err && b < src->n_buckets; b++) {
 		uint64_t tags = *tag_word(src, b);
 
@@ -640,6 +695,8 @@ static int rebuild(struct ndc_fp_table *t, uint32_t n_chunks)
 			k.hash = (uint64_t)s->check << 32 | s->hash_lo;
 			k.qtype = s->qtype;
 			k.name_len = s->name_len;
+			k.region =
+			    s->flags & NDC_FP_V_RARE ? NDC_FP_REGION_RARE : NDC_FP_REGION_COMMON;
 			err = 0;
 			if (s->flags & NDC_FP_V_BIG)
 				err = s->big < src->n_big_chunks * NDC_FP_BIG_CHUNK
@@ -655,6 +712,8 @@ static int rebuild(struct ndc_fp_table *t, uint32_t n_chunks)
 					    .slot = mapped_slot,
 					    .big = mapped_big,
 					    .n_buckets = dst->n_buckets,
+					    .n_common = dst->n_common,
+					    .rare_base = dst->rare_base,
 					    .home_key = t->home_key,
 					    .h = dst};
 			err = walk(&r, &k, &at, &found);
@@ -672,7 +731,8 @@ static int rebuild(struct ndc_fp_table *t, uint32_t n_chunks)
 		half_drop(t, to);
 		return err;
 	}
-	t->ops->set_geom(t->ctx, NDC_FP_GEOM(to, dst->n_buckets));
+	t->ops->set_geom(t->ctx,
+			 NDC_FP_GEOM(to, dst->n_buckets, dst->n_common, dst->rare_base != 0));
 	t->cur = to;
 	/* every reader that may have seen the old geom is done before its chunks go */
 	t->ops->wait_readers(t->ctx);
@@ -729,7 +789,8 @@ int ndc_fp_table_init(struct ndc_fp_table *t, const struct ndc_fp_table_ops *ops
 	err = half_make(t, 0, 1, 0);
 	if (err)
 		goto fail;
-	t->ops->set_geom(t->ctx, NDC_FP_GEOM(0, t->h[0].n_buckets));
+	set_regions(&t->h[0], 0);
+	t->ops->set_geom(t->ctx, NDC_FP_GEOM(0, t->h[0].n_buckets, t->h[0].n_common, 0));
 	return 0;
 fail:
 	ndc_fp_table_fini(t);
@@ -814,8 +875,9 @@ int ndc_fp_table_put(struct ndc_fp_table *t, const struct ndc_fp_key *k,
 		err = -ENOSPC;
 		goto out;
 	}
-	if (h->n_chunks < t->half_chunks &&
-	    (uint64_t)(h->live + 1) * 100 > (uint64_t)h->n_buckets * NDC_FP_BUCKET * LOAD_GROW) {
+	/* a full region is rebuilt with the table's regions in proportion again, bigger if need be
+	 */
+	if (h->n_chunks < t->half_chunks && region_full(h, k->region)) {
 		err = grow(t, (uint64_t)h->live + 1, 1);
 		if (err)
 			goto out;
@@ -826,9 +888,18 @@ int ndc_fp_table_put(struct ndc_fp_table *t, const struct ndc_fp_key *k,
 			break;
 		/* no place within reach at a load that should have one: more buckets */
 		h = &t->h[t->cur];
-		if (tries == 3 || h->n_chunks == t->half_chunks) {
+		if (tries == 3) {
 			err = -ENOSPC;
 			break;
+		}
+		if (h->n_chunks == t->half_chunks) {
+			/* as big as it may be: only regions out of proportion can be mended */
+			err = tries == 0 && split_stale(h) ? rebuild(t, h->n_chunks) : -ENOSPC;
+			if (err) {
+				err = -ENOSPC;
+				break;
+			}
+			continue;
 		}
 		err = grow(t, (uint64_t)h->live + 1, h->n_chunks + h->n_chunks / 8 + 1);
 		if (err)
@@ -837,6 +908,16 @@ int ndc_fp_table_put(struct ndc_fp_table *t, const struct ndc_fp_key *k,
 out:
 	pthread_mutex_unlock(&t->lock);
 	return err == -ENOMEM || err == -E2BIG ? -ENOSPC : err;
+}
+
+int ndc_fp_table_rebuild(struct ndc_fp_table *t)
+{
+	int err;
+
+	pthread_mutex_lock(&t->lock);
+	err = rebuild(t, t->h[t->cur].n_chunks);
+	pthread_mutex_unlock(&t->lock);
+	return err;
 }
 
 int ndc_fp_table_get(struct ndc_fp_table *t, const struct ndc_fp_key *k, struct ndc_fp_value *ret)
@@ -921,6 +1002,8 @@ void ndc_fp_table_stats(struct ndc_fp_table *t, struct ndc_fp_table_usage *ret)
 	ret->needed = (uint64_t)h->live * sizeof(struct ndc_fp_slot) +
 		      (uint64_t)h->big_used * sizeof(struct ndc_fp_ext);
 	ret->rebuilds = t->rebuilds;
+	ret->rare_keys = h->live_rare;
+	ret->common_slots = (uint64_t)h->n_common * NDC_FP_BUCKET;
 	pthread_mutex_unlock(&t->lock);
 }
 
@@ -1041,6 +1124,8 @@ int ndc_fp_table_read(int answers_fd, int big_fd, int nx_fd, int config_fd,
 	if (c.abi_version != NDC_ABI_VERSION)
 		return -EINVAL;
 	r.n_buckets = NDC_FP_GEOM_BUCKETS(c.geom);
+	r.n_common = NDC_FP_GEOM_COMMON(c.geom);
+	r.rare_base = NDC_FP_GEOM_RARE_BASE(c.geom);
 	r.half = (int)NDC_FP_GEOM_HALF(c.geom);
 	r.half_chunks = (int)c.half_chunks;
 	r.half_bigs = (int)c.half_bigs;

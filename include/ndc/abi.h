@@ -30,7 +30,7 @@
 
 #include <linux/types.h>
 
-#define NDC_ABI_VERSION 7
+#define NDC_ABI_VERSION 8
 
 #define NDC_FP_NAME_MAX 128 /* longer wire names go to user space */
 #define NDC_FP_DATA_MAX 512 /* bigger answers go to user space */
@@ -99,8 +99,36 @@ struct ndc_fp_key {
 	__u64 hash;    /* ndc_fp_name_hash of the lowercase wire name */
 	__u16 qtype;   /* host order */
 	__u8 name_len; /* wire length of the name, 1..NDC_FP_NAME_MAX */
-	__u8 pad[5];   /* zero */
+	__u8 region;   /* ndc_fp_name_region of the name */
+	__u8 pad[4];   /* zero */
 };
+
+/*
+ * The table's two regions (ABI 8; abi.h, "The answer table"): a name whose first character is '_'
+ * or a digit is NDC_FP_REGION_RARE, any other NDC_FP_REGION_COMMON. Service and namespace names
+ * are DNS-1035 labels and begin with a letter: a service's A, AAAA and any-other-type entries are
+ * common. SRV names (_port._proto, RFC 2782), reverse names (in-addr.arpa) and the address-named
+ * records of endpoints and pods begin with '_' or a digit, and pods seldom ask them.
+ */
+#define NDC_FP_REGION_COMMON 0
+#define NDC_FP_REGION_RARE 1
+
+/*
+ * The region of a name whose first character is c (0 for the root). verifier: no branch, so that
+ * the program's walk is one path whatever the region.
+ */
+static inline __attribute__((always_inline)) __u32 ndc_fp_char_region(__u32 c)
+{
+	__u32 digit = ((__u32)(__u8)(c - '0') - 10) >> 31, under = ((c ^ '_') - 1) >> 31;
+
+	return digit | under; /* 1: NDC_FP_REGION_RARE */
+}
+
+/* The region of a lowercase wire name of len bytes. */
+static inline __u8 ndc_fp_name_region(const __u8 *name, __u32 len)
+{
+	return (__u8)ndc_fp_char_region(len > 1 ? name[1] : 0);
+}
 
 /* value flags */
 #define NDC_FP_V_AA 0x01 /* set AA in the reply */
@@ -164,6 +192,17 @@ struct ndc_fp_value {
  * looks at the one slot with the key's tag (a tag is in a bucket at most once), and goes on to the
  * next bucket only when this one has overflowed; a miss is decided on that one word. Removing a key
  * empties its slot; overflow flags stay until the table is rebuilt.
+ *
+ * Regions (ABI 8): the first n_common buckets (config geom) are the homes of the common region's
+ * keys, the rest the homes of the rare region's (ndc_fp_name_region; NDC_FP_V_RARE in the slot),
+ * split in proportion to their entries when the table is rebuilt (or one region for both while
+ * either has no entry). A walk
+ * still goes on past its region's end (into the other region, and from the last bucket to the
+ * first). Why: pods ask for the A and AAAA of services, whose entries were spread over every page
+ * of the table among twice as many others (SRV, reverse and address-named records); the pages a
+ * name's visit touches are what the TLB and the caches must keep between visits. At 10,000
+ * services (tests/bench/latency_bench.sh's cluster) 30,110 of 94,110 entries are common, in a
+ * third of the slots.
  *
  * A chunk holds NDC_FP_CHUNK_BUCKETS buckets: first their tag words (NDC_FP_CHUNK_TAG_SLOTS
  * slot-sized entries of 16 words), then their slots. Bucket b is in chunk b / NDC_FP_CHUNK_BUCKETS.
@@ -246,10 +285,23 @@ static inline __attribute__((always_inline)) __u64 ndc_fp_key_mix(__u64 hash, __
 	return ndc_fp_mix(hash ^ ((__u64)qtype + 1) * 0xff51afd7ed558ccdULL, key);
 }
 
-/* The home bucket and the tag of a key, from its mix (computed once per walk). */
+/* A bucket in [0, n_buckets) from a key's mix. */
 static inline __attribute__((always_inline)) __u32 ndc_fp_mix_home(__u64 mix, __u32 n_buckets)
 {
 	return (__u32)(((mix >> 32) * n_buckets) >> 32);
+}
+
+/*
+ * The home bucket of a key of region (0 or 1) in a table of n buckets whose common region is
+ * buckets [0, n_common) and rare region [rare_base, n): one region is n_common n and rare_base 0.
+ * verifier: no branch.
+ */
+static inline __attribute__((always_inline)) __u32
+ndc_fp_region_home(__u64 mix, __u32 n, __u32 n_common, __u32 rare_base, __u32 region)
+{
+	__u32 m = 0 - region, size = n_common ^ ((n_common ^ (n - rare_base)) & m);
+
+	return (rare_base & m) + ndc_fp_mix_home(mix, size);
 }
 
 /* never NDC_FP_TAG_EMPTY */
@@ -260,11 +312,13 @@ static inline __attribute__((always_inline)) __u8 ndc_fp_mix_tag(__u64 mix)
 	return t ? t : 1;
 }
 
-/* The home bucket of (hash, qtype). */
+/* The home bucket of (hash, qtype) of region, in a table as ndc_fp_region_home's. */
 static inline __attribute__((always_inline)) __u32 ndc_fp_home(__u64 hash, __u64 key, __u16 qtype,
-							       __u32 n_buckets)
+							       __u32 region, __u32 n_buckets,
+							       __u32 n_common, __u32 rare_base)
 {
-	return ndc_fp_mix_home(ndc_fp_key_mix(hash, key, qtype), n_buckets);
+	return ndc_fp_region_home(ndc_fp_key_mix(hash, key, qtype), n_buckets, n_common, rare_base,
+				  region);
 }
 
 /* The tag of (hash, qtype). */
@@ -273,10 +327,17 @@ static inline __attribute__((always_inline)) __u8 ndc_fp_tag(__u64 hash, __u64 k
 	return ndc_fp_mix_tag(ndc_fp_key_mix(hash, key, qtype));
 }
 
-/* config geom: the live half in bit 32, its n_buckets below */
-#define NDC_FP_GEOM(half, n_buckets) ((__u64)(half) << 32 | (n_buckets))
+/*
+ * config geom: the live half's n_buckets in bits 0 to 31, the half in bit 32, whether it has two
+ * regions in bit 33, and its common region's buckets (n_buckets when one) from bit 34.
+ */
+#define NDC_FP_GEOM(half, n_buckets, n_common, two) \
+	((__u64)(n_common) << 34 | (__u64)(two) << 33 | (__u64)(half) << 32 | (n_buckets))
 #define NDC_FP_GEOM_HALF(g) ((__u32)((g) >> 32) & 1)
 #define NDC_FP_GEOM_BUCKETS(g) ((__u32)(g))
+#define NDC_FP_GEOM_COMMON(g) ((__u32)((g) >> 34))
+/* the rare region's first bucket: 0 when the table has one region */
+#define NDC_FP_GEOM_RARE_BASE(g) (NDC_FP_GEOM_COMMON(g) & (0 - ((__u32)((g) >> 33) & 1)))
 
 /* slot flags, besides NDC_FP_V_AA and NDC_FP_V_PASS */
 #define NDC_FP_V_SOA 0x04 /* NODATA whose authority is the zone's SOA: the slot holds no data */
@@ -289,7 +350,8 @@ static inline __attribute__((always_inline)) __u8 ndc_fp_tag(__u64 hash, __u64 k
  */
 #define NDC_FP_V_SFX 0x18
 #define NDC_FP_V_SFX_SHIFT 3
-#define NDC_FP_SFX_MAX 3 /* suffixes in config */
+#define NDC_FP_V_RARE 0x20 /* the key's region is NDC_FP_REGION_RARE (for user space's moves) */
+#define NDC_FP_SFX_MAX 3   /* suffixes in config */
 
 /* ndc_nx's entries: the NXDOMAIN answer, and the NODATA authority of NDC_FP_V_SOA entries */
 #define NDC_FP_NX_NXDOMAIN 0

@@ -13,11 +13,14 @@
  * 127.0.0.1 running the resolver over the same record table and cache.
  *
  * Usage: test_fuzz_diff [--count N] [--seed S] [--first I] [--object FILE.bpf.o]
- *                       [--snapshot FILE] [--expect-mismatch] [--replay HEX]
+ *                       [--snapshot FILE] [--regions] [--expect-mismatch] [--replay HEX]
  *   --count N          cases (default 100000), each a frame run through tc and XDP
  *   --seed S           the run's seed (default: from the clock; always printed); case I of a run
  *                      is made from (S, I) alone: --seed S --first I --count 1 replays it
  *   --object FILE      another build of the BPF object (tests: the planted bug)
+ *   --regions          rebuild the table once it is filled, so that it has its two regions
+ *                      (include/ndc/abi.h), as a table that grew has; a table of the sample
+ *                      cluster never grows and has one
  *   --expect-mismatch  succeed at the first mismatch, fail when none is found (the planted bug
  *                      must be caught)
  *   --replay HEX       one frame, as a mismatch report prints it
@@ -83,7 +86,7 @@ static struct {
 static struct {
 	uint64_t count, seed, first;
 	const char *object, *snapshot, *replay;
-	bool expect_mismatch;
+	bool expect_mismatch, regions;
 } opt = {.count = 100000};
 
 /* ---------------------------------------------------------------------------------------------
@@ -211,6 +214,28 @@ static int cache_answer(const char *qname, uint16_t qtype, uint8_t rcode, const 
 			     ndc_now_ms());
 }
 
+/* --regions: the table rebuilt, with both regions (include/ndc/abi.h), which it must show. */
+static int split_table(void)
+{
+	struct ndc_fastpath_table_stats ts;
+	int r = ndc_fastpath_table_rebuild(env.fp);
+
+	if (!r)
+		r = ndc_fastpath_table_stats(env.fp, &ts);
+	if (r) {
+		fprintf(stderr, "fuzz_diff: cannot rebuild the table: %s\n", strerror(-r));
+		return r;
+	}
+	printf("fuzz_diff: table rebuilt: %" PRIu64 " of %" PRIu64 " entries rare, %" PRIu64
+	       " of %" PRIu64 " slots common\n",
+	       ts.rare_keys, ts.keys, ts.common_slots, ts.slots);
+	if (ts.rare_keys == 0 || ts.rare_keys == ts.keys || ts.common_slots >= ts.slots) {
+		fprintf(stderr, "fuzz_diff: the table has one region after its rebuild\n");
+		return -EINVAL;
+	}
+	return 0;
+}
+
 static int fill_cache(void)
 {
 	const uint32_t t = TTL_CACHED;
@@ -329,6 +354,8 @@ static int setup(void)
 		return r;
 	ndc_cache_set_hook(env.cache, ndc_publisher_cache_hook, env.pub);
 	r = fill_cache();
+	if (!r && opt.regions)
+		r = split_table();
 	if (!r)
 		r = ndc_resolver_new(env.rec, env.cache, NULL, &env.res);
 	if (!r)
@@ -531,7 +558,7 @@ static int parse_hex(const char *s, struct fz_case *c)
 static int usage(void)
 {
 	fprintf(stderr, "usage: test_fuzz_diff [--count N] [--seed S] [--first I] [--object FILE] "
-			"[--snapshot FILE] [--expect-mismatch] [--replay HEX]\n");
+			"[--snapshot FILE] [--regions] [--expect-mismatch] [--replay HEX]\n");
 	return 2;
 }
 
@@ -547,6 +574,10 @@ static int parse_args(int argc, char **argv)
 
 		if (!strcmp(a, "--expect-mismatch")) {
 			opt.expect_mismatch = true;
+			continue;
+		}
+		if (!strcmp(a, "--regions")) {
+			opt.regions = true;
 			continue;
 		}
 		if (!v)

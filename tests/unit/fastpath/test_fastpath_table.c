@@ -428,6 +428,149 @@ static void test_suffixes(void **state)
 	free(m);
 }
 
+/* Name i of the rare region: an SRV name ("_p<i>._tcp.n<i>.ns<i%50>.svc.cluster.local"). */
+static void rare_entry(uint32_t i, struct ndc_fp_key *k, struct ndc_fp_value *v)
+{
+	char text[96];
+	uint8_t name[NDC_FP_NAME_MAX];
+	size_t n;
+
+	snprintf(text, sizeof(text), "_p%u._tcp.n%u.ns%u.svc.cluster.local", i, i, i % 50);
+	n = wire(text, name);
+	assert_int_equal(ndc_fastpath_key(name, n, 33, k), 0);
+	memset(v, 0, sizeof(*v));
+	v->name_len = (uint8_t)n;
+	memcpy(v->name, name, n);
+	v->len = 16;
+	v->ancount = 1;
+	v->data[0] = (uint8_t)i;
+	v->data[1] = (uint8_t)(i >> 8);
+}
+
+/* Every key of the live half has its home in its region (as the geom the readers got says). */
+static void check_regions(const struct ndc_fp_table *t, const struct mem *m)
+{
+	const struct ndc_fp_half *h = &t->h[t->cur];
+	uint32_t n = NDC_FP_GEOM_BUCKETS(m->geom), nc = NDC_FP_GEOM_COMMON(m->geom);
+	uint32_t rb = NDC_FP_GEOM_RARE_BASE(m->geom);
+	uint64_t rare = 0;
+
+	assert_int_equal(n, h->n_buckets);
+	assert_int_equal(nc, h->n_common);
+	assert_int_equal(rb, h->rare_base);
+	for (uint32_t b = 0; b < n; b++) {
+		for (uint32_t j = 0; j < NDC_FP_BUCKET; j++) {
+			const struct ndc_fp_slot *s =
+			    (const struct ndc_fp_slot *)h->chunks[b / NDC_FP_CHUNK_BUCKETS] +
+			    NDC_FP_CHUNK_TAG_SLOTS + (b % NDC_FP_CHUNK_BUCKETS) * NDC_FP_BUCKET + j;
+			uint32_t region = s->flags & NDC_FP_V_RARE ? 1 : 0, home;
+
+			if (!s->name_len)
+				continue;
+			/* the flag is the name's region: names here begin with 'n' or '_' */
+			assert_int_equal(region, s->qtype == 33);
+			home = ndc_fp_home((uint64_t)s->check << 32 | s->hash_lo, t->home_key,
+					   s->qtype, region, n, nc, rb);
+			if (region ? home < rb || home >= n : home >= nc)
+				fail_msg(
+				    "bucket %u: a key of region %u homed at %u (%u common, rare "
+				    "from %u)",
+				    b, region, home, nc, rb);
+			rare += region;
+		}
+	}
+	assert_int_equal(rare, h->live_rare);
+}
+
+/*
+ * Regions (abi.h): the characters that make a name rare; a table of both kinds of names gets its
+ * regions in proportion when it is rebuilt, every key homed in its own and found; a table as big
+ * as it may be mends regions out of proportion instead of refusing keys; with one kind left it
+ * has one region again.
+ */
+static void test_regions(void **state)
+{
+	struct mem *m = calloc(1, sizeof(*m));
+	struct ndc_fp_table t;
+	struct ndc_fp_key k;
+	struct ndc_fp_value v, got;
+	uint32_t n, nc;
+
+	(void)state;
+	assert_int_equal(ndc_fp_char_region('_'), 1);
+	assert_int_equal(ndc_fp_char_region('0'), 1);
+	assert_int_equal(ndc_fp_char_region('9'), 1);
+	assert_int_equal(ndc_fp_char_region('a'), 0);
+	assert_int_equal(ndc_fp_char_region('z'), 0);
+	assert_int_equal(ndc_fp_char_region('-'), 0);
+	assert_int_equal(ndc_fp_char_region('/'), 0); /* '0' - 1 */
+	assert_int_equal(ndc_fp_char_region(':'), 0); /* '9' + 1 */
+	assert_int_equal(ndc_fp_char_region(0), 0);   /* the root */
+	assert_int_equal(ndc_fp_char_region(0xff), 0);
+	assert_int_equal(ndc_fp_name_region((const uint8_t *)"", 1), 0);
+
+	/* at most two chunks: 3,500 names of each kind grow it to two, split half and half */
+	assert_int_equal(ndc_fp_table_init(&t, &mem_ops, m, 100000, 2, 4000, 0x9abcdef), 0);
+	for (uint32_t i = 0; i < 3500; i++) {
+		entry(i, 1, 16, &k, &v);
+		assert_int_equal(k.region, NDC_FP_REGION_COMMON);
+		assert_int_equal(ndc_fp_table_put(&t, &k, &v, false), 0);
+		rare_entry(i, &k, &v);
+		assert_int_equal(k.region, NDC_FP_REGION_RARE);
+		assert_int_equal(ndc_fp_table_put(&t, &k, &v, false), 0);
+	}
+	n = NDC_FP_GEOM_BUCKETS(m->geom);
+	nc = NDC_FP_GEOM_COMMON(m->geom);
+	assert_int_equal(n, 2 * NDC_FP_CHUNK_BUCKETS);
+	assert_true(m->geom >> 33 & 1);
+	assert_int_equal(NDC_FP_GEOM_RARE_BASE(m->geom), nc);
+	assert_true(nc > n * 2 / 5 && nc < n * 3 / 5);
+	check_regions(&t, m);
+	/*
+	 * 5,500 more common names: 9,000 of them do not fit the common region's 7,168 slots. At
+	 * the cap, the table is rebuilt with its regions in proportion and takes them all.
+	 */
+	for (uint32_t i = 3500; i < 9000; i++) {
+		entry(i, 1, 16, &k, &v);
+		if (ndc_fp_table_put(&t, &k, &v, false))
+			fail_msg("common name %u of 9,000 refused (%u of %u buckets common)", i,
+				 t.h[t.cur].n_common, t.h[t.cur].n_buckets);
+	}
+	nc = NDC_FP_GEOM_COMMON(m->geom);
+	assert_true(nc > n * 6 / 10);
+	check_regions(&t, m);
+	for (uint32_t i = 0; i < 9000; i++) {
+		entry(i, 1, 16, &k, &v);
+		assert_int_equal(ndc_fp_table_get(&t, &k, &got), 0);
+		assert_memory_equal(&got, &v, sizeof(v));
+		if (i >= 3500)
+			continue;
+		rare_entry(i, &k, &v);
+		assert_int_equal(ndc_fp_table_get(&t, &k, &got), 0);
+		assert_memory_equal(&got, &v, sizeof(v));
+	}
+	/* the rare names go, and with the shrink that follows the table has one region again */
+	for (uint32_t i = 0; i < 3500; i++) {
+		rare_entry(i, &k, &v);
+		assert_int_equal(ndc_fp_table_del(&t, &k, v.name, v.name_len, 0), 0);
+	}
+	for (uint32_t i = 3000; i < 9000; i++) {
+		entry(i, 1, 16, &k, &v);
+		assert_int_equal(ndc_fp_table_del(&t, &k, v.name, v.name_len, 0), 0);
+	}
+	assert_int_equal(NDC_FP_GEOM_BUCKETS(m->geom), NDC_FP_CHUNK_BUCKETS);
+	assert_false(m->geom >> 33 & 1);
+	assert_int_equal(NDC_FP_GEOM_COMMON(m->geom), NDC_FP_CHUNK_BUCKETS);
+	check_regions(&t, m);
+	check_all(&t, 0, 0, true);
+	for (uint32_t i = 0; i < 3000; i++) {
+		entry(i, 1, 16, &k, &v);
+		assert_int_equal(ndc_fp_table_get(&t, &k, &got), 0);
+	}
+	ndc_fp_table_fini(&t);
+	free(m);
+}
+
 static void test_cap_and_collision(void **state)
 {
 	struct mem *m = calloc(1, sizeof(*m));
@@ -565,6 +708,7 @@ int main(void)
 	    cmocka_unit_test(test_suffixes),
 	    cmocka_unit_test(test_failed_insert_after_moves),
 	    cmocka_unit_test(test_nodata_by_reference),
+	    cmocka_unit_test(test_regions),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
