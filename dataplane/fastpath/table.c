@@ -886,20 +886,25 @@ int ndc_fp_table_put(struct ndc_fp_table *t, const struct ndc_fp_key *k,
 		err = place(t, t->cur, k, v, NULL);
 		if (err != -EAGAIN)
 			break;
-		/* no place within reach at a load that should have one: more buckets */
+		/*
+		 * No place within reach at a load that should have one: regions out of proportion
+		 * are split again at the same size first, else the table needs more buckets.
+		 */
 		h = &t->h[t->cur];
 		if (tries == 3) {
 			err = -ENOSPC;
 			break;
 		}
-		if (h->n_chunks == t->half_chunks) {
-			/* as big as it may be: only regions out of proportion can be mended */
-			err = tries == 0 && split_stale(h) ? rebuild(t, h->n_chunks) : -ENOSPC;
-			if (err) {
-				err = -ENOSPC;
+		if (tries == 0 && split_stale(h)) {
+			err = rebuild(t, h->n_chunks);
+			if (err == 0)
+				continue;
+			if (err != -ENOSPC)
 				break;
-			}
-			continue;
+		}
+		if (h->n_chunks == t->half_chunks) {
+			err = -ENOSPC; /* as big as it may be */
+			break;
 		}
 		err = grow(t, (uint64_t)h->live + 1, h->n_chunks + h->n_chunks / 8 + 1);
 		if (err)
