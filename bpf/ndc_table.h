@@ -324,29 +324,30 @@ static __always_inline __u32 match_slot(__u64 m)
 	return (__u32)((((m & -m) >> 7) * 0x0001020304050607ULL) >> 56);
 }
 
-/* The slot with tag in the bucket whose tags and place are given, if it holds (check, name_len). */
-static __always_inline struct ndc_fp_slot *bucket_find(void *chunk, __u32 bi, __u64 tags, __u8 tag,
-						       __u32 check, __u32 name_len)
+/* The slot with tag in the bucket whose tags and place are given, or NULL: no slot has it. */
+static __always_inline struct ndc_fp_slot *bucket_slot(void *chunk, __u32 bi, __u64 tags, __u8 tag)
 {
 	__u64 m = tags_match(tags, tag);
-	struct ndc_fp_slot *sl;
 
-	if (!m)
-		return NULL;
-	sl = chunk_slot(chunk, bi, match_slot(m));
-	if (!sl || sl->check != check || sl->name_len != name_len)
-		return NULL;
-	return sl;
+	return m ? chunk_slot(chunk, bi, match_slot(m)) : NULL;
 }
 
 /*
  * The slot of (q's name, qtype), or NULL. The walk reads tag words, and the key of the one slot
  * per bucket whose tag is the key's; the slot it returns is read again in full, under its
  * sequence counter, by slot_read.
+ *
+ * A slot with the key's tag that holds another key is another key's tag, or the key's slot
+ * rewritten since its tag word was read: an insert moved the key on to a later bucket (abi.h:
+ * the entry is copied there, the buckets on its way flagged overflowed, and only then is its old
+ * slot overwritten). The tag word read again tells them apart: changed, *ret_busy is set and the
+ * walk ends (the query goes to user space; going by the old word, which may lack the overflow
+ * flag, the walk would have ended here and called a present name absent).
  */
-static __always_inline struct ndc_fp_slot *table_walk(__u64 geom, __u32 half_chunks,
+static __always_inline struct ndc_fp_slot *table_walk(struct ndc_fp_scratch *s, __u64 geom,
+						      __u32 half_chunks,
 						      const struct ndc_question *q, __u64 hash,
-						      __u16 qtype, __u32 region)
+						      __u16 qtype, __u32 region, int *ret_busy)
 {
 	__u32 n = NDC_FP_GEOM_BUCKETS(geom), base = NDC_FP_GEOM_HALF(geom) * half_chunks;
 	__u64 mix = ndc_fp_key_mix(hash, ndc_home_key, qtype);
@@ -373,10 +374,17 @@ static __always_inline struct ndc_fp_slot *table_walk(__u64 geom, __u32 half_chu
 		if (!tw)
 			break;
 		tags = READ_ONCE_U64(tw[bi % 16]);
-		c = bucket_find(chunk, bi, tags, tag, check, q->name_len);
-		if (c && c->qtype == qtype) {
-			sl = c;
-			break;
+		c = bucket_slot(chunk, bi, tags, tag);
+		if (c) {
+			if (c->check == check && c->name_len == q->name_len && c->qtype == qtype) {
+				sl = c;
+				break;
+			}
+			table_rmb(s);
+			if (READ_ONCE_U64(tw[bi % 16]) != tags) {
+				*ret_busy = 1;
+				break;
+			}
 		}
 		if (!(tags >> 56 & NDC_FP_BUCKET_OVERFLOW))
 			break;
@@ -402,14 +410,17 @@ static __always_inline enum ndc_table_res table_get(struct ndc_fp_scratch *s,
 	struct ndc_fp_slot *sl = NULL;
 	enum ndc_table_res r;
 	__u16 qtype = q->qtype;
+	int busy = 0;
 
 	/* one walk in the code, run once or twice: the program's size is its cold cost */
 	for (int k = 0; k < 2; k++) {
 		qtype = k ? NDC_FP_QTYPE_OTHER : q->qtype;
-		sl = table_walk(geom, cfg->half_chunks, q, hash, qtype, region);
-		if (sl)
+		sl = table_walk(s, geom, cfg->half_chunks, q, hash, qtype, region, &busy);
+		if (sl || busy)
 			break;
 	}
+	if (busy)
+		return NDC_TABLE_BUSY;
 	if (!sl)
 		return NDC_TABLE_ABSENT;
 	r = slot_read(s, cfg, sl, q, (__u32)(hash >> 32), qtype,

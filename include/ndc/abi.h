@@ -182,16 +182,16 @@ struct ndc_fp_value {
  * so a lookup costs no helper call and no return.
  *
  * Buckets: the table is n_buckets buckets of NDC_FP_BUCKET slots. An entry (name, qtype) lives
- * from its home bucket, ndc_fp_home() of its hash, type and the table's random key, in the first
- * bucket with a free slot and no entry of the same tag, at most NDC_FP_PROBE_BUCKETS - 1 buckets
- * on (wrapping). (A name's types sharing one home would be found in one walk, but their groups
- * overflow buckets: measured, runs of 16 full buckets at two thirds load.) Each bucket has a tag
- * word: bytes 0 to NDC_FP_BUCKET - 1 are
- * its slots' tags (NDC_FP_TAG_EMPTY, or the entry's ndc_fp_tag of hash and qtype, never 0), byte 7
- * its flags: NDC_FP_BUCKET_OVERFLOW once an entry was placed past it. A walk reads the tag word,
- * looks at the one slot with the key's tag (a tag is in a bucket at most once), and goes on to the
- * next bucket only when this one has overflowed; a miss is decided on that one word. Removing a key
- * empties its slot; overflow flags stay until the table is rebuilt.
+ * from its home bucket, ndc_fp_home() of its hash, type, region and the table's random key, in the
+ * first bucket with a free slot and no entry of the same tag, at most NDC_FP_PROBE_BUCKETS - 1
+ * buckets on (wrapping). (A name's types sharing one home would be found in one walk, but their
+ * groups overflow buckets: measured, runs of 16 full buckets at two thirds load.) Each bucket has a
+ * tag word: bytes 0 to NDC_FP_BUCKET - 1 are its slots' tags (NDC_FP_TAG_EMPTY, or the entry's
+ * ndc_fp_tag of hash and qtype, never 0), byte 7 its flags: NDC_FP_BUCKET_OVERFLOW once an entry
+ * was placed past it. A walk reads the tag word, looks at the one slot with the key's tag (a tag is
+ * in a bucket at most once), and goes on to the next bucket only when this one has overflowed; a
+ * miss is decided on that one word. Removing a key empties its slot; overflow flags stay until the
+ * table is rebuilt.
  *
  * Regions (ABI 8): the first n_common buckets (config geom) are the homes of the common region's
  * keys, the rest the homes of the rare region's (ndc_fp_name_region; NDC_FP_V_RARE in the slot),
@@ -247,6 +247,13 @@ struct ndc_fp_value {
  * Hash collisions: the walk matches tag, qtype, name length and 32 more bits of the hash (check);
  * the name itself is compared under the sequence counter. A different name there (names built
  * to collide) passes the query to user space, never a wrong answer.
+ *
+ * Moves: an insert that moves entries on (Robin Hood placement) copies each to its new place and
+ * flags the buckets on its way overflowed before it overwrites the old slot. A walk that finds
+ * the key's tag on a slot holding another key reads the tag word again: changed, the key may
+ * have been moved on since the first read (whose word may lack the overflow flag that leads
+ * there), and the query goes to user space (NDC_FP_PASS_BUSY); unchanged, it was another key's
+ * tag and the walk goes on as the word says.
  */
 #define NDC_FP_SLOT_BYTES 104	/* name and data of a slot: a named port's SRV answer fits */
 #define NDC_FP_BUCKET 7		/* slots per bucket: their tags and a flags byte make a word */

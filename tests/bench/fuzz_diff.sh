@@ -12,6 +12,8 @@
 #   --services N     a table from gen_cluster.py's N-service cluster (snapshot) instead of the
 #                    sample cluster (N up to 16000)
 #   --planted        load the object with the planted bug (bpf/ndc_table.h): must be caught
+#   --regions        rebuild the table once filled, so that it has both regions (abi.h); a table
+#                    of --services grew and has them anyway
 #   --build DIR      meson build dir (default build-mem; set up release, -Dbpf=enabled if missing)
 # Needs root (BPF_PROG_TEST_RUN). Exit status: the fuzzer's (0: every reply agreed, or with
 # --planted the bug was caught; 1 otherwise).
@@ -23,6 +25,7 @@ count=10000000
 seed=""
 services=""
 planted=0
+regions=0
 build="$root/build-mem"
 # shellcheck disable=SC2034 # read by lib.sh
 BENCH_NAME=fuzz_diff
@@ -33,6 +36,7 @@ while [ $# -gt 0 ]; do
 	case "$1" in
 	-h | --help) usage 0 ;;
 	--planted) planted=1; shift; continue ;;
+	--regions) regions=1; shift; continue ;;
 	esac
 	[ $# -ge 2 ] || die "$1 needs a value"
 	case "$1" in
@@ -55,6 +59,7 @@ bench_build "$build" "$build/fuzz_diff" tests/test_fuzz_diff tests/ndc_fastpath_
 args=(--count "$count")
 [ -z "$seed" ] || args+=(--seed "$seed")
 [ "$planted" = 0 ] || args+=(--object "$build/tests/ndc_fastpath_planted.bpf.o" --expect-mismatch)
+[ "$regions" = 0 ] || args+=(--regions)
 tmp=""
 if [ -n "$services" ]; then
 	tmp=$(mktemp -d /tmp/ndc-fuzz.XXXXXX) || die "mktemp failed"
