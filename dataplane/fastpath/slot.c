@@ -243,9 +243,8 @@ int ndc_fp_slot_decode(const struct ndc_fp_slot *s, const struct ndc_fp_value *b
 	ret->nscount = s->nscount;
 	ret->arcount = s->arcount;
 	ret->rcode = s->rcode;
-	ret->flags =
-	    s->flags &
-	    (uint8_t) ~(NDC_FP_V_EXPIRES | NDC_FP_V_BIG | NDC_FP_V_SOA | NDC_FP_V_SFX | NDC_FP_V_RARE);
+	ret->flags = s->flags & (uint8_t) ~(NDC_FP_V_EXPIRES | NDC_FP_V_BIG | NDC_FP_V_SOA |
+					    NDC_FP_V_SFX | NDC_FP_V_RARE);
 	ret->name_len = s->name_len;
 	memcpy(ret->name, s->bytes, s->name_len - slen);
 	if (slen)
