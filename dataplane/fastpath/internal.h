@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * Between fastpath.c (loader, pins, publisher), link_watch.c (attach manager) and table.c (the
- * answer table's layout, writer and readers). Not for other modules: they use fastpath.h.
+ * Between fastpath.c (loader, pins, publisher), link_watch.c (attach manager), table.c (the
+ * answer table's writer), table_walk.c (its walk and readers) and slot.c (an entry's layout). Not
+ * for other modules: they use fastpath.h.
  */
 #ifndef NDC_FASTPATH_INTERNAL_H
 #define NDC_FASTPATH_INTERNAL_H
@@ -97,6 +98,80 @@ struct ndc_fp_table {
 	pthread_mutex_t lock;
 	bool inited;
 };
+
+/* The zone's NODATA authority, or NULL before the NXDOMAIN template gave one. */
+static inline const struct ndc_fp_value *ndc_fp_table_soa(const struct ndc_fp_table *t)
+{
+	return t->soa.len ? &t->soa : NULL;
+}
+
+/* A half's tag word of bucket b, slot j of bucket b, big record i (abi.h: a chunk's layout). */
+static inline uint64_t *ndc_fp_tag_word(const struct ndc_fp_half *h, uint32_t b)
+{
+	return (uint64_t *)h->chunks[b / NDC_FP_CHUNK_BUCKETS] + b % NDC_FP_CHUNK_BUCKETS;
+}
+
+static inline struct ndc_fp_slot *ndc_fp_slot_of(const struct ndc_fp_half *h, uint32_t b,
+						 uint32_t j)
+{
+	struct ndc_fp_slot *c = h->chunks[b / NDC_FP_CHUNK_BUCKETS];
+
+	return c + NDC_FP_CHUNK_TAG_SLOTS + (b % NDC_FP_CHUNK_BUCKETS) * NDC_FP_BUCKET + j;
+}
+
+static inline struct ndc_fp_ext *ndc_fp_big_of(const struct ndc_fp_half *h, uint32_t i)
+{
+	return (struct ndc_fp_ext *)h->bigs[i / NDC_FP_BIG_CHUNK] + i % NDC_FP_BIG_CHUNK;
+}
+
+/* Slot j's tag in a tag word; whether the word's bucket overflowed. */
+static inline uint8_t ndc_fp_tag_at(uint64_t tags, uint32_t j)
+{
+	return (uint8_t)(tags >> (8 * j));
+}
+
+static inline bool ndc_fp_overflowed(uint64_t tags)
+{
+	return tags >> 56 & NDC_FP_BUCKET_OVERFLOW;
+}
+
+/*
+ * The walk (table_walk.c), the kernel's over any way of reading a half: its mappings
+ * (ndc_fp_reader_mapped, the writer's) or the maps' fds (ndc_fp_table_read).
+ */
+struct ndc_fp_reader {
+	int (*tags)(const struct ndc_fp_reader *r, uint32_t b, uint64_t *ret);
+	int (*slot)(const struct ndc_fp_reader *r, uint32_t b, uint32_t j, struct ndc_fp_slot *ret);
+	int (*big)(const struct ndc_fp_reader *r, uint32_t i, struct ndc_fp_value *ret);
+	uint32_t n_buckets, n_common, rare_base;
+	uint64_t home_key;
+	const struct ndc_fp_value *soa;		   /* for NODATA by reference; NULL: none */
+	const struct ndc_fp_sfx *sfx;		   /* the suffixes slots leave out */
+	const struct ndc_fp_half *h;		   /* mapped */
+	int answers_fd, big_fd, half, half_chunks; /* or through fds */
+	int half_bigs;
+};
+
+/* Where a walk found k, or where k may go (p: buckets from the home bucket). */
+struct ndc_fp_place {
+	uint32_t b, j, p;
+};
+
+/* A reader of half of t through the writer's mappings (the caller holds t's lock). */
+struct ndc_fp_reader ndc_fp_reader_mapped(const struct ndc_fp_table *t, int half);
+
+/*
+ * ndc_fp_walk: walks k's buckets as the kernel does: 0 with the slot holding k (its tag, check,
+ * qtype and name length: the kernel's match) at *ret_at and in *ret_slot, or -ENOENT, or an error
+ * of the reader. ndc_fp_walk_decode: the value in slot s, which a walk found (its big answer read
+ * through r). ndc_fp_walk_get: both, the value at k.
+ */
+int ndc_fp_walk(const struct ndc_fp_reader *r, const struct ndc_fp_key *k,
+		struct ndc_fp_place *ret_at, struct ndc_fp_slot *ret_slot);
+int ndc_fp_walk_decode(const struct ndc_fp_reader *r, const struct ndc_fp_slot *s,
+		       struct ndc_fp_value *ret);
+int ndc_fp_walk_get(const struct ndc_fp_reader *r, const struct ndc_fp_key *k,
+		    struct ndc_fp_value *ret);
 
 /* What the table holds and takes now (bytes: its chunks; needed: its keys' slots and bigs). */
 struct ndc_fp_table_usage {

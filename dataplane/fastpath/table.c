@@ -1,9 +1,8 @@
 // SPDX-License-Identifier: MIT
 /*
  * The kernel's answer table from user space (layout and protocol: include/ndc/abi.h, "The answer
- * table"): the writer, through shared mappings of the chunks it adds, and a reader through any
- * map fds. One walk serves both and matches the kernel's (bpf/ndc_table.h); an entry's layout in
- * a slot is slot.c's.
+ * table"): the writer, through shared mappings of the chunks it adds. The walk it finds keys with
+ * is table_walk.c's (the kernel's, bpf/ndc_table.h); an entry's layout in a slot is slot.c's.
  *
  * The table follows its content: it starts at one chunk, and when it needs more buckets (or
  * fewer, or too many of its buckets have overflowed) it is rebuilt whole in the other half of the
@@ -14,9 +13,6 @@
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
-
-#include <bpf/bpf.h>
 
 #include "internal.h"
 
@@ -35,162 +31,9 @@
 #define LOAD_GROW 93
 #define LOAD_SHRINK 65
 
-/* The zone's NODATA authority, or NULL before the NXDOMAIN template gave one. */
-static const struct ndc_fp_value *soa_of(const struct ndc_fp_table *t)
-{
-	return t->soa.len ? &t->soa : NULL;
-}
-
-/* ---------------------------------------------------------------------------------------------
- * The walk, over any way of reading a table.
- */
-
-struct reader {
-	int (*tags)(const struct reader *r, uint32_t b, uint64_t *ret);
-	int (*slot)(const struct reader *r, uint32_t b, uint32_t j, struct ndc_fp_slot *ret);
-	int (*big)(const struct reader *r, uint32_t i, struct ndc_fp_value *ret);
-	uint32_t n_buckets, n_common, rare_base;
-	uint64_t home_key;
-	const struct ndc_fp_value *soa;		   /* for NODATA by reference; NULL: none */
-	const struct ndc_fp_sfx *sfx;		   /* the suffixes slots leave out */
-	const struct ndc_fp_half *h;		   /* mapped */
-	int answers_fd, big_fd, half, half_chunks; /* or through fds */
-	int half_bigs;
-};
-
-/* Where a walk found k, or where k may go (p: buckets from the home bucket). */
-struct place {
-	uint32_t b, j, p;
-};
-
-static uint8_t tag_at(uint64_t tags, uint32_t j)
-{
-	return (uint8_t)(tags >> (8 * j));
-}
-
-static bool overflowed(uint64_t tags)
-{
-	return tags >> 56 & NDC_FP_BUCKET_OVERFLOW;
-}
-
-/*
- * Walks k's buckets as the kernel does: 0 with the slot holding k (its tag, check, qtype and
- * name length: the kernel's match) at *ret_at and in *ret_slot, or -ENOENT.
- */
-static int walk(const struct reader *r, const struct ndc_fp_key *k, struct place *ret_at,
-		struct ndc_fp_slot *ret_slot)
-{
-	uint64_t mix = ndc_fp_key_mix(k->hash, r->home_key, k->qtype);
-	uint32_t n = r->n_buckets, b, check = (uint32_t)(k->hash >> 32);
-	uint8_t tag = ndc_fp_mix_tag(mix);
-	struct ndc_fp_slot s;
-	uint64_t tags;
-	int err;
-
-	if (n == 0)
-		return -ENOENT;
-	b = ndc_fp_region_home(mix, n, r->n_common, r->rare_base, k->region);
-	for (uint32_t p = 0; p < NDC_FP_PROBE_BUCKETS && p < n; p++) {
-		err = r->tags(r, b, &tags);
-		if (err)
-			return err;
-		for (uint32_t j = 0; j < NDC_FP_BUCKET; j++) {
-			if (tag_at(tags, j) != tag)
-				continue;
-			err = r->slot(r, b, j, &s);
-			if (err)
-				return err;
-			if (s.check == check && s.qtype == k->qtype && s.name_len == k->name_len) {
-				*ret_at = (struct place){b, j, p};
-				*ret_slot = s;
-				return 0;
-			}
-		}
-		if (!overflowed(tags))
-			break;
-		b = b + 1 == n ? 0 : b + 1;
-	}
-	return -ENOENT;
-}
-
-/* The value in slot s, which a walk found (its big answer read through r). */
-static int decode_found(const struct reader *r, const struct ndc_fp_slot *s,
-			struct ndc_fp_value *ret)
-{
-	struct ndc_fp_value b;
-	int err;
-
-	if (s->flags & NDC_FP_V_BIG) {
-		err = r->big(r, s->big, &b);
-		if (err)
-			return err;
-	}
-	return ndc_fp_slot_decode(s, &b, r->soa, r->sfx, ret);
-}
-
-/* The value at k: 0, -ENOENT, or an error of the reader. */
-static int get(const struct reader *r, const struct ndc_fp_key *k, struct ndc_fp_value *ret)
-{
-	struct ndc_fp_slot s;
-	struct place at;
-	int err = walk(r, k, &at, &s);
-
-	return err ? err : decode_found(r, &s, ret);
-}
-
 static bool name_is(const struct ndc_fp_value *v, const uint8_t *name, size_t len)
 {
 	return v->name_len == len && memcmp(v->name, name, len) == 0;
-}
-
-static uint64_t *tag_word(const struct ndc_fp_half *h, uint32_t b)
-{
-	return (uint64_t *)h->chunks[b / NDC_FP_CHUNK_BUCKETS] + b % NDC_FP_CHUNK_BUCKETS;
-}
-
-static struct ndc_fp_slot *slot_of(const struct ndc_fp_half *h, uint32_t b, uint32_t j)
-{
-	struct ndc_fp_slot *c = h->chunks[b / NDC_FP_CHUNK_BUCKETS];
-
-	return c + NDC_FP_CHUNK_TAG_SLOTS + (b % NDC_FP_CHUNK_BUCKETS) * NDC_FP_BUCKET + j;
-}
-
-static struct ndc_fp_ext *big_of(const struct ndc_fp_half *h, uint32_t i)
-{
-	return (struct ndc_fp_ext *)h->bigs[i / NDC_FP_BIG_CHUNK] + i % NDC_FP_BIG_CHUNK;
-}
-
-static int mapped_tags(const struct reader *r, uint32_t b, uint64_t *ret)
-{
-	*ret = __atomic_load_n(tag_word(r->h, b), __ATOMIC_ACQUIRE);
-	return 0;
-}
-
-static int mapped_slot(const struct reader *r, uint32_t b, uint32_t j, struct ndc_fp_slot *ret)
-{
-	*ret = *slot_of(r->h, b, j);
-	return 0;
-}
-
-static int mapped_big(const struct reader *r, uint32_t i, struct ndc_fp_value *ret)
-{
-	if (i >= r->h->n_big_chunks * NDC_FP_BIG_CHUNK)
-		return -EIO;
-	return ndc_fp_ext_decode(big_of(r->h, i), NDC_FP_BIG_CHUNK - i % NDC_FP_BIG_CHUNK, ret);
-}
-
-static struct reader mapped(const struct ndc_fp_table *t)
-{
-	return (struct reader){.tags = mapped_tags,
-			       .slot = mapped_slot,
-			       .big = mapped_big,
-			       .n_buckets = t->h[t->cur].n_buckets,
-			       .n_common = t->h[t->cur].n_common,
-			       .rare_base = t->h[t->cur].rare_base,
-			       .home_key = t->home_key,
-			       .soa = soa_of(t),
-			       .sfx = &t->sfx,
-			       .h = &t->h[t->cur]};
 }
 
 /* ---------------------------------------------------------------------------------------------
@@ -211,7 +54,7 @@ static void seq_end(uint32_t *seq)
 
 static void tag_set(struct ndc_fp_half *h, uint32_t b, uint32_t j, uint8_t tag)
 {
-	uint64_t *w = tag_word(h, b), v = *w;
+	uint64_t *w = ndc_fp_tag_word(h, b), v = *w;
 
 	v &= ~((uint64_t)0xff << (8 * j));
 	v |= (uint64_t)tag << (8 * j);
@@ -307,7 +150,7 @@ static void big_free(struct ndc_fp_half *h, uint32_t i)
 
 	if (i >= h->n_big_chunks * NDC_FP_BIG_CHUNK)
 		return;
-	head = (const struct ndc_fp_value *)big_of(h, i);
+	head = (const struct ndc_fp_value *)ndc_fp_big_of(h, i);
 	n = ndc_fp_ext_count(head->len, head->n_ttl);
 	if (n > NDC_FP_EXT_MAX || n > h->big_used)
 		return; /* not a big answer we wrote */
@@ -372,14 +215,14 @@ static int half_make(struct ndc_fp_table *t, int half, uint32_t n_chunks, uint32
 }
 
 /* The at.p buckets before at.b lead a walk on to at (flagged overflowed), before its tag shows. */
-static void set_overflows(struct ndc_fp_half *h, struct place at)
+static void set_overflows(struct ndc_fp_half *h, struct ndc_fp_place at)
 {
 	for (uint32_t p = 0, b = at.b; p < at.p; p++) {
 		uint64_t *w;
 
 		b = b == 0 ? h->n_buckets - 1 : b - 1;
-		w = tag_word(h, b);
-		if (!overflowed(*w)) {
+		w = ndc_fp_tag_word(h, b);
+		if (!ndc_fp_overflowed(*w)) {
 			__atomic_store_n(w, *w | (uint64_t)NDC_FP_BUCKET_OVERFLOW << 56,
 					 __ATOMIC_RELEASE);
 			h->overflows++;
@@ -392,11 +235,11 @@ static void set_overflows(struct ndc_fp_half *h, struct place at)
  * whole). A big answer is written to a free big record before the slot points at it, and the one
  * it replaces is freed after.
  */
-static int write_at(struct ndc_fp_table *t, int half, struct place at, const struct ndc_fp_key *k,
-		    const struct ndc_fp_value *v, bool insert)
+static int write_at(struct ndc_fp_table *t, int half, struct ndc_fp_place at,
+		    const struct ndc_fp_key *k, const struct ndc_fp_value *v, bool insert)
 {
 	struct ndc_fp_half *h = &t->h[half];
-	struct ndc_fp_slot *s = slot_of(h, at.b, at.j), img;
+	struct ndc_fp_slot *s = ndc_fp_slot_of(h, at.b, at.j), img;
 	uint32_t b = NONE, old = NONE, plen = NDC_FP_NAME_MAX, sfx = 0;
 	size_t data, ttl;
 	bool soa;
@@ -409,7 +252,7 @@ static int write_at(struct ndc_fp_table *t, int half, struct place at, const str
 	/* a name of another length than the key's (only ndc_fastpath_put writes one) keeps its own
 	 */
 	soa = v->name_len == k->name_len && plen <= NDC_FP_SLOT_BYTES &&
-	      ndc_fp_soa_matches(soa_of(t), v);
+	      ndc_fp_soa_matches(ndc_fp_table_soa(t), v);
 	if (!soa && (v->name_len != k->name_len || !ndc_fp_slot_fits(v, plen, &data, &ttl))) {
 		uint32_t n = ndc_fp_ext_count(v->len, v->n_ttl),
 			 bytes = ndc_fp_ext_bytes(v->len, v->n_ttl);
@@ -420,8 +263,9 @@ static int write_at(struct ndc_fp_table *t, int half, struct place at, const str
 		if (err)
 			return err;
 		/* not yet pointed at: nobody reads it */
-		memcpy(big_of(h, b), v, bytes);
-		memset((uint8_t *)big_of(h, b) + bytes, 0, (size_t)n * NDC_FP_EXT_BYTES - bytes);
+		memcpy(ndc_fp_big_of(h, b), v, bytes);
+		memset((uint8_t *)ndc_fp_big_of(h, b) + bytes, 0,
+		       (size_t)n * NDC_FP_EXT_BYTES - bytes);
 	}
 	ndc_fp_slot_encode(v, b == NONE, soa, b, sfx, plen, &img);
 	seq_begin(&s->seq);
@@ -451,10 +295,10 @@ static int write_at(struct ndc_fp_table *t, int half, struct place at, const str
 }
 
 /* Removes the key at place at: its slot is empty again (overflow flags stay until a rebuild). */
-static void remove_at(struct ndc_fp_table *t, struct place at)
+static void remove_at(struct ndc_fp_table *t, struct ndc_fp_place at)
 {
 	struct ndc_fp_half *h = &t->h[t->cur];
-	struct ndc_fp_slot *s = slot_of(h, at.b, at.j);
+	struct ndc_fp_slot *s = ndc_fp_slot_of(h, at.b, at.j);
 	uint32_t old = s->flags & NDC_FP_V_BIG ? s->big : NONE;
 
 	tag_set(h, at.b, at.j, NDC_FP_TAG_EMPTY);
@@ -480,7 +324,7 @@ static void remove_at(struct ndc_fp_table *t, struct place at)
 
 /* A step of a placement: who goes where (at.p: buckets from its home), with its tag. */
 struct move {
-	struct place at;
+	struct ndc_fp_place at;
 	uint8_t tag;
 };
 
@@ -517,9 +361,9 @@ static int place_plan(const struct ndc_fp_table *t, const struct ndc_fp_half *h,
 
 		if (d >= NDC_FP_PROBE_BUCKETS || d >= n)
 			return -EAGAIN;
-		tags = *tag_word(h, b);
+		tags = *ndc_fp_tag_word(h, b);
 		for (uint32_t j = 0; j < NDC_FP_BUCKET; j++) {
-			uint8_t tj = tag_at(tags, j);
+			uint8_t tj = ndc_fp_tag_at(tags, j);
 
 			if (tj == NDC_FP_TAG_EMPTY && empty == NONE)
 				empty = j;
@@ -535,9 +379,10 @@ static int place_plan(const struct ndc_fp_table *t, const struct ndc_fp_half *h,
 		for (uint32_t j = 0; j < NDC_FP_BUCKET && m + 1 < CHAIN_MAX; j++) {
 			uint32_t jd;
 
-			if (tag_at(tags, j) == NDC_FP_TAG_EMPTY || (same != NONE && j != same))
+			if (ndc_fp_tag_at(tags, j) == NDC_FP_TAG_EMPTY ||
+			    (same != NONE && j != same))
 				continue;
-			jd = (b + n - home_of(t, h, slot_of(h, b, j))) % n;
+			jd = (b + n - home_of(t, h, ndc_fp_slot_of(h, b, j))) % n;
 			if (jd < vd) {
 				victim = j;
 				vd = jd;
@@ -549,7 +394,7 @@ static int place_plan(const struct ndc_fp_table *t, const struct ndc_fp_half *h,
 		}
 		moves[m++] = (struct move){{b, victim, d}, tag};
 		/* the entry displaced goes on from the next bucket */
-		tag = tag_at(tags, victim);
+		tag = ndc_fp_tag_at(tags, victim);
 		home = (b + n - vd) % n;
 		d = vd + 1;
 	}
@@ -559,10 +404,10 @@ static int place_plan(const struct ndc_fp_table *t, const struct ndc_fp_half *h,
  * Copies the entry of slot src into place at (free, or one whose entry is already in its next
  * place), with its tag: its big answer, if any, is the copy's from now on.
  */
-static void slot_move(struct ndc_fp_half *h, struct place at, const struct ndc_fp_slot *src,
+static void slot_move(struct ndc_fp_half *h, struct ndc_fp_place at, const struct ndc_fp_slot *src,
 		      uint8_t tag)
 {
-	struct ndc_fp_slot *s = slot_of(h, at.b, at.j);
+	struct ndc_fp_slot *s = ndc_fp_slot_of(h, at.b, at.j);
 
 	seq_begin(&s->seq);
 	memcpy((uint8_t *)s + sizeof(s->seq), (const uint8_t *)src + sizeof(src->seq),
@@ -580,7 +425,7 @@ static void slot_move(struct ndc_fp_half *h, struct place at, const struct ndc_f
  * displaced is left in its new place only).
  */
 static int place(struct ndc_fp_table *t, int half, const struct ndc_fp_key *k,
-		 const struct ndc_fp_value *v, struct place *ret_at)
+		 const struct ndc_fp_value *v, struct ndc_fp_place *ret_at)
 {
 	struct ndc_fp_half *h = &t->h[half];
 	struct move moves[CHAIN_MAX];
@@ -590,12 +435,12 @@ static int place(struct ndc_fp_table *t, int half, const struct ndc_fp_key *k,
 	if (err)
 		return err;
 	for (uint32_t i = m - 1; i > 0; i--)
-		slot_move(h, moves[i].at, slot_of(h, moves[i - 1].at.b, moves[i - 1].at.j),
+		slot_move(h, moves[i].at, ndc_fp_slot_of(h, moves[i - 1].at.b, moves[i - 1].at.j),
 			  moves[i].tag);
 	err = write_at(t, half, moves[0].at, k, v, true);
 	if (err && m > 1) {
 		/* its entry is in moves[1] now: the slot is free again */
-		struct ndc_fp_slot *s = slot_of(h, moves[0].at.b, moves[0].at.j);
+		struct ndc_fp_slot *s = ndc_fp_slot_of(h, moves[0].at.b, moves[0].at.j);
 
 		tag_set(h, moves[0].at.b, moves[0].at.j, NDC_FP_TAG_EMPTY);
 		seq_begin(&s->seq);
@@ -673,24 +518,25 @@ static int rebuild(struct ndc_fp_table *t, uint32_t n_chunks)
 {
 	int from = t->cur, to = !t->cur;
 	struct ndc_fp_half *src = &t->h[from], *dst = &t->h[to];
-	struct reader r;
+	struct ndc_fp_reader r;
 	int err;
 
 	/* the big answers' chunks too, so that one commit makes the whole half visible */
 	err = half_make(t, to, n_chunks, (src->big_used + NDC_FP_BIG_CHUNK - 1) / NDC_FP_BIG_CHUNK);
 	if (!err)
 		set_regions(dst, split_for(dst->n_buckets, src->live, src->live_rare));
+	r = ndc_fp_reader_mapped(t, to);
 	for (uint32_t b = 0; !err && b < src->n_buckets; b++) {
-		uint64_t tags = *tag_word(src, b);
+		uint64_t tags = *ndc_fp_tag_word(src, b);
 
 		for (uint32_t j = 0; !err && j < NDC_FP_BUCKET; j++) {
-			const struct ndc_fp_slot *s = slot_of(src, b, j);
+			const struct ndc_fp_slot *s = ndc_fp_slot_of(src, b, j);
 			struct ndc_fp_key k = {0};
 			struct ndc_fp_value v, bv;
 			struct ndc_fp_slot found;
-			struct place at;
+			struct ndc_fp_place at;
 
-			if (tag_at(tags, j) == NDC_FP_TAG_EMPTY)
+			if (ndc_fp_tag_at(tags, j) == NDC_FP_TAG_EMPTY)
 				continue;
 			k.hash = (uint64_t)s->check << 32 | s->hash_lo;
 			k.qtype = s->qtype;
@@ -701,22 +547,14 @@ static int rebuild(struct ndc_fp_table *t, uint32_t n_chunks)
 			if (s->flags & NDC_FP_V_BIG)
 				err = s->big < src->n_big_chunks * NDC_FP_BIG_CHUNK
 					  ? ndc_fp_ext_decode(
-						big_of(src, s->big),
+						ndc_fp_big_of(src, s->big),
 						NDC_FP_BIG_CHUNK - s->big % NDC_FP_BIG_CHUNK, &bv)
 					  : -EIO;
 			if (!err)
-				err = ndc_fp_slot_decode(s, &bv, soa_of(t), &t->sfx, &v);
+				err = ndc_fp_slot_decode(s, &bv, ndc_fp_table_soa(t), &t->sfx, &v);
 			if (err)
 				break;
-			r = (struct reader){.tags = mapped_tags,
-					    .slot = mapped_slot,
-					    .big = mapped_big,
-					    .n_buckets = dst->n_buckets,
-					    .n_common = dst->n_common,
-					    .rare_base = dst->rare_base,
-					    .home_key = t->home_key,
-					    .h = dst};
-			err = walk(&r, &k, &at, &found);
+			err = ndc_fp_walk(&r, &k, &at, &found);
 			if (err == 0)
 				err = -EEXIST; /* the same key twice: not a table we wrote */
 			else if (err == -ENOENT)
@@ -724,7 +562,7 @@ static int rebuild(struct ndc_fp_table *t, uint32_t n_chunks)
 			if (err == -EAGAIN)
 				err = -ENOSPC; /* the caller asks for more buckets */
 			if (err == 0)
-				slot_of(dst, at.b, at.j)->hits = s->hits;
+				ndc_fp_slot_of(dst, at.b, at.j)->hits = s->hits;
 		}
 	}
 	if (err) {
@@ -850,17 +688,17 @@ int ndc_fp_table_put(struct ndc_fp_table *t, const struct ndc_fp_key *k,
 {
 	struct ndc_fp_value cur;
 	struct ndc_fp_slot s;
-	struct place at;
-	struct reader r;
+	struct ndc_fp_place at;
+	struct ndc_fp_reader r;
 	struct ndc_fp_half *h;
 	int err;
 
 	pthread_mutex_lock(&t->lock);
-	r = mapped(t);
-	err = walk(&r, k, &at, &s);
+	r = ndc_fp_reader_mapped(t, t->cur);
+	err = ndc_fp_walk(&r, k, &at, &s);
 	if (err == 0) {
 		if (!any_name) {
-			err = decode_found(&r, &s, &cur);
+			err = ndc_fp_walk_decode(&r, &s, &cur);
 			if (err == 0 && !name_is(&cur, v->name, v->name_len))
 				err = -ENOSPC; /* a collision: the name published first keeps it */
 		}
@@ -927,12 +765,12 @@ int ndc_fp_table_rebuild(struct ndc_fp_table *t)
 
 int ndc_fp_table_get(struct ndc_fp_table *t, const struct ndc_fp_key *k, struct ndc_fp_value *ret)
 {
-	struct reader r;
+	struct ndc_fp_reader r;
 	int err;
 
 	pthread_mutex_lock(&t->lock);
-	r = mapped(t);
-	err = get(&r, k, ret);
+	r = ndc_fp_reader_mapped(t, t->cur);
+	err = ndc_fp_walk_get(&r, k, ret);
 	pthread_mutex_unlock(&t->lock);
 	return err;
 }
@@ -942,14 +780,14 @@ int ndc_fp_table_get(struct ndc_fp_table *t, const struct ndc_fp_key *k, struct 
  * -ENOENT (absent, or another name's). The caller holds the lock.
  */
 static int find_named(struct ndc_fp_table *t, const struct ndc_fp_key *k, const uint8_t *name,
-		      size_t name_len, struct place *ret_at, struct ndc_fp_value *ret)
+		      size_t name_len, struct ndc_fp_place *ret_at, struct ndc_fp_value *ret)
 {
-	struct reader r = mapped(t);
+	struct ndc_fp_reader r = ndc_fp_reader_mapped(t, t->cur);
 	struct ndc_fp_slot s;
-	int err = walk(&r, k, ret_at, &s);
+	int err = ndc_fp_walk(&r, k, ret_at, &s);
 
 	if (err == 0)
-		err = decode_found(&r, &s, ret);
+		err = ndc_fp_walk_decode(&r, &s, ret);
 	if (err == 0 && name && !name_is(ret, name, name_len))
 		err = -ENOENT;
 	return err;
@@ -959,13 +797,14 @@ int ndc_fp_table_hits(struct ndc_fp_table *t, const struct ndc_fp_key *k, const 
 		      size_t name_len, uint32_t *ret)
 {
 	struct ndc_fp_value cur;
-	struct place at;
+	struct ndc_fp_place at;
 	int err;
 
 	pthread_mutex_lock(&t->lock);
 	err = find_named(t, k, name, name_len, &at, &cur);
 	if (err == 0)
-		*ret = __atomic_load_n(&slot_of(&t->h[t->cur], at.b, at.j)->hits, __ATOMIC_RELAXED);
+		*ret = __atomic_load_n(&ndc_fp_slot_of(&t->h[t->cur], at.b, at.j)->hits,
+				       __ATOMIC_RELAXED);
 	pthread_mutex_unlock(&t->lock);
 	return err;
 }
@@ -974,7 +813,7 @@ int ndc_fp_table_del(struct ndc_fp_table *t, const struct ndc_fp_key *k, const u
 		     size_t name_len, uint64_t expired_at)
 {
 	struct ndc_fp_value cur;
-	struct place at;
+	struct ndc_fp_place at;
 	int err;
 
 	pthread_mutex_lock(&t->lock);
@@ -1038,139 +877,4 @@ void ndc_fp_table_set_nx(struct ndc_fp_table *t, struct ndc_fp_big *nx,
 size_t ndc_fp_chunk_bytes(enum ndc_fp_chunk_kind kind)
 {
 	return chunk_bytes(kind);
-}
-
-/* ---------------------------------------------------------------------------------------------
- * Reading through map fds.
- */
-
-/* The fd of the inner map at idx of an array of maps, or a negative errno (-ENOENT: none). */
-static int inner_fd(int outer_fd, uint32_t idx)
-{
-	uint32_t id;
-	int fd;
-
-	if (bpf_map_lookup_elem(outer_fd, &idx, &id))
-		return -errno;
-	fd = bpf_map_get_fd_by_id(id);
-	return fd < 0 ? -errno : fd;
-}
-
-static int fd_tags(const struct reader *r, uint32_t b, uint64_t *ret)
-{
-	uint32_t ci = (uint32_t)(r->half * r->half_chunks) + b / NDC_FP_CHUNK_BUCKETS;
-	uint32_t bi = b % NDC_FP_CHUNK_BUCKETS, e = bi / 16;
-	struct ndc_fp_slot s;
-	int fd = inner_fd(r->answers_fd, ci), err = 0;
-
-	if (fd < 0)
-		return fd;
-	if (bpf_map_lookup_elem(fd, &e, &s))
-		err = -errno;
-	else
-		memcpy(ret, (const uint8_t *)&s + (bi % 16) * 8, 8);
-	close(fd);
-	return err;
-}
-
-static int fd_slot(const struct reader *r, uint32_t b, uint32_t j, struct ndc_fp_slot *ret)
-{
-	uint32_t ci = (uint32_t)(r->half * r->half_chunks) + b / NDC_FP_CHUNK_BUCKETS;
-	uint32_t e = NDC_FP_CHUNK_TAG_SLOTS + (b % NDC_FP_CHUNK_BUCKETS) * NDC_FP_BUCKET + j;
-	int fd = inner_fd(r->answers_fd, ci), err = 0;
-
-	if (fd < 0)
-		return fd;
-	if (bpf_map_lookup_elem(fd, &e, ret))
-		err = -errno;
-	close(fd);
-	return err;
-}
-
-static int fd_big(const struct reader *r, uint32_t i, struct ndc_fp_value *ret)
-{
-	uint32_t ci = (uint32_t)(r->half * r->half_bigs) + i / NDC_FP_BIG_CHUNK;
-	uint32_t e = i % NDC_FP_BIG_CHUNK, n = 0;
-	struct ndc_fp_ext rec[NDC_FP_EXT_MAX];
-	int fd = inner_fd(r->big_fd, ci), err = 0;
-
-	if (fd < 0)
-		return fd;
-	memset(rec, 0, sizeof(rec));
-	/* the records of one answer, up to its end or the chunk's (ndc_fp_ext_decode checks its
-	 * length) */
-	for (; n < NDC_FP_EXT_MAX && e + n < NDC_FP_BIG_CHUNK; n++) {
-		uint32_t key = e + n;
-
-		if (bpf_map_lookup_elem(fd, &key, &rec[n])) {
-			err = -errno;
-			break;
-		}
-	}
-	close(fd);
-	return err ? err : ndc_fp_ext_decode(rec, n, ret);
-}
-
-int ndc_fp_table_read(int answers_fd, int big_fd, int nx_fd, int config_fd,
-		      const struct ndc_fp_key *k, struct ndc_fp_value *ret)
-{
-	uint32_t soa_key = NDC_FP_NX_NODATA;
-	struct ndc_fp_big soa;
-	struct reader r = {.tags = fd_tags,
-			   .slot = fd_slot,
-			   .big = fd_big,
-			   .answers_fd = answers_fd,
-			   .big_fd = big_fd};
-	struct ndc_fp_config c;
-	uint32_t zero = 0;
-
-	if (bpf_map_lookup_elem(config_fd, &zero, &c))
-		return -errno;
-	if (c.abi_version != NDC_ABI_VERSION)
-		return -EINVAL;
-	r.n_buckets = NDC_FP_GEOM_BUCKETS(c.geom);
-	r.n_common = NDC_FP_GEOM_COMMON(c.geom);
-	r.rare_base = NDC_FP_GEOM_RARE_BASE(c.geom);
-	r.half = (int)NDC_FP_GEOM_HALF(c.geom);
-	r.half_chunks = (int)c.half_chunks;
-	r.half_bigs = (int)c.half_bigs;
-	r.home_key = c.home_key;
-	r.sfx = &c.sfx;
-	/* the template, for NODATA by reference (not under its counter: a reader for inspection) */
-	if (nx_fd >= 0 && bpf_map_lookup_elem(nx_fd, &soa_key, &soa) == 0 && soa.v.len)
-		r.soa = &soa.v;
-	return get(&r, k, ret);
-}
-
-int ndc_fp_table_count(int answers_fd, size_t *ret)
-{
-	struct bpf_map_info info = {0};
-	uint32_t len = sizeof(info);
-	struct ndc_fp_slot s;
-	size_t full = 0;
-	int err = 0;
-
-	if (bpf_obj_get_info_by_fd(answers_fd, &info, &len) < 0)
-		return -errno;
-	if (info.type != BPF_MAP_TYPE_ARRAY_OF_MAPS)
-		return -EINVAL;
-	for (uint32_t c = 0; !err && c < info.max_entries; c++) {
-		int fd = inner_fd(answers_fd, c);
-
-		if (fd == -ENOENT)
-			continue;
-		if (fd < 0)
-			return fd;
-		for (uint32_t e = 0; !err && e < NDC_FP_CHUNK_TAG_SLOTS; e++) {
-			if (bpf_map_lookup_elem(fd, &e, &s)) {
-				err = -errno;
-				break;
-			}
-			for (size_t i = 0; i < sizeof(s); i++)
-				full += i % 8 < NDC_FP_BUCKET && ((const uint8_t *)&s)[i];
-		}
-		close(fd);
-	}
-	*ret = full;
-	return err;
 }
