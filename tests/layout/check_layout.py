@@ -16,6 +16,8 @@
    rest of dataplane/). Read from the sources: every #include "..." and #include <...> of
    control/, dataplane/, include/ and bpf/ that names a file of the tree (resolved as the compiler
    does, through the project's include_directories); tests/ may include any layer.
+4. No C file (.c or .h) in control/, dataplane/, bpf/ or include/ is over MAX_LINES lines
+   (issue 24): a file that grows past it is split by meaning, as table.c was into table_walk.c.
 
 Usage: check_layout.py --source SRC --build BUILD   (run by `meson test` as the test "layout")
        check_layout.py --self-test   (the test "layout_self_test": each rule on a planted
@@ -38,7 +40,8 @@ SUBSYSTEM_ROOTS = ("control", "dataplane")
 INCLUDE_DIRS = ("include", "control", "dataplane")  # the project's include_directories
 INCLUDE_RE = re.compile(r'^\s*#\s*include\s+"([^"]+)"', re.M)
 ANY_INCLUDE_RE = re.compile(r'^\s*#\s*include\s+(?:"([^"]+)"|<([^>]+)>)', re.M)
-LAYER_TREES = ("control", "dataplane", "include", "bpf")  # rule 3 reads these (not tests/)
+LAYER_TREES = ("control", "dataplane", "include", "bpf")  # rules 3 and 4 read these (not tests/)
+MAX_LINES = 1000
 
 
 def rel(src, path):
@@ -251,6 +254,22 @@ def check_calls(src, build):
     return errors, summary
 
 
+def check_sizes(src):
+    """Rule 4: errors, and the largest file of the product with its lines (for the summary)."""
+    errors, largest = [], (None, 0)
+    for f in sources(src):
+        rf = rel(src, f)
+        if rf.split(os.sep)[0] not in LAYER_TREES:
+            continue
+        with open(f, encoding="utf-8", errors="replace") as fh:
+            n = sum(1 for _ in fh)
+        if n > MAX_LINES:
+            errors.append(f"{rf}: {n} lines, over {MAX_LINES}: split it by meaning")
+        if n > largest[1]:
+            largest = (rf, n)
+    return errors, largest
+
+
 def report_layers(src):
     """Prints rule 3 and its include graph; True when it holds."""
     errors, graph = check_layers(src)
@@ -302,6 +321,8 @@ PLANTED = [
      "dataplane/wire/ip.c:3: #include \"socket/socket.h\": the base"),
     (3, "include/ndc/ip.h", '#include "objects/objects.h"\n',
      "include/ndc/ip.h:4: #include \"objects/objects.h\": the base"),
+    (4, "dataplane/socket/server.c", "/* padding */\n" * MAX_LINES,
+     "dataplane/socket/server.c: 1003 lines, over 1000"),
 ]
 
 
@@ -342,10 +363,11 @@ def self_test():
         try:
             build = scratch_tree(root, (f, text) if f else None)
             got = {1: check_includes(root)[0], 2: check_calls(root, build)[0],
-                   3: check_layers(root)[0]}
+                   3: check_layers(root)[0], 4: check_sizes(root)[0]}
         finally:
             shutil.rmtree(root)
-        name = f"rule {rule}: {f} + {text.strip()!r}" if f else "the clean tree"
+        shown = text.strip() if f and len(text) < 80 else f"{(text or '').count(chr(10))} lines"
+        name = f"rule {rule}: {f} + {shown!r}" if f else "the clean tree"
         found = [e for r in got for e in got[r]]
         if expect is None:
             ok = not found
@@ -395,7 +417,13 @@ def main():
     print("  ok" if not call_errors else
           "  violation(s): move each function to the file it belongs in, so calls go one way")
     layers_ok = report_layers(src)
-    failed = bool(inc_errors or call_errors or not layers_ok)
+    size_errors, largest = check_sizes(src)
+    print(f"check_layout: 4. no C file of the product over {MAX_LINES} lines")
+    for e in size_errors:
+        print(f"  VIOLATION: {e}")
+    print(f"  largest: {largest[0]}, {largest[1]} lines" if largest[0] else "  no C file found")
+    print("  ok" if not size_errors else f"  {len(size_errors)} violation(s)")
+    failed = bool(inc_errors or call_errors or not layers_ok or size_errors)
     print(f"check_layout: {'FAILED' if failed else 'ok'}")
     return 1 if failed else 0
 
