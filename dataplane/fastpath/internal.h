@@ -63,8 +63,11 @@ struct ndc_fp_table_ops {
 struct ndc_fp_half {
 	void **chunks; /* [half_chunks]: the first n_chunks mapped */
 	uint32_t n_chunks, n_buckets;
-	/* regions (abi.h): the common one is [0, n_common), the rare one [rare_base, n_buckets) */
-	uint32_t n_common, rare_base;
+	/*
+	 * Regions (abi.h): with rare_base, the common one is [0, rare_base) and the rare one
+	 * [rare_base, n_buckets); 0: one region (ndc_fp_half_common).
+	 */
+	uint32_t rare_base;
 	void **bigs; /* [half_bigs]: the first n_big_chunks mapped */
 	uint32_t n_big_chunks;
 	/*
@@ -98,6 +101,18 @@ struct ndc_fp_table {
 	pthread_mutex_t lock;
 	bool inited;
 };
+
+/* The common region's buckets of half h: all of them while it has one region. */
+static inline uint32_t ndc_fp_half_common(const struct ndc_fp_half *h)
+{
+	return h->rare_base ? h->rare_base : h->n_buckets;
+}
+
+/* The region of the entry in slot s (abi.h: NDC_FP_V_RARE). */
+static inline uint8_t ndc_fp_slot_region(const struct ndc_fp_slot *s)
+{
+	return s->flags & NDC_FP_V_RARE ? NDC_FP_REGION_RARE : NDC_FP_REGION_COMMON;
+}
 
 /* The zone's NODATA authority, or NULL before the NXDOMAIN template gave one. */
 static inline const struct ndc_fp_value *ndc_fp_table_soa(const struct ndc_fp_table *t)

@@ -178,7 +178,7 @@ static void half_drop(struct ndc_fp_table *t, int half)
 		h->n_big_free[l] = h->cap_big_free[l] = 0;
 	}
 	h->bump = h->big_used = 0;
-	h->live = h->overflows = h->live_rare = h->n_common = h->rare_base = 0;
+	h->live = h->overflows = h->live_rare = h->rare_base = 0;
 }
 
 /*
@@ -302,7 +302,7 @@ static void remove_at(struct ndc_fp_table *t, struct ndc_fp_place at)
 	uint32_t old = s->flags & NDC_FP_V_BIG ? s->big : NONE;
 
 	tag_set(h, at.b, at.j, NDC_FP_TAG_EMPTY);
-	h->live_rare -= s->flags & NDC_FP_V_RARE ? 1 : 0;
+	h->live_rare -= ndc_fp_slot_region(s) == NDC_FP_REGION_RARE;
 	seq_begin(&s->seq);
 	s->name_len = 0;
 	s->flags = 0;
@@ -334,8 +334,8 @@ static uint32_t home_of(const struct ndc_fp_table *t, const struct ndc_fp_half *
 {
 	uint64_t hash = (uint64_t)s->check << 32 | s->hash_lo;
 
-	return ndc_fp_home(hash, t->home_key, s->qtype, s->flags & NDC_FP_V_RARE ? 1 : 0,
-			   h->n_buckets, h->n_common, h->rare_base);
+	return ndc_fp_home(hash, t->home_key, s->qtype, ndc_fp_slot_region(s), h->n_buckets,
+			   ndc_fp_half_common(h), h->rare_base);
 }
 
 /*
@@ -353,7 +353,7 @@ static int place_plan(const struct ndc_fp_table *t, const struct ndc_fp_half *h,
 
 	if (n == 0)
 		return -EAGAIN;
-	home = ndc_fp_region_home(mix, n, h->n_common, h->rare_base, k->region);
+	home = ndc_fp_region_home(mix, n, ndc_fp_half_common(h), h->rare_base, k->region);
 	for (;;) {
 		uint32_t b = (uint32_t)(((uint64_t)home + d) % n), empty = NONE, same = NONE;
 		uint32_t victim = NONE, vd = d;
@@ -476,13 +476,6 @@ static uint32_t split_for(uint32_t n, uint64_t live, uint64_t rare)
 	return c < 1 ? 1 : c > n - 1 ? n - 1 : (uint32_t)c;
 }
 
-/* Gives half h the regions split (split_for) makes. */
-static void set_regions(struct ndc_fp_half *h, uint32_t split)
-{
-	h->n_common = split ? split : h->n_buckets;
-	h->rare_base = split;
-}
-
 /*
  * Whether the regions of half h are off (by more than 1/64 of the table) from their keys' shares:
  * so many keys came since the last rebuild that one is worth doing for them.
@@ -503,7 +496,7 @@ static bool region_full(const struct ndc_fp_half *h, uint8_t region)
 	uint64_t n = h->n_buckets, keys = h->live + 1;
 
 	if (h->rare_base) {
-		n = region ? h->n_buckets - h->rare_base : h->n_common;
+		n = region ? h->n_buckets - h->rare_base : h->rare_base;
 		keys = (region ? h->live_rare : h->live - h->live_rare) + 1;
 	}
 	return keys * 100 > n * NDC_FP_BUCKET * LOAD_GROW;
@@ -524,7 +517,7 @@ static int rebuild(struct ndc_fp_table *t, uint32_t n_chunks)
 	/* the big answers' chunks too, so that one commit makes the whole half visible */
 	err = half_make(t, to, n_chunks, (src->big_used + NDC_FP_BIG_CHUNK - 1) / NDC_FP_BIG_CHUNK);
 	if (!err)
-		set_regions(dst, split_for(dst->n_buckets, src->live, src->live_rare));
+		dst->rare_base = split_for(dst->n_buckets, src->live, src->live_rare);
 	r = ndc_fp_reader_mapped(t, to);
 	for (uint32_t b = 0; !err && b < src->n_buckets; b++) {
 		uint64_t tags = *ndc_fp_tag_word(src, b);
@@ -541,8 +534,7 @@ static int rebuild(struct ndc_fp_table *t, uint32_t n_chunks)
 			k.hash = (uint64_t)s->check << 32 | s->hash_lo;
 			k.qtype = s->qtype;
 			k.name_len = s->name_len;
-			k.region =
-			    s->flags & NDC_FP_V_RARE ? NDC_FP_REGION_RARE : NDC_FP_REGION_COMMON;
+			k.region = ndc_fp_slot_region(s);
 			err = 0;
 			if (s->flags & NDC_FP_V_BIG)
 				err = s->big < src->n_big_chunks * NDC_FP_BIG_CHUNK
@@ -569,8 +561,8 @@ static int rebuild(struct ndc_fp_table *t, uint32_t n_chunks)
 		half_drop(t, to);
 		return err;
 	}
-	t->ops->set_geom(t->ctx,
-			 NDC_FP_GEOM(to, dst->n_buckets, dst->n_common, dst->rare_base != 0));
+	t->ops->set_geom(
+	    t->ctx, NDC_FP_GEOM(to, dst->n_buckets, ndc_fp_half_common(dst), dst->rare_base != 0));
 	t->cur = to;
 	/* every reader that may have seen the old geom is done before its chunks go */
 	t->ops->wait_readers(t->ctx);
@@ -627,8 +619,8 @@ int ndc_fp_table_init(struct ndc_fp_table *t, const struct ndc_fp_table_ops *ops
 	err = half_make(t, 0, 1, 0);
 	if (err)
 		goto fail;
-	set_regions(&t->h[0], 0);
-	t->ops->set_geom(t->ctx, NDC_FP_GEOM(0, t->h[0].n_buckets, t->h[0].n_common, 0));
+	t->ops->set_geom(t->ctx,
+			 NDC_FP_GEOM(0, t->h[0].n_buckets, ndc_fp_half_common(&t->h[0]), 0));
 	return 0;
 fail:
 	ndc_fp_table_fini(t);
@@ -847,7 +839,7 @@ void ndc_fp_table_stats(struct ndc_fp_table *t, struct ndc_fp_table_usage *ret)
 		      (uint64_t)h->big_used * sizeof(struct ndc_fp_ext);
 	ret->rebuilds = t->rebuilds;
 	ret->rare_keys = h->live_rare;
-	ret->common_slots = (uint64_t)h->n_common * NDC_FP_BUCKET;
+	ret->common_slots = (uint64_t)ndc_fp_half_common(h) * NDC_FP_BUCKET;
 	pthread_mutex_unlock(&t->lock);
 }
 

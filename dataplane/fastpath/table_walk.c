@@ -103,7 +103,7 @@ struct ndc_fp_reader ndc_fp_reader_mapped(const struct ndc_fp_table *t, int half
 				      .slot = mapped_slot,
 				      .big = mapped_big,
 				      .n_buckets = t->h[half].n_buckets,
-				      .n_common = t->h[half].n_common,
+				      .n_common = ndc_fp_half_common(&t->h[half]),
 				      .rare_base = t->h[half].rare_base,
 				      .home_key = t->home_key,
 				      .soa = ndc_fp_table_soa(t),
