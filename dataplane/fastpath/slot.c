@@ -3,7 +3,7 @@
  * The kernel answer table's layout of one entry (include/ndc/abi.h, "The answer table"): a
  * struct ndc_fp_value in a slot's bytes and back, a big answer's records, and the NODATA
  * authority that NODATA entries point at instead of carrying it. Pure functions of their
- * arguments; the writer and the walk that use them are table.c.
+ * arguments; the writer and the walk that use them are table.c and table_walk.c.
  */
 #include <errno.h>
 #include <string.h>
