@@ -380,11 +380,18 @@ static __always_inline struct ndc_fp_slot *table_walk(struct ndc_fp_scratch *s, 
 				sl = c;
 				break;
 			}
+#ifndef NDC_FP_PLANT_NO_RECHECK
+			/*
+			 * (PLANTED BUG when not compiled: only tests/unit/fastpath/test_walk_race.c
+			 * builds a walk without this read, to show that its scenario loses the
+			 * name.)
+			 */
 			table_rmb(s);
 			if (READ_ONCE_U64(tw[bi % 16]) != tags) {
 				*ret_busy = 1;
 				break;
 			}
+#endif
 		}
 		if (!(tags >> 56 & NDC_FP_BUCKET_OVERFLOW))
 			break;
