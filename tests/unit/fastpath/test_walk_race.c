@@ -31,6 +31,8 @@
 #include <linux/bpf.h>
 #include <bpf/bpf_helpers.h>
 
+#include <ndc/dns_wire.h>
+
 #include "fastpath/internal.h"
 
 /* The walk's lookups, answered from the test's chunks (below). */
@@ -149,14 +151,7 @@ static void name_make(uint32_t i, struct name *ret)
 
 	memset(ret, 0, sizeof(*ret));
 	snprintf(text, sizeof(text), "r%u.ns.svc.cluster.local", i);
-	for (char *label = strtok(text, "."); label; label = strtok(NULL, ".")) {
-		size_t l = strlen(label);
-
-		w[n++] = (uint8_t)l;
-		memcpy(w + n, label, l);
-		n += l;
-	}
-	w[n++] = 0;
+	assert_int_equal(ndc_name_from_text(text, w, NDC_FP_NAME_MAX, &n), 0);
 	assert_int_equal(ndc_fastpath_key(w, n, 1, &ret->k), 0);
 	ret->v.name_len = (uint8_t)n;
 	ret->v.len = 16;
