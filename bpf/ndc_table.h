@@ -380,12 +380,12 @@ static __always_inline struct ndc_fp_slot *table_walk(struct ndc_fp_scratch *s, 
 				sl = c;
 				break;
 			}
-#ifndef NDC_FP_PLANT_NO_RECHECK
 			/*
-			 * (PLANTED BUG when not compiled: only tests/unit/fastpath/test_walk_race.c
-			 * builds a walk without this read, to show that its scenario loses the
-			 * name.)
+			 * Without this read (NDC_FP_PLANT_NO_RECHECK: a planted bug, never in a
+			 * shipped object) tests/unit/fastpath/test_walk_race.c must see its
+			 * scenario lose the name.
 			 */
+#ifndef NDC_FP_PLANT_NO_RECHECK
 			table_rmb(s);
 			if (READ_ONCE_U64(tw[bi % 16]) != tags) {
 				*ret_busy = 1;
