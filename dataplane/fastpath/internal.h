@@ -102,10 +102,16 @@ struct ndc_fp_table {
 	bool inited;
 };
 
-/* The common region's buckets of half h: all of them while it has one region. */
+/* The common region's buckets of n with the rare one from rare_base: all n while it is 0. */
+static inline uint32_t ndc_fp_common_of(uint32_t n_buckets, uint32_t rare_base)
+{
+	return rare_base ? rare_base : n_buckets;
+}
+
+/* The common region's buckets of half h. */
 static inline uint32_t ndc_fp_half_common(const struct ndc_fp_half *h)
 {
-	return h->rare_base ? h->rare_base : h->n_buckets;
+	return ndc_fp_common_of(h->n_buckets, h->rare_base);
 }
 
 /* The region of the entry in slot s (abi.h: NDC_FP_V_RARE). */
@@ -158,7 +164,7 @@ struct ndc_fp_reader {
 	int (*tags)(const struct ndc_fp_reader *r, uint32_t b, uint64_t *ret);
 	int (*slot)(const struct ndc_fp_reader *r, uint32_t b, uint32_t j, struct ndc_fp_slot *ret);
 	int (*big)(const struct ndc_fp_reader *r, uint32_t i, struct ndc_fp_value *ret);
-	uint32_t n_buckets, n_common, rare_base;
+	uint32_t n_buckets, rare_base; /* rare_base 0: one region */
 	uint64_t home_key;
 	const struct ndc_fp_value *soa;		   /* for NODATA by reference; NULL: none */
 	const struct ndc_fp_sfx *sfx;		   /* the suffixes slots leave out */

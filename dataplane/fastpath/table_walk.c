@@ -24,7 +24,7 @@ int ndc_fp_walk(const struct ndc_fp_reader *r, const struct ndc_fp_key *k,
 
 	if (n == 0)
 		return -ENOENT;
-	b = ndc_fp_region_home(mix, n, r->n_common, r->rare_base, k->region);
+	b = ndc_fp_region_home(mix, n, ndc_fp_common_of(n, r->rare_base), r->rare_base, k->region);
 	for (uint32_t p = 0; p < NDC_FP_PROBE_BUCKETS && p < n; p++) {
 		err = r->tags(r, b, &tags);
 		if (err)
@@ -103,7 +103,6 @@ struct ndc_fp_reader ndc_fp_reader_mapped(const struct ndc_fp_table *t, int half
 				      .slot = mapped_slot,
 				      .big = mapped_big,
 				      .n_buckets = t->h[half].n_buckets,
-				      .n_common = ndc_fp_half_common(&t->h[half]),
 				      .rare_base = t->h[half].rare_base,
 				      .home_key = t->home_key,
 				      .soa = ndc_fp_table_soa(t),
@@ -200,7 +199,6 @@ int ndc_fp_table_read(int answers_fd, int big_fd, int nx_fd, int config_fd,
 	if (c.abi_version != NDC_ABI_VERSION)
 		return -EINVAL;
 	r.n_buckets = NDC_FP_GEOM_BUCKETS(c.geom);
-	r.n_common = NDC_FP_GEOM_COMMON(c.geom);
 	r.rare_base = NDC_FP_GEOM_RARE_BASE(c.geom);
 	r.half = (int)NDC_FP_GEOM_HALF(c.geom);
 	r.half_chunks = (int)c.half_chunks;
