@@ -29,8 +29,11 @@
 #   --services N      services in the synthetic cluster (default 10000; 20% headless)
 #   --table-size N    ndcache's dataplane.table_size (default: 12 per service, to a power of 2)
 #   --servers LIST    subset, comma-separated (default: reflector, reflector-xdp, ndcache-tc,
-#                     ndcache-xdp, knot-xdp, knot, unbound, kresd; ndcache-socket, base-tc and
-#                     base-xdp on request)
+#                     ndcache-xdp, knot-xdp, knot, unbound, kresd; ndcache-socket, base-tc,
+#                     base-xdp, reflector-load and reflector-load-xdp on request: the
+#                     reflector reading one 2 MiB table's line per query, whose cost over
+#                     every name less its hot set's is one table load in the kernel under
+#                     this traffic, the floor of ndcache's)
 #   --base-build DIR  the build whose ndcache base-tc and base-xdp run (DIR/control/ndcache,
 #                     built beforehand): two builds compared in one run; with
 #                     NDC_BENCH_BASE_DATAPLANE="key: value, ..." in the environment base-* also
@@ -38,6 +41,9 @@
 #   --build DIR       meson build dir (default build-lat; set up with -Dbpf=enabled if missing)
 #   --out DIR         results (default BUILD/latency): latency.txt/.csv/.json, samples, logs
 #   --quick           development run: 1 repeat, 4 s
+# NDC_BENCH_REFLECTOR_LOAD=OBJ in the environment: reflector-load(-xdp) run that object instead,
+# e.g. the load reflector built with a bigger table (-DNDC_REFLECT_LINES=N, lines of 64 bytes) to
+# see what a table's span costs a name (docs/bench/FASTPATH.md).
 # Needs root (packages, network namespaces, BPF, a sysctl) and 2 CPUs. Exit 0 when the run
 # completed (targets met or not), 1 when something could not run or a server answered wrongly,
 # 130 when interrupted. Everything it creates is removed on exit, Ctrl-C included, and
@@ -65,8 +71,8 @@ table_size=""
 base_build=""
 build="$root/build-lat"
 out=""
-all_servers=(reflector reflector-xdp ndcache-socket ndcache-tc ndcache-xdp base-tc base-xdp knot-xdp
-	knot unbound kresd)
+all_servers=(reflector reflector-xdp reflector-load reflector-load-xdp ndcache-socket ndcache-tc
+	ndcache-xdp base-tc base-xdp knot-xdp knot unbound kresd)
 default_servers=(reflector reflector-xdp ndcache-tc ndcache-xdp knot-xdp knot unbound kresd)
 kx_max_qps=5000000
 # kxdpgun needs about a second to set up its XDP socket before it sends: the prober starts
@@ -146,6 +152,7 @@ case "$out" in /*) ;; *) out="$PWD/$out" ;; esac
 
 bin="$build/control/ndcache"
 reflector="$build/bpf/ndc_reflector.bpf.o"
+reflector_load="${NDC_BENCH_REFLECTOR_LOAD:-$build/bpf/ndc_reflector_load.bpf.o}"
 prober="$build/tests/bench_prober"
 memlat="$build/tests/bench_memlat"
 results="$out/results.jsonl"
@@ -155,11 +162,11 @@ results="$out/results.jsonl"
 # the two namespaces, detaches the programs, deletes the namespaces and restores the sysctl.
 if [ -z "${NDC_LATENCY_TOPO:-}" ]; then
 	"$root/deploy/deps.sh" bench || die "deploy/deps.sh bench failed"
-	for tool in kxdpgun unbound knotd kresd clang dig tc bpftool taskset python3 ip sysctl; do
+	for tool in kxdpgun unbound knotd kresd clang dig tc bpftool taskset python3 ip sysctl curl; do
 		command -v "$tool" >/dev/null || die "$tool not found after deploy/deps.sh bench"
 	done
-	bench_build "$build" "$out" control/ndcache bpf/ndc_reflector.bpf.o tests/bench_prober \
-		tests/bench_memlat
+	bench_build "$build" "$out" control/ndcache bpf/ndc_reflector.bpf.o \
+		bpf/ndc_reflector_load.bpf.o tests/bench_prober tests/bench_memlat
 	: >"$results"
 	rm -rf "$out"/latency.{txt,csv,json} "$out/memory.txt" "$out/samples" "$out/logs"
 	stats_prev=$(sysctl -n kernel.bpf_stats_enabled) || die "no kernel.bpf_stats_enabled"
@@ -308,6 +315,17 @@ mem_note() {
 	case "$1" in ndcache-* | base-*) ;; *) return 0 ;; esac
 	line=$(bench_mem_line "$SERVER_PID") || line="not measured (no /proc/$SERVER_PID)"
 	echo "  $1, repeat $2: $line" >>"$out/memory.txt"
+	# The answer table from the agent's metrics; the common region's slots (128 bytes each) are
+	# the pages the names pods ask spread over (docs/bench/FASTPATH.md).
+	line=$(in_node curl -s --max-time 5 http://127.0.0.1:9254/metrics 2>/dev/null | awk '
+		$1 == "ndcache_fastpath_table_entries" { e = $2 }
+		$1 == "ndcache_fastpath_table_rare_entries" { r = $2 }
+		$1 == "ndcache_fastpath_table_slots" { s = $2 }
+		$1 == "ndcache_fastpath_table_common_slots" { c = $2 }
+		$1 == "ndcache_fastpath_table_bytes" { b = $2 }
+		END { if (s != "") printf "table %d entries (%d rare), %d slots (%d common: %.1f MB), %.1f MB\n",
+			e, r, s, c, c * 128 / 1048576, b / 1048576 }')
+	[ -z "$line" ] || echo "    $line" >>"$out/memory.txt"
 }
 mem_report() {
 	[ -s "$out/memory.txt" ] || return 0
@@ -344,6 +362,9 @@ session() {
 			cell "$s" "$rep" "$load" "$load" all 1
 		fi
 	done
+	# what the agent counted (kernel answers, passes by reason, the table), beside its log
+	[[ $s == reflector* ]] || in_node curl -s --max-time 5 http://127.0.0.1:9254/metrics \
+		>"$out/logs/$s.$rep.metrics" 2>/dev/null
 	server_stop "$s"
 	[[ $s == reflector* ]] || cp "$work/$s.log" "$out/logs/$s.$rep.log"
 }

@@ -49,13 +49,21 @@ ANSWER_HOOK = {
     "ndcache-tc": "ingress",
     "base-tc": "ingress",
     "reflector-xdp": "xdp",
+    "reflector-load": "ingress",
+    "reflector-load-xdp": "xdp",
     "ndcache-xdp": "xdp",
     "base-xdp": "xdp",
     "knot-xdp": "xdp",
 }
 # The floor each in-kernel server is compared with.
 FLOOR = {"ndcache-tc": "reflector", "ndcache-xdp": "reflector-xdp", "base-tc": "reflector",
-         "base-xdp": "reflector-xdp"}
+         "base-xdp": "reflector-xdp", "reflector-load": "reflector",
+         "reflector-load-xdp": "reflector-xdp"}
+# The reflector that reads one table line per query (bpf/ndc_reflector.bpf.c, NDC_REFLECT_LOAD):
+# what every name adds over its hot set is one table load in the same path under the same
+# traffic, the floor of what a name adds to the fast path.
+LOAD_FLOOR = {"ndcache-tc": "reflector-load", "ndcache-xdp": "reflector-load-xdp",
+              "base-tc": "reflector-load", "base-xdp": "reflector-load-xdp"}
 
 
 def die(msg):
@@ -423,6 +431,39 @@ def cmd_report(a):
                     s, extra, extra / ns4, TARGET_ALL_HOT, allowed, allowed / ns4))
         say("   (a name returns every services/QPS s, by when its slot has been evicted: a table "
             "read from memory adds at least one load)")
+        # The same against one table load in the kernel: the load reflector's figures, in total
+        # (medians) and within each repeat (server and load reflector of the same repeat).
+        def rep_extra(srv):
+            per = {}
+            for lab in ("cost-hot", "cost-all"):
+                for c2 in cells.get((srv, lab), []):
+                    v = c2["progs"].get(ANSWER_HOOK.get(srv), {}).get("ns_pkt")
+                    if v is not None:
+                        per.setdefault(str(c2.get("repeat")), {})[lab] = v
+            return {r: d["cost-all"] - d["cost-hot"] for r, d in per.items()
+                    if "cost-all" in d and "cost-hot" in d}
+        for s in ("reflector-load", "reflector-load-xdp", "ndcache-tc", "ndcache-xdp",
+                  "base-tc", "base-xdp"):
+            c = cost.get(s)
+            if not c or c["cost-all"] is None or c["cost-hot"] is None:
+                continue
+            extra = c["cost-all"] - c["cost-hot"]
+            if s.startswith("reflector-load"):
+                memory[s] = {"extra_ns": extra, "extra_loads": extra / ns4}
+                say("   %-14s every name adds %4.0f ns over its hot set = %.2f loads from memory:"
+                    " one table load in the kernel under this traffic" % (s, extra, extra / ns4))
+                continue
+            lf = cost.get(LOAD_FLOOR[s])
+            if not lf or lf["cost-all"] is None or lf["cost-hot"] is None:
+                continue
+            lextra = lf["cost-all"] - lf["cost-hot"]
+            mine, theirs = rep_extra(s), rep_extra(LOAD_FLOOR[s])
+            reps = ["%.2f" % (mine[r] / theirs[r]) for r in sorted(mine)
+                    if r in theirs and theirs[r] > 0]
+            ratio = extra / lextra if lextra > 0 else None
+            memory.setdefault(s, {})["per_table_load"] = ratio
+            say("   %-14s every name adds %s the table load of %s (per repeat: %s)" % (
+                s, fmt(ratio, "%.2fx"), LOAD_FLOOR[s], " ".join(reps) or "-"))
     # Issue 21's: the pooled ratio decides; beside it the ratio within each repeat (the server
     # and its floor measured minutes apart, so a burst of the shared host's noise in one repeat
     # shows as one outlier) and their median.

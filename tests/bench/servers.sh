@@ -2,7 +2,8 @@
 # The servers the benchmarks compare, and what they serve: sourced by compare.sh and
 # latency_bench.sh in the measuring copy, inside tests/integration/lib.sh's topology, after they
 # set here, work, services, namespaces, headless_pct, endpoints, ttl, ext_names, bin (ndcache),
-# reflector (bpf/ndc_reflector.bpf.o); table_size before the first server starts.
+# reflector (bpf/ndc_reflector.bpf.o), reflector_load (bpf/ndc_reflector_load.bpf.o, when the
+# script runs reflector-load or reflector-load-xdp); table_size before the first server starts.
 # shellcheck disable=SC2154,SC2034 # variables set or read by the scripts that source this file
 #
 #   bench_data_up            the cluster (gen_cluster.py) and what is derived from it: the
@@ -15,7 +16,9 @@
 # The servers attach to, and listen on, every node-side interface in BENCH_IFACES (default
 # eth-pod, the pod's veth): latency_bench.sh adds its prober's own veth.
 #
-# Servers: reflector (tc ingress), reflector-xdp, ndcache-socket, ndcache-tc, ndcache-xdp,
+# Servers: reflector (tc ingress), reflector-xdp, reflector-load and reflector-load-xdp (the
+# reflector reading one table line per query: the floor of a name's cost), ndcache-socket,
+# ndcache-tc, ndcache-xdp,
 # ndcache-dpdk (dpdk_vdev: af_xdp or af_packet, compare.sh only),
 # unbound, knot, knot-xdp, kresd; base-tc and base-xdp are ndcache-tc and -xdp run from
 # $base_bin (another build, to compare two builds in one run). PHASE kx: ndcache-tc replies with
@@ -282,19 +285,23 @@ server_start() {
 	attached && die "a program is still attached to $BENCH_IFACES before $s starts"
 	write_conf "$s" "$phase"
 	case "$s" in
-	reflector)
+	reflector | reflector-load)
+		local obj=$reflector
+		[ "$s" = reflector-load ] && obj=$reflector_load
 		for i in $BENCH_IFACES; do
 			if ! in_node tc qdisc add dev "$i" clsact ||
-				! in_node tc filter add dev "$i" ingress bpf da obj "$reflector" sec tc; then
-				die "cannot attach $reflector to $i"
+				! in_node tc filter add dev "$i" ingress bpf da obj "$obj" sec tc; then
+				die "cannot attach $obj to $i"
 			fi
 		done
 		return 0
 		;;
-	reflector-xdp)
+	reflector-xdp | reflector-load-xdp)
+		local obj=$reflector
+		[ "$s" = reflector-load-xdp ] && obj=$reflector_load
 		for i in $BENCH_IFACES; do
-			in_node ip link set dev "$i" xdp obj "$reflector" sec xdp ||
-				die "cannot attach $reflector (XDP) to $i"
+			in_node ip link set dev "$i" xdp obj "$obj" sec xdp ||
+				die "cannot attach $obj (XDP) to $i"
 		done
 		return 0
 		;;
