@@ -217,7 +217,8 @@ static const struct ndc_metric_field table_fields[] = {
        "Times the answer table was rebuilt to grow or shrink."),
     TS(rare_keys, "fastpath_table_rare_entries", "gauge",
        "Entries of the answer table's rare region: names that begin with '_' or a digit (SRV, "
-       "reverse and address-named records)."),
+       "reverse and address-named records), and every type but A, AAAA and any other type's "
+       "NODATA or CNAME."),
     TS(common_slots, "fastpath_table_common_slots", "gauge",
        "Slots of the buckets that are home to the common region's entries (all of them while "
        "the table has one region)."),

@@ -62,7 +62,7 @@ static const struct ndc_fp_value *lookup(const struct ndc_dpdk_table *t,
 	struct ndc_fp_key key = {.hash = hash,
 				 .qtype = q->qtype,
 				 .name_len = (uint8_t)q->name_len,
-				 .region = ndc_fp_name_region(s->name, q->name_len)};
+				 .region = ndc_fp_key_region(s->name, q->name_len, q->qtype)};
 	const struct ndc_fp_value *v;
 	uint32_t flags;
 
@@ -76,6 +76,7 @@ static const struct ndc_fp_value *lookup(const struct ndc_dpdk_table *t,
 		return v->flags & NDC_FP_V_PASS ? NULL : v;
 	}
 	key.qtype = NDC_FP_QTYPE_OTHER;
+	key.region = ndc_fp_key_region(s->name, q->name_len, NDC_FP_QTYPE_OTHER);
 	v = ndc_dpdk_table_lookup(t, &key);
 	if (v) {
 		/* A pass marker: some answer at this name lives in user space only. ANY: the

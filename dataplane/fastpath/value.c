@@ -19,7 +19,7 @@ int ndc_fastpath_key(const uint8_t *lname, size_t nlen, uint16_t qtype, struct n
 	ret->hash = ndc_fp_name_hash(lname, (uint32_t)nlen);
 	ret->qtype = qtype;
 	ret->name_len = (uint8_t)nlen;
-	ret->region = ndc_fp_name_region(lname, (uint32_t)nlen);
+	ret->region = ndc_fp_key_region(lname, (uint32_t)nlen, qtype);
 	return 0;
 }
 

@@ -30,7 +30,7 @@
 
 #include <linux/types.h>
 
-#define NDC_ABI_VERSION 8
+#define NDC_ABI_VERSION 9
 
 #define NDC_FP_NAME_MAX 128 /* longer wire names go to user space */
 #define NDC_FP_DATA_MAX 512 /* bigger answers go to user space */
@@ -99,35 +99,47 @@ struct ndc_fp_key {
 	__u64 hash;    /* ndc_fp_name_hash of the lowercase wire name */
 	__u16 qtype;   /* host order */
 	__u8 name_len; /* wire length of the name, 1..NDC_FP_NAME_MAX */
-	__u8 region;   /* ndc_fp_name_region of the name */
+	__u8 region;   /* ndc_fp_key_region of the name and qtype */
 	__u8 pad[4];   /* zero */
 };
 
 /*
- * The table's two regions (ABI 8; abi.h, "The answer table"): a name whose first character is '_'
- * or a digit is NDC_FP_REGION_RARE, any other NDC_FP_REGION_COMMON. Service and namespace names
- * are DNS-1035 labels and begin with a letter: a service's A, AAAA and any-other-type entries are
- * common. SRV names (_port._proto, RFC 2782), reverse names (in-addr.arpa) and the address-named
- * records of endpoints and pods begin with '_' or a digit, and pods seldom ask them.
+ * The table's two regions (abi.h, "The answer table"): a key is NDC_FP_REGION_COMMON when its name
+ * begins with a letter (or is the root) and its type is one pods ask, A or AAAA, or the entry of
+ * any other type (NDC_FP_QTYPE_OTHER: NODATA, which answers AAAA in a single-stack cluster, or an
+ * ExternalName's CNAME); any other key is NDC_FP_REGION_RARE. Service and namespace names are
+ * DNS-1035 labels and begin with a letter: a service's A, AAAA and any-other-type entries are
+ * common (ABI 8). SRV names (_port._proto, RFC 2782), reverse names (in-addr.arpa) and the
+ * address-named records of endpoints and pods begin with '_' or a digit, and pods seldom ask them;
+ * nor do they ask the SRV records at a service's own name (ABI 9: a third of the common entries
+ * were those, which spread the names pods ask over half as many pages again).
  */
 #define NDC_FP_REGION_COMMON 0
 #define NDC_FP_REGION_RARE 1
 
-/*
- * The region of a name whose first character is c (0 for the root). verifier: no branch, so that
- * the program's walk is one path whatever the region.
- */
-static inline __attribute__((always_inline)) __u32 ndc_fp_char_region(__u32 c)
+/* 1 when a == b, else 0, for values below 2^31. verifier: no branch. */
+static inline __attribute__((always_inline)) __u32 ndc_fp_eq(__u32 a, __u32 b)
 {
-	__u32 digit = ((__u32)(__u8)(c - '0') - 10) >> 31, under = ((c ^ '_') - 1) >> 31;
-
-	return digit | under; /* 1: NDC_FP_REGION_RARE */
+	return ((a ^ b) - 1) >> 31;
 }
 
-/* The region of a lowercase wire name of len bytes. */
-static inline __u8 ndc_fp_name_region(const __u8 *name, __u32 len)
+/*
+ * The region of a key whose name's first character is c (0 for the root) and whose type is
+ * qtype. verifier: no branch, so that the program's walk is one path whatever the region.
+ */
+static inline __attribute__((always_inline)) __u32 ndc_fp_char_region(__u32 c, __u32 qtype)
 {
-	return (__u8)ndc_fp_char_region(len > 1 ? name[1] : 0);
+	__u32 digit = ((__u32)(__u8)(c - '0') - 10) >> 31, under = ndc_fp_eq(c, '_');
+	__u32 asked = ndc_fp_eq(qtype, 1) | ndc_fp_eq(qtype, 28) |
+		      ndc_fp_eq(qtype, NDC_FP_QTYPE_OTHER); /* A, AAAA, any other */
+
+	return digit | under | (asked ^ 1); /* 1: NDC_FP_REGION_RARE */
+}
+
+/* The region of the key of a lowercase wire name of len bytes and type qtype. */
+static inline __u8 ndc_fp_key_region(const __u8 *name, __u32 len, __u32 qtype)
+{
+	return (__u8)ndc_fp_char_region(len > 1 ? name[1] : 0, qtype);
 }
 
 /* value flags */
@@ -193,16 +205,17 @@ struct ndc_fp_value {
  * miss is decided on that one word. Removing a key empties its slot; overflow flags stay until the
  * table is rebuilt.
  *
- * Regions (ABI 8): the first n_common buckets (config geom) are the homes of the common region's
- * keys, the rest the homes of the rare region's (ndc_fp_name_region; NDC_FP_V_RARE in the slot),
- * split in proportion to their entries when the table is rebuilt (or one region for both while
- * either has no entry). A walk
- * still goes on past its region's end (into the other region, and from the last bucket to the
- * first). Why: pods ask for the A and AAAA of services, whose entries were spread over every page
- * of the table among twice as many others (SRV, reverse and address-named records); the pages a
- * name's visit touches are what the TLB and the caches must keep between visits. At 10,000
- * services (tests/bench/latency_bench.sh's cluster) 30,110 of 94,110 entries are common, in a
- * third of the slots.
+ * Regions (ABI 8; by type too since ABI 9): the first n_common buckets (config geom) are the homes
+ * of the common region's keys, the rest the homes of the rare region's (ndc_fp_key_region;
+ * NDC_FP_V_RARE in the slot), split in proportion to their entries when the table is rebuilt (or
+ * one region for both while either has no entry). A walk still goes on past its region's end (into
+ * the other region, and from the last bucket to the first); its two lookups (the type asked, then
+ * NDC_FP_QTYPE_OTHER) each start in their own key's region. Why: pods ask for the A and AAAA of
+ * services, whose entries were spread over every page of the table among four times as many
+ * others (SRV, reverse and address-named records); the pages a name's visit touches are what the
+ * TLB and the caches must keep between visits. At 10,000 services (tests/bench/latency_bench.sh's
+ * cluster) 20,113 of 94,116 entries are common (30,116 with ABI 8, whose common region also held
+ * the SRV answer at each service's name), in about a quarter of the slots.
  *
  * A chunk holds NDC_FP_CHUNK_BUCKETS buckets: first their tag words (NDC_FP_CHUNK_TAG_SLOTS
  * slot-sized entries of 16 words), then their slots. Bucket b is in chunk b / NDC_FP_CHUNK_BUCKETS.
