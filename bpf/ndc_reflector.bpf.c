@@ -49,11 +49,25 @@ struct {
 	__uint(max_entries, NDC_REFLECT_LINES);
 } ndc_reflect_lines SEC(".maps");
 
+#ifdef NDC_REFLECT_TAGS
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(map_flags, BPF_F_MMAPABLE);
+	__type(key, __u32);
+	__type(value, struct ndc_reflect_line);
+	__uint(max_entries, NDC_REFLECT_TAGS);
+} ndc_reflect_tags SEC(".maps");
+#endif
+
 /*
  * One line of the table for the question at off: 0 to go on, -1 to pass the packet (never, the
  * table is zero: a branch on the loaded word, as a lookup compares its key). A question shorter
  * than the key reads nothing.
  */
+#ifdef NDC_REFLECT_DEP
+static __u64 reflect_dep; /* experiment: the word read, folded into the reply's addresses */
+#endif
+
 static __always_inline int reflect_load(void *data, void *data_end, __u32 off)
 {
 	__u64 *p = data + off, h = 0x9e3779b97f4a7c15ULL;
@@ -65,9 +79,31 @@ static __always_inline int reflect_load(void *data, void *data_end, __u32 off)
 	for (i = 0; i < NDC_REFLECT_KEY_WORDS; i++)
 		h = (h ^ p[i]) * 0xff51afd7ed558ccdULL;
 	i = (__u32)(h >> 40) & (NDC_REFLECT_LINES - 1);
+#ifdef NDC_REFLECT_TAGS
+	{
+		/* experiment: a tag word first, as the fast path's walk reads one per bucket */
+		__u32 t = (__u32)(h >> 8) & (NDC_REFLECT_TAGS - 1);
+		struct ndc_reflect_line *tl = bpf_map_lookup_elem(&ndc_reflect_tags, &t);
+
+		if (!tl)
+			return 0;
+		i ^= (__u32) * (volatile const __u64 *)&tl->w[h & 7]; /* zero: the same line */
+		i &= NDC_REFLECT_LINES - 1;
+	}
+#endif
 	l = bpf_map_lookup_elem(&ndc_reflect_lines, &i);
 	if (l && *(volatile const __u64 *)&l->w[0] == 0x5a5a5a5a5a5a5a5aULL)
 		return -1;
+#ifdef NDC_REFLECT_DEP
+	reflect_dep = l ? *(volatile const __u64 *)&l->w[1] : 0;
+#endif
+#ifdef NDC_REFLECT_TWO
+	/* experiment: the other half of a 128-byte slot too */
+	i ^= 1;
+	l = bpf_map_lookup_elem(&ndc_reflect_lines, &i);
+	if (l && *(volatile const __u64 *)&l->w[0] == 0x5a5a5a5a5a5a5a5aULL)
+		return -1;
+#endif
 	return 0;
 }
 #endif
@@ -97,6 +133,9 @@ static __always_inline int reflect(void *ctx, const enum ndc_hook hook)
 			return ctx_pass(hook);
 #endif
 		a = iph->saddr;
+#ifdef NDC_REFLECT_DEP
+		a ^= (__u32)reflect_dep;
+#endif
 		iph->saddr = iph->daddr;
 		iph->daddr = a;
 		uh->check = 0;
@@ -120,6 +159,9 @@ static __always_inline int reflect(void *ctx, const enum ndc_hook hook)
 		return ctx_pass(hook);
 	}
 	port = uh->source;
+#ifdef NDC_REFLECT_DEP
+	port ^= (__u16)reflect_dep;
+#endif
 	uh->source = uh->dest;
 	uh->dest = port;
 	eth = data;
