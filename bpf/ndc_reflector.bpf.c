@@ -94,6 +94,11 @@ static __always_inline int reflect_load(void *data, void *data_end, __u32 off)
 	l = bpf_map_lookup_elem(&ndc_reflect_lines, &i);
 	if (l && *(volatile const __u64 *)&l->w[0] == 0x5a5a5a5a5a5a5a5aULL)
 		return -1;
+#ifdef NDC_REFLECT_WRITE
+	/* experiment: the line written once, on its first read: a page of data, not of zeros */
+	if (l && !*(volatile const __u64 *)&l->w[2])
+		*(volatile __u64 *)&l->w[2] = h | 1;
+#endif
 #ifdef NDC_REFLECT_DEP
 	reflect_dep = l ? *(volatile const __u64 *)&l->w[1] : 0;
 #endif
