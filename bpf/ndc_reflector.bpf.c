@@ -13,8 +13,9 @@
  * reads one line of a 2 MiB table (an mmapable array, vmalloc'd in 4 KiB pages as the fast path's
  * chunks are) chosen by a hash of the question's first 32 bytes, and branches on what it read, as
  * a table lookup does. Over many names that line comes from memory: what that variant adds per
- * name over its own hot set is the price of one table load in this path under this traffic, the
- * floor of what a name can cost the fast path (tests/bench/latency_bench.sh, reflector-load).
+ * name over its own hot set is one table load in this path under this traffic, a lower bound of
+ * what a name can cost the fast path: a table never written may cost less than one holding data
+ * (docs/bench/FASTPATH.md; tests/bench/latency_bench.sh, reflector-load).
  */
 #include <linux/bpf.h>
 #include <linux/if_ether.h>
@@ -59,14 +60,15 @@ struct {
 } ndc_reflect_tags SEC(".maps");
 #endif
 
+#ifdef NDC_REFLECT_DEP
+static __u64 reflect_dep; /* experiment: the word read, folded into the reply's addresses */
+#endif
+
 /*
  * One line of the table for the question at off: 0 to go on, -1 to pass the packet (never, the
  * table is zero: a branch on the loaded word, as a lookup compares its key). A question shorter
  * than the key reads nothing.
  */
-#ifdef NDC_REFLECT_DEP
-static __u64 reflect_dep; /* experiment: the word read, folded into the reply's addresses */
-#endif
 
 static __always_inline int reflect_load(void *data, void *data_end, __u32 off)
 {

@@ -420,7 +420,7 @@ static __noinline void table_plant_wrong_slot(struct ndc_fp_scratch *s,
 	struct ndc_fp_slot *w = NULL;
 	void *chunk;
 
-	b = n ? ndc_fp_home(hash, ndc_home_key, qtype, ndc_fp_char_region(s->name[1], qtype), n,
+	b = n ? ndc_fp_home(hash, ndc_home_key, qtype, ndc_fp_region(s->name[1], qtype), n,
 			    NDC_FP_GEOM_COMMON(geom), NDC_FP_GEOM_RARE_BASE(geom)) +
 		    1
 	      : 0;
@@ -462,8 +462,8 @@ static __always_inline enum ndc_table_res table_get(struct ndc_fp_scratch *s,
 	/* one walk in the code, run once or twice: the program's size is its cold cost */
 	for (int k = 0; k < 2; k++) {
 		qtype = k ? NDC_FP_QTYPE_OTHER : q->qtype;
-		sl = table_walk(s, geom, cfg->half_chunks, q, hash, qtype,
-				ndc_fp_char_region(c, qtype), &busy);
+		sl = table_walk(s, geom, cfg->half_chunks, q, hash, qtype, ndc_fp_region(c, qtype),
+				&busy);
 		if (sl || busy)
 			break;
 	}

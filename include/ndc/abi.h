@@ -127,7 +127,7 @@ static inline __attribute__((always_inline)) __u32 ndc_fp_eq(__u32 a, __u32 b)
  * The region of a key whose name's first character is c (0 for the root) and whose type is
  * qtype. verifier: no branch, so that the program's walk is one path whatever the region.
  */
-static inline __attribute__((always_inline)) __u32 ndc_fp_char_region(__u32 c, __u32 qtype)
+static inline __attribute__((always_inline)) __u32 ndc_fp_region(__u32 c, __u32 qtype)
 {
 	__u32 digit = ((__u32)(__u8)(c - '0') - 10) >> 31, under = ndc_fp_eq(c, '_');
 	__u32 asked = ndc_fp_eq(qtype, 1) | ndc_fp_eq(qtype, 28) |
@@ -139,7 +139,7 @@ static inline __attribute__((always_inline)) __u32 ndc_fp_char_region(__u32 c, _
 /* The region of the key of a lowercase wire name of len bytes and type qtype. */
 static inline __u8 ndc_fp_key_region(const __u8 *name, __u32 len, __u32 qtype)
 {
-	return (__u8)ndc_fp_char_region(len > 1 ? name[1] : 0, qtype);
+	return (__u8)ndc_fp_region(len > 1 ? name[1] : 0, qtype);
 }
 
 /* value flags */

@@ -284,10 +284,10 @@ server_start() {
 	SERVER_PID=""
 	attached && die "a program is still attached to $BENCH_IFACES before $s starts"
 	write_conf "$s" "$phase"
+	local obj=$reflector
+	[[ $s == reflector-load* ]] && obj=$reflector_load
 	case "$s" in
 	reflector | reflector-load)
-		local obj=$reflector
-		[ "$s" = reflector-load ] && obj=$reflector_load
 		for i in $BENCH_IFACES; do
 			if ! in_node tc qdisc add dev "$i" clsact ||
 				! in_node tc filter add dev "$i" ingress bpf da obj "$obj" sec tc; then
@@ -297,8 +297,6 @@ server_start() {
 		return 0
 		;;
 	reflector-xdp | reflector-load-xdp)
-		local obj=$reflector
-		[ "$s" = reflector-load-xdp ] && obj=$reflector_load
 		for i in $BENCH_IFACES; do
 			in_node ip link set dev "$i" xdp obj "$obj" sec xdp ||
 				die "cannot attach $obj (XDP) to $i"

@@ -501,30 +501,30 @@ static void test_regions(void **state)
 	for (uint32_t i = 0; i < 3; i++) {
 		uint32_t qt = i == 0 ? 1 : i == 1 ? 28 : NDC_FP_QTYPE_OTHER;
 
-		assert_int_equal(ndc_fp_char_region('_', qt), 1);
-		assert_int_equal(ndc_fp_char_region('0', qt), 1);
-		assert_int_equal(ndc_fp_char_region('9', qt), 1);
-		assert_int_equal(ndc_fp_char_region('a', qt), 0);
-		assert_int_equal(ndc_fp_char_region('z', qt), 0);
-		assert_int_equal(ndc_fp_char_region('-', qt), 0);
-		assert_int_equal(ndc_fp_char_region('/', qt), 0); /* '0' - 1 */
-		assert_int_equal(ndc_fp_char_region(':', qt), 0); /* '9' + 1 */
-		assert_int_equal(ndc_fp_char_region(0, qt), 0);	  /* the root */
-		assert_int_equal(ndc_fp_char_region(0xff, qt), 0);
+		assert_int_equal(ndc_fp_region('_', qt), 1);
+		assert_int_equal(ndc_fp_region('0', qt), 1);
+		assert_int_equal(ndc_fp_region('9', qt), 1);
+		assert_int_equal(ndc_fp_region('a', qt), 0);
+		assert_int_equal(ndc_fp_region('z', qt), 0);
+		assert_int_equal(ndc_fp_region('-', qt), 0);
+		assert_int_equal(ndc_fp_region('/', qt), 0); /* '0' - 1 */
+		assert_int_equal(ndc_fp_region(':', qt), 0); /* '9' + 1 */
+		assert_int_equal(ndc_fp_region(0, qt), 0);   /* the root */
+		assert_int_equal(ndc_fp_region(0xff, qt), 0);
 		assert_int_equal(ndc_fp_key_region((const uint8_t *)"", 1, qt), 0);
 	}
 	/* any other type is rare whatever the name: SRV 33, TXT 16, PTR 12, NS 2, CNAME 5, ANY */
-	assert_int_equal(ndc_fp_char_region('a', 33), 1);
-	assert_int_equal(ndc_fp_char_region('a', 16), 1);
-	assert_int_equal(ndc_fp_char_region('a', 12), 1);
-	assert_int_equal(ndc_fp_char_region('a', 2), 1);
-	assert_int_equal(ndc_fp_char_region('a', 5), 1);
-	assert_int_equal(ndc_fp_char_region('a', 255), 1);
-	assert_int_equal(ndc_fp_char_region('a', 65535), 1);
-	assert_int_equal(ndc_fp_char_region(0, 6), 1); /* the root's SOA */
-	assert_int_equal(ndc_fp_char_region('_', 33), 1);
-	assert_int_equal(ndc_fp_char_region('a', 1 + 256), 1);
-	assert_int_equal(ndc_fp_char_region('a', 28 + 65536), 1);
+	assert_int_equal(ndc_fp_region('a', 33), 1);
+	assert_int_equal(ndc_fp_region('a', 16), 1);
+	assert_int_equal(ndc_fp_region('a', 12), 1);
+	assert_int_equal(ndc_fp_region('a', 2), 1);
+	assert_int_equal(ndc_fp_region('a', 5), 1);
+	assert_int_equal(ndc_fp_region('a', 255), 1);
+	assert_int_equal(ndc_fp_region('a', 65535), 1);
+	assert_int_equal(ndc_fp_region(0, 6), 1); /* the root's SOA */
+	assert_int_equal(ndc_fp_region('_', 33), 1);
+	assert_int_equal(ndc_fp_region('a', 1 + 256), 1);
+	assert_int_equal(ndc_fp_region('a', 28 + 65536), 1);
 
 	/* at most two chunks: 3,500 names of each kind grow it to two, split half and half */
 	assert_int_equal(ndc_fp_table_init(&t, &mem_ops, m, 100000, 2, 4000, 0x9abcdef), 0);
