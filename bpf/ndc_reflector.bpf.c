@@ -14,9 +14,9 @@
  * chunks are) chosen by a hash of the question's first 32 bytes (ndc_reflect_line.h: the
  * benchmark's 10,000 names fall on about 8,600 of its 32,768 lines), and branches on what it read,
  * as a table lookup does. Over many names that line comes from memory: what that variant adds per
- * name over its own hot set is one table load in this path under this traffic, a lower bound of
- * what a name can cost the fast path: a table never written may cost less than one holding data
- * (docs/bench/FASTPATH.md; tests/bench/latency_bench.sh, reflector-load).
+ * name over its own hot set is one table load in this path under this traffic, the floor of what a
+ * name costs the fast path (its table is never written; one written costs the same, measured with
+ * NDC_REFLECT_WRITE: docs/bench/FASTPATH.md; tests/bench/latency_bench.sh, reflector-load).
  */
 #include <linux/bpf.h>
 #include <linux/if_ether.h>
