@@ -70,7 +70,6 @@ static __u64 reflect_dep; /* experiment: the word read, folded into the reply's 
  * table is zero: a branch on the loaded word, as a lookup compares its key). A question shorter
  * than the key reads nothing.
  */
-
 static __always_inline int reflect_load(void *data, void *data_end, __u32 off)
 {
 	const __u64 *p = data + off;
