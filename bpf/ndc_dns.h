@@ -266,12 +266,12 @@ static __always_inline int dns_check_tail(void *data, void *data_end, __u32 off,
 	}
 	if (off != msg_end)
 		return NDC_FP_PASS_FORMAT; /* trailing bytes */
-	/* Class IN only (user space refuses the rest); zone transfers are refused there too, and
-	 * type 0 would read the "other type" entry as an exact one. */
-	if (q->qclass != NDC_DNS_C_IN)
-		return NDC_FP_PASS_FORMAT;
-	if (q->qtype == NDC_FP_QTYPE_OTHER || q->qtype == NDC_DNS_T_AXFR ||
-	    q->qtype == NDC_DNS_T_IXFR)
+	/*
+	 * Class IN only, and questions for data only (ndc_qtype_verdict, the rule user space
+	 * answers the rest by: REFUSED, FORMERR); type 0 would read the "other type" entry as an
+	 * exact one, a meta type would get the name's NODATA.
+	 */
+	if (q->qclass != NDC_DNS_C_IN || ndc_qtype_verdict(q->qtype))
 		return NDC_FP_PASS_FORMAT;
 	return NDC_GO;
 }

@@ -360,8 +360,13 @@ void ndc_publisher_cache_hook(void *arg, const struct ndc_answer *a, const uint8
 	struct ndc_publisher *p = arg;
 	struct ndc_fp_key k;
 
-	/* The table has no class in its key: only IN is ever answered in the kernel. */
-	if (qclass != NDC_C_IN || ndc_fastpath_key(lname, nlen, qtype, &k))
+	/*
+	 * The table has no class in its key: only IN is ever answered in the kernel. A reserved
+	 * or meta type never reaches the cache (abi.h); were one to, type 0 would land on the
+	 * name's "any other type" entry: never published.
+	 */
+	if (qclass != NDC_C_IN || ndc_qtype_verdict(qtype) ||
+	    ndc_fastpath_key(lname, nlen, qtype, &k))
 		return;
 	if (!a) {
 		if (!p->ops->unpublish(p->table, lname, nlen, qtype))

@@ -15,6 +15,8 @@
 #include <string.h>
 #include <time.h>
 
+#include <ndc/abi.h>
+
 #include "internal.h"
 #include "query/query.h"
 
@@ -323,9 +325,12 @@ void ndc_cache_free(struct ndc_cache *c)
 	free(c);
 }
 
-static bool answer_negative(const struct ndc_answer *a)
+/* NXDOMAIN or NODATA, a NODATA behind a CNAME chain included (RFC 2308 2.2.1). */
+static bool answer_negative(const struct ndc_answer *a, uint16_t qtype)
 {
-	return a->rcode == NDC_RCODE_NXDOMAIN || (a->rcode == NDC_RCODE_NOERROR && !a->ancount);
+	uint32_t ttl;
+
+	return ndc_answer_cache_ttl(a, qtype, &ttl) != 0 || a->rcode == NDC_RCODE_NXDOMAIN;
 }
 
 /*
@@ -349,14 +354,16 @@ static uint64_t prefetch_point(uint32_t before_pct, uint32_t ttl, uint64_t now_m
 int ndc_cache_put(struct ndc_cache *c, const uint8_t *lname, size_t nlen, uint16_t qtype,
 		  uint16_t qclass, const struct ndc_answer *a, uint32_t ttl, uint64_t now_ms)
 {
-	uint32_t cap = answer_negative(a) ? __atomic_load_n(&c->opts.neg_max_ttl, __ATOMIC_RELAXED)
-					  : __atomic_load_n(&c->opts.max_ttl, __ATOMIC_RELAXED);
+	uint32_t cap = answer_negative(a, qtype)
+			   ? __atomic_load_n(&c->opts.neg_max_ttl, __ATOMIC_RELAXED)
+			   : __atomic_load_n(&c->opts.max_ttl, __ATOMIC_RELAXED);
 	size_t size = entry_size(a->len, nlen);
 	uint64_t hash;
 	struct shard *s;
 	struct entry *e, **pp;
 
-	if (!nlen || nlen > NDC_NAME_MAX)
+	/* Never a question of a reserved or meta type (abi.h): nothing may be filed under it. */
+	if (!nlen || nlen > NDC_NAME_MAX || ndc_qtype_verdict(qtype))
 		return -EINVAL;
 	if (ttl > cap)
 		ttl = cap;
@@ -385,6 +392,11 @@ int ndc_cache_put(struct ndc_cache *c, const uint8_t *lname, size_t nlen, uint16
 	e->nlen = (uint8_t)nlen;
 	memcpy(&e->ans, a, ndc_answer_size(a));
 	memcpy(e->ans.data + a->len, lname, nlen);
+	/* What it serves, in user space and in the kernel, never outlives the cap either. */
+	if (ndc_answer_cap_ttls(&e->ans, cap) < 0) {
+		free(e);
+		return -EINVAL;
+	}
 
 	s = shard_of(c, hash);
 	pthread_mutex_lock(&s->lock);

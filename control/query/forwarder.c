@@ -330,46 +330,6 @@ static void attempt_fail(struct ndc_forwarder *f, struct request *r, int err)
 	start_next(f, r);
 }
 
-/*
- * RFC 2308 5: a negative answer is cached for min(SOA TTL, SOA MINIMUM) of the SOA in the
- * authority section. Owner names are only skipped, never decompressed, and MINIMUM is the last
- * field of the RDATA, so compression pointers (relative to the message, RFC 1035 4.1.4) never
- * need following here.
- */
-static int negative_ttl(const struct ndc_answer *a, uint32_t *ret_ttl)
-{
-	const uint8_t *p = a->data, *end = a->data + a->len;
-	unsigned n = a->ancount + a->nscount;
-
-	for (unsigned i = 0; i < n; i++) {
-		uint16_t type, rdlen;
-		uint32_t ttl;
-
-		while (p < end && *p && (*p & 0xc0) != 0xc0)
-			p += 1 + *p;
-		if (p >= end || ((*p & 0xc0) == 0xc0 && end - p < 2))
-			return -EBADMSG;
-		p += (*p & 0xc0) == 0xc0 ? 2 : 1;
-		if (end - p < 10)
-			return -EBADMSG;
-		type = ndc_get16(p);
-		ttl = ndc_get32(p + 4);
-		rdlen = ndc_get16(p + 8);
-		p += 10;
-		if (end - p < rdlen)
-			return -EBADMSG;
-		/* Two names of at least one byte each, then five 32-bit fields. */
-		if (i >= a->ancount && type == NDC_T_SOA && rdlen >= 22) {
-			uint32_t minimum = ndc_get32(p + rdlen - 4);
-
-			*ret_ttl = ttl < minimum ? ttl : minimum;
-			return 0;
-		}
-		p += rdlen;
-	}
-	return -ENOENT;
-}
-
 static void accept_answer(struct ndc_forwarder *f, struct request *r, struct ndc_answer *a)
 {
 	struct ndc_fwd_result res = {.status = 0, .answer = a};
@@ -387,10 +347,9 @@ static void accept_answer(struct ndc_forwarder *f, struct request *r, struct ndc
 	UP_INC(up_of(r, r->up), responses);
 	/* Started before a reconfiguration: its upstream may no longer be the name's. */
 	if (f->cache && r->rs == f->cur && !r->own_rt) {
-		if (a->rcode == NDC_RCODE_NOERROR && a->ancount)
-			ttl = a->min_ttl;
-		else if (negative_ttl(a, &ttl))
-			ttl = 0; /* RFC 2308 5: no SOA, no negative caching */
+		/* RFC 2308 5: a negative answer without an SOA is not cached. */
+		if (ndc_answer_cache_ttl(a, r->qtype, &ttl) < 0)
+			ttl = 0;
 		if (ttl)
 			ndc_cache_put(f->cache, r->lname, r->nlen, r->qtype, r->qclass, a, ttl,
 				      ndc_now_ms());

@@ -13,6 +13,9 @@
 #define F(stype, ...) NDC_METRIC_FIELD(struct stype, __VA_ARGS__)
 
 static const char answers_help[] = "Socket-path answers by source.";
+static const char refused_help[] =
+    "Questions answered without a lookup for their type (reserved or meta: FORMERR; AXFR/IXFR: "
+    "REFUSED) or class (not IN: REFUSED); never forwarded, cached or published.";
 
 static const struct ndc_metric_field resolver_fields[] = {
     F(ndc_resolver_stats, queries, "queries_total", "counter",
@@ -23,9 +26,15 @@ static const struct ndc_metric_field resolver_fields[] = {
       "source=\"upstream\""),
     F(ndc_resolver_stats, servfail, "servfail_total", "counter", "SERVFAIL answers.", NULL),
     F(ndc_resolver_stats, errors, "malformed_total", "counter",
-      "Queries answered FORMERR, NOTIMP, REFUSED or BADVERS.", NULL),
+      "Malformed or unsupported queries, answered FORMERR, NOTIMP or BADVERS (questions "
+      "refused for their type or class: ndcache_questions_refused_total).",
+      NULL),
     F(ndc_resolver_stats, dropped, "dropped_total", "counter",
       "Datagrams dropped (responses, runts).", NULL),
+    F(ndc_resolver_stats, refused_qtype, "questions_refused_total", "counter", refused_help,
+      "reason=\"qtype\""),
+    F(ndc_resolver_stats, refused_qclass, "questions_refused_total", "counter", refused_help,
+      "reason=\"qclass\""),
 };
 
 void ndc_resolver_metrics(void *res, struct ndc_metrics_buf *b)

@@ -425,6 +425,7 @@ struct ndc_resolver;
 
 struct ndc_resolver_stats {
 	uint64_t queries, local, cache_hits, forwarded, servfail, errors, dropped;
+	uint64_t refused_qtype, refused_qclass; /* reserved/meta QTYPE, AXFR/IXFR; class not IN */
 };
 
 /* records, cache and fwd stay owned by the caller and must outlive the resolver; cache and fwd

@@ -19,6 +19,7 @@ struct ndc_resolver {
 	struct ndc_ratelimit *limiter; /* forward.per_client; NULL: none */
 	_Atomic uint32_t qlog_ppm;     /* query log sampling; 0: off */
 	_Atomic uint64_t queries, local, cache_hits, forwarded, servfail, errors, dropped;
+	_Atomic uint64_t refused_qtype, refused_qclass; /* question hygiene (abi.h) */
 };
 
 /* A query waiting for the forwarder: what is needed to write its reply later. */
@@ -156,13 +157,22 @@ static enum ndc_verdict handle(struct ndc_resolver *r, struct ndc_server_req *re
 		count(r, dropped);
 		return NDC_DROP;
 	}
+	/*
+	 * Only class IN exists in a cluster; CHAOS and friends are not ours to answer. Before the
+	 * type's verdict: a question of another class is refused whatever its type.
+	 */
+	if (q->question_ok && q->qclass != NDC_C_IN && (err == 0 || err == -EDOM)) {
+		count(r, refused_qclass);
+		return error_reply(r, q, NDC_RCODE_REFUSED, out, cap, ret_len);
+	}
+	if (err == -EDOM || err == -EPERM) {
+		count(r, refused_qtype); /* never looked up, forwarded, cached or published */
+		return error_reply(r, q, q->rcode, out, cap, ret_len);
+	}
 	if (err < 0) {
 		count(r, errors);
 		return error_reply(r, q, q->rcode, out, cap, ret_len);
 	}
-	/* Only class IN exists in a cluster; CHAOS and friends are not ours to answer. */
-	if (q->qclass != NDC_C_IN)
-		return error_reply(r, q, NDC_RCODE_REFUSED, out, cap, ret_len);
 	/* A loop check's name came back to us (query.h): never forwarded, never looked up. */
 	if (r->fwd && ndc_forwarder_loop_name(r->fwd, q->lname, q->qname_len))
 		return error_reply(r, q, NDC_RCODE_REFUSED, out, cap, ret_len);
@@ -282,4 +292,6 @@ void ndc_resolver_stats(struct ndc_resolver *r, struct ndc_resolver_stats *ret)
 	ret->servfail = atomic_load(&r->servfail);
 	ret->errors = atomic_load(&r->errors);
 	ret->dropped = atomic_load(&r->dropped);
+	ret->refused_qtype = atomic_load(&r->refused_qtype);
+	ret->refused_qclass = atomic_load(&r->refused_qclass);
 }

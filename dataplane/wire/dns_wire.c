@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include <ndc/abi.h>
 #include <ndc/dns_wire.h>
 
 /* A 255-byte name has at most 127 labels: any walk taking more steps is a pointer loop. */
@@ -291,10 +292,15 @@ static int parse_query_body(const uint8_t *pkt, size_t len, struct ndc_query *q)
 		q->rcode = NDC_RCODE_BADVERS;
 		return -ENOTSUP;
 	}
-	/* Zone transfers are TCP-only and not a cache's business (RFC 5936 4.2). */
-	if (q->qtype == NDC_T_AXFR || q->qtype == NDC_T_IXFR) {
+	/* Questions for data only: the rule the fast path passes the rest by (ndc_qtype_verdict).
+	 */
+	switch (ndc_qtype_verdict(q->qtype)) {
+	case NDC_QTYPE_REFUSED:
 		q->rcode = NDC_RCODE_REFUSED;
 		return -EPERM;
+	case NDC_QTYPE_FORMERR:
+		q->rcode = NDC_RCODE_FORMERR;
+		return -EDOM;
 	}
 	q->rcode = NDC_RCODE_NOERROR;
 	return 0;
@@ -803,6 +809,82 @@ static int data_adjust_ttls(uint8_t *d, size_t len, uint32_t n, uint32_t sub, ui
 		ndc_put32(d + ttl_off, ttl);
 	}
 	return 0;
+}
+
+int ndc_answer_cap_ttls(struct ndc_answer *a, uint32_t cap)
+{
+	uint32_t n = (uint32_t)a->ancount + a->nscount + a->arcount, min = UINT32_MAX;
+	size_t pos = 0, ttl_off;
+
+	for (uint32_t i = 0; i < n; i++) {
+		uint32_t ttl;
+
+		if (data_skip_rr(a->data, a->len, &pos, &ttl_off) < 0)
+			return -EINVAL;
+		ttl = ndc_get32(a->data + ttl_off);
+		if (ttl > cap) {
+			ttl = cap;
+			ndc_put32(a->data + ttl_off, ttl);
+		}
+		if (ttl < min)
+			min = ttl;
+	}
+	a->min_ttl = n ? min : 0;
+	return 0;
+}
+
+int ndc_answer_cache_ttl(const struct ndc_answer *a, uint16_t qtype, uint32_t *ret_ttl)
+{
+	uint32_t n = (uint32_t)a->ancount + a->nscount, chain_ttl = UINT32_MAX;
+	bool chain_only =
+	    a->ancount > 0 && qtype != NDC_T_CNAME && qtype != NDC_T_DNAME && qtype != NDC_T_ANY;
+	size_t pos = 0, ttl_off;
+
+	if (a->rcode != NDC_RCODE_NOERROR && a->rcode != NDC_RCODE_NXDOMAIN)
+		return -EINVAL;
+	/* The answer section: a positive answer has a record that is not an alias. */
+	for (uint32_t i = 0; i < a->ancount; i++) {
+		uint16_t type;
+		uint32_t ttl;
+
+		if (data_skip_rr(a->data, a->len, &pos, &ttl_off) < 0)
+			return -EINVAL;
+		type = ndc_get16(a->data + ttl_off - 4);
+		ttl = ndc_get32(a->data + ttl_off);
+		if (type != NDC_T_CNAME && type != NDC_T_DNAME)
+			chain_only = false;
+		if (ttl < chain_ttl)
+			chain_ttl = ttl;
+	}
+	if (a->rcode == NDC_RCODE_NOERROR && a->ancount && !chain_only) {
+		*ret_ttl = a->min_ttl;
+		return 0;
+	}
+	/* Negative (RFC 2308 5): min(SOA TTL, SOA MINIMUM) of the authority's SOA. */
+	for (uint32_t i = a->ancount; i < n; i++) {
+		uint32_t ttl, minimum;
+
+		if (data_skip_rr(a->data, a->len, &pos, &ttl_off) < 0)
+			return -EINVAL;
+		/* Two names of at least one byte each, then five 32-bit fields: MINIMUM last. */
+		if (ndc_get16(a->data + ttl_off - 4) != NDC_T_SOA ||
+		    ndc_get16(a->data + ttl_off + 4) < 22)
+			continue;
+		ttl = ndc_get32(a->data + ttl_off);
+		minimum = ndc_get32(a->data + pos - 4);
+		ttl = ttl < minimum ? ttl : minimum;
+		/* RFC 2308 2.2.1: a NODATA behind aliases; the aliases live no longer than theirs.
+		 */
+		*ret_ttl = ttl < chain_ttl ? ttl : chain_ttl;
+		return 1;
+	}
+	if (chain_only && a->rcode == NDC_RCODE_NOERROR) {
+		/* The aliases alone, no SOA: an answer the upstream gave as is; kept as positive.
+		 */
+		*ret_ttl = a->min_ttl;
+		return 0;
+	}
+	return -ENOENT;
 }
 
 static void put_question(struct ndc_wbuf *w, const struct ndc_query *q)

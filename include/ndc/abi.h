@@ -40,6 +40,30 @@
 /* qtype of the "any other type at this existing name" entry (type 0 is reserved, RFC 6895). */
 #define NDC_FP_QTYPE_OTHER 0
 
+/*
+ * Question hygiene, the one rule both paths apply before any lookup (docs/ANSWERS.md): what a
+ * question of type qtype is owed when it is not a question for data.
+ *   - 0: answered (a data type, or ANY, which the answer tables handle on their own terms).
+ *   - NDC_QTYPE_FORMERR: type 0 (reserved, RFC 6895 3.1), OPT (a pseudo-RR of the additional
+ *     section, RFC 6891 6.1.1), and the meta range 128-254 but zone transfers: TKEY and TSIG
+ *     belong to transactions, MAILA/MAILB (RFC 1035 3.2.3) are obsolete, the rest unassigned.
+ *     FORMERR as unbound answers them.
+ *   - NDC_QTYPE_REFUSED: AXFR and IXFR (zone transfers are not a cache's business, RFC 5936 4.2).
+ * None of these is ever forwarded, cached or published. Type 0 is also NDC_FP_QTYPE_OTHER's key:
+ * because no question of type 0 reaches a lookup in either path, no question type can read the
+ * "any other type" entry as an exact one, and no upstream answer can be filed under it.
+ */
+#define NDC_QTYPE_FORMERR 1 /* the RCODE */
+#define NDC_QTYPE_REFUSED 5
+static inline __attribute__((always_inline)) __u32 ndc_qtype_verdict(__u32 qtype)
+{
+	if (qtype == 251 || qtype == 252) /* IXFR, AXFR */
+		return NDC_QTYPE_REFUSED;
+	if (qtype == 0 || qtype == 41 || (qtype >= 128 && qtype <= 254))
+		return NDC_QTYPE_FORMERR;
+	return 0;
+}
+
 /* Map names, also the file names under the pin directory. */
 #define NDC_FP_PIN_DIR "/sys/fs/bpf/ndcache"
 #define NDC_FP_MAP_ANSWERS ndc_answers /* the slots of the answer table */
@@ -513,7 +537,8 @@ enum ndc_fp_counter {
 	NDC_FP_PASS_EXPIRED, /* entry expired: user space refreshes it */
 	NDC_FP_PASS_EDNS,    /* EDNS options, DO bit, version > 0 */
 	NDC_FP_PASS_SIZE,    /* reply would exceed the client's limit or the buffer */
-	NDC_FP_PASS_FORMAT,  /* QDCOUNT != 1, not a plain query, malformed, name too long */
+	NDC_FP_PASS_FORMAT,  /* QDCOUNT != 1, not a plain query, malformed, name too long, a
+			      * class or type user space refuses (ndc_qtype_verdict) */
 	NDC_FP_PASS_FRAG,    /* IP fragment or IPv4 options / IPv6 extension headers */
 	NDC_FP_PASS_CONFIG,  /* no config or ABI mismatch */
 	NDC_FP_FWD_UDP,	     /* fail open: a passed UDP query sent on to the upstream */

@@ -213,11 +213,14 @@ struct ndc_query {
  *              not in additional, ...): FORMERR
  *   -EOPNOTSUPP opcode other than QUERY: NOTIMP
  *   -EPERM     AXFR/IXFR: REFUSED
+ *   -EDOM      a reserved or meta QTYPE (0, OPT, 128-254 but AXFR/IXFR; ndc_qtype_verdict):
+ *              FORMERR
  *   -ENOTSUP   EDNS version > 0: BADVERS (RFC 6891 6.1.3)
  *   -EPROTO    drop, nothing to send (hdr_ok is false only when len < 12)
  * On Linux ENOTSUP and EOPNOTSUPP are the same number: tell NOTIMP from BADVERS by q->rcode.
  * Precedence: drop, then NOTIMP (the rest is still parsed as far as it goes, for the echo), then
- * FORMERR, BADVERS, REFUSED. hdr_ok / question_ok say what an error reply can echo.
+ * FORMERR, BADVERS, REFUSED or FORMERR by type. hdr_ok / question_ok say what an error reply can
+ * echo.
  */
 int ndc_dns_parse_query(const uint8_t *pkt, size_t len, struct ndc_query *q);
 
@@ -313,6 +316,22 @@ int ndc_ab_finish(struct ndc_ab *b, uint8_t rcode, bool aa);
 int ndc_dns_parse_response(const uint8_t *msg, size_t len, const uint8_t *lname, size_t nlen,
 			   uint16_t qtype, uint16_t qclass, struct ndc_answer *out, size_t cap,
 			   bool *ret_tc);
+
+/*
+ * Caps the TTL of every RR of a at cap (a cache's max_ttl or neg_max_ttl: what it serves never
+ * says more than it will keep), and min_ttl with them. 0, or -EINVAL for inconsistent data.
+ */
+int ndc_answer_cap_ttls(struct ndc_answer *a, uint32_t cap);
+
+/*
+ * How long a cache may keep an upstream's answer to a question of type qtype (RFC 2308):
+ *   positive (NOERROR with a record that is not an alias, or aliases alone and no SOA, or a
+ *   question for CNAME, DNAME or ANY): *ret_ttl = min_ttl, returns 0;
+ *   negative (NXDOMAIN; NODATA: no answer, or only the CNAME/DNAME chain with the SOA in
+ *   authority, RFC 2308 2.2.1): *ret_ttl = min(SOA TTL, SOA MINIMUM, the chain's TTLs), returns 1;
+ *   negative without an SOA: -ENOENT (not cached, RFC 2308 5); another RCODE or bad data: -EINVAL.
+ */
+int ndc_answer_cache_ttl(const struct ndc_answer *a, uint16_t qtype, uint32_t *ret_ttl);
 
 /*
  * Writes the reply to q: header (ID, RD and CD echoed, QR and RA set, AA and RCODE from a),

@@ -127,10 +127,12 @@ static const struct fz_name *pick(struct fz_rng *r, const struct fz_names *ns)
 
 static uint16_t random_qtype(struct fz_rng *r)
 {
+	/* From 128 on: meta and reserved (abi.h ndc_qtype_verdict), never the name's NODATA. */
 	static const uint16_t types[] = {
 	    NDC_T_A,	NDC_T_AAAA, NDC_T_SRV, NDC_T_PTR, NDC_T_TXT,  NDC_T_ANY,   NDC_T_CNAME,
 	    NDC_T_SOA,	NDC_T_NS,   NDC_T_MX,  NDC_T_A,	  NDC_T_AAAA, NDC_T_DNAME, NDC_T_OPT,
 	    NDC_T_AXFR, NDC_T_IXFR, 0,	       65535,	  99,	      64,	   65,
+	    128,	200,	    249,       250,	  253,	      254,	   NDC_T_OPT,
 	};
 	uint32_t i = fz_below(r, sizeof(types) / sizeof(types[0]) + 2);
 

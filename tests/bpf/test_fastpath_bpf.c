@@ -352,6 +352,13 @@ static void test_passed(void **state)
 	    {"class CH", "version.bind", NDC_T_TXT, .qclass = 3, .expect = NDC_FP_PASS_FORMAT},
 	    {"AXFR", "cluster.local", NDC_T_AXFR, .expect = NDC_FP_PASS_FORMAT},
 	    {"qtype 0", k8s, 0, .expect = NDC_FP_PASS_FORMAT},
+	    /* meta types at a name that exists: not its NODATA, user space's FORMERR (abi.h) */
+	    {"qtype OPT", k8s, NDC_T_OPT, .expect = NDC_FP_PASS_FORMAT},
+	    {"qtype 128", k8s, 128, .expect = NDC_FP_PASS_FORMAT},
+	    {"qtype TSIG", k8s, 250, .expect = NDC_FP_PASS_FORMAT},
+	    {"qtype MAILA", k8s, 254, .expect = NDC_FP_PASS_FORMAT},
+	    {"IXFR", k8s, NDC_T_IXFR, .expect = NDC_FP_PASS_FORMAT},
+	    {"class ANY", k8s, NDC_T_A, .qclass = 255, .expect = NDC_FP_PASS_FORMAT},
 	    {"UDP length short of IP", k8s, NDC_T_A, .o.udp_len_delta = -1,
 	     .expect = NDC_FP_PASS_FORMAT},
 	    {"UDP length past IP", k8s, NDC_T_A, .o.udp_len_delta = 3,

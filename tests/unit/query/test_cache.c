@@ -14,25 +14,44 @@
 
 #include "query/query.h"
 
-/* The cache never interprets answer data: these tests fill it with a recognisable pattern. */
+/*
+ * Answers whose data the cache can walk (it caps their TTLs), filled with a recognisable pattern:
+ * ancount RRs with the root as owner, type TXT, TTL 300, the last one's RDATA taking the rest of
+ * len bytes.
+ */
 struct test_answer {
 	struct ndc_answer a;
 	uint8_t data[NDC_ANSWER_DATA_MAX + 16];
 };
 
-#define T0 1000000 /* an arbitrary "now" in ms: the cache must only use what it is given */
+#define T0 1000000  /* an arbitrary "now" in ms: the cache must only use what it is given */
+#define RR_FIXED 11 /* root owner, TYPE, CLASS, TTL, RDLENGTH */
 
 static void make_answer(struct test_answer *t, uint8_t rcode, uint16_t ancount, uint16_t len,
 			uint8_t fill)
 {
+	size_t pos = 0;
+
 	memset(t, 0, sizeof(*t));
 	t->a.rcode = rcode;
 	t->a.ancount = ancount;
 	t->a.qname_len = 13;
 	t->a.len = len;
-	t->a.min_ttl = 300;
+	t->a.min_ttl = ancount ? 300 : 0;
 	for (uint16_t i = 0; i < len; i++)
 		t->a.data[i] = (uint8_t)(fill + i);
+	assert_true(len >= (size_t)ancount * RR_FIXED);
+	for (uint16_t i = 0; i < ancount; i++) {
+		size_t rdlen = i + 1 < ancount ? 0 : len - pos - RR_FIXED;
+		uint8_t *p = t->a.data + pos;
+
+		p[0] = 0;
+		p[1] = 0, p[2] = 16; /* TXT */
+		p[3] = 0, p[4] = 1;  /* IN */
+		p[5] = 0, p[6] = 0, p[7] = 300 >> 8, p[8] = 300 & 0xff;
+		p[9] = (uint8_t)(rdlen >> 8), p[10] = (uint8_t)rdlen;
+		pos += RR_FIXED + rdlen;
+	}
 }
 
 /* Wire name "<label>.test." from a short text label. */
@@ -142,7 +161,7 @@ static void test_key_case(void **state)
 	uint32_t age;
 
 	(void)state;
-	make_answer(&a, NDC_RCODE_NOERROR, 1, 10, 1);
+	make_answer(&a, NDC_RCODE_NOERROR, 1, 12, 1);
 	assert_int_equal(put(c, "www", NDC_T_A, &a, 300, T0), 0);
 	assert_int_equal(get(c, "WwW", NDC_T_A, T0, false, &out, &age), -ENOENT);
 	assert_int_equal(get(c, "www", NDC_T_A, T0, false, &out, &age), 0);
@@ -157,7 +176,7 @@ static void test_replace(void **state)
 	uint32_t age;
 
 	(void)state;
-	make_answer(&a, NDC_RCODE_NOERROR, 1, 10, 1);
+	make_answer(&a, NDC_RCODE_NOERROR, 1, 12, 1);
 	make_answer(&b, NDC_RCODE_NOERROR, 3, 50, 9);
 	assert_int_equal(put(c, "www", NDC_T_A, &a, 300, T0), 0);
 	assert_int_equal(put(c, "www", NDC_T_A, &b, 300, T0 + 5000), 0);
@@ -176,7 +195,7 @@ static void test_age(void **state)
 	uint32_t age = 99;
 
 	(void)state;
-	make_answer(&a, NDC_RCODE_NOERROR, 1, 10, 1);
+	make_answer(&a, NDC_RCODE_NOERROR, 1, 12, 1);
 	assert_int_equal(put(c, "www", NDC_T_A, &a, 300, T0), 0);
 	assert_int_equal(get(c, "www", NDC_T_A, T0 + 999, false, &out, &age), 0);
 	assert_int_equal(age, 0);
@@ -251,6 +270,10 @@ static void test_ttl_caps(void **state)
 	/* Below the caps a TTL is kept as given. */
 	assert_int_equal(put(c, "short", NDC_T_A, &nx, 2, T0), 0);
 
+	/* What is served says no more than the cap: the RRs' TTL of 300 became 50. */
+	assert_int_equal(get(c, "pos", NDC_T_A, T0, false, &out, &age), 0);
+	assert_int_equal(ndc_get32(out.a.data + 5), 50);
+	assert_int_equal(out.a.min_ttl, 50);
 	assert_int_equal(get(c, "pos", NDC_T_A, T0 + 49999, false, &out, &age), 0);
 	assert_int_equal(get(c, "pos", NDC_T_A, T0 + 50000, false, &out, &age), -ENOENT);
 	assert_int_equal(get(c, "nx", NDC_T_A, T0 + 4999, false, &out, &age), 0);
@@ -260,6 +283,12 @@ static void test_ttl_caps(void **state)
 	assert_int_equal(get(c, "nodata", NDC_T_A, T0 + 5000, false, &out, &age), -ENOENT);
 	assert_int_equal(get(c, "short", NDC_T_A, T0 + 1999, false, &out, &age), 0);
 	assert_int_equal(get(c, "short", NDC_T_A, T0 + 2000, false, &out, &age), -ENOENT);
+
+	/* A reserved or meta type is never filed: type 0 is the kernel's "any other type" key. */
+	assert_int_equal(put(c, "pos", 0, &pos, 100, T0), -EINVAL);
+	assert_int_equal(put(c, "pos", NDC_T_OPT, &pos, 100, T0), -EINVAL);
+	assert_int_equal(put(c, "pos", 200, &pos, 100, T0), -EINVAL);
+	assert_int_equal(get(c, "pos", 0, T0, true, &out, &age), -ENOENT);
 
 	/* TTL 0 is not stored at all. */
 	assert_int_equal(put(c, "zero", NDC_T_A, &pos, 0, T0), 0);
@@ -444,7 +473,8 @@ static void *conc_thread(void *p)
 
 		snprintf(label, sizeof(label), "n%u", k);
 		if (i % 3 == 0) {
-			make_answer(&a, NDC_RCODE_NOERROR, 1, (uint16_t)(8 + k % 64), (uint8_t)k);
+			make_answer(&a, NDC_RCODE_NOERROR, 1, (uint16_t)(RR_FIXED + k % 64),
+				    (uint8_t)k);
 			if (put(arg->c, label, NDC_T_A, &a, 300, T0))
 				arg->bad++;
 			continue;
@@ -453,7 +483,7 @@ static void *conc_thread(void *p)
 		if (r == -ENOENT)
 			continue;
 		/* Every hit must be the entry of exactly this key, intact. */
-		make_answer(&a, NDC_RCODE_NOERROR, 1, (uint16_t)(8 + k % 64), (uint8_t)k);
+		make_answer(&a, NDC_RCODE_NOERROR, 1, (uint16_t)(RR_FIXED + k % 64), (uint8_t)k);
 		if (r != 0 || memcmp(&out.a, &a.a, ndc_answer_size(&a.a)))
 			arg->bad++;
 		else

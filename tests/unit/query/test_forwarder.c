@@ -819,6 +819,8 @@ static void test_all_dead_stale(void **state)
 	old.a.min_ttl = 1;
 	for (int i = 0; i < 16; i++)
 		old.a.data[i] = (uint8_t)(0xa0 + i);
+	/* One RR the cache can walk: root owner, TYPE A, CLASS IN, TTL 1, 5 bytes of RDATA. */
+	memcpy(old.a.data, "\0\0\1\0\1\0\0\0\1\0\5", 11);
 	/* Stored 10 s ago for 1 s: expired, within stale_max. */
 	assert_int_equal(ndc_cache_put(e.cache, e.name, e.nlen, NDC_T_A, NDC_C_IN, &old.a, 1,
 				       ndc_now_ms() - 10000),

@@ -455,6 +455,150 @@ static void test_parse_query_notimp_refused_drop(void **state)
 	assert_int_equal(ndc_dns_parse_query(pkt, 0, &q), -EPROTO);
 }
 
+/* Question hygiene (abi.h ndc_qtype_verdict): reserved and meta types FORMERR, never looked up. */
+static void test_parse_query_reserved_types(void **state)
+{
+	static const uint16_t formerr[] = {
+	    0,	NDC_T_OPT, 128, 200, 248, 249 /* TKEY */, 250 /* TSIG */, 253 /* MAILB */,
+	    254 /* MAILA */};
+	static const uint16_t data[] = {NDC_T_A, 127, 256, NDC_T_ANY, 65280, 65535};
+	uint8_t pkt[512];
+	struct ndc_query q;
+	size_t len;
+	(void)state;
+
+	for (size_t i = 0; i < sizeof(formerr) / sizeof(formerr[0]); i++) {
+		len = mkquery(pkt, 0x0100, "example.com", formerr[i], 0, NULL, 0);
+		assert_int_equal(ndc_dns_parse_query(pkt, len, &q), -EDOM);
+		assert_int_equal(q.rcode, NDC_RCODE_FORMERR);
+		assert_true(q.question_ok); /* the FORMERR echoes the question */
+		assert_int_equal(q.qtype, formerr[i]);
+	}
+	for (size_t i = 0; i < sizeof(data) / sizeof(data[0]); i++) {
+		len = mkquery(pkt, 0x0100, "example.com", data[i], 0, NULL, 0);
+		assert_int_equal(ndc_dns_parse_query(pkt, len, &q), 0);
+	}
+	/* A malformed query stays FORMERR by its malformation: the type is not looked at first. */
+	len = mkquery(pkt, 0x0100, "example.com", 0, 0, NULL, 0);
+	assert_int_equal(ndc_dns_parse_query(pkt, len + 1, &q), -EBADMSG);
+}
+
+/* An answer of RRs of the given types (owner: the question), TTL ttl each; an SOA in authority
+ * with the given TTL and MINIMUM when soa_ttl is not 0. */
+static void mk_typed_answer(struct answer_buf *ab, uint8_t rcode, const uint16_t *types, size_t n,
+			    uint32_t ttl, uint32_t soa_ttl, uint32_t soa_min)
+{
+	uint8_t q[NDC_NAME_MAX], soa[64];
+	size_t qlen = wire("www.example", q), sl = 0;
+	struct ndc_ab b;
+
+	ndc_ab_init(&b, &ab->a, A_CAP, q, qlen);
+	for (size_t i = 0; i < n; i++) {
+		if (types[i] == NDC_T_CNAME)
+			ndc_ab_rr(&b, NDC_SEC_ANSWER, q, qlen, NDC_T_CNAME, NDC_C_IN, ttl,
+				  (const uint8_t *)"\1t\7example", 11);
+		else
+			ndc_ab_rr(&b, NDC_SEC_ANSWER, q, qlen, types[i], NDC_C_IN, ttl,
+				  (const uint8_t *)"\1\2\3\4", 4);
+	}
+	if (soa_ttl) {
+		sl = wire("ns.example", soa);
+		sl += wire("h.example", soa + sl);
+		for (int k = 0; k < 4; k++, sl += 4)
+			memcpy(soa + sl, "\0\0\0\1", 4);
+		soa[sl++] = (uint8_t)(soa_min >> 24), soa[sl++] = (uint8_t)(soa_min >> 16);
+		soa[sl++] = (uint8_t)(soa_min >> 8), soa[sl++] = (uint8_t)soa_min;
+		ndc_ab_rr(&b, NDC_SEC_AUTHORITY, q + 4, qlen - 4, NDC_T_SOA, NDC_C_IN, soa_ttl, soa,
+			  sl);
+	}
+	assert_int_equal(ndc_ab_finish(&b, rcode, false), 0);
+}
+
+/* RFC 2308: positive, NXDOMAIN, NODATA, and a NODATA behind a CNAME (2.2.1) by the SOA's TTL. */
+static void test_answer_cache_ttl(void **state)
+{
+	static struct answer_buf ab;
+	static const uint16_t a[] = {NDC_T_A}, cname[] = {NDC_T_CNAME},
+			      chain_a[] = {NDC_T_CNAME, NDC_T_A};
+	uint32_t ttl = 0;
+	(void)state;
+
+	mk_typed_answer(&ab, NDC_RCODE_NOERROR, a, 1, 300, 0, 0);
+	assert_int_equal(ndc_answer_cache_ttl(&ab.a, NDC_T_A, &ttl), 0);
+	assert_int_equal(ttl, 300);
+	mk_typed_answer(&ab, NDC_RCODE_NOERROR, chain_a, 2, 300, 60, 30);
+	assert_int_equal(ndc_answer_cache_ttl(&ab.a, NDC_T_A, &ttl), 0);
+	assert_int_equal(ttl, 60); /* positive: min_ttl, every RR's TTL (the SOA's 60 included) */
+	mk_typed_answer(&ab, NDC_RCODE_NXDOMAIN, NULL, 0, 0, 900, 60);
+	assert_int_equal(ndc_answer_cache_ttl(&ab.a, NDC_T_A, &ttl), 1);
+	assert_int_equal(ttl, 60);
+	mk_typed_answer(&ab, NDC_RCODE_NOERROR, NULL, 0, 0, 45, 600);
+	assert_int_equal(ndc_answer_cache_ttl(&ab.a, NDC_T_AAAA, &ttl), 1);
+	assert_int_equal(ttl, 45);
+	/* CNAME only, the target has no AAAA: NODATA, by the SOA (60), not the CNAME's 3600. */
+	mk_typed_answer(&ab, NDC_RCODE_NOERROR, cname, 1, 3600, 900, 60);
+	assert_int_equal(ndc_answer_cache_ttl(&ab.a, NDC_T_AAAA, &ttl), 1);
+	assert_int_equal(ttl, 60);
+	/* ... and never longer than the CNAME itself lives. */
+	mk_typed_answer(&ab, NDC_RCODE_NOERROR, cname, 1, 20, 900, 60);
+	assert_int_equal(ndc_answer_cache_ttl(&ab.a, NDC_T_AAAA, &ttl), 1);
+	assert_int_equal(ttl, 20);
+	/* The CNAME asked for (or ANY): positive. */
+	mk_typed_answer(&ab, NDC_RCODE_NOERROR, cname, 1, 3600, 900, 60);
+	assert_int_equal(ndc_answer_cache_ttl(&ab.a, NDC_T_CNAME, &ttl), 0);
+	assert_int_equal(ndc_answer_cache_ttl(&ab.a, NDC_T_ANY, &ttl), 0);
+	/* Aliases alone with no SOA: kept as the upstream gave them. */
+	mk_typed_answer(&ab, NDC_RCODE_NOERROR, cname, 1, 3600, 0, 0);
+	assert_int_equal(ndc_answer_cache_ttl(&ab.a, NDC_T_A, &ttl), 0);
+	assert_int_equal(ttl, 3600);
+	/* Negative without an SOA: not cached (RFC 2308 5). */
+	mk_typed_answer(&ab, NDC_RCODE_NXDOMAIN, NULL, 0, 0, 0, 0);
+	assert_int_equal(ndc_answer_cache_ttl(&ab.a, NDC_T_A, &ttl), -ENOENT);
+	mk_typed_answer(&ab, NDC_RCODE_SERVFAIL, NULL, 0, 0, 0, 0);
+	assert_int_equal(ndc_answer_cache_ttl(&ab.a, NDC_T_A, &ttl), -EINVAL);
+}
+
+static void test_answer_cap_ttls(void **state)
+{
+	static struct answer_buf ab;
+	static const uint16_t chain_a[] = {NDC_T_CNAME, NDC_T_A};
+	uint8_t out[512];
+	size_t len;
+	uint8_t qpkt[512];
+	struct ndc_query q;
+	(void)state;
+
+	mk_typed_answer(&ab, NDC_RCODE_NOERROR, chain_a, 2, 86400, 7200, 7200);
+	assert_int_equal(ndc_answer_cap_ttls(&ab.a, 3600), 0);
+	assert_int_equal(ab.a.min_ttl, 3600);
+	len = mkquery(qpkt, 0x0100, "www.example", NDC_T_A, 0, NULL, 0);
+	assert_int_equal(ndc_dns_parse_query(qpkt, len, &q), 0);
+	assert_int_equal(ndc_dns_write_reply(&q, &ab.a, 0, 0, 512, out, sizeof(out), &len), 0);
+	/* Every TTL in the reply (answer and authority) is at most the cap: read them back. */
+	{
+		size_t pos = 12 + 13 + 4;
+		unsigned n = ndc_get16(out + 6) + ndc_get16(out + 8);
+
+		assert_int_equal(n, 3);
+		for (unsigned i = 0; i < n; i++) {
+			uint8_t name[NDC_NAME_MAX];
+			size_t nl;
+
+			assert_int_equal(ndc_name_unpack(out, len, &pos, name, &nl), 0);
+			assert_true(ndc_get32(out + pos + 4) <= 3600);
+			assert_int_equal(ndc_get32(out + pos + 4), 3600);
+			pos += 10 + ndc_get16(out + pos + 8);
+		}
+	}
+	/* Below the cap nothing changes. */
+	mk_typed_answer(&ab, NDC_RCODE_NOERROR, chain_a, 2, 30, 0, 0);
+	assert_int_equal(ndc_answer_cap_ttls(&ab.a, 3600), 0);
+	assert_int_equal(ab.a.min_ttl, 30);
+	/* Inconsistent data is refused, never half rewritten into something else. */
+	ab.a.ancount = 5;
+	assert_int_equal(ndc_answer_cap_ttls(&ab.a, 10), -EINVAL);
+}
+
 static void test_write_query(void **state)
 {
 	static const uint8_t exp[] = {0x12, 0x34, 0x01, 0x00, 0, 1, 0, 0, 0, 0,
@@ -1079,6 +1223,9 @@ int main(void)
 	    cmocka_unit_test(test_parse_query_edns),
 	    cmocka_unit_test(test_parse_query_formerr),
 	    cmocka_unit_test(test_parse_query_notimp_refused_drop),
+	    cmocka_unit_test(test_parse_query_reserved_types),
+	    cmocka_unit_test(test_answer_cache_ttl),
+	    cmocka_unit_test(test_answer_cap_ttls),
 	    cmocka_unit_test(test_write_query),
 	    cmocka_unit_test(test_builder_compression),
 	    cmocka_unit_test(test_builder_errors),
