@@ -87,6 +87,9 @@ step "integration: netns, dig/kdig, unbound upstream" tests/integration/test_e2e
 step "integration under ASan + UBSan" tests/integration/test_e2e.sh build-asan
 step "integration: fast path (tc) answers equal the socket path's" \
 	tests/integration/test_fastpath.sh build
+# Issue 38: a pod's TYPE0 or meta-type question changes nothing for others; TTLs capped.
+step "integration: question hygiene and TTL caps (TYPE0, meta types, classes), tc, xdp, socket" \
+	tests/integration/test_hygiene.sh build tc xdp socket
 step "integration: sync from a (fake) API server, answers from the kernel (tc)" \
 	tests/integration/test_k8s.sh build tc
 # Issue 21: the kernel's answer table grows to 10,000 services and shrinks back under a prober.

@@ -351,12 +351,22 @@ static uint64_t prefetch_point(uint32_t before_pct, uint32_t ttl, uint64_t now_m
 	return now_ms + (uint64_t)ttl * 1000 - window;
 }
 
+/* The cap of what an answer to qtype may say and live: max_ttl, neg_max_ttl if negative. */
+static uint32_t ttl_cap(const struct ndc_cache *c, const struct ndc_answer *a, uint16_t qtype)
+{
+	return answer_negative(a, qtype) ? __atomic_load_n(&c->opts.neg_max_ttl, __ATOMIC_RELAXED)
+					 : __atomic_load_n(&c->opts.max_ttl, __ATOMIC_RELAXED);
+}
+
+int ndc_cache_cap_ttls(const struct ndc_cache *c, struct ndc_answer *a, uint16_t qtype)
+{
+	return ndc_answer_cap_ttls(a, ttl_cap(c, a, qtype));
+}
+
 int ndc_cache_put(struct ndc_cache *c, const uint8_t *lname, size_t nlen, uint16_t qtype,
 		  uint16_t qclass, const struct ndc_answer *a, uint32_t ttl, uint64_t now_ms)
 {
-	uint32_t cap = answer_negative(a, qtype)
-			   ? __atomic_load_n(&c->opts.neg_max_ttl, __ATOMIC_RELAXED)
-			   : __atomic_load_n(&c->opts.max_ttl, __ATOMIC_RELAXED);
+	uint32_t cap = ttl_cap(c, a, qtype);
 	size_t size = entry_size(a->len, nlen);
 	uint64_t hash;
 	struct shard *s;

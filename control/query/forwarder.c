@@ -345,6 +345,9 @@ static void accept_answer(struct ndc_forwarder *f, struct request *r, struct ndc
 	ndc_fwd_attempt_end(r);
 	STAT_INC(f, responses);
 	UP_INC(up_of(r, r->up), responses);
+	/* The first reply says no more than the cache's copy will (cache.max_ttl, neg_max_ttl). */
+	if (f->cache)
+		ndc_cache_cap_ttls(f->cache, a, r->qtype);
 	/* Started before a reconfiguration: its upstream may no longer be the name's. */
 	if (f->cache && r->rs == f->cur && !r->own_rt) {
 		/* RFC 2308 5: a negative answer without an SOA is not cached. */

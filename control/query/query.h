@@ -44,10 +44,18 @@ int ndc_cache_new(const struct ndc_cache_opts *opts, struct ndc_cache **ret);
 void ndc_cache_free(struct ndc_cache *c);
 
 /*
+ * Caps the TTLs of a, an answer to a question of type qtype, as ndc_cache_put would store them:
+ * for the reply that goes out before the cache serves it. 0 or -EINVAL (data that does not walk).
+ */
+int ndc_cache_cap_ttls(const struct ndc_cache *c, struct ndc_answer *a, uint16_t qtype);
+
+/*
  * Stores a for (lname, qtype, qclass) for ttl seconds from now_ms (0: not stored, returns 0),
- * replacing any entry for the key. ttl is capped at max_ttl (neg_max_ttl for NXDOMAIN/NODATA,
- * i.e. rcode NXDOMAIN or NOERROR with ancount 0). -ENOMEM, -E2BIG if the entry alone is bigger
- * than max_bytes.
+ * replacing any entry for the key. ttl, and the TTL of every RR the entry serves, are capped at
+ * max_ttl (neg_max_ttl for a negative answer: NXDOMAIN, NODATA, a NODATA behind a CNAME chain;
+ * ndc_answer_cache_ttl). -EINVAL for a reserved or meta qtype (abi.h ndc_qtype_verdict: never
+ * filed) or answer data that does not walk, -ENOMEM, -E2BIG if the entry alone is bigger than
+ * max_bytes.
  */
 int ndc_cache_put(struct ndc_cache *c, const uint8_t *lname, size_t nlen, uint16_t qtype,
 		  uint16_t qclass, const struct ndc_answer *a, uint32_t ttl, uint64_t now_ms);
