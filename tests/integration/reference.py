@@ -45,6 +45,10 @@ TYPES = ["A", "AAAA", "CNAME", "DNAME", "MX", "TXT", "SRV", "SOA", "NS", "CAA", 
 # meta types and QTYPEs; ANY=255 is answered per RFC 8482). Until ndcache refuses them (issue 38
 # item 1) their answers are a listed class; once it does, narrow reserved_qtype() below.
 RESERVED = {0, 41} | set(range(128, 255))
+# Once ndcache answers reserved and meta types itself (issue 38 item 1), set this to the RCODEs
+# docs/ANSWERS.md gives them (e.g. {dns.rcode.FORMERR, dns.rcode.NOTIMP, dns.rcode.REFUSED}): the
+# class reserved-qtype then holds only where ndcache answers one of them with an empty answer.
+NDCACHE_RESERVED_RCODES = None
 
 TIMEOUT = 2.0
 ZONE = dns.name.root  # set from --zone
@@ -156,6 +160,8 @@ def reserved_qtype(q, a, b, full):
     qtype = q[1]
     if qtype not in RESERVED or a.none or b.none:
         return False
+    if NDCACHE_RESERVED_RCODES is not None:
+        return a.rcode in NDCACHE_RESERVED_RCODES and not a.answer and b.types() <= CHAIN
     return all(x.types() <= CHAIN for x in (a, b))
 
 
@@ -332,6 +338,10 @@ def compare(args):
     if kernel_before is not None and kernel_after is not None:
         print("second round answered by the kernel: %d of %d" %
               (kernel_after - kernel_before, len(qs)))
+    tc = [q for q in qs if not first[q].none and first[q].tc]
+    tc_same = sum(1 for q in tc if not ref[q].none and ref[q].tc)
+    print("truncated (TC) first answers: %d (%s), unbound TC too: %d" %
+          (len(tc), ", ".join(sorted({qtext(q) for q in tc}))[:200], tc_same))
     print("TTLs above the zone's: %d" % len(fig["ttl"]))
     if args.verbose:
         for line in fig["listed"]:

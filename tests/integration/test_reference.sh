@@ -34,8 +34,11 @@ python3 -c 'import dns.message' 2>/dev/null || py=/usr/bin/python3
 }
 
 # The comparison can fail: answers that differ as a bug would make them come out unlisted.
-st=$("$py" "$here/reference.py" selftest 2>&1)
-if [ $? = 0 ]; then ok "classifier self-test (${st##*: })"; else bad "classifier self-test" "$st"; fi
+if st=$("$py" "$here/reference.py" selftest 2>&1); then
+	ok "classifier self-test (${st##*: })"
+else
+	bad "classifier self-test" "$st"
+fi
 
 topo_up || exit 1
 
