@@ -18,6 +18,7 @@ Usage:
                        types and to classes other than IN (for the report)
 """
 import argparse
+import os
 import socket
 import subprocess
 import sys
@@ -48,6 +49,7 @@ RESERVED = {0, 41} | set(range(128, 255))
 # Once ndcache answers reserved and meta types itself (issue 38 item 1), set this to the RCODEs
 # docs/ANSWERS.md gives them (e.g. {dns.rcode.FORMERR, dns.rcode.NOTIMP, dns.rcode.REFUSED}): the
 # class reserved-qtype then holds only where ndcache answers one of them with an empty answer.
+# NDC_REF_RESERVED_RCODES=FORMERR,NOTIMP,REFUSED in the environment does the same for one run.
 NDCACHE_RESERVED_RCODES = None
 
 TIMEOUT = 2.0
@@ -449,8 +451,23 @@ def selftest(args):
                                            "www.other.test. 300 A 192.0.2.81"]),
          "cname-out-of-zone"),
     ]
+    # The class tightened (NDC_REF_RESERVED_RCODES): only ndcache's own refusal passes.
+    tight = {dns.rcode.FORMERR, dns.rcode.NOTIMP, dns.rcode.REFUSED}
+    cases += [
+        ("reserved type refused by ndcache (tightened)", (www, "TYPE0"),
+         synth(www, "TYPE0", dns.rcode.NOTIMP), synth(www, "TYPE0", SF), "reserved-qtype", tight),
+        ("reserved type relayed (tightened)", ("alias.ref.test.", "TYPE0"),
+         synth("alias.ref.test.", "TYPE0", SF),
+         synth("alias.ref.test.", "TYPE0", SF, ["alias.ref.test. 300 CNAME www.ref.test."]),
+         None, tight),
+        ("reserved type NODATA relayed (tightened)", (www, "TYPE128"),
+         synth(www, "TYPE128", NO, [], [soa]), synth(www, "TYPE128", dns.rcode.FORMERR), None,
+         tight),
+    ]
+    global NDCACHE_RESERVED_RCODES
     failed = 0
-    for what, (n, t), a, b, want in cases:
+    for what, (n, t), a, b, want, *knob in cases:
+        NDCACHE_RESERVED_RCODES = knob[0] if knob else None
         q = (dns.name.from_text(n), rtype(t), True)
         got = None if a.key() == b.key() else classify(FIRST_CLASSES, q, a, b, have)
         equal = a.key() == b.key()
@@ -479,6 +496,10 @@ def main():
     sub.add_parser("selftest")
     args = p.parse_args()
     global ZONE
+    global NDCACHE_RESERVED_RCODES
+    env = os.environ.get("NDC_REF_RESERVED_RCODES")
+    if env:
+        NDCACHE_RESERVED_RCODES = {dns.rcode.from_text(r) for r in env.split(",")}
     if args.cmd == "selftest":
         return selftest(args)
     ZONE = dns.name.from_text(args.zone)

@@ -8,6 +8,8 @@
 # with dnspython: ndcache's first answer with unbound's, its second (kernel or cache) with its
 # first. Every difference must be a class docs/ANSWERS.md lists with its RFC; any other fails.
 # Usage: test_reference.sh BUILD_DIR   (root: network namespaces, BPF)
+#        NDC_REF_RESERVED_RCODES=FORMERR,NOTIMP,REFUSED: the class reserved-qtype holds only where
+#        ndcache refuses a reserved or meta type itself with one of these (issue 38 item 1)
 set -u
 here=$(cd "$(dirname "$0")" && pwd)
 root=$(cd "$here/../.." && pwd)
