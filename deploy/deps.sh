@@ -9,11 +9,12 @@ set -eu
 
 build_pkgs=(meson ninja-build pkg-config gcc python3 libyaml-dev libjson-c-dev libcurl4-openssl-dev
 	clang libbpf-dev bpftool linux-libc-dev)
-# procps: pgrep, ps, sysctl; debootstrap: the minimal-root check (tests/minimal/).
+# procps: pgrep, ps, sysctl; debootstrap: the minimal-root check (tests/minimal/); knot (knotd)
+# and python3-dnspython: the reference comparison (tests/integration/test_reference.sh).
 test_pkgs=(libcmocka-dev libknot-dev clang-format libclang-rt-14-dev iproute2 unbound bind9-dnsutils
 	knot-dnsutils curl openssl python3-yaml libcap2-bin procps debootstrap iptables nftables
-	dpdk-dev libdpdk-dev ethtool iputils-ping)
-bench_pkgs=(dnsperf knot knot-resolver gnuplot-nox iperf3)
+	dpdk-dev libdpdk-dev ethtool iputils-ping knot python3-dnspython)
+bench_pkgs=(dnsperf knot-resolver gnuplot-nox iperf3)
 # Packages that ship system services; which of their units to mask is read from the package.
 daemon_pkgs=(unbound knot knot-resolver iperf3)
 

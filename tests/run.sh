@@ -105,6 +105,9 @@ step "integration: multi-cluster services (no CRD, CRD appears, ServiceImports u
 	tests/integration/test_mcs.sh build tc
 step "integration: multi-cluster services under ASan + UBSan (socket)" \
 	tests/integration/test_mcs.sh build-asan socket
+# Issue 38: against unbound on the same knotd upstream; every difference a class ANSWERS.md lists.
+step "integration: ndcache against a reference resolver (unbound, knotd upstream; 884 questions), tc" \
+	tests/integration/test_reference.sh build
 step "integration: upgrades, second instances, no agent (fail open)" \
 	tests/integration/test_upgrade.sh build
 step "integration: chaos (kill -9, upgrade, 10 s without an agent, upstream down, garbage), tc" \
