@@ -43,14 +43,12 @@ TYPES = ["A", "AAAA", "CNAME", "DNAME", "MX", "TXT", "SRV", "SOA", "NS", "CAA", 
          "PTR", "TYPE65400", "TYPE65401", "ANY", "TYPE0"]
 
 # Reserved and meta question types (RFC 6895 3.1: 0 reserved, 41 OPT is a pseudo-RR, 128-255
-# meta types and QTYPEs; ANY=255 is answered per RFC 8482). Until ndcache refuses them (issue 38
-# item 1) their answers are a listed class; once it does, narrow reserved_qtype() below.
+# meta types and QTYPEs; ANY=255 is answered per RFC 8482).
 RESERVED = {0, 41} | set(range(128, 255))
-# Once ndcache answers reserved and meta types itself (issue 38 item 1), set this to the RCODEs
-# docs/ANSWERS.md gives them (e.g. {dns.rcode.FORMERR, dns.rcode.NOTIMP, dns.rcode.REFUSED}): the
-# class reserved-qtype then holds only where ndcache answers one of them with an empty answer.
-# NDC_REF_RESERVED_RCODES=FORMERR,NOTIMP,REFUSED in the environment does the same for one run.
-NDCACHE_RESERVED_RCODES = None
+# What ndcache answers them itself (docs/ANSWERS.md "Question hygiene", issue 38 item 1): the
+# class reserved-qtype holds only where ndcache gives one of these with an empty answer, never the
+# upstream's relayed answer. NDC_REF_RESERVED_RCODES=... in the environment sets it for one run.
+NDCACHE_RESERVED_RCODES = {dns.rcode.FORMERR, dns.rcode.REFUSED}
 
 TIMEOUT = 2.0
 ZONE = dns.name.root  # set from --zone
@@ -155,10 +153,10 @@ CHAIN = {dns.rdatatype.CNAME, dns.rdatatype.DNAME}
 
 
 def reserved_qtype(q, a, b, full):
-    """A reserved or meta QTYPE (RFC 6895 3.1): today knotd does not answer these with data,
-    ndcache relays what it gets (SERVFAIL for QTYPE 0, NODATA for the others) and unbound answers
-    SERVFAIL (QTYPE 0, with the CNAME chain it followed) or FORMERR itself. Neither side gives
-    records of the type. Tightened once ndcache answers these itself (issue 38 item 1)."""
+    """A reserved or meta QTYPE (RFC 6895 3.1): ndcache answers it itself (FORMERR; REFUSED for
+    zone transfers) and never forwards or caches it; unbound forwards QTYPE 0 (SERVFAIL here, with
+    the CNAME chain it followed) and answers the meta types FORMERR itself. Neither side gives
+    records of the type."""
     qtype = q[1]
     if qtype not in RESERVED or a.none or b.none:
         return False
