@@ -41,6 +41,7 @@
 static void process_metrics(void *arg, struct ndc_metrics_buf *b)
 {
 	struct agent *ag = arg;
+	struct ndc_handover_stats hs;
 	unsigned long size = 0, resident = 0;
 	FILE *f = fopen("/proc/self/statm", "re");
 
@@ -57,6 +58,17 @@ static void process_metrics(void *arg, struct ndc_metrics_buf *b)
 		       "1 once a successor agent has taken over (this one exits on SIGTERM leaving "
 		       "the fast path to it).",
 		       NULL, ndc_handover_taken(ag->ho));
+	ndc_handover_stats(ag->ho, &hs);
+	for (int i = 0; i < NDC_HANDOVER_REFUSED_MAX; i++) {
+		char l[32];
+
+		snprintf(l, sizeof(l), "reason=\"%s\"", ndc_handover_refusal_name(i));
+		ndc_metric_u64(b, "ndcache_handover_peers_refused_total", "counter",
+			       "Connections to the handover socket refused: another uid than the "
+			       "agent's (uid), no HELLO in time (timeout), every slot held (full), "
+			       "not the protocol (protocol).",
+			       l, hs.refused[i]);
+	}
 }
 
 static void reload_metrics(void *arg, struct ndc_metrics_buf *b)
