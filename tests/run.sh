@@ -104,6 +104,9 @@ step "integration: multi-cluster services under ASan + UBSan (socket)" \
 	tests/integration/test_mcs.sh build-asan socket
 step "integration: upgrades, second instances, no agent (fail open)" \
 	tests/integration/test_upgrade.sh build
+step "integration: SIGTERM under 5,000 cache misses/s, ASan + UBSan clean (socket, tc)" \
+	sh -c 'tests/integration/test_upgrade_shutdown.sh build-asan socket &&
+		tests/integration/test_upgrade_shutdown.sh build-asan tc'
 step "integration: chaos (kill -9, upgrade, 10 s without an agent, upstream down, garbage), tc" \
 	tests/integration/test_chaos.sh build tc
 step "integration: chaos (kill -9, upgrade, 10 s without an agent, upstream down, garbage), socket" \

@@ -297,6 +297,16 @@ out:
 	for (size_t i = 0; i < n_inherit; i++)
 		close(inherit[i]);
 	free(inherit);
+	/*
+	 * Stopped in the reverse order of what depends on what: first everything that calls into
+	 * the others (/metrics, the reload, the watch, the server's workers, prefetches), then
+	 * what they call (the forwarder, the resolver, the fast path, the cache), so that no query
+	 * and no scrape ever reaches a freed component.
+	 */
+	/* A successor that says HELLO from here on gets no sockets: they are about to close. */
+	pthread_mutex_lock(&ag.attach_lock);
+	ag.closing = true;
+	pthread_mutex_unlock(&ag.attach_lock);
 	/* /metrics reads every component: it goes first. */
 	ndc_http_stop(ag.http);
 	/* A reload waiting for a new source gives up; no reload changes anything after this. */
@@ -305,8 +315,15 @@ out:
 	pthread_cond_broadcast(&ag.source_cond);
 	pthread_mutex_unlock(&ag.source_lock);
 	ndc_reload_stop(ag.reload);
-	/* No new tables, then no new answers upstream, then no more queries. */
+	/* No new tables. */
 	ndc_agent_source_free(ag.src);
+	/*
+	 * No new queries: the workers answer what they have read and are joined, so none calls
+	 * into the resolver, the cache or the forwarder again. The sockets stay open for the
+	 * answers still upstream (a no-op after ndc_agent_hand_over, which did it already).
+	 */
+	if (ag.srv)
+		ndc_server_quiesce(ag.srv);
 	/* No prefetch is sent to a forwarder going away; those in flight complete in its free. */
 	ndc_prefetch_stop(ag.prefetch);
 	/* The forwarder completes every detained query before the server goes away. */

@@ -74,6 +74,7 @@ struct agent {
 	bool attached;		     /* our programs are in (or there is no fast path) */
 	bool taken_over;	     /* we told the predecessor */
 	bool handed_over;	     /* at shutdown: a successor had taken over from us */
+	bool closing;		     /* shutting down: no sockets for a successor any more */
 };
 
 /* ---- source.c ---- */

@@ -51,13 +51,19 @@ out:
 	pthread_mutex_unlock(&ag->attach_lock);
 }
 
+/* On the handover thread. Under attach_lock: the shutdown closes what these are the copies of. */
 static size_t handover_fds(void *arg, int *out, size_t cap)
 {
 	struct agent *ag = arg;
-	size_t n = ag->srv ? ndc_server_fds(ag->srv, out, cap) : 0;
+	size_t n = 0;
 
-	if (ag->http && n < cap)
-		out[n++] = ndc_http_fd(ag->http);
+	pthread_mutex_lock(&ag->attach_lock);
+	if (!ag->closing) {
+		n = ag->srv ? ndc_server_fds(ag->srv, out, cap) : 0;
+		if (ag->http && n < cap)
+			out[n++] = ndc_http_fd(ag->http);
+	}
+	pthread_mutex_unlock(&ag->attach_lock);
 	return n;
 }
 
