@@ -45,6 +45,7 @@ struct ndc_handover {
 	pthread_t thread;
 	struct peer peers[PEERS_MAX];
 	atomic_bool taken;
+	atomic_int joined; /* peers connected that said HELLO */
 	_Atomic uint64_t refused[NDC_HANDOVER_REFUSED_MAX];
 	/* the refusals' log, on the thread only */
 	int64_t refused_logged; /* ms of the last line */
@@ -382,6 +383,9 @@ static void peer_close(struct ndc_handover *h, struct peer *p)
 {
 	close(p->fd);
 	p->fd = -1;
+	if (p->said)
+		atomic_fetch_sub(&h->joined, 1);
+	p->said = false;
 	if (p->took) {
 		p->took = false;
 		atomic_store(&h->taken, false);
@@ -402,6 +406,8 @@ static void peer_message(struct ndc_handover *h, struct peer *p)
 		return;
 	}
 	if (strcmp(buf, MSG_HELLO) == 0) {
+		if (!p->said)
+			atomic_fetch_add(&h->joined, 1);
 		p->said = true;
 		send_fds(h, p->fd);
 	} else if (strcmp(buf, MSG_TAKEOVER) == 0) {
@@ -544,6 +550,11 @@ int ndc_handover_serve(const char *name, const struct ndc_handover_ops *ops,
 bool ndc_handover_taken(struct ndc_handover *h)
 {
 	return h && atomic_load(&h->taken);
+}
+
+bool ndc_handover_joined(struct ndc_handover *h)
+{
+	return h && atomic_load(&h->joined) > 0;
 }
 
 void ndc_handover_stats(struct ndc_handover *h, struct ndc_handover_stats *ret)

@@ -96,6 +96,12 @@ int ndc_handover_serve(const char *name, const struct ndc_handover_ops *ops,
 /* True while a successor that took over is connected. */
 bool ndc_handover_taken(struct ndc_handover *h);
 
+/*
+ * True while a successor that said HELLO (it holds copies of our sockets) is connected, whether
+ * or not it took over. Any thread.
+ */
+bool ndc_handover_joined(struct ndc_handover *h);
+
 /* The counts so far; all 0 for NULL. Any thread. */
 void ndc_handover_stats(struct ndc_handover *h, struct ndc_handover_stats *ret);
 

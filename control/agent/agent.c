@@ -58,6 +58,7 @@ static void process_metrics(void *arg, struct ndc_metrics_buf *b)
 		       "1 once a successor agent has taken over (this one exits on SIGTERM leaving "
 		       "the fast path to it).",
 		       NULL, ndc_handover_taken(ag->ho));
+	ndc_agent_upgrade_metrics(ag, b);
 	ndc_handover_stats(ag->ho, &hs);
 	for (int i = 0; i < NDC_HANDOVER_REFUSED_MAX; i++) {
 		char l[32];
@@ -290,6 +291,8 @@ int ndc_agent_run(const struct ndc_config *cfg, struct ndc_records *rec,
 	ndc_info("%s: shutting down", strsignal(sig));
 	ret = 0;
 	ag.handed_over = ndc_handover_taken(ag.ho);
+	if (!ag.handed_over && ndc_handover_joined(ag.ho))
+		ag.handed_over = ndc_agent_upgrade_wait(&ag, &set);
 	if (ag.handed_over)
 		ndc_agent_hand_over(&ag);
 
