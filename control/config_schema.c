@@ -227,10 +227,10 @@ static const struct field top_fields[] = {
 	F_SECTION("cache", do_section, cache_fields),
 	F_SECTION("forward", do_section, forward_fields),
 	F_SECTION("log", do_section, log_fields),
-	F_SECTION("upgrade", do_section, upgrade_fields),
 	F_INT("workers", workers, 0, 256),
 	F_INT("tcp_idle_ms", tcp_idle_ms, 100, 600000),
 	F_INT("tcp_max_conns", tcp_max_conns, 1, 65536),
+	F_SECTION("upgrade", do_section, upgrade_fields),
 	{ 0 },
 };
 /* clang-format on */
