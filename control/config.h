@@ -128,6 +128,11 @@ struct ndc_config {
 		bool queries;	     /* a line per query answered in user space (CoreDNS's log) */
 		uint32_t sample_ppm; /* of those, this many per million (log.sample 0.000001..1) */
 	} log;
+	struct {
+		/* at SIGTERM with a successor joined but not taken over: serve on this long at
+		 * most, waiting for its takeover; 30 (under the DaemonSet's grace period) */
+		uint32_t wait_s;
+	} upgrade;
 	uint32_t workers;	/* 0: one per online CPU */
 	uint32_t tcp_idle_ms;	/* 10000 (RFC 7766 6.2.3 suggests seconds) */
 	uint32_t tcp_max_conns; /* per worker, 1024 */

@@ -53,6 +53,7 @@ void ndc_config_defaults(struct ndc_config *cfg)
 	cfg->log.level = 2; /* NDC_LOG_INFO: config.h does not need ndc/log.h */
 	cfg->log.sample_ppm = NDC_CFG_SAMPLE_ONE;
 	cfg->tcp_idle_ms = 10000;
+	cfg->upgrade.wait_s = 30;
 	cfg->tcp_max_conns = 1024;
 }
 

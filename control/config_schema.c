@@ -209,6 +209,11 @@ static const struct field log_fields[] = {
 	{ 0 },
 };
 
+static const struct field upgrade_fields[] = {
+	F_INT("wait_s", upgrade.wait_s, 0, 3600),
+	{ 0 },
+};
+
 static const struct field top_fields[] = {
 	F_FIELD("cluster_domain", ndc_config_set_domain, cluster_domain),
 	F_FIELD("listen", ndc_config_set_addrs, listen, .min = 1, .max = NDC_CFG_MAX_ADDRS),
@@ -225,6 +230,7 @@ static const struct field top_fields[] = {
 	F_INT("workers", workers, 0, 256),
 	F_INT("tcp_idle_ms", tcp_idle_ms, 100, 600000),
 	F_INT("tcp_max_conns", tcp_max_conns, 1, 65536),
+	F_SECTION("upgrade", do_section, upgrade_fields),
 	{ 0 },
 };
 /* clang-format on */

@@ -9,6 +9,7 @@
 #include <string.h>
 #include <sys/eventfd.h>
 #include <sys/socket.h>
+#include <sys/types.h>
 #include <sys/un.h>
 #include <time.h>
 #include <unistd.h>
@@ -24,10 +25,16 @@
 #define FDS_PER_MSG 64 /* well under SCM_MAX_FD (253) */
 #define PEERS_MAX 4
 #define RETRY_MS 200
+#define HELLO_MS 3000	 /* default hello_timeout_ms: a successor says HELLO right at connect */
+#define REFUSED_LOG_S 10 /* at most one line per this many seconds about refused peers */
 
 struct peer {
 	int fd;
 	bool took;
+	bool said;	  /* HELLO received: no deadline any more */
+	int64_t deadline; /* ms, CLOCK_MONOTONIC: dropped if it has not said HELLO by then */
+	pid_t pid;	  /* SO_PEERCRED, for the logs */
+	uid_t uid;
 };
 
 struct ndc_handover {
@@ -38,6 +45,11 @@ struct ndc_handover {
 	pthread_t thread;
 	struct peer peers[PEERS_MAX];
 	atomic_bool taken;
+	atomic_int joined; /* peers connected that said HELLO */
+	_Atomic uint64_t refused[NDC_HANDOVER_REFUSED_MAX];
+	/* the refusals' log, on the thread only */
+	int64_t refused_logged; /* ms of the last line */
+	unsigned refused_quiet; /* refused since then without a line */
 };
 
 struct ndc_handover_peer {
@@ -47,6 +59,36 @@ struct ndc_handover_peer {
 void ndc_handover_name(const char *addr, unsigned port, char *out, size_t cap)
 {
 	snprintf(out, cap, "ndcache/%s/%u", addr, port);
+}
+
+static const char *const refusal_names[NDC_HANDOVER_REFUSED_MAX] = {
+    [NDC_HANDOVER_REFUSED_UID] = "uid",
+    [NDC_HANDOVER_REFUSED_TIMEOUT] = "timeout",
+    [NDC_HANDOVER_REFUSED_FULL] = "full",
+    [NDC_HANDOVER_REFUSED_PROTOCOL] = "protocol",
+};
+
+const char *ndc_handover_refusal_name(enum ndc_handover_refusal r)
+{
+	return (unsigned)r < NDC_HANDOVER_REFUSED_MAX ? refusal_names[r] : "unknown";
+}
+
+static int64_t now_ms(void)
+{
+	struct timespec t;
+
+	clock_gettime(CLOCK_MONOTONIC, &t);
+	return (int64_t)t.tv_sec * 1000 + t.tv_nsec / 1000000;
+}
+
+/* The credentials the kernel recorded for the other end (at its connect or listen). */
+static int peer_cred(int fd, struct ucred *ret)
+{
+	socklen_t len = sizeof(*ret);
+
+	if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, ret, &len) < 0)
+		return -errno;
+	return len == sizeof(*ret) ? 0 : -EPROTO;
 }
 
 static socklen_t make_addr(const char *name, struct sockaddr_un *sa)
@@ -165,6 +207,27 @@ int ndc_handover_join(const char *name, int timeout_ms, struct ndc_handover_peer
 		r = errno == ECONNREFUSED || errno == ENOENT ? -ENOENT : -errno;
 		close(fd);
 		return r;
+	}
+	/*
+	 * Whoever holds the name is an agent only if it runs as we do: another process must not
+	 * hand us sockets to serve from, nor hear that we took over (then it would be the one to
+	 * leave the fast path to us while the real agent keeps its own).
+	 */
+	{
+		struct ucred uc;
+
+		r = peer_cred(fd, &uc);
+		if (r == 0 && uc.uid != geteuid()) {
+			ndc_warn(
+			    "handover: %s is held by pid %d of uid %u, not this agent's uid %u; "
+			    "not joining it",
+			    name, (int)uc.pid, (unsigned)uc.uid, (unsigned)geteuid());
+			r = -EPERM;
+		}
+		if (r < 0) {
+			close(fd);
+			return r;
+		}
 	}
 	fds = calloc(NDC_HANDOVER_MAX_FDS, sizeof(int));
 	if (!fds) {
@@ -291,10 +354,38 @@ static void send_fds(struct ndc_handover *h, int fd)
 	free(fds);
 }
 
+/*
+ * Counts a refused peer and logs it: the first at once, then at most one line every
+ * REFUSED_LOG_S (a process that connects in a loop must not fill the log).
+ */
+static void refuse(struct ndc_handover *h, enum ndc_handover_refusal why, pid_t pid, uid_t uid)
+{
+	int64_t now = now_ms();
+
+	atomic_fetch_add(&h->refused[why], 1);
+	if (h->refused_logged && now - h->refused_logged < REFUSED_LOG_S * 1000) {
+		h->refused_quiet++;
+		return;
+	}
+	ndc_warn("handover: refused a peer (pid %d, uid %u; this agent's uid %u): %s (%u more "
+		 "refused since the last such line)",
+		 (int)pid, (unsigned)uid, (unsigned)geteuid(),
+		 why == NDC_HANDOVER_REFUSED_UID       ? "another uid"
+		 : why == NDC_HANDOVER_REFUSED_TIMEOUT ? "said nothing in time"
+		 : why == NDC_HANDOVER_REFUSED_FULL    ? "every peer slot is held"
+						       : "not the handover protocol",
+		 h->refused_quiet);
+	h->refused_logged = now;
+	h->refused_quiet = 0;
+}
+
 static void peer_close(struct ndc_handover *h, struct peer *p)
 {
 	close(p->fd);
 	p->fd = -1;
+	if (p->said)
+		atomic_fetch_sub(&h->joined, 1);
+	p->said = false;
 	if (p->took) {
 		p->took = false;
 		atomic_store(&h->taken, false);
@@ -315,6 +406,9 @@ static void peer_message(struct ndc_handover *h, struct peer *p)
 		return;
 	}
 	if (strcmp(buf, MSG_HELLO) == 0) {
+		if (!p->said)
+			atomic_fetch_add(&h->joined, 1);
+		p->said = true;
 		send_fds(h, p->fd);
 	} else if (strcmp(buf, MSG_TAKEOVER) == 0) {
 		p->took = true;
@@ -324,9 +418,59 @@ static void peer_message(struct ndc_handover *h, struct peer *p)
 			ndc_info("handover: a successor took over; this agent exits on SIGTERM "
 				 "leaving the fast path to it");
 	} else {
-		ndc_warn("handover: unknown message from a successor; closing");
+		refuse(h, NDC_HANDOVER_REFUSED_PROTOCOL, p->pid, p->uid);
 		peer_close(h, p);
 	}
+}
+
+/* A new connection: kept only from our own uid, and while a slot is free. */
+static void peer_accept(struct ndc_handover *h)
+{
+	int c = accept4(h->lfd, NULL, NULL, SOCK_CLOEXEC);
+	struct ucred uc = {.pid = 0, .uid = (uid_t)-1};
+	int slot = -1;
+
+	if (c < 0)
+		return;
+	if (peer_cred(c, &uc) < 0 || uc.uid != geteuid()) {
+		refuse(h, NDC_HANDOVER_REFUSED_UID, uc.pid, uc.uid);
+		close(c);
+		return;
+	}
+	for (int i = 0; i < PEERS_MAX; i++)
+		if (h->peers[i].fd < 0)
+			slot = i;
+	if (slot < 0) {
+		refuse(h, NDC_HANDOVER_REFUSED_FULL, uc.pid, uc.uid);
+		close(c);
+		return;
+	}
+	h->peers[slot] = (struct peer){
+	    .fd = c,
+	    .deadline = now_ms() + h->ops.hello_timeout_ms,
+	    .pid = uc.pid,
+	    .uid = uc.uid,
+	};
+}
+
+/* Drops the peers whose time to say HELLO is over; the ms until the next deadline, or -1. */
+static int peer_deadlines(struct ndc_handover *h)
+{
+	int64_t now = now_ms(), next = -1;
+
+	for (int i = 0; i < PEERS_MAX; i++) {
+		struct peer *p = &h->peers[i];
+
+		if (p->fd < 0 || p->said)
+			continue;
+		if (p->deadline <= now) {
+			refuse(h, NDC_HANDOVER_REFUSED_TIMEOUT, p->pid, p->uid);
+			peer_close(h, p);
+		} else if (next < 0 || p->deadline - now < next) {
+			next = p->deadline - now;
+		}
+	}
+	return (int)next;
 }
 
 static void *serve_thread(void *arg)
@@ -337,7 +481,7 @@ static void *serve_thread(void *arg)
 	for (;;) {
 		struct pollfd pfd[2 + PEERS_MAX];
 		nfds_t n = 0;
-		int r;
+		int r, wait = peer_deadlines(h);
 
 		if (h->lfd < 0 && try_listen(h) < 0 && !said) {
 			ndc_info("handover: %s is held (an earlier agent still runs); retrying",
@@ -348,7 +492,9 @@ static void *serve_thread(void *arg)
 		pfd[n++] = (struct pollfd){.fd = h->lfd, .events = POLLIN};
 		for (int i = 0; i < PEERS_MAX; i++)
 			pfd[n++] = (struct pollfd){.fd = h->peers[i].fd, .events = POLLIN};
-		r = poll(pfd, n, h->lfd < 0 ? RETRY_MS : -1);
+		if (h->lfd < 0 && (wait < 0 || wait > RETRY_MS))
+			wait = RETRY_MS;
+		r = poll(pfd, n, wait);
 		if (r < 0 && errno != EINTR) {
 			ndc_err("handover: poll: %s", strerror(errno));
 			return NULL;
@@ -357,21 +503,12 @@ static void *serve_thread(void *arg)
 			continue;
 		if (pfd[0].revents)
 			return NULL;
-		if (pfd[1].revents & POLLIN) {
-			int c = accept4(h->lfd, NULL, NULL, SOCK_CLOEXEC);
-			int slot = -1;
-
-			for (int i = 0; c >= 0 && i < PEERS_MAX; i++)
-				if (h->peers[i].fd < 0)
-					slot = i;
-			if (slot >= 0)
-				h->peers[slot] = (struct peer){.fd = c};
-			else if (c >= 0)
-				close(c);
-		}
+		/* the peers first: a slot freed now is free for the connection below */
 		for (int i = 0; i < PEERS_MAX; i++)
 			if (h->peers[i].fd >= 0 && pfd[2 + i].revents)
 				peer_message(h, &h->peers[i]);
+		if (pfd[1].revents & POLLIN)
+			peer_accept(h);
 	}
 }
 
@@ -386,6 +523,8 @@ int ndc_handover_serve(const char *name, const struct ndc_handover_ops *ops,
 		return -ENOMEM;
 	snprintf(h->name, sizeof(h->name), "%s", name);
 	h->ops = *ops;
+	if (h->ops.hello_timeout_ms <= 0)
+		h->ops.hello_timeout_ms = HELLO_MS;
 	h->lfd = -1;
 	for (int i = 0; i < PEERS_MAX; i++)
 		h->peers[i].fd = -1;
@@ -411,6 +550,18 @@ int ndc_handover_serve(const char *name, const struct ndc_handover_ops *ops,
 bool ndc_handover_taken(struct ndc_handover *h)
 {
 	return h && atomic_load(&h->taken);
+}
+
+bool ndc_handover_joined(struct ndc_handover *h)
+{
+	return h && atomic_load(&h->joined) > 0;
+}
+
+void ndc_handover_stats(struct ndc_handover *h, struct ndc_handover_stats *ret)
+{
+	memset(ret, 0, sizeof(*ret));
+	for (int i = 0; h && i < NDC_HANDOVER_REFUSED_MAX; i++)
+		ret->refused[i] = atomic_load(&h->refused[i]);
 }
 
 void ndc_handover_stop(struct ndc_handover *h)

@@ -19,12 +19,23 @@
  * agent is told (ops.taken(false)) and attaches its programs again. A successor that fails before
  * TAKEOVER never touched the running agent's programs, maps, pins or sockets: it only held copies
  * of the socket descriptors, which closing does not affect.
+ *
+ * Who may speak: the name is abstract, so any process in the network namespace can connect to it
+ * (with hostNetwork, every such pod on the node), and a HELLO is answered with the DNS sockets.
+ * Both sides check the other's credentials (SO_PEERCRED, taken by the kernel at connect and at
+ * listen, not said by the peer): only a process of this agent's effective uid is served, and a
+ * successor joins only a listener of its own uid. A peer that does not say HELLO within
+ * hello_timeout_ms is dropped, so idle connections cannot hold the peer slots. When the agent
+ * runs as root, so may its peer: the check keeps out every process that runs as another user
+ * (an unprivileged hostNetwork pod), not another root process of the node, which could replace
+ * the agent's BPF programs anyway.
  */
 #ifndef NDC_HANDOVER_H
 #define NDC_HANDOVER_H
 
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 
 #define NDC_HANDOVER_MAX_FDS 1024
 
@@ -37,7 +48,8 @@ void ndc_handover_name(const char *addr, unsigned port, char *out, size_t cap);
 /*
  * The successor's side: connects to the agent at name. 0 with *ret and the received descriptors
  * (caller owns them, and frees *ret_fds) when one answered within timeout_ms; -ENOENT when none
- * runs (nobody listens at name); other -errno on a protocol failure (then no descriptor is kept).
+ * runs (nobody listens at name); -EPERM when what listens there runs as another uid (logged,
+ * nothing is said to it); other -errno on a protocol failure (then no descriptor is kept).
  */
 int ndc_handover_join(const char *name, int timeout_ms, struct ndc_handover_peer **ret,
 		      int **ret_fds, size_t *ret_n);
@@ -54,7 +66,25 @@ struct ndc_handover_ops {
 	/* a successor took over (true), or the one that had died (false) */
 	void (*taken)(void *arg, bool taken);
 	void *arg;
+	/* a peer that has not said HELLO this long after connecting is dropped; 0: 3000 */
+	int hello_timeout_ms;
 };
+
+/* Why a peer was refused (ndcache_handover_peers_refused_total's reason label). */
+enum ndc_handover_refusal {
+	NDC_HANDOVER_REFUSED_UID,      /* another uid than ours (SO_PEERCRED) */
+	NDC_HANDOVER_REFUSED_TIMEOUT,  /* said nothing within hello_timeout_ms */
+	NDC_HANDOVER_REFUSED_FULL,     /* every peer slot held */
+	NDC_HANDOVER_REFUSED_PROTOCOL, /* a message that is not the protocol's */
+	NDC_HANDOVER_REFUSED_MAX,
+};
+
+struct ndc_handover_stats {
+	uint64_t refused[NDC_HANDOVER_REFUSED_MAX];
+};
+
+/* "uid", "timeout", "full", "protocol". */
+const char *ndc_handover_refusal_name(enum ndc_handover_refusal r);
 
 /*
  * The running agent's side: listens at name on a thread of its own, retrying every 200 ms while
@@ -65,6 +95,15 @@ int ndc_handover_serve(const char *name, const struct ndc_handover_ops *ops,
 
 /* True while a successor that took over is connected. */
 bool ndc_handover_taken(struct ndc_handover *h);
+
+/*
+ * True while a successor that said HELLO (it holds copies of our sockets) is connected, whether
+ * or not it took over. Any thread.
+ */
+bool ndc_handover_joined(struct ndc_handover *h);
+
+/* The counts so far; all 0 for NULL. Any thread. */
+void ndc_handover_stats(struct ndc_handover *h, struct ndc_handover_stats *ret);
 
 /* Stops the thread and closes every connection. NULL is fine. */
 void ndc_handover_stop(struct ndc_handover *h);

@@ -110,6 +110,9 @@ step "integration: ndcache against a reference resolver (unbound, knotd upstream
 	tests/integration/test_reference.sh build
 step "integration: upgrades, second instances, no agent (fail open)" \
 	tests/integration/test_upgrade.sh build
+step "integration: SIGTERM under 5,000 cache misses/s, ASan + UBSan clean (socket, tc)" \
+	sh -c 'tests/integration/test_upgrade_shutdown.sh build-asan socket &&
+		tests/integration/test_upgrade_shutdown.sh build-asan tc'
 step "integration: chaos (kill -9, upgrade, 10 s without an agent, upstream down, garbage), tc" \
 	tests/integration/test_chaos.sh build tc
 step "integration: chaos (kill -9, upgrade, 10 s without an agent, upstream down, garbage), socket" \

@@ -41,6 +41,7 @@
 static void process_metrics(void *arg, struct ndc_metrics_buf *b)
 {
 	struct agent *ag = arg;
+	struct ndc_handover_stats hs;
 	unsigned long size = 0, resident = 0;
 	FILE *f = fopen("/proc/self/statm", "re");
 
@@ -57,6 +58,18 @@ static void process_metrics(void *arg, struct ndc_metrics_buf *b)
 		       "1 once a successor agent has taken over (this one exits on SIGTERM leaving "
 		       "the fast path to it).",
 		       NULL, ndc_handover_taken(ag->ho));
+	ndc_agent_upgrade_metrics(ag, b);
+	ndc_handover_stats(ag->ho, &hs);
+	for (int i = 0; i < NDC_HANDOVER_REFUSED_MAX; i++) {
+		char l[32];
+
+		snprintf(l, sizeof(l), "reason=\"%s\"", ndc_handover_refusal_name(i));
+		ndc_metric_u64(b, "ndcache_handover_peers_refused_total", "counter",
+			       "Connections to the handover socket refused: another uid than the "
+			       "agent's (uid), no HELLO in time (timeout), every slot held (full), "
+			       "not the protocol (protocol).",
+			       l, hs.refused[i]);
+	}
 }
 
 static void reload_metrics(void *arg, struct ndc_metrics_buf *b)
@@ -278,6 +291,8 @@ int ndc_agent_run(const struct ndc_config *cfg, struct ndc_records *rec,
 	ndc_info("%s: shutting down", strsignal(sig));
 	ret = 0;
 	ag.handed_over = ndc_handover_taken(ag.ho);
+	if (!ag.handed_over && ndc_handover_joined(ag.ho))
+		ag.handed_over = ndc_agent_upgrade_wait(&ag, &set);
 	if (ag.handed_over)
 		ndc_agent_hand_over(&ag);
 
@@ -285,6 +300,16 @@ out:
 	for (size_t i = 0; i < n_inherit; i++)
 		close(inherit[i]);
 	free(inherit);
+	/*
+	 * Stopped in the reverse order of what depends on what: first everything that calls into
+	 * the others (/metrics, the reload, the watch, the server's workers, prefetches), then
+	 * what they call (the forwarder, the resolver, the fast path, the cache), so that no query
+	 * and no scrape ever reaches a freed component.
+	 */
+	/* A successor that says HELLO from here on gets no sockets: they are about to close. */
+	pthread_mutex_lock(&ag.attach_lock);
+	ag.closing = true;
+	pthread_mutex_unlock(&ag.attach_lock);
 	/* /metrics reads every component: it goes first. */
 	ndc_http_stop(ag.http);
 	/* A reload waiting for a new source gives up; no reload changes anything after this. */
@@ -293,8 +318,15 @@ out:
 	pthread_cond_broadcast(&ag.source_cond);
 	pthread_mutex_unlock(&ag.source_lock);
 	ndc_reload_stop(ag.reload);
-	/* No new tables, then no new answers upstream, then no more queries. */
+	/* No new tables. */
 	ndc_agent_source_free(ag.src);
+	/*
+	 * No new queries: the workers answer what they have read and are joined, so none calls
+	 * into the resolver, the cache or the forwarder again. The sockets stay open for the
+	 * answers still upstream (a no-op after ndc_agent_hand_over, which did it already).
+	 */
+	if (ag.srv)
+		ndc_server_quiesce(ag.srv);
 	/* No prefetch is sent to a forwarder going away; those in flight complete in its free. */
 	ndc_prefetch_stop(ag.prefetch);
 	/* The forwarder completes every detained query before the server goes away. */

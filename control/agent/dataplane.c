@@ -102,6 +102,8 @@ void ndc_agent_fastpath_stop(struct agent *ag)
 
 	if (!ag->fp)
 		return;
+	/* nothing inserts into the cache any more (shutdown order); and nothing would reach it */
+	ndc_cache_set_hook(ag->cache, NULL, NULL);
 	ndc_publisher_free(ag->pub);
 	if (!ndc_fastpath_counters(ag->fp, c))
 		ndc_info("fast path: %lu answered, %lu NODATA, %lu NXDOMAIN; passed: %lu miss, "
@@ -175,6 +177,7 @@ void ndc_agent_dpdk_stop(struct agent *ag)
 
 	if (!ag->dp)
 		return;
+	ndc_cache_set_hook(ag->cache, NULL, NULL);
 	ndc_publisher_free(ag->pub);
 	ag->pub = NULL;
 	ndc_dpdk_counters(ag->dp, c);

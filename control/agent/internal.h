@@ -12,6 +12,7 @@
 #define NDC_AGENT_INTERNAL_H
 
 #include <pthread.h>
+#include <signal.h>
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <stddef.h>
@@ -21,6 +22,14 @@
 
 struct agent;
 struct ndc_metrics_buf;
+
+/* How a wait at SIGTERM for a successor's takeover ended. */
+enum ndc_upgrade_wait {
+	NDC_UPGRADE_WAIT_TAKEOVER,
+	NDC_UPGRADE_WAIT_GONE,
+	NDC_UPGRADE_WAIT_TIMEOUT,
+	NDC_UPGRADE_WAIT_MAX,
+};
 
 /*
  * A Kubernetes source: a store and the watch that fills it, made with one set of record
@@ -74,6 +83,10 @@ struct agent {
 	bool attached;		     /* our programs are in (or there is no fast path) */
 	bool taken_over;	     /* we told the predecessor */
 	bool handed_over;	     /* at shutdown: a successor had taken over from us */
+	bool closing;		     /* shutting down: no sockets for a successor any more */
+	/* SIGTERM before a joined successor's takeover (ndc_agent_upgrade_wait) */
+	_Atomic uint64_t upgrade_waits[NDC_UPGRADE_WAIT_MAX];
+	atomic_bool upgrade_waiting;
 };
 
 /* ---- source.c ---- */
@@ -113,6 +126,14 @@ void ndc_agent_handover_join(struct agent *ag, int **ret_fds, size_t *ret_n);
 void ndc_agent_handover_serve(struct agent *ag);
 /* At shutdown, a successor having taken over: stop reading, finish what is upstream. */
 void ndc_agent_hand_over(struct agent *ag);
+/*
+ * At SIGTERM with a successor joined but not taken over: serves on until it takes over (true),
+ * goes away, upgrade.wait_s passes or signals (SIGTERM, SIGINT) come again (false). Logged,
+ * counted.
+ */
+bool ndc_agent_upgrade_wait(struct agent *ag, const sigset_t *signals);
+/* ndcache_upgrade_sigterm_waits_total{outcome}, ndcache_upgrade_sigterm_waiting. */
+void ndc_agent_upgrade_metrics(struct agent *ag, struct ndc_metrics_buf *b);
 
 /* ---- upstream.c ---- */
 

@@ -48,8 +48,8 @@ void ndc_agent_install(struct agent *ag, struct ndc_records *rec,
 	if (!atomic_exchange(&ag->synced, true)) {
 		ndc_info("records: %zu RRsets of %s: ready", ndc_records_count(rec),
 			 ag->cfg->cluster_domain);
+		/* and /ready, once attached (and, in an upgrade, taken over) */
 		ndc_agent_maybe_attach(ag);
-		ndc_http_set_ready(ag->http, true);
 	}
 }
 

@@ -7,7 +7,9 @@
 #include <arpa/inet.h>
 #include <errno.h>
 #include <pthread.h>
+#include <signal.h>
 #include <stdatomic.h>
+#include <stdio.h>
 #include <string.h>
 #include <time.h>
 
@@ -47,17 +49,28 @@ void ndc_agent_maybe_attach(struct agent *ag)
 			ndc_info("handover: took over from the previous agent");
 		ag->taken_over = true;
 	}
+	/*
+	 * Ready only now: in an upgrade, a rollout that sees us ready deletes the predecessor,
+	 * which must have left the fast path to us by then (or be gone already).
+	 */
+	ndc_http_set_ready(ag->http, true);
 out:
 	pthread_mutex_unlock(&ag->attach_lock);
 }
 
+/* On the handover thread. Under attach_lock: the shutdown closes what these are the copies of. */
 static size_t handover_fds(void *arg, int *out, size_t cap)
 {
 	struct agent *ag = arg;
-	size_t n = ag->srv ? ndc_server_fds(ag->srv, out, cap) : 0;
+	size_t n = 0;
 
-	if (ag->http && n < cap)
-		out[n++] = ndc_http_fd(ag->http);
+	pthread_mutex_lock(&ag->attach_lock);
+	if (!ag->closing) {
+		n = ag->srv ? ndc_server_fds(ag->srv, out, cap) : 0;
+		if (ag->http && n < cap)
+			out[n++] = ndc_http_fd(ag->http);
+	}
+	pthread_mutex_unlock(&ag->attach_lock);
 	return n;
 }
 
@@ -114,6 +127,98 @@ void ndc_agent_handover_serve(struct agent *ag)
 	handover_name(ag->cfg, name, sizeof(name));
 	if (ndc_handover_serve(name, &ops, &ag->ho) < 0)
 		ndc_warn("handover: cannot listen at %s: upgrades of this agent will rebind", name);
+}
+
+static const char *const wait_outcomes[] = {
+    [NDC_UPGRADE_WAIT_TAKEOVER] = "takeover",
+    [NDC_UPGRADE_WAIT_GONE] = "successor_gone",
+    [NDC_UPGRADE_WAIT_TIMEOUT] = "timeout",
+};
+
+static uint64_t ms_since(const struct timespec *t0)
+{
+	struct timespec t;
+
+	clock_gettime(CLOCK_MONOTONIC, &t);
+	return (uint64_t)((t.tv_sec - t0->tv_sec) * 1000 + (t.tv_nsec - t0->tv_nsec) / 1000000);
+}
+
+/*
+ * SIGTERM came while a successor holds our sockets but has not taken over (it is still filling
+ * its table): leaving now would leave the node with no fast path and nobody reading the sockets
+ * until it is ready. So everything keeps running (workers, fast path, /metrics) until it takes
+ * over, goes away, or upgrade.wait_s passes. A second SIGTERM or SIGINT ends the wait.
+ */
+bool ndc_agent_upgrade_wait(struct agent *ag, const sigset_t *signals)
+{
+	uint64_t limit = (uint64_t)ag->cfg->upgrade.wait_s * 1000, ms = 0;
+	const struct timespec tick = {.tv_nsec = 20 * 1000000};
+	enum ndc_upgrade_wait outcome;
+	struct timespec t0;
+
+	clock_gettime(CLOCK_MONOTONIC, &t0);
+	ndc_info("handover: a successor has joined but not taken over; serving on until it does, "
+		 "at most upgrade.wait_s %u s",
+		 ag->cfg->upgrade.wait_s);
+	atomic_store(&ag->upgrade_waiting, true);
+	for (;;) {
+		int sig;
+
+		if (ndc_handover_taken(ag->ho)) {
+			outcome = NDC_UPGRADE_WAIT_TAKEOVER;
+			break;
+		}
+		if (!ndc_handover_joined(ag->ho)) {
+			outcome = NDC_UPGRADE_WAIT_GONE;
+			break;
+		}
+		ms = ms_since(&t0);
+		if (ms >= limit) {
+			outcome = NDC_UPGRADE_WAIT_TIMEOUT;
+			break;
+		}
+		sig = sigtimedwait(signals, NULL, &tick);
+		if (sig == SIGTERM || sig == SIGINT) {
+			ndc_warn("handover: %s again: not waiting for the successor any more",
+				 strsignal(sig));
+			outcome = NDC_UPGRADE_WAIT_TIMEOUT;
+			break;
+		}
+	}
+	ms = ms_since(&t0);
+	atomic_fetch_add(&ag->upgrade_waits[outcome], 1);
+	atomic_store(&ag->upgrade_waiting, false);
+	if (outcome == NDC_UPGRADE_WAIT_TAKEOVER)
+		ndc_info("handover: the successor took over after %lu ms; leaving it the fast path",
+			 (unsigned long)ms);
+	else if (outcome == NDC_UPGRADE_WAIT_GONE)
+		ndc_warn("handover: the successor went away before taking over (after %lu ms); "
+			 "stopping as with no successor",
+			 (unsigned long)ms);
+	else
+		ndc_warn(
+		    "handover: the successor did not take over within %lu ms; stopping as with "
+		    "no successor",
+		    (unsigned long)ms);
+	return outcome == NDC_UPGRADE_WAIT_TAKEOVER;
+}
+
+void ndc_agent_upgrade_metrics(struct agent *ag, struct ndc_metrics_buf *b)
+{
+	for (int i = 0; i < NDC_UPGRADE_WAIT_MAX; i++) {
+		char l[40];
+
+		snprintf(l, sizeof(l), "outcome=\"%s\"", wait_outcomes[i]);
+		ndc_metric_u64(
+		    b, "ndcache_upgrade_sigterm_waits_total", "counter",
+		    "SIGTERMs that came while a successor had joined but not taken over, "
+		    "by how the wait (upgrade.wait_s) ended.",
+		    l, atomic_load(&ag->upgrade_waits[i]));
+	}
+	ndc_metric_u64(b, "ndcache_upgrade_sigterm_waiting", "gauge",
+		       "1 while this agent, told to stop, serves on for a successor that has not "
+		       "taken over yet.",
+		       NULL, atomic_load(&ag->upgrade_waiting));
 }
 
 /*

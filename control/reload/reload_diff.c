@@ -27,7 +27,7 @@ static bool same_u16(const uint16_t *a, size_t na, const uint16_t *b, size_t nb)
  * cache, forward, log) or compared here. A field added to the struct without a decision here
  * fails this check at build time: say which it is, then update the size.
  */
-_Static_assert(sizeof(struct ndc_config) == 1504,
+_Static_assert(sizeof(struct ndc_config) == 1512,
 	       "a new config key: decide in control/reload/reload_diff.c whether it changes live "
 	       "or needs a restart");
 
@@ -79,6 +79,9 @@ static void restart_keys(const struct ndc_config *a, const struct ndc_config *r,
 		ndc_reload_list_add(list, "tcp_idle_ms");
 	if (a->tcp_max_conns != r->tcp_max_conns)
 		ndc_reload_list_add(list, "tcp_max_conns");
+	/* read at SIGTERM from the configuration the agent started with */
+	if (a->upgrade.wait_s != r->upgrade.wait_s)
+		ndc_reload_list_add(list, "upgrade.wait_s");
 }
 
 /* records.* keys of a that differ from b (what is in effect); pods_kept: records.pods stays. */

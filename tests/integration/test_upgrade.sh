@@ -151,11 +151,22 @@ chmod 755 "$TOPO_DIR"
 chmod 644 "$conf"
 agent_start nocaps "$conf" setpriv --reuid=65534 --regid=65534 --clear-groups --inh-caps=-all \
 	--bounding-set=-all
+# It runs as another uid than the running agent: neither side speaks to the other (issue 38).
 if wait_exit "$AGENT_PID" 15 && [ "$EXIT_STATUS" != 0 ] &&
-	grep -q "not taking over" "$TOPO_DIR/nocaps.log"; then
-	ok "no capabilities: exit $EXIT_STATUS, not taking over"
+	grep -q "of uid 0, not this agent's uid 65534; not joining it" "$TOPO_DIR/nocaps.log"; then
+	ok "no capabilities, another uid: exit $EXIT_STATUS, not joining the running agent"
 else
 	bad "no capabilities: no clean refusal" "$(cat "$TOPO_DIR/nocaps.log")"
+fi
+refused_uid() {
+	in_node curl -s "http://127.0.0.1:$http_port/metrics" |
+		awk '$1 == "ndcache_handover_peers_refused_total{reason=\"uid\"}" {print $2}'
+}
+refused_one() { [ "$(refused_uid)" = 1 ]; }
+if until_ok 5 refused_one; then
+	ok "the running agent refused the peer of another uid (ndcache_handover_peers_refused_total{reason=\"uid\"} 1)"
+else
+	bad "the running agent's count of refused peers: '$(refused_uid)', want 1" "$(grep handover "$TOPO_DIR/a.log")"
 fi
 intact "after a second agent without capabilities" "$s0"
 grep -q "handover: a successor took over" "$TOPO_DIR/a.log" &&

@@ -449,7 +449,7 @@ static void test_error_unknown_and_duplicate(void **state)
 	expect_error("port: 53\nbogus: 1\n",
 		     "line 2: bogus: unknown key (known keys: cluster_domain, listen, port, "
 		     "upstream, stub_domains, source, records, dataplane, http, cache, forward, "
-		     "log, workers, tcp_idle_ms, tcp_max_conns)");
+		     "log, workers, tcp_idle_ms, tcp_max_conns, upgrade)");
 	expect_error("source:\n  kubernetes:\n    kubeconfg: /x\n",
 		     "line 3: source.kubernetes.kubeconfg: unknown key (known keys: kubeconfig, "
 		     "kube_dns_configmap)");
@@ -654,7 +654,7 @@ static void test_error_yaml_features(void **state)
 	expect_error("defaults: &d {ttl: 5}\nrecords: *d\n",
 		     "line 1: defaults: unknown key (known keys: cluster_domain, listen, port, "
 		     "upstream, stub_domains, source, records, dataplane, http, cache, forward, "
-		     "log, workers, tcp_idle_ms, tcp_max_conns)");
+		     "log, workers, tcp_idle_ms, tcp_max_conns, upgrade)");
 	expect_error("records:\n  namespaces: [default, *ns]\n",
 		     "line 2: records.namespaces[1]: YAML anchors and aliases are not supported");
 	expect_error("port: !!int 53\n", "line 1: port: YAML tags are not supported");

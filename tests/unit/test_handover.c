@@ -21,6 +21,7 @@
 #include <string.h>
 #include <sys/socket.h>
 #include <sys/un.h>
+#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -131,9 +132,11 @@ static void agent_taken(void *arg, bool taken)
 	atomic_fetch_add(taken ? &a->taken : &a->given_back, 1);
 }
 
-static void agent_start(struct agent *a, const char *what, size_t n)
+/* hello_ms: the agent's hello_timeout_ms (0: its default). */
+static void agent_start_hello(struct agent *a, const char *what, size_t n, int hello_ms)
 {
-	struct ndc_handover_ops ops = {.fds = agent_fds, .taken = agent_taken, .arg = a};
+	struct ndc_handover_ops ops = {
+	    .fds = agent_fds, .taken = agent_taken, .arg = a, .hello_timeout_ms = hello_ms};
 
 	memset(a, 0, sizeof(*a));
 	name_of(what, a->name, sizeof(a->name));
@@ -146,6 +149,11 @@ static void agent_start(struct agent *a, const char *what, size_t n)
 		a->wr[i] = p[1];
 	}
 	assert_int_equal(ndc_handover_serve(a->name, &ops, &a->h), 0);
+}
+
+static void agent_start(struct agent *a, const char *what, size_t n)
+{
+	agent_start_hello(a, what, n, 0);
 }
 
 static void agent_stop(struct agent *a)
@@ -314,6 +322,149 @@ static void test_serve_refuses(void **state)
 		close(fds[0]);
 		close(fd);
 	}
+	agent_stop(&a);
+}
+
+/* How many peers the agent refused for why, once it is want (polled). */
+static void wait_refused(const struct agent *a, enum ndc_handover_refusal why, uint64_t want)
+{
+	struct ndc_handover_stats st;
+
+	for (int i = 0; i < WAIT_MS / 10; i++) {
+		ndc_handover_stats(a->h, &st);
+		if (st.refused[why] == want)
+			return;
+		usleep(10000);
+	}
+	fail_msg("refused for %s: %lu, not %lu", ndc_handover_refusal_name(why),
+		 (unsigned long)st.refused[why], (unsigned long)want);
+}
+
+#define NOBODY 65534
+
+/*
+ * Runs fn(arg) in a child as uid NOBODY; its exit status (0: what fn expected happened). Needs
+ * root (only root changes uid); otherwise the test is skipped.
+ */
+static int as_nobody(int (*fn)(void *), void *arg)
+{
+	pid_t pid;
+	int st;
+
+	if (geteuid() != 0) {
+		skip();
+		return -1;
+	}
+	pid = fork();
+	assert_true(pid >= 0);
+	if (pid == 0) {
+		/* the child: no cmocka here, only an exit status */
+		if (setresgid(NOBODY, NOBODY, NOBODY) < 0 || setresuid(NOBODY, NOBODY, NOBODY) < 0)
+			_exit(90);
+		_exit(fn(arg));
+	}
+	assert_int_equal(waitpid(pid, &st, 0), pid);
+	assert_true(WIFEXITED(st));
+	return WEXITSTATUS(st);
+}
+
+/* As another uid: connect, say HELLO; 0 when nothing came back but the connection's end. */
+static int hello_from_nobody(void *arg)
+{
+	const struct agent *a = arg;
+	struct sockaddr_un sa;
+	socklen_t sl = addr_of(a->name, &sa);
+	char buf[64], ctl[CMSG_SPACE(sizeof(int) * 64)];
+	struct iovec iov = {.iov_base = buf, .iov_len = sizeof(buf) - 1};
+	struct msghdr m = {
+	    .msg_iov = &iov, .msg_iovlen = 1, .msg_control = ctl, .msg_controllen = sizeof(ctl)};
+	struct pollfd p;
+	int fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
+	ssize_t n;
+
+	if (fd < 0 || connect(fd, (struct sockaddr *)&sa, sl) < 0)
+		return 91;
+	/* the agent may have closed already: a failed send is no answer either */
+	(void)send(fd, "HELLO 1", 7, MSG_NOSIGNAL);
+	p = (struct pollfd){.fd = fd, .events = POLLIN};
+	if (poll(&p, 1, WAIT_MS) != 1)
+		return 92; /* held open: not refused */
+	n = recvmsg(fd, &m, 0);
+	if (n > 0 || CMSG_FIRSTHDR(&m))
+		return 93; /* answered (FDS ...): the sockets went to another uid */
+	return 0;
+}
+
+/* A peer of another uid is closed at once, unanswered, and counted; the agent serves on. */
+static void test_serve_other_uid(void **state)
+{
+	struct agent a;
+	char buf[128];
+	int fds[64], fd, st;
+	size_t got;
+
+	(void)state;
+	if (geteuid() != 0)
+		skip();
+	agent_start(&a, "uid", 5);
+	fd = raw_connect(a.name); /* the listener is up before the child connects */
+	close(fd);
+	st = as_nobody(hello_from_nobody, &a);
+	if (st)
+		fail_msg("a peer of uid %d was served (child status %d)", NOBODY, st);
+	wait_refused(&a, NDC_HANDOVER_REFUSED_UID, 1);
+	assert_int_equal(atomic_load(&a.taken), 0);
+	fd = hello(&a, buf, sizeof(buf), fds, &got);
+	assert_string_equal(buf, "FDS 5 0");
+	assert_int_equal(got, 5);
+	for (size_t i = 0; i < got; i++)
+		close(fds[i]);
+	close(fd);
+	agent_stop(&a);
+}
+
+/*
+ * Peers that connect and say nothing hold every slot only until the hello timeout: then they are
+ * dropped and counted, and a successor joins; one that said HELLO is kept past it.
+ */
+static void test_serve_idle(void **state)
+{
+	enum { HELLO_TIMEOUT_MS = 200, IDLE = 4 };
+	struct agent a;
+	char buf[128];
+	int fds[64], idle[IDLE], fd;
+	size_t got;
+
+	(void)state;
+	agent_start_hello(&a, "idle", 1, HELLO_TIMEOUT_MS);
+	for (int i = 0; i < IDLE; i++)
+		idle[i] = raw_connect(a.name);
+	/* every slot held: one more is refused as such */
+	fd = raw_connect(a.name);
+	assert_int_equal(recv_raw(fd, buf, sizeof(buf), fds, &got), 0);
+	close(fd);
+	wait_refused(&a, NDC_HANDOVER_REFUSED_FULL, 1);
+	for (int i = 0; i < IDLE; i++) {
+		ssize_t r = recv_raw(idle[i], buf, sizeof(buf), fds, &got);
+
+		if (r != 0)
+			fail_msg("idle peer %d was not dropped (%zd)", i, r);
+		close(idle[i]);
+	}
+	wait_refused(&a, NDC_HANDOVER_REFUSED_TIMEOUT, IDLE);
+	fd = hello(&a, buf, sizeof(buf), fds, &got);
+	assert_string_equal(buf, "FDS 1 0");
+	assert_int_equal(got, 1);
+	close(fds[0]);
+	/* a successor that said HELLO may take long to be ready: not dropped at the timeout */
+	usleep(3 * HELLO_TIMEOUT_MS * 1000);
+	assert_int_equal(send_raw(fd, "TAKEOVER", 8, NULL, 0), 0);
+	assert_int_equal(recv_raw(fd, buf, sizeof(buf), fds, &got), 2);
+	assert_string_equal(buf, "OK");
+	assert_true(ndc_handover_taken(a.h));
+	wait_refused(&a, NDC_HANDOVER_REFUSED_TIMEOUT, IDLE);
+	close(fd);
+	wait_count(&a.given_back, 1);
 	agent_stop(&a);
 }
 
@@ -549,6 +700,87 @@ static void test_takeover(void **state)
 	assert_int_equal(takeover_against("o", "O"), -EPROTO);
 }
 
+/*
+ * A listener of another uid (a squatter on the name) in a child: it answers HELLO with a
+ * descriptor and TAKEOVER with OK, as an agent would. Ready is said on arg's pipe.
+ */
+struct squatter {
+	char name[64];
+	int ready[2];
+};
+
+static int squat(void *arg)
+{
+	struct squatter *q = arg;
+	struct sockaddr_un sa;
+	socklen_t sl = addr_of(q->name, &sa);
+	struct pollfd p;
+	char buf[64];
+	int lfd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0), fd;
+	ssize_t n;
+
+	if (lfd < 0 || bind(lfd, (struct sockaddr *)&sa, sl) < 0 || listen(lfd, 1) < 0)
+		return 91;
+	if (write(q->ready[1], "r", 1) != 1)
+		return 92;
+	p = (struct pollfd){.fd = lfd, .events = POLLIN};
+	if (poll(&p, 1, WAIT_MS) != 1)
+		return 0; /* nobody came: fine too, the join said nothing */
+	fd = accept(lfd, NULL, NULL);
+	if (fd < 0)
+		return 93;
+	for (;;) {
+		p = (struct pollfd){.fd = fd, .events = POLLIN};
+		if (poll(&p, 1, WAIT_MS) != 1)
+			return 94;
+		n = recv(fd, buf, sizeof(buf) - 1, 0);
+		if (n <= 0)
+			return 0; /* the successor went away */
+		buf[n] = '\0';
+		if (strcmp(buf, "HELLO 1") == 0)
+			send_raw(fd, "FDS 1 0", 7, &q->ready[1], 1);
+		else if (strcmp(buf, "TAKEOVER") == 0)
+			send_raw(fd, "OK", 2, NULL, 0);
+	}
+}
+
+/* A successor joins no listener of another uid: no descriptors, nothing to take over. */
+static void test_join_other_uid(void **state)
+{
+	struct ndc_handover_peer *peer = (void *)1;
+	struct squatter q;
+	int *fds = (void *)1, st;
+	struct pollfd p;
+	size_t n = 1;
+	pid_t pid;
+	char c;
+
+	(void)state;
+	if (geteuid() != 0)
+		skip();
+	name_of("squat", q.name, sizeof(q.name));
+	assert_int_equal(pipe2(q.ready, O_CLOEXEC), 0);
+	pid = fork();
+	assert_true(pid >= 0);
+	if (pid == 0) {
+		if (setresgid(NOBODY, NOBODY, NOBODY) < 0 || setresuid(NOBODY, NOBODY, NOBODY) < 0)
+			_exit(90);
+		_exit(squat(&q));
+	}
+	p = (struct pollfd){.fd = q.ready[0], .events = POLLIN};
+	assert_int_equal(poll(&p, 1, WAIT_MS), 1);
+	assert_int_equal(read(q.ready[0], &c, 1), 1);
+	assert_int_equal(ndc_handover_join(q.name, WAIT_MS, &peer, &fds, &n), -EPERM);
+	assert_null(peer);
+	assert_null(fds);
+	assert_int_equal(n, 0);
+	assert_int_equal(waitpid(pid, &st, 0), pid);
+	assert_true(WIFEXITED(st));
+	assert_int_equal(WEXITSTATUS(st), 0);
+	close(q.ready[0]);
+	close(q.ready[1]);
+}
+
 /* The real two sides together: what an upgrade does. */
 static void test_join_agent(void **state)
 {
@@ -586,7 +818,8 @@ int main(void)
 	    cmocka_unit_test(test_serve_refuses),  cmocka_unit_test(test_join_accepts),
 	    cmocka_unit_test(test_join_refuses),   cmocka_unit_test(test_join_timeout),
 	    cmocka_unit_test(test_join_nobody),	   cmocka_unit_test(test_takeover),
-	    cmocka_unit_test(test_join_agent),
+	    cmocka_unit_test(test_join_agent),	   cmocka_unit_test(test_serve_other_uid),
+	    cmocka_unit_test(test_serve_idle),	   cmocka_unit_test(test_join_other_uid),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
