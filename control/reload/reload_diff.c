@@ -27,7 +27,7 @@ static bool same_u16(const uint16_t *a, size_t na, const uint16_t *b, size_t nb)
  * cache, forward, log) or compared here. A field added to the struct without a decision here
  * fails this check at build time: say which it is, then update the size.
  */
-_Static_assert(sizeof(struct ndc_config) == 1504,
+_Static_assert(sizeof(struct ndc_config) == 1512,
 	       "a new config key: decide in control/reload/reload_diff.c whether it changes live "
 	       "or needs a restart");
 
@@ -57,6 +57,8 @@ static void restart_keys(const struct ndc_config *a, const struct ndc_config *r,
 		ndc_reload_list_add(list, "dataplane.redirect_peer");
 	if (a->dataplane.failopen != r->dataplane.failopen)
 		ndc_reload_list_add(list, "dataplane.failopen");
+	if (a->dataplane.tc_order != r->dataplane.tc_order)
+		ndc_reload_list_add(list, "dataplane.tc_order");
 	if (!ndc_reload_same_str(a->dataplane.pin_dir, r->dataplane.pin_dir))
 		ndc_reload_list_add(list, "dataplane.pin_dir");
 	/* The EAL, its ports, queues and lcores are set up once per process. */
