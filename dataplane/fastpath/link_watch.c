@@ -597,8 +597,8 @@ static void attach_link(struct ndc_link_watch *lw, int ifindex, const char *name
 	}
 	l->state = LINK_ATTACHED;
 	if (lw->mode == NDC_FP_ATTACH_TC)
-		ndc_info("fast path: attached tc ingress (pref %u)%s to %s (ifindex %d)",
-			 l->prio[0], lw->egress_fd >= 0 ? " and egress" : "", name, ifindex);
+		ndc_info("fast path: attached tc ingress%s to %s (ifindex %d, pref %u)",
+			 lw->egress_fd >= 0 ? " and egress" : "", name, ifindex, l->prio[0]);
 	else
 		ndc_info("fast path: attached XDP (%s mode) to %s (ifindex %d)",
 			 l->xdp_flags == XDP_FLAGS_DRV_MODE ? "native" : "generic", name, ifindex);
