@@ -32,6 +32,8 @@
 
 enum ndc_source_kind { NDC_SOURCE_EMBEDDED = 0, NDC_SOURCE_SNAPSHOT, NDC_SOURCE_KUBERNETES };
 enum ndc_dp_mode { NDC_DP_TC = 0, NDC_DP_XDP, NDC_DP_SOCKET, NDC_DP_DPDK };
+/* dataplane.tc_order: behind others' filters on a hook (the default), or in front (the old way) */
+enum ndc_tc_order { NDC_TC_ORDER_AFTER = 0, NDC_TC_ORDER_FIRST };
 
 /* A zone whose names are forwarded to servers of its own (kube-dns stubDomains). */
 struct ndc_stub_domain {
@@ -82,7 +84,9 @@ struct ndc_config {
 		bool redirect_peer; /* tc replies with bpf_redirect_peer (faster; skips peer XDP) */
 		bool failopen;	    /* no agent listening: the kernel forwards to the upstream */
 		char *pin_dir;	    /* NULL: NDC_FP_PIN_DIR (bpffs mounted there if needed) */
-		struct {	    /* mode dpdk (dataplane/dpdk/dpdk.h) */
+		/* where our tc filters go among others' on a hook: after them by default */
+		enum ndc_tc_order tc_order;
+		struct { /* mode dpdk (dataplane/dpdk/dpdk.h) */
 			size_t n_eal_args;
 			char **eal_args; /* for rte_eal_init */
 			size_t n_ports;

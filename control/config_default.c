@@ -33,6 +33,7 @@ void ndc_config_defaults(struct ndc_config *cfg)
 	cfg->dataplane.interfaces = ndc_config_default_ifaces;
 	cfg->dataplane.table_size = 262144;
 	cfg->dataplane.failopen = true;
+	cfg->dataplane.tc_order = NDC_TC_ORDER_AFTER;
 	cfg->dataplane.dpdk.queues = 1;
 	cfg->dataplane.dpdk.burst = 32;
 	cfg->dataplane.dpdk.tap_prefix = ndc_config_default_tap_prefix;

@@ -112,6 +112,7 @@ static int do_per_client(struct ctx *c, const struct field *f, const struct node
 
 static const char *const pods_names[] = { "disabled", "insecure", "verified", NULL };
 static const char *const mode_names[] = { "tc", "xdp", "socket", "dpdk", NULL };
+static const char *const tc_order_names[] = { "after", "first", NULL };
 /* In the order of enum ndc_log_level (ndc/log.h). */
 static const char *const level_names[] = { "error", "warning", "info", "debug", NULL };
 /* In the order of query.h's enum ndc_fwd_protocol and enum ndc_fwd_policy. */
@@ -161,6 +162,7 @@ static const struct field dataplane_fields[] = {
 	F_INT("table_size", dataplane.table_size, 1024, 16777216),
 	F_FIELD("redirect_peer", ndc_config_set_bool, dataplane.redirect_peer),
 	F_FIELD("failopen", ndc_config_set_bool, dataplane.failopen),
+	F_FIELD("tc_order", ndc_config_set_enum, dataplane.tc_order, .names = tc_order_names),
 	F_FIELD("pin_dir", ndc_config_set_path, dataplane.pin_dir),
 	F_SECTION("dpdk", do_dpdk, dpdk_fields),
 	{ 0 },

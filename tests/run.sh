@@ -137,6 +137,8 @@ step "integration: fair share per client (a 20,000/s flood beside a 100/s pod), 
 	timeout 240 tests/integration/test_fair_share.sh build socket tc
 step "integration: transparent mode (the kube-dns ClusterIP answered; iptables-nft, -legacy, nft)" \
 	tests/integration/test_transparent.sh build
+step "integration: a CNI's policy program on the pod's interface is never skipped (clsact, tcx; tc_order first and xdp shown bypassing it)" \
+	tests/integration/test_cni_order.sh build
 step "integration: DPDK dataplane (net_af_packet --no-huge, net_af_xdp, a build without DPDK)" tests/integration/test_dpdk.sh build
 step "deploy: manifests against the code" tests/deploy/check_manifests.sh build
 step "deploy: the fast path under the manifest's user and capabilities" \

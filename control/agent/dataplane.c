@@ -62,6 +62,8 @@ void ndc_agent_fastpath_start(struct agent *ag)
 	    .port = cfg->port,
 	    .max_entries = cfg->dataplane.table_size,
 	    .redirect_peer = cfg->dataplane.redirect_peer,
+	    .tc_order =
+		cfg->dataplane.tc_order == NDC_TC_ORDER_FIRST ? NDC_FP_TC_FIRST : NDC_FP_TC_AFTER,
 	    .failopen = cfg->dataplane.failopen,
 	    .pin_dir = cfg->dataplane.pin_dir,
 	    .n_upstreams = cfg->n_upstream,
@@ -290,6 +292,14 @@ void ndc_agent_dataplane_metrics(void *arg, struct ndc_metrics_buf *b)
 		       "appear); 0 when dataplane.mode is tc or xdp and it could not be loaded, or "
 		       "for the other modes.",
 		       l, ag->fp != NULL);
+	if (ag->fp)
+		ndc_metric_u64(
+		    b, "ndcache_fastpath_foreign_programs", "gauge",
+		    "Others' programs on the interfaces the fast path is attached to that "
+		    "it runs in front of, so that they never see the queries the kernel "
+		    "answers: every tc program in XDP mode, the tc filters after ours in "
+		    "tc mode (dataplane.tc_order).",
+		    NULL, ndc_fastpath_foreign_programs(ag->fp));
 	if (ag->fp && !ndc_fastpath_table_stats(ag->fp, &ts))
 		NDC_METRIC_TABLE(b, table_fields, &ts, NULL);
 	if (ag->fp && !ndc_fastpath_counters(ag->fp, fc.c))

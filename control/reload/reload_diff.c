@@ -57,6 +57,8 @@ static void restart_keys(const struct ndc_config *a, const struct ndc_config *r,
 		ndc_reload_list_add(list, "dataplane.redirect_peer");
 	if (a->dataplane.failopen != r->dataplane.failopen)
 		ndc_reload_list_add(list, "dataplane.failopen");
+	if (a->dataplane.tc_order != r->dataplane.tc_order)
+		ndc_reload_list_add(list, "dataplane.tc_order");
 	if (!ndc_reload_same_str(a->dataplane.pin_dir, r->dataplane.pin_dir))
 		ndc_reload_list_add(list, "dataplane.pin_dir");
 	/* The EAL, its ports, queues and lcores are set up once per process. */

@@ -68,6 +68,7 @@ struct ndc_fp {
 	bool reaper_started, reap_stop;
 	struct ndc_link_watch *watch;
 	struct ndc_link_watch_opts watch_opts; /* mode and patterns, for ndc_fastpath_attach */
+	uint64_t foreign;		       /* the link watch's gauge (watch_opts.foreign) */
 	char pin_dir[PATH_MAX];
 	bool made_dir; /* we created pin_dir: remove it on close if empty */
 	bool pinned;
@@ -639,6 +640,8 @@ int ndc_fastpath_open(const struct ndc_fastpath_opts *opts, struct ndc_fp **ret)
 	fp->watch_opts.mode = opts->attach;
 	fp->watch_opts.n_patterns = opts->n_patterns;
 	fp->watch_opts.patterns = opts->patterns;
+	fp->watch_opts.tc_order = opts->tc_order;
+	fp->watch_opts.foreign = &fp->foreign;
 	r = bpf_map_update_elem(fp->config_fd, &key, &cfg, BPF_ANY);
 	if (r < 0) {
 		ndc_err("fast path: cannot write the config: %s", strerror(-r));
@@ -917,6 +920,11 @@ int ndc_fastpath_counters(struct ndc_fp *fp, uint64_t ret[NDC_FP_COUNTER_MAX])
 	}
 	free(vals);
 	return r;
+}
+
+uint64_t ndc_fastpath_foreign_programs(struct ndc_fp *fp)
+{
+	return __atomic_load_n(&fp->foreign, __ATOMIC_RELAXED);
 }
 
 int ndc_fastpath_egress_prog_fd(struct ndc_fp *fp)

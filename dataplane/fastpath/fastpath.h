@@ -25,13 +25,24 @@ struct ndc_ip;
 struct ndc_fp; /* not "ndc_fastpath": that is the libbpf skeleton's struct name */
 
 /*
- * The tc filter's identity on clsact ingress (`tc filter show dev X ingress` shows it as
- * "pref 7 ... handle 0x6e6463"): re-attaching replaces our filter and never another one.
+ * The tc filter's identity on a clsact hook (`tc filter show dev X ingress` shows it as
+ * "pref 7 ... handle 0x6e6463"): re-attaching replaces our filter and never another one. The
+ * handle and a program name beginning "ndc_" make a filter ours (an earlier agent's too); its
+ * priority is NDC_FP_TC_PRIO unless another's filter is at or after it (NDC_FP_TC_AFTER).
  */
 #define NDC_FP_TC_HANDLE 0x6e6463 /* "ndc" */
 #define NDC_FP_TC_PRIO 7
 
 enum ndc_fp_attach { NDC_FP_ATTACH_TC = 0, NDC_FP_ATTACH_XDP, NDC_FP_ATTACH_NONE };
+
+/*
+ * Where our tc filters go on a hook that has others' filters (a CNI's policy): AFTER, at a
+ * priority greater than all of theirs (and again behind one added later), so that what they drop
+ * or redirect never reaches us; FIRST, at NDC_FP_TC_PRIO whatever runs after (the old way: the
+ * kernel answers before their policy sees the query). Programs attached with tcx (Linux 6.6)
+ * run before every clsact filter either way.
+ */
+enum ndc_fp_tc_order { NDC_FP_TC_AFTER = 0, NDC_FP_TC_FIRST };
 
 struct ndc_fastpath_opts {
 	enum ndc_fp_attach attach; /* NONE: load and publish only (tests, BPF_PROG_TEST_RUN) */
@@ -46,7 +57,8 @@ struct ndc_fastpath_opts {
 	size_t pass_len;
 	uint32_t max_entries; /* answer table size; 0: 65536 */
 	bool redirect_peer;   /* tc replies with bpf_redirect_peer */
-	const char *pin_dir;  /* NULL: NDC_FP_PIN_DIR; must be on bpffs */
+	enum ndc_fp_tc_order tc_order;
+	const char *pin_dir; /* NULL: NDC_FP_PIN_DIR; must be on bpffs */
 	/* fail open (abi.h NDC_FP_C_FAILOPEN) to the first upstream of each family */
 	bool failopen;
 	size_t n_upstreams;
@@ -139,6 +151,13 @@ int ndc_fastpath_nx_read(int nx_fd, struct ndc_fp_value *ret);
 
 /* Sums the per-CPU counters. */
 int ndc_fastpath_counters(struct ndc_fp *fp, uint64_t ret[NDC_FP_COUNTER_MAX]);
+
+/*
+ * Others' programs the fast path runs in front of now, over the links it is attached to: in XDP
+ * mode every tc program (clsact filter or tcx) on their ingress; in tc mode the clsact filters at
+ * or after ours (tc_order first, or none free after theirs). 0 while nothing is attached.
+ */
+uint64_t ndc_fastpath_foreign_programs(struct ndc_fp *fp);
 
 /*
  * The answer table, which follows its content: keys in it now, keys it may hold

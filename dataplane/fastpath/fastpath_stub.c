@@ -83,6 +83,12 @@ int ndc_fastpath_counters(struct ndc_fp *fp, uint64_t ret[NDC_FP_COUNTER_MAX])
 	return -EOPNOTSUPP;
 }
 
+uint64_t ndc_fastpath_foreign_programs(struct ndc_fp *fp)
+{
+	(void)fp;
+	return 0;
+}
+
 int ndc_fastpath_table_stats(struct ndc_fp *fp, struct ndc_fastpath_table_stats *ret)
 {
 	(void)fp, (void)ret;

@@ -23,6 +23,12 @@ struct ndc_link_watch_opts {
 	int ingress_fd;		 /* XDP mode: tc ingress beside XDP (fail-open); 0 or -1: none */
 	size_t n_patterns;
 	char *const *patterns; /* copied */
+	enum ndc_fp_tc_order tc_order;
+	/*
+	 * The gauge ndc_fastpath_foreign_programs reads (atomically): others' programs the watch's
+	 * links run us in front of, kept up to date as links and filters come and go; the caller's.
+	 */
+	uint64_t *foreign;
 };
 
 /*

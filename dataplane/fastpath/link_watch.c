@@ -1,15 +1,26 @@
 // SPDX-License-Identifier: MIT
 /*
- * The attach manager: an rtnetlink link watch (RTMGRP_LINK) on a thread of its own, plus a
- * RTM_GETLINK dump at start and after a multicast overrun. Every link whose name matches a
- * pattern gets the tc filter (clsact ingress, NDC_FP_TC_HANDLE/NDC_FP_TC_PRIO) or the XDP
- * program, plus the fail-open filters when given (tc egress; in XDP mode tc ingress too). The
- * kernel drops them with the link, so RTM_DELLINK only forgets it. The watch runs in the network
- * namespace of the thread that started it.
+ * The attach manager: an rtnetlink link watch (RTMGRP_LINK, RTMGRP_TC) on a thread of its own,
+ * plus a RTM_GETLINK dump at start and after a multicast overrun. Every link whose name matches a
+ * pattern gets the tc filter (clsact ingress, handle NDC_FP_TC_HANDLE) or the XDP program, plus
+ * the fail-open filters when given (tc egress; in XDP mode tc ingress too). The kernel drops them
+ * with the link, so RTM_DELLINK only forgets it. The watch runs in the network namespace of the
+ * thread that started it.
+ *
+ * Order: a clsact filter that returns a verdict (TC_ACT_OK, SHOT, REDIRECT) ends the hook, so
+ * whatever sits at a greater priority never sees the packet. With tc_order after (the default)
+ * our filters go behind every other filter on their hook: NDC_FP_TC_PRIO when all are before it,
+ * else one past the greatest; a filter someone adds at or after ours later (a CNI setting up a
+ * pod after we saw its veth) moves us behind it again (RTM_NEWTFILTER). With tc_order first they
+ * stay at NDC_FP_TC_PRIO. Others' programs we run in front of are logged and counted: in XDP mode
+ * every tc program on ingress (XDP runs before tc), in tc mode the filters after ours.
  *
  * Attaching replaces: a filter at our handle and priority, or our XDP program, is swapped in one
  * netlink request, so at no instant is nothing attached (an upgrade's successor takes over this
- * way). Detaching removes only what is still ours: a successor's program is left alone.
+ * way). Our handle with a program named ndc_* is ours, an earlier agent's included: where it is
+ * behind the others it is replaced in place; where not, ours goes in behind them first and the
+ * old one is removed after. Detaching removes only what is still ours: a successor's program is
+ * left alone.
  */
 #include <errno.h>
 #include <fnmatch.h>
@@ -22,6 +33,8 @@
 #include <unistd.h>
 #include <linux/if_link.h>
 #include <linux/netlink.h>
+#include <linux/pkt_cls.h>
+#include <linux/pkt_sched.h>
 #include <linux/rtnetlink.h>
 #include <net/if.h>
 
@@ -34,6 +47,12 @@
 
 #define NL_BUF 32768
 #define NL_RCVBUF (1 << 20) /* a node creating hundreds of pods at once must not overrun it */
+#define NDC_TC_PREF_MAX 0xffff
+#define SCAN_MAX 64  /* others' filters on one hook we keep the priorities of */
+#define SCAN_OWN 8   /* our filters on one hook (ours and earlier agents') */
+#define MOVES_MAX 64 /* moves behind a later filter, per link: two "after" programs stop */
+/* tcx (Linux 6.6) attach types; libbpf 1.1's and Linux 6.1's headers predate them */
+#define NDC_BPF_TCX_INGRESS 46
 
 enum link_state { LINK_ATTACHED = 0, LINK_FAILED };
 
@@ -44,17 +63,32 @@ struct link {
 	bool own_hook;	    /* tc: we created the clsact qdisc */
 	bool tc_failed;	    /* XDP mode: the fail-open tc filters did not go in */
 	uint32_t xdp_flags; /* XDP: the mode it went in with */
+	uint32_t prio[2];   /* our filters' priority: [0] ingress, [1] egress; 0: none */
+	uint32_t foreign;   /* others' programs we run in front of here (in the gauge) */
+	uint32_t moves;	    /* times moved behind a filter added after ours */
+};
+
+/* The filters on one clsact hook (chain 0), from a RTM_GETTFILTER dump. */
+struct tc_scan {
+	uint32_t own[SCAN_OWN]; /* priorities of our filters */
+	size_t n_own;
+	uint32_t prio[SCAN_MAX]; /* priorities of others' filters (the first SCAN_MAX) */
+	size_t n_prio;
+	uint32_t n_foreign; /* all of others' filters */
+	uint32_t max_prio;  /* the greatest of theirs; 0: none */
 };
 
 struct ndc_link_watch {
 	enum ndc_fp_attach mode;
+	enum ndc_fp_tc_order order;
+	uint64_t *foreign; /* the caller's gauge, or NULL */
 	int prog_fd;
 	int egress_fd;				 /* tc egress, or -1 */
 	int ingress_fd;				 /* XDP mode: tc ingress beside XDP, or -1 */
 	uint32_t prog_id, egress_id, ingress_id; /* to recognise our filters when detaching */
 	size_t n_patterns;
 	char **patterns;
-	int nl_fd;  /* multicast RTMGRP_LINK */
+	int nl_fd;  /* multicast RTMGRP_LINK, RTMGRP_TC (others' filters come and go) */
 	int evt_fd; /* eventfd: stop */
 	pthread_t thread;
 	bool thread_started;
@@ -62,6 +96,7 @@ struct ndc_link_watch {
 	size_t cap_links;
 	struct link *links;
 	uint8_t buf[NL_BUF];
+	uint8_t scan_buf[NL_BUF]; /* filter dumps, made while buf's messages are handled */
 };
 
 static bool name_matches(const struct ndc_link_watch *lw, const char *name)
@@ -98,26 +133,235 @@ static struct link *add_link(struct ndc_link_watch *lw, int ifindex, const char 
 	return l;
 }
 
+static void set_foreign(struct ndc_link_watch *lw, struct link *l, uint32_t n)
+{
+	if (lw->foreign && n != l->foreign)
+		__atomic_add_fetch(lw->foreign, (uint64_t)n - (uint64_t)l->foreign,
+				   __ATOMIC_RELAXED);
+	l->foreign = n;
+}
+
 static void forget_link(struct ndc_link_watch *lw, struct link *l)
 {
+	set_foreign(lw, l, 0);
 	*l = lw->links[--lw->n_links];
 }
 
-static int tc_attach_one(struct link *l, enum bpf_tc_attach_point where, int fd)
+static enum bpf_tc_attach_point hook_of(int dir)
 {
-	DECLARE_LIBBPF_OPTS(bpf_tc_hook, hook, .ifindex = l->ifindex, .attach_point = where);
-	DECLARE_LIBBPF_OPTS(bpf_tc_opts, opts, .handle = NDC_FP_TC_HANDLE,
-			    .priority = NDC_FP_TC_PRIO, .prog_fd = fd, .flags = BPF_TC_F_REPLACE);
+	return dir ? BPF_TC_EGRESS : BPF_TC_INGRESS;
+}
+
+/* One RTM_NEWTFILTER of a dump into s. */
+static void scan_filter(struct tc_scan *s, const struct nlmsghdr *nh)
+{
+	const struct tcmsg *t = NLMSG_DATA(nh);
+	int alen = (int)nh->nlmsg_len - (int)NLMSG_LENGTH(sizeof(*t));
+	uint32_t prio = TC_H_MAJ(t->tcm_info) >> 16, chain = 0;
+	char kind[16] = "", name[64] = "";
+
+	/* handle 0: the classifier's own line, one per priority; its filters follow */
+	if (alen < 0 || nh->nlmsg_type != RTM_NEWTFILTER || t->tcm_handle == 0)
+		return;
+	for (const struct rtattr *rta =
+		 (const void *)((const uint8_t *)t + NLMSG_ALIGN(sizeof(*t)));
+	     RTA_OK(rta, alen); rta = RTA_NEXT(rta, alen)) {
+		size_t n = RTA_PAYLOAD(rta);
+
+		if (rta->rta_type == TCA_KIND) {
+			n = n < sizeof(kind) ? n : sizeof(kind) - 1;
+			memcpy(kind, RTA_DATA(rta), n);
+			kind[n] = '\0';
+		} else if (rta->rta_type == TCA_CHAIN && n >= sizeof(chain)) {
+			memcpy(&chain, RTA_DATA(rta), sizeof(chain));
+		} else if (rta->rta_type == TCA_OPTIONS) {
+			int olen = (int)n;
+
+			for (const struct rtattr *o = RTA_DATA(rta); RTA_OK(o, olen);
+			     o = RTA_NEXT(o, olen)) {
+				size_t m = RTA_PAYLOAD(o);
+
+				if (o->rta_type != TCA_BPF_NAME)
+					continue;
+				m = m < sizeof(name) ? m : sizeof(name) - 1;
+				memcpy(name, RTA_DATA(o), m);
+				name[m] = '\0';
+			}
+		}
+	}
+	/* another chain runs only where a filter of chain 0 sends it: that one counts */
+	if (chain != 0)
+		return;
+	if (t->tcm_handle == NDC_FP_TC_HANDLE && strcmp(kind, "bpf") == 0 &&
+	    strncmp(name, "ndc_", 4) == 0) {
+		if (s->n_own < SCAN_OWN)
+			s->own[s->n_own++] = prio;
+		return;
+	}
+	if (s->n_prio < SCAN_MAX)
+		s->prio[s->n_prio++] = prio;
+	s->n_foreign++;
+	if (prio > s->max_prio)
+		s->max_prio = prio;
+}
+
+/* The filters on clsact hook dir of ifindex (none without a clsact qdisc). */
+static int tc_scan(struct ndc_link_watch *lw, int ifindex, int dir, struct tc_scan *s)
+{
+	struct {
+		struct nlmsghdr nh;
+		struct tcmsg t;
+	} req = {
+	    .nh = {.nlmsg_len = NLMSG_LENGTH(sizeof(struct tcmsg)),
+		   .nlmsg_type = RTM_GETTFILTER,
+		   .nlmsg_flags = NLM_F_REQUEST | NLM_F_DUMP,
+		   .nlmsg_seq = 1},
+	    .t = {.tcm_family = AF_UNSPEC,
+		  .tcm_ifindex = ifindex,
+		  .tcm_parent = TC_H_MAKE(TC_H_CLSACT, dir ? TC_H_MIN_EGRESS : TC_H_MIN_INGRESS)},
+	};
+	struct sockaddr_nl kernel = {.nl_family = AF_NETLINK};
+	int fd, r = 0;
+
+	memset(s, 0, sizeof(*s));
+	fd = socket(AF_NETLINK, SOCK_RAW | SOCK_CLOEXEC, NETLINK_ROUTE);
+	if (fd < 0)
+		return -errno;
+	if (sendto(fd, &req, req.nh.nlmsg_len, 0, (struct sockaddr *)&kernel, sizeof(kernel)) < 0) {
+		r = -errno;
+		goto out;
+	}
+	for (bool done = false; !done;) {
+		ssize_t n = recv(fd, lw->scan_buf, sizeof(lw->scan_buf), 0);
+		int len = (int)n;
+
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n <= 0) {
+			r = n < 0 ? -errno : -EPIPE;
+			break;
+		}
+		for (const struct nlmsghdr *nh = (const void *)lw->scan_buf; NLMSG_OK(nh, len);
+		     nh = NLMSG_NEXT(nh, len)) {
+			if (nh->nlmsg_type == NLMSG_DONE) {
+				done = true;
+				break;
+			}
+			if (nh->nlmsg_type == NLMSG_ERROR) {
+				const struct nlmsgerr *e = NLMSG_DATA(nh);
+
+				r = nh->nlmsg_len < NLMSG_LENGTH(sizeof(*e)) ? -EBADMSG : e->error;
+				/* no clsact qdisc: no filters */
+				if (r == -EINVAL || r == -ENOENT)
+					r = 0;
+				done = true;
+				break;
+			}
+			scan_filter(s, nh);
+		}
+	}
+out:
+	close(fd);
+	return r;
+}
+
+/* Others' filters in s at or after prio: we run in front of them. */
+static uint32_t behind(const struct tc_scan *s, uint32_t prio)
+{
+	uint32_t n = 0;
+
+	for (size_t i = 0; i < s->n_prio; i++)
+		n += s->prio[i] >= prio;
+	/* more than we kept: all of them, when the greatest is behind us */
+	if (s->n_foreign > s->n_prio && s->max_prio >= prio)
+		n += s->n_foreign - (uint32_t)s->n_prio;
+	return n;
+}
+
+/* Programs attached with tcx (Linux 6.6) to ingress: 0 where the kernel has none. */
+static uint32_t tcx_count(int ifindex)
+{
+	uint32_t cnt = 0;
+
+	if (bpf_prog_query(ifindex, (enum bpf_attach_type)NDC_BPF_TCX_INGRESS, 0, NULL, NULL,
+			   &cnt) < 0)
+		return 0;
+	return cnt;
+}
+
+static int tc_attach_at(struct link *l, int dir, int fd, uint32_t prio)
+{
+	DECLARE_LIBBPF_OPTS(bpf_tc_hook, hook, .ifindex = l->ifindex, .attach_point = hook_of(dir));
+	DECLARE_LIBBPF_OPTS(bpf_tc_opts, opts, .handle = NDC_FP_TC_HANDLE, .priority = prio,
+			    .prog_fd = fd, .flags = BPF_TC_F_REPLACE);
 
 	return bpf_tc_attach(&hook, &opts);
 }
 
-/* Removes our filter at where if the program in it is still prog_id. */
-static int tc_detach_one(struct link *l, enum bpf_tc_attach_point where, uint32_t prog_id)
+/* The program in our filter at prio on hook dir, 0 if none. */
+static uint32_t tc_prog_at(struct link *l, int dir, uint32_t prio)
 {
-	DECLARE_LIBBPF_OPTS(bpf_tc_hook, hook, .ifindex = l->ifindex, .attach_point = where);
+	DECLARE_LIBBPF_OPTS(bpf_tc_hook, hook, .ifindex = l->ifindex, .attach_point = hook_of(dir));
+	DECLARE_LIBBPF_OPTS(bpf_tc_opts, opts, .handle = NDC_FP_TC_HANDLE, .priority = prio);
+
+	return bpf_tc_query(&hook, &opts) < 0 ? 0 : opts.prog_id;
+}
+
+static int tc_remove_at(struct link *l, int dir, uint32_t prio)
+{
+	DECLARE_LIBBPF_OPTS(bpf_tc_hook, hook, .ifindex = l->ifindex, .attach_point = hook_of(dir));
+	DECLARE_LIBBPF_OPTS(bpf_tc_opts, opts, .handle = NDC_FP_TC_HANDLE, .priority = prio);
+
+	return bpf_tc_detach(&hook, &opts);
+}
+
+/*
+ * Our filter on hook dir of l, where tc_order puts it (the file's comment): replaces ours at that
+ * priority, then removes ours (an earlier agent's) at any other. -EBUSY when others' filters
+ * leave no priority after theirs.
+ */
+static int tc_place(struct ndc_link_watch *lw, struct link *l, int dir, int fd)
+{
+	struct tc_scan s;
+	uint32_t prio = 0;
+	int r;
+
+	r = tc_scan(lw, l->ifindex, dir, &s);
+	if (r < 0)
+		return r;
+	if (lw->order == NDC_FP_TC_FIRST) {
+		prio = NDC_FP_TC_PRIO;
+	} else {
+		for (size_t i = 0; i < s.n_own; i++)
+			if (s.own[i] > s.max_prio && (!prio || s.own[i] == l->prio[dir]))
+				prio = s.own[i];
+		if (!prio)
+			prio = s.max_prio < NDC_FP_TC_PRIO ? NDC_FP_TC_PRIO : s.max_prio + 1;
+		if (prio > NDC_TC_PREF_MAX) {
+			ndc_warn("fast path: a filter on %s %s is at the last priority (%u): ours "
+				 "cannot go behind it (dataplane.tc_order: after)",
+				 l->name, dir ? "egress" : "ingress", s.max_prio);
+			return -EBUSY;
+		}
+	}
+	r = tc_attach_at(l, dir, fd, prio);
+	if (r < 0)
+		return r;
+	/* ours at other priorities (an earlier agent's, or ours before a move): in front */
+	for (size_t i = 0; i < s.n_own; i++)
+		if (s.own[i] != prio && tc_remove_at(l, dir, s.own[i]) == 0)
+			ndc_info("fast path: %s %s: our filter moved from pref %u to pref %u",
+				 l->name, dir ? "egress" : "ingress", s.own[i], prio);
+	l->prio[dir] = prio;
+	return 0;
+}
+
+/* Removes our filter on hook dir if the program in it is still prog_id. */
+static int tc_detach_one(struct link *l, int dir, uint32_t prog_id)
+{
+	DECLARE_LIBBPF_OPTS(bpf_tc_hook, hook, .ifindex = l->ifindex, .attach_point = hook_of(dir));
 	DECLARE_LIBBPF_OPTS(bpf_tc_opts, opts, .handle = NDC_FP_TC_HANDLE,
-			    .priority = NDC_FP_TC_PRIO);
+			    .priority = l->prio[dir] ? l->prio[dir] : NDC_FP_TC_PRIO);
 	int r;
 
 	r = bpf_tc_query(&hook, &opts);
@@ -141,18 +385,84 @@ static int attach_tc(struct ndc_link_watch *lw, struct link *l)
 	if (r < 0 && r != -EEXIST)
 		return r;
 	l->own_hook = r == 0;
+	r = 0;
 	if (lw->mode == NDC_FP_ATTACH_TC)
-		r = tc_attach_one(l, BPF_TC_INGRESS, lw->prog_fd);
-	else
-		r = lw->ingress_fd >= 0 ? tc_attach_one(l, BPF_TC_INGRESS, lw->ingress_fd) : 0;
+		r = tc_place(lw, l, 0, lw->prog_fd);
+	else if (lw->ingress_fd >= 0)
+		r = tc_place(lw, l, 0, lw->ingress_fd);
 	if (r == 0 && lw->egress_fd >= 0)
-		r = tc_attach_one(l, BPF_TC_EGRESS, lw->egress_fd);
+		r = tc_place(lw, l, 1, lw->egress_fd);
 	if (r < 0 && l->own_hook) {
 		hook.attach_point = BPF_TC_INGRESS | BPF_TC_EGRESS;
 		bpf_tc_hook_destroy(&hook);
 		l->own_hook = false;
 	}
 	return r;
+}
+
+/*
+ * Looks at the others' programs on l's ingress: counts and logs those we run in front of, and in
+ * tc mode with tc_order after moves ours behind a filter added at or after it since (not when
+ * our filter there holds another program now: a successor's, which places itself).
+ */
+static void eval_link(struct ndc_link_watch *lw, struct link *l, bool fresh)
+{
+	struct tc_scan s;
+	uint32_t n, tcx;
+
+	if (l->state != LINK_ATTACHED || tc_scan(lw, l->ifindex, 0, &s) < 0)
+		return;
+	tcx = tcx_count(l->ifindex);
+	if (lw->mode == NDC_FP_ATTACH_TC && lw->order == NDC_FP_TC_AFTER && l->prio[0] &&
+	    s.max_prio >= l->prio[0] && tc_prog_at(l, 0, l->prio[0]) == lw->prog_id) {
+		if (l->moves >= MOVES_MAX) {
+			if (l->moves++ == MOVES_MAX)
+				ndc_warn("fast path: %s: moved behind later filters %u times; "
+					 "staying at pref %u",
+					 l->name, MOVES_MAX, l->prio[0]);
+		} else if (tc_place(lw, l, 0, lw->prog_fd) == 0) {
+			l->moves++;
+			s.max_prio = 0; /* ours is behind them now */
+		}
+	}
+	if (lw->mode == NDC_FP_ATTACH_XDP)
+		n = s.n_foreign + tcx;
+	else
+		n = l->prio[0] ? behind(&s, l->prio[0]) : 0;
+	if (n && (fresh || n > l->foreign)) {
+		if (lw->mode == NDC_FP_ATTACH_XDP)
+			ndc_warn(
+			    "fast path: %s has %u tc filter(s) and %u tcx program(s) on ingress "
+			    "(a CNI's policy?): XDP runs before them, so they never see the "
+			    "queries the kernel answers (use dataplane.mode tc)",
+			    l->name, s.n_foreign, tcx);
+		else
+			ndc_warn(
+			    "fast path: %s: our tc filter (pref %u) runs in front of %u other "
+			    "filter(s) (a CNI's policy?): they never see the queries the kernel "
+			    "answers%s",
+			    l->name, l->prio[0], n,
+			    lw->order == NDC_FP_TC_FIRST ? " (dataplane.tc_order: first)" : "");
+	}
+	if (fresh && tcx && lw->mode == NDC_FP_ATTACH_TC)
+		ndc_info("fast path: %s has %u tcx program(s) on ingress: they run before our tc "
+			 "filter, which sees only what they pass on",
+			 l->name, tcx);
+	set_foreign(lw, l, n);
+}
+
+/* A filter added or removed on a link we are attached to (not ours): look again. */
+static void on_filter(struct ndc_link_watch *lw, const struct nlmsghdr *nh)
+{
+	const struct tcmsg *t = NLMSG_DATA(nh);
+	struct link *l;
+
+	if (nh->nlmsg_len < NLMSG_LENGTH(sizeof(*t)) || t->tcm_handle == NDC_FP_TC_HANDLE ||
+	    t->tcm_parent != TC_H_MAKE(TC_H_CLSACT, TC_H_MIN_INGRESS))
+		return;
+	l = find_link(lw, t->tcm_ifindex);
+	if (l)
+		eval_link(lw, l, false);
 }
 
 /* Only our program: replace an earlier run's, never someone else's. */
@@ -220,11 +530,11 @@ static int detach_tc(struct ndc_link_watch *lw, struct link *l)
 	int r = 0, e = 0;
 
 	if (lw->mode == NDC_FP_ATTACH_TC)
-		r = tc_detach_one(l, BPF_TC_INGRESS, lw->prog_id);
+		r = tc_detach_one(l, 0, lw->prog_id);
 	else if (lw->ingress_fd >= 0)
-		r = tc_detach_one(l, BPF_TC_INGRESS, lw->ingress_id);
+		r = tc_detach_one(l, 0, lw->ingress_id);
 	if (lw->egress_fd >= 0)
-		e = tc_detach_one(l, BPF_TC_EGRESS, lw->egress_id);
+		e = tc_detach_one(l, 1, lw->egress_id);
 	if (r == 0 && e == 0 && l->own_hook) {
 		DECLARE_LIBBPF_OPTS(bpf_tc_hook, hook, .ifindex = l->ifindex,
 				    .attach_point = BPF_TC_INGRESS | BPF_TC_EGRESS);
@@ -287,11 +597,12 @@ static void attach_link(struct ndc_link_watch *lw, int ifindex, const char *name
 	}
 	l->state = LINK_ATTACHED;
 	if (lw->mode == NDC_FP_ATTACH_TC)
-		ndc_info("fast path: attached tc ingress%s to %s (ifindex %d)",
-			 lw->egress_fd >= 0 ? " and egress" : "", name, ifindex);
+		ndc_info("fast path: attached tc ingress%s to %s (ifindex %d, pref %u)",
+			 lw->egress_fd >= 0 ? " and egress" : "", name, ifindex, l->prio[0]);
 	else
 		ndc_info("fast path: attached XDP (%s mode) to %s (ifindex %d)",
 			 l->xdp_flags == XDP_FLAGS_DRV_MODE ? "native" : "generic", name, ifindex);
+	eval_link(lw, l, true);
 }
 
 static void on_newlink(struct ndc_link_watch *lw, int ifindex, const char *name)
@@ -334,6 +645,10 @@ static void on_message(struct ndc_link_watch *lw, const struct nlmsghdr *nh)
 	int alen = (int)nh->nlmsg_len - (int)NLMSG_LENGTH(sizeof(*ifi));
 	char name[IF_NAMESIZE] = "";
 
+	if (nh->nlmsg_type == RTM_NEWTFILTER || nh->nlmsg_type == RTM_DELTFILTER) {
+		on_filter(lw, nh);
+		return;
+	}
 	if (alen < 0)
 		return;
 	if (nh->nlmsg_type == RTM_DELLINK) {
@@ -513,6 +828,8 @@ int ndc_link_watch_start(const struct ndc_link_watch_opts *opts, struct ndc_link
 	if (!lw)
 		return -ENOMEM;
 	lw->mode = opts->mode;
+	lw->order = opts->tc_order;
+	lw->foreign = opts->foreign;
 	lw->prog_fd = opts->prog_fd;
 	lw->egress_fd = opts->egress_fd > 0 ? opts->egress_fd : -1;
 	lw->ingress_fd = opts->ingress_fd > 0 ? opts->ingress_fd : -1;
@@ -542,7 +859,7 @@ int ndc_link_watch_start(const struct ndc_link_watch_opts *opts, struct ndc_link
 		goto fail;
 	}
 	/* Subscribe before the dump: a link created in between shows up in one or both. */
-	lw->nl_fd = nl_socket(RTMGRP_LINK);
+	lw->nl_fd = nl_socket(RTMGRP_LINK | RTMGRP_TC);
 	if (lw->nl_fd < 0) {
 		r = lw->nl_fd;
 		goto fail;
@@ -572,8 +889,12 @@ void ndc_link_watch_stop(struct ndc_link_watch *lw, bool detach)
 			ndc_err("fast path: cannot stop the link watch: %s", strerror(errno));
 		pthread_join(lw->thread, NULL);
 	}
-	for (size_t i = 0; detach && i < lw->n_links; i++)
-		detach_link(lw, &lw->links[i]);
+	for (size_t i = 0; i < lw->n_links; i++) {
+		if (detach)
+			detach_link(lw, &lw->links[i]);
+		/* the gauge is what a running watch sees: a later one counts again */
+		set_foreign(lw, &lw->links[i], 0);
+	}
 	if (lw->nl_fd >= 0)
 		close(lw->nl_fd);
 	if (lw->evt_fd >= 0)

@@ -114,6 +114,7 @@ static void assert_defaults(const struct ndc_config *c)
 	assert_int_equal(c->dataplane.table_size, 262144);
 	assert_false(c->dataplane.redirect_peer);
 	assert_true(c->dataplane.failopen);
+	assert_int_equal(c->dataplane.tc_order, NDC_TC_ORDER_AFTER);
 	assert_string_equal(c->http.listen, "127.0.0.1:9254");
 	assert_int_equal(c->cache.max_entries, 100000);
 	assert_int_equal(c->cache.max_bytes, 64ULL << 20);
@@ -236,6 +237,7 @@ static void test_every_key(void **state)
 				   "dataplane:\n"
 				   "  mode: xdp\n"
 				   "  interfaces: [eth0, \"en[op]*\"]\n"
+				   "  tc_order: first\n"
 				   "http: {listen: \"[::1]:9000\"}\n"
 				   "cache:\n"
 				   "  max_entries: 10000000\n"
@@ -284,6 +286,7 @@ static void test_every_key(void **state)
 	assert_strv(cfg.records.namespaces, cfg.records.n_namespaces, ns, 2);
 	assert_int_equal(cfg.dataplane.mode, NDC_DP_XDP);
 	assert_strv(cfg.dataplane.interfaces, cfg.dataplane.n_interfaces, ifs, 2);
+	assert_int_equal(cfg.dataplane.tc_order, NDC_TC_ORDER_FIRST);
 	assert_string_equal(cfg.http.listen, "[::1]:9000");
 	assert_int_equal(cfg.cache.max_entries, 10000000);
 	assert_int_equal(cfg.cache.max_bytes, 1ULL << 30);
@@ -545,6 +548,8 @@ static void test_error_enums_and_names(void **state)
 	(void)state;
 	expect_error("dataplane:\n  mode: ebpf\n",
 		     "line 2: dataplane.mode: expected one of tc, xdp, socket, dpdk, got 'ebpf'");
+	expect_error("dataplane:\n  tc_order: last\n",
+		     "line 2: dataplane.tc_order: expected one of after, first, got 'last'");
 	expect_error("records:\n  pods: Verified\n",
 		     "line 2: records.pods: expected one of disabled, insecure, verified, got "
 		     "'Verified'");
