@@ -27,7 +27,7 @@ static bool same_u16(const uint16_t *a, size_t na, const uint16_t *b, size_t nb)
  * cache, forward, log) or compared here. A field added to the struct without a decision here
  * fails this check at build time: say which it is, then update the size.
  */
-_Static_assert(sizeof(struct ndc_config) == 1512,
+_Static_assert(sizeof(struct ndc_config) == 1520,
 	       "a new config key: decide in control/reload/reload_diff.c whether it changes live "
 	       "or needs a restart");
 
