@@ -43,7 +43,8 @@ struct buf {
 /*
  * Why a transfer ended early (set by the write callback, which then aborts it). ABORT_NOSTREAM:
  * asked for the initial state over the watch, the server sent a plain watch (a bookmark without
- * the initial-events-end annotation): it ignored sendInitialEvents.
+ * the initial-events-end annotation): it ignored sendInitialEvents. ABORT_NOSTREAM_DELETED: it
+ * sent a DELETED event inside the initial state, which is ADDED events only: the same verdict.
  */
 enum abort_reason {
 	ABORT_NONE = 0,
@@ -51,7 +52,8 @@ enum abort_reason {
 	ABORT_RELIST,
 	ABORT_BAD,
 	ABORT_TOO_BIG,
-	ABORT_NOSTREAM
+	ABORT_NOSTREAM,
+	ABORT_NOSTREAM_DELETED
 };
 
 /*

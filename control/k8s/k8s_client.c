@@ -50,6 +50,9 @@
  *    resourceVersion=<ours>&resourceVersionMatch=NotOlderThan without a limit, so that a relist
  *    is never older than what we had and stays in the cache on servers that send limited lists
  *    at a resourceVersion to etcd. 400/422/501 is a server that will not: kept, as above.
+ *    A relist that fails keeps the resourceVersion we had, so the next one asks not older than
+ *    it again: "any" once we had a state could be answered by a lagging API server (a new
+ *    replica still filling its cache) with an older one, and the store would go back in time.
  * 3. The consistent paginated list (limit/continue, no resourceVersion), served from etcd before
  *    the ConsistentListFromCache feature (beta, on by default, in 1.31). Also the one list after
  *    the server answered 410 (Expired) or 504 (resourceVersion too large) to a list at ours.
@@ -194,7 +197,9 @@ restart:
 		}
 		if (!cont && how == SYNC_CACHE && at[0] && (t->status == 410 || t->status == 504)) {
 			/* Expired, or "too large resource version": as client-go, a consistent
-			 * list re-establishes a resourceVersion the server knows. */
+			 * list re-establishes a resourceVersion the server knows (and the next
+			 * one, should this one fail). */
+			t->rv_unavailable = true;
 			verdict(t, SYNC_CACHE, OFFER_UNKNOWN);
 			ndc_k8s_count(&w->st.fallbacks);
 			ndc_info("k8s %s: list at resourceVersion %s: HTTP %ld (%s), listing "
@@ -262,6 +267,9 @@ restart:
 	ndc_k8s_sync_done(t, how);
 	r = 0;
 out:
+	/* A failed list leaves what we had: the next asks not older than it (see the top). */
+	if (r < 0)
+		memcpy(t->rv, at, sizeof(at));
 	verdict(t, SYNC_CACHE, OFFER_UNKNOWN); /* failed before an answer: ask again */
 	free(cont);
 	free(url);
@@ -322,12 +330,19 @@ static enum watch_end do_watch(struct worker *t, bool initial)
 		verdict(t, SYNC_STREAM, OFFER_UNKNOWN);
 		return WATCH_STOP;
 	}
-	if (initial && r == 0 && (refused_status(t->status) || t->abort == ABORT_NOSTREAM)) {
+	if (initial && r == 0 &&
+	    (refused_status(t->status) || t->abort == ABORT_NOSTREAM ||
+	     t->abort == ABORT_NOSTREAM_DELETED)) {
 		if (!verdict(t, SYNC_STREAM, OFFER_NO))
 			return WATCH_REFUSED;
 		if (t->abort == ABORT_NOSTREAM)
 			ndc_warn("k8s %s: the API server ignored sendInitialEvents (a bookmark "
 				 "without k8s.io/initial-events-end): listing from now on",
+				 t->ki->name);
+		else if (t->abort == ABORT_NOSTREAM_DELETED)
+			ndc_warn("k8s %s: the API server sent DELETED in the streamed initial "
+				 "state (it sends ADDED only where it supports sendInitialEvents): "
+				 "listing from now on",
 				 t->ki->name);
 		else
 			ndc_info("k8s %s: no streamed initial state (HTTP %ld: %s): listing from "

@@ -173,10 +173,12 @@ static void initial_item(struct worker *t, enum ndc_k8s_event e, json_object *ob
 	const struct ndc_k8s_watch_ops *ops = &t->w->ops;
 
 	if (e == NDC_K8S_DELETED) {
-		/* The state is sent as ADDED events: a deletion there is a server we do not know.
+		/*
+		 * The state is sent as ADDED events: a deletion there is a server that does not
+		 * stream it as KEP-3157 says. Retrying the stream would only find that out again
+		 * (at a plain bookmark, if ever): a list at once.
 		 */
-		ndc_warn("k8s %s: watch: DELETED in the initial state", t->ki->name);
-		t->abort = ABORT_BAD;
+		t->abort = ABORT_NOSTREAM_DELETED;
 		return;
 	}
 	if (!t->list_begun && ops->list_begin)

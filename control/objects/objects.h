@@ -164,6 +164,15 @@ int ndc_k8s_object_convert(struct json_object *obj, size_t head, enum ndc_k8s_ob
 int ndc_snapshot_parse(const char *buf, size_t len, struct ndc_k8s_objects *o, char *err,
 		       size_t errlen);
 
+/*
+ * The fast path of ndc_snapshot_parse for JSON: a List converted item by item, each item's tree
+ * freed before the next is parsed, never the whole file's. 0 and *o filled (zeroed first);
+ * -EAGAIN (*o empty) when the input is anything else than a well-formed List of objects that all
+ * convert (then ndc_snapshot_parse parses it whole, for the error or the single object);
+ * -ENOMEM. Public for the tests, which check which inputs take it.
+ */
+int ndc_snapshot_stream_json(const char *buf, size_t len, struct ndc_k8s_objects *o);
+
 /* Reads and parses a snapshot file; -errno from open/read, else as ndc_snapshot_parse. */
 int ndc_snapshot_load(const char *path, struct ndc_k8s_objects *o, char *err, size_t errlen);
 

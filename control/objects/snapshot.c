@@ -3,14 +3,23 @@
  * Snapshot files: a Kubernetes List (or one object) in JSON or YAML, as kubectl writes them. YAML
  * is turned into the same json-c tree JSON gives, so one converter (k8s_objects.c) serves both,
  * and later the list/watch client too.
+ *
+ * A List is converted item by item as it is parsed (JSON: a scanner finds each item and json-c
+ * parses it alone; YAML: each item's tree is converted and freed as its mapping closes), so the
+ * json-c tree of the whole file never exists: at 100,000 Services it was about 1.8 GB, and the
+ * freed tree left most of it resident. Anything a List written by kubectl does not look like
+ * (the kind after the items is not a List, an item that does not convert, a syntax error) is
+ * parsed again whole, the simple way, which gives the exact error or the single-object meaning.
  */
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
+#include <malloc.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <json-c/json.h>
@@ -90,6 +99,177 @@ static int parse_json(const char *buf, size_t len, size_t start, json_object **r
 	return 0;
 }
 
+static bool ends_with(const char *s, const char *suffix)
+{
+	size_t n = strlen(s), m = strlen(suffix);
+
+	return n >= m && !strcmp(s + n - m, suffix);
+}
+
+/* Whether root is {"kind": "...List", "items": items, ...}. */
+static bool is_list_of(json_object *root, json_object *items)
+{
+	json_object *kind, *v;
+
+	return json_object_is_type(root, json_type_object) &&
+	       json_object_object_get_ex(root, "kind", &kind) &&
+	       json_object_is_type(kind, json_type_string) &&
+	       ends_with(json_object_get_string(kind), "List") &&
+	       json_object_object_get_ex(root, "items", &v) && v == items;
+}
+
+/* Whether buf[..end) ends with `{"items":` or `,"items":` (whitespace allowed between). */
+static bool before_is_items_key(const char *buf, size_t start, size_t end)
+{
+	static const char key[] = "\"items\"";
+	size_t n = end, k = sizeof(key) - 1;
+
+	while (n > start && strchr(" \t\r\n", buf[n - 1]))
+		n--;
+	if (n == start || buf[--n] != ':')
+		return false;
+	while (n > start && strchr(" \t\r\n", buf[n - 1]))
+		n--;
+	if (n - start < k || memcmp(buf + n - k, key, k))
+		return false;
+	n -= k;
+	while (n > start && strchr(" \t\r\n", buf[n - 1]))
+		n--;
+	return n > start && (buf[n - 1] == '{' || buf[n - 1] == ',');
+}
+
+/* One item, buf[..len): parsed alone and converted into o. -EAGAIN: not a plain good item. */
+static int stream_json_item(struct json_tokener *tok, const char *buf, size_t len, size_t idx,
+			    struct ndc_k8s_objects *o)
+{
+	char where[32], err[8];
+	json_object *it;
+	int r = -EAGAIN;
+
+	json_tokener_reset(tok);
+	it = json_tokener_parse_ex(tok, buf, (int)len);
+	if (json_tokener_get_error(tok) == json_tokener_success &&
+	    json_tokener_get_parse_end(tok) == len) {
+		snprintf(where, sizeof(where), "items[%zu]", idx);
+		r = ndc_k8s_object_add_at(o, it, where, err, sizeof(err));
+		if (r == -EINVAL)
+			r = -EAGAIN; /* the whole parse gives the message */
+	}
+	json_object_put(it);
+	return r;
+}
+
+int ndc_snapshot_stream_json(const char *buf, size_t len, struct ndc_k8s_objects *o)
+{
+	enum { OUT, ITEMS, ITEM, AFTER } state = OUT;
+	size_t start = 0, depth = 0, n_items = 0, lb = 0, rb = 0, item = 0, skel_len;
+	bool in_str = false, esc = false, comma = false;
+	struct json_tokener *tok;
+	json_object *root = NULL, *items;
+	char *skel = NULL;
+	int r = 0;
+
+	memset(o, 0, sizeof(*o));
+	if (len >= 3 && !memcmp(buf, "\xef\xbb\xbf", 3))
+		start = 3;
+	while (start < len && strchr(" \t\r\n", buf[start]) && buf[start])
+		start++;
+	if (start == len || buf[start] != '{' || len > NDC_SNAPSHOT_MAX_SIZE)
+		return -EAGAIN;
+	/* Items are parsed two levels below the List: the whole file's depth bound holds. */
+	tok = json_tokener_new_ex(NDC_SNAPSHOT_MAX_DEPTH - 2);
+	if (!tok)
+		return -ENOMEM;
+	json_tokener_set_flags(tok, JSON_TOKENER_STRICT);
+	for (size_t i = start; i < len && !r; i++) {
+		char c = buf[i];
+
+		if (in_str) {
+			if (esc)
+				esc = false;
+			else if (c == '\\')
+				esc = true;
+			else if (c == '"')
+				in_str = false;
+			continue;
+		}
+		if (state == ITEMS) {
+			if (c == '{' && (!n_items || comma)) {
+				state = ITEM;
+				item = i;
+				comma = false;
+				depth++;
+			} else if (c == ',' && n_items && !comma) {
+				comma = true;
+			} else if (c == ']' && !comma) {
+				state = AFTER;
+				rb = i;
+				depth--;
+			} else if (!strchr(" \t\r\n", c)) {
+				r = -EAGAIN;
+			}
+			continue;
+		}
+		switch (c) {
+		case '"':
+			in_str = true;
+			break;
+		case '{':
+		case '[':
+			depth++;
+			if (c == '[' && depth == 2 && state != ITEM &&
+			    before_is_items_key(buf, start, i)) {
+				if (state == AFTER) {
+					r = -EAGAIN; /* a second "items": the last one counts */
+					break;
+				}
+				state = ITEMS;
+				lb = i;
+			}
+			break;
+		case '}':
+		case ']':
+			if (!depth) {
+				r = -EAGAIN;
+				break;
+			}
+			depth--;
+			if (state == ITEM && depth == 2) {
+				r = stream_json_item(tok, buf + item, i + 1 - item, n_items, o);
+				n_items++;
+				state = ITEMS;
+			}
+			break;
+		}
+	}
+	json_tokener_free(tok);
+	if (!r && state != AFTER)
+		r = -EAGAIN; /* no items array, or the input ended inside it */
+	if (!r) {
+		/* The List without its items, `{..."items":[]...}`, checked as the whole file was.
+		 */
+		skel_len = lb + 1 - start + len - rb;
+		skel = malloc(skel_len);
+		if (!skel)
+			r = -ENOMEM;
+	}
+	if (!r) {
+		memcpy(skel, buf + start, lb + 1 - start);
+		memcpy(skel + (lb + 1 - start), buf + rb, len - rb);
+		r = parse_json(skel, skel_len, 0, &root, NULL, 0);
+		free(skel);
+		if (r == -EINVAL || (!r && (!json_object_object_get_ex(root, "items", &items) ||
+					    !is_list_of(root, items) ||
+					    !json_object_is_type(items, json_type_array) ||
+					    json_object_array_length(items))))
+			r = -EAGAIN;
+		json_object_put(root);
+	}
+	if (r < 0)
+		ndc_k8s_objects_free(o);
+	return r;
+}
+
 /* The json-c tree under construction from libyaml's events. */
 struct ybuild {
 	json_object *root;
@@ -98,6 +278,15 @@ struct ybuild {
 	char *key[NDC_SNAPSHOT_MAX_DEPTH];	    /* a mapping's key awaiting its value */
 	char *err;
 	size_t errlen;
+	/*
+	 * Streaming (o non-NULL): each mapping closed directly in the root's "items" sequence is
+	 * converted into o and taken out of the tree at once.
+	 */
+	struct ndc_k8s_objects *o;
+	json_object *items; /* the root's "items" sequence, the first one */
+	size_t n_items;	    /* converted and taken out */
+	bool items_seen;    /* the root had a key "items" */
+	bool stream_bad;    /* streaming stopped: the whole file is parsed again */
 };
 
 static int nomem(struct ybuild *b)
@@ -130,6 +319,14 @@ static int add_value(struct ybuild *b, json_object *v)
 		r = json_object_array_add(parent, v);
 	} else {
 		key = b->key[b->depth - 1];
+		if (b->o && b->depth == 1 && !strcmp(key, "items")) {
+			/* A second "items" replaces the first, freeing what b->items points to. */
+			if (b->items_seen)
+				b->stream_bad = true;
+			else if (json_object_is_type(v, json_type_array))
+				b->items = v;
+			b->items_seen = true;
+		}
 		b->key[b->depth - 1] = NULL;
 		r = json_object_object_add(parent, key, v);
 		free(key);
@@ -250,13 +447,46 @@ static int open_container(struct ybuild *b, const yaml_event_t *ev, json_object 
 	return 0;
 }
 
-static void close_container(struct ybuild *b)
+static void pop_container(struct ybuild *b)
 {
 	if (!b->depth)
 		return;
 	b->depth--;
 	free(b->key[b->depth]);
 	b->key[b->depth] = NULL;
+}
+
+/* The item just closed in the root's "items": converted into b->o and dropped from the tree. */
+static int stream_item(struct ybuild *b)
+{
+	size_t idx = json_object_array_length(b->items) - 1;
+	json_object *it = json_object_array_get_idx(b->items, idx);
+	char where[32], err[8];
+	int r;
+
+	if (!json_object_is_type(it, json_type_object)) {
+		b->stream_bad = true;
+		return 0;
+	}
+	snprintf(where, sizeof(where), "items[%zu]", idx + b->n_items);
+	r = ndc_k8s_object_add_at(b->o, it, where, err, sizeof(err));
+	if (r == -ENOMEM)
+		return nomem(b);
+	if (r < 0) {
+		b->stream_bad = true; /* the whole parse gives the message */
+		return 0;
+	}
+	json_object_array_del_idx(b->items, idx, 1);
+	b->n_items++;
+	return 0;
+}
+
+static int close_container(struct ybuild *b)
+{
+	pop_container(b);
+	if (b->o && !b->stream_bad && b->items && b->depth == 2 && b->stack[1] == b->items)
+		return stream_item(b);
+	return 0;
 }
 
 static int yaml_error(const yaml_parser_t *p, char *err, size_t errlen)
@@ -277,9 +507,16 @@ static int yaml_error(const yaml_parser_t *p, char *err, size_t errlen)
 		      p->problem_mark.column + 1, problem);
 }
 
-static int parse_yaml(const char *buf, size_t len, json_object **ret, char *err, size_t errlen)
+/*
+ * Builds the tree of a YAML document; with o, streams the items of a List into it (see struct
+ * ybuild). *ret_streamed: 1 when o holds the List's items (*ret is the List without them), 0
+ * when nothing was streamed (*ret is the whole tree), -EAGAIN when streaming began but the file
+ * must be parsed again whole (o is freed then).
+ */
+static int parse_yaml(const char *buf, size_t len, struct ndc_k8s_objects *o, json_object **ret,
+		      int *ret_streamed, char *err, size_t errlen)
 {
-	struct ybuild b = {.err = err, .errlen = errlen};
+	struct ybuild b = {.err = err, .errlen = errlen, .o = o};
 	yaml_parser_t parser;
 	yaml_event_t ev;
 	int docs = 0, r = 0;
@@ -318,7 +555,7 @@ static int parse_yaml(const char *buf, size_t len, json_object **ret, char *err,
 			break;
 		case YAML_SEQUENCE_END_EVENT:
 		case YAML_MAPPING_END_EVENT:
-			close_container(&b);
+			r = close_container(&b);
 			break;
 		case YAML_STREAM_END_EVENT:
 			done = true;
@@ -330,20 +567,22 @@ static int parse_yaml(const char *buf, size_t len, json_object **ret, char *err,
 	}
 	yaml_parser_delete(&parser);
 	while (b.depth)
-		close_container(&b);
+		pop_container(&b);
+	*ret_streamed = 0;
+	if (!r && b.n_items) {
+		*ret_streamed = !b.stream_bad && is_list_of(b.root, b.items) &&
+					!json_object_array_length(b.items)
+				    ? 1
+				    : -EAGAIN;
+	}
+	if (b.n_items && (r < 0 || *ret_streamed < 0))
+		ndc_k8s_objects_free(o);
 	if (r < 0) {
 		json_object_put(b.root);
 		return r;
 	}
 	*ret = b.root;
 	return 0;
-}
-
-static bool ends_with(const char *s, const char *suffix)
-{
-	size_t n = strlen(s), m = strlen(suffix);
-
-	return n >= m && !strcmp(s + n - m, suffix);
 }
 
 static int load_tree(json_object *root, struct ndc_k8s_objects *o, char *err, size_t errlen)
@@ -375,12 +614,12 @@ static int load_tree(json_object *root, struct ndc_k8s_objects *o, char *err, si
 	return 0;
 }
 
-int ndc_snapshot_parse(const char *buf, size_t len, struct ndc_k8s_objects *o, char *err,
-		       size_t errlen)
+/* ndc_snapshot_parse without giving memory back. */
+static int parse(const char *buf, size_t len, struct ndc_k8s_objects *o, char *err, size_t errlen)
 {
 	json_object *root;
+	int r, streamed;
 	size_t i = 0;
-	int r;
 
 	memset(o, 0, sizeof(*o));
 	if (err && errlen)
@@ -395,10 +634,23 @@ int ndc_snapshot_parse(const char *buf, size_t len, struct ndc_k8s_objects *o, c
 		i = 3;
 	while (i < len && strchr(" \t\r\n", buf[i]) && buf[i])
 		i++;
-	if (i < len && buf[i] == '{')
+	if (i < len && buf[i] == '{') {
+		r = ndc_snapshot_stream_json(buf, len, o);
+		if (r != -EAGAIN) {
+			if (r == -ENOMEM)
+				report(err, errlen, "out of memory");
+			return r;
+		}
 		r = parse_json(buf, len, i, &root, err, errlen);
-	else
-		r = parse_yaml(buf, len, &root, err, errlen);
+	} else {
+		r = parse_yaml(buf, len, o, &root, &streamed, err, errlen);
+		if (!r && streamed) {
+			json_object_put(root);
+			if (streamed > 0)
+				return 0;
+			r = parse_yaml(buf, len, NULL, &root, &streamed, err, errlen);
+		}
+	}
 	if (r < 0)
 		return r;
 
@@ -406,6 +658,19 @@ int ndc_snapshot_parse(const char *buf, size_t len, struct ndc_k8s_objects *o, c
 	json_object_put(root);
 	if (r < 0)
 		ndc_k8s_objects_free(o);
+	return r;
+}
+
+/*
+ * The items' trees were freed between the objects kept from them: glibc returns only the top of
+ * the heap by itself, and a snapshot is loaded once (or per reload), so give the holes back now.
+ */
+int ndc_snapshot_parse(const char *buf, size_t len, struct ndc_k8s_objects *o, char *err,
+		       size_t errlen)
+{
+	int r = parse(buf, len, o, err, errlen);
+
+	malloc_trim(0);
 	return r;
 }
 
@@ -465,8 +730,9 @@ int ndc_snapshot_load(const char *path, struct ndc_k8s_objects *o, char *err, si
 		report(err, errlen, "%s: %s", path, strerror(-r));
 		return r;
 	}
-	r = ndc_snapshot_parse(buf, len, o, reason, sizeof(reason));
+	r = parse(buf, len, o, reason, sizeof(reason));
 	free(buf);
+	malloc_trim(0);
 	if (r < 0)
 		report(err, errlen, "%s: %s", path, reason);
 	return r;

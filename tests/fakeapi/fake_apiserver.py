@@ -10,6 +10,7 @@ A plain-HTTP control port on 127.0.0.1 scripts changes and faults. See README.md
 import argparse
 import base64
 import bisect
+import collections
 import copy
 import datetime
 import hmac
@@ -136,6 +137,8 @@ class State:
         self.failed = 0
         self.watch_events = 0
         self.bookmarks = 0
+        # The last API requests' targets (path?query), oldest first: GET /requests.
+        self.recent = collections.deque(maxlen=RECENT_REQUESTS)
 
     # ---- objects -------------------------------------------------------------------------------
 
@@ -255,6 +258,14 @@ class State:
         with self.stats_lock:
             table[path] = table.get(path, 0) + 1
 
+    def remember_request(self, target):
+        with self.stats_lock:
+            self.recent.append(target)
+
+    def recent_requests(self):
+        with self.stats_lock:
+            return list(self.recent)
+
     def stats(self):
         with self.stats_lock:
             out = {
@@ -352,6 +363,7 @@ class State:
             with self.stats_lock:
                 self.requests, self.lists, self.watches = {}, {}, {}
                 self.auth_failures = self.failed = self.watch_events = self.bookmarks = 0
+                self.recent.clear()
             self.fleet.reset()
         elif op in Fleet.OPS:
             self.fleet.control(req)
@@ -528,6 +540,7 @@ WAYS = ("stream", "cache", "consistent")
 INITIAL_EVENTS_END = "k8s.io/initial-events-end"
 TOO_LARGE_RV_WAIT = 3.0  # the real server waits this long for its cache, then answers 504
 INITIAL_CHUNK = 256 << 10  # initial events go out in writes of about this size
+RECENT_REQUESTS = 1000  # GET /requests: the last API requests, for tests
 CLIENT_COUNTERS = ("requests", "bytes", "lists_consistent", "lists_cache", "lists_exact",
                    "watches", "initial_streams", "refused")
 
@@ -551,12 +564,13 @@ def initial_events_end(kind, api_version, rv):
 
 
 class Fleet:
-    OPS = ("refuse", "ignore_initial_events")
+    OPS = ("refuse", "ignore_initial_events", "initial_deleted")
 
     def __init__(self):
         self.lock = threading.Lock()
         self.refuse = set()
         self.ignore_initial_events = False
+        self.initial_deleted = 0  # op initial_deleted: streamed states still to break
         self.clients = {}
         self.added = {}  # id(object) -> (object, its ADDED event line), as State.encoded
 
@@ -582,7 +596,16 @@ class Fleet:
         with self.lock:
             return {"clients": {k: dict(v) for k, v in self.clients.items()},
                     "refuse": sorted(self.refuse),
-                    "ignore_initial_events": self.ignore_initial_events}
+                    "ignore_initial_events": self.ignore_initial_events,
+                    "initial_deleted": self.initial_deleted}
+
+    def take_initial_deleted(self):
+        """Whether this streamed initial state gets a DELETED event (op initial_deleted)."""
+        with self.lock:
+            if self.initial_deleted <= 0:
+                return False
+            self.initial_deleted -= 1
+            return True
 
     def control(self, req):
         if req["op"] == "refuse":
@@ -591,6 +614,12 @@ class Fleet:
                 raise ControlError("ways must be a list of %s" % ", ".join(WAYS))
             with self.lock:
                 self.refuse = set(ways)
+        elif req["op"] == "initial_deleted":
+            count = req.get("count", 1)
+            if not isinstance(count, int) or isinstance(count, bool) or count < 0:
+                raise ControlError("count must be an integer >= 0")
+            with self.lock:
+                self.initial_deleted = count
         else:
             on = req.get("on")
             if not isinstance(on, bool):
@@ -817,6 +846,7 @@ class ApiHandler(InitialStateMixin, BaseHandler):
         path = url.path
         st = self.st
         st.count(st.requests, path)
+        st.remember_request(self.path)
         try:
             params = {k: v[-1] for k, v in parse_qs(url.query, keep_blank_values=True).items()}
         except ValueError:
@@ -1043,6 +1073,13 @@ class ApiHandler(InitialStateMixin, BaseHandler):
         log("watch %s from rv %s (timeout %ss)" % (path, rv_param or "<now>", timeout))
         try:
             self.write_initial(initial, fields, labels)
+            if initial_end and st.fleet.take_initial_deleted():
+                # A server that does not stream the state as KEP-3157 says (ADDED only).
+                gone = initial[0] if initial else {
+                    "kind": kind, "apiVersion": api_version,
+                    "metadata": {"name": "fakeapi-gone", "namespace": "default",
+                                 "resourceVersion": str(last_rv)}}
+                self.write_chunk(dumps({"type": "DELETED", "object": gone}) + b"\n")
             if initial_end:
                 self.write_chunk(initial_events_end(kind, api_version, last_rv))
             deadline = time.monotonic() + timeout
@@ -1118,6 +1155,8 @@ class ControlHandler(BaseHandler):
         path = urlsplit(self.path).path
         if path == "/stats":
             self.send_json(200, self.server.state.stats())
+        elif path == "/requests":
+            self.send_json(200, {"requests": self.server.state.recent_requests()})
         elif path == "/objects":
             with self.server.state.cond:
                 objs = [o for _, o in sorted(self.server.state.objects.items())]

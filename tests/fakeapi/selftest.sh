@@ -382,6 +382,22 @@ bm = [e for e in ev if e["type"] == "BOOKMARK"]
 print(ev[0]["type"], bm[0]["object"]["metadata"].get("annotations") if bm else "no-bookmark")
 ' "$tmp/wl" 2>&1)"
 ctl '{"op":"ignore_initial_events","on":false}' >/dev/null
+ctl '{"op":"initial_deleted","count":1}' >/dev/null
+for i in 1 2; do
+	curl -sN --max-time 1 --cacert "$pki/ca.pem" -H "Authorization: Bearer $token" \
+		"$base/api/v1/services?watch=true&sendInitialEvents=true&resourceVersionMatch=NotOlderThan&allowWatchBookmarks=true" \
+		>"$tmp/wd$i"
+done
+check "initial_deleted: one streamed state with a DELETED before its end bookmark, then none" \
+	"ADDED DELETED BOOKMARK|0" "$(python3 -c '
+import json, sys
+ev = [json.loads(l)["type"] for l in open(sys.argv[1]) if l.strip()]
+print(ev[0], ev[ev.index("BOOKMARK") - 1], ev[ev.index("BOOKMARK")], end="|")
+print(sum(1 for l in open(sys.argv[2]) if "\"DELETED\"" in l))
+' "$tmp/wd1" "$tmp/wd2" 2>&1)"
+check "GET /requests: the last request's target, query included" \
+	"/api/v1/services?watch=true&sendInitialEvents=true" "$(curl -s "http://127.0.0.1:$ctl/requests" |
+		python3 -c 'import json, sys; print(json.load(sys.stdin)["requests"][-1][:50])')"
 token=$token_before
 
 # --- SIGTERM ----------------------------------------------------------------------------------

@@ -260,6 +260,117 @@ static void stream_error_asks_again(void **state)
 	assert_int_equal(st.fallbacks, 0);
 }
 
+enum req_type { REQ_LISTS, REQ_WATCHES, REQ_ALL };
+
+/*
+ * The targets of the fake server's recent requests to path (exact, before the query) of type,
+ * in order, each strdup'ed into out; returns how many.
+ */
+static size_t requests_to(const char *path, enum req_type type, char **out, size_t max)
+{
+	json_object *o = control_req("/requests", NULL), *a;
+	size_t n = 0, plen = strlen(path);
+
+	assert_true(json_object_object_get_ex(o, "requests", &a));
+	for (size_t i = 0; i < json_object_array_length(a) && n < max; i++) {
+		const char *r = json_object_get_string(json_object_array_get_idx(a, i));
+
+		if (strncmp(r, path, plen) || (r[plen] != '?' && r[plen] != '\0'))
+			continue;
+		if (type == REQ_ALL || (strstr(r, "watch=true") != NULL) == (type == REQ_WATCHES))
+			out[n++] = strdup(r);
+	}
+	json_object_put(o);
+	return n;
+}
+
+static void free_all(char **v, size_t n)
+{
+	for (size_t i = 0; i < n; i++)
+		free(v[i]);
+}
+
+/*
+ * A relist that fails keeps the resourceVersion it had: the next list asks not older than it
+ * again, never resourceVersion=0 ("any", which a lagging API server may answer with an older
+ * state than the one the agent serves).
+ */
+static void relist_fails_keeps_rv(void **state)
+{
+	struct fx *f = *state;
+	char *lists[8], want[160];
+	const char *rv;
+	size_t n;
+
+	control("{\"op\":\"refuse\",\"ways\":[\"stream\"]}");
+	f->opts.kinds = 1u << NDC_K8S_SERVICES;
+	start(f);
+	synced(f, f->opts.kinds, 1);
+	compact_past(1, "late");
+	/* The watch gets 410, the relist at our resourceVersion 500, the next relist works. */
+	control("{\"op\":\"fail\",\"count\":1,\"status\":500,\"path\":\"/api/v1/services\","
+		"\"watch\":false}");
+	control("{\"op\":\"drop\"}");
+	synced(f, f->opts.kinds, 2);
+	assert_int_equal(server_stat("injected_failures", NULL), 1);
+	assert_true(listed_name(&f->rec, NDC_K8S_SERVICES, "app/late"));
+	n = requests_to("/api/v1/services", REQ_LISTS, lists, 8);
+	assert_int_equal(n, 3);
+	/* The first list, with nothing yet: "any" from the cache, as client-go. */
+	assert_non_null(strstr(lists[0], "resourceVersion=0&"));
+	rv = strstr(lists[1], "resourceVersion=");
+	assert_non_null(rv);
+	assert_null(strstr(lists[1], "resourceVersion=0&"));
+	assert_non_null(strstr(lists[1], "resourceVersionMatch=NotOlderThan"));
+	/* The retry after the failure: the same resourceVersion, not 0. */
+	snprintf(want, sizeof(want), "%s", rv);
+	if (!strstr(lists[2], want))
+		fail_msg("the list after a failed relist was '%s', wanted '%s'", lists[2], want);
+	free_all(lists, n);
+	change_arrives(f, "after");
+}
+
+/*
+ * A DELETED event in the streamed initial state (ADDED only, KEP-3157) is a server that does not
+ * stream it: the next request is a list, at once (no second stream, no backoff), and the state
+ * reaches the consumer once, whole.
+ */
+static void stream_deleted_lists(void **state)
+{
+	struct fx *f = *state;
+	struct ndc_k8s_watch_stats st;
+	char *reqs[8];
+	size_t n;
+
+	control("{\"op\":\"initial_deleted\",\"count\":1}");
+	f->opts.kinds = 1u << NDC_K8S_SERVICES;
+	start(f);
+	synced(f, f->opts.kinds, 1);
+	st = stats(f);
+	assert_int_equal(st.syncs_cache, 1);
+	assert_int_equal(st.syncs_stream, 0);
+	assert_int_equal(st.fallbacks, 1);
+	assert_int_equal(st.errors, 0);
+	assert_int_equal(client_stat("initial_streams"), 1);
+	assert_int_equal(client_stat("lists_cache"), 1);
+	pthread_mutex_lock(&f->rec.m);
+	assert_int_equal(f->rec.ends[NDC_K8S_SERVICES], 1);
+	assert_int_equal(f->rec.listed[NDC_K8S_SERVICES], N_SVC);
+	pthread_mutex_unlock(&f->rec.m);
+	/* Request order: the stream, then the list, then the plain watch from the list. */
+	n = requests_to("/api/v1/services", REQ_ALL, reqs, 8);
+	assert_true(n >= 3);
+	assert_non_null(strstr(reqs[0], "sendInitialEvents=true"));
+	if (strstr(reqs[1], "watch=true"))
+		fail_msg("after a DELETED in the streamed state came '%s', not a list", reqs[1]);
+	for (size_t i = 2; i < n; i++) {
+		assert_non_null(strstr(reqs[i], "watch=true"));
+		assert_null(strstr(reqs[i], "sendInitialEvents"));
+	}
+	free_all(reqs, n);
+	change_arrives(f, "after");
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -272,6 +383,8 @@ int main(void)
 	    cmocka_unit_test_setup_teardown(relist_unknown_rv, setup, teardown),
 	    cmocka_unit_test_setup_teardown(stream_410, setup, teardown),
 	    cmocka_unit_test_setup_teardown(stream_error_asks_again, setup, teardown),
+	    cmocka_unit_test_setup_teardown(relist_fails_keeps_rv, setup, teardown),
+	    cmocka_unit_test_setup_teardown(stream_deleted_lists, setup, teardown),
 	};
 	int r = fx_init("ndc-k8s-sync");
 

@@ -1051,6 +1051,134 @@ static void test_all_or_nothing(void **state)
 	assert_string_equal(err, "top level: expected an object, got null");
 }
 
+/* Parses text whole expecting success and returns the first Namespace's name (or ""), and n. */
+static const char *only_namespace(const char *text, struct ndc_k8s_objects *o)
+{
+	parse_ok(text, o);
+	return o->n_namespaces ? o->namespaces[0] : "";
+}
+
+/*
+ * A List as kubectl writes it is converted item by item (no tree of the whole file); anything
+ * else falls back to the whole parse, which must give what it always gave.
+ */
+static void test_stream_json(void **state)
+{
+	struct ndc_k8s_objects s, f;
+	char err[256] = "", *path = example_path("sample-cluster.json"), *file, *dup;
+	size_t len;
+
+	(void)state;
+	assert_non_null(path);
+	file = read_file(path, &len);
+	assert_int_equal(ndc_snapshot_stream_json(file, len, &s), 0);
+	check_sample(&s);
+	/* The same List with an empty "items" first: the last "items" counts, parsed whole. */
+	assert_int_equal(asprintf(&dup, "{\"items\": [],%.*s", (int)(len - 1), file + 1),
+			 (int)(len + 12));
+	assert_int_equal(ndc_snapshot_stream_json(dup, len + 12, &f), -EAGAIN);
+	assert_null(f.services);
+	assert_int_equal(ndc_snapshot_parse(dup, len + 12, &f, err, sizeof(err)), 0);
+	assert_objects_equal(&s, &f);
+	ndc_k8s_objects_free(&s);
+	ndc_k8s_objects_free(&f);
+	free(dup);
+	free(file);
+	free(path);
+
+	/* Streamed: nested "items" keys, brackets and escapes in strings, a *List kind. */
+	static const char *const streamed[] = {
+	    "{\"kind\":\"List\",\"metadata\":{\"items\":[{\"a\":1}]},\"items\":[{\"kind\":"
+	    "\"Namespace\",\"metadata\":{\"name\":\"x\"}}]}",
+	    "{\"kind\":\"List\",\"items\":[{\"kind\":\"Namespace\",\"metadata\":{\"name\":\"x\","
+	    "\"annotations\":{\"a\":\"}]\\\"{[\\\\\"}}}]}",
+	    " \n{ \"items\" :\n [ {\"kind\":\"Namespace\",\"metadata\":{\"name\":\"x\"}} , "
+	    "{\"kind\":\"ConfigMap\"} ] ,"
+	    "\"kind\":\"NamespaceList\"}\n",
+	};
+	for (size_t i = 0; i < sizeof(streamed) / sizeof(*streamed); i++) {
+		if (ndc_snapshot_stream_json(streamed[i], strlen(streamed[i]), &s) != 0)
+			fail_msg("not streamed: %s", streamed[i]);
+		assert_int_equal(s.n_namespaces, 1);
+		assert_string_equal(s.namespaces[0], "x");
+		ndc_k8s_objects_free(&s);
+	}
+
+	/* Parsed whole: not a List after all, a second "items", bad items, bad syntax. */
+	static const char *const whole[] = {
+	    "{\"items\":[{\"kind\":\"Namespace\",\"metadata\":{\"name\":\"a\"}}],"
+	    "\"kind\":\"Namespace\",\"metadata\":{\"name\":\"b\"}}",
+	    "{\"kind\":\"List\",\"items\":[{\"kind\":\"Namespace\",\"metadata\":{\"name\":\"a\"}}],"
+	    "\"items\":[]}",
+	    "{\"kind\":\"List\",\"items\":[{\"kind\":\"Namespace\",\"metadata\":{\"name\":\"a\"}}],"
+	    "\"items\":5}",
+	    "{\"kind\":\"List\",\"items\":[{\"kind\":\"Namespace\",\"metadata\":{}}]}",
+	    "{\"kind\":\"List\",\"items\":[1]}",
+	    "{\"kind\":\"List\",\"items\":[{},]}",
+	    "{\"kind\":\"List\",\"items\":[{\"a\":tru}]}",
+	    "{\"kind\":\"List\",\"items\":[]} x",
+	    "{\"kind\":\"List\",\"items\":[{}]",
+	    "{\"kind\":\"List\",\"items\":[{\"a\":[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[["
+	    "[[[[[[[[[[[[[[[[[[[[[]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]"
+	    "]]]]]]]]}]}",
+	};
+	for (size_t i = 0; i < sizeof(whole) / sizeof(*whole); i++) {
+		if (ndc_snapshot_stream_json(whole[i], strlen(whole[i]), &s) != -EAGAIN)
+			fail_msg("streamed: %s", whole[i]);
+		assert_null(s.namespaces);
+	}
+	assert_string_equal(only_namespace(whole[0], &s), "b");
+	assert_int_equal(s.n_namespaces, 1);
+	ndc_k8s_objects_free(&s);
+	assert_string_equal(only_namespace(whole[1], &s), "");
+	parse_err(whole[2], "items: expected array, got int");
+	parse_err(whole[3], "items[0] (Namespace): metadata.name: missing");
+	parse_err(whole[4], "items[0]: ");
+	parse_err(whole[5], "JSON: ");
+	parse_err(whole[6], "JSON: ");
+	parse_err(whole[7], "JSON: unexpected character at byte 27");
+	parse_err(whole[8], "JSON: unexpected end of input");
+	parse_err(whole[9], "JSON: nesting too deep");
+}
+
+/* YAML streams as its items close; the same fallbacks keep the whole parse's meaning. */
+static void test_stream_yaml(void **state)
+{
+	struct ndc_k8s_objects o;
+
+	(void)state;
+	assert_string_equal(only_namespace("items:\n- kind: Namespace\n  metadata: {name: a}\n"
+					   "- kind: Namespace\n  metadata: {name: c}\n"
+					   "kind: List\n",
+					   &o),
+			    "a");
+	assert_int_equal(o.n_namespaces, 2);
+	assert_string_equal(o.namespaces[1], "c");
+	ndc_k8s_objects_free(&o);
+	assert_string_equal(only_namespace("items:\n- kind: Namespace\n  metadata: {name: a}\n"
+					   "kind: Namespace\nmetadata: {name: b}\n",
+					   &o),
+			    "b");
+	assert_int_equal(o.n_namespaces, 1);
+	ndc_k8s_objects_free(&o);
+	assert_string_equal(only_namespace("kind: List\nitems:\n- kind: Namespace\n"
+					   "  metadata: {name: a}\nitems: []\n",
+					   &o),
+			    "");
+	assert_int_equal(o.n_namespaces, 0);
+	ndc_k8s_objects_free(&o);
+	parse_err("kind: List\nitems:\n- kind: Namespace\n  metadata: {name: a}\n- [x]\n",
+		  "items[1]: ");
+	parse_err("kind: List\nitems:\n- kind: Namespace\n  metadata: {name: a}\n- 7\n",
+		  "items[1]: ");
+	parse_err("kind: List\nitems:\n- kind: Namespace\n  metadata: {name: a}\n"
+		  "- kind: Namespace\n  metadata: {}\n",
+		  "items[1] (Namespace): metadata.name: missing");
+	parse_err("kind: List\nitems:\n- kind: Namespace\n  metadata: {name: a}\n"
+		  "- kind: Namespace\n  metadata: {}\nx: [\n",
+		  "YAML: line ");
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -1070,6 +1198,8 @@ int main(void)
 	    cmocka_unit_test(test_object_add_direct),
 	    cmocka_unit_test(test_packed_objects),
 	    cmocka_unit_test(test_all_or_nothing),
+	    cmocka_unit_test(test_stream_json),
+	    cmocka_unit_test(test_stream_yaml),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
