@@ -20,7 +20,8 @@
  * queries, so two bounds: a connection that was sent a query and has received nothing since
  * for the forwarder's timeout_ms is stalled, closed as a dead one (its queries go to another
  * connection within their own deadlines, counted in tcp_stalled); and the bytes queued on a
- * connection, not yet taken by the kernel, stay under NDC_FWD_TCP_QUEUE_MAX: a query that
+ * connection, ours and the kernel's unsent or unacknowledged ones, stay under
+ * NDC_FWD_TCP_QUEUE_MAX (the kernel's send buffer alone grows to megabytes): a query that
  * finds every connection full fails its attempt at once (-ENOBUFS, counted in tcp_queue_full,
  * not the upstream's fault), so it goes to the next upstream instead of into memory.
  *
@@ -32,7 +33,9 @@
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
+#include <linux/sockios.h>
 #include <sys/epoll.h>
+#include <sys/ioctl.h>
 #include <sys/random.h>
 #include <unistd.h>
 
@@ -54,7 +57,8 @@ struct fwd_conn {
 	uint64_t quiet_since; /* a query was queued and nothing came back since; 0: none */
 	uint8_t *wbuf;	      /* framed queries not yet written */
 	size_t wlen, woff, wcap;
-	uint8_t *rbuf; /* 2 + NDC_MSG_MAX: what came in, up to one whole message */
+	size_t kqueued; /* in the kernel's send queue, unsent or unacknowledged, when last asked */
+	uint8_t *rbuf;	/* 2 + NDC_MSG_MAX: what came in, up to one whole message */
 	size_t rlen;
 };
 
@@ -215,10 +219,28 @@ fail:
 	return err;
 }
 
-/* Whether c can queue one more query under NDC_FWD_TCP_QUEUE_MAX. */
-static bool conn_room(const struct fwd_conn *c)
+/* Asks the kernel how much of what c wrote it still holds (SIOCOUTQ). */
+static void conn_kqueued(struct fwd_conn *c)
 {
-	return c->wlen - c->woff + 2 + NDC_FWD_QUERY_MAX <= NDC_FWD_TCP_QUEUE_MAX;
+	int n = 0;
+
+	if (c->connected && ioctl(c->fd, SIOCOUTQ, &n) == 0 && n >= 0)
+		c->kqueued = (size_t)n;
+}
+
+/*
+ * Whether c can queue one more query under NDC_FWD_TCP_QUEUE_MAX, counting what the kernel
+ * holds too (its send buffer grows to megabytes on its own): asked again only when the last
+ * answer says full, so a healthy connection costs no system call per query.
+ */
+static bool conn_room(struct fwd_conn *c)
+{
+	size_t need = c->wlen - c->woff + 2 + NDC_FWD_QUERY_MAX;
+
+	if (need + c->kqueued <= NDC_FWD_TCP_QUEUE_MAX)
+		return true;
+	conn_kqueued(c);
+	return need + c->kqueued <= NDC_FWD_TCP_QUEUE_MAX;
 }
 
 /*
@@ -382,13 +404,16 @@ static int conn_flush(struct ndc_forwarder *f, struct fwd_conn *c)
 		ssize_t n = send(c->fd, c->wbuf + c->woff, c->wlen - c->woff, MSG_NOSIGNAL);
 
 		if (n < 0) {
-			if (errno == EAGAIN || errno == EINTR)
+			if (errno == EAGAIN || errno == EINTR) {
+				conn_kqueued(c);
 				return arm(f, c, true);
+			}
 			return -errno;
 		}
 		c->woff += (size_t)n;
 	}
 	c->woff = c->wlen = 0;
+	conn_kqueued(c);
 	return arm(f, c, false);
 }
 
@@ -513,8 +538,9 @@ static void conn_stalled(struct ndc_forwarder *f, struct fwd_conn *c, uint64_t n
 
 	UP_INC(u, tcp_stalled);
 	ndc_info("forwarder: upstream %s: a TCP connection with %u queries outstanding answered "
-		 "nothing for %llu ms (%zu bytes unsent); closed, its queries sent again",
-		 u->name, c->nout, (unsigned long long)(now - c->quiet_since), c->wlen - c->woff);
+		 "nothing for %llu ms (%zu bytes queued); closed, its queries sent again",
+		 u->name, c->nout, (unsigned long long)(now - c->quiet_since),
+		 c->wlen - c->woff + c->kqueued);
 	conn_dead(f, c, -ETIMEDOUT);
 }
 
