@@ -154,7 +154,6 @@ def pace(a):
     s.connect((a.server, PORT))
     s.setblocking(False)
     suffix = wire_name(a.suffix)
-    alphabet = b"abcdefghijklmnopqrstuvwxyz0123456789"
     bad_prefix = a.bad_prefix.encode()
     qs, want = [], {}
     sig_pid = sig_no = sig_at = None
@@ -196,7 +195,7 @@ def pace(a):
         left = a.label_len
         while left > 0:
             k = min(left, 60)
-            labels.append(bytes(rng.choice(alphabet) for _ in range(k)))
+            labels.append(b"%0*x" % (k, rng.getrandbits(4 * k)))
             left -= k
         if bad:
             labels[0] = bad_prefix + labels[0][len(bad_prefix):]

@@ -6,7 +6,7 @@
 #            answered) while new ones work. From 2 s after the freeze, at least 99% of the
 #            names are answered right; ndcache_upstream_tcp_stalled_closes_total counts it.
 #   noread:  forward.protocol tcp, one upstream that accepts TCP but stops reading (a 4 KB
-#            window); a pod asks 1,500 never-seen 220-byte names a second for 12 s. The agent's
+#            window); a pod asks 3,000 never-seen 220-byte names a second for 14 s. The agent's
 #            RSS stays within 8 MB of its value before; every query gets an answer (SERVFAIL)
 #            within 1.5 s; ndcache_upstream_tcp_queue_full_total counts the queries turned away.
 #   formerr: forward.protocol udp, then tcp; two upstreams in order, the first answers FORMERR
@@ -122,7 +122,7 @@ part_freeze() {
 rss_kb() { awk '/^VmRSS:/ {print $2}' "/proc/$1/status" 2>/dev/null; }
 
 part_noread() {
-	local up out rss0 max full closes client
+	local up out rss0 max full closes client r
 	echo "--- noread: an upstream that accepts TCP and stops reading"
 	up_start noread 169.254.53.41 --small-rcvbuf || return
 	up=$UP_PID
@@ -130,7 +130,7 @@ part_noread() {
 	agent_up noread || return
 	kill -USR2 "$up"
 	rss0=$(rss_kb "$NDCACHE_PID")
-	ip netns exec "$NS_POD" python3 "$tool" pace "$NODE_LOCAL" --qps 1500 --seconds 12 \
+	ip netns exec "$NS_POD" python3 "$tool" pace "$NODE_LOCAL" --qps 3000 --seconds 14 \
 		--label-len 200 --suffix noread.example.net --timeout 3 >"$TOPO_DIR/noread.out" &
 	client=$!
 	TOPO_PIDS+=("$client")
