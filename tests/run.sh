@@ -129,6 +129,10 @@ step "integration: config reloads under a prober (symlink swap, broken file, SIG
 	tests/integration/test_reload.sh build tc
 step "integration: upstream path: pooled TCP (10,000 names at 5,000 QPS), loop detection" \
 	tests/integration/test_upstream.sh build
+# Issue 34: upstreams that fail quietly (a frozen TCP connection, a peer that stops reading, an
+# answer with no question), socket mode: the upstream path is the same in every mode.
+step "integration: upstreams that fail quietly (frozen TCP, a peer not reading, FORMERR without a question)" \
+	tests/integration/test_upstream_quiet.sh build
 # Issue 22: the upstream path. In tc and XDP mode the kernel answers the repeats: prefetch reads the
 # kernel table's hit counters (ndc_publisher_kernel_hits).
 step "integration: prefetch (a 50 ms upstream, a TTL-5 name asked 20/s for 30 s), socket, tc, xdp" \

@@ -23,8 +23,11 @@
  *   and never calls done: the caller answers SERVFAIL at once, holding nothing.
  * - A request fails over to the next upstream on timeout, ICMP unreachable on the connected
  *   socket (-ECONNREFUSED), a broken TCP exchange, or an rcode other than NOERROR/NXDOMAIN
- *   (-EREMOTEIO: SERVFAIL, REFUSED, FORMERR, NOTIMP are never cached). When all fail, a cached
- *   (possibly stale, RFC 8767) answer is the result, else the last attempt's error.
+ *   (-EREMOTEIO: SERVFAIL, REFUSED, FORMERR, NOTIMP are never cached), or an answer to its ID
+ *   that cannot be used (no question section, not parseable: a bad answer, at once rather than
+ *   after timeout_ms). When all fail, a cached (possibly stale, RFC 8767) answer is the result,
+ *   else the last attempt's error. Only timeouts and refused or unreachable connections mark an
+ *   upstream down (upstream.c): a name that gets odd answers costs that name, not everyone.
  * - Query names carry 0x20 random case; a UDP response must echo it exactly. An upstream that
  *   answers with the right ID and question in other case gets asked again once without it.
  * - Stats: as ndc_forwarder_stats says; per upstream, counters are atomics the thread bumps.
@@ -807,6 +810,9 @@ void ndc_forwarder_stats(struct ndc_forwarder *f, struct ndc_forwarder_stats *re
 		o->tcp_conns = __atomic_load_n(&u->tcp_conns, __ATOMIC_RELAXED);
 		o->tcp_resent = __atomic_load_n(&u->tcp_resent, __ATOMIC_RELAXED);
 		o->tcp_open = __atomic_load_n(&u->tcp_open, __ATOMIC_RELAXED);
+		o->bad_answers = __atomic_load_n(&u->bad_answers, __ATOMIC_RELAXED);
+		o->tcp_stalled = __atomic_load_n(&u->tcp_stalled, __ATOMIC_RELAXED);
+		o->tcp_queue_full = __atomic_load_n(&u->tcp_queue_full, __ATOMIC_RELAXED);
 		o->looping = __atomic_load_n(&u->st_looping, __ATOMIC_RELAXED);
 	}
 	pthread_mutex_unlock(&f->stats_lock);

@@ -122,6 +122,9 @@ void ndc_qlog_end(const struct ndc_qlog *lg, const struct ndc_query *q, const ui
 #define NDC_FWD_TCP_BACKOFF_MIN_MS 100
 #define NDC_FWD_TCP_BACKOFF_MAX_MS 5000
 #define NDC_FWD_CONN_BUCKETS 64 /* a connection's outstanding queries, by ID */
+/* Bytes queued on one connection that the kernel has not taken (a peer that stops reading):
+ * a few hundred queries; beyond it a query goes elsewhere. */
+#define NDC_FWD_TCP_QUEUE_MAX 65536
 
 enum att_state { ATT_NONE, ATT_UDP, ATT_TCP };
 
@@ -207,6 +210,7 @@ struct upstream {
 	uint32_t tcp_open; /* connections open now */
 	uint64_t queries, responses, timeouts, errors, probes, skipped;
 	uint64_t tcp_queries, tcp_conns, tcp_resent;
+	uint64_t bad_answers, tcp_stalled, tcp_queue_full;
 };
 
 /* The upstreams of a route table: up[i] is the state of routes->servers[i]. */
@@ -332,6 +336,13 @@ void ndc_fwd_up_alive(struct ndc_forwarder *f, struct request *r);
 
 /* r's attempt on its upstream failed with err. */
 void ndc_fwd_up_failed(struct ndc_forwarder *f, struct request *r, int err);
+
+/*
+ * r's upstream answered r's attempt (its ID, from its address or on its connection) with
+ * something useless (no question, not parseable: err): counted, and the attempt fails now with
+ * err, which is not the upstream's fault.
+ */
+void ndc_fwd_bad_answer(struct ndc_forwarder *f, struct request *r, int err);
 
 /* ---- pooled TCP (tcp_pool.c) ---- */
 

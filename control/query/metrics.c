@@ -117,6 +117,21 @@ static const struct ndc_metric_field upstream_fields[] = {
       "TCP connections opened to the upstream (the pool keeps at most 2).", NULL),
     F(ndc_fwd_upstream_stats, tcp_resent, "upstream_server_tcp_resent_total", "counter",
       "Queries sent again on another connection after theirs died.", NULL),
+    F(ndc_fwd_upstream_stats, bad_answers, "upstream_server_bad_answers_total", "counter",
+      "Answers to an outstanding query (its ID, from the upstream's address and port or on its "
+      "connection) that could not be used: no question section (a FORMERR or NOTIMP), not "
+      "parseable. Each fails that query's attempt at once (next upstream or SERVFAIL), not "
+      "the upstream.",
+      NULL),
+    F(ndc_fwd_upstream_stats, tcp_stalled, "upstream_tcp_stalled_closes_total", "counter",
+      "TCP connections closed because they were sent a query and answered nothing for "
+      "forward.timeout_ms (the server behind them gone, or not reading); their queries are "
+      "sent again on a new connection.",
+      NULL),
+    F(ndc_fwd_upstream_stats, tcp_queue_full, "upstream_tcp_queue_full_total", "counter",
+      "Queries that found every TCP connection to the upstream with 64 KiB queued unsent (a "
+      "peer that stops reading): sent to the next upstream, or SERVFAIL, at once.",
+      NULL),
 };
 
 static void upstream_metrics(const struct ndc_fwd_upstream_stats *u, struct ndc_metrics_buf *b)

@@ -287,6 +287,10 @@ struct ndc_fwd_upstream_stats {
 	 * queries sent again after their connection died; connections open now (a gauge). */
 	uint64_t tcp_queries, tcp_conns, tcp_resent;
 	uint32_t tcp_open;
+	/* Answers to our ID that could not be used (no question, not parseable), each failing
+	 * its attempt at once; TCP connections closed for answering nothing for timeout_ms with a
+	 * query sent; queries that found every TCP connection's queue full (went elsewhere). */
+	uint64_t bad_answers, tcp_stalled, tcp_queue_full;
 	bool looping; /* out of use: queries sent to it came back to ndcache (loop detection) */
 };
 

@@ -15,6 +15,16 @@
  * server that refuses or resets every connection is not asked for one per query. Idle connections
  * close after tcp_idle_ms, under the 10 s CoreDNS and unbound wait before closing theirs.
  *
+ * A connection can also die quietly: the server behind a ClusterIP is gone but conntrack still
+ * sends the flow to it, or the peer stops reading. Such a connection stays open and takes
+ * queries, so two bounds: a connection that was sent a query and has received nothing since
+ * for the forwarder's timeout_ms is stalled, closed as a dead one (its queries go to another
+ * connection within their own deadlines, counted in tcp_stalled); and the bytes queued on a
+ * connection, ours and the kernel's unsent or unacknowledged ones, stay under
+ * NDC_FWD_TCP_QUEUE_MAX (the kernel's send buffer alone grows to megabytes): a query that
+ * finds every connection full fails its attempt at once (-ENOBUFS, counted in tcp_queue_full,
+ * not the upstream's fault), so it goes to the next upstream instead of into memory.
+ *
  * Everything here runs on the forwarder thread. A connection closed while an event batch is
  * being handled may still have an event later in that batch: it is only unlinked then (fd -1)
  * and freed by the next sweep, after the batch. An attempt's outcome goes back to the request's
@@ -23,7 +33,9 @@
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
+#include <linux/sockios.h>
 #include <sys/epoll.h>
+#include <sys/ioctl.h>
 #include <sys/random.h>
 #include <unistd.h>
 
@@ -42,9 +54,11 @@ struct fwd_conn {
 	uint32_t nout; /* outstanding queries */
 	struct request *by_id[NDC_FWD_CONN_BUCKETS];
 	uint64_t idle_since;
-	uint8_t *wbuf; /* framed queries not yet written */
+	uint64_t quiet_since; /* a query was queued and nothing came back since; 0: none */
+	uint8_t *wbuf;	      /* framed queries not yet written */
 	size_t wlen, woff, wcap;
-	uint8_t *rbuf; /* 2 + NDC_MSG_MAX: what came in, up to one whole message */
+	size_t kqueued; /* in the kernel's send queue, unsent or unacknowledged, when last asked */
+	uint8_t *rbuf;	/* 2 + NDC_MSG_MAX: what came in, up to one whole message */
 	size_t rlen;
 };
 
@@ -205,7 +219,34 @@ fail:
 	return err;
 }
 
-/* The connection for one more query: the least loaded, or a new one. */
+/* Asks the kernel how much of what c wrote it still holds (SIOCOUTQ). */
+static void conn_kqueued(struct fwd_conn *c)
+{
+	int n = 0;
+
+	if (c->connected && ioctl(c->fd, SIOCOUTQ, &n) == 0 && n >= 0)
+		c->kqueued = (size_t)n;
+}
+
+/*
+ * Whether c can queue one more query under NDC_FWD_TCP_QUEUE_MAX, counting what the kernel
+ * holds too (its send buffer grows to megabytes on its own): asked again only when the last
+ * answer says full, so a healthy connection costs no system call per query.
+ */
+static bool conn_room(struct fwd_conn *c)
+{
+	size_t need = c->wlen - c->woff + 2 + NDC_FWD_QUERY_MAX;
+
+	if (need + c->kqueued <= NDC_FWD_TCP_QUEUE_MAX)
+		return true;
+	conn_kqueued(c);
+	return need + c->kqueued <= NDC_FWD_TCP_QUEUE_MAX;
+}
+
+/*
+ * The connection for one more query: the least loaded with room, or a new one. -ENOBUFS: every
+ * connection is full and no other may be opened.
+ */
 static int conn_pick(struct ndc_forwarder *f, struct upstream *u, struct fwd_conn **ret)
 {
 	struct fwd_pool *p = &u->pool;
@@ -213,16 +254,24 @@ static int conn_pick(struct ndc_forwarder *f, struct upstream *u, struct fwd_con
 	int err;
 
 	for (struct fwd_conn *c = p->conns; c; c = c->next)
-		if (!best || c->nout < best->nout)
+		if (conn_room(c) && (!best || c->nout < best->nout))
 			best = c;
 	if (best && (best->nout < NDC_FWD_TCP_PIPELINE || p->n >= NDC_FWD_TCP_CONNS)) {
 		*ret = best;
 		return 0;
 	}
+	if (p->n >= NDC_FWD_TCP_CONNS) {
+		err = -ENOBUFS;
+		goto full;
+	}
 	if (p->backoff_ms && ndc_now_ms() < p->retry_ms) {
 		if (best) {
 			*ret = best;
 			return 0;
+		}
+		if (p->n) {
+			err = -ENOBUFS;
+			goto full;
 		}
 		return p->last_err ? p->last_err : -ECONNREFUSED;
 	}
@@ -234,6 +283,18 @@ static int conn_pick(struct ndc_forwarder *f, struct upstream *u, struct fwd_con
 	if (err)
 		ndc_debug("forwarder: upstream %s: TCP: %s", u->name, strerror(-err));
 	return err;
+full:
+	UP_INC(u, tcp_queue_full);
+	ndc_debug("forwarder: upstream %s: TCP: %zu bytes queued on each connection already",
+		  u->name, (size_t)NDC_FWD_TCP_QUEUE_MAX);
+	return err;
+}
+
+/* The sweep runs at due at the latest. */
+static void sweep_by(struct ndc_forwarder *f, uint64_t due)
+{
+	if (!f->next_sweep || due < f->next_sweep)
+		f->next_sweep = due;
 }
 
 /* Appends r's framed query to c and writes what c can take now. */
@@ -274,6 +335,10 @@ static int conn_queue(struct ndc_forwarder *f, struct fwd_conn *c, struct reques
 	ndc_put16(c->wbuf + c->wlen, (uint16_t)qlen); /* RFC 1035 4.2.2 framing */
 	c->wlen += qlen + 2;
 	conn_link(c, r);
+	if (!c->quiet_since) {
+		c->quiet_since = ndc_now_ms();
+		sweep_by(f, c->quiet_since + f->timeout_ms);
+	}
 	/* Written from its own event: an error here must not close c under its caller. */
 	return c->connected ? arm(f, c, true) : 0;
 }
@@ -308,6 +373,7 @@ int ndc_fwd_tcp_start(struct ndc_forwarder *f, struct request *r)
 static void conn_dead(struct ndc_forwarder *f, struct fwd_conn *c, int err)
 {
 	struct upstream *u = c->u;
+	uint64_t now = ndc_now_ms();
 	struct request *list;
 
 	if (!c->answered)
@@ -319,7 +385,8 @@ static void conn_dead(struct ndc_forwarder *f, struct fwd_conn *c, int err)
 
 		list = r->cnext;
 		r->cnext = NULL;
-		if (!r->resent && conn_pick(f, u, &nc) == 0) {
+		/* Past its deadline it times out below as it would have on c. */
+		if (!r->resent && r->deadline > now && conn_pick(f, u, &nc) == 0) {
 			r->resent = true;
 			if (conn_queue(f, nc, r) == 0) {
 				UP_INC(u, tcp_resent);
@@ -337,13 +404,16 @@ static int conn_flush(struct ndc_forwarder *f, struct fwd_conn *c)
 		ssize_t n = send(c->fd, c->wbuf + c->woff, c->wlen - c->woff, MSG_NOSIGNAL);
 
 		if (n < 0) {
-			if (errno == EAGAIN || errno == EINTR)
+			if (errno == EAGAIN || errno == EINTR) {
+				conn_kqueued(c);
 				return arm(f, c, true);
+			}
 			return -errno;
 		}
 		c->woff += (size_t)n;
 	}
 	c->woff = c->wlen = 0;
+	conn_kqueued(c);
 	return arm(f, c, false);
 }
 
@@ -355,6 +425,7 @@ static void conn_message(struct ndc_forwarder *f, struct fwd_conn *c, const uint
 	bool tc = false;
 	int err;
 
+	c->quiet_since = 0; /* whatever it is, the peer is alive and reading */
 	if (len < NDC_DNS_HDR_LEN)
 		return;
 	r = conn_find(c, ndc_get16(msg));
@@ -364,16 +435,20 @@ static void conn_message(struct ndc_forwarder *f, struct fwd_conn *c, const uint
 	c->u->pool.fails = 0;
 	c->u->pool.backoff_ms = 0;
 	ndc_fwd_tcp_detach(r);
-	/* Our own connection: a wrong answer to our ID is a broken upstream, not a spoofer. */
+	ndc_fwd_up_alive(f, r);
+	/*
+	 * Our own connection and our outstanding ID: a wrong question, none (a FORMERR or NOTIMP
+	 * of a server that could not read the query), or a message that does not parse is this
+	 * query's answer, and a useless one. It fails this attempt now; the upstream answered.
+	 */
 	if (ndc_fwd_question_match(r, msg, len) == Q_NO) {
-		f->ops->attempt_fail(f, r, -EBADMSG);
+		ndc_fwd_bad_answer(f, r, -EBADMSG);
 		return;
 	}
-	ndc_fwd_up_alive(f, r);
 	err = ndc_dns_parse_response(msg, len, r->lname, r->nlen, r->qtype, r->qclass, f->ans,
 				     NDC_MSG_MAX, &tc);
 	if (err) {
-		f->ops->attempt_fail(f, r, err);
+		ndc_fwd_bad_answer(f, r, err);
 		return;
 	}
 	f->ops->accept_answer(f, r, f->ans);
@@ -456,26 +531,50 @@ void ndc_fwd_tcp_close_all(struct upstream *u)
 		conn_close(u->f, u->pool.conns, NULL);
 }
 
+/* c was sent a query timeout_ms ago and nothing came back since: closed as a dead one. */
+static void conn_stalled(struct ndc_forwarder *f, struct fwd_conn *c, uint64_t now)
+{
+	struct upstream *u = c->u;
+
+	UP_INC(u, tcp_stalled);
+	ndc_info("forwarder: upstream %s: a TCP connection with %u queries outstanding answered "
+		 "nothing for %llu ms (%zu bytes queued); closed, its queries sent again",
+		 u->name, c->nout, (unsigned long long)(now - c->quiet_since),
+		 c->wlen - c->woff + c->kqueued);
+	conn_dead(f, c, -ETIMEDOUT);
+}
+
 uint64_t ndc_fwd_tcp_sweep(struct ndc_forwarder *f, uint64_t now)
 {
-	bool any = false;
+	uint32_t tick = f->tcp_idle_ms < 1000 ? f->tcp_idle_ms : 1000;
+	uint64_t next = 0;
 
 	ndc_fwd_tcp_reap(f);
 	if (!f->next_sweep || now < f->next_sweep)
 		return f->next_sweep;
+	f->next_sweep = 0; /* what the loop queues or opens lowers it again */
 	for (size_t i = 0; i < f->cur->routes->n_servers; i++) {
 		struct upstream *u = f->cur->up[i];
-		struct fwd_conn *c = u->pool.conns, *next;
+		struct fwd_conn *c = u->pool.conns, *cnext;
 
-		for (; c; c = next) {
-			next = c->next;
-			if (!c->nout && now - c->idle_since >= f->tcp_idle_ms)
+		/* A stalled connection's queries may open a new one: at the head, not visited. */
+		for (; c; c = cnext) {
+			cnext = c->next;
+			if (c->quiet_since && now - c->quiet_since >= f->timeout_ms)
+				conn_stalled(f, c, now);
+			else if (!c->nout && !c->quiet_since &&
+				 now - c->idle_since >= f->tcp_idle_ms)
 				conn_close(f, c, NULL);
 		}
-		any |= u->pool.n > 0;
+		for (c = u->pool.conns; c; c = c->next)
+			if (c->quiet_since && (!next || c->quiet_since + f->timeout_ms < next))
+				next = c->quiet_since + f->timeout_ms;
+		if (u->pool.n && (!next || now + tick < next))
+			next = now + tick;
 	}
 	ndc_fwd_tcp_reap(f);
 	/* Connections of upstreams no longer configured close with their last request. */
-	f->next_sweep = any ? now + (f->tcp_idle_ms < 1000 ? f->tcp_idle_ms : 1000) : 0;
+	if (next)
+		sweep_by(f, next);
 	return f->next_sweep;
 }

@@ -56,6 +56,12 @@ int ndc_fwd_udp_start(struct ndc_forwarder *f, struct request *r)
 	return 0;
 }
 
+/* A response (QR) with no question section: what a server that could not read a query sends. */
+static bool no_question(const uint8_t *msg, size_t len)
+{
+	return len >= NDC_DNS_HDR_LEN && (ndc_get16(msg + 2) & NDC_F_QR) && !ndc_get16(msg + 4);
+}
+
 void ndc_fwd_on_udp(struct ndc_forwarder *f, struct request *r)
 {
 	for (;;) {
@@ -70,14 +76,24 @@ void ndc_fwd_on_udp(struct ndc_forwarder *f, struct request *r)
 			f->ops->attempt_fail(f, r, -errno);
 			return;
 		}
-		/* Anything that is not our answer is ignored: a spoofer must not end the attempt.
+		/*
+		 * Anything that is not our answer is ignored: a spoofer must not end the attempt.
+		 * The socket is connected, so the kernel has matched the upstream's address and
+		 * port already; an answer is ours by its ID and question, or, having no question
+		 * (a FORMERR or NOTIMP of a server that could not read the query), by its ID alone:
+		 * such an answer fails the attempt at once, as a bad answer, which it would
+		 * otherwise do after timeout_ms as a timeout against the upstream.
 		 */
 		if ((size_t)n < NDC_DNS_HDR_LEN || ndc_get16(f->msg) != r->id)
 			continue;
 		m = ndc_fwd_question_match(r, f->msg, (size_t)n);
-		if (m == Q_NO)
+		if (m == Q_NO && !no_question(f->msg, (size_t)n))
 			continue;
 		ndc_fwd_up_alive(f, r);
+		if (m == Q_NO && !(ndc_get16(f->msg + 2) & NDC_F_TC)) {
+			ndc_fwd_bad_answer(f, r, -EBADMSG);
+			return;
+		}
 		if (m == Q_CASE && r->caps) {
 			ndc_fwd_attempt_end(r);
 			r->caps = false;
@@ -96,8 +112,10 @@ void ndc_fwd_on_udp(struct ndc_forwarder *f, struct request *r)
 		}
 		err = ndc_dns_parse_response(f->msg, (size_t)n, r->lname, r->nlen, r->qtype,
 					     r->qclass, f->ans, NDC_MSG_MAX, &tc);
-		if (err)
-			continue;
+		if (err) {
+			ndc_fwd_bad_answer(f, r, err); /* our ID and question: no spoofer's */
+			return;
+		}
 		f->ops->accept_answer(f, r, f->ans);
 		return;
 	}

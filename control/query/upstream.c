@@ -208,3 +208,13 @@ void ndc_fwd_up_failed(struct ndc_forwarder *f, struct request *r, int err)
 	u->retry_ms = ndc_now_ms() + u->backoff_ms;
 	up_publish(u);
 }
+
+void ndc_fwd_bad_answer(struct ndc_forwarder *f, struct request *r, int err)
+{
+	struct upstream *u = up_of(r, r->up);
+
+	UP_INC(u, bad_answers);
+	ndc_debug("forwarder: upstream %s: an answer that cannot be used (%s); the query moves on",
+		  u->name, strerror(-err));
+	f->ops->attempt_fail(f, r, err);
+}

@@ -35,7 +35,10 @@ enum tmode {
 	T_DELAY,       /* the first read waits delay_ms before its answers */
 	T_LOOP,	       /* UDP: a check's name goes back to loop_fwd (a loop), answered REFUSED;
 			* other names SERVFAIL, as a looping upstream's answers end */
+	T_FORMERR_ONE, /* "n7..." gets a FORMERR with no question (UDP and TCP); others answers */
 };
+
+#define BAD_NAME 7 /* T_FORMERR_ONE's name */
 
 /* The forwarder a T_LOOP fake sends checks back to, as its listener would. */
 static struct ndc_forwarder *loop_fwd;
@@ -58,6 +61,9 @@ struct tfake {
 	int stop;
 	pthread_mutex_t lock;
 	int accepted, peer_closed, udp_queries, tcp_queries, max_batch;
+	int frozen_below; /* connections accepted before this many read and never answer */
+	bool noread;	  /* connections are never read (set before the first is accepted) */
+	int rcvbuf;	  /* SO_RCVBUF of the listener (0: the default) */
 	struct tconn conns[FAKE_CONNS];
 };
 
@@ -82,7 +88,7 @@ static void index_ip(int i, uint8_t ip[4])
 }
 
 /* The reply to q (one A record), written at out (TCP: framed). */
-static size_t reply(const struct ndc_query *q, uint8_t *out, size_t cap, bool tcp)
+static size_t reply(const struct ndc_query *q, uint8_t *out, size_t cap, bool tcp, bool formerr)
 {
 	struct {
 		struct ndc_answer a;
@@ -92,6 +98,16 @@ static size_t reply(const struct ndc_query *q, uint8_t *out, size_t cap, bool tc
 	uint8_t ip[4];
 	size_t len;
 
+	if (formerr) {
+		/* A server that could not read the query: its ID, FORMERR, no sections at all. */
+		memset(out, 0, cap);
+		ndc_put16(out + (tcp ? 2 : 0), q->id);
+		ndc_put16(out + (tcp ? 4 : 2), NDC_F_QR | NDC_RCODE_FORMERR);
+		if (!tcp)
+			return NDC_DNS_HDR_LEN;
+		ndc_put16(out, NDC_DNS_HDR_LEN);
+		return NDC_DNS_HDR_LEN + 2;
+	}
 	index_ip(name_index(q->lname), ip);
 	ndc_ab_init(&b, &ans.a, sizeof(ans.data), q->lname, q->qname_len);
 	ndc_ab_rr(&b, NDC_SEC_ANSWER, q->lname, q->qname_len, NDC_T_A, NDC_C_IN, 300, ip, 4);
@@ -103,6 +119,12 @@ static size_t reply(const struct ndc_query *q, uint8_t *out, size_t cap, bool tc
 	out[0] = (uint8_t)(len >> 8);
 	out[1] = (uint8_t)len;
 	return len + 2;
+}
+
+static bool bad_name(struct tfake *fk, const struct ndc_query *q)
+{
+	return __atomic_load_n(&fk->mode, __ATOMIC_ACQUIRE) == T_FORMERR_ONE &&
+	       name_index(q->lname) == BAD_NAME;
 }
 
 static void fake_udp(struct tfake *fk)
@@ -130,7 +152,7 @@ static void fake_udp(struct tfake *fk)
 			sendto(fk->udp, out, len, 0, (struct sockaddr *)&from, fl);
 		return;
 	}
-	n = (ssize_t)reply(&q, out, sizeof(out), false);
+	n = (ssize_t)reply(&q, out, sizeof(out), false, bad_name(fk, &q));
 	sendto(fk->udp, out, (size_t)n, 0, (struct sockaddr *)&from, fl);
 }
 
@@ -146,21 +168,15 @@ static void conn_drop(struct tfake *fk, struct tconn *c, bool by_peer)
 	}
 }
 
-/* What came in on c: every whole query, answered as the mode says. */
-static void fake_conn(struct tfake *fk, struct tconn *c, int index)
+/* Up to 256 whole queries of c's buffer, answered as the mode says: how many (0: none). */
+static int fake_batch(struct tfake *fk, struct tconn *c, int index)
 {
 	struct ndc_query qs[256];
 	uint8_t out[2 + 4096];
 	size_t off = 0;
 	int nq = 0;
-	ssize_t n = read(c->fd, c->buf + c->len, sizeof(c->buf) - c->len);
 	enum tmode mode = __atomic_load_n(&fk->mode, __ATOMIC_ACQUIRE);
 
-	if (n <= 0) {
-		conn_drop(fk, c, true);
-		return;
-	}
-	c->len += (size_t)n;
 	while (c->len - off >= 2 && nq < 256) {
 		size_t ml = (size_t)c->buf[off] << 8 | c->buf[off + 1];
 
@@ -177,11 +193,11 @@ static void fake_conn(struct tfake *fk, struct tconn *c, int index)
 	if (nq > fk->max_batch)
 		fk->max_batch = nq;
 	pthread_mutex_unlock(&fk->lock);
-	if (!nq)
-		return;
+	if (!nq || index < __atomic_load_n(&fk->frozen_below, __ATOMIC_ACQUIRE))
+		return nq; /* frozen: read, never answered */
 	if (mode == T_CLOSE_ALL || (mode == T_CLOSE_FIRST && index == 0)) {
 		conn_drop(fk, c, false);
-		return;
+		return 0;
 	}
 	if (mode == T_DELAY) {
 		struct timespec ts = {.tv_nsec = (long)fk->delay_ms * 1000000};
@@ -195,16 +211,31 @@ static void fake_conn(struct tfake *fk, struct tconn *c, int index)
 
 		if (mode == T_BOGUS_ID) {
 			q->id ^= 0x5555;
-			len = reply(q, out, sizeof(out), true);
+			len = reply(q, out, sizeof(out), true, bad_name(fk, q));
 			assert_int_equal(write(c->fd, out, len), (ssize_t)len);
 			q->id ^= 0x5555;
 		}
-		len = reply(q, out, sizeof(out), true);
+		len = reply(q, out, sizeof(out), true, bad_name(fk, q));
 		if (write(c->fd, out, len) != (ssize_t)len) {
 			conn_drop(fk, c, true);
-			return;
+			return 0;
 		}
 	}
+	return nq;
+}
+
+/* What came in on c: every whole query, answered as the mode says. */
+static void fake_conn(struct tfake *fk, struct tconn *c, int index)
+{
+	ssize_t n = read(c->fd, c->buf + c->len, sizeof(c->buf) - c->len);
+
+	if (n <= 0) {
+		conn_drop(fk, c, true);
+		return;
+	}
+	c->len += (size_t)n;
+	while (c->fd >= 0 && fake_batch(fk, c, index) > 0)
+		;
 }
 
 static void *fake_thread(void *arg)
@@ -217,7 +248,8 @@ static void *fake_thread(void *arg)
 						   {.fd = fk->tcp, .events = POLLIN}};
 
 		for (int i = 0; i < FAKE_CONNS; i++)
-			p[2 + i] = (struct pollfd){.fd = fk->conns[i].fd, .events = POLLIN};
+			p[2 + i] = (struct pollfd){.fd = fk->noread ? -1 : fk->conns[i].fd,
+						   .events = POLLIN};
 		if (poll(p, 2 + FAKE_CONNS, 20) <= 0)
 			continue;
 		if (p[0].revents & POLLIN)
@@ -245,7 +277,7 @@ static void *fake_thread(void *arg)
 	return NULL;
 }
 
-static struct tfake *fake_start(enum tmode mode)
+static struct tfake *fake_start_opts(enum tmode mode, bool noread, int rcvbuf)
 {
 	struct tfake *fk = calloc(1, sizeof(*fk));
 	struct sockaddr_in sa = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
@@ -255,6 +287,8 @@ static struct tfake *fake_start(enum tmode mode)
 	assert_non_null(fk);
 	fk->mode = mode;
 	fk->delay_ms = 300;
+	fk->noread = noread;
+	fk->rcvbuf = rcvbuf;
 	pthread_mutex_init(&fk->lock, NULL);
 	for (int i = 0; i < FAKE_CONNS; i++)
 		fk->conns[i].fd = -1;
@@ -262,6 +296,8 @@ static struct tfake *fake_start(enum tmode mode)
 		assert_true(tries < 20);
 		fk->tcp = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
 		setsockopt(fk->tcp, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+		if (rcvbuf) /* inherited by the accepted connections: a small window */
+			setsockopt(fk->tcp, SOL_SOCKET, SO_RCVBUF, &rcvbuf, sizeof(rcvbuf));
 		sa.sin_port = 0;
 		assert_int_equal(bind(fk->tcp, (struct sockaddr *)&sa, sizeof(sa)), 0);
 		assert_int_equal(listen(fk->tcp, 64), 0);
@@ -275,6 +311,11 @@ static struct tfake *fake_start(enum tmode mode)
 	fk->port = ntohs(sa.sin_port);
 	assert_int_equal(pthread_create(&fk->thread, NULL, fake_thread, fk), 0);
 	return fk;
+}
+
+static struct tfake *fake_start(enum tmode mode)
+{
+	return fake_start_opts(mode, false, 0);
 }
 
 static void fake_stop(struct tfake *fk)
@@ -302,7 +343,7 @@ static int fake_get(struct tfake *fk, const int *field)
 
 /* ---- the forwarder's side ---------------------------------------------------------------- */
 
-#define MAX_Q 512
+#define MAX_Q 4096
 
 struct slot {
 	int index;
@@ -812,6 +853,197 @@ static void test_loop_names(void **state)
 	fake_stop(fk);
 }
 
+/* ---- upstreams that fail quietly (issue 34) ---------------------------------------------- */
+
+/* Waits (5 s at most) until slot i has its callback; returns the milliseconds it took from t0. */
+static uint64_t slot_wait(int i, uint64_t t0)
+{
+	for (int k = 0; k < 500; k++) {
+		int st;
+
+		pthread_mutex_lock(&res_lock);
+		st = slots[i].status;
+		pthread_mutex_unlock(&res_lock);
+		if (st != 1)
+			return ndc_now_ms() - t0;
+		usleep(10000);
+	}
+	fail_msg("no callback for n%d within 5 s", i);
+	return 0;
+}
+
+static int slot_status(int i)
+{
+	int st;
+
+	pthread_mutex_lock(&res_lock);
+	st = slots[i].status;
+	pthread_mutex_unlock(&res_lock);
+	return st;
+}
+
+/*
+ * The connection in use stops answering (the server behind a ClusterIP gone) while a new one
+ * would work: once it has answered nothing for timeout_ms it is closed, and the queries on it
+ * whose deadline has not passed are answered over a new connection.
+ */
+static void test_tcp_frozen_conn_closed(void **state)
+{
+	struct tfake *fk = fake_start(T_ANSWER);
+	struct ndc_forwarder *f = fwd_new(&fk->port, 1, NDC_FWD_TCP, NDC_FWD_SEQUENTIAL, 400);
+	struct ndc_fwd_upstream_stats us;
+	uint64_t t0;
+
+	(void)state;
+	ask(f, 0);
+	assert_int_equal(results_wait(1), 1);
+	assert_true(slots[0].right);
+	__atomic_store_n(&fk->frozen_below, fake_get(fk, &fk->accepted), __ATOMIC_RELEASE);
+	t0 = ndc_now_ms();
+	ask(f, 1); /* on the frozen connection: times out with it */
+	usleep(150 * 1000);
+	for (int i = 2; i < 12; i++)
+		ask(f, i); /* on it too, 150 ms later: their deadlines outlive it */
+	assert_int_equal(results_wait(12), 12);
+	assert_true(ndc_now_ms() - t0 < 1000);
+	assert_true(slot_status(1) < 0);
+	assert_int_equal(count_right(12), 11);
+	us = up_stats(f, 0);
+	assert_int_equal(us.tcp_stalled, 1);
+	assert_true(us.tcp_resent >= 10);
+	assert_int_equal(fake_get(fk, &fk->accepted), 2);
+	/* The next names go on the new connection at once. */
+	t0 = ndc_now_ms();
+	ask(f, 12);
+	assert_true(slot_wait(12, t0) < 200);
+	assert_true(slots[12].right);
+	ndc_forwarder_free(f);
+	fake_stop(fk);
+}
+
+/* A connection that has queries timed out on it and none outstanding is closed too: sparse
+ * traffic does not keep sending each query to a dead connection. */
+static void test_tcp_frozen_conn_sparse(void **state)
+{
+	struct tfake *fk = fake_start(T_ANSWER);
+	struct ndc_forwarder *f = fwd_new(&fk->port, 1, NDC_FWD_TCP, NDC_FWD_SEQUENTIAL, 300);
+	uint64_t t0;
+
+	(void)state;
+	ask(f, 0);
+	assert_int_equal(results_wait(1), 1);
+	__atomic_store_n(&fk->frozen_below, fake_get(fk, &fk->accepted), __ATOMIC_RELEASE);
+	t0 = ndc_now_ms();
+	ask(f, 1);
+	slot_wait(1, t0);
+	assert_true(slot_status(1) < 0);
+	t0 = ndc_now_ms();
+	ask(f, 2);
+	assert_true(slot_wait(2, t0) < 200);
+	assert_true(slots[2].right);
+	assert_int_equal(up_stats(f, 0).tcp_stalled, 1);
+	ndc_forwarder_free(f);
+	fake_stop(fk);
+}
+
+/*
+ * A peer that accepts and never reads, behind a small window: the bytes queued on each
+ * connection stop at NDC_FWD_TCP_QUEUE_MAX; the queries beyond go to the next upstream at once.
+ */
+static void test_tcp_queue_capped(void **state)
+{
+	struct tfake *fk = fake_start_opts(T_ANSWER, true, 4096);
+	struct tfake *fk2 = fake_start(T_ANSWER);
+	uint16_t ports[2] = {fk->port, fk2->port};
+	struct ndc_forwarder *f = fwd_new(ports, 2, NDC_FWD_TCP, NDC_FWD_SEQUENTIAL, 3000);
+	struct ndc_fwd_upstream_stats us;
+	uint64_t t0 = ndc_now_ms();
+	int n = 4000, right;
+
+	(void)state;
+	for (int i = 0; i < n; i++)
+		ask(f, i);
+	/* Those beyond the cap are answered by the second upstream well before timeout_ms. */
+	for (int k = 0; k < 100 && fake_get(fk2, &fk2->tcp_queries) == 0; k++)
+		usleep(10000);
+	assert_true(fake_get(fk2, &fk2->tcp_queries) > 0);
+	assert_true(ndc_now_ms() - t0 < 1500);
+	us = up_stats(f, 0);
+	print_message("queue full: %llu, to the second upstream after %llu ms\n",
+		      (unsigned long long)us.tcp_queue_full,
+		      (unsigned long long)(ndc_now_ms() - t0));
+	assert_true(us.tcp_queue_full > 0);
+	assert_true(us.tcp_conns <= 2);
+	assert_true(results_wait(n) == n);
+	right = count_right(n);
+	print_message("%d of %d answered\n", right, n);
+	assert_true((uint64_t)right >= us.tcp_queue_full);
+	ndc_forwarder_free(f);
+	fake_stop(fk);
+	fake_stop(fk2);
+}
+
+/*
+ * One name gets a FORMERR with no question (UDP, then TCP): that query moves to the next
+ * upstream at once, counted as a bad answer; the upstream stays up and answers every other name.
+ */
+static void formerr_one(enum ndc_fwd_protocol proto)
+{
+	struct tfake *fk = fake_start(T_FORMERR_ONE);
+	struct tfake *fk2 = fake_start(T_ANSWER);
+	uint16_t ports[2] = {fk->port, fk2->port};
+	struct ndc_forwarder *f = fwd_new(ports, 2, proto, NDC_FWD_SEQUENTIAL, 2000);
+	struct ndc_fwd_upstream_stats us;
+	uint64_t t0;
+
+	t0 = ndc_now_ms();
+	ask(f, BAD_NAME);
+	assert_true(slot_wait(BAD_NAME, t0) < 500);
+	assert_true(slots[BAD_NAME].right); /* the second upstream's answer */
+	for (int i = 0; i < 20; i++) {
+		if (i == BAD_NAME)
+			continue;
+		t0 = ndc_now_ms();
+		ask(f, i);
+		assert_true(slot_wait(i, t0) < 500);
+		assert_true(slots[i].right);
+	}
+	us = up_stats(f, 0);
+	assert_int_equal(us.bad_answers, 1);
+	assert_int_equal(us.timeouts, 0);
+	assert_true(us.healthy);
+	assert_int_equal(us.responses, 19);
+	assert_int_equal(up_stats(f, 1).responses, 1);
+	ndc_forwarder_free(f);
+	fake_stop(fk);
+	fake_stop(fk2);
+
+	/* The only upstream: the bad name fails at once, the upstream stays up. */
+	fk = fake_start(T_FORMERR_ONE);
+	f = fwd_new(&fk->port, 1, proto, NDC_FWD_SEQUENTIAL, 2000);
+	t0 = ndc_now_ms();
+	ask(f, BAD_NAME);
+	assert_true(slot_wait(BAD_NAME, t0) < 500);
+	assert_true(slot_status(BAD_NAME) < 0);
+	us = up_stats(f, 0);
+	assert_true(us.healthy);
+	assert_int_equal(us.backoff_ms, 0);
+	ndc_forwarder_free(f);
+	fake_stop(fk);
+}
+
+static void test_formerr_no_question_udp(void **state)
+{
+	(void)state;
+	formerr_one(NDC_FWD_UDP);
+}
+
+static void test_formerr_no_question_tcp(void **state)
+{
+	(void)state;
+	formerr_one(NDC_FWD_TCP);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -822,6 +1054,11 @@ int main(void)
 	    cmocka_unit_test(test_tcp_idle_close),
 	    cmocka_unit_test(test_tcp_unknown_id_ignored),
 	    cmocka_unit_test(test_tcp_late_answer),
+	    cmocka_unit_test(test_tcp_frozen_conn_closed),
+	    cmocka_unit_test(test_tcp_frozen_conn_sparse),
+	    cmocka_unit_test(test_tcp_queue_capped),
+	    cmocka_unit_test(test_formerr_no_question_udp),
+	    cmocka_unit_test(test_formerr_no_question_tcp),
 	    cmocka_unit_test(test_prefer_udp_fallback),
 	    cmocka_unit_test(test_udp_no_fallback),
 	    cmocka_unit_test(test_policy_sequential),
