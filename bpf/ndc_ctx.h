@@ -11,6 +11,7 @@
 #include <linux/bpf.h>
 #include <linux/pkt_cls.h>
 #include <bpf/bpf_helpers.h>
+#include <ndc/abi.h>
 
 #include "ndc_parse.h"
 
@@ -213,7 +214,7 @@ static __always_inline int ctx_copy_in(void *data, void *data_end, __u32 off, co
 
 static __always_inline int ctx_pass(const enum ndc_hook hook)
 {
-	return hook == NDC_HOOK_XDP ? XDP_PASS : TC_ACT_OK;
+	return hook == NDC_HOOK_XDP ? XDP_PASS : NDC_TC_PASS;
 }
 
 /*

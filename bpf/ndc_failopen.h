@@ -174,7 +174,7 @@ static __always_inline __u32 fo_addr_off(const struct ndc_fo_pkt *p, int dst)
 
 /*
  * tc ingress, for a packet the fast path did not answer: sends it to the upstream when no socket
- * listens at its destination. Always TC_ACT_OK: the stack delivers or routes what comes out.
+ * listens at its destination. Always NDC_TC_PASS: the stack delivers or routes what comes out.
  * A global function: verified once on its own, not once per path of the answer code.
  */
 __attribute__((noinline)) int ndc_failopen_in(struct __sk_buff *skb)
@@ -196,12 +196,12 @@ __attribute__((noinline)) int ndc_failopen_in(struct __sk_buff *skb)
 	__u64 now;
 
 	if (!skb || !cfg || !(cfg->flags & NDC_FP_C_FAILOPEN) || fo_parse(skb, &p))
-		return TC_ACT_OK;
+		return NDC_TC_PASS;
 	if (p.dport != cfg->port)
-		return TC_ACT_OK;
+		return NDC_TC_PASS;
 	if (p.v6) {
 		if (!cfg->has_up6 || !addr6_ours(cfg, (const struct in6_addr *)p.dst))
-			return TC_ACT_OK;
+			return NDC_TC_PASS;
 		up = cfg->up6;
 		up_port = cfg->up6_port;
 		__builtin_memcpy(t->ipv6.saddr, p.src, 16);
@@ -214,7 +214,7 @@ __attribute__((noinline)) int ndc_failopen_in(struct __sk_buff *skb)
 
 		__builtin_memcpy(&d, p.dst, 4);
 		if (!cfg->has_up4 || !addr4_ours(cfg, d))
-			return TC_ACT_OK;
+			return NDC_TC_PASS;
 		up = (const __u8 *)&cfg->up4;
 		up_port = cfg->up4_port;
 		__builtin_memcpy(&t->ipv4.saddr, p.src, 4);
@@ -238,7 +238,7 @@ __attribute__((noinline)) int ndc_failopen_in(struct __sk_buff *skb)
 		/* mid-connection: only a connection that went to the upstream stays there */
 		cur = bpf_map_lookup_elem(&ndc_flows, &k);
 		if (!cur)
-			return TC_ACT_OK;
+			return NDC_TC_PASS;
 		cur->last_ns = now;
 	} else {
 		if (p.proto == IPPROTO_UDP)
@@ -248,19 +248,19 @@ __attribute__((noinline)) int ndc_failopen_in(struct __sk_buff *skb)
 								   BPF_F_CURRENT_NETNS, 0);
 		if (sk) {
 			bpf_sk_release(sk);
-			return TC_ACT_OK; /* an agent listens: it answers */
+			return NDC_TC_PASS; /* an agent listens: it answers */
 		}
 		__builtin_memset(f, 0, sizeof(*f));
 		__builtin_memcpy(f->local, p.dst, 16);
 		f->local_port = p.dport;
 		f->last_ns = now;
 		if (bpf_map_update_elem(&ndc_flows, &k, f, BPF_ANY))
-			return TC_ACT_OK;
+			return NDC_TC_PASS;
 	}
 	if (fo_rewrite(skb, &p, fo_addr_off(&p, 1), p.dst, up, p.l4_off + 2, p.dport, up_port))
-		return TC_ACT_OK;
+		return NDC_TC_PASS;
 	count(p.proto == IPPROTO_UDP ? NDC_FP_FWD_UDP : NDC_FP_FWD_TCP);
-	return TC_ACT_OK;
+	return NDC_TC_PASS;
 }
 
 /*
@@ -277,18 +277,18 @@ static __always_inline int ndc_failopen_out(struct __sk_buff *skb)
 	__u64 now;
 
 	if (!cfg || !(cfg->flags & NDC_FP_C_FAILOPEN) || fo_parse(skb, &p))
-		return TC_ACT_OK;
+		return NDC_TC_PASS;
 	if (p.v6) {
 		const __u64 *s = (const __u64 *)p.src, *u = (const __u64 *)cfg->up6;
 
 		if (!cfg->has_up6 || p.sport != cfg->up6_port || s[0] != u[0] || s[1] != u[1])
-			return TC_ACT_OK;
+			return NDC_TC_PASS;
 	} else {
 		__be32 s;
 
 		__builtin_memcpy(&s, p.src, 4);
 		if (!cfg->has_up4 || p.sport != cfg->up4_port || s != cfg->up4)
-			return TC_ACT_OK;
+			return NDC_TC_PASS;
 	}
 	__builtin_memcpy(k.pod, p.dst, 16);
 	__builtin_memcpy(k.up, p.src, 16);
@@ -298,15 +298,15 @@ static __always_inline int ndc_failopen_out(struct __sk_buff *skb)
 	k.v6 = p.v6;
 	f = bpf_map_lookup_elem(&ndc_flows, &k);
 	if (!f)
-		return TC_ACT_OK;
+		return NDC_TC_PASS;
 	now = bpf_ktime_get_ns();
 	if (now - f->last_ns > (p.proto == IPPROTO_UDP ? NDC_FO_UDP_NS : NDC_FO_TCP_NS))
-		return TC_ACT_OK;
+		return NDC_TC_PASS;
 	__builtin_memcpy(local, f->local, 16);
 	if (fo_rewrite(skb, &p, fo_addr_off(&p, 0), p.src, local, p.l4_off, p.sport, f->local_port))
-		return TC_ACT_OK;
+		return NDC_TC_PASS;
 	count(NDC_FP_FWD_REPLY);
-	return TC_ACT_OK;
+	return NDC_TC_PASS;
 }
 
 #endif

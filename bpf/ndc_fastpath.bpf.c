@@ -302,7 +302,7 @@ int ndc_tc_ingress(struct __sk_buff *skb)
 	int verdict = ndc_handle(skb, NDC_HOOK_TC, &why);
 
 	/* passed queries and TCP to us: on to the upstream if no agent listens */
-	if (verdict != TC_ACT_OK || why == NDC_NOT_OURS || why == NDC_FP_PASS_CONFIG)
+	if (verdict != NDC_TC_PASS || why == NDC_NOT_OURS || why == NDC_FP_PASS_CONFIG)
 		return verdict;
 	return ndc_failopen_in(skb);
 }

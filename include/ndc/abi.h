@@ -37,6 +37,13 @@
 #define NDC_FP_TTL_MAX 16   /* RRs whose TTL the fast path counts down */
 #define NDC_FP_MAX_ADDRS 4  /* node-local addresses per family */
 
+/*
+ * The tc programs' verdict for a packet they leave alone: TC_ACT_UNSPEC (TCX_NEXT), so that a
+ * filter behind ours on the same hook (a CNI's policy, attached after us) still runs; with none,
+ * the packet goes on to the stack as with TC_ACT_OK.
+ */
+#define NDC_TC_PASS (-1)
+
 /* qtype of the "any other type at this existing name" entry (type 0 is reserved, RFC 6895). */
 #define NDC_FP_QTYPE_OTHER 0
 

@@ -219,12 +219,12 @@ int main(int argc, char **argv)
 	CASE("tc_a_hit_ns", &hit, tc, TC_ACT_REDIRECT, 1);
 	CASE("tc_nxdomain_ns", &nx, tc, TC_ACT_REDIRECT, 1);
 	CASE("xdp_a_hit_ns", &hit, xdp, XDP_TX, 1);
-	CASE("tc_nondns_pass_ns", &tcp, tc, TC_ACT_OK, 1);
+	CASE("tc_nondns_pass_ns", &tcp, tc, NDC_TC_PASS, 1);
 	CASE("tc_reflector_ns", &hit, bpf_program__fd(refl->progs.ndc_reflect_tc), TC_ACT_REDIRECT,
 	     1);
 	CASE("xdp_nxdomain_ns", &nx, xdp, XDP_TX, 1);
 	CASE("xdp_reflector_ns", &hit, bpf_program__fd(refl->progs.ndc_reflect_xdp), XDP_TX, 1);
-	CASE("tc_nondns_pass_repeat_ns", &tcp, tc, TC_ACT_OK, REPEAT_PASS);
+	CASE("tc_nondns_pass_repeat_ns", &tcp, tc, NDC_TC_PASS, REPEAT_PASS);
 	CASE("tc_overhead_ns", &tcp, bpf_program__fd(refl->progs.ndc_reflect_tc), TC_ACT_OK, 1);
 	CASE("xdp_overhead_ns", &tcp, bpf_program__fd(refl->progs.ndc_reflect_xdp), XDP_PASS, 1);
 #undef CASE

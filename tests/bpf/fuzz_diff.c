@@ -61,7 +61,7 @@
 
 enum { TC = 0, XDP = 1 };
 static const char *const hook_name[] = {"tc", "xdp"};
-static const uint32_t verdict_pass[] = {TC_ACT_OK, XDP_PASS};
+static const uint32_t verdict_pass[] = {(uint32_t)NDC_TC_PASS, XDP_PASS};
 static const uint32_t verdict_reply[] = {TC_ACT_REDIRECT, XDP_TX};
 
 static struct {

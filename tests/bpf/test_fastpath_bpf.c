@@ -5,9 +5,9 @@
  * queries go in as Ethernet frames, and every reply must be byte-equal to what the socket path
  * writes for the same query (ndc_dns_write_reply), with addresses, ports, lengths and checksums
  * checked independently (packets.c). Every query the fast path must not answer must come back
- * untouched with TC_ACT_OK / XDP_PASS and the right counter moved. Needs root (exit 77 otherwise).
- * The table's write protocol is tested with a writer thread on one CPU and the program on another
- * (test_rewrite_while_read).
+ * untouched with NDC_TC_PASS / XDP_PASS and the right counter moved. Needs root (exit 77
+ * otherwise). The table's write protocol is tested with a writer thread on one CPU and the program
+ * on another (test_rewrite_while_read).
  */
 #include <stdarg.h>
 #include <stddef.h>
@@ -195,7 +195,7 @@ static void check_row(const struct ndc_row *r, const struct ndc_answer *src, uin
 			assert_reply(r->what, h, verdict, in, inlen, out, outlen, want, wlen);
 			continue;
 		}
-		if (verdict != (h == TC ? TC_ACT_OK : XDP_PASS))
+		if (verdict != (h == TC ? (uint32_t)NDC_TC_PASS : XDP_PASS))
 			fail_msg("%s (%s): verdict %u, want pass", r->what, hook_name[h], verdict);
 		if (outlen != inlen || memcmp(out, in, inlen))
 			fail_msg("%s (%s): passed packet was modified", r->what, hook_name[h]);
@@ -913,7 +913,7 @@ static void test_rewrite_while_read(void **state)
 		struct ndc_pkt_parsed rp;
 		int k;
 
-		if (verdict == (h == TC ? TC_ACT_OK : XDP_PASS)) {
+		if (verdict == (h == TC ? (uint32_t)NDC_TC_PASS : XDP_PASS)) {
 			if (outlen != inlen || memcmp(out, in, inlen))
 				fail_msg("run %d (%s): passed packet was modified", n,
 					 hook_name[h]);
@@ -988,7 +988,7 @@ static void test_failopen(void **state)
 
 		/* nobody listens: on to the upstream, checksums still right */
 		counters(before);
-		assert_int_equal(run(TC, in, inlen, out, &outlen), TC_ACT_OK);
+		assert_int_equal(run(TC, in, inlen, out, &outlen), (uint32_t)NDC_TC_PASS);
 		counters(after);
 		assert_int_equal(after[NDC_FP_FWD_UDP], before[NDC_FP_FWD_UDP] + 1);
 		assert_int_equal(after[NDC_FP_PASS_MISS], before[NDC_FP_PASS_MISS] + 1);
@@ -1011,7 +1011,7 @@ static void test_failopen(void **state)
 		assert_int_equal(
 		    ndc_pkt_build(&r, &(struct ndc_pkt_opts){0}, dns, dlen, in, sizeof(in), &inlen),
 		    0);
-		assert_int_equal(run_fd(egress, in, inlen, back, &blen), TC_ACT_OK);
+		assert_int_equal(run_fd(egress, in, inlen, back, &blen), (uint32_t)NDC_TC_PASS);
 		assert_int_equal(ndc_pkt_parse(back, blen, &p), 0);
 		assert_memory_equal(p.saddr, node, 16);
 		assert_int_equal(p.sport, 53);
@@ -1028,7 +1028,7 @@ static void test_failopen(void **state)
 		assert_int_equal(
 		    ndc_pkt_build(&r, &(struct ndc_pkt_opts){0}, dns, dlen, in, sizeof(in), &inlen),
 		    0);
-		assert_int_equal(run_fd(egress, in, inlen, back, &blen), TC_ACT_OK);
+		assert_int_equal(run_fd(egress, in, inlen, back, &blen), (uint32_t)NDC_TC_PASS);
 		assert_int_equal(blen, inlen);
 		assert_memory_equal(back, in, inlen);
 
@@ -1038,7 +1038,7 @@ static void test_failopen(void **state)
 		    ndc_pkt_build(&a, &(struct ndc_pkt_opts){0}, dns, dlen, in, sizeof(in), &inlen),
 		    0);
 		counters(before);
-		assert_int_equal(run(TC, in, inlen, out, &outlen), TC_ACT_OK);
+		assert_int_equal(run(TC, in, inlen, out, &outlen), (uint32_t)NDC_TC_PASS);
 		assert_int_equal(outlen, inlen);
 		assert_memory_equal(out, in, inlen);
 		counters(after);
@@ -1067,7 +1067,7 @@ static void test_failopen(void **state)
 		assert_int_equal(
 		    ndc_pkt_build(&a, &(struct ndc_pkt_opts){0}, dns, dlen, in, sizeof(in), &inlen),
 		    0);
-		assert_int_equal(run(TC, in, inlen, out, &outlen), TC_ACT_OK);
+		assert_int_equal(run(TC, in, inlen, out, &outlen), (uint32_t)NDC_TC_PASS);
 		assert_int_equal(outlen, inlen);
 		assert_memory_equal(out, in, inlen);
 	}

@@ -12,7 +12,8 @@
 #      filter, still behind the policy), and still 0 answered.
 #   c. drop, tc_order first (the old behaviour): the kernel answers 20 of 20 in front of the
 #      policy, which sees none; the agent warns and the gauge says 1. This run shows a and b
-#      can fail.
+#      can fail. What the kernel passes (a name not in its table) still reaches the policy
+#      behind it, which drops it: the fast path's pass verdict is TC_ACT_UNSPEC, not TC_ACT_OK.
 #   d. mark: answered 20 of 20, all by the socket path (kernel counter still), the policy saw all.
 #   e. the policy attached after ndcache (a CNI that sets a pod up after its veth appeared):
 #      ndcache moves behind it; 0 of 20 answered.
@@ -181,6 +182,14 @@ start tc first || exit 1
 ask
 check "c. tc_order first: the kernel answers in front of the policy" \
 	test "$answered" = "$N" -a "$kernel" -ge "$N" -a "$saw" = 0 -a "$(ndc_prefs)" = "pref 7"
+# What the kernel does not answer goes on to the filters behind it (NDC_TC_PASS, TC_ACT_UNSPEC):
+# the policy drops it. With TC_ACT_OK it ended the hook and the socket path answered.
+name_cluster=$NAME
+NAME=not-in-the-table.example.org
+ask
+check "c. tc_order first: what the kernel passes still reaches the policy behind it" \
+	test "$answered" = 0 -a "$kernel" = 0 -a "$saw" -ge "$N"
+NAME=$name_cluster
 logged "runs in front of 1 other filter" && ok "c. warned: in front of 1 other filter" ||
 	bad "c. no warning" "$(cat "$TOPO_DIR/ndcache.log")"
 [ "$(metric ndcache_fastpath_foreign_programs)" = 1 ] &&
