@@ -17,8 +17,8 @@
 # N/50 namespaces), the whole Kubernetes sync path an agent in a cluster runs; "N:snap" is
 # gen_cluster.py's cluster as a snapshot file instead (100 namespaces, 20% headless with 3
 # endpoints: the cluster latency_bench.sh measures; up to 16,000 services, where its
-# 10.244.0.0/16 pod range ends). A snapshot's parse leaves the heap larger than a sync from the
-# API server does: compare rows of one source only.
+# 10.244.0.0/16 pod range ends). Compare rows of one source only (tests/bench/sync_scale.sh
+# compares the two sources' memory).
 # Prints the CPU model and commit, a markdown table a README can quote, and a CSV.
 #
 # Usage: tests/bench/memory_bench.sh [options]
