@@ -109,12 +109,19 @@ void ndc_agent_join(const struct ndc_config *cfg, struct ndc_agent_join *ret)
 	err = ndc_handover_join(name, 2000, &ret->pred, &ret->fds, &ret->n_fds);
 	if (err == -ENOENT)
 		return;
-	if (err < 0)
+	if (err < 0) {
 		ndc_warn("handover: an agent runs at %s but the handover failed (%s); binding "
 			 "anew",
 			 name, strerror(-err));
-	else
+	} else if (!ret->n_fds) {
+		/* It is closing them (stopping with no successor): nothing to take over from. */
+		ndc_warn("handover: the agent at %s is stopping (it handed over no sockets); "
+			 "binding anew",
+			 name);
+		ndc_agent_join_release(ret);
+	} else {
 		ndc_info("handover: joined the running agent: %zu sockets handed over", ret->n_fds);
+	}
 }
 
 void ndc_agent_join_release(struct ndc_agent_join *j)
