@@ -16,7 +16,10 @@
 # Usage: test_upgrade_any_moment.sh BUILD_DIR [tc|socket]   (root: network namespaces, BPF;
 # about 60 s per mode)
 # Environment: ANYMOMENT_QPS (5000), ANYMOMENT_EXTRA (a top-level config line added to the
-# agent's config, e.g. "upgrade: {join_wait_ms: 0}" to see the 0 s case fail as it did before).
+# agent's config, e.g. "upgrade: {join_wait_ms: 0}" to see the 0 s case fail as it did before),
+# ANYMOMENT_SNAPSHOT=N (not in the suite: a snapshot source instead, the sample cluster plus N
+# services of tests/bench/gen_k8s_scale.py, no API server; what makes a successor slow is its
+# load, so the later cases pass only where loading N services takes longer than their delay).
 set -u
 here=$(cd "$(dirname "$0")" && pwd)
 root=$(cd "$here/../.." && pwd)
@@ -25,6 +28,11 @@ mode=${2:-tc}
 bin="$build/control/ndcache"
 prober="$here/prober.py"
 QPS=${ANYMOMENT_QPS:-5000}
+SNAP_N=${ANYMOMENT_SNAPSHOT:-0}
+[[ $SNAP_N =~ ^[0-9]+$ ]] || {
+	echo "test_upgrade_any_moment.sh: ANYMOMENT_SNAPSHOT must be a number of services" >&2
+	exit 2
+}
 PAUSE=5 # s the API server stalls from just before a successor's start: above the latest SIGTERM
 # shellcheck source=lib.sh
 . "$here/lib.sh"
@@ -82,7 +90,22 @@ for q in "check-1.fresh.example.com A 192.0.2.99" "frontend.shop.svc.cluster.loc
 		stop_here
 	}
 done
-fakeapi_up 20 || exit 1
+if [ "$SNAP_N" -gt 0 ]; then
+	python3 "$root/tests/bench/gen_k8s_scale.py" --services "$SNAP_N" --out "$TOPO_DIR/gen" >/dev/null || exit 1
+	# The sample cluster's objects (the prober's names) and the generated ones but theirs.
+	python3 - "$SAMPLE_CLUSTER" "$TOPO_DIR/gen/cluster.json" "$TOPO_DIR/snapshot.json" <<'PY' || exit 1
+import json, sys
+a, b = (json.load(open(f)) for f in sys.argv[1:3])
+key = lambda o: (o["kind"], o["metadata"].get("namespace"), o["metadata"]["name"])
+seen = {key(o) for o in a["items"]}
+a["items"] += [o for o in b["items"] if key(o) not in seen]
+json.dump(a, open(sys.argv[3], "w"))
+PY
+	source_arg=$TOPO_DIR/snapshot.json
+else
+	fakeapi_up 20 || exit 1
+	source_arg=kubernetes
+fi
 
 # --- The agents ------------------------------------------------------------------------------
 # All in one mount namespace of this test with one bpffs, as the DaemonSet's pods share the
@@ -98,7 +121,7 @@ until_ok 5 holder_ready || {
 }
 conf="$TOPO_DIR/ndcache.yaml"
 # per_client off: the prober is one client asking 1,000 fresh names a second.
-ndcache_conf "$conf" kubernetes "$mode" eth-pod "workers: 2" "forward: {per_client: false}" \
+ndcache_conf "$conf" "$source_arg" "$mode" eth-pod "workers: 2" "forward: {per_client: false}" \
 	${ANYMOMENT_EXTRA:+"$ANYMOMENT_EXTRA"}
 
 n=0
@@ -173,13 +196,17 @@ run_case() { # run_case DELAY|kill
 	say "=== case $d"
 	steady
 	prog0=$([ "$mode" = tc ] && tc_prog)
-	fakeapi_ctl "{\"op\":\"pause\",\"seconds\":$PAUSE}" || bad "case $d: cannot pause the API server"
+	if [ "$SNAP_N" = 0 ]; then
+		fakeapi_ctl "{\"op\":\"pause\",\"seconds\":$PAUSE}" || bad "case $d: cannot pause the API server"
+	fi
 	agent_start
 	new=$AG newlog=$AGLOG
 	note "successor $new started beside $OLD"
 	if [ "$d" = kill ]; then
+		# A Kubernetes source serves before its sync (the API stalls it); a snapshot's is
+		# killed while it loads.
 		if until_ok 10 logged "$newlog" "joined the running agent" &&
-			until_ok 10 logged "$newlog" "listening on"; then
+			{ [ "$SNAP_N" -gt 0 ] || until_ok 10 logged "$newlog" "listening on"; }; then
 			steady
 			if logged "$newlog" "took over"; then
 				bad "kill: the successor took over before the kill (the API pause did not hold)"
@@ -192,7 +219,7 @@ run_case() { # run_case DELAY|kill
 		fi
 		steady
 		steady
-		fakeapi_ctl '{"op":"pause","seconds":0}'
+		[ "$SNAP_N" -gt 0 ] || fakeapi_ctl '{"op":"pause","seconds":0}'
 		if alive "$OLD" && until_ok 5 ready_200; then
 			ok "kill: the running agent $OLD serves on, /ready 200"
 		else
