@@ -287,6 +287,10 @@ for w in baseline 0 0.2 1 3 kill; do
 		bad "$mode, $w: $sent sent, $lost lost, $wrong wrong" "$(grep -A30 "^$win " "$TOPO_DIR/prober.out" | head -30)"
 	fi
 done
+# An ASan + UBSan build's agents: any report fails (the join and takeover waits, the shutdown).
+if reports=$(grep -lE "ERROR: (Address|Leak)Sanitizer|runtime error:" "$TOPO_DIR"/agent-*.log); then
+	bad "$mode: sanitizer reports in the agents' logs" "$(grep -hE -A5 "Sanitizer|runtime error:" $reports | head -30)"
+fi
 # A pass means something only under the load asked for: the prober must have kept up.
 if awk -v r="${rate:-0}" -v q="$QPS" 'BEGIN {exit !(r >= 0.8 * q)}'; then
 	ok "$mode: the prober sent $rate queries/s (target $QPS)"
