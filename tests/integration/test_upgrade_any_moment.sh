@@ -3,12 +3,12 @@
 # second (cluster names, cached external names, never-seen external names; 2 s timeout, every
 # reply checked) while, per case, a successor starts beside the running agent and the running
 # agent gets SIGTERM 0, 0.2, 1 and 3 s after the successor's start. The fake API server stalls
-# every list for 5 s from just before the successor's start, so each SIGTERM comes before the
+# every list for 6 s from just before the successor's start, so each SIGTERM comes before the
 # successor has synced and taken over, however fast the machine: the old agent must serve on
 # (the join wait, upgrade.join_wait_ms, for the 0 s case; then the takeover wait, upgrade.wait_s)
 # until the takeover. Meanwhile the successor reads the shared sockets and forwards cluster names
 # (the upstream knows them, as kube-dns does). Last, a successor killed (-9) before its takeover,
-# with no SIGTERM: the running agent serves on.
+# with no SIGTERM: the running agent serves on. About 50 s per mode.
 # Pass, per case: 0 lost and 0 wrong; the old agent's log says it waited and the successor took
 # over (0 s case: also that it joined after the signal); the old agent exited; the successor
 # attached (tc: its filter replaced the old one's, the kernel answers on its /metrics) and /ready
@@ -17,7 +17,8 @@
 # about 60 s per mode)
 # Environment: ANYMOMENT_QPS (5000), ANYMOMENT_EXTRA (a top-level config line added to the
 # agent's config, e.g. "upgrade: {join_wait_ms: 0}" to see the 0 s case fail as it did before),
-# ANYMOMENT_SNAPSHOT=N (not in the suite: a snapshot source instead, the sample cluster plus N
+# ANYMOMENT_KEEP=DIR (the agents', the upstream's and the prober's logs are copied there at the
+# end), ANYMOMENT_SNAPSHOT=N (not in the suite: a snapshot source instead, the sample cluster plus N
 # services of tests/bench/gen_k8s_scale.py, no API server; what makes a successor slow is its
 # load, so the later cases pass only where loading N services takes longer than their delay).
 set -u
@@ -33,7 +34,7 @@ SNAP_N=${ANYMOMENT_SNAPSHOT:-0}
 	echo "test_upgrade_any_moment.sh: ANYMOMENT_SNAPSHOT must be a number of services" >&2
 	exit 2
 }
-PAUSE=5 # s the API server stalls from just before a successor's start: above the latest SIGTERM
+PAUSE=6 # s the API server stalls from just before a successor's start: 3 s above the latest SIGTERM
 # shellcheck source=lib.sh
 . "$here/lib.sh"
 
@@ -58,7 +59,13 @@ CTL_PORT=$((API_PORT + 1))
 topo_up || exit 1
 # A prober that died must not take the script with it (SIGPIPE on the marks FIFO).
 trap '' PIPE
+keep_logs() {
+	[ -n "${ANYMOMENT_KEEP:-}" ] && mkdir -p "$ANYMOMENT_KEEP" &&
+		cp "$TOPO_DIR"/*.log "$TOPO_DIR"/prober.* "$ANYMOMENT_KEEP"/ 2>/dev/null
+	return 0
+}
 stop_here() {
+	keep_logs
 	summary "test_upgrade_any_moment.sh ($mode)"
 	exit 1
 }
@@ -297,4 +304,5 @@ if awk -v r="${rate:-0}" -v q="$QPS" 'BEGIN {exit !(r >= 0.8 * q)}'; then
 else
 	bad "$mode: the prober sent only ${rate:-?} queries/s (target $QPS): the machine is too busy for this test"
 fi
+keep_logs
 summary "test_upgrade_any_moment.sh ($mode)"
