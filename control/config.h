@@ -136,6 +136,9 @@ struct ndc_config {
 		/* at SIGTERM with a successor joined but not taken over: serve on this long at
 		 * most, waiting for its takeover; 30 (under the DaemonSet's grace period) */
 		uint32_t wait_s;
+		/* at SIGTERM with no successor joined: wait this long for one to join (a surge
+		 * rollout's successor may start at the same moment); 2000 */
+		uint32_t join_wait_ms;
 	} upgrade;
 	uint32_t workers;	/* 0: one per online CPU */
 	uint32_t tcp_idle_ms;	/* 10000 (RFC 7766 6.2.3 suggests seconds) */

@@ -55,6 +55,7 @@ void ndc_config_defaults(struct ndc_config *cfg)
 	cfg->log.sample_ppm = NDC_CFG_SAMPLE_ONE;
 	cfg->tcp_idle_ms = 10000;
 	cfg->upgrade.wait_s = 30;
+	cfg->upgrade.join_wait_ms = 2000;
 	cfg->tcp_max_conns = 1024;
 }
 

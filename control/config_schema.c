@@ -213,6 +213,7 @@ static const struct field log_fields[] = {
 
 static const struct field upgrade_fields[] = {
 	F_INT("wait_s", upgrade.wait_s, 0, 3600),
+	F_INT("join_wait_ms", upgrade.join_wait_ms, 0, 60000),
 	{ 0 },
 };
 

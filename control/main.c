@@ -201,6 +201,7 @@ int main(int argc, char **argv)
 	struct ndc_k8s_conn conn = {0};
 	struct ndc_records *rec = NULL;
 	struct ndc_agent_opts ao = {.load_records = load_records};
+	struct ndc_agent_join join = {0};
 	char *cfg_text = NULL;
 	size_t cfg_len = 0;
 	struct ndc_config cfg;
@@ -232,6 +233,13 @@ int main(int argc, char **argv)
 	if (!o.log_level)
 		ndc_log_set_level(cfg.log.level);
 	k8s = cfg.source.kind == NDC_SOURCE_KUBERNETES;
+	/*
+	 * An upgrade: the running agent's sockets first, before the snapshot or the credentials
+	 * are read. Told to stop, it waits only upgrade.join_wait_ms for us to join, and, once we
+	 * have, serves on until we take over (upgrade.wait_s).
+	 */
+	if (!o.check)
+		ndc_agent_join(&cfg, &join);
 	ret = k8s ? load_conn(&cfg, &conn) : load_records(&cfg, NULL, &rec);
 	if (ret < 0)
 		goto out;
@@ -247,10 +255,11 @@ int main(int argc, char **argv)
 	ao.config_len = cfg_len;
 	ao.kubeconfig = o.kubeconfig;
 	ao.log_level_fixed = o.log_level;
-	ret = ndc_agent_run(&cfg, rec, k8s ? &conn : NULL, &ao) ? -1 : 0;
+	ret = ndc_agent_run(&cfg, rec, k8s ? &conn : NULL, &ao, &join) ? -1 : 0;
 	rec = NULL; /* the agent owns it now */
 
 out:
+	ndc_agent_join_release(&join);
 	ndc_records_free(rec);
 	ndc_k8s_conn_free(&conn);
 	ndc_config_free(&cfg);

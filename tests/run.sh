@@ -113,6 +113,9 @@ step "integration: upgrades, second instances, no agent (fail open)" \
 step "integration: SIGTERM under 5,000 cache misses/s, ASan + UBSan clean (socket, tc)" \
 	sh -c 'tests/integration/test_upgrade_shutdown.sh build-asan socket &&
 		tests/integration/test_upgrade_shutdown.sh build-asan tc'
+step "integration: an upgrade at any moment (SIGTERM 0, 0.2, 1, 3 s after the successor's start; a successor killed) under 5,000 QPS: 0 lost (tc, socket)" \
+	sh -c 'tests/integration/test_upgrade_any_moment.sh build tc &&
+		tests/integration/test_upgrade_any_moment.sh build socket'
 step "integration: chaos (kill -9, upgrade, 10 s without an agent, upstream down, garbage), tc" \
 	tests/integration/test_chaos.sh build tc
 step "integration: chaos (kill -9, upgrade, 10 s without an agent, upstream down, garbage), socket" \

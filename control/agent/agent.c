@@ -161,7 +161,8 @@ static int reload_start(struct agent *ag)
 }
 
 int ndc_agent_run(const struct ndc_config *cfg, struct ndc_records *rec,
-		  const struct ndc_k8s_conn *conn, const struct ndc_agent_opts *opts)
+		  const struct ndc_k8s_conn *conn, const struct ndc_agent_opts *opts,
+		  struct ndc_agent_join *join)
 {
 	struct ndc_cache_opts copts;
 	struct ndc_forwarder_opts fopts;
@@ -180,6 +181,13 @@ int ndc_agent_run(const struct ndc_config *cfg, struct ndc_records *rec,
 	sigset_t set;
 	int sig, ret;
 
+	/* The running agent we joined (ndc_agent_join, before anything slow) and its sockets. */
+	if (join) {
+		ag.pred = join->pred;
+		inherit = join->fds;
+		n_inherit = join->n_fds;
+		*join = (struct ndc_agent_join){0};
+	}
 	ndc_records_opts_from_config(&ag.ropts, cfg);
 	ndc_cache_opts_from_config(&copts, cfg);
 	ndc_forwarder_opts_from_config(&fopts, cfg);
@@ -211,8 +219,6 @@ int ndc_agent_run(const struct ndc_config *cfg, struct ndc_records *rec,
 	 * Loaded and filled here, attached only in ndc_agent_maybe_attach: until then whatever
 	 * program is attached (an earlier agent's) keeps answering.
 	 */
-	/* A running agent's sockets (an upgrade): shared from here on, nothing is rebound. */
-	ndc_agent_handover_join(&ag, &inherit, &n_inherit);
 	if (cfg->dataplane.mode == NDC_DP_TC || cfg->dataplane.mode == NDC_DP_XDP) {
 		ndc_agent_fastpath_start(&ag);
 		/*
@@ -291,7 +297,8 @@ int ndc_agent_run(const struct ndc_config *cfg, struct ndc_records *rec,
 	ndc_info("%s: shutting down", strsignal(sig));
 	ret = 0;
 	ag.handed_over = ndc_handover_taken(ag.ho);
-	if (!ag.handed_over && ndc_handover_joined(ag.ho))
+	if (!ag.handed_over &&
+	    (ndc_handover_joined(ag.ho) || ndc_agent_upgrade_join_wait(&ag, &set)))
 		ag.handed_over = ndc_agent_upgrade_wait(&ag, &set);
 	if (ag.handed_over)
 		ndc_agent_hand_over(&ag);

@@ -9,6 +9,7 @@
 #define NDC_AGENT_H
 
 #include <stdbool.h>
+#include <stddef.h>
 
 #include "config.h"
 #include "k8s/k8s.h"
@@ -29,13 +30,34 @@ struct ndc_agent_opts {
 			    struct ndc_records **ret);
 };
 
+struct ndc_handover_peer;
+
+/*
+ * An upgrade's first step: the running agent with this config's listen address and port (if
+ * any) joined, its sockets ours too from then on. A running agent told to stop waits only
+ * upgrade.join_wait_ms for a successor to join, so a successor joins before anything that takes
+ * time (a big snapshot, the API server's credentials, the fast path's load).
+ */
+struct ndc_agent_join {
+	struct ndc_handover_peer *pred; /* NULL: nobody runs there (a cold start) */
+	int *fds;			/* its sockets, shared with it from here on */
+	size_t n_fds;
+};
+
+/* Joins the agent running with cfg's address and port, if any (what happened is logged). */
+void ndc_agent_join(const struct ndc_config *cfg, struct ndc_agent_join *ret);
+/* Closes what a join holds (a start that fails before ndc_agent_run). */
+void ndc_agent_join_release(struct ndc_agent_join *j);
+
 /*
  * Runs until SIGINT or SIGTERM; SIGHUP reloads the config file. rec: the record table of a
  * snapshot source (ownership passes), or NULL with conn set: objects come from the API server
  * and until the first full sync every name is forwarded. opts may be NULL (no reloads of a
- * file). Returns 0 after a clean stop, 1 when something could not start.
+ * file). join: what ndc_agent_join got (its contents pass to the agent, which empties it;
+ * NULL: no predecessor). Returns 0 after a clean stop, 1 when something could not start.
  */
 int ndc_agent_run(const struct ndc_config *cfg, struct ndc_records *rec,
-		  const struct ndc_k8s_conn *conn, const struct ndc_agent_opts *opts);
+		  const struct ndc_k8s_conn *conn, const struct ndc_agent_opts *opts,
+		  struct ndc_agent_join *join);
 
 #endif

@@ -28,6 +28,7 @@ enum ndc_upgrade_wait {
 	NDC_UPGRADE_WAIT_TAKEOVER,
 	NDC_UPGRADE_WAIT_GONE,
 	NDC_UPGRADE_WAIT_TIMEOUT,
+	NDC_UPGRADE_WAIT_NONE, /* no successor joined within upgrade.join_wait_ms */
 	NDC_UPGRADE_WAIT_MAX,
 };
 
@@ -120,8 +121,6 @@ void ndc_agent_dataplane_metrics(void *arg, struct ndc_metrics_buf *b);
 
 /* Attaches the fast path once synced and serving, then tells the predecessor. Any thread. */
 void ndc_agent_maybe_attach(struct agent *ag);
-/* A running agent with our address and port: joined, its sockets in *ret_fds (logged). */
-void ndc_agent_handover_join(struct agent *ag, int **ret_fds, size_t *ret_n);
 /* Listens for a successor (a failure is logged: upgrades then rebind). */
 void ndc_agent_handover_serve(struct agent *ag);
 /* At shutdown, a successor having taken over: stop reading, finish what is upstream. */
@@ -132,6 +131,12 @@ void ndc_agent_hand_over(struct agent *ag);
  * counted.
  */
 bool ndc_agent_upgrade_wait(struct agent *ag, const sigset_t *signals);
+/*
+ * At SIGTERM with no successor joined: serves on until one joins (true: then
+ * ndc_agent_upgrade_wait), upgrade.join_wait_ms passes, or a second SIGTERM or SIGINT comes.
+ * Logged, counted.
+ */
+bool ndc_agent_upgrade_join_wait(struct agent *ag, const sigset_t *signals);
 /* ndcache_upgrade_sigterm_waits_total{outcome}, ndcache_upgrade_sigterm_waiting. */
 void ndc_agent_upgrade_metrics(struct agent *ag, struct ndc_metrics_buf *b);
 

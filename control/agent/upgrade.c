@@ -10,8 +10,10 @@
 #include <signal.h>
 #include <stdatomic.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include <ndc/log.h>
 
@@ -97,25 +99,38 @@ static void handover_name(const struct ndc_config *cfg, char *out, size_t cap)
 	ndc_handover_name(a, cfg->port, out, cap);
 }
 
-/*
- * Joins a running agent with the same listen address and port, if any: its sockets are ours too
- * from here on.
- */
-void ndc_agent_handover_join(struct agent *ag, int **ret_fds, size_t *ret_n)
+void ndc_agent_join(const struct ndc_config *cfg, struct ndc_agent_join *ret)
 {
 	char name[128];
 	int err;
 
-	handover_name(ag->cfg, name, sizeof(name));
-	err = ndc_handover_join(name, 2000, &ag->pred, ret_fds, ret_n);
+	memset(ret, 0, sizeof(*ret));
+	handover_name(cfg, name, sizeof(name));
+	err = ndc_handover_join(name, 2000, &ret->pred, &ret->fds, &ret->n_fds);
 	if (err == -ENOENT)
 		return;
-	if (err < 0)
+	if (err < 0) {
 		ndc_warn("handover: an agent runs at %s but the handover failed (%s); binding "
 			 "anew",
 			 name, strerror(-err));
-	else
-		ndc_info("handover: joined the running agent: %zu sockets handed over", *ret_n);
+	} else if (!ret->n_fds) {
+		/* It is closing them (stopping with no successor): nothing to take over from. */
+		ndc_warn("handover: the agent at %s is stopping (it handed over no sockets); "
+			 "binding anew",
+			 name);
+		ndc_agent_join_release(ret);
+	} else {
+		ndc_info("handover: joined the running agent: %zu sockets handed over", ret->n_fds);
+	}
+}
+
+void ndc_agent_join_release(struct ndc_agent_join *j)
+{
+	for (size_t i = 0; i < j->n_fds; i++)
+		close(j->fds[i]);
+	free(j->fds);
+	ndc_handover_peer_free(j->pred);
+	memset(j, 0, sizeof(*j));
 }
 
 void ndc_agent_handover_serve(struct agent *ag)
@@ -133,6 +148,7 @@ static const char *const wait_outcomes[] = {
     [NDC_UPGRADE_WAIT_TAKEOVER] = "takeover",
     [NDC_UPGRADE_WAIT_GONE] = "successor_gone",
     [NDC_UPGRADE_WAIT_TIMEOUT] = "timeout",
+    [NDC_UPGRADE_WAIT_NONE] = "no_successor",
 };
 
 static uint64_t ms_since(const struct timespec *t0)
@@ -141,6 +157,54 @@ static uint64_t ms_since(const struct timespec *t0)
 
 	clock_gettime(CLOCK_MONOTONIC, &t);
 	return (uint64_t)((t.tv_sec - t0->tv_sec) * 1000 + (t.tv_nsec - t0->tv_nsec) / 1000000);
+}
+
+/*
+ * SIGTERM came with no successor joined. A successor may be starting at this very moment (a pod
+ * deleted by hand, whose replacement the DaemonSet starts at once; a rollout that stops the old
+ * pod as the new one starts): it joins within milliseconds of its start (ndc_agent_join comes
+ * before anything slow), so everything keeps running upgrade.join_wait_ms for it to join. A
+ * plain stop takes that much longer; a second SIGTERM or SIGINT ends the wait at once.
+ */
+bool ndc_agent_upgrade_join_wait(struct agent *ag, const sigset_t *signals)
+{
+	uint64_t limit = ag->cfg->upgrade.join_wait_ms, ms;
+	const struct timespec tick = {.tv_nsec = 10 * 1000000};
+	struct timespec t0;
+	bool joined = false;
+
+	/* no listener: nobody can join */
+	if (!ag->ho || !limit)
+		return false;
+	clock_gettime(CLOCK_MONOTONIC, &t0);
+	atomic_store(&ag->upgrade_waiting, true);
+	for (;;) {
+		int sig;
+
+		if (ndc_handover_joined(ag->ho) || ndc_handover_taken(ag->ho)) {
+			joined = true;
+			break;
+		}
+		if (ms_since(&t0) >= limit)
+			break;
+		sig = sigtimedwait(signals, NULL, &tick);
+		if (sig == SIGTERM || sig == SIGINT) {
+			ndc_warn("handover: %s again: not waiting for a successor to join",
+				 strsignal(sig));
+			break;
+		}
+	}
+	ms = ms_since(&t0);
+	atomic_store(&ag->upgrade_waiting, false);
+	if (joined) {
+		ndc_info("handover: a successor joined %lu ms after the signal", (unsigned long)ms);
+		return true;
+	}
+	atomic_fetch_add(&ag->upgrade_waits[NDC_UPGRADE_WAIT_NONE], 1);
+	ndc_info("handover: no successor joined within %lu ms (upgrade.join_wait_ms %u); "
+		 "stopping",
+		 (unsigned long)ms, ag->cfg->upgrade.join_wait_ms);
+	return false;
 }
 
 /*
@@ -211,13 +275,14 @@ void ndc_agent_upgrade_metrics(struct agent *ag, struct ndc_metrics_buf *b)
 		snprintf(l, sizeof(l), "outcome=\"%s\"", wait_outcomes[i]);
 		ndc_metric_u64(
 		    b, "ndcache_upgrade_sigterm_waits_total", "counter",
-		    "SIGTERMs that came while a successor had joined but not taken over, "
-		    "by how the wait (upgrade.wait_s) ended.",
+		    "SIGTERMs that came before a successor took over, by how the wait ended: "
+		    "it took over, it went away, upgrade.wait_s passed, or none joined within "
+		    "upgrade.join_wait_ms.",
 		    l, atomic_load(&ag->upgrade_waits[i]));
 	}
 	ndc_metric_u64(b, "ndcache_upgrade_sigterm_waiting", "gauge",
-		       "1 while this agent, told to stop, serves on for a successor that has not "
-		       "taken over yet.",
+		       "1 while this agent, told to stop, serves on for a successor to join or to "
+		       "take over.",
 		       NULL, atomic_load(&ag->upgrade_waiting));
 }
 

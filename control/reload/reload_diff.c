@@ -84,6 +84,8 @@ static void restart_keys(const struct ndc_config *a, const struct ndc_config *r,
 	/* read at SIGTERM from the configuration the agent started with */
 	if (a->upgrade.wait_s != r->upgrade.wait_s)
 		ndc_reload_list_add(list, "upgrade.wait_s");
+	if (a->upgrade.join_wait_ms != r->upgrade.join_wait_ms)
+		ndc_reload_list_add(list, "upgrade.join_wait_ms");
 }
 
 /* records.* keys of a that differ from b (what is in effect); pods_kept: records.pods stays. */

@@ -188,6 +188,14 @@ def http_paths(src):
     return set(re.findall(r'path_is\(path, plen, "(/[a-z]+)"\)', src))
 
 
+def config_default(config_src, key):
+    """A default from control/config_default.c (cfg->KEY = N;), or raises ValueError."""
+    m = re.search(r"cfg->%s = (\d+);" % re.escape(key), config_src)
+    if not m:
+        raise ValueError(f"no default of {key} in control/config_default.c")
+    return int(m.group(1))
+
+
 def default_http_listen(config_src):
     m = re.search(r'char ndc_config_default_http\[\] = "([^"]+)";', config_src)
     return m.group(1) if m else None
@@ -473,6 +481,30 @@ def check(inp, run_agent=True):
                 f"a cluster)")
     if errors:
         return errors
+
+    # -- the stop of an upgrade against the grace period (control/agent/upgrade.c) -------------
+    # Told to stop, an agent waits upgrade.join_wait_ms for a successor to join, then up to
+    # upgrade.wait_s for its takeover, then answers what it has upstream (forward.timeout_ms per
+    # upstream and once more, and 500 ms). A kubelet that kills it first cuts the wait short.
+    up = cfg.get("upgrade") or {}
+    fw = cfg.get("forward") or {}
+    try:
+        wait_s = int(up.get("wait_s", config_default(inp.config_c, "upgrade.wait_s")))
+        join_ms = int(up.get("join_wait_ms", config_default(inp.config_c, "upgrade.join_wait_ms")))
+        fwd_ms = int(fw.get("timeout_ms", config_default(inp.config_c, "forward.timeout_ms")))
+    except (TypeError, ValueError) as e:
+        wait_s = join_ms = fwd_ms = None
+        err(f"ConfigMap {CONFIG_KEY}: upgrade.wait_s, upgrade.join_wait_ms, forward.timeout_ms: "
+            f"{e}")
+    if wait_s is not None:
+        n_up = max(1, len(as_list(cfg.get("upstream"))))
+        need_s = join_ms / 1000 + wait_s + (fwd_ms * (n_up + 1) + 500) / 1000
+        grace = pod.get("terminationGracePeriodSeconds", 30)  # Kubernetes' default
+        if not isinstance(grace, int) or grace < need_s:
+            err(f"DaemonSet: terminationGracePeriodSeconds {grace} is below what an agent may "
+                f"take to stop in an upgrade: upgrade.join_wait_ms {join_ms} + upgrade.wait_s "
+                f"{wait_s} s + the queries still upstream ({n_up} upstream(s) of "
+                f"forward.timeout_ms {fwd_ms}) = {need_s:.1f} s")
 
     # -- source, mounts, service account ------------------------------------------------------
     src = cfg.get("source") or {}
@@ -907,6 +939,14 @@ MUTATIONS = [
     ("no surge during rolling update",
      _edit(lambda d: _find(d, "DaemonSet")["spec"]["updateStrategy"]["rollingUpdate"]
            .__setitem__("maxSurge", 0)), "maxSurge"),
+    ("a grace period below upgrade.wait_s",
+     _edit(lambda d: _find(d, "DaemonSet")["spec"]["template"]["spec"].__setitem__(
+         "terminationGracePeriodSeconds", 30)), "terminationGracePeriodSeconds 30"),
+    ("an upgrade wait longer than the grace period allows",
+     _edit(_set_cfg(["upgrade", "wait_s"], 60)), "upgrade.wait_s 60"),
+    ("no grace period at all (Kubernetes' 30 s)",
+     _edit(lambda d: _find(d, "DaemonSet")["spec"]["template"]["spec"].pop(
+         "terminationGracePeriodSeconds")), "terminationGracePeriodSeconds 30"),
     ("host ports that block the surge pod",
      _edit(lambda d: _agent_c(d).__setitem__("ports", [{"containerPort": 53, "protocol": "UDP"}])),
      "declares ports"),

@@ -131,6 +131,8 @@ static void assert_defaults(const struct ndc_config *c)
 	assert_int_equal(c->workers, 0);
 	assert_int_equal(c->tcp_idle_ms, 10000);
 	assert_int_equal(c->tcp_max_conns, 1024);
+	assert_int_equal(c->upgrade.wait_s, 30);
+	assert_int_equal(c->upgrade.join_wait_ms, 2000);
 	assert_int_equal(c->n_stub_domains, 0);
 	assert_null(c->stub_domains);
 	assert_true(c->source.kube_dns_configmap);
@@ -258,7 +260,8 @@ static void test_every_key(void **state)
 				   "log: {level: debug, queries: yes, sample: 0.25}\n"
 				   "workers: 256\n"
 				   "tcp_idle_ms: 100\n"
-				   "tcp_max_conns: 65536\n";
+				   "tcp_max_conns: 65536\n"
+				   "upgrade: {wait_s: 3600, join_wait_ms: 60000}\n";
 	static const char *const ns[] = {"default", "kube-system"};
 	static const char *const ifs[] = {"eth0", "en[op]*"};
 	struct ndc_config cfg;
@@ -314,6 +317,8 @@ static void test_every_key(void **state)
 	assert_int_equal(cfg.workers, 256);
 	assert_int_equal(cfg.tcp_idle_ms, 100);
 	assert_int_equal(cfg.tcp_max_conns, 65536);
+	assert_int_equal(cfg.upgrade.wait_s, 3600);
+	assert_int_equal(cfg.upgrade.join_wait_ms, 60000);
 	ndc_config_free(&cfg);
 	/* Freeing leaves a zeroed struct that can be freed again. */
 	assert_null(cfg.cluster_domain);
@@ -489,6 +494,12 @@ static void test_error_integers(void **state)
 	expect_error("workers: 4294967297\n",
 		     "line 1: workers: expected an integer 0..256, got '4294967297'");
 	expect_error("port: 0\n", "line 1: port: expected an integer 1..65535, got '0'");
+	expect_error("upgrade: {wait_s: 3601}\n",
+		     "line 1: upgrade.wait_s: expected an integer 0..3600, got '3601'");
+	expect_error("upgrade:\n  join_wait_ms: 60001\n",
+		     "line 2: upgrade.join_wait_ms: expected an integer 0..60000, got '60001'");
+	expect_error("upgrade: {join_wait: 5}\n",
+		     "line 1: upgrade.join_wait: unknown key (known keys: wait_s, join_wait_ms)");
 	expect_error("port: 65536\n", "line 1: port: expected an integer 1..65535, got '65536'");
 	expect_error(
 	    "cache: {max_bytes: 63K}\n",
