@@ -23,8 +23,9 @@
 #   NDC_LINK                the dummy link (nodelocaldns, the name NodeLocal DNSCache uses)
 #   NDC_NOTRACK_BACKEND     auto (default), iptables-legacy, iptables-nft or nft
 #   NDC_RECHECK             hold: seconds between checks of the rules (60)
-#   NDC_STOP_WAIT           hold: seconds to wait for the agent to exit after SIGTERM (25; the
-#                           pod's grace period is 30)
+#   NDC_STOP_WAIT           hold: seconds to wait for the agent to exit after SIGTERM (40: the
+#                           agent serves on up to upgrade.join_wait_ms + upgrade.wait_s, 2 + 30 s,
+#                           for a successor to take over; the pod's grace period is 45)
 #
 # Why NOTRACK: a pod's query to the kube-dns ClusterIP is DNATed by kube-proxy in the nat table,
 # which sees only tracked connections. Untracked (raw table, before conntrack), the query reaches
@@ -338,7 +339,7 @@ stop() {
 			"take kube-proxy's path to kube-dns while the agent finishes)"
 		rules_down
 	fi
-	wait_s=${NDC_STOP_WAIT:-25}
+	wait_s=${NDC_STOP_WAIT:-40}
 	if [ -n "$ours" ] && ! until_ "$wait_s" listener_is_not "$ours"; then
 		log "the agent still runs after ${wait_s}s; going on as if it had exited"
 	fi
