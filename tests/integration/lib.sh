@@ -76,6 +76,16 @@ until_ok() {
 		sleep 0.1
 	done
 }
+# wait_until SECONDS WHAT CMD...: until_ok, and when time runs out says on stderr what it waited
+# for and returns 1. The wait before a check: poll the condition the check needs (the agent
+# listens, the event reached it), never a fixed sleep then one probe (issue 34).
+wait_until() {
+	local t=$1 what=$2
+	shift 2
+	until_ok "$t" "$@" && return 0
+	echo "timeout: $what: not within ${t}s" >&2
+	return 1
+}
 # term_wait PID WHAT [SECONDS]: SIGTERM, then wait_pid (default 5 s); returns its status.
 term_wait() {
 	kill -TERM "$1" 2>/dev/null
