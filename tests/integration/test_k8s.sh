@@ -62,7 +62,9 @@ if until_ok 20 answer_is kubernetes.default.svc.cluster.local A 10.96.0.1; then
 else
 	bad "first sync: no answer" "$(cat "$TOPO_DIR/ndcache.log")"
 fi
-[ "$(ready)" = 200 ] && ok "/ready 200 after the first sync" || bad "/ready not 200 after sync"
+# /ready is set just after the first table answers (once the fast path is attached): polled.
+wait_until 10 "/ready 200 after the first sync" ready_200 && ok "/ready 200 after the first sync" ||
+	bad "/ready not 200 after sync" "ready=$(ready)"
 t=$(q _pg._tcp.postgres.data.svc.cluster.local SRV | wc -l)
 [ "$t" = 2 ] && ok "headless SRV from the synced EndpointSlices" || bad "headless SRV: $t records"
 
