@@ -122,8 +122,10 @@ EOF
 	# Asked once the connections are open (the client holds them 6 s from then).
 	tcp_open() { grep -qs "opened, holding" "$TOPO_DIR/tcp-$mode.err"; }
 	tcp_open_or_gone() { tcp_open || ! kill -0 "$tcp_pid" 2>/dev/null; }
-	wait_until 100 "$mode: the TCP client's connections open" tcp_open_or_gone && tcp_open ||
+	if ! wait_until 100 "$mode: the TCP client's connections open" tcp_open_or_gone ||
+		! tcp_open; then
 		bad "$mode: the TCP client did not open its connections" "$(cat "$TOPO_DIR/tcp-$mode.err")"
+	fi
 	out=$(in_pod dig +tcp +time=3 +tries=1 "@$NODE_LOCAL" kubernetes.default.svc.cluster.local A 2>&1)
 	if grep -Eq "IN[[:space:]]+A[[:space:]]+10\.96\.0\.1$" <<<"$out"; then
 		ok "$mode: TCP query answered while 2,000 connections are held"
