@@ -132,8 +132,8 @@ ask() {
 	out=$(in_pod dig +time=2 +tries=1 +noall +comments +answer +authority +additional \
 		"@$NODE_LOCAL" "$@" 2>&1)
 	c1=$(counters)
-	# A socket-path counter may lag its reply by a moment.
-	for _ in 1 2 3 4 5; do
+	# A socket-path counter may lag its reply by a moment (polled up to 3 s: a busy machine).
+	for _ in $(seq 30); do
 		[ "$(moved "$c0" "$c1")" = none ] || break
 		sleep 0.1
 		c1=$(counters)
@@ -218,7 +218,7 @@ ask "existing name, other type: NODATA" NOERROR "" "$SOA" "$LOCAL" -- kubernetes
 ask "external name: forwarded to the upstream" NOERROR "A 192.0.2.10" "" upstream -- \
 	www.example.com A
 first_ttl=$last_ttl
-sleep 1.2
+sleep 1.2 # a duration: the TTL counts down in whole seconds
 # The socket path cached the upstream's answer and the publisher put it in the kernel's table
 # too: the kernel answers the repeat, counting the TTL down. Without the fast path the socket
 # path's cache answers it. Either way the upstream is not asked again.

@@ -7,7 +7,8 @@
       SIGINT, then waits S seconds for stragglers and writes one JSON object to FILE: sent,
       answered, lost (no reply within S), wrong (a reply that is not NOERROR with exactly
       the expected address, or for another question), max_gap_ms (longest time without a good
-      answer) and the first few wrong replies.
+      answer) and the first few wrong replies. Says "probe: first answer" on stderr at its first
+      good answer (the caller waits for it: the prober is under way).
   hostile.py garbage SERVER [--count N] [--qps N] [--seed N]
       N malformed datagrams of many kinds (random bytes, lying counts, compression loops,
       oversized names, reserved label types, responses, every opcode, absurd EDNS, truncation,
@@ -15,7 +16,8 @@
       reply to a response (QR=1) is reported as "reflected".
   hostile.py tcp SERVER [--conns N] [--hold S]
       N TCP connections: idle, a lone length byte, a length and part of the message, a whole
-      query never read back with more pipelined behind it; held S seconds, then closed.
+      query never read back with more pipelined behind it; held S seconds, then closed. Says
+      "tcp: N opened, holding" on stderr once they are open (what the caller waits for).
   hostile.py flood SERVER [--names N] [--qps N] [--suffix ZONE] [--seed N]
       N distinct random names under ZONE, type A, at N queries per second; replies are drained
       and counted by rcode.
@@ -157,6 +159,8 @@ def cmd_probe(a):
                 note_wrong("%s: rcode %d, A %s" % (name, rcode,
                                                    [socket.inet_ntoa(x) for x in addrs if len(x) == 4]))
             else:
+                if not out["answered"]:
+                    print("probe: first answer", file=sys.stderr, flush=True)
                 out["answered"] += 1
                 gap = (now - last_good) * 1000
                 out["max_gap_ms"] = max(out["max_gap_ms"], int(gap))
@@ -338,6 +342,7 @@ def cmd_garbage(a):
             ahead = t0 + i / a.qps - time.monotonic()
             if ahead > 0:
                 time.sleep(ahead)
+    # What must not happen is a reply to a response (QR=1): a bounded window for late replies.
     time.sleep(1.0)
     for k in names:
         drain(socks[k], replies, k)
@@ -374,7 +379,8 @@ def cmd_tcp(a):
             failed += 1
             s.close()
     opened = time.monotonic() - t0
-    time.sleep(a.hold)
+    print("tcp: %d opened, holding" % len(conns), file=sys.stderr, flush=True)
+    time.sleep(a.hold)  # a duration: the connections stay open this long
     # How many did the server close meanwhile (idle timeout, eviction)? Peek without blocking.
     closed = 0
     for s in conns:

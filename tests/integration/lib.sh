@@ -67,14 +67,25 @@ wait_pid() {
 }
 # until_ok SECONDS CMD...: runs CMD every 0.1 s until it succeeds (0) or SECONDS have passed
 # since the first try (1; a CMD under way then is let finish: give it a time bound of its own).
+# (Its locals have names no caller's CMD uses: bash's dynamic scope would show them to CMD.)
 until_ok() {
-	local t=$1 end
+	local _uo_end
+	_uo_end=$((${EPOCHREALTIME//[.,]/} + $1 * 1000000))
 	shift
-	end=$((${EPOCHREALTIME//[.,]/} + t * 1000000))
 	until "$@"; do
-		[ "${EPOCHREALTIME//[.,]/}" -lt "$end" ] || return 1
+		[ "${EPOCHREALTIME//[.,]/}" -lt "$_uo_end" ] || return 1
 		sleep 0.1
 	done
+}
+# wait_until SECONDS WHAT CMD...: until_ok, and when time runs out says on stderr what it waited
+# for and returns 1. The wait before a check: poll the condition the check needs (the agent
+# listens, the event reached it), never a fixed sleep then one probe (issue 34).
+wait_until() {
+	local _wu_secs=$1 _wu_what=$2
+	shift 2
+	until_ok "$_wu_secs" "$@" && return 0
+	echo "timeout: $_wu_what: not within ${_wu_secs}s" >&2
+	return 1
 }
 # term_wait PID WHAT [SECONDS]: SIGTERM, then wait_pid (default 5 s); returns its status.
 term_wait() {

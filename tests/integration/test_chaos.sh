@@ -97,8 +97,11 @@ upstream_start() {
 	wait_dns "$UPSTREAM_ADDR" 53 www.example.com
 }
 upstream_start || exit 1
-out=$(in_node dig +time=1 +tries=1 +short "@$UPSTREAM_ADDR" check-1.fresh.example.com A)
-[ "$out" = 192.0.2.99 ] || {
+fresh_up() {
+	out=$(in_node dig +time=1 +tries=1 +short "@$UPSTREAM_ADDR" check-1.fresh.example.com A)
+	[ "$out" = 192.0.2.99 ]
+}
+until_ok 5 fresh_up || {
 	bad "upstream: fresh names not answered (want 192.0.2.99)" "$out"
 	summary test_chaos.sh
 	exit 1
@@ -175,12 +178,12 @@ wait_ready() {
 	echo "agent $pid: no 'listening on' and ': ready' in its log with /ready 200 after ${secs}s"
 	return 1
 }
-# ensure_agent EVENT: after an event an agent must be serving; if none is, say so and start one
-# so that the next event starts from a running agent.
+# ensure_agent EVENT: after an event an agent must be serving; if none is within 5 s (a /ready
+# asked with a 1 s bound can time out on a busy machine: polled), say so and start one so that
+# the next event starts from a running agent.
+serving() { alive "$AGENT_PID" && [ "$(ready_code)" = 200 ]; }
 ensure_agent() {
-	if alive "$AGENT_PID" && [ "$(ready_code)" = 200 ]; then
-		return 0
-	fi
+	until_ok 5 serving && return 0
 	bad "after $1: no agent serving (pid $AGENT_PID); starting a new one" "$(tail -5 "$AGENT_LOG")"
 	agent_start
 	local why
@@ -247,6 +250,7 @@ note() {
 	echo "note $*" >&7
 	say "$*"
 }
+# A duration: the prober's traffic runs this long in each phase of an event.
 steady() { sleep "$STEADY"; }
 
 steady
@@ -273,7 +277,7 @@ note "kill -9 agent $AGENT_PID"
 kill -9 "$AGENT_PID"
 wait "$AGENT_PID" 2>/dev/null
 echo killed >&7
-sleep 2
+sleep 2 # a duration: the event is 2 s without an agent
 agent_start
 note "agent $AGENT_PID started"
 restarted a
@@ -288,6 +292,7 @@ old=$AGENT_PID
 old_log=$AGENT_LOG
 agent_start
 note "second agent $AGENT_PID started beside $old"
+# Ready, then a 1 s window in which it must not exit (a second instance that gives up does).
 if why=$(wait_ready "$AGENT_PID" "$AGENT_LOG" 20) && sleep 1 && alive "$AGENT_PID"; then
 	note "second agent $AGENT_PID ready"
 	ok "b: the second agent started beside the first and is ready"
@@ -304,7 +309,7 @@ else
 	wait "$old" 2>/dev/null
 fi
 steady
-if alive "$AGENT_PID" && [ "$(ready_code)" = 200 ]; then
+if until_ok 5 serving; then
 	ok "b: the second agent serves alone (/ready 200)"
 else
 	ensure_agent b
@@ -317,7 +322,7 @@ note "kill -9 agent $AGENT_PID"
 kill -9 "$AGENT_PID"
 wait "$AGENT_PID" 2>/dev/null
 echo killed >&7
-sleep 10
+sleep 10 # a duration: the event is 10 s without an agent
 agent_start
 note "agent $AGENT_PID started"
 restarted c

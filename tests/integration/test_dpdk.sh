@@ -195,11 +195,14 @@ q www.example.org A >/dev/null
 up1=$(metric ndcache_upstream_queries_total)
 [ "$up1" -gt "$up0" ] && ok "a miss goes through the tap to the socket path and upstream" ||
 	bad "miss not forwarded upstream ($up0 -> $up1)"
-sleep 0.3
+# tracks N: the lcore's table holds at least N cached answers (the publisher tracks their expiry).
+tracks() { [ "$(metric ndcache_kernel_expiry_tracked)" -ge "$1" ] 2>/dev/null; }
+wait_until 5 "the miss's cached answer in the lcore's table" tracks 1 ||
+	bad "www.example.org's answer not published to the lcore's table" "$(metrics | grep -E 'expiry_tracked|cache_entries')"
 a0=$(metric ndcache_dpdk_answers_total kind=\"answer\")
 u0=$(metric ndcache_udp_queries_total)
 t1=$(in_pod dig +time=2 +tries=1 +noall +answer "@$NODE_LOCAL" www.example.org A | awk '{print $2}')
-sleep 2.2
+sleep 2.2 # a duration: the TTL counts down in whole seconds
 t2=$(in_pod dig +time=2 +tries=1 +noall +answer "@$NODE_LOCAL" www.example.org A | awk '{print $2}')
 a1=$(metric ndcache_dpdk_answers_total kind=\"answer\")
 u1=$(metric ndcache_udp_queries_total)
@@ -234,7 +237,8 @@ ask() { in_pod dig +time=2 +tries=1 $3 $4 "@$NODE_LOCAL" "$1" "$2" 2>&1 | norm; 
 for name in www.example.com www.example.org nothere.example.com; do
 	ask "$name" A "" +notcp >/dev/null
 done
-sleep 0.3
+wait_until 5 "the three cached answers in the lcore's table" tracks 3 ||
+	bad "the warmed external names not published to the lcore's table" "$(metrics | grep -E 'expiry_tracked|cache_entries')"
 a0=$(metric ndcache_dpdk_answers_total)
 mismatch=0
 while read -r name type opt; do

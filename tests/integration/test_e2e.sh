@@ -155,7 +155,10 @@ expect "external name forwarded, AA clear (we are a cache)" "$out" "status: NOER
 	"flags: qr rd ra;" "IN[[:space:]]+A[[:space:]]+192\.0\.2\.10$"
 out=$(q www.example.com A)
 expect "external name answered again" "$out" "IN[[:space:]]+A[[:space:]]+192\.0\.2\.10$"
-sleep 0.2
+# unbound logs a query as it takes it, before it answers: a second query upstream would be in
+# the log before its answer reached the pod. Waited for: the first one's line.
+wait_until 5 "unbound's log line for www.example.com" \
+	grep -q "www.example.com. A IN" "$TOPO_DIR/unbound.log"
 n=$(grep -c "www.example.com. A IN" "$TOPO_DIR/unbound.log")
 if [ "$n" = 1 ]; then ok "second query came from the cache (upstream saw 1 query)"; else bad "upstream saw $n queries for www.example.com, want 1" "$(cat "$TOPO_DIR/unbound.log")"; fi
 out=$(q nothere.example.com A)
@@ -173,6 +176,7 @@ expect "short-TTL name forwarded" "$out" "IN[[:space:]]+A[[:space:]]+192\.0\.2\.
 
 # The upstream goes away: fresh entries still answer, expired ones are served stale (RFC 8767).
 term_wait "${TOPO_PIDS[0]}" "the upstream (unbound) after SIGTERM"
+# A duration, not a wait for an event: short.example.com's 2 s TTL runs out.
 sleep 2.5
 out=$(q www.example.com A)
 expect "upstream down: cached answer still served" "$out" "status: NOERROR" "IN[[:space:]]+A[[:space:]]+192\.0\.2\.10$"

@@ -72,7 +72,10 @@ run_mode() {
 	in_pod python3 "$tool" flood "$NODE_LOCAL" --fresh "$mode-a.fresh.test" --rate $FLOOD_RATE \
 		--seconds $FLOOD_SECONDS >"$TOPO_DIR/flood-$mode.json" &
 	flood=$!
-	sleep 1 # the flood is under way (its names are made before its clock starts)
+	# The flood under way (past its burst: the agent limits it) before pod B starts asking.
+	flooding() { [ "$(metric 'ndcache_upstream_limited_total{reason="per_client"}')" -gt 0 ] 2>/dev/null; }
+	wait_until 20 "$mode: pod A's flood limited by the agent" flooding ||
+		bad "$mode: pod A's flood not under way (nothing limited)"
 	in_pod_b python3 "$tool" pace "$NODE_LOCAL" --fresh "$mode-b.fresh.test" --rate 100 \
 		--seconds $((FLOOD_SECONDS - 3)) --timeout 1 --out "$TOPO_DIR/b-$mode.json" &
 	pb=$!

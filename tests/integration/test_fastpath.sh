@@ -159,7 +159,9 @@ compare() {
 	for name in www.example.com www.example.org nothere.example.com; do
 		ask "$name" A "" +notcp >/dev/null
 	done
-	sleep 0.3
+	wait_until 5 "the three cached answers in the kernel's table" kernel_tracks 3 ||
+		bad "the warmed external names not published to the kernel" \
+			"$(in_node curl -s http://127.0.0.1:9254/metrics | grep -E 'kernel_expiry|cache_entries')"
 	while read -r name type opt; do
 		u=$(ask "$name" "$type" "$opt" +notcp)
 		t=$(ask "$name" "$type" "$opt" +tcp)
@@ -191,6 +193,10 @@ kernel_counted() {
 		bad "kernel answered only ${total:-0} of $n UDP questions" "$line"
 	fi
 }
+
+# kernel_tracks N: the kernel's table holds at least N cached answers (the publisher tracks
+# their expiry).
+kernel_tracks() { [ "$(metric ndcache_kernel_expiry_tracked)" -ge "$1" ] 2>/dev/null; }
 
 # The kernel's exact-entry answers so far (ndcache's /metrics).
 kernel_hits() {

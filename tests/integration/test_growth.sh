@@ -204,7 +204,7 @@ entries_settle() {
 }
 
 echo "--- the table ($MODE mode), the agent's memory, per phase"
-sleep 3
+sleep 3 # a duration: the prober asks the sample's names 3 s before the growth
 figures start
 read -r e0 s0 b0 _ r0 k0 <<<"${FIG_start:-0 0 0 0 0 0}"
 
@@ -215,7 +215,7 @@ out=$(push apply "$TOPO_DIR/objs/namespaces.json" 2>&1) || bad "pushing the name
 for ((b = 0; b < BATCHES; b++)); do
 	out=$(push apply "$TOPO_DIR/objs/batch-$b.json" 2>&1) || bad "pushing batch $b" "$out"
 	say "batch $b: $out; table: $(table | cut -d' ' -f1-2) entries, slots"
-	sleep 1
+	sleep 1 # pacing: the batches come a second apart, asked while they come
 done
 # A service adds at least 5 entries (A, AAAA, SRV and their NODATA kin); wait for them all.
 grown=0
@@ -234,7 +234,7 @@ want=$(tr , '\n' <<<"$last_want" | sort | paste -sd,)
 
 # --- The full table: every added name asked must be answered right ----------------------------
 mark full present
-sleep 5
+sleep 5 # a duration: the prober asks every added name for 5 s (entries_settle waited above)
 figures full
 read -r e1 s1 b1 n1 r1 _ <<<"${FIG_full:-0 0 0 0 0 0}"
 
@@ -246,7 +246,7 @@ entries_settle "$SETTLE" "the table back near its start size ($e0 entries)" "e <
 
 # --- After: the deleted names are gone, the sample's still answered ----------------------------
 mark after absent
-sleep 5
+sleep 5 # a duration: the prober asks the deleted names for 5 s (entries_settle waited above)
 figures end
 read -r e2 s2 b2 _ r2 k2 <<<"${FIG_end:-0 0 0 0 0 0}"
 

@@ -56,7 +56,7 @@ upstream_up || exit 1
 UNBOUND_PID=${TOPO_PIDS[-1]}
 
 run_mode() {
-	local mode=$1 conf="$TOPO_DIR/ndcache-$1.yaml" out rss0 rss1 prober t ttl entries n
+	local mode=$1 conf="$TOPO_DIR/ndcache-$1.yaml" out rss0 rss1 prober t tcp_pid ttl entries n
 	echo "--- mode $mode"
 	cat >"$conf" <<EOF
 listen: [$NODE_LOCAL]
@@ -92,10 +92,13 @@ EOF
 
 	ip netns exec "$NS_POD" python3 "$tool" probe "$NODE_LOCAL" --qps 300 --timeout 1 \
 		--ask kubernetes.default.svc.cluster.local=10.96.0.1 --ask www.example.com=192.0.2.10 \
-		--out "$TOPO_DIR/probe-$mode.json" &
+		--out "$TOPO_DIR/probe-$mode.json" 2>"$TOPO_DIR/probe-$mode.err" &
 	prober=$!
 	TOPO_PIDS+=("$prober")
-	sleep 2
+	# The prober under way (its first good answer) before the first attack.
+	wait_until 20 "$mode: the prober's first answer" \
+		grep -qs "probe: first answer" "$TOPO_DIR/probe-$mode.err" ||
+		bad "$mode: the prober got no answer" "$(cat "$TOPO_DIR/probe-$mode.err")"
 
 	# 1. Malformed datagrams.
 	out=$(timeout 120 ip netns exec "$NS_POD" python3 "$tool" garbage "$NODE_LOCAL" --count 20000 --qps 5000)
@@ -113,16 +116,24 @@ EOF
 
 	# 2. TCP connections left idle or stalled; a TCP query meanwhile.
 	timeout 120 ip netns exec "$NS_POD" python3 "$tool" tcp "$NODE_LOCAL" --conns 2000 --hold 6 \
-		>"$TOPO_DIR/tcp-$mode.json" &
+		>"$TOPO_DIR/tcp-$mode.json" 2>"$TOPO_DIR/tcp-$mode.err" &
 	t=$!
-	sleep 4
+	tcp_pid=$t
+	# Asked once the connections are open (the client holds them 6 s from then).
+	tcp_open() { grep -qs "opened, holding" "$TOPO_DIR/tcp-$mode.err"; }
+	tcp_open_or_gone() { tcp_open || ! kill -0 "$tcp_pid" 2>/dev/null; }
+	if ! wait_until 100 "$mode: the TCP client's connections open" tcp_open_or_gone ||
+		! tcp_open; then
+		bad "$mode: the TCP client did not open its connections" "$(cat "$TOPO_DIR/tcp-$mode.err")"
+	fi
 	out=$(in_pod dig +tcp +time=3 +tries=1 "@$NODE_LOCAL" kubernetes.default.svc.cluster.local A 2>&1)
 	if grep -Eq "IN[[:space:]]+A[[:space:]]+10\.96\.0\.1$" <<<"$out"; then
 		ok "$mode: TCP query answered while 2,000 connections are held"
 	else
 		bad "$mode: TCP query while 2,000 connections are held" "$out"
 	fi
-	wait "$t" || bad "$mode: TCP client failed or timed out (120 s)" "$(cat "$TOPO_DIR/tcp-$mode.json")"
+	wait "$t" || bad "$mode: TCP client failed or timed out (120 s)" \
+		"$(cat "$TOPO_DIR/tcp-$mode.json" "$TOPO_DIR/tcp-$mode.err")"
 	echo "$mode tcp: $(cat "$TOPO_DIR/tcp-$mode.json")"
 	n=$(json "$(cat "$TOPO_DIR/tcp-$mode.json")" 'j["opened"]' 2>/dev/null)
 	if alive && [ "${n:-0}" -ge 1900 ]; then
@@ -170,7 +181,7 @@ EOF
 	out=$(cat "$TOPO_DIR/probe-$mode.json" 2>/dev/null)
 	echo "$mode prober: $out"
 	if [ -z "$out" ]; then
-		bad "$mode: prober wrote no result"
+		bad "$mode: prober wrote no result" "$(cat "$TOPO_DIR/probe-$mode.err")"
 	else
 		local sent lost wrong
 		sent=$(json "$out" 'j["sent"]')
@@ -194,7 +205,7 @@ upstream_trouble() {
 	# The flood evicted it: cached again, then left to expire (TTL 2).
 	out=$(qt short.example.com A)
 	grep -q "192\.0\.2\.40" <<<"$out" || bad "$mode: short.example.com before the upstream goes" "$out"
-	sleep 3
+	sleep 3 # a duration: the 2 s TTL runs out
 	if [ "$how" = frozen ]; then kill -STOP "$UNBOUND_PID"; else kill -KILL "$UNBOUND_PID"; fi
 	out=$(qt short.example.com A)
 	ttl=$(awk '$1 == "short.example.com." && $4 == "A" {print $2}' <<<"$out")

@@ -30,15 +30,23 @@ ready() { in_node curl -s --max-time 5 -o /dev/null -w '%{http_code}' "http://12
 # answer_is NAME TYPE WANT / status_is NAME TYPE RCODE: one fresh query each call.
 answer_is() { [ "$(q "$1" "$2")" = "$3" ]; }
 status_is() { [ "$(status "$1" "$2")" = "status: $3" ]; }
+# /ready answers at all (curl says 000 while nothing listens or it times out).
+ready_answers() { [ "$(ready)" != 000 ]; }
+# k8s_counter_above NAME N: the agent's counter NAME is above N.
+k8s_counter_above() { [ "$(metric "$1")" -gt "$2" ] 2>/dev/null; }
 
 # --- Before the first sync: cluster names are forwarded, not failed; not ready ---------------
 fakeapi_up 5 || exit 1
 fakeapi_kubeconfig "$TOPO_DIR/kubeconfig-wrong-ca" "$TOPO_DIR/certs/other-ca.pem"
 conf="$TOPO_DIR/ndcache.yaml"
 ndcache_conf "$conf" kubernetes "$MODE" eth-pod 'records: {pods: verified}'
-fakeapi_ctl '{"op":"pause","seconds":3}'
+# The API server holds every request until the checks below end the pause (pause 0): however
+# long the agent takes to start on a busy machine, it cannot have synced before they ask.
+fakeapi_ctl '{"op":"pause","seconds":120}'
 ndcache_start "$bin" "$conf"
-until_ok 5 in_node dig +time=1 +tries=1 "@$NODE_LOCAL" example.com >/dev/null
+wait_until 20 "the agent answering (forwarding) before its first sync" \
+	in_node dig +time=1 +tries=1 "@$NODE_LOCAL" example.com >/dev/null &&
+	wait_until 10 "the agent's /ready answering" ready_answers
 r=$(ready)
 st=$(status kubernetes.default.svc.cluster.local A)
 if [ "$r" = 503 ] && [ "$st" = "status: NXDOMAIN" ] && ! grep -q "aa" <<<"$(in_pod dig +time=2 "@$NODE_LOCAL" kubernetes.default.svc.cluster.local | grep flags)"; then
@@ -46,14 +54,17 @@ if [ "$r" = 503 ] && [ "$st" = "status: NXDOMAIN" ] && ! grep -q "aa" <<<"$(in_p
 else
 	bad "before the first sync: want /ready 503 and the upstream's answer" "ready=$r $st"
 fi
+fakeapi_ctl '{"op":"pause","seconds":0}'
 
 # --- First sync -----------------------------------------------------------------------------
-if until_ok 15 answer_is kubernetes.default.svc.cluster.local A 10.96.0.1; then
+if until_ok 20 answer_is kubernetes.default.svc.cluster.local A 10.96.0.1; then
 	ok "first sync: ClusterIP answered"
 else
 	bad "first sync: no answer" "$(cat "$TOPO_DIR/ndcache.log")"
 fi
-[ "$(ready)" = 200 ] && ok "/ready 200 after the first sync" || bad "/ready not 200 after sync"
+# /ready is set just after the first table answers (once the fast path is attached): polled.
+wait_until 10 "/ready 200 after the first sync" ready_200 && ok "/ready 200 after the first sync" ||
+	bad "/ready not 200 after sync" "ready=$(ready)"
 t=$(q _pg._tcp.postgres.data.svc.cluster.local SRV | wc -l)
 [ "$t" = 2 ] && ok "headless SRV from the synced EndpointSlices" || bad "headless SRV: $t records"
 
@@ -77,9 +88,16 @@ fakeapi_ctl "{\"op\":\"apply\",\"object\":${slice//\"ready\":true/\"ready\":fals
 until_ok 3 status_is postgres-9.postgres.data.svc.cluster.local A NXDOMAIN &&
 	ok "EndpointSlice modified (not ready): endpoint gone" || bad "EndpointSlice modified: still answered"
 fakeapi_ctl '{"op":"delete","kind":"EndpointSlice","namespace":"data","name":"postgres-extra"}'
-sleep 0.5
+# What must not happen (the other endpoints going too) shows only once the delete is in the
+# table: a marker slice sent after it on the same watch is applied after it (events in order).
+marker='{"apiVersion":"discovery.k8s.io/v1","kind":"EndpointSlice","metadata":{"name":"kafka-marker","namespace":"data","uid":"u-km","labels":{"kubernetes.io/service-name":"kafka"}},"addressType":"IPv4","endpoints":[{"addresses":["10.244.4.99"],"hostname":"kafka-9","conditions":{"ready":true}}]}'
+fakeapi_ctl "{\"op\":\"apply\",\"object\":$marker}"
+wait_until 5 "the marker slice after the delete answered" \
+	answer_is kafka-9.kafka.data.svc.cluster.local A 10.244.4.99 ||
+	bad "EndpointSlice deleted: the marker slice sent after the delete not answered"
 n=$(q postgres.data.svc.cluster.local A | wc -l)
 [ "$n" = 2 ] && ok "EndpointSlice deleted: the others remain" || bad "after slice delete: $n A records"
+fakeapi_ctl '{"op":"delete","kind":"EndpointSlice","namespace":"data","name":"kafka-marker"}'
 
 fakeapi_ctl '{"op":"apply","object":{"apiVersion":"v1","kind":"Namespace","metadata":{"name":"newns","uid":"u-ns"}}}'
 until_ok 3 status_is newns.svc.cluster.local A NOERROR &&
@@ -106,7 +124,8 @@ until_ok 3 status_is 10-244-7-8.shop.pod.cluster.local A NXDOMAIN &&
 flap="$TOPO_DIR/flap"
 (for _ in $(seq 150); do q kubernetes.default.svc.cluster.local A; sleep 0.01; done >"$flap") &
 loop=$!
-sleep 0.3
+# The loop under way (its first answer in) before the relist starts.
+wait_until 5 "the query loop's first answer" test -s "$flap" || bad "the query loop did not start"
 # A change the client cannot see (its watch is held), then compaction past it: when the
 # connection drops, the client's resourceVersion is gone and the server answers 410.
 fakeapi_ctl '{"op":"pause","seconds":1}'
@@ -126,13 +145,20 @@ until_ok 5 answer_is late.shop.svc.cluster.local A 10.96.77.7 &&
 	ok "after the relist, events flow again" || bad "no events after relist"
 
 # --- Partition and restart: the last good state keeps serving -------------------------------
-fakeapi_ctl '{"op":"pause","seconds":4}'
+# The partition lasts until the server is stopped below; asked once the agent has lost its
+# watches (it counts the reconnects it tries).
+r0=$(metric ndcache_k8s_reconnects_total)
+fakeapi_ctl '{"op":"pause","seconds":60}'
 fakeapi_ctl '{"op":"drop"}'
-sleep 1
+wait_until 10 "the agent reconnecting after the partition's drop" \
+	k8s_counter_above ndcache_k8s_reconnects_total "${r0:-0}" || bad "partition: no reconnect counted"
 [ "$(q kubernetes.default.svc.cluster.local A)" = 10.96.0.1 ] &&
 	ok "partition: last good state served" || bad "partition: answer lost"
 term_wait "$API_PID" "the fake API server after SIGTERM"
-sleep 1
+# Asked once the agent has failed to reach the stopped server.
+r0=$(metric ndcache_k8s_reconnects_total)
+wait_until 10 "the agent failing to reach the stopped API server" \
+	k8s_counter_above ndcache_k8s_reconnects_total "${r0:-0}" || bad "API server down: no reconnect counted"
 [ "$(q late.shop.svc.cluster.local A)" = 10.96.77.7 ] &&
 	ok "API server down: last good state served" || bad "API server down: answer lost"
 # A restarted server continues above the old resourceVersions (etcd's revisions only grow) with
@@ -176,7 +202,12 @@ sed "s#$TOPO_DIR/kubeconfig#$TOPO_DIR/kubeconfig-wrong-ca#" "$conf" >"$TOPO_DIR/
 ip netns exec "$NS_NODE" "$bin" --config "$TOPO_DIR/wrong.yaml" >"$TOPO_DIR/wrong.log" 2>&1 &
 NDCACHE_PID=$!
 TOPO_PIDS+=("$NDCACHE_PID")
-sleep 3
+# Asked once the agent listens and has been refused the server's certificate (issue 34: a fixed
+# 3 s then one probe found a slow agent not yet up).
+wait_until 20 "the agent (wrong CA) listening" grep -q "listening on" "$TOPO_DIR/wrong.log" &&
+	wait_until 20 "the agent (wrong CA) refusing the server's certificate" \
+		grep -qiE "certificate|ssl" "$TOPO_DIR/wrong.log" &&
+	wait_until 10 "the agent's (wrong CA) /ready answering" ready_answers
 r=$(ready)
 st=$(status kubernetes.default.svc.cluster.local A)
 if [ "$r" = 503 ] && [ "$st" = "status: NXDOMAIN" ]; then ok "wrong CA: never synced, not ready"; else bad "wrong CA: ready=$r $st" "$(cat "$TOPO_DIR/wrong.log")"; fi

@@ -62,6 +62,11 @@ status_is cart.shop.$Z A NXDOMAIN && [ "$(authority cart.shop.$Z A)" = "clusters
 answer_is clusterset.local NS ns.dns.clusterset.local. && status_is shop.$Z A NOERROR &&
 	ok "no CRD: the clusterset.local apex (NS) and namespaces (NODATA) answered" ||
 	bad "no CRD: apex or namespace" "$(q clusterset.local NS) $(status shop.$Z A)"
+# What must not happen is a retry loop (the path asked again and again, warnings). Waited for:
+# the first look, logged; then a 3 s window in which such a loop would show (a deliberate
+# duration: the next look is due 30 s later).
+wait_until 10 "the agent's first look at the ServiceImport path" \
+	grep -q 'serviceimports: not served' "$TOPO_DIR/ndcache.log"
 sleep 3
 n=$(grep -c 'serviceimports: not served' "$TOPO_DIR/ndcache.log")
 errs=$(grep -ciE 'warning|error' "$TOPO_DIR/ndcache.log")

@@ -155,6 +155,8 @@ log="$TOPO_DIR/ndcache.log"
 ip netns exec "$NS_NODE" "$bin" --config "$cm/ndcache.yaml" >"$log" 2>&1 &
 AGENT=$!
 TOPO_PIDS+=("$AGENT")
+# On purpose a moment after the start, not a wait for anything: the file is published while the
+# agent starts (what the check below names).
 sleep 0.05
 config 5 "$UPSTREAM_ADDR" | publish
 until_ok 20 grep -q ": ready" "$log" && until_ok 5 marker_is 192.0.2.201 || {
@@ -188,6 +190,7 @@ note() {
 	echo "note $*" >&7
 	say "$*"
 }
+# Every sleep "$STEADY" below is a duration: the prober's traffic before and after each event.
 sleep "$STEADY"
 
 # --- swap: records.ttl and the upstream ------------------------------------------------------

@@ -328,20 +328,24 @@ lists0=$(in_node curl -s --max-time 5 "http://127.0.0.1:$CTL_PORT/stats" |
 	done
 ) >"$TOPO_DIR/asked" 2>&1 &
 asker=$!
-# The API server stalls for 2 s (the fake's partition): the new list waits, the old table answers.
-ctl '{"op":"pause","seconds":2}'
+# The API server stalls (the fake's partition) until the check below ends it: the new list
+# waits, the old table answers. Asked once the agent has taken the new file.
+ctl '{"op":"pause","seconds":60}'
 sed 's/^dataplane:/records: {ttl: 17}\ndataplane:/' "$conf" >"$conf.new" && mv "$conf.new" "$conf"
 ttl_is() { [ "$(ttl "$1")" = "$2" ]; }
-sleep 1
+wait_until 10 "the agent listing again for records.ttl" \
+	grep -q "records: listing the cluster again" "$TOPO_DIR/ndcache-k8s.log" ||
+	bad "records.ttl reload not logged" "$(tail -5 "$TOPO_DIR/ndcache-k8s.log")"
 ttl_is kubernetes.default.svc.cluster.local 5 &&
 	ok "while the API server stalls: the running table answers (TTL 5)" ||
 	bad "while the API server stalls: TTL $(ttl kubernetes.default.svc.cluster.local)"
+ctl '{"op":"pause","seconds":0}'
 if ms=$(ms_until 15 ttl_is kubernetes.default.svc.cluster.local 17); then
-	ok "records.ttl with a Kubernetes source: TTL 17, $ms ms after the stall's first second"
+	ok "records.ttl with a Kubernetes source: TTL 17, $ms ms after the stall ended"
 else
 	bad "records.ttl with a Kubernetes source: not applied" "$(tail -5 "$TOPO_DIR/ndcache-k8s.log")"
 fi
-sleep 0.5
+sleep 0.5 # a duration: the pod goes on asking a moment after the new table
 touch "$TOPO_DIR/stop-asking"
 wait "$asker"
 n=$(wc -l <"$TOPO_DIR/asked")

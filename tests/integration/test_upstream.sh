@@ -139,6 +139,9 @@ wait_metric() {
 	return 1
 }
 
+# asked_since Q0 N: the agent has received at least N UDP queries more than Q0.
+asked_since() { [ "$(metric ndcache_udp_queries_total)" -ge $(($1 + $2)) ] 2>/dev/null; }
+
 part_loop() {
 	local t0 out ready lp1 lp2 good n
 	echo "--- loop: an upstream that forwards everything back to the node-local address"
@@ -182,11 +185,16 @@ part_loop() {
 	fi
 	# An upstream change while a client asks 100 never-seen names a second: the new looping
 	# upstream is found again, the good one answers.
+	local q0
+	q0=$(metric ndcache_udp_queries_total)
 	ip netns exec "$NS_POD" python3 "$tool" ask "$NODE_LOCAL" --names 800 --qps 100 \
 		--suffix loop2.example.net --timeout 4 >"$TOPO_DIR/ask2.json" &
 	local client=$!
 	TOPO_PIDS+=("$client")
-	sleep 2
+	# The reload comes once the client is under way (1 s of its queries in: at most 300 may get
+	# SERVFAIL before the good upstream answers, below).
+	wait_until 20 "loop: the client's first 100 queries at the agent" asked_since "${q0:-0}" 100 ||
+		bad "loop: the client is not asking" "$(metrics | grep udp_queries)"
 	conf "169.254.53.31:53, 169.254.53.32:53"
 	t0=$SECONDS
 	kill -HUP "$NDCACHE_PID"
