@@ -83,7 +83,7 @@ struct ndc_publisher {
 	/* The queue from the cache hook to the drain thread. */
 	pthread_t drainer;
 	bool drainer_started;
-	pthread_mutex_t qlock; /* everything down to qdrained */
+	pthread_mutex_t qlock; /* everything down to qstop */
 	pthread_cond_t qcond;  /* the drain thread: work, or stop */
 	pthread_cond_t qidle;  /* ndc_publisher_flush: all applied */
 	struct job *qhead, **qtail;
@@ -92,7 +92,6 @@ struct ndc_publisher {
 	bool purge;    /* a delete did not fit: every upstream answer leaves the table */
 	bool draining; /* the drain thread holds a batch */
 	bool qstop;
-	uint64_t qdrained; /* flushes' progress: batches finished */
 	_Atomic uint64_t qdropped, qpurges;
 };
 
@@ -602,7 +601,6 @@ static void *drain(void *arg)
 			purge_all(p);
 		pthread_mutex_lock(&p->qlock);
 		p->draining = false;
-		p->qdrained++;
 		pthread_cond_broadcast(&p->qidle);
 	}
 	pthread_mutex_unlock(&p->qlock);
