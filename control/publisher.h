@@ -25,7 +25,17 @@ struct ndc_publisher_stats {
 	uint64_t passed;  /* names marked NDC_FP_V_PASS because one of their answers is missing */
 	uint64_t removed; /* cache drops and expiries deleted */
 	uint64_t tracked; /* gauge: upstream answers whose expiry is tracked (<= cache entries) */
+	uint64_t queue_depth;	/* gauge: hook publishes and deletes not yet applied */
+	uint64_t queue_dropped; /* puts not published: queue full (or waited over 1 s) */
+	uint64_t queue_purges;	/* deletes that did not fit: every upstream answer taken out */
 };
+
+/*
+ * The cache hook's queue bounds (ndc_publisher_queue_limits): puts may fill 3/4 of either, the
+ * rest is kept for deletes. At 10,000 misses a second 16,384 entries are over a second of work.
+ */
+#define NDC_PUBLISHER_QUEUE_ENTRIES 16384
+#define NDC_PUBLISHER_QUEUE_BYTES (8u << 20)
 
 /*
  * Starts the sweep thread. The publisher writes one table through ops (<ndc/answer_table.h>:
@@ -59,14 +69,27 @@ int ndc_publisher_update_names(struct ndc_publisher *p, const struct ndc_records
 			       const struct ndc_records *now,
 			       const struct ndc_records_patch *changed);
 
-/* The ndc_cache_hook_fn to give ndc_cache_set_hook, with the publisher as arg. */
+/*
+ * The ndc_cache_hook_fn to give ndc_cache_set_hook, with the publisher as arg. It never writes
+ * the table (the cache calls it under a shard's lock, and a write may rebuild the table, which
+ * waits for RCU grace periods): it queues a copy for the drain thread, in the cache's order. When
+ * the queue is full the key's entry is deleted instead, and when a delete does not fit either,
+ * every upstream answer is (after what is queued): the table may lack an answer, never hold a
+ * wrong one. The table lags the cache by the queue (microseconds; a rebuild's tens of ms).
+ */
 void ndc_publisher_cache_hook(void *arg, const struct ndc_answer *a, const uint8_t *lname,
 			      size_t nlen, uint16_t qtype, uint16_t qclass, uint32_t ttl);
 
+/* Waits until every hook call made before it is in the table (tests; free does it too). */
+void ndc_publisher_flush(struct ndc_publisher *p);
+
+/* Other queue bounds than NDC_PUBLISHER_QUEUE_*: for tests. */
+void ndc_publisher_queue_limits(struct ndc_publisher *p, uint32_t max_entries, uint64_t max_bytes);
+
 void ndc_publisher_stats(struct ndc_publisher *p, struct ndc_publisher_stats *ret);
 
-/* ndcache_fastpath_table_full_total, ndcache_fastpath_too_big_total, ndcache_kernel_expiry_tracked:
- * an ndc_http_metrics_fn (http/http.h) over a publisher. */
+/* ndcache_fastpath_table_full_total, ndcache_fastpath_too_big_total, ndcache_kernel_expiry_tracked,
+ * ndcache_publisher_queue_*: an ndc_http_metrics_fn (http/http.h) over a publisher. */
 struct ndc_metrics_buf;
 void ndc_publisher_metrics(void *pub, struct ndc_metrics_buf *b);
 
@@ -81,7 +104,10 @@ void ndc_publisher_metrics(void *pub, struct ndc_metrics_buf *b);
 int ndc_publisher_kernel_hits(struct ndc_publisher *p, const uint8_t *lname, size_t nlen,
 			      uint16_t qtype, uint32_t *ret_hits);
 
-/* Stops the sweep; the table keeps its entries (ndc_fastpath_close removes it). NULL is fine. */
+/*
+ * Applies what is queued, then stops the threads; the table keeps its entries (ndc_fastpath_close
+ * removes it). The cache's hook must be unset first. NULL is fine.
+ */
 void ndc_publisher_free(struct ndc_publisher *p);
 
 #endif

@@ -54,6 +54,16 @@ static const struct ndc_metric_field cache_fields[] = {
       NULL),
     F(ndc_cache_stats, entries, "cache_entries", "gauge", "Answers in the cache.", NULL),
     F(ndc_cache_stats, bytes, "cache_bytes", "gauge", "Bytes of answers in the cache.", NULL),
+    F(ndc_cache_stats, lock_wait_max_us, "cache_lock_wait_max_us", "gauge",
+      "The longest a resolver worker waited for a cache shard's lock since the start "
+      "(microseconds).",
+      NULL),
+    F(ndc_cache_stats, lock_hold_max_us, "cache_lock_hold_max_us", "gauge",
+      "The longest a cache insert held a shard's lock, the fast-path publisher's hook "
+      "included, since the start (microseconds).",
+      NULL),
+    F(ndc_cache_stats, lock_contended, "cache_lock_contended_total", "counter",
+      "Cache shard lock acquisitions by lookups and inserts that found it taken and waited.", NULL),
 };
 
 void ndc_cache_metrics(void *cache, struct ndc_metrics_buf *b)

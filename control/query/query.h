@@ -38,6 +38,12 @@ struct ndc_cache_opts {
 struct ndc_cache_stats {
 	uint64_t hits, misses, stale_hits, inserts, evictions;
 	uint64_t entries, bytes;
+	/*
+	 * The longest a lookup or insert waited for a shard's lock, and the longest an insert held
+	 * it (the cache hook runs inside), since the start: microseconds (issue 34).
+	 */
+	uint64_t lock_wait_max_us, lock_hold_max_us;
+	uint64_t lock_contended; /* acquisitions that found the lock taken */
 };
 
 int ndc_cache_new(const struct ndc_cache_opts *opts, struct ndc_cache **ret);

@@ -7,7 +7,8 @@
 # unbound upstream at 169.254.53.1 (one thread, no query log) authoritative for example.com,
 # and tests/integration/hostile.py flood sending NAMES names from the pod at RATE per second.
 # Prints, per mode: names sent and answered, seconds, VmRSS before, right after and 5 s after the
-# flood, VmHWM (peak), and the cache's entries; a benchmark, not a test: no pass/fail, exit 0
+# flood, VmHWM (peak), the cache's entries, and the worst wait of a resolver worker for a cache
+# shard's lock and the worst hold of one by an insert (ndcache_cache_lock_*_max_us); a benchmark, not a test: no pass/fail, exit 0
 # when every mode ran. Issue 10's bound is growth within 64 MB.
 #
 # Usage: tests/bench/flood_bench.sh [--names N] [--rate R] [--modes "socket tc"]
@@ -129,18 +130,30 @@ for mode in $modes; do
 	echo "flood_bench: $mode: servfail $(metric ndcache_servfail_total), upstream queries" \
 		"$(metric ndcache_upstream_queries_total), upstream timeouts" \
 		"$(metric ndcache_upstream_timeouts_total)" >&2
+	# Worker stall on a cache shard's lock (issue 34): the worst wait, the worst hold by an
+	# insert (its publisher hook included), and the publisher queue's drops where it has one.
+	wait_us=$(metric ndcache_cache_lock_wait_max_us)
+	hold_us=$(metric ndcache_cache_lock_hold_max_us)
+	echo "flood_bench: $mode: cache lock wait max ${wait_us:-?} us, hold max ${hold_us:-?} us," \
+		"contended $(metric ndcache_cache_lock_contended_total); publisher queue dropped" \
+		"$(metric ndcache_publisher_queue_dropped_total), purges" \
+		"$(metric ndcache_publisher_queue_purges_total), table rebuilds" \
+		"$(metric ndcache_fastpath_table_rebuilds_total)" >&2
 	results+=("$(python3 -c '
 import json, sys
 j = json.loads(sys.argv[1])
 m, b, a, s, p, e = sys.argv[2:8]
-print("%-6s %9d %9d %9d %6.0f %8.1f %8.1f %8.1f %8.1f %+8.1f %8s" % (m, j["sent"], j["replies"],
-      j["rcodes"].get("NXDOMAIN", 0), j["seconds"], int(b) / 1024, int(a) / 1024, int(s) / 1024,
-      int(p) / 1024, (int(s) - int(b)) / 1024, e))
-' "$out" "$mode" "$before" "$after" "$settled" "$peak" "${entries:-?}")")
+w, h = sys.argv[8:10]
+print("%-6s %9d %9d %9d %6.0f %8.1f %8.1f %8.1f %8.1f %+8.1f %8s %9s %9s" % (m, j["sent"],
+      j["replies"], j["rcodes"].get("NXDOMAIN", 0), j["seconds"], int(b) / 1024, int(a) / 1024,
+      int(s) / 1024, int(p) / 1024, (int(s) - int(b)) / 1024, e, w, h))
+' "$out" "$mode" "$before" "$after" "$settled" "$peak" "${entries:-?}" "${wait_us:-?}" \
+		"${hold_us:-?}")")
 	kill -TERM "$NDCACHE_PID"
 	wait "$NDCACHE_PID" 2>/dev/null
 done
 
-printf '%-6s %9s %9s %9s %6s %8s %8s %8s %8s %8s %8s\n' mode sent answered nxdomain secs \
-	"rss0 MB" "rss1 MB" "+5s MB" "peak MB" "growth" entries
+printf '%-6s %9s %9s %9s %6s %8s %8s %8s %8s %8s %8s %9s %9s\n' mode sent answered nxdomain \
+	secs "rss0 MB" "rss1 MB" "+5s MB" "peak MB" "growth" entries "wait us" "hold us"
+lscpu | awk -F: '/Model name/ {gsub(/^ +/, "", $2); print "flood_bench: CPU: " $2}'
 printf '%s\n' "${results[@]}"

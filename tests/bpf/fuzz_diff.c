@@ -370,6 +370,8 @@ static int setup(void)
 		return r;
 	ndc_cache_set_hook(env.cache, ndc_publisher_cache_hook, env.pub);
 	r = fill_cache();
+	/* the hook queues its publishes: all of them in the table before any comparison */
+	ndc_publisher_flush(env.pub);
 	if (!r && opt.regions)
 		r = split_table();
 	if (!r)

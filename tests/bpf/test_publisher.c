@@ -721,6 +721,8 @@ static void put(struct fixture *f, const char *name, uint16_t qclass, int n_rr, 
 	build_a(&a, lname, nlen, n_rr, ttl);
 	assert_int_equal(
 	    ndc_cache_put(f->cache, lname, nlen, NDC_T_A, qclass, &a.a, ttl, ndc_now_ms()), 0);
+	/* the hook queues; the drain thread writes the table */
+	ndc_publisher_flush(f->pub);
 }
 
 static void test_hook_publish(void **state)
