@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # A plain build builds the product only (issue 36): `meson setup DIR && ninja -C DIR` in a fresh
 # build folder must build no object under tests/ (unit tests, fuzz replays, benchmarks, planted
-# objects) and no benchmark BPF object (the reflector) anywhere; and `ninja meson-test-prereq`
-# (what `meson test` runs first) must still build every test's executable and argument, so the
-# suite does not lose a test to build_by_default : false.
+# objects) and no benchmark BPF object (the reflector) anywhere; and what `meson test` builds
+# before it runs (each test's targets) must still build every test's executable and argument, so
+# the suite does not lose a test to build_by_default : false.
 # Usage: tests/build/check_plain_build.sh [SOURCE] [meson setup options...]
 #        (SOURCE: the tree to check, default this one; environment: NDC_JOBS, default 2)
 set -u
@@ -45,25 +45,35 @@ if [ ! -x "$build/control/ndcache" ]; then
 	rc=1
 fi
 
-# What meson test builds first: every test's executable must then exist.
-if ! ninja -C "$build" -j "$jobs" meson-test-prereq >"$work/prereq.log" 2>&1; then
-	tail -20 "$work/prereq.log" >&2
-	echo "FAIL: ninja meson-test-prereq failed"
+# What meson test builds before it runs the tests (meson's rebuild_deps: every target in each
+# test's "depends"), built here the same way; every one must then exist.
+deps=$(python3 - "$build" <<'PY'
+import json, os, subprocess, sys
+build = sys.argv[1]
+intro = lambda what: json.loads(subprocess.run(["meson", "introspect", what, build],
+                                               capture_output=True, text=True, check=True).stdout)
+files = {t["id"]: t["filename"] for t in intro("--targets")}
+print("\n".join(sorted({os.path.relpath(f, build) for t in intro("--tests")
+                          for d in t["depends"] for f in files[d]})))
+PY
+) || exit 1
+mapfile -t targets <<<"$deps"
+if ! ninja -C "$build" -j "$jobs" "${targets[@]}" >"$work/tests.log" 2>&1; then
+	tail -20 "$work/tests.log" >&2
+	echo "FAIL: building the tests' targets failed"
 	exit 1
 fi
-missing=$(meson introspect --tests "$build" | python3 -c '
-import json, os, sys
-for t in json.load(sys.stdin):
-    for f in t["cmd"][:1] + [a for a in t["cmd"][1:] if a.startswith(sys.argv[1])]:
-        if not os.path.exists(f):
-            print(t["name"] + ": " + f)
-' "$build")
+missing=$(cd "$build" && for t in "${targets[@]}"; do [ -e "$t" ] || echo "$t"; done)
+ntests=$(meson introspect --tests "$build" | python3 -c 'import json,sys; print(len(json.load(sys.stdin)))')
 if [ -n "$missing" ]; then
-	echo "FAIL: after meson-test-prereq, tests whose files are missing:"
+	echo "FAIL: after building the tests' targets, missing:"
 	sed 's/^/  /' <<<"$missing"
 	rc=1
+elif ! grep -q 'test_dns_wire' "$work/tests.log"; then
+	echo "FAIL: building the tests' targets did not build tests/test_dns_wire"
+	rc=1
 else
-	echo "ok: meson-test-prereq builds every test's executable and built arguments" \
-		"($(meson introspect --tests "$build" | python3 -c 'import json,sys; print(len(json.load(sys.stdin)))') tests)"
+	echo "ok: what meson test builds first builds every test's targets ($ntests tests," \
+		"${#targets[@]} targets, $(grep -c '^\[' "$work/tests.log") steps)"
 fi
 exit $rc
