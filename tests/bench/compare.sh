@@ -129,7 +129,7 @@ case "$build" in /*) ;; *) build="$PWD/$build" ;; esac
 case "$out" in /*) ;; *) out="$PWD/$out" ;; esac
 
 bin="$build/control/ndcache"
-reflector="$build/bpf/ndc_reflector.bpf.o"
+reflector="$build/tests/bench/bpf/ndc_reflector.bpf.o"
 results="$out/results.jsonl"
 
 # The measurements run in a second copy of this script, in the background, while this one only

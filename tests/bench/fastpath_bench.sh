@@ -96,7 +96,7 @@ ninja -C "$build" control/ndcache tests/bench/bpf/ndc_reflector.bpf.o tests/benc
 	die "build failed (log: $build/fastpath_bench-build.log)"
 }
 bin="$build/control/ndcache"
-reflector="$build/bpf/ndc_reflector.bpf.o"
+reflector="$build/tests/bench/bpf/ndc_reflector.bpf.o"
 testrun="$build/tests/bench_testrun"
 mountpoint -q /sys/fs/bpf || mount -t bpf bpf /sys/fs/bpf || die "cannot mount bpffs"
 

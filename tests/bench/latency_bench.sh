@@ -151,8 +151,8 @@ case "$build" in /*) ;; *) build="$PWD/$build" ;; esac
 case "$out" in /*) ;; *) out="$PWD/$out" ;; esac
 
 bin="$build/control/ndcache"
-reflector="$build/bpf/ndc_reflector.bpf.o"
-reflector_load="${NDC_BENCH_REFLECTOR_LOAD:-$build/bpf/ndc_reflector_load.bpf.o}"
+reflector="$build/tests/bench/bpf/ndc_reflector.bpf.o"
+reflector_load="${NDC_BENCH_REFLECTOR_LOAD:-$build/tests/bench/bpf/ndc_reflector_load.bpf.o}"
 prober="$build/tests/bench_prober"
 memlat="$build/tests/bench_memlat"
 results="$out/results.jsonl"
