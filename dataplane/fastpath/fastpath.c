@@ -28,6 +28,7 @@
 #include <ndc/log.h>
 
 #include "fastpath/fastpath.h"
+#include "fastpath/fastpath_test.h"
 #include "internal.h"
 #include "ndc_fastpath.skel.h"
 

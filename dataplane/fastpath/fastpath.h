@@ -132,23 +132,6 @@ int ndc_fastpath_hits(struct ndc_fp *fp, const uint8_t *lname, size_t nlen, uint
 		      uint32_t *ret_hits);
 extern const struct ndc_answer_table_ops ndc_fastpath_answer_table;
 
-/*
- * Writes the logical entry v (its name included) at k as it is, whatever name k holds: for tests
- * (a forced hash collision, an expired entry) and tools. 0, or -ENOSPC as ndc_fastpath_publish.
- */
-int ndc_fastpath_put(struct ndc_fp *fp, const struct ndc_fp_key *k, const struct ndc_fp_value *v);
-
-/*
- * Reading a table through its maps' fds (the pins <pin_dir>/ndc_answers, ndc_big, ndc_nx and
- * ndc_config, or another process's), as the kernel reads it: the entry at k in the logical format
- * (0, -ENOENT, -EINVAL when the maps are not one table's, -errno); the number of entries; the
- * NXDOMAIN template (<pin_dir>/ndc_nx). For tests and inspection: a syscall per slot looked at.
- */
-int ndc_fastpath_lookup(int answers_fd, int big_fd, int nx_fd, int config_fd,
-			const struct ndc_fp_key *k, struct ndc_fp_value *ret);
-int ndc_fastpath_count(int answers_fd, size_t *ret);
-int ndc_fastpath_nx_read(int nx_fd, struct ndc_fp_value *ret);
-
 /* Sums the per-CPU counters. */
 int ndc_fastpath_counters(struct ndc_fp *fp, uint64_t ret[NDC_FP_COUNTER_MAX]);
 
@@ -171,16 +154,7 @@ struct ndc_fastpath_table_stats {
 };
 int ndc_fastpath_table_stats(struct ndc_fp *fp, struct ndc_fastpath_table_stats *ret);
 
-/*
- * Rebuilds the answer table at its present size, for tests: a table that never grew has one
- * region (include/ndc/abi.h) until then. 0 or a negative errno (the table left as it was).
- */
-int ndc_fastpath_table_rebuild(struct ndc_fp *fp);
-
-/* The program fds, for BPF_PROG_TEST_RUN in tests and benchmarks. */
-int ndc_fastpath_prog_fd(struct ndc_fp *fp, enum ndc_fp_attach which);
-/* The tc egress program (fail-open replies), for tests. */
-int ndc_fastpath_egress_prog_fd(struct ndc_fp *fp);
+/* Entry points only tests and benchmarks call: fastpath/fastpath_test.h. */
 
 /*
  * Conversions (value.c, in builds without BPF too: the DPDK table has the same format), exposed

@@ -6,6 +6,7 @@
 #include <errno.h>
 
 #include "fastpath/fastpath.h"
+#include "fastpath/fastpath_test.h"
 
 int ndc_fastpath_open(const struct ndc_fastpath_opts *opts, struct ndc_fp **ret)
 {

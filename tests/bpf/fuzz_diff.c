@@ -50,6 +50,7 @@
 #include <ndc/log.h>
 
 #include "fastpath/fastpath.h"
+#include "fastpath/fastpath_test.h"
 #include "fuzz_diff.h"
 #include "objects/objects.h"
 #include "publisher.h"
