@@ -31,9 +31,9 @@
 #include <string.h>
 #include <time.h>
 
+#include <ndc/entry.h>
 #include <ndc/log.h>
 
-#include "fastpath/fastpath.h" /* ndc_fastpath_key: both tables' key (abi.h) */
 #include "http/http.h"
 #include "publisher.h"
 
