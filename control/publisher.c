@@ -34,7 +34,7 @@
 #include <ndc/entry.h>
 #include <ndc/log.h>
 
-#include "http/http.h"
+#include "metrics/metrics.h"
 #include "publisher.h"
 
 #define WHEEL_SECONDS 4096  /* longer TTLs stay filed for as many rounds as they need */

@@ -484,7 +484,7 @@ void ndc_resolver_set_query_log(struct ndc_resolver *r, uint32_t sample_ppm);
  */
 
 /*
- * The query path's sections, each an ndc_http_metrics_fn (http/http.h) over its object: the
+ * The query path's sections, each an ndc_http_metrics_fn (metrics/metrics.h) over its object: the
  * resolver's queries and answers by source; the cache; the forwarder with one set of
  * ndcache_upstream_* samples per upstream in use; ndcache_prefetch_*; forward.per_client's
  * ndcache_per_client_* (ndcache_upstream_limited_total: reason per_client here, max_pending in

@@ -24,8 +24,8 @@
 #include <stdbool.h>
 
 #include "config.h"
-#include "http/http.h"
 #include "k8s/k8s.h"
+#include "metrics/metrics.h"
 #include "query/query.h"
 #include "records/records.h"
 
