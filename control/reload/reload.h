@@ -23,7 +23,7 @@
 
 #include <stdbool.h>
 
-#include "config.h"
+#include "config/config.h"
 #include "k8s/k8s.h"
 #include "metrics/metrics.h"
 #include "query/query.h"
