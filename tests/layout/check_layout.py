@@ -112,11 +112,28 @@ def layer(rf):
 def check_layers(src):
     """Rule 3: errors, and {(from layer, to layer): count of includes} for the summary."""
     errors, graph = [], defaultdict(int)
+    for rf, line, spelled, rp in includes_of(src, LAYER_TREES):
+        lf, lp = layer(rf), layer(rp)
+        if not lp:
+            continue
+        graph[(lf, lp)] += 1
+        where = f"{rf}:{line}: #include {spelled}"
+        if lf in ("dataplane", "bpf") and lp == "control":
+            errors.append(f"{where}: {lf}/ includes {rp} of control/; move what it needs "
+                          "down to the base (include/ndc/, dataplane/base/)")
+        elif lf == "base" and lp != "base":
+            errors.append(f"{where}: the base (include/, dataplane/base/, dataplane/wire/) "
+                          f"includes {rp}, above it in {lp}/")
+    return errors, graph
+
+
+def includes_of(src, trees):
+    """(file, line, spelled, included file) for each #include of the tree's files in trees that
+    names a file of the tree, all paths relative to src."""
     for f in sources(src):
         rf = rel(src, f)
-        if rf.split(os.sep)[0] not in LAYER_TREES:
+        if rf.split(os.sep)[0] not in trees:
             continue
-        lf = layer(rf)
         with open(f, encoding="utf-8", errors="replace") as fh:
             text = fh.read()
         for m in ANY_INCLUDE_RE.finditer(text):
@@ -124,21 +141,8 @@ def check_layers(src):
             p = resolve(src, f, name, quoted=m.group(1) is not None)
             if not p or not p.startswith(src + os.sep):
                 continue
-            rp = rel(src, p)
-            lp = layer(rp)
-            if not lp:
-                continue
-            graph[(lf, lp)] += 1
-            line = text.count("\n", 0, m.start()) + 1
             spelled = f'"{name}"' if m.group(1) is not None else f"<{name}>"
-            where = f"{rf}:{line}: #include {spelled}"
-            if lf in ("dataplane", "bpf") and lp == "control":
-                errors.append(f"{where}: {lf}/ includes {rp} of control/; move what it needs "
-                              "down to the base (include/ndc/, dataplane/base/)")
-            elif lf == "base" and lp != "base":
-                errors.append(f"{where}: the base (include/, dataplane/base/, dataplane/wire/) "
-                              f"includes {rp}, above it in {lp}/")
-    return errors, graph
+            yield rf, text.count("\n", 0, m.start()) + 1, spelled, rel(src, p)
 
 
 def check_includes(src):
@@ -304,24 +308,6 @@ def check_base_links(src, build):
                 errors.append(f"{f} needs {s}, defined in {', '.join(sorted(where))}/: the base "
                               f"links nothing above it (may use {', '.join(a + '/' for a in allowed)})")
     return errors
-
-
-def includes_of(src, trees):
-    """(file, line, spelled, included file) for each #include of the tree's files in trees that
-    names a file of the tree, all paths relative to src."""
-    for f in sources(src):
-        rf = rel(src, f)
-        if rf.split(os.sep)[0] not in trees:
-            continue
-        with open(f, encoding="utf-8", errors="replace") as fh:
-            text = fh.read()
-        for m in ANY_INCLUDE_RE.finditer(text):
-            name = m.group(1) or m.group(2)
-            p = resolve(src, f, name, quoted=m.group(1) is not None)
-            if not p or not p.startswith(src + os.sep):
-                continue
-            spelled = f'"{name}"' if m.group(1) is not None else f"<{name}>"
-            yield rf, text.count("\n", 0, m.start()) + 1, spelled, rel(src, p)
 
 
 def check_headers(src):
