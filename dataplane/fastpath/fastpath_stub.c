@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: MIT
 /*
  * The fast path in a build without BPF: every call says so, callers need no #ifdef. The key and
- * value conversions are real (value.c).
+ * value conversions are the base's (dataplane/base/), in every build.
  */
 #include <errno.h>
 
