@@ -122,30 +122,67 @@ static int name_member(json_object *obj, const char *path, const char *key, bool
 	return 0;
 }
 
-static int add_ip(struct ndc_pod_info *p, json_object *v, const char *what, char *err,
+/* One address into ips/n (at most NDC_POD_MAX_IPS, a repeat ignored); "" is none yet. */
+static int add_ip(struct ndc_ip *ips, uint8_t *n, json_object *v, const char *what, char *err,
 		  size_t errlen)
 {
 	const char *s = json_object_get_string(v);
 
 	if (!s[0]) /* a pending pod says "" */
 		return 0;
-	if (p->n_ips == NDC_POD_MAX_IPS)
+	if (*n == NDC_POD_MAX_IPS)
 		return fail(err, errlen, "%s: more than %d addresses", what, NDC_POD_MAX_IPS);
-	if (strlen(s) != (size_t)json_object_get_string_len(v) ||
-	    ndc_ip_parse(s, 0, &p->ips[p->n_ips]) < 0)
+	if (strlen(s) != (size_t)json_object_get_string_len(v) || ndc_ip_parse(s, 0, &ips[*n]) < 0)
 		return fail(err, errlen, "%s: invalid IP address \"%.64s\"", what, s);
-	for (int i = 0; i < p->n_ips; i++)
-		if (!memcmp(&p->ips[i], &p->ips[p->n_ips], sizeof(p->ips[i])))
-			return 0; /* podIP repeated in podIPs: once is enough */
-	p->n_ips++;
+	for (int i = 0; i < *n; i++)
+		if (!memcmp(&ips[i], &ips[*n], sizeof(ips[i])))
+			return 0;
+	(*n)++;
 	return 0;
+}
+
+/*
+ * status.<plural> ([{"ip": ...}], one per family) or, when absent or empty, status.<single>:
+ * the plural forms are newer (podIPs 1.16, hostIPs 1.28) and their first element is the single
+ * one, all an older server sends.
+ */
+static int conv_ips(json_object *status, const char *plural, const char *single, struct ndc_ip *ips,
+		    uint8_t *n, char *err, size_t errlen)
+{
+	json_object *arr, *v, *ip;
+	char what[48];
+	size_t len;
+	int r;
+
+	r = member(status, "status.", plural, json_type_array, false, &arr, err, errlen);
+	if (r < 0)
+		return r;
+	len = arr ? json_object_array_length(arr) : 0;
+	for (size_t i = 0; i < len; i++) {
+		v = json_object_array_get_idx(arr, i);
+		if (!v || !json_object_is_type(v, json_type_object))
+			return fail(err, errlen, "status.%s[%zu]: expected an object", plural, i);
+		snprintf(what, sizeof(what), "status.%s[%zu].", plural, i);
+		r = member(v, what, "ip", json_type_string, true, &ip, err, errlen);
+		if (r < 0)
+			return r;
+		snprintf(what, sizeof(what), "status.%s[%zu].ip", plural, i);
+		r = add_ip(ips, n, ip, what, err, errlen);
+		if (r < 0)
+			return r;
+	}
+	if (len)
+		return 0;
+	r = member(status, "status.", single, json_type_string, false, &ip, err, errlen);
+	if (r < 0 || !ip)
+		return r;
+	snprintf(what, sizeof(what), "status.%s", single);
+	return add_ip(ips, n, ip, what, err, errlen);
 }
 
 static int conv_status(json_object *obj, struct ndc_pod_info *p, char *err, size_t errlen)
 {
-	json_object *status, *phase, *ips, *v, *ip;
-	char what[48];
-	size_t n;
+	json_object *status, *phase;
 	int r;
 
 	r = member(obj, "", "status", json_type_object, false, &status, err, errlen);
@@ -158,30 +195,8 @@ static int conv_status(json_object *obj, struct ndc_pod_info *p, char *err, size
 	 * podIP on them). */
 	p->ended = phase && (!strcmp(json_object_get_string(phase), "Succeeded") ||
 			     !strcmp(json_object_get_string(phase), "Failed"));
-	r = member(status, "status.", "podIPs", json_type_array, false, &ips, err, errlen);
-	if (r < 0)
-		return r;
-	n = ips ? json_object_array_length(ips) : 0;
-	for (size_t i = 0; i < n; i++) {
-		v = json_object_array_get_idx(ips, i);
-		snprintf(what, sizeof(what), "status.podIPs[%zu].", i);
-		if (!v || !json_object_is_type(v, json_type_object))
-			return fail(err, errlen, "status.podIPs[%zu]: expected an object", i);
-		r = member(v, what, "ip", json_type_string, true, &ip, err, errlen);
-		if (r < 0)
-			return r;
-		snprintf(what, sizeof(what), "status.podIPs[%zu].ip", i);
-		r = add_ip(p, ip, what, err, errlen);
-		if (r < 0)
-			return r;
-	}
-	if (n)
-		return 0;
-	/* podIPs is newer (1.16); podIP is its first element, and all an older server sends. */
-	r = member(status, "status.", "podIP", json_type_string, false, &ip, err, errlen);
-	if (r < 0 || !ip)
-		return r;
-	return add_ip(p, ip, "status.podIP", err, errlen);
+	r = conv_ips(status, "podIPs", "podIP", p->ips, &p->n_ips, err, errlen);
+	return r ?: conv_ips(status, "hostIPs", "hostIP", p->host_ips, &p->n_host_ips, err, errlen);
 }
 
 int ndc_pod_convert(json_object *obj, struct ndc_pod_info *ret, char *err, size_t errlen)

@@ -92,13 +92,19 @@ static int publish(struct ndc_pods *p)
 	struct cand *c = NULL;
 	struct table *t, *old;
 
-	c = calloc(p->pods.n * NDC_POD_MAX_IPS + 1, sizeof(*c));
+	c = calloc(p->pods.n * NDC_POD_MAX_IPS * 2 + 1, sizeof(*c));
 	t = calloc(1, sizeof(*t));
 	if (!c || !t)
 		goto oom;
 	for (size_t i = 0; i < p->pods.n; i++) {
 		const struct slot *s = &p->pods.s[i];
 
+		/* The node's addresses, whatever the pod's state. */
+		for (int k = 0; k < s->pod.n_host_ips; k++)
+			c[n++] = (struct cand){.addr = s->pod.host_ips[k],
+					       .owner = NDC_POD_NODE,
+					       .seq = s->seq,
+					       .pod = (uint16_t)i};
 		if (s->pod.ended)
 			continue;
 		for (int k = 0; k < s->pod.n_ips; k++)

@@ -13,10 +13,11 @@
  * What an address maps to: a pod's status.podIPs (falling back to status.podIP), at most two
  * (one per family, as the API validates). hostNetwork pods share the node's addresses: those
  * are reported as the node (NDC_POD_NODE, the node's name), never as one of the pods that
- * happen to run there. Pods that ended (phase Succeeded or Failed) have released their
- * addresses to the next pod and map nothing. When two pods claim one address (an IP reused
- * while the old pod is still terminating), the one not being deleted wins, then the one changed
- * last.
+ * happen to run there; so are every pod's status.hostIPs (hostIP), the node's own addresses,
+ * which the node's processes (kubelet, its resolver) send from. Pods that ended (phase Succeeded or
+ * Failed) have released their addresses to the next pod and map nothing. When two pods claim one
+ * address (an IP reused while the old pod is still terminating), the one not being deleted wins,
+ * then the one changed last.
  *
  * Everything a pod's JSON says is untrusted: names are checked against the API's own rules
  * (DNS labels and subdomains, so they are safe to print on a terminal and in JSON unescaped), a
@@ -51,7 +52,9 @@ struct ndc_pod_info {
 	bool ended;			 /* status.phase Succeeded or Failed */
 	bool deleting;			 /* metadata.deletionTimestamp set */
 	uint8_t n_ips;
-	struct ndc_ip ips[NDC_POD_MAX_IPS];
+	uint8_t n_host_ips;
+	struct ndc_ip ips[NDC_POD_MAX_IPS];	 /* status.podIPs, else status.podIP */
+	struct ndc_ip host_ips[NDC_POD_MAX_IPS]; /* status.hostIPs, else hostIP: the node's */
 };
 
 /*

@@ -3,9 +3,9 @@
  * Fuzz target for pod identity: what the API server sends for the node's pods, as a watch
  * stream (bit 7 of the first byte clear) or a list page (set), split into chunks of 1..32 bytes
  * (bits 0-4), through the client's parsers into the pod map's consumer (ndc_pods_watch_ops).
- * Invariants: every converted pod has names the API would accept and at most two addresses; a
- * rejection says why; the map holds at most two addresses per pod and every address it
- * answers for names a valid pod or the node.
+ * Invariants: every converted pod has names the API would accept and at most two addresses of
+ * each kind (pod, host); a rejection says why; the map holds at most four addresses per pod and
+ * every address it answers for names a valid pod or the node.
  */
 #include <stdint.h>
 #include <stdlib.h>
@@ -32,7 +32,7 @@ static void check_pod(struct sink *s, json_object *obj)
 	char err[256] = "";
 
 	if (ndc_pod_convert(obj, &pod, err, sizeof(err)) < 0) {
-		if (!err[0] || pod.n_ips || pod.node[0] || pod.host_network)
+		if (!err[0] || pod.n_ips || pod.n_host_ips || pod.node[0] || pod.host_network)
 			abort(); /* a rejection says why and keeps nothing but the names */
 		return;
 	}
@@ -40,7 +40,7 @@ static void check_pod(struct sink *s, json_object *obj)
 	    strlen(pod.ns) > NDC_POD_NS_MAX ||
 	    strspn(pod.ns, "abcdefghijklmnopqrstuvwxyz0123456789-") != strlen(pod.ns) ||
 	    (pod.node[0] && ndc_pods_node_name_check(pod.node, NULL, 0) < 0) ||
-	    pod.n_ips > NDC_POD_MAX_IPS)
+	    pod.n_ips > NDC_POD_MAX_IPS || pod.n_host_ips > NDC_POD_MAX_IPS)
 		abort();
 	for (int i = 0; i < pod.n_ips && s->n_seen < 64; i++)
 		s->seen[s->n_seen++] = pod.ips[i];
@@ -87,7 +87,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		ndc_k8s_stream_replay(NDC_K8S_NODE_PODS, (const char *)data + 1, size - 1, chunk,
 				      &ops, &s);
 	ndc_pods_stats(s.p, &st);
-	if (st.addrs > st.pods * NDC_POD_MAX_IPS || st.pods > NDC_PODS_MAX)
+	if (st.addrs > st.pods * 2 * NDC_POD_MAX_IPS || st.pods > NDC_PODS_MAX)
 		abort();
 	for (size_t i = 0; i < s.n_seen; i++) {
 		if (ndc_pods_lookup(s.p, &s.seen[i], &id) < 0)

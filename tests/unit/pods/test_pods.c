@@ -124,6 +124,18 @@ static void test_conv_dual_stack(void **state)
 	assert_int_equal(pod.n_ips, 2);
 	assert_memory_equal(&pod.ips[0], &a, sizeof(a));
 	assert_memory_equal(&pod.ips[1], &b, sizeof(b));
+	assert_int_equal(pod.n_host_ips, 0);
+
+	/* The node's addresses: hostIPs, else hostIP. */
+	pod = pod_of("shop", "cart", NODE,
+		     "{\"hostIP\":\"192.0.2.1\",\"hostIPs\":[{\"ip\":\"192.0.2.1\"},"
+		     "{\"ip\":\"2001:db8::1\"}]}",
+		     NULL);
+	assert_int_equal(pod.n_host_ips, 2);
+	pod = pod_of("shop", "cart", NODE, "{\"hostIP\":\"192.0.2.1\"}", NULL);
+	assert_int_equal(pod.n_host_ips, 1);
+	a = ip("192.0.2.1");
+	assert_memory_equal(&pod.host_ips[0], &a, sizeof(a));
 }
 
 static void test_conv_optional(void **state)
@@ -191,6 +203,11 @@ static void test_conv_rejects(void **state)
 	    {"{\"metadata\":{\"namespace\":\"a\",\"name\":\"b\"},\"status\":{\"podIP\":"
 	     "\"1.2.3.4\\u0000\"}}",
 	     "invalid IP address"},
+	    {"{\"metadata\":{\"namespace\":\"a\",\"name\":\"b\"},\"status\":{\"hostIPs\":{}}}",
+	     "status.hostIPs: expected an array"},
+	    {"{\"metadata\":{\"namespace\":\"a\",\"name\":\"b\"},\"status\":{\"hostIP\":\"node-a\"}"
+	     "}",
+	     "status.hostIP: invalid IP address"},
 	};
 	struct ndc_pod_info pod;
 	char err[256];
@@ -323,6 +340,19 @@ static void test_map_host_network_and_conflicts(void **state)
 	assert_int_equal(st.addrs, 1);
 	assert_int_equal(st.node_addrs, 1);
 	assert_int_equal(st.conflicts, 0);
+
+	/* Any pod's hostIP is the node's address, even with no hostNetwork pod. */
+	struct ndc_pod_info plain = pod_of(
+	    "web", "plain", NODE, "{\"podIP\":\"10.244.1.30\",\"hostIP\":\"192.0.2.11\"}", NULL);
+	assert_int_equal(ndc_pods_put(p, &plain), 0);
+	expect_node(p, "192.0.2.11");
+	expect_pod(p, "10.244.1.30", "web", "plain");
+	plain.ended = true; /* the node's address stays known after the pod ends */
+	assert_int_equal(ndc_pods_put(p, &plain), 0);
+	expect_node(p, "192.0.2.11");
+	expect_none(p, "10.244.1.30");
+	assert_int_equal(ndc_pods_del(p, "web", "plain"), 0);
+	expect_none(p, "192.0.2.11");
 
 	/* An IP reused while its old pod terminates: the live pod wins, whatever the order. */
 	struct ndc_pod_info live = pod_of("web", "new", NODE, "{\"podIP\":\"10.244.1.20\"}", NULL);

@@ -76,10 +76,15 @@ static void apply_pod(const char *ns, const char *name, const char *node, const 
 	if (node)
 		snprintf(spec, sizeof(spec), "\"nodeName\":\"%s\"%s", node,
 			 host ? ",\"hostNetwork\":true" : "");
+	/* The nodes' own addresses: node-a 192.0.2.10 (its hostNetwork pod's too), node-b .20. */
 	control("{\"op\":\"apply\",\"object\":{\"kind\":\"Pod\",\"apiVersion\":\"v1\","
 		"\"metadata\":{\"namespace\":\"%s\",\"name\":\"%s\"},\"spec\":{%s},"
-		"\"status\":{\"phase\":\"%s\",\"podIP\":\"%s\",\"podIPs\":[{\"ip\":\"%s\"}]}}}",
-		ns, name, spec, ip[0] ? "Running" : "Pending", ip, ip);
+		"\"status\":{\"phase\":\"%s\",\"podIP\":\"%s\",\"podIPs\":[{\"ip\":\"%s\"}],"
+		"\"hostIP\":\"%s\"}}}",
+		ns, name, spec, ip[0] ? "Running" : "Pending", ip, ip,
+		!node		     ? ""
+		: strcmp(node, NODE) ? "192.0.2.20"
+				     : "192.0.2.10");
 }
 
 /* Polls the map until addr is owned as expected (ns NULL: nobody), or fails after ms. */
@@ -174,6 +179,7 @@ static void test_node_pods(void **state)
 	wait_owner(s.p, "10.244.1.6", NDC_POD_POD, "batch", "crawler", 1000);
 	wait_owner(s.p, "192.0.2.10", NDC_POD_NODE, "", NODE, 1000);
 	wait_owner(s.p, "10.244.2.5", NDC_POD_UNKNOWN, NULL, NULL, 0);
+	wait_owner(s.p, "192.0.2.20", NDC_POD_UNKNOWN, NULL, NULL, 0); /* node-b's own */
 	ndc_pods_stats(s.p, &st);
 	assert_int_equal(st.pods, 3);
 	assert_int_equal(st.addrs, 3);
