@@ -27,7 +27,8 @@
 struct seen {
 	struct ndc_pods *p;
 	pthread_mutex_t m;
-	unsigned objects, foreign; /* foreign: objects of another node */
+	unsigned objects, foreign;	   /* foreign: objects of another node */
+	unsigned late_added, late_deleted; /* events of jobs/late by type */
 };
 
 static void seen_obj(struct seen *s, json_object *o)
@@ -61,6 +62,16 @@ static void w_end(void *arg, enum ndc_k8s_kind k)
 
 static void w_event(void *arg, enum ndc_k8s_kind k, enum ndc_k8s_event ev, json_object *o)
 {
+	struct seen *s = arg;
+	char name[128];
+
+	obj_name(o, name, sizeof(name));
+	pthread_mutex_lock(&s->m);
+	if (!strcmp(name, "jobs/late")) {
+		s->late_added += ev == NDC_K8S_ADDED;
+		s->late_deleted += ev == NDC_K8S_DELETED;
+	}
+	pthread_mutex_unlock(&s->m);
 	/* A pod that left the selector comes DELETED with its new node: not a foreign object. */
 	if (ev != NDC_K8S_DELETED)
 		seen_obj(arg, o);
@@ -199,6 +210,19 @@ static void test_node_pods(void **state)
 
 	/* Created unscheduled (outside the selector), then bound here: arrives ADDED. */
 	apply_pod("jobs", "late", NULL, "", false);
+	apply_pod("jobs", "late", NODE, "10.244.1.8", false);
+	wait_owner(s.p, "10.244.1.8", NDC_POD_POD, "jobs", "late", 3000);
+	pthread_mutex_lock(&s.m);
+	assert_int_equal(s.late_added, 1); /* entering the selector is ADDED, not MODIFIED */
+	pthread_mutex_unlock(&s.m);
+
+	/* Leaving the selector (bound elsewhere; the API forbids it, a selector on labels would
+	 * not): DELETED, and the address forgotten. */
+	apply_pod("jobs", "late", "node-b", "10.244.1.8", false);
+	wait_owner(s.p, "10.244.1.8", NDC_POD_UNKNOWN, NULL, NULL, 3000);
+	pthread_mutex_lock(&s.m);
+	assert_int_equal(s.late_deleted, 1);
+	pthread_mutex_unlock(&s.m);
 	apply_pod("jobs", "late", NODE, "10.244.1.8", false);
 	wait_owner(s.p, "10.244.1.8", NDC_POD_POD, "jobs", "late", 3000);
 
