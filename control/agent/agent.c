@@ -27,6 +27,14 @@
 
 #define N(a) (sizeof(a) / sizeof((a)[0]))
 
+/* The resolver answers the socket server's queries through the server's own calls. */
+static const struct ndc_query_io socket_io = {
+    .is_tcp = ndc_server_req_is_tcp,
+    .peer = ndc_server_req_peer,
+    .detain = ndc_server_detain,
+    .complete = ndc_server_complete,
+};
+
 /* ---------------------------------------------------------------------------------------------
  * Metrics: each subsystem writes its own section (query.h, store.h, k8s.h, publisher.h,
  * reload.h); here only what the agent itself holds, and the wiring.
@@ -244,7 +252,7 @@ int ndc_agent_run(const struct ndc_config *cfg, struct ndc_records *rec,
 	ret = ndc_agent_upstream_share_start(&ag);
 	if (ret < 0)
 		goto out;
-	ret = ndc_resolver_new(NULL, ag.cache, ag.fwd, &ag.res);
+	ret = ndc_resolver_new(NULL, ag.cache, ag.fwd, &socket_io, &ag.res);
 	if (ret < 0)
 		goto out;
 	ndc_resolver_set_limiter(ag.res, ag.limiter);

@@ -28,7 +28,7 @@
 
 #include <ndc/log.h>
 
-#include "http/http.h"
+#include "metrics/metrics.h"
 
 #include "internal.h"
 

@@ -99,7 +99,7 @@ class Inputs:
         self.agent = "\n".join(read("control/agent/" + f) for f in agent) + "\n" + read(
             "control/reload/reload_kube_dns.c")
         self.http = read("control/http/http.c")
-        self.config_c = read("control/config_default.c")  # the defaults
+        self.config_c = read("control/config/config_default.c")  # the defaults
 
 
 # ---- facts taken from the code -------------------------------------------------------------
@@ -208,10 +208,10 @@ def http_paths(src):
 
 
 def config_default(config_src, key):
-    """A default from control/config_default.c (cfg->KEY = N;), or raises ValueError."""
+    """A default from control/config/config_default.c (cfg->KEY = N;), or raises ValueError."""
     m = re.search(r"cfg->%s = (\d+);" % re.escape(key), config_src)
     if not m:
-        raise ValueError(f"no default of {key} in control/config_default.c")
+        raise ValueError(f"no default of {key} in control/config/config_default.c")
     return int(m.group(1))
 
 

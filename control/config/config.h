@@ -199,25 +199,6 @@ const char *ndc_config_check_domain(char *s);
 /* Frees n stub domains and the array. */
 void ndc_config_stubs_free(struct ndc_stub_domain *v, size_t n);
 
-/* ---- each subsystem's options, made from a config (config_opts.c) ---- */
-
-/*
- * Pointers into cfg. ndc_records_opts_from_config fills every option the config gives (zone,
- * records.*, the listen addresses as the name server's); ndc_records_opts_apply only the records.*
- * keys, what a reload of them changes, keeping the rest of opts.
- */
-struct ndc_cache_opts;
-struct ndc_forwarder_opts;
-struct ndc_prefetch_opts;
-struct ndc_ratelimit_opts;
-void ndc_records_opts_from_config(struct ndc_records_opts *opts, const struct ndc_config *cfg);
-void ndc_records_opts_apply(struct ndc_records_opts *opts, const struct ndc_config *cfg);
-void ndc_cache_opts_from_config(struct ndc_cache_opts *opts, const struct ndc_config *cfg);
-/* The default route and its settings; stub domains are the reload's (reload_routes.c). */
-void ndc_forwarder_opts_from_config(struct ndc_forwarder_opts *opts, const struct ndc_config *cfg);
-void ndc_prefetch_opts_from_config(struct ndc_prefetch_opts *opts, const struct ndc_config *cfg);
-void ndc_ratelimit_opts_from_config(struct ndc_ratelimit_opts *opts, const struct ndc_config *cfg);
-
 /* ---- the kube-dns ConfigMap (config_kube_dns.c) ---- */
 
 /*

@@ -1,8 +1,8 @@
 /* SPDX-License-Identifier: (GPL-2.0-only OR MIT) */
 /*
- * The load reflector's choice of a table line (bpf/ndc_reflector.bpf.c, NDC_REFLECT_LOAD): a hash
- * of the question's first NDC_REFLECT_KEY_WORDS words, finished so that every bit of them reaches
- * the low bits the line is taken from.
+ * The load reflector's choice of a table line (tests/bench/bpf/ndc_reflector.bpf.c,
+ * NDC_REFLECT_LOAD): a hash of the question's first NDC_REFLECT_KEY_WORDS words, finished so that
+ * every bit of them reaches the low bits the line is taken from.
  *
  * The first version took bits 40 to 54 of a multiply chain with no finish: a multiply moves a
  * difference only towards the high bits, so bytes that differ only high in a word never reached

@@ -4,7 +4,7 @@
  * folded into a node tree (config_tree.c), walked along the table of keys (config_schema.c) and
  * checked across keys (config_validate.c).
  */
-#include "config_parse.h"
+#include "internal.h"
 
 #include <errno.h>
 #include <stdio.h>

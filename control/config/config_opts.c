@@ -6,7 +6,7 @@
  */
 #include <string.h>
 
-#include "config.h"
+#include "config/config_opts.h"
 #include "query/query.h"
 #include "records/records.h"
 

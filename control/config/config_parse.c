@@ -4,7 +4,7 @@
  * sizes, booleans, enums, addresses, names and lists of them. Each checks the whole value before
  * it replaces the member, so a value refused leaves the member as it was.
  */
-#include "config_parse.h"
+#include "internal.h"
 
 #include <errno.h>
 #include <stdio.h>

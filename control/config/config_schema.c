@@ -4,7 +4,7 @@
  * ndc_config, and the walk of the node tree along them. An unknown or repeated key, a value of the
  * wrong kind and a value out of range are each reported with the key path and line.
  */
-#include "config_parse.h"
+#include "internal.h"
 
 #include <string.h>
 

@@ -16,10 +16,10 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "config.h"
+#include "config/config.h"
 
 #define EXAMPLE "deploy/examples/ndcache.yaml"
-#define THIS_FILE "tests/unit/test_config.c"
+#define THIS_FILE "tests/unit/config/test_config.c"
 
 static int parse(const char *yaml, struct ndc_config *cfg, char *err, size_t errlen)
 {
@@ -164,7 +164,7 @@ static void test_defaults(void **state)
 
 /*
  * The example is read from the source tree. Meson compiles with __FILE__ relative to the build
- * directory ("../tests/unit/test_config.c") or absolute; the test may run from the build
+ * directory ("../tests/unit/config/test_config.c") or absolute; the test may run from the build
  * directory, the source root, or elsewhere, so try __FILE__ against the cwd and against the
  * build directory two levels above the executable. NDC_SOURCE_DIR overrides.
  */

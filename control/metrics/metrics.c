@@ -3,7 +3,7 @@
  * The Prometheus text exposition format 0.0.4 behind /metrics: ndc_metric, ndc_metric_u64 and
  * ndc_metric_histogram append samples to a buffer of families (grouped by name, as the format
  * requires), with name and label checks and a sticky error; ndc_http_render_metrics joins them
- * into the response body. Kept apart from the server in http.c, which only calls
+ * into the response body. Kept apart from the server (control/http/), which only calls
  * ndc_http_render_metrics: building the text involves no socket, and tests and debugging dumps
  * use it without a server.
  */
@@ -18,8 +18,17 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "http/http.h"
-#include "internal.h"
+#include "metrics/metrics.h"
+
+static bool is_alpha(char c)
+{
+	return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z');
+}
+
+static bool is_digit(char c)
+{
+	return c >= '0' && c <= '9';
+}
 
 struct family {
 	char *name;
@@ -40,10 +49,10 @@ struct ndc_metrics_buf {
 
 static bool valid_metric_name(const char *s)
 {
-	if (!s || !(ndc_http_is_alpha(*s) || *s == '_' || *s == ':'))
+	if (!s || !(is_alpha(*s) || *s == '_' || *s == ':'))
 		return false;
 	for (s++; *s; s++)
-		if (!(ndc_http_is_alpha(*s) || ndc_http_is_digit(*s) || *s == '_' || *s == ':'))
+		if (!(is_alpha(*s) || is_digit(*s) || *s == '_' || *s == ':'))
 			return false;
 	return true;
 }
@@ -52,9 +61,9 @@ static bool valid_metric_name(const char *s)
 static bool valid_labels(const char *s)
 {
 	for (;;) {
-		if (!(ndc_http_is_alpha(*s) || *s == '_'))
+		if (!(is_alpha(*s) || *s == '_'))
 			return false;
-		for (s++; ndc_http_is_alpha(*s) || ndc_http_is_digit(*s) || *s == '_'; s++)
+		for (s++; is_alpha(*s) || is_digit(*s) || *s == '_'; s++)
 			;
 		if (*s++ != '=' || *s++ != '"')
 			return false;

@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: MIT
 /* The text of one value: numbers, IP addresses with ports, domain names. */
-#include "config_parse.h"
+#include "internal.h"
 
 #include <arpa/inet.h>
 #include <errno.h>

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * Private to control/config_*.c: how a YAML text becomes a struct ndc_config. The files run one
+ * Private to control/config/: how a YAML text becomes a struct ndc_config. The files run one
  * way, each calling only those below it:
  *   config_load.c      ndc_config_parse, ndc_config_load (text, tree, walk), --kubeconfig
  *   config_schema.c    the table of keys (types, ranges) and the walk of the tree along it
@@ -17,7 +17,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "config.h"
+#include "config/config.h"
 
 #define IFNAME_MAX 15 /* IFNAMSIZ - 1 */
 #define DNS_LABEL_MAX 63

@@ -2,22 +2,21 @@
 /*
  * What both answer tables write, built one way: the config from the options (the kernel's and
  * the DPDK backend's had drifted apart when each kept its own), and the entry a publish writes.
- * Built without BPF too, like value.c: the DPDK backend uses both.
+ * In the base (dataplane/base/), like value.c: the kernel table and the DPDK backend use both.
  */
 #include <errno.h>
 #include <string.h>
 #include <time.h>
 #include <arpa/inet.h>
 
+#include <ndc/entry.h>
 #include <ndc/ip.h>
 #include <ndc/log.h>
-
-#include "fastpath/fastpath.h"
 
 #define DEFAULT_PORT 53
 
 /* The node-local addresses, at most NDC_FP_MAX_ADDRS of each family. */
-static int put_addrs(const struct ndc_fastpath_opts *o, struct ndc_fp_config *c)
+static int put_addrs(const struct ndc_fp_config_opts *o, struct ndc_fp_config *c)
 {
 	for (size_t i = 0; i < o->n_addrs; i++) {
 		const struct ndc_ip *ip = &o->addrs[i];
@@ -40,7 +39,7 @@ static int put_addrs(const struct ndc_fastpath_opts *o, struct ndc_fp_config *c)
 }
 
 /* Fail open to the first upstream of each family. */
-static void put_upstreams(const struct ndc_fastpath_opts *o, struct ndc_fp_config *c)
+static void put_upstreams(const struct ndc_fp_config_opts *o, struct ndc_fp_config *c)
 {
 	for (size_t i = 0; o->failopen && i < o->n_upstreams; i++) {
 		const struct sockaddr_storage *ss = &o->upstreams[i];
@@ -86,7 +85,7 @@ static void put_suffixes(struct ndc_fp_config *c)
 	x->len[i] = sizeof(rev4);
 }
 
-int ndc_fastpath_config(const struct ndc_fastpath_opts *o, struct ndc_fp_config *ret)
+int ndc_fastpath_config(const struct ndc_fp_config_opts *o, struct ndc_fp_config *ret)
 {
 	int r;
 

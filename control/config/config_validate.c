@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: MIT
 /* Checks across keys, once every key is read: each names the key and line at fault. */
-#include "config_parse.h"
+#include "internal.h"
 
 #include <string.h>
 

@@ -4,7 +4,7 @@
  * Default strings and arrays are static (ndc_config_defaults cannot ndc_config_fail); everything
  * parsed is heap, and ndc_config_free tells them apart by address.
  */
-#include "config_parse.h"
+#include "internal.h"
 
 #include <stdlib.h>
 #include <string.h>

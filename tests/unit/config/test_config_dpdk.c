@@ -9,7 +9,7 @@
 #include <errno.h>
 #include <string.h>
 
-#include "config.h"
+#include "config/config.h"
 
 static void expect_error(const char *yaml, const char *msg)
 {

@@ -9,7 +9,7 @@
 #include <arpa/inet.h>
 #include <string.h>
 
-#include "config.h"
+#include "config/config_opts.h"
 #include "query/query.h"
 #include "records/records.h"
 

@@ -5,7 +5,7 @@
  * context every check reports through, so that each error names the key path and the 1-based line
  * of the offending node.
  */
-#include "config_parse.h"
+#include "internal.h"
 
 #include <errno.h>
 #include <stdarg.h>

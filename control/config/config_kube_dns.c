@@ -17,7 +17,7 @@
 
 #include <json-c/json.h>
 
-#include "config.h"
+#include "config/config.h"
 
 /* The values are a map of lists of strings: three levels; anything deeper is not ours. */
 #define KUBE_DNS_JSON_DEPTH 8

@@ -1,12 +1,12 @@
 // SPDX-License-Identifier: MIT
 /*
  * The table's key and value (include/ndc/abi.h) from an answer: the one conversion every table
- * of that format uses, the BPF fast path's and the DPDK backend's. Built without BPF too.
+ * of that format uses, the BPF fast path's and the DPDK backend's, and the publisher's keys.
  */
 #include <errno.h>
 #include <string.h>
 
-#include "fastpath/fastpath.h"
+#include <ndc/entry.h>
 
 int ndc_fastpath_key(const uint8_t *lname, size_t nlen, uint16_t qtype, struct ndc_fp_key *ret)
 {
