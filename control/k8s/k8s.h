@@ -70,6 +70,13 @@ enum ndc_k8s_kind {
 	 * its namespace, which RBAC can grant by resourceNames. Not an object of the record store.
 	 */
 	NDC_K8S_CONFIGMAPS,
+	/*
+	 * The Pods of one node (pod identity, control/pods/): the same collection as
+	 * NDC_K8S_PODS, listed and watched with fieldSelector=spec.nodeName=<opts.node_name>, so
+	 * the API server sends only the tens of pods scheduled there. A pod bound to the node
+	 * arrives as ADDED, one that stops matching as DELETED (field selector semantics).
+	 */
+	NDC_K8S_NODE_PODS,
 	NDC_K8S_KINDS,
 };
 
@@ -97,6 +104,11 @@ struct ndc_k8s_watch_opts {
 	uint32_t timeout_s;	 /* watch timeoutSeconds=, 300 (server-side timeouts are normal) */
 	uint32_t backoff_min_ms; /* 250: jittered exponential backoff between reconnects */
 	uint32_t backoff_max_ms; /* 30000 */
+	/*
+	 * spec.nodeName of NDC_K8S_NODE_PODS (the downward API's, env NODE_NAME in the DaemonSet):
+	 * required with that kind (-EINVAL without), URL-encoded into its field selector, copied.
+	 */
+	const char *node_name;
 };
 
 struct ndc_k8s_watch;
