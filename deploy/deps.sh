@@ -7,13 +7,16 @@
 #        deploy/deps.sh --list [LEVEL]        the packages of LEVEL, one a line (nothing installed)
 set -eu
 
+# libfstrm-dev, libprotobuf-c-dev, protobuf-c-compiler: the dnstap writer (control/dnstap/;
+# optional to meson: a build without them compiles it out).
 build_pkgs=(meson ninja-build pkg-config gcc python3 libyaml-dev libjson-c-dev libcurl4-openssl-dev
-	clang libbpf-dev bpftool linux-libc-dev)
+	clang libbpf-dev bpftool linux-libc-dev libfstrm-dev libprotobuf-c-dev protobuf-c-compiler)
 # procps: pgrep, ps, sysctl; debootstrap: the minimal-root check (tests/minimal/); knot (knotd)
-# and python3-dnspython: the reference comparison (tests/integration/test_reference.sh).
+# and python3-dnspython: the reference comparison (tests/integration/test_reference.sh);
+# fstrm-bin and dnstap-ldns: Debian's dnstap reader (tests/integration/test_dnstap_writer.sh).
 test_pkgs=(libcmocka-dev libknot-dev clang-format libclang-rt-14-dev iproute2 unbound bind9-dnsutils
 	knot-dnsutils curl openssl python3-yaml libcap2-bin procps debootstrap iptables nftables
-	dpdk-dev libdpdk-dev ethtool iputils-ping knot python3-dnspython)
+	dpdk-dev libdpdk-dev ethtool iputils-ping knot python3-dnspython fstrm-bin dnstap-ldns)
 bench_pkgs=(dnsperf knot-resolver gnuplot-nox iperf3)
 # Packages that ship system services; which of their units to mask is read from the package.
 daemon_pkgs=(unbound knot knot-resolver iperf3)

@@ -85,6 +85,8 @@ COMMANDS = {
     # deploy/deps.sh: test, for tests/integration/test_dpdk.sh (and compare.sh's ndcache-dpdk)
     "ethtool": "ethtool", "iptables": "iptables", "ip6tables": "iptables",
     "arptables": "iptables", "ping": "iputils-ping",
+    # deploy/deps.sh: test, for tests/integration/test_dnstap_writer.sh (Debian's dnstap reader)
+    "fstrm_capture": "fstrm-bin", "fstrm_dump": "fstrm-bin", "dnstap-ldns": "dnstap-ldns",
     # deploy/deps.sh: bench
     "dnsperf": "dnsperf", "knotd": "knot", "knotc": "knot", "kresd": "knot-resolver",
     "gnuplot": "gnuplot-nox", "iperf3": "iperf3",
