@@ -146,8 +146,9 @@ step "integration: prefetch (a 50 ms upstream, a TTL-5 name asked 20/s for 30 s)
 step "integration: fair share per client (a 20,000/s flood beside a 100/s pod), socket and tc" \
 	timeout 240 tests/integration/test_fair_share.sh build socket tc
 # Issue 37: the dnstap writer against Debian's fstrm_capture and dnstap-ldns (a test driver).
-step "integration: dnstap writer (fstrm_capture, dnstap-ldns: pairs with pod names, no reader, reconnect)" \
-	tests/integration/test_dnstap_writer.sh build
+step "integration: dnstap writer (fstrm_capture, dnstap-ldns: pairs with pod names, no reader, reconnect), also under ASan + UBSan" \
+	sh -c 'tests/integration/test_dnstap_writer.sh build &&
+		tests/integration/test_dnstap_writer.sh build-asan'
 step "integration: transparent mode (the kube-dns ClusterIP answered; iptables-nft, -legacy, nft)" \
 	tests/integration/test_transparent.sh build
 step "integration: a CNI's policy program on the pod's interface is never skipped (clsact, tcx; tc_order first and xdp shown bypassing it)" \

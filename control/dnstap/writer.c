@@ -245,7 +245,7 @@ static void *writer_main(void *arg)
 
 	for (;;) {
 		stop = atomic_load(&d->stop);
-		wait = IDLE_MS;
+		wait = stop ? 0 : IDLE_MS; /* stopping: what is queued now is all there will be */
 		if (!d->w && !stop) {
 			now = now_ms();
 			if (now >= next_try && reader_connect(d) == 0) {
