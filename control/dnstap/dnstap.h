@@ -4,8 +4,9 @@
  * unix socket (fstrm_capture -t protobuf:dnstap.Dnstap -u PATH, or any dnstap collector).
  *
  * Contract: ndc_dnstap_log() never blocks and never allocates. It copies the event into a
- * bounded queue (a byte ring under a mutex held for one memcpy) and returns; a writer thread
- * encodes and writes. A full queue, or no reader connected, drops the event and counts it:
+ * bounded queue (a byte ring under a mutex held for one memcpy, tried for a few microseconds at
+ * most) and returns; a writer thread encodes and writes. A full queue, a lock held by a
+ * preempted thread, or no reader connected drops the event and counts it:
  * the agent's answers never wait for a slow or absent reader. The writer connects with the
  * bidirectional Frame Streams handshake (content type "protobuf:dnstap.Dnstap") and, when the
  * reader goes away, tries again with a backoff from reconnect_min_ms doubling to
@@ -76,8 +77,9 @@ struct ndc_dnstap_event {
 
 struct ndc_dnstap_stats {
 	uint64_t written;	    /* frames written to a reader */
-	uint64_t dropped;	    /* the sum of the three below */
+	uint64_t dropped;	    /* the sum of the four below */
 	uint64_t dropped_full;	    /* the queue was full (a slow reader) */
+	uint64_t dropped_busy;	    /* the queue's lock stayed held (its holder preempted) */
 	uint64_t dropped_no_reader; /* no reader connected, or it went away with events queued */
 	uint64_t dropped_invalid;   /* an event log refused (-EINVAL, -EMSGSIZE) */
 	uint64_t reconnects;	    /* connections to a reader after the first */
@@ -98,7 +100,8 @@ int ndc_dnstap_open(const struct ndc_dnstap_opts *opts, struct ndc_dnstap **ret_
 
 /*
  * Queues ev for the reader; safe from any number of threads at once; never blocks. Returns 0
- * when queued, -ENOTCONN (no reader) or -ENOBUFS (queue full) when dropped, -EINVAL for a bad
+ * when queued, -ENOTCONN (no reader), -ENOBUFS (queue full) or -EBUSY (the queue's lock held
+ * for more than a few microseconds) when dropped, -EINVAL for a bad
  * event (type, family, protocol, wire_len 0 or over 65535), -EMSGSIZE for extra over
  * NDC_DNSTAP_EXTRA_MAX. Every non-zero return is counted in the stats. d NULL: -EINVAL,
  * not counted (a caller with dnstap off may call it unconditionally).

@@ -55,7 +55,7 @@ struct dnstap_ring {
 /* 0, -EINVAL (cap under NDC_DNSTAP_QUEUE_MIN), -ENOMEM. */
 int ndc_dnstap_ring_init(struct dnstap_ring *r, size_t cap);
 void ndc_dnstap_ring_free(struct dnstap_ring *r);
-/* 0, -EINVAL or -EMSGSIZE (a bad event), -ENOBUFS (no room: nothing written). */
+/* 0, -EINVAL or -EMSGSIZE (a bad event), -ENOBUFS (no room), -EBUSY (lock held too long). */
 int ndc_dnstap_ring_push(struct dnstap_ring *r, const struct ndc_dnstap_event *ev);
 /* Consumer: waits at most timeout_ms for records (or a kick); returns the head to read to. */
 uint64_t ndc_dnstap_ring_wait(struct dnstap_ring *r, unsigned timeout_ms);

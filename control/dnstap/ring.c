@@ -8,6 +8,16 @@
 #include "internal.h"
 
 #define ALIGN8(x) (((x) + 7) & ~(size_t)7)
+#define RING_SPINS 256 /* tries of the lock before a push gives up: 5 to 20 us of pause */
+
+static inline void cpu_relax(void)
+{
+#if defined(__x86_64__) || defined(__i386__)
+	__builtin_ia32_pause();
+#elif defined(__aarch64__)
+	__asm__ volatile("yield");
+#endif
+}
 
 int ndc_dnstap_ring_init(struct dnstap_ring *r, size_t cap)
 {
@@ -107,7 +117,16 @@ int ndc_dnstap_ring_push(struct dnstap_ring *r, const struct ndc_dnstap_event *e
 	if (err)
 		return err;
 	need = ALIGN8(sizeof(struct dnstap_rec) + ev->wire_len + ev->extra_len);
-	pthread_mutex_lock(&r->lock);
+	/*
+	 * Held for one memcpy by whoever has it; but a holder the scheduler preempts would hold it
+	 * for a time slice, and a caller answering DNS must not wait that: spin a few microseconds,
+	 * then give the event up.
+	 */
+	for (int i = 0; pthread_mutex_trylock(&r->lock); i++) {
+		if (i == RING_SPINS)
+			return -EBUSY;
+		cpu_relax();
+	}
 	pos = r->head % r->cap;
 	if (r->cap - pos < need)
 		pad = r->cap - pos; /* a multiple of 8, so at least the padding's len field fits */

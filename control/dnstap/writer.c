@@ -35,6 +35,7 @@ struct ndc_dnstap {
 	atomic_bool connected; /* read by every log call: set after the handshake */
 	atomic_uint_fast64_t written;
 	atomic_uint_fast64_t dropped_full;
+	atomic_uint_fast64_t dropped_busy;
 	atomic_uint_fast64_t dropped_no_reader;
 	atomic_uint_fast64_t dropped_invalid;
 	atomic_uint_fast64_t reconnects;
@@ -355,6 +356,8 @@ int ndc_dnstap_log(struct ndc_dnstap *d, const struct ndc_dnstap_event *ev)
 	err = ndc_dnstap_ring_push(&d->ring, ev);
 	if (err == -ENOBUFS)
 		atomic_fetch_add_explicit(&d->dropped_full, 1, memory_order_relaxed);
+	else if (err == -EBUSY)
+		atomic_fetch_add_explicit(&d->dropped_busy, 1, memory_order_relaxed);
 	else if (err)
 		atomic_fetch_add_explicit(&d->dropped_invalid, 1, memory_order_relaxed);
 	return err;
@@ -367,10 +370,11 @@ void ndc_dnstap_stats(struct ndc_dnstap *d, struct ndc_dnstap_stats *ret_stats)
 		return;
 	ret_stats->written = atomic_load(&d->written);
 	ret_stats->dropped_full = atomic_load(&d->dropped_full);
+	ret_stats->dropped_busy = atomic_load(&d->dropped_busy);
 	ret_stats->dropped_no_reader = atomic_load(&d->dropped_no_reader);
 	ret_stats->dropped_invalid = atomic_load(&d->dropped_invalid);
-	ret_stats->dropped =
-	    ret_stats->dropped_full + ret_stats->dropped_no_reader + ret_stats->dropped_invalid;
+	ret_stats->dropped = ret_stats->dropped_full + ret_stats->dropped_busy +
+			     ret_stats->dropped_no_reader + ret_stats->dropped_invalid;
 	ret_stats->reconnects = atomic_load(&d->reconnects);
 	ret_stats->connected = atomic_load(&d->connected);
 }

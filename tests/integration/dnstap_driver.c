@@ -116,11 +116,12 @@ static void print_stats(struct ndc_dnstap *d, const char *phase)
 	struct ndc_dnstap_stats st;
 
 	ndc_dnstap_stats(d, &st);
-	printf("%s written=%llu dropped=%llu dropped_full=%llu dropped_no_reader=%llu "
-	       "reconnects=%llu connected=%d\n",
+	printf("%s written=%llu dropped=%llu dropped_full=%llu dropped_busy=%llu "
+	       "dropped_no_reader=%llu reconnects=%llu connected=%d\n",
 	       phase, (unsigned long long)st.written, (unsigned long long)st.dropped,
-	       (unsigned long long)st.dropped_full, (unsigned long long)st.dropped_no_reader,
-	       (unsigned long long)st.reconnects, st.connected);
+	       (unsigned long long)st.dropped_full, (unsigned long long)st.dropped_busy,
+	       (unsigned long long)st.dropped_no_reader, (unsigned long long)st.reconnects,
+	       st.connected);
 	fflush(stdout);
 }
 
