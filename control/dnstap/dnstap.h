@@ -84,6 +84,10 @@ struct ndc_dnstap_stats {
 	uint64_t dropped_invalid;   /* an event log refused (-EINVAL, -EMSGSIZE) */
 	uint64_t reconnects;	    /* connections to a reader after the first */
 	bool connected;		    /* a reader is connected now */
+	/* why the last try to connect failed: an errno (ENOENT: no reader at the path,
+	 * ECONNREFUSED: it went away, EACCES; EPROTO: the Frame Streams handshake failed or timed
+	 * out), 0 while connected or before the first try */
+	int last_error;
 };
 
 struct ndc_dnstap;
@@ -113,7 +117,9 @@ void ndc_dnstap_stats(struct ndc_dnstap *d, struct ndc_dnstap_stats *ret_stats);
 
 /*
  * Writes what is queued (each write bounded by io_timeout_ms), ends the stream (STOP, the
- * reader's FINISH), stops the thread and frees d. d NULL: nothing.
+ * reader's FINISH), stops the thread and frees d. With a reader that stopped reading this takes
+ * at most about 2 * io_timeout_ms (the write that gives up, then STOP); with none, at once. d NULL:
+ * nothing.
  */
 void ndc_dnstap_close(struct ndc_dnstap *d);
 

@@ -39,10 +39,12 @@ struct ndc_dnstap {
 	atomic_uint_fast64_t dropped_no_reader;
 	atomic_uint_fast64_t dropped_invalid;
 	atomic_uint_fast64_t reconnects;
+	atomic_int last_error;
 	/* the writer thread's own */
 	struct fstrm_writer_options *wopt;
 	struct fstrm_writer *w; /* non-NULL while connected */
 	int fd;
+	int open_errno;	  /* why sock_open failed */
 	uint8_t *scratch; /* BATCH_BYTES + NDC_DNSTAP_FRAME_MAX */
 };
 
@@ -78,10 +80,13 @@ static fstrm_res sock_open(void *obj)
 
 	memcpy(sa.sun_path, d->path, sizeof(sa.sun_path));
 	d->fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
-	if (d->fd < 0)
+	if (d->fd < 0) {
+		d->open_errno = errno;
 		return fstrm_res_failure;
+	}
 	/* a unix connect completes at once or fails (EAGAIN: the reader's backlog is full) */
 	if (connect(d->fd, (struct sockaddr *)&sa, sizeof(sa)) < 0) {
+		d->open_errno = errno;
 		close(d->fd);
 		d->fd = -1;
 		return fstrm_res_failure;
@@ -173,7 +178,10 @@ static int reader_connect(struct ndc_dnstap *d)
 		fstrm_rdwr_destroy(&rdwr);
 		return -1;
 	}
+	d->open_errno = 0;
 	if (fstrm_writer_open(d->w) != fstrm_res_success) {
+		/* sock_open's errno, else the reader's handshake failed or timed out */
+		atomic_store(&d->last_error, d->open_errno ? d->open_errno : EPROTO);
 		fstrm_writer_destroy(&d->w);
 		sock_close(d);
 		return -1;
@@ -254,6 +262,7 @@ static void *writer_main(void *arg)
 					atomic_fetch_add(&d->reconnects, 1);
 				ever = true;
 				backoff = d->reconnect_min_ms;
+				atomic_store(&d->last_error, 0);
 				atomic_store(&d->connected, true);
 			} else if (now >= next_try) {
 				next_try = now + backoff;
@@ -377,6 +386,7 @@ void ndc_dnstap_stats(struct ndc_dnstap *d, struct ndc_dnstap_stats *ret_stats)
 			     ret_stats->dropped_no_reader + ret_stats->dropped_invalid;
 	ret_stats->reconnects = atomic_load(&d->reconnects);
 	ret_stats->connected = atomic_load(&d->connected);
+	ret_stats->last_error = atomic_load(&d->last_error);
 }
 
 void ndc_dnstap_close(struct ndc_dnstap *d)

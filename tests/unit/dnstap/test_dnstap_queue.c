@@ -207,6 +207,7 @@ struct reader {
 	char path[108];
 	int lfd;
 	bool stall; /* handshake, then read nothing */
+	bool mute;  /* accept, then answer nothing (no ACCEPT) */
 	pthread_t thread;
 	int cfd;
 	uint32_t frames; /* data frames that decoded as Dnstap with the extra field */
@@ -221,7 +222,7 @@ static void *reader_main(void *arg)
 	int t;
 
 	rd->cfd = accept(rd->lfd, NULL, NULL);
-	if (rd->cfd < 0)
+	if (rd->cfd < 0 || rd->mute)
 		return NULL;
 	if (read_frame(rd->cfd, buf, sizeof(buf), &len) != FS_READY)
 		return NULL;
@@ -245,7 +246,7 @@ static void *reader_main(void *arg)
 	return NULL;
 }
 
-static void reader_start(struct reader *rd, bool stall)
+static void reader_start(struct reader *rd, bool stall, bool mute)
 {
 	struct sockaddr_un sa = {.sun_family = AF_UNIX};
 
@@ -254,6 +255,7 @@ static void reader_start(struct reader *rd, bool stall)
 	unlink(rd->path);
 	memcpy(sa.sun_path, rd->path, strlen(rd->path) + 1);
 	rd->stall = stall;
+	rd->mute = mute;
 	rd->cfd = -1;
 	rd->lfd = socket(AF_UNIX, SOCK_STREAM, 0);
 	assert_true(rd->lfd >= 0);
@@ -305,6 +307,12 @@ static void test_no_reader(void **state)
 		t = now_ns() - t0;
 		worst = t > worst ? t : worst;
 	}
+	for (uint64_t end = now_ns() + 5000000000ull; now_ns() < end; usleep(1000)) {
+		ndc_dnstap_stats(d, &st);
+		if (st.last_error)
+			break;
+	}
+	assert_int_equal(st.last_error, ENOENT); /* no socket at the path */
 	ndc_dnstap_stats(d, &st);
 	assert_int_equal(st.dropped_no_reader, 100000);
 	assert_int_equal(st.dropped, 100000);
@@ -365,7 +373,7 @@ static void test_reader_gets_all(void **state)
 	uint32_t queued;
 
 	(void)state;
-	reader_start(&rd, false);
+	reader_start(&rd, false, false);
 	o.socket_path = rd.path;
 	assert_int_equal(ndc_dnstap_open(&o, &d), 0);
 	wait_connected(d);
@@ -406,7 +414,7 @@ static void test_stalled_reader(void **state)
 	int err;
 
 	(void)state;
-	reader_start(&rd, true);
+	reader_start(&rd, true, false);
 	o.socket_path = rd.path;
 	assert_int_equal(ndc_dnstap_open(&o, &d), 0);
 	wait_connected(d);
@@ -429,10 +437,40 @@ static void test_stalled_reader(void **state)
 	assert_int_equal(st.dropped_full, full);
 	assert_int_equal(st.dropped_invalid, 0);
 	assert_true(worst < 50000000); /* the writer sits in a 3 s write; the callers never wait */
-	ndc_dnstap_close(d);	       /* the stalled write gives up after io_timeout_ms */
+	t0 = now_ns();
+	ndc_dnstap_close(d); /* the stalled write gives up after io_timeout_ms, then STOP does */
+	t = now_ns() - t0;
 	reader_stop(&rd);
-	printf("# stalled reader: %u queued, %u dropped (queue full), worst log call %.1f us\n", ok,
-	       full, worst / 1000.0);
+	assert_true(t < 3 * 3000000000ull);
+	printf("# stalled reader: %u queued, %u dropped (queue full), worst log call %.1f us, "
+	       "close %.2f s (io_timeout 3 s)\n",
+	       ok, full, worst / 1000.0, t / 1e9);
+}
+
+/* A reader that accepts and never answers the handshake: not connected, EPROTO, no block. */
+static void test_mute_reader(void **state)
+{
+	struct reader rd;
+	struct ndc_dnstap_opts o = {.io_timeout_ms = 200};
+	struct ndc_dnstap *d = NULL;
+	struct ndc_dnstap_stats st;
+	uint8_t wire[100];
+	struct ndc_dnstap_event ev = event(wire, sizeof(wire), 1);
+
+	(void)state;
+	reader_start(&rd, false, true);
+	o.socket_path = rd.path;
+	assert_int_equal(ndc_dnstap_open(&o, &d), 0);
+	for (uint64_t end = now_ns() + 5000000000ull; now_ns() < end; usleep(1000)) {
+		ndc_dnstap_stats(d, &st);
+		if (st.last_error)
+			break;
+	}
+	assert_int_equal(st.last_error, EPROTO);
+	assert_false(st.connected);
+	assert_int_equal(ndc_dnstap_log(d, &ev), -ENOTCONN);
+	ndc_dnstap_close(d);
+	reader_stop(&rd);
 }
 
 static void test_bad_opts(void **state)
@@ -492,8 +530,8 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 	    cmocka_unit_test(test_ring_wraps),	   cmocka_unit_test(test_ring_busy),
 	    cmocka_unit_test(test_no_reader),	   cmocka_unit_test(test_reader_gets_all),
-	    cmocka_unit_test(test_stalled_reader), cmocka_unit_test(test_bad_opts),
-	    cmocka_unit_test(test_sampler),
+	    cmocka_unit_test(test_stalled_reader), cmocka_unit_test(test_mute_reader),
+	    cmocka_unit_test(test_bad_opts),	   cmocka_unit_test(test_sampler),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
