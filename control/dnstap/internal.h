@@ -47,9 +47,9 @@ struct dnstap_ring {
 	size_t cap;    /* a multiple of 8 */
 	uint64_t head; /* under lock */
 	uint64_t tail; /* under lock; only the consumer moves it */
-	bool
-	    waiting; /* the consumer sleeps on cond: a push that makes the ring non-empty signals */
-	bool kicked; /* wake the consumer now (close) */
+	bool waiting; /* the consumer sleeps on cond until its timeout, a quarter full, or a kick */
+	bool woken;   /* a push filled a quarter: drain now */
+	bool kicked;  /* wake the consumer now (close) */
 };
 
 /* 0, -EINVAL (cap under NDC_DNSTAP_QUEUE_MIN), -ENOMEM. */
@@ -57,7 +57,7 @@ int ndc_dnstap_ring_init(struct dnstap_ring *r, size_t cap);
 void ndc_dnstap_ring_free(struct dnstap_ring *r);
 /* 0, -EINVAL or -EMSGSIZE (a bad event), -ENOBUFS (no room), -EBUSY (lock held too long). */
 int ndc_dnstap_ring_push(struct dnstap_ring *r, const struct ndc_dnstap_event *ev);
-/* Consumer: waits at most timeout_ms for records (or a kick); returns the head to read to. */
+/* Consumer: sleeps timeout_ms, less when a quarter fills or on a kick; returns the head. */
 uint64_t ndc_dnstap_ring_wait(struct dnstap_ring *r, unsigned timeout_ms);
 /* Consumer: the next record at *off (< head), padding skipped, *off moved past it; NULL at head */
 const struct dnstap_rec *ndc_dnstap_ring_next(struct dnstap_ring *r, uint64_t *off, uint64_t head);

@@ -143,10 +143,18 @@ int ndc_dnstap_ring_push(struct dnstap_ring *r, const struct ndc_dnstap_event *e
 		pos = 0;
 	}
 	rec_fill((struct dnstap_rec *)(r->buf + pos), (uint32_t)need, ev);
-	wake = r->waiting && r->head == r->tail;
 	r->head += pad + need;
+	/*
+	 * The consumer sleeps its flush interval and then takes all there is; a wake per push would
+	 * be a futex syscall per DNS message. Only the push that fills the ring past a quarter
+	 * wakes it early, so that a burst does not overflow the ring in the meantime.
+	 */
+	wake = r->waiting && r->head - r->tail >= r->cap / 4;
+	if (wake) {
+		r->waiting = false;
+		r->woken = true;
+	}
 	pthread_mutex_unlock(&r->lock);
-	/* only the push that ends an idle consumer's wait pays for the futex wake */
 	if (wake)
 		pthread_cond_signal(&r->cond);
 	return 0;
@@ -165,11 +173,11 @@ uint64_t ndc_dnstap_ring_wait(struct dnstap_ring *r, unsigned timeout_ms)
 		until.tv_nsec -= 1000000000;
 	}
 	pthread_mutex_lock(&r->lock);
-	while (r->head == r->tail && !r->kicked) {
-		r->waiting = true;
+	r->waiting = !r->kicked;
+	r->woken = false;
+	while (r->waiting && !r->woken && !r->kicked)
 		if (pthread_cond_timedwait(&r->cond, &r->lock, &until) == ETIMEDOUT)
 			break;
-	}
 	r->waiting = false;
 	r->kicked = false;
 	head = r->head;

@@ -61,6 +61,19 @@ static size_t message(uint8_t *m, const char *label, uint16_t id, uint16_t qtype
 	return n;
 }
 
+/* time spent inside ndc_dnstap_log, over how many calls (the pairs mode prints it) */
+static uint64_t log_ns, log_calls;
+
+static int timed_log(struct ndc_dnstap *d, const struct ndc_dnstap_event *ev)
+{
+	uint64_t t0 = now_ns();
+	int err = ndc_dnstap_log(d, ev);
+
+	log_ns += now_ns() - t0;
+	log_calls++;
+	return err;
+}
+
 static int log_pair(struct ndc_dnstap *d, const char *prefix, unsigned i, const char *extra)
 {
 	struct in_addr client, node;
@@ -86,12 +99,12 @@ static int log_pair(struct ndc_dnstap *d, const char *prefix, unsigned i, const 
 	ev.type = NDC_DNSTAP_CLIENT_QUERY;
 	ev.wire = q;
 	ev.wire_len = message(q, label, (uint16_t)i, qtype, -1);
-	e1 = ndc_dnstap_log(d, &ev);
+	e1 = timed_log(d, &ev);
 	clock_gettime(CLOCK_REALTIME, &ev.response_time);
 	ev.type = NDC_DNSTAP_CLIENT_RESPONSE;
 	ev.wire = r;
 	ev.wire_len = message(r, label, (uint16_t)i, qtype, rcodes[i % 3]);
-	e2 = ndc_dnstap_log(d, &ev);
+	e2 = timed_log(d, &ev);
 	return e1 ? e1 : e2;
 }
 
@@ -170,9 +183,11 @@ int main(int argc, char **argv)
 		if (wait_state(d, true, 10, "connected to the reader") ||
 		    log_pairs(d, "q", n, extra))
 			goto out;
+		print_stats(d, "pairs");
 		ndc_dnstap_close(d); /* flushes, STOP/FINISH; the counters are read before */
 		d = NULL;
-		printf("pairs done\n");
+		printf("pairs done ns_per_log=%.1f\n",
+		       log_calls ? (double)log_ns / log_calls : 0.0);
 		rc = 0;
 	} else if (!strcmp(mode, "noreader")) {
 		/* the log calls alone: one prepared query, as a caller with its packet in hand */

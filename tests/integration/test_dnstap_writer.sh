@@ -121,7 +121,8 @@ part_pairs() {
 	local out
 	capture_start "$dir/pairs.fstrm" || return
 	out=$("$driver" "$sock" pairs 200 "$extra" 2>&1)
-	[ $? = 0 ] && ok "pairs: the driver logged 200 pairs to the reader" ||
+	[ $? = 0 ] && ok "pairs: the driver logged 200 pairs to the reader ($(printf '%s\n' "$out" |
+		sed -n 's/^pairs done ns_per_log=//p') ns per log call, queued)" ||
 		bad "pairs: the driver failed" "$out"
 	capture_stop
 	# its count includes the control frames START and STOP
