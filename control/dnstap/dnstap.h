@@ -11,7 +11,9 @@
  * bidirectional Frame Streams handshake (content type "protobuf:dnstap.Dnstap") and, when the
  * reader goes away, tries again with a backoff from reconnect_min_ms doubling to
  * reconnect_max_ms. Events logged while no reader is connected are dropped (counted), not kept
- * for later: a reader that comes back sees what happens from then on.
+ * for later: a reader that comes back sees what happens from then on. Frames reach the reader
+ * within about 20 ms (the writer flushes on a timer, earlier when a quarter of the queue fills:
+ * callers never pay a wake-up syscall).
  *
  * Optional: a build without libfstrm, libprotobuf-c or protoc-c compiles this module out;
  * then ndc_dnstap_available() is false and ndc_dnstap_open() returns -EOPNOTSUPP, and every
@@ -48,8 +50,8 @@ struct ndc_dnstap_opts {
 	size_t queue_bytes;	   /* 0: NDC_DNSTAP_QUEUE_DEFAULT; at least NDC_DNSTAP_QUEUE_MIN */
 	unsigned reconnect_min_ms; /* 0: 100 */
 	unsigned reconnect_max_ms; /* 0: 5000 */
-	unsigned
-	    io_timeout_ms; /* a write or handshake read stuck longer drops the reader; 0: 1000 */
+	/* a write or handshake read stuck longer gives the reader up; 0: 1000 */
+	unsigned io_timeout_ms;
 };
 
 /*
@@ -104,11 +106,11 @@ int ndc_dnstap_open(const struct ndc_dnstap_opts *opts, struct ndc_dnstap **ret_
 
 /*
  * Queues ev for the reader; safe from any number of threads at once; never blocks. Returns 0
- * when queued, -ENOTCONN (no reader), -ENOBUFS (queue full) or -EBUSY (the queue's lock held
- * for more than a few microseconds) when dropped, -EINVAL for a bad
- * event (type, family, protocol, wire_len 0 or over 65535), -EMSGSIZE for extra over
- * NDC_DNSTAP_EXTRA_MAX. Every non-zero return is counted in the stats. d NULL: -EINVAL,
- * not counted (a caller with dnstap off may call it unconditionally).
+ * when queued; when dropped -ENOTCONN (no reader), -ENOBUFS (queue full) or -EBUSY (the
+ * queue's lock held for more than a few microseconds); -EINVAL for a bad event (type, family,
+ * protocol, wire_len 0 or over 65535), -EMSGSIZE for extra over NDC_DNSTAP_EXTRA_MAX. Every
+ * non-zero return is counted in the stats. d NULL: -EINVAL, not counted (a caller with dnstap
+ * off may call it unconditionally).
  */
 int ndc_dnstap_log(struct ndc_dnstap *d, const struct ndc_dnstap_event *ev);
 
@@ -117,9 +119,9 @@ void ndc_dnstap_stats(struct ndc_dnstap *d, struct ndc_dnstap_stats *ret_stats);
 
 /*
  * Writes what is queued (each write bounded by io_timeout_ms), ends the stream (STOP, the
- * reader's FINISH), stops the thread and frees d. With a reader that stopped reading this takes
- * at most about 2 * io_timeout_ms (the write that gives up, then STOP); with none, at once. d NULL:
- * nothing.
+ * reader's FINISH), stops the thread and frees d. With a reader that stopped reading this
+ * takes at most about 2 * io_timeout_ms (the write that gives up, then STOP); with none, at
+ * once. d NULL: nothing.
  */
 void ndc_dnstap_close(struct ndc_dnstap *d);
 
@@ -131,8 +133,8 @@ void ndc_dnstap_close(struct ndc_dnstap *d);
  */
 struct ndc_dnstap_sampler {
 	uint64_t state;
-	uint64_t threshold; /* keep when the next 64-bit draw is below it; UINT64_MAX: always */
-	bool all;
+	uint64_t threshold; /* keep when the next 64-bit draw is below it (rate * 2^64) */
+	bool all;	    /* rate 1: no draw */
 };
 
 /* Returns 0, or -EINVAL for a rate outside [0, 1] (or NaN). seed 0 picks one from the clock. */
