@@ -124,6 +124,23 @@ static int wait_state(struct ndc_dnstap *d, bool connected, int secs, const char
 	return -1;
 }
 
+/* Polls until the writer has sent count frames to the socket, at most secs. */
+static int wait_written(struct ndc_dnstap *d, uint64_t count, int secs)
+{
+	struct ndc_dnstap_stats st;
+	uint64_t end = now_ns() + (uint64_t)secs * 1000000000ull;
+
+	do {
+		ndc_dnstap_stats(d, &st);
+		if (st.written >= count)
+			return 0;
+		usleep(2000);
+	} while (now_ns() < end);
+	fprintf(stderr, "dnstap_driver: %llu frames written within %d s: only %llu\n",
+		(unsigned long long)count, secs, (unsigned long long)st.written);
+	return -1;
+}
+
 static void print_stats(struct ndc_dnstap *d, const char *phase)
 {
 	struct ndc_dnstap_stats st;
@@ -214,7 +231,7 @@ int main(int argc, char **argv)
 		rc = st.dropped_no_reader == n && st.written == 0 ? 0 : 1;
 	} else if (!strcmp(mode, "reconnect")) {
 		if (wait_state(d, true, 10, "connected to the first reader") ||
-		    log_pairs(d, "a", n, extra))
+		    log_pairs(d, "a", n, extra) || wait_written(d, 2 * (uint64_t)n, 10))
 			goto out;
 		print_stats(d, "phase1");
 		/* the script stops the reader now; the writer notices its end closed */

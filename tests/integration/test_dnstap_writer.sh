@@ -62,6 +62,11 @@ capture_start() {
 	cap_pid=$!
 	wait_until 5 "fstrm_capture's socket $sock" test -S "$sock"
 }
+# reader_drained: the reader's end of each connection on $sock has nothing left unread (ss's
+# Recv-Q): fstrm_capture drops what it has not read when it is stopped.
+reader_drained() {
+	[ "$(ss -xnH src "$sock" | awk '{ q += $3 } END { print q + 0 }')" = 0 ]
+}
 # capture_stop: SIGTERM (it closes its file cleanly), bounded.
 capture_stop() {
 	term_wait "$cap_pid" fstrm_capture 10
@@ -157,10 +162,13 @@ part_reconnect() {
 	capture_start "$dir/first.fstrm" || return
 	"$driver" "$sock" reconnect 50 "$extra" >"$out" 2>&1 &
 	drv_pid=$!
+	# phase1: the driver's writer has sent the 100 frames; then the reader must have read them
 	wait_until 15 "the driver's first 50 pairs" grep -q '^phase1' "$out" || {
 		bad "reconnect: first phase" "$(cat "$out")"
 		return
 	}
+	wait_until 5 "fstrm_capture reads what was sent" reader_drained ||
+		bad "reconnect: fstrm_capture left bytes unread" "$(ss -xn src "$sock")"
 	capture_stop
 	wait_until 10 "the writer sees the reader go" grep -q '^disconnected' "$out" ||
 		bad "reconnect: the writer did not notice the reader go" "$(cat "$out")"
