@@ -3,9 +3,9 @@
  * The answer core: a UDP query to a node-local address answered in the packet's own buffer from
  * the answer table (lookup order: include/ndc/abi.h top comment), or passed with the reason.
  * Written once for every dataplane, so that the kernel program and the DPDK lcore cannot drift
- * apart (they did, when each had its copy: issue 36). The context (ndc_ctx.h) says where the frame is and how
- * it is resized and sent; the backend brings the rest through the ndc_be_* functions below, which
- * it defines before including this header:
+ * apart (they did, when each had its copy: issue 36). The context (ndc_ctx.h) says where the frame
+ * is and how it is resized and sent; the backend brings the rest through the ndc_be_* functions
+ * below, which it defines before including this header:
  *
  *   kernel (bpf/ndc_fastpath.bpf.c): the config and counter maps, the table read into the per-CPU
  *     scratch under the slot's sequence counter (ndc_table.h), bpf_ktime_get_ns;
