@@ -12,8 +12,8 @@
  * hook publishes with their TTLs. The socket path is the real one: the socket server on
  * 127.0.0.1 running the resolver over the same record table and cache.
  *
- * With --dpdk the DPDK answer function (ndc_dpdk_answer, on a buffer: fuzz_dpdk.c) gets every
- * frame too, from a DPDK table the same publishing fills: its verdict must be what the kernel
+ * With --dpdk the DPDK answer function (ndc_dpdk_answer, on a buffer: dpdk/fuzz_dpdk.c) gets
+ * every frame too, from a DPDK table the same publishing fills: its verdict must be what the kernel
  * counted for each hook (the same counter, or none), a frame it passes must stay as it was, and a
  * reply must be the kernel's byte for byte. Both run the one answer core (bpf/ndc_answer.h): this
  * shows the two backends and contexts around it agree.

@@ -94,8 +94,8 @@ int fz_compare(const uint8_t *query, size_t qlen, const uint8_t *fast, size_t fl
 	       const uint8_t *sock, size_t slen, bool counting_down, char *why, size_t whylen);
 
 /*
- * The DPDK answer function beside the kernel's (fuzz_dpdk.c, --dpdk; builds with DPDK only): its
- * table made with fo's config and filled from rec, then as the cache hook says.
+ * The DPDK answer function beside the kernel's (dpdk/fuzz_dpdk.c, --dpdk; builds with DPDK
+ * only): its table made with fo's config and filled from rec, then as the cache hook says.
  */
 struct ndc_fastpath_opts;
 struct ndc_records;

@@ -18,7 +18,7 @@
 
 #include "dpdk/internal.h"
 #include "fastpath/fastpath.h"
-#include "fuzz_diff.h"
+#include "bpf/fuzz_diff.h" /* tests/bpf/ */
 #include "publisher.h"
 
 static struct {
