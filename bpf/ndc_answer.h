@@ -52,7 +52,8 @@ struct ndc_be;
 #pragma clang diagnostic push
 #pragma clang diagnostic ignored "-Wundefined-internal"
 #endif
-/* The config, or NULL when there is none yet (then nothing is answered). */
+/* The config, or NULL when there is none yet (then nothing is answered); kept for the calls below.
+ */
 static __always_inline const struct ndc_fp_config *ndc_be_config(struct ndc_be *be);
 /* Where the question's name is keyed (s->name) and the answer may be copied (s->v); NULL: pass. */
 static __always_inline struct ndc_fp_scratch *ndc_be_scratch(struct ndc_be *be);
@@ -64,14 +65,13 @@ static __always_inline void ndc_be_keyed(struct ndc_be *be, struct ndc_fp_scratc
  * is: EXACT or OTHER (its name checked against s->name), ABSENT, COLLISION or BUSY.
  */
 static __always_inline enum ndc_table_res ndc_be_get(struct ndc_be *be, struct ndc_fp_scratch *s,
-						     const struct ndc_fp_config *cfg,
 						     const struct ndc_question *q, __u64 hash,
 						     const struct ndc_fp_value **ret_v);
 /* The NXDOMAIN template in *ret_v (rcode 0 before one is published): 0, or -1 while it changes. */
 static __always_inline int ndc_be_nx(struct ndc_be *be, struct ndc_fp_scratch *s,
 				     const struct ndc_fp_value **ret_v);
 /* The config's flags word (NDC_FP_C_SYNCED changes while the dataplane runs). */
-static __always_inline __u32 ndc_be_flags(struct ndc_be *be, const struct ndc_fp_config *cfg);
+static __always_inline __u32 ndc_be_flags(struct ndc_be *be);
 /* CLOCK_MONOTONIC in ns: the clock of the values' insert_ns and expire_ns. */
 static __always_inline __u64 ndc_be_now(struct ndc_be *be);
 /* Counts an answer (NDC_FP_HIT, NODATA, NXDOMAIN) or a pass reason. */
@@ -138,7 +138,7 @@ ndc_answer_lookup(struct ndc_be *be, const struct ndc_fp_config *cfg, struct ndc
 	const struct ndc_fp_value *v = &s->v;
 
 	*ret_why = NDC_FP_PASS_MISS;
-	switch (ndc_be_get(be, s, cfg, q, hash, &v)) {
+	switch (ndc_be_get(be, s, q, hash, &v)) {
 	case NDC_TABLE_EXACT:
 		*ret_hit = NDC_FP_HIT;
 		return v->flags & NDC_FP_V_PASS ? NULL : v;
@@ -158,7 +158,7 @@ ndc_answer_lookup(struct ndc_be *be, const struct ndc_fp_config *cfg, struct ndc
 	default:
 		return NULL; /* another name with the same key: user space knows this one */
 	}
-	if (!dns_nx_allowed(ndc_be_flags(be, cfg), cfg, s->name, q))
+	if (!dns_nx_allowed(ndc_be_flags(be), cfg, s->name, q))
 		return NULL;
 	if (ndc_be_nx(be, s, &v)) {
 		*ret_why = NDC_FP_PASS_BUSY;

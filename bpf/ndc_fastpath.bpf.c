@@ -36,13 +36,14 @@ struct {
  * slot an answer came from is kept for its hit count.
  */
 struct ndc_be {
+	const struct ndc_fp_config *cfg;
 	struct ndc_fp_slot *sl;
 };
 
 static __always_inline const struct ndc_fp_config *ndc_be_config(struct ndc_be *be)
 {
-	(void)be;
-	return config_get();
+	be->cfg = config_get();
+	return be->cfg;
 }
 
 static __always_inline struct ndc_fp_scratch *ndc_be_scratch(struct ndc_be *be)
@@ -63,12 +64,11 @@ static __always_inline void ndc_be_keyed(struct ndc_be *be, struct ndc_fp_scratc
 }
 
 static __always_inline enum ndc_table_res ndc_be_get(struct ndc_be *be, struct ndc_fp_scratch *s,
-						     const struct ndc_fp_config *cfg,
 						     const struct ndc_question *q, __u64 hash,
 						     const struct ndc_fp_value **ret_v)
 {
 	*ret_v = &s->v;
-	return table_get(s, cfg, q, hash, &be->sl);
+	return table_get(s, be->cfg, q, hash, &be->sl);
 }
 
 static __always_inline int ndc_be_nx(struct ndc_be *be, struct ndc_fp_scratch *s,
@@ -79,10 +79,9 @@ static __always_inline int ndc_be_nx(struct ndc_be *be, struct ndc_fp_scratch *s
 	return table_nx(s);
 }
 
-static __always_inline __u32 ndc_be_flags(struct ndc_be *be, const struct ndc_fp_config *cfg)
+static __always_inline __u32 ndc_be_flags(struct ndc_be *be)
 {
-	(void)be;
-	return cfg->flags;
+	return be->cfg->flags;
 }
 
 static __always_inline __u64 ndc_be_now(struct ndc_be *be)

@@ -54,7 +54,6 @@ static inline void ndc_be_keyed(struct ndc_be *be, struct ndc_fp_scratch *s,
 }
 
 static inline enum ndc_table_res ndc_be_get(struct ndc_be *be, struct ndc_fp_scratch *s,
-					    const struct ndc_fp_config *cfg,
 					    const struct ndc_question *q, __u64 hash,
 					    const struct ndc_fp_value **ret_v)
 {
@@ -65,7 +64,6 @@ static inline enum ndc_table_res ndc_be_get(struct ndc_be *be, struct ndc_fp_scr
 	enum ndc_table_res r = NDC_TABLE_EXACT;
 	const struct ndc_fp_value *v;
 
-	(void)cfg;
 	v = ndc_dpdk_table_lookup(be->t, &key);
 	if (!v) {
 		key.qtype = NDC_FP_QTYPE_OTHER;
@@ -93,9 +91,8 @@ static inline int ndc_be_nx(struct ndc_be *be, struct ndc_fp_scratch *s,
 	return 0;
 }
 
-static inline __u32 ndc_be_flags(struct ndc_be *be, const struct ndc_fp_config *cfg)
+static inline __u32 ndc_be_flags(struct ndc_be *be)
 {
-	(void)cfg;
 	return ndc_dpdk_table_flags(be->t);
 }
 
