@@ -257,7 +257,7 @@ static __always_inline int ndc_answer_frame(void *ctx, const enum ndc_hook hook,
 		return ndc_answer_pass(be, hook, NDC_FP_PASS_SIZE, ret_why);
 	data = ctx_data(ctx, hook);
 	data_end = ctx_data_end(ctx, hook);
-	if (ctx_copy_in(data, data_end, ans_off, v->data, dlen, NDC_FP_DATA_MAX))
+	if (ctx_copy_in(hook, data, data_end, ans_off, v->data, dlen, NDC_FP_DATA_MAX))
 		return ndc_answer_pass(be, hook, NDC_FP_PASS_SIZE, ret_why);
 	if (v->expire_ns && dns_ttl_countdown(data, data_end, ans_off, v, age) != NDC_GO)
 		return ndc_answer_pass(be, hook, NDC_FP_PASS_SIZE, ret_why);
