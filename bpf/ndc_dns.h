@@ -69,7 +69,7 @@ struct ndc_dnshdr {
 struct ndc_fp_scratch {
 	__u8 name[NDC_FP_NAME_MAX];
 	__u8 slack[NDC_FP_NAME_MAX];
-	__u32 launder[4]; /* see launder() in ndc_fastpath.bpf.c */
+	__u32 launder[4]; /* see ctx_launder() in ndc_ctx.h */
 	__u64 fence;	  /* see table_rmb() in ndc_table.h */
 	struct ndc_fp_value v;
 };

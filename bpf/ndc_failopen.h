@@ -16,8 +16,6 @@
  * sockets goes to it again; a forwarded TCP connection stays with the upstream until it ends.
  * Checksums are updated with the kernel's helpers, which know CHECKSUM_PARTIAL (a query sent from
  * a socket over veth carries only the pseudo-header sum in its checksum field).
- *
- * Included by ndc_fastpath.bpf.c after config_get() and count().
  */
 #ifndef NDC_FAILOPEN_H
 #define NDC_FAILOPEN_H
@@ -32,6 +30,8 @@
 #include <ndc/abi.h>
 
 #include "ndc_parse.h"
+#include "ndc_l4.h"   /* addr4_ours, addr6_ours: the node-local addresses */
+#include "ndc_maps.h" /* config_get, count */
 
 /*
  * How long after the pod's last packet a reply still gets the node-local source: a UDP upstream

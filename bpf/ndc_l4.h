@@ -1,12 +1,11 @@
 /* SPDX-License-Identifier: (GPL-2.0-only OR MIT) */
 /*
  * Layers 2 to 4 of a query: is this frame a whole UDP datagram to a node-local address and port,
- * and where are its headers. Shared by the BPF program (bpf/ndc_fastpath.bpf.c, whose ndc_l4
- * adds the config lookup, TCP for fail-open and the pull of a non-linear skb) and the DPDK
- * dataplane (dataplane/dpdk/answer.c, with its config at hand): the same checks in the same
- * order give the same pass reasons on both.
+ * and where are its headers. The answer core's first step (bpf/ndc_answer.h, whose ndc_answer_l4
+ * adds the config lookup, TCP for fail-open and the pull of a non-linear skb); fail-open reads the
+ * address checks too.
  *
- * In two steps, so that the BPF program can look its config up only for IP traffic: ndc_parse_l3
+ * In two steps, so that the kernel can look its config up only for IP traffic: ndc_parse_l3
  * (Ethernet, VLAN tags, IPv4 or IPv6), then, once the destination is known to be ours,
  * ndc_parse_udp.
  */

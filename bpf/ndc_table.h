@@ -19,6 +19,7 @@
 #include <ndc/abi.h>
 
 #include "ndc_dns.h"
+#include "ndc_lookup.h" /* what table_get finds: EXACT and OTHER into s->v */
 
 /*
  * An outer map of the answer table and its chunks (abi.h, "The answer table"): an array of maps
@@ -59,15 +60,6 @@ static const volatile __u32 ndc_nx_keys[NDC_FP_NX_ENTRIES] = {NDC_FP_NX_NXDOMAIN
 
 /* The table's home key (config home_key), set by the loader: a constant for the JIT. */
 const volatile __u64 ndc_home_key = 0;
-
-/* What table_get found. */
-enum ndc_table_res {
-	NDC_TABLE_EXACT,     /* (name, qtype): s->v */
-	NDC_TABLE_OTHER,     /* (name, NDC_FP_QTYPE_OTHER): s->v */
-	NDC_TABLE_ABSENT,    /* neither: the name has no entry */
-	NDC_TABLE_COLLISION, /* the entry found is another name's (abi.h: hash collisions) */
-	NDC_TABLE_BUSY,	     /* the entry changed while it was read */
-};
 
 #define READ_ONCE_U32(x) (*(const volatile __u32 *)&(x))
 #define READ_ONCE_U64(x) (*(const volatile __u64 *)&(x))

@@ -2,9 +2,9 @@
 /*
  * Between the DPDK backend's files; the rest of the program uses dpdk.h. Calls run one way:
  * dpdk.c (public API) -> port.c (EAL, ports, taps, pool), worker.c (lcores) -> answer.c (a frame
- * answered in place, the BPF program's rules) -> table.c (the answer table). answer.c and table.c
- * include no DPDK header in their interface, so the answer logic can be read next to
- * bpf/ndc_fastpath.bpf.c without the mbuf around it.
+ * answered in place by the BPF program's own answer core, bpf/ndc_answer.h) -> table.c (the answer
+ * table). answer.c and table.c include no DPDK header in their interface, so the answer can be
+ * tested on a plain buffer (tests/bpf/fuzz_diff.c runs it beside the kernel program).
  */
 #ifndef NDC_DPDK_INTERNAL_H
 #define NDC_DPDK_INTERNAL_H
@@ -82,9 +82,9 @@ uint32_t ndc_dpdk_table_flags(const struct ndc_dpdk_table *t);
 #define NDC_DP_NOT_OURS NDC_FP_COUNTER_MAX
 
 /*
- * Answers the Ethernet frame at data (len bytes; room bytes writable from data) in place, by the
- * lookup order of include/ndc/abi.h and the checks of bpf/ndc_fastpath.bpf.c. Returns what to
- * count: NDC_FP_HIT, NDC_FP_NODATA or NDC_FP_NXDOMAIN when the reply has been written over the
+ * Answers the Ethernet frame at data (len bytes; room bytes writable from data) in place, with
+ * the kernel's answer core (bpf/ndc_answer.h, the lookup order of include/ndc/abi.h). Returns what
+ * to count: NDC_FP_HIT, NDC_FP_NODATA or NDC_FP_NXDOMAIN when the reply has been written over the
  * query (its length in *ret_len: the frame is trimmed to the reply's datagram); a pass reason
  * (NDC_FP_PASS_*) or NDC_DP_NOT_OURS with the frame untouched. now_ns: CLOCK_MONOTONIC, the
  * clock of the values' insert_ns and expire_ns.

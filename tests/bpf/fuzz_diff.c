@@ -12,8 +12,15 @@
  * hook publishes with their TTLs. The socket path is the real one: the socket server on
  * 127.0.0.1 running the resolver over the same record table and cache.
  *
+ * With --dpdk the DPDK answer function (ndc_dpdk_answer, on a buffer: dpdk/fuzz_dpdk.c) gets
+ * every frame too, from a DPDK table the same publishing fills: its verdict must be what the kernel
+ * counted for each hook (the same counter, or none), a frame it passes must stay as it was, and a
+ * reply must be the kernel's byte for byte. Both run the one answer core (bpf/ndc_answer.h): this
+ * shows the two backends and contexts around it agree.
+ *
  * Usage: test_fuzz_diff [--count N] [--seed S] [--first I] [--object FILE.bpf.o]
- *                       [--snapshot FILE] [--regions] [--expect-mismatch] [--replay HEX]
+ *                       [--snapshot FILE] [--regions] [--dpdk] [--vectors] [--expect-mismatch]
+ *                       [--replay HEX]
  *   --count N          cases (default 100000), each a frame run through tc and XDP
  *   --seed S           the run's seed (default: from the clock; always printed); case I of a run
  *                      is made from (S, I) alone: --seed S --first I --count 1 replays it
@@ -21,6 +28,10 @@
  *   --regions          rebuild the table once it is filled, so that it has its two regions
  *                      (include/ndc/abi.h), as a table that grew has; a table of the sample
  *                      cluster never grows and has one
+ *   --dpdk             also the DPDK answer function (a build with DPDK), compared with the
+ *                      kernel's replies and counters
+ *   --vectors          first the vector set: each name of the table and the cache asked
+ *                      plainly, for a few types, IPv4 and IPv6, with and without EDNS
  *   --expect-mismatch  succeed at the first mismatch, fail when none is found (the planted bug
  *                      must be caught)
  *   --replay HEX       one frame, as a mismatch report prints it
@@ -89,14 +100,20 @@ static struct {
 } env = {.client = -1};
 
 static struct {
-	uint64_t cases, answered[2], passed[2], asked, compared, identical, mismatches;
+	uint64_t cases, answered[2], passed[2], asked, compared, identical, mismatches, vectors;
+	uint64_t dpdk_answered, dpdk_passed, dpdk_same, dpdk_shifted;
 } st;
 
 static struct {
 	uint64_t count, seed, first;
 	const char *object, *snapshot, *replay;
-	bool expect_mismatch, regions;
+	bool expect_mismatch, regions, dpdk, vectors;
 } opt = {.count = 100000};
+
+static const char *const counter_name[NDC_FP_COUNTER_MAX + 1] = {
+    "hit",	 "nodata",    "nxdomain",    "pass miss", "pass expired",
+    "pass edns", "pass size", "pass format", "pass frag", "pass config",
+    "fwd udp",	 "fwd tcp",   "fwd reply",   "pass busy", "not counted"};
 
 /* ---------------------------------------------------------------------------------------------
  * Setup: the table as the agent fills it, the socket path beside it.
@@ -295,6 +312,14 @@ static int fill_cache(void)
 	return 0;
 }
 
+/* --dpdk: the cache's answers go into both tables, each through its publisher */
+static void cache_hook_both(void *arg, const struct ndc_answer *a, const uint8_t *lname,
+			    size_t nlen, uint16_t qtype, uint16_t qclass, uint32_t ttl)
+{
+	ndc_publisher_cache_hook(arg, a, lname, nlen, qtype, qclass, ttl);
+	fz_dpdk_cache_hook(a, lname, nlen, qtype, qclass, ttl);
+}
+
 static int setup(void)
 {
 	struct ndc_ip addrs[2] = {{.family = AF_INET}, {.family = AF_INET6}};
@@ -373,14 +398,19 @@ static int setup(void)
 	r = ndc_publisher_new(&ndc_fastpath_answer_table, env.fp, &env.pub);
 	if (!r)
 		r = ndc_publisher_load_records(env.pub, env.rec);
+	if (!r && opt.dpdk && (r = fz_dpdk_open(&fo, env.rec)))
+		fprintf(stderr, "fuzz_diff: no DPDK table: %s\n", strerror(-r));
 	if (!r)
 		r = ndc_cache_new(&co, &env.cache);
 	if (r)
 		return r;
-	ndc_cache_set_hook(env.cache, ndc_publisher_cache_hook, env.pub);
+	ndc_cache_set_hook(env.cache, opt.dpdk ? cache_hook_both : ndc_publisher_cache_hook,
+			   env.pub);
 	r = fill_cache();
 	/* the hook queues its publishes: all of them in the table before any comparison */
 	ndc_publisher_flush(env.pub);
+	if (opt.dpdk)
+		fz_dpdk_flush();
 	if (!r && opt.regions)
 		r = split_table();
 	if (!r)
@@ -405,6 +435,8 @@ static void teardown(void)
 	ndc_resolver_free(env.res);
 	/* the cache's drops reach the table through the publisher: it goes after the cache */
 	ndc_cache_free(env.cache);
+	if (opt.dpdk)
+		fz_dpdk_close();
 	ndc_publisher_free(env.pub);
 	ndc_fastpath_close(env.fp);
 	ndc_records_free(env.rec);
@@ -494,23 +526,111 @@ static const char *check_frame(const uint8_t *in, size_t inlen, const uint8_t *o
 	return NULL;
 }
 
-/* Runs one frame through both hooks; returns the mismatches found (reported here). */
+static uint64_t mono_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+/* The one counter that went up from c0 to c1; NDC_FP_COUNTER_MAX: none; -1: several. */
+static int counted(const uint64_t *c0, const uint64_t *c1)
+{
+	int k = NDC_FP_COUNTER_MAX;
+
+	for (int i = 0; i < NDC_FP_COUNTER_MAX; i++) {
+		if (c1[i] == c0[i])
+			continue;
+		if (k != NDC_FP_COUNTER_MAX || c1[i] != c0[i] + 1)
+			return -1;
+		k = i;
+	}
+	return k;
+}
+
+/* What DPDK made of the frame (fz_dpdk_answer at now_ns). */
+struct dpdk_run {
+	int verdict;
+	uint64_t now_ns;
+	uint8_t out[NDC_PKT_MAX];
+	size_t outlen;
+};
+
+/*
+ * Whether DPDK's run d agrees with the kernel's hook h, which counted k and returned verdict with
+ * the frame out: NULL, or what differs. A cached answer's TTLs count down by whole seconds since
+ * it was published, into each table at a slightly different time: a reply that differs is made
+ * again a second either side, which must then be the kernel's.
+ */
+static const char *dpdk_differs(int h, const struct fz_case *c, int k, uint32_t verdict,
+				const uint8_t *out, size_t outlen, struct dpdk_run *d, bool cached,
+				char *buf, size_t cap)
+{
+	if (k < 0)
+		return "the kernel counted more than one thing";
+	if (d->verdict != k) {
+		snprintf(buf, cap, "DPDK: %s, the kernel (%s): %s",
+			 d->verdict >= 0 && d->verdict <= NDC_FP_COUNTER_MAX
+			     ? counter_name[d->verdict]
+			     : "an error",
+			 hook_name[h], counter_name[k]);
+		return buf;
+	}
+	if (verdict != verdict_reply[h]) {
+		st.dpdk_passed++;
+		if (fz_dpdk_answered(d->verdict))
+			return "DPDK answered a frame the kernel passed";
+		if (d->outlen != c->flen || memcmp(d->out, c->frame, c->flen))
+			return "DPDK changed a frame it passed";
+		return NULL;
+	}
+	st.dpdk_answered++;
+	if (d->outlen == outlen && !memcmp(d->out, out, outlen)) {
+		st.dpdk_same++;
+		return NULL;
+	}
+	for (int s = -1; cached && s <= 1; s += 2) {
+		struct dpdk_run again = {.now_ns = d->now_ns + (uint64_t)(s * 1000000000ll)};
+
+		again.verdict =
+		    fz_dpdk_answer(c->frame, c->flen, again.now_ns, again.out, &again.outlen);
+		if (again.verdict == d->verdict && again.outlen == outlen &&
+		    !memcmp(again.out, out, outlen)) {
+			st.dpdk_shifted++;
+			return NULL;
+		}
+	}
+	return "DPDK's reply is not the kernel's";
+}
+
+/* Runs one frame through both hooks (and DPDK); returns the mismatches found (reported here). */
 static int check_case(uint64_t index, const struct fz_case *c)
 {
 	uint8_t out[NDC_PKT_MAX], sock[NDC_PKT_MAX];
+	uint64_t c0[NDC_FP_COUNTER_MAX], c1[NDC_FP_COUNTER_MAX];
 	const uint8_t *dns = NULL;
 	size_t dlen = 0, outlen = 0;
 	ssize_t slen = 0;
 	bool deliverable = fz_frame_payload(c->frame, c->flen, &dns, &dlen), asked = false;
+	struct dpdk_run d = {.now_ns = mono_ns()};
 	int bad = 0;
 
 	st.cases++;
+	if (opt.dpdk)
+		d.verdict = fz_dpdk_answer(c->frame, c->flen, d.now_ns, d.out, &d.outlen);
 	for (int h = TC; h <= XDP; h++) {
 		struct ndc_pkt_parsed rp;
 		const char *why = NULL;
 		char buf[1024];
 		uint32_t verdict = 0;
-		int err = run(h, c->frame, c->flen, out, &outlen, &verdict);
+		int k = NDC_FP_COUNTER_MAX, err;
+
+		if (opt.dpdk && ndc_fastpath_counters(env.fp, c0))
+			k = -1;
+		err = run(h, c->frame, c->flen, out, &outlen, &verdict);
+		if (opt.dpdk && k >= 0)
+			k = ndc_fastpath_counters(env.fp, c1) ? -1 : counted(c0, c1);
 
 		if (err) {
 			snprintf(buf, sizeof(buf), "BPF_PROG_TEST_RUN failed: %s", strerror(-err));
@@ -543,6 +663,9 @@ static int check_case(uint64_t index, const struct fz_case *c)
 				    rp.plen == (size_t)slen && !memcmp(rp.payload, sock, rp.plen);
 			}
 		}
+		if (!why && !err && opt.dpdk)
+			why = dpdk_differs(h, c, k, verdict, out, outlen, &d, is_cached(dns, dlen),
+					   buf, sizeof(buf));
 		if (!why)
 			continue;
 		bad++;
@@ -557,6 +680,8 @@ static int check_case(uint64_t index, const struct fz_case *c)
 			hex("fast path reply frame", out, outlen);
 		if (asked && slen >= 0)
 			hex("socket path reply (DNS)", sock, (size_t)slen);
+		if (opt.dpdk && fz_dpdk_answered(d.verdict))
+			hex("DPDK reply frame", d.out, d.outlen);
 	}
 	return bad;
 }
@@ -585,7 +710,8 @@ static int parse_hex(const char *s, struct fz_case *c)
 static int usage(void)
 {
 	fprintf(stderr, "usage: test_fuzz_diff [--count N] [--seed S] [--first I] [--object FILE] "
-			"[--snapshot FILE] [--regions] [--expect-mismatch] [--replay HEX]\n");
+			"[--snapshot FILE] [--regions] [--dpdk] [--vectors] [--expect-mismatch] "
+			"[--replay HEX]\n");
 	return 2;
 }
 
@@ -605,6 +731,10 @@ static int parse_args(int argc, char **argv)
 		}
 		if (!strcmp(a, "--regions")) {
 			opt.regions = true;
+			continue;
+		}
+		if (!strcmp(a, "--dpdk") || !strcmp(a, "--vectors")) {
+			*(a[2] == 'd' ? &opt.dpdk : &opt.vectors) = true;
 			continue;
 		}
 		if (!v)
@@ -631,16 +761,12 @@ static int parse_args(int argc, char **argv)
 
 static void summary(double secs)
 {
-	static const char *const name[NDC_FP_COUNTER_MAX] = {
-	    "hit",	 "nodata",    "nxdomain",    "pass miss", "pass expired",
-	    "pass edns", "pass size", "pass format", "pass frag", "pass config",
-	    "fwd udp",	 "fwd tcp",   "fwd reply",   "pass busy"};
-	uint64_t c[NDC_FP_COUNTER_MAX];
+	uint64_t c[NDC_FP_COUNTER_MAX], fuzzed = st.cases - st.vectors;
 
 	printf("fuzz_diff: seed %" PRIu64 ", cases %" PRIu64 "..%" PRIu64 ": %" PRIu64
 	       " frames x 2 hooks in %.1f s (%.0f frames/s); table: %zu entries from %s, %zu "
 	       "cached answers; object: %s\n",
-	       opt.seed, opt.first, opt.first + st.cases - (st.cases > 0), st.cases, secs,
+	       opt.seed, opt.first, opt.first + fuzzed - (fuzzed > 0), st.cases, secs,
 	       secs > 0 ? (double)st.cases / secs : 0.0, env.corpus.table.n,
 	       opt.snapshot ? opt.snapshot : "the sample cluster", env.corpus.cached.n,
 	       opt.object ? opt.object : "built in");
@@ -654,9 +780,17 @@ static void summary(double secs)
 		printf("fuzz_diff: fast path counters:");
 		for (int i = 0; i < NDC_FP_COUNTER_MAX; i++)
 			if (c[i])
-				printf(" %s %" PRIu64 ";", name[i], c[i]);
+				printf(" %s %" PRIu64 ";", counter_name[i], c[i]);
 		printf("\n");
 	}
+	if (opt.vectors)
+		printf("fuzz_diff: the vector set: %" PRIu64 " frames, before the fuzzed ones\n",
+		       st.vectors);
+	if (opt.dpdk)
+		printf("fuzz_diff: DPDK against the kernel (per hook): %" PRIu64
+		       " replies byte-identical (%" PRIu64 " of them a TTL second apart), %" PRIu64
+		       " passes with the same counter and the frame untouched\n",
+		       st.dpdk_answered, st.dpdk_shifted, st.dpdk_passed);
 }
 
 int main(int argc, char **argv)
@@ -685,6 +819,19 @@ int main(int argc, char **argv)
 			return 2;
 		}
 		check_case(0, &c);
+	}
+	for (uint64_t i = 0; opt.vectors && !opt.replay; i++) {
+		int r = fz_vector_case(i, &env.corpus, &c);
+
+		if (r == -ENOENT)
+			break;
+		if (r) {
+			fprintf(stderr, "fuzz_diff: vector %" PRIu64 " does not fit a frame\n", i);
+			continue;
+		}
+		st.vectors++;
+		if (check_case(i, &c) && opt.expect_mismatch)
+			break;
 	}
 	for (uint64_t i = opt.first; !opt.replay && i < opt.first + opt.count; i++) {
 		if (fz_gen_case(opt.seed, i, &env.corpus, &c)) {

@@ -6,6 +6,7 @@
 #ifndef NDC_TEST_FUZZ_DIFF_H
 #define NDC_TEST_FUZZ_DIFF_H
 
+#include <errno.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -70,6 +71,12 @@ struct fz_case {
 int fz_gen_case(uint64_t seed, uint64_t index, const struct fz_corpus *c, struct fz_case *ret);
 
 /*
+ * Case index of the vector set (fuzz_query.c: each name of c asked plainly, for a few types, IPv4
+ * and IPv6, with and without EDNS). 0, -ENOENT past the set's end, or -errno of the builders.
+ */
+int fz_vector_case(uint64_t index, const struct fz_corpus *c, struct fz_case *ret);
+
+/*
  * The DNS payload the kernel would hand a UDP socket on fz_node4/fz_node6 port 53 for this frame,
  * or false when it would hand it none (another address or port, not UDP, a fragment, lengths that
  * disagree): then the fast path must pass it.
@@ -85,5 +92,56 @@ bool fz_frame_payload(const uint8_t *frame, size_t len, const uint8_t **ret, siz
  */
 int fz_compare(const uint8_t *query, size_t qlen, const uint8_t *fast, size_t flen,
 	       const uint8_t *sock, size_t slen, bool counting_down, char *why, size_t whylen);
+
+/*
+ * The DPDK answer function beside the kernel's (dpdk/fuzz_dpdk.c, --dpdk; builds with DPDK
+ * only): its table made with fo's config and filled from rec, then as the cache hook says.
+ */
+struct ndc_fastpath_opts;
+struct ndc_records;
+#ifdef NDC_WITH_DPDK
+int fz_dpdk_open(const struct ndc_fastpath_opts *fo, const struct ndc_records *rec);
+void fz_dpdk_cache_hook(const struct ndc_answer *a, const uint8_t *lname, size_t nlen,
+			uint16_t qtype, uint16_t qclass, uint32_t ttl);
+/* Waits until every hook call made before it is in the table. */
+void fz_dpdk_flush(void);
+/*
+ * The frame in (copied to out, NDC_PKT_MAX bytes of room) through ndc_dpdk_answer at now_ns:
+ * its verdict (a counter of abi.h, or NDC_FP_COUNTER_MAX: not ours), out and *ret_len the frame
+ * after it.
+ */
+int fz_dpdk_answer(const uint8_t *in, size_t inlen, uint64_t now_ns, uint8_t *out, size_t *ret_len);
+bool fz_dpdk_answered(int verdict);
+void fz_dpdk_close(void);
+#else
+/* a build without DPDK: --dpdk is refused at start */
+static inline int fz_dpdk_open(const struct ndc_fastpath_opts *fo, const struct ndc_records *rec)
+{
+	(void)fo, (void)rec;
+	return -EOPNOTSUPP;
+}
+static inline void fz_dpdk_cache_hook(const struct ndc_answer *a, const uint8_t *lname, size_t nlen,
+				      uint16_t qtype, uint16_t qclass, uint32_t ttl)
+{
+	(void)a, (void)lname, (void)nlen, (void)qtype, (void)qclass, (void)ttl;
+}
+static inline void fz_dpdk_flush(void)
+{
+}
+static inline int fz_dpdk_answer(const uint8_t *in, size_t inlen, uint64_t now_ns, uint8_t *out,
+				 size_t *ret_len)
+{
+	(void)in, (void)inlen, (void)now_ns, (void)out, (void)ret_len;
+	return -EOPNOTSUPP;
+}
+static inline bool fz_dpdk_answered(int verdict)
+{
+	(void)verdict;
+	return false;
+}
+static inline void fz_dpdk_close(void)
+{
+}
+#endif
 
 #endif

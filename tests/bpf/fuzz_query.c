@@ -12,6 +12,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <ndc/abi.h>
+
 #include "fuzz_diff.h"
 
 const uint8_t fz_node4[16] = {169, 254, 20, 10};
@@ -484,6 +486,50 @@ int fz_gen_case(uint64_t seed, uint64_t index, const struct fz_corpus *c, struct
 	}
 	if (a.v6)
 		note(ret, "IPv6");
+	return ndc_pkt_build(&a, &o, dns, dlen, ret->frame, sizeof(ret->frame), &ret->flen);
+}
+
+/*
+ * The vector set: every name of the table and the cache asked plainly, for its own type and each
+ * of these, over IPv4 and IPv6, without and with EDNS. Case index of it, in that order.
+ */
+static const uint16_t vector_types[] = {NDC_T_A,  NDC_T_AAAA, NDC_T_CNAME, NDC_T_TXT,
+					NDC_T_MX, NDC_T_SRV,  NDC_T_PTR,   NDC_T_ANY};
+#define VECTOR_TYPES (sizeof(vector_types) / sizeof(vector_types[0]) + 1)
+
+int fz_vector_case(uint64_t index, const struct fz_corpus *c, struct fz_case *ret)
+{
+	uint64_t per_name = VECTOR_TYPES * 4, k = index / per_name, v = index % per_name;
+	struct ndc_pkt_addrs a = {.sport = 40000, .dport = FZ_PORT};
+	struct ndc_pkt_opts o = {.protocol = 0};
+	struct ndc_pkt_query q = {.id = (uint16_t)index, .flags = 0x0100};
+	const struct fz_name *n;
+	uint8_t dns[DNS_MAX];
+	char text[4 * NDC_NAME_MAX + 1]; /* \DDD escapes: four bytes each */
+	size_t dlen;
+	int r;
+
+	if (k >= c->table.n + c->cached.n)
+		return -ENOENT;
+	n = k < c->table.n ? &c->table.v[k] : &c->cached.v[k - c->table.n];
+	r = ndc_name_to_text(n->name, n->len, text, sizeof(text));
+	if (r < 0)
+		return r;
+	q.name = text;
+	q.qtype = v % VECTOR_TYPES ? vector_types[v % VECTOR_TYPES - 1] : n->qtype;
+	if (q.qtype == NDC_FP_QTYPE_OTHER)
+		q.qtype = NDC_T_A; /* the other-type entry: a type it answers */
+	q.edns_size = v / VECTOR_TYPES % 2 ? 1232 : 0;
+	a.v6 = v / VECTOR_TYPES / 2;
+	memcpy(a.src_mac, client_mac, 6);
+	memcpy(a.dst_mac, node_mac, 6);
+	memcpy(a.saddr, a.v6 ? client6 : client4, 16);
+	memcpy(a.daddr, a.v6 ? fz_node6 : fz_node4, 16);
+	snprintf(ret->what, sizeof(ret->what), "vector: %.100s type %u%s%s", text, q.qtype,
+		 q.edns_size ? ", EDNS" : "", a.v6 ? ", IPv6" : "");
+	r = ndc_pkt_dns_query(&q, dns, sizeof(dns), &dlen);
+	if (r)
+		return r;
 	return ndc_pkt_build(&a, &o, dns, dlen, ret->frame, sizeof(ret->frame), &ret->flen);
 }
 
