@@ -558,10 +558,8 @@ static void outer_sizes(uint32_t max_entries, uint32_t *ret_chunks, uint32_t *re
 		    1;
 }
 
-int ndc_fastpath_open(const struct ndc_fastpath_opts *opts, struct ndc_fp **ret)
+int ndc_fastpath_config_of(const struct ndc_fastpath_opts *opts, struct ndc_fp_config *ret)
 {
-	const char *dir = opts->pin_dir ? opts->pin_dir : NDC_FP_PIN_DIR;
-	uint32_t key = 0, max_entries, half_chunks, half_bigs;
 	const struct ndc_fp_config_opts co = {
 	    .n_addrs = opts->n_addrs,
 	    .addrs = opts->addrs,
@@ -575,6 +573,14 @@ int ndc_fastpath_open(const struct ndc_fastpath_opts *opts, struct ndc_fp **ret)
 	    .n_upstreams = opts->n_upstreams,
 	    .upstreams = opts->upstreams,
 	};
+
+	return ndc_fastpath_config(&co, ret); /* dataplane/base/entry.c: the DPDK table's too */
+}
+
+int ndc_fastpath_open(const struct ndc_fastpath_opts *opts, struct ndc_fp **ret)
+{
+	const char *dir = opts->pin_dir ? opts->pin_dir : NDC_FP_PIN_DIR;
+	uint32_t key = 0, max_entries, half_chunks, half_bigs;
 	struct ndc_fp_config cfg;
 	struct ndc_fp *fp;
 	int r;
@@ -588,7 +594,7 @@ int ndc_fastpath_open(const struct ndc_fastpath_opts *opts, struct ndc_fp **ret)
 		    "run as root or use the socket dataplane");
 		return -EPERM;
 	}
-	r = ndc_fastpath_config(&co, &cfg); /* dataplane/base/entry.c: the DPDK table's too */
+	r = ndc_fastpath_config_of(opts, &cfg);
 	if (r < 0)
 		return r;
 	fp = calloc(1, sizeof(*fp));

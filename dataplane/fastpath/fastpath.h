@@ -86,6 +86,12 @@ struct ndc_fastpath_opts {
 int ndc_fastpath_open(const struct ndc_fastpath_opts *opts, struct ndc_fp **ret);
 
 /*
+ * The table's config from the fast path's options (what ndc_fastpath_open publishes; the DPDK
+ * table's is made by the same ndc_fastpath_config): errors as ndc_fastpath_config's.
+ */
+int ndc_fastpath_config_of(const struct ndc_fastpath_opts *opts, struct ndc_fp_config *ret);
+
+/*
  * Pins the maps as <pin_dir>/<map name> (for inspection with bpftool; pins of an earlier run or
  * of the predecessor are replaced), and for TC/XDP attaches to the matching links present now
  * before returning, then to new ones as they appear (within ~100 ms). Attaching replaces an

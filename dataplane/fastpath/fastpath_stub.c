@@ -150,3 +150,10 @@ int ndc_fastpath_nx_read(int nx_fd, struct ndc_fp_value *ret)
 	(void)nx_fd, (void)ret;
 	return -EOPNOTSUPP;
 }
+
+int ndc_fastpath_config_of(const struct ndc_fastpath_opts *opts, struct ndc_fp_config *ret)
+{
+	(void)opts;
+	(void)ret;
+	return -EOPNOTSUPP;
+}

@@ -80,7 +80,7 @@ int fz_dpdk_open(const struct ndc_fastpath_opts *fo, const struct ndc_records *r
 	dp.eal = true;
 	snprintf(dp.runtime_dir, sizeof(dp.runtime_dir), "%s", rte_eal_get_runtime_dir());
 	/* the config the kernel's table gets from the same options, by the same code */
-	r = ndc_fastpath_config(fo, &cfg);
+	r = ndc_fastpath_config_of(fo, &cfg);
 	if (r)
 		return r;
 	struct ndc_dpdk_table_opts to = {
