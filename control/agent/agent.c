@@ -355,6 +355,10 @@ static int records_start(struct agent *ag)
 	return 0;
 }
 
+/*
+ * The sockets read, then the checks that need our listeners, then the dataplane attached once the
+ * table is filled (ndc_agent_maybe_attach: now, or when the first table comes).
+ */
 static int server_start(struct agent *ag)
 {
 	const struct ndc_config *cfg = ag->cfg;
@@ -373,9 +377,19 @@ static int server_start(struct agent *ag)
 	free(ag->up.inherit); /* the server owns the descriptors now */
 	ag->up.inherit = NULL;
 	ag->up.n_inherit = 0;
-	if (ret < 0)
+	if (ret < 0) {
 		ndc_err("listen: %s", strerror(-ret));
-	return ret;
+		return ret;
+	}
+	/* Our listeners are up: a loop check that comes back can be seen now. */
+	ndc_forwarder_loop_check(ag->query.fwd);
+	ndc_http_set_unready_check(ag->http, ndc_agent_upstream_unready, ag->query.fwd);
+	ndc_agent_failopen_check(cfg, ndc_agent_fastpath_loaded(ag));
+	pthread_mutex_lock(&ag->up.attach_lock);
+	ag->up.serving = true;
+	pthread_mutex_unlock(&ag->up.attach_lock);
+	ndc_agent_maybe_attach(ag);
+	return 0;
 }
 
 /*
@@ -389,24 +403,16 @@ static void server_stop(struct agent *ag)
 		ndc_server_quiesce(ag->srv);
 }
 
+/*
+ * The sockets closed (the forwarder has answered what it detained), then the attach undone: the
+ * dataplane detached and closed, its counters logged (step "dataplane" closes one that was never
+ * attached, after a failed start).
+ */
 static void server_free(struct agent *ag)
 {
 	if (ag->srv)
 		ndc_server_stop(ag->srv);
-}
-
-/* The sockets are read: the checks that need our listeners, then the dataplane attaches. */
-static int serving_start(struct agent *ag)
-{
-	/* Our listeners are up: a loop check that comes back can be seen now. */
-	ndc_forwarder_loop_check(ag->query.fwd);
-	ndc_http_set_unready_check(ag->http, ndc_agent_upstream_unready, ag->query.fwd);
-	ndc_agent_failopen_check(ag->cfg, ndc_agent_fastpath_loaded(ag));
-	pthread_mutex_lock(&ag->up.attach_lock);
-	ag->up.serving = true;
-	pthread_mutex_unlock(&ag->up.attach_lock);
-	ndc_agent_maybe_attach(ag);
-	return 0;
+	ndc_agent_dataplane_close(ag);
 }
 
 /* A Kubernetes source's list and watch; it fills the table from another thread. */
@@ -462,10 +468,9 @@ static const struct step {
      * Before the forwarder starts: the cache hook must be in place for its first answer. Loaded
      * here, filled as the table is installed and the cache fills, attached only in
      * ndc_agent_maybe_attach: until then whatever program is attached (an earlier agent's) keeps
-     * answering. Its counters are logged once the forwarder is gone.
+     * answering.
      */
-    {"dataplane", ndc_agent_dataplane_open, ndc_agent_dataplane_log_counters,
-     ndc_agent_dataplane_close},
+    {"dataplane", ndc_agent_dataplane_open, NULL, ndc_agent_dataplane_close},
     {"forwarder", forwarder_start, forwarder_stop, NULL},
     {"upstream share", ndc_agent_upstream_share_start, share_stop, share_free},
     {"resolver", resolver_start, NULL, resolver_free},
@@ -473,7 +478,6 @@ static const struct step {
     {"http", http_start, http_stop, NULL},
     {"records", records_start, NULL, NULL},
     {"server", server_start, server_stop, server_free},
-    {"serving", serving_start, NULL, NULL},
     {"watch", watch_start, NULL, watch_free},
     {"handover", handover_start, handover_stop, handover_free},
     {"armed", armed_start, NULL, NULL},

@@ -319,22 +319,18 @@ void ndc_agent_dataplane_quiesce(struct agent *ag)
 		ag->dp.ops->quiesce(ag->dp.h);
 }
 
-void ndc_agent_dataplane_log_counters(struct agent *ag)
+void ndc_agent_dataplane_close(struct agent *ag)
 {
 	uint64_t c[NDC_FP_COUNTER_MAX];
 
-	if (ag->dp.h && ag->dp.ops->counters && !ag->dp.ops->counters(ag->dp.h, c))
-		ag->dp.ops->log_counters(c);
-}
-
-void ndc_agent_dataplane_close(struct agent *ag)
-{
 	if (!ag->dp.h)
 		return;
 	/* nothing inserts into the cache any more (shutdown order); and nothing would reach it */
 	ndc_cache_set_hook(ag->query.cache, NULL, NULL);
 	ndc_publisher_free(ag->dp.pub);
 	ag->dp.pub = NULL;
+	if (ag->dp.ops->counters && !ag->dp.ops->counters(ag->dp.h, c))
+		ag->dp.ops->log_counters(c);
 	ag->dp.ops->close(ag->dp.h, ag->up.handed_over);
 	ag->dp.h = NULL;
 }

@@ -112,7 +112,7 @@ struct agent {
 	} table;
 
 	/*
-	 * Steps "join", "serving" and "handover" (upgrade.c, handover.h): the predecessor we joined
+	 * Steps "join", "server" and "handover" (upgrade.c, handover.h): the predecessor we joined
 	 * and its sockets, our own listener for a successor, the dataplane's attach state.
 	 */
 	struct {
@@ -162,9 +162,10 @@ bool ndc_agent_fastpath_loaded(const struct agent *ag);
 int ndc_agent_dataplane_attach(struct agent *ag);
 /* A successor's dataplane took over: ours stops answering (a no-op where it does not apply). */
 void ndc_agent_dataplane_quiesce(struct agent *ag);
-/* The dataplane's counters at exit, logged. */
-void ndc_agent_dataplane_log_counters(struct agent *ag);
-/* Unhooks the publisher and closes the dataplane (handed over: leaves the successor its part). */
+/*
+ * Unhooks the publisher, logs the dataplane's counters and closes it (handed over: leaves the
+ * successor its part). Again: nothing.
+ */
 void ndc_agent_dataplane_close(struct agent *ag);
 /* The socket server's, the fast path's and DPDK's samples: an ndc_http_metrics_fn over the
  * agent. */
