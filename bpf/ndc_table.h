@@ -381,17 +381,14 @@ static __always_inline struct ndc_fp_slot *table_walk(struct ndc_fp_scratch *s, 
 				break;
 			}
 			/*
-			 * Without this read (NDC_FP_PLANT_NO_RECHECK: a planted bug, never in a
-			 * shipped object) tests/unit/fastpath/test_walk_race.c must see its
-			 * scenario lose the name.
+			 * Without this read tests/unit/fastpath/test_walk_race.c sees its scenario
+			 * lose the name (walk_race_planted: tests/planted/no_recheck/).
 			 */
-#ifndef NDC_FP_PLANT_NO_RECHECK
 			table_rmb(s);
 			if (READ_ONCE_U64(tw[bi % 16]) != tags) {
 				*ret_busy = 1;
 				break;
 			}
-#endif
 		}
 		if (!(tags >> 56 & NDC_FP_BUCKET_OVERFLOW))
 			break;
@@ -402,46 +399,6 @@ static __always_inline struct ndc_fp_slot *table_walk(struct ndc_fp_scratch *s, 
 
 /* below: the authority of a NODATA published by reference */
 static __noinline int table_soa(struct ndc_fp_scratch *s, __u32 qlen);
-
-#ifdef NDC_FP_PLANT_WRONG_SLOT
-/*
- * PLANTED BUG, never in a shipped object: tests/meson.build builds one object with it for the
- * differential fuzzer (tests/bpf/fuzz_diff.c), which must catch it. The answer held in the first
- * slot of the bucket after the home bucket, when it holds an inline one of another entry,
- * replaces the answer found (s->v, from sl). A function of its own: inlined, it pushed the
- * program's stack past the verifier's 512 bytes.
- */
-static __noinline void table_plant_wrong_slot(struct ndc_fp_scratch *s,
-					      const struct ndc_fp_config *cfg,
-					      const struct ndc_fp_slot *sl, __u64 hash, __u32 qtype)
-{
-	__u64 geom = READ_ONCE_U64(cfg->geom);
-	__u32 n = NDC_FP_GEOM_BUCKETS(geom), b, ci;
-	struct ndc_fp_slot *w = NULL;
-	void *chunk;
-
-	b = n ? ndc_fp_home(hash, ndc_home_key, qtype, ndc_fp_region(s->name[1], qtype), n,
-			    NDC_FP_GEOM_COMMON(geom), NDC_FP_GEOM_RARE_BASE(geom)) +
-		    1
-	      : 0;
-	b = b >= n ? 0 : b;
-	ci = NDC_FP_GEOM_HALF(geom) * cfg->half_chunks + b / NDC_FP_CHUNK_BUCKETS;
-	chunk = bpf_map_lookup_elem(&ndc_answers, &ci);
-	if (chunk)
-		w = chunk_slot(chunk, b % NDC_FP_CHUNK_BUCKETS, 0);
-	if (w && w != sl && w->name_len && !(w->flags & NDC_FP_V_BIG) && w->len >= 16 &&
-	    s->v.len >= 16) {
-		__u32 x = (w->flags & NDC_FP_V_SFX) >> NDC_FP_V_SFX_SHIFT;
-		__u32 o = ((__u32)w->name_len - (x ? cfg->sfx.len[(x - 1) & 3] : 0) + 7) / 8;
-
-		/* its first 16 bytes of answer: an A answer's address among them */
-		if (o + 1 < NDC_FP_SLOT_BYTES / 8) {
-			((__u64 *)s->v.data)[0] = ((const __u64 *)w->bytes)[o];
-			((__u64 *)s->v.data)[1] = ((const __u64 *)w->bytes)[o + 1];
-		}
-	}
-}
-#endif
 
 /*
  * The entry for (q's name, q->qtype), else for (name, NDC_FP_QTYPE_OTHER), copied into s->v; the
@@ -473,10 +430,6 @@ static __always_inline enum ndc_table_res table_get(struct ndc_fp_scratch *s,
 		return NDC_TABLE_ABSENT;
 	r = slot_read(s, cfg, sl, q, (__u32)(hash >> 32), qtype,
 		      NDC_FP_GEOM_HALF(geom) * cfg->half_bigs);
-#ifdef NDC_FP_PLANT_WRONG_SLOT
-	if (r == NDC_TABLE_EXACT)
-		table_plant_wrong_slot(s, cfg, sl, hash, qtype);
-#endif
 	/* a NODATA by reference gets its authority here, for whichever type found it */
 	if (r == NDC_TABLE_EXACT && s->v.flags & NDC_FP_V_SOA && table_soa(s, q->name_len))
 		r = NDC_TABLE_BUSY;

@@ -18,7 +18,8 @@
 #include <ndc/log.h>
 
 #include "agent/agent.h"
-#include "config.h"
+#include "config/config.h"
+#include "config/config_opts.h"
 #include "k8s/k8s.h"
 #include "objects/objects.h"
 #include "records/records.h"

@@ -31,10 +31,10 @@
 #include <string.h>
 #include <time.h>
 
+#include <ndc/entry.h>
 #include <ndc/log.h>
 
-#include "fastpath/fastpath.h" /* ndc_fastpath_key: both tables' key (abi.h) */
-#include "http/http.h"
+#include "metrics/metrics.h"
 #include "publisher.h"
 
 #define WHEEL_SECONDS 4096  /* longer TTLs stay filed for as many rounds as they need */

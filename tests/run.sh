@@ -75,6 +75,9 @@ PY
 }
 
 step "clang-format (kernel style)" tests/format.sh
+# Issue 36: a plain meson setup + ninja builds no test or benchmark object; meson test's
+# prerequisites still build every test.
+step "plain build builds the product only (fresh build folder)" tests/build/check_plain_build.sh
 # -Wall -Wextra clean is enforced by -Werror here.
 step "build (gcc, -Werror)" setup build -Dwerror=true -Dbpf=enabled
 step "unit tests and fuzz corpus replays" unit build

@@ -27,6 +27,14 @@
 
 #define N(a) (sizeof(a) / sizeof((a)[0]))
 
+/* The resolver answers the socket server's queries through the server's own calls. */
+static const struct ndc_query_io socket_io = {
+    .is_tcp = ndc_server_req_is_tcp,
+    .peer = ndc_server_req_peer,
+    .detain = ndc_server_detain,
+    .complete = ndc_server_complete,
+};
+
 /* ---------------------------------------------------------------------------------------------
  * Metrics: each subsystem writes its own section (query.h, store.h, k8s.h, publisher.h,
  * reload.h); here only what the agent itself holds, and the wiring.
@@ -254,7 +262,8 @@ static void share_free(struct agent *ag)
 
 static int resolver_start(struct agent *ag)
 {
-	int ret = ndc_resolver_new(NULL, ag->query.cache, ag->query.fwd, &ag->query.res);
+	int ret =
+	    ndc_resolver_new(NULL, ag->query.cache, ag->query.fwd, &socket_io, &ag->query.res);
 
 	if (ret == 0)
 		ndc_resolver_set_limiter(ag->query.res, ag->query.limiter);

@@ -11,7 +11,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 
-#include "config.h"
+#include "config/config.h"
 #include "k8s/k8s.h"
 #include "records/records.h"
 

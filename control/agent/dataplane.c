@@ -14,7 +14,7 @@
 
 #include "dpdk/dpdk.h"
 #include "fastpath/fastpath.h"
-#include "http/http.h"
+#include "metrics/metrics.h"
 #include "internal.h"
 #include "publisher.h"
 #include "query/query.h"

@@ -19,6 +19,7 @@
 #include <stdint.h>
 
 #include "agent.h"
+#include "config/config_opts.h"
 
 struct agent;
 struct ndc_metrics_buf;

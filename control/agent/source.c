@@ -13,7 +13,7 @@
 
 #include <ndc/log.h>
 
-#include "http/http.h"
+#include "metrics/metrics.h"
 #include "internal.h"
 #include "publisher.h"
 #include "query/query.h"

@@ -33,6 +33,7 @@ struct json_tokener;
 struct kind_info {
 	const char *path, *kind, *api_version, *name;
 	const char *query; /* NULL, or parameters every list and watch adds ("fieldSelector=...") */
+	bool by_node; /* query ends in "=": the node's name (opts.node_name) follows, encoded */
 };
 
 struct buf {
@@ -74,6 +75,7 @@ struct worker {
 	struct ndc_k8s_watch *w;
 	enum ndc_k8s_kind kind;
 	const struct kind_info *ki;
+	char *query; /* ki->query, with the node's name when by_node; NULL: none */
 	pthread_t tid;
 	bool started;
 	CURL *easy;

@@ -70,6 +70,13 @@ enum ndc_k8s_kind {
 	 * its namespace, which RBAC can grant by resourceNames. Not an object of the record store.
 	 */
 	NDC_K8S_CONFIGMAPS,
+	/*
+	 * The Pods of one node (pod identity, control/pods/): the same collection as
+	 * NDC_K8S_PODS, listed and watched with fieldSelector=spec.nodeName=<opts.node_name>, so
+	 * the API server sends only the tens of pods scheduled there. A pod bound to the node
+	 * arrives as ADDED, one that stops matching as DELETED (field selector semantics).
+	 */
+	NDC_K8S_NODE_PODS,
 	NDC_K8S_KINDS,
 };
 
@@ -97,6 +104,11 @@ struct ndc_k8s_watch_opts {
 	uint32_t timeout_s;	 /* watch timeoutSeconds=, 300 (server-side timeouts are normal) */
 	uint32_t backoff_min_ms; /* 250: jittered exponential backoff between reconnects */
 	uint32_t backoff_max_ms; /* 30000 */
+	/*
+	 * spec.nodeName of NDC_K8S_NODE_PODS (the downward API's, env NODE_NAME in the DaemonSet):
+	 * required with that kind (-EINVAL without), URL-encoded into its field selector, copied.
+	 */
+	const char *node_name;
 };
 
 struct ndc_k8s_watch;
@@ -128,7 +140,7 @@ struct ndc_k8s_watch_stats {
 void ndc_k8s_watch_stats(struct ndc_k8s_watch *w, struct ndc_k8s_watch_stats *ret);
 
 /* ndcache_k8s_relists_total .. ndcache_k8s_sync_fallbacks_total: an ndc_http_metrics_fn
- * (http/http.h) over a watch (NULL: zeros). */
+ * (metrics/metrics.h) over a watch (NULL: zeros). */
 struct ndc_metrics_buf;
 void ndc_k8s_watch_metrics(void *watch, struct ndc_metrics_buf *b);
 

@@ -28,7 +28,7 @@
 
 #include <ndc/log.h>
 
-#include "http/http.h"
+#include "metrics/metrics.h"
 
 #include "internal.h"
 
@@ -128,7 +128,7 @@ static void answered(struct worker *t)
 static char *list_url(struct worker *t, enum sync_how how, const char *at, const char *cont)
 {
 	struct ndc_k8s_watch *w = t->w;
-	const char *q = t->ki->query ? t->ki->query : "", *amp = t->ki->query ? "&" : "";
+	const char *q = t->query ? t->query : "", *amp = t->query ? "&" : "";
 	char *url = NULL, *esc;
 	int n;
 
@@ -295,7 +295,7 @@ enum watch_end {
 static enum watch_end do_watch(struct worker *t, bool initial)
 {
 	struct ndc_k8s_watch *w = t->w;
-	const char *q = t->ki->query ? t->ki->query : "", *amp = t->ki->query ? "&" : "";
+	const char *q = t->query ? t->query : "", *amp = t->query ? "&" : "";
 	char *url = NULL, *esc;
 	int r;
 
@@ -559,6 +559,30 @@ static void curl_init(void)
 	curl_init_result = curl_global_init(CURL_GLOBAL_DEFAULT);
 }
 
+/* The kind's query parameters; a node's kind gets the node's name, percent-encoded. */
+static int worker_query(struct worker *t, const char *node)
+{
+	char *esc;
+	int n;
+
+	if (!t->ki->query)
+		return 0;
+	if (!t->ki->by_node) {
+		t->query = strdup(t->ki->query);
+		return t->query ? 0 : -ENOMEM;
+	}
+	esc = curl_easy_escape(t->easy, node, 0);
+	if (!esc)
+		return -ENOMEM;
+	n = asprintf(&t->query, "%s%s", t->ki->query, esc);
+	curl_free(esc);
+	if (n < 0) {
+		t->query = NULL;
+		return -ENOMEM;
+	}
+	return 0;
+}
+
 static void watch_free(struct ndc_k8s_watch *w)
 {
 	for (int k = 0; k < NDC_K8S_KINDS; k++) {
@@ -572,6 +596,7 @@ static void watch_free(struct ndc_k8s_watch *w)
 			json_tokener_free(t->tok);
 		free(t->body.p);
 		free(t->item.p);
+		free(t->query);
 	}
 	if (w->token)
 		explicit_bzero(w->token, strlen(w->token));
@@ -595,6 +620,8 @@ int ndc_k8s_watch_start(const struct ndc_k8s_conn *conn, const struct ndc_k8s_wa
 	if (!conn || !conn->server || !ops || !opts || !opts->kinds ||
 	    opts->kinds >= 1u << NDC_K8S_KINDS)
 		return -EINVAL;
+	if (opts->kinds & 1u << NDC_K8S_NODE_PODS && (!opts->node_name || !opts->node_name[0]))
+		return -EINVAL;
 	pthread_once(&curl_once, curl_init);
 	if (curl_init_result != CURLE_OK)
 		return -ENOMEM;
@@ -608,6 +635,7 @@ int ndc_k8s_watch_start(const struct ndc_k8s_conn *conn, const struct ndc_k8s_wa
 	pthread_cond_init(&w->cond, &ca);
 	pthread_condattr_destroy(&ca);
 	w->opts = *opts;
+	w->opts.node_name = NULL; /* the caller's: only the workers' queries keep it */
 	if (!w->opts.page_size)
 		w->opts.page_size = 500;
 	if (!w->opts.timeout_s)
@@ -661,6 +689,9 @@ int ndc_k8s_watch_start(const struct ndc_k8s_conn *conn, const struct ndc_k8s_wa
 			ndc_err("k8s: libcurl rejected the TLS settings for %s", w->conn.server);
 			goto fail;
 		}
+		r = worker_query(t, opts->node_name);
+		if (r < 0)
+			goto fail;
 	}
 	for (int k = 0; k < NDC_K8S_KINDS; k++) {
 		struct worker *t = &w->workers[k];

@@ -37,7 +37,10 @@ const struct kind_info ndc_k8s_kind_info[NDC_K8S_KINDS] = {
 				"serviceimports"},
     /* Written out whole: tests/deploy/check_manifests.py reads this table for the RBAC. */
     [NDC_K8S_CONFIGMAPS] = {"/api/v1/namespaces/kube-system/configmaps", "ConfigMap", "v1",
-			    "configmaps", "fieldSelector=metadata.name%3Dkube-dns"},
+			    "configmaps", "fieldSelector=metadata.name%3Dkube-dns", false},
+    /* Cluster-wide in RBAC terms: a ClusterRole cannot limit list/watch to a field selector. */
+    [NDC_K8S_NODE_PODS] = {"/api/v1/pods", "Pod", "v1", "pods", "fieldSelector=spec.nodeName%3D",
+			   true},
 };
 
 int ndc_k8s_buf_add(struct buf *b, const char *data, size_t len)

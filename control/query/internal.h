@@ -95,8 +95,8 @@ struct ndc_qlog {
 /* Whether this query is one of ppm per million (a thread-local generator, no lock). */
 bool ndc_qlog_sampled(uint32_t ppm);
 
-/* Starts lg for a query of len bytes in req: the time, the client. */
-void ndc_qlog_begin(struct ndc_qlog *lg, const struct ndc_server_req *req, size_t len);
+/* Starts lg for a query of len bytes: the time, the transport, the client (peer NULL: unknown). */
+void ndc_qlog_begin(struct ndc_qlog *lg, bool tcp, const struct sockaddr_storage *peer, size_t len);
 
 /* The line, for a reply of rlen bytes (0: none was sent) that source gave. */
 void ndc_qlog_end(const struct ndc_qlog *lg, const struct ndc_query *q, const uint8_t *reply,

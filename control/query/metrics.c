@@ -7,7 +7,7 @@
  */
 #include <stdio.h>
 
-#include "http/http.h"
+#include "metrics/metrics.h"
 #include "internal.h"
 
 #define F(stype, ...) NDC_METRIC_FIELD(struct stype, __VA_ARGS__)

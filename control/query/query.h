@@ -2,7 +2,8 @@
 /*
  * The query path behind the socket server: the resolver answers the cluster zone from the record
  * table, repeat queries from the cache, and hands the rest to the forwarder, which asks upstream
- * and fills the cache. One record model serves every reader.
+ * and fills the cache. One record model serves every reader. It knows nothing of the server that
+ * hands it queries: what it needs of one comes through struct ndc_query_io, which the agent wires.
  */
 #ifndef NDC_QUERY_H
 #define NDC_QUERY_H
@@ -13,9 +14,9 @@
 #include <sys/socket.h>
 
 #include <ndc/dns_wire.h>
+#include <ndc/query_handler.h>
 
 #include "records/records.h"
-#include "socket/socket.h"
 
 /* ---- cache: cache.c ----------------------------------------------------------------------------
  */
@@ -446,10 +447,27 @@ struct ndc_resolver_stats {
 	uint64_t refused_qtype, refused_qclass; /* reserved/meta QTYPE, AXFR/IXFR; class not IN */
 };
 
+/*
+ * What the resolver needs of the server that hands it queries (the socket server's
+ * ndc_server_req_is_tcp, ndc_server_req_peer, ndc_server_detain and ndc_server_complete; the
+ * agent wires them): whether req came over TCP (its reply may use the full 64 KiB); the client's
+ * address (0 or -errno), for the per-client limit and the query log; keeping what is needed to
+ * answer req later (NULL when out of memory); the later answer to a detained query, from any
+ * thread (len 0: none), which frees it.
+ */
+struct ndc_query_io {
+	bool (*is_tcp)(const struct ndc_server_req *req);
+	int (*peer)(const struct ndc_server_req *req, struct sockaddr_storage *ret);
+	struct ndc_pending *(*detain)(struct ndc_server_req *req);
+	void (*complete)(struct ndc_pending *p, const uint8_t *msg, size_t len);
+};
+
 /* records, cache and fwd stay owned by the caller and must outlive the resolver; cache and fwd
- * may be NULL (then every non-local name gets SERVFAIL). */
+ * may be NULL (then every non-local name gets SERVFAIL). io is copied; -EINVAL when it or one of
+ * its calls is NULL. */
 int ndc_resolver_new(const struct ndc_records *records, struct ndc_cache *cache,
-		     struct ndc_forwarder *fwd, struct ndc_resolver **ret);
+		     struct ndc_forwarder *fwd, const struct ndc_query_io *io,
+		     struct ndc_resolver **ret);
 void ndc_resolver_free(struct ndc_resolver *r);
 
 /*
@@ -466,7 +484,7 @@ void ndc_resolver_set_limiter(struct ndc_resolver *r, struct ndc_ratelimit *rl);
 const struct ndc_records *ndc_resolver_set_records(struct ndc_resolver *r,
 						   const struct ndc_records *rec);
 
-/* The ndc_server_handler: ctx is the struct ndc_resolver. */
+/* The socket server's handler (ndc_server_handler): ctx is the struct ndc_resolver. */
 enum ndc_verdict ndc_resolver_handle(void *ctx, struct ndc_server_req *req, const uint8_t *msg,
 				     size_t len, uint8_t *out, size_t cap, size_t *ret_len);
 
@@ -484,7 +502,7 @@ void ndc_resolver_set_query_log(struct ndc_resolver *r, uint32_t sample_ppm);
  */
 
 /*
- * The query path's sections, each an ndc_http_metrics_fn (http/http.h) over its object: the
+ * The query path's sections, each an ndc_http_metrics_fn (metrics/metrics.h) over its object: the
  * resolver's queries and answers by source; the cache; the forwarder with one set of
  * ndcache_upstream_* samples per upstream in use; ndcache_prefetch_*; forward.per_client's
  * ndcache_per_client_* (ndcache_upstream_limited_total: reason per_client here, max_pending in

@@ -42,13 +42,15 @@ bool ndc_qlog_sampled(uint32_t ppm)
 	return (x * 0x2545f4914f6cdd1dULL >> 32) % 1000000 < ppm;
 }
 
-void ndc_qlog_begin(struct ndc_qlog *lg, const struct ndc_server_req *req, size_t len)
+void ndc_qlog_begin(struct ndc_qlog *lg, bool tcp, const struct sockaddr_storage *peer, size_t len)
 {
 	lg->on = true;
-	lg->tcp = ndc_server_req_is_tcp(req);
+	lg->tcp = tcp;
 	lg->size = (uint16_t)(len > UINT16_MAX ? UINT16_MAX : len);
 	lg->t0_us = now_us();
-	if (ndc_server_req_peer(req, &lg->peer) < 0)
+	if (peer)
+		lg->peer = *peer;
+	else
 		lg->peer.ss_family = AF_UNSPEC;
 }
 

@@ -17,6 +17,7 @@ struct ndc_resolver {
 	struct ndc_cache *cache;
 	struct ndc_forwarder *fwd;
 	struct ndc_ratelimit *limiter; /* forward.per_client; NULL: none */
+	struct ndc_query_io io;	       /* the server's calls on a request */
 	_Atomic uint32_t qlog_ppm;     /* query log sampling; 0: off */
 	_Atomic uint64_t queries, local, cache_hits, forwarded, servfail, errors, dropped;
 	_Atomic uint64_t refused_qtype, refused_qclass; /* question hygiene (abi.h) */
@@ -77,7 +78,7 @@ static void forward_done(void *arg, const struct ndc_fwd_result *res)
 	}
 	if (w->lg.on)
 		ndc_qlog_end(&w->lg, &w->q, reply_buf, len, err < 0 ? "error" : "upstream");
-	ndc_server_complete(w->pending, reply_buf, len);
+	r->io.complete(w->pending, reply_buf, len);
 	free(w);
 }
 
@@ -93,7 +94,7 @@ static enum ndc_verdict forward(struct ndc_resolver *r, struct ndc_server_req *r
 	w = malloc(sizeof(*w));
 	if (!w)
 		goto servfail;
-	w->pending = ndc_server_detain(req);
+	w->pending = r->io.detain(req);
 	if (!w->pending) {
 		free(w);
 		goto servfail;
@@ -131,7 +132,7 @@ static bool client_allowed(struct ndc_resolver *r, const struct ndc_server_req *
 {
 	struct sockaddr_storage peer;
 
-	if (!r->limiter || ndc_server_req_peer(req, &peer) < 0)
+	if (!r->limiter || r->io.peer(req, &peer) < 0)
 		return true;
 	return ndc_ratelimit_allow(r->limiter, &peer, ndc_now_ms());
 }
@@ -177,7 +178,7 @@ static enum ndc_verdict handle(struct ndc_resolver *r, struct ndc_server_req *re
 	if (r->fwd && ndc_forwarder_loop_name(r->fwd, q->lname, q->qname_len))
 		return error_reply(r, q, NDC_RCODE_REFUSED, out, cap, ret_len);
 
-	limit = ndc_server_req_is_tcp(req) ? NDC_MSG_MAX : ndc_dns_udp_limit(q);
+	limit = r->io.is_tcp(req) ? NDC_MSG_MAX : ndc_dns_udp_limit(q);
 	if (limit > cap)
 		limit = cap;
 
@@ -235,8 +236,12 @@ enum ndc_verdict ndc_resolver_handle(void *ctx, struct ndc_server_req *req, cons
 	enum ndc_verdict v;
 
 	count(r, queries);
-	if (ppm && ndc_qlog_sampled(ppm))
-		ndc_qlog_begin(&lg, req, len);
+	if (ppm && ndc_qlog_sampled(ppm)) {
+		struct sockaddr_storage peer;
+
+		ndc_qlog_begin(&lg, r->io.is_tcp(req), r->io.peer(req, &peer) < 0 ? NULL : &peer,
+			       len);
+	}
 	v = handle(r, req, msg, len, &q, lg.on ? &lg : NULL, out, cap, ret_len, &source);
 	/* Forwarded queries are logged when answered; dropped ones have no reply to log. */
 	if (lg.on && v == NDC_SEND)
@@ -250,15 +255,20 @@ void ndc_resolver_set_query_log(struct ndc_resolver *r, uint32_t sample_ppm)
 }
 
 int ndc_resolver_new(const struct ndc_records *records, struct ndc_cache *cache,
-		     struct ndc_forwarder *fwd, struct ndc_resolver **ret)
+		     struct ndc_forwarder *fwd, const struct ndc_query_io *io,
+		     struct ndc_resolver **ret)
 {
-	struct ndc_resolver *r = calloc(1, sizeof(*r));
+	struct ndc_resolver *r;
 
+	if (!io || !io->is_tcp || !io->peer || !io->detain || !io->complete)
+		return -EINVAL;
+	r = calloc(1, sizeof(*r));
 	if (!r)
 		return -ENOMEM;
 	r->records = records;
 	r->cache = cache;
 	r->fwd = fwd;
+	r->io = *io;
 	*ret = r;
 	return 0;
 }

@@ -19,6 +19,7 @@
 #include <sys/socket.h>
 #include <sys/stat.h>
 
+#include "config/config_opts.h"
 #include "reload/reload.h"
 
 /* kubelet's ConfigMap update is a few renames and removals in a row: wait for them to settle. */

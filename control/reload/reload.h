@@ -23,9 +23,9 @@
 
 #include <stdbool.h>
 
-#include "config.h"
-#include "http/http.h"
+#include "config/config.h"
 #include "k8s/k8s.h"
+#include "metrics/metrics.h"
 #include "query/query.h"
 #include "records/records.h"
 

@@ -25,7 +25,7 @@
 
 #include <ndc/log.h>
 
-#include "http/http.h"
+#include "metrics/metrics.h"
 #include "store/store.h"
 #include "internal.h"
 

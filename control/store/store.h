@@ -70,7 +70,7 @@ struct ndc_k8s_store_stats {
 void ndc_k8s_store_stats(struct ndc_k8s_store *s, struct ndc_k8s_store_stats *ret);
 
 /* ndcache_k8s_objects, ndcache_records_*, ndcache_programming_latency_*: an ndc_http_metrics_fn
- * (http/http.h) over a store. */
+ * (metrics/metrics.h) over a store. */
 struct ndc_metrics_buf;
 void ndc_k8s_store_metrics(void *store, struct ndc_metrics_buf *b);
 

@@ -20,10 +20,10 @@
 #include <rte_mbuf.h>
 #include <rte_mempool.h>
 
+#include <ndc/entry.h>
 #include <ndc/log.h>
 
 #include "dpdk/dpdk.h"
-#include "fastpath/fastpath.h"
 #include "internal.h"
 
 #define DEFAULT_BURST 32
@@ -127,7 +127,7 @@ int ndc_dpdk_open(const struct ndc_dpdk_opts *o, struct ndc_dpdk **ret)
 	uint16_t queues = o->queues ? o->queues : 1, burst = o->burst ? o->burst : DEFAULT_BURST;
 	const char *prefix = o->tap_prefix ? o->tap_prefix : DEFAULT_TAP_PREFIX;
 	/* The config the BPF table gets from the same options, by the same code. */
-	const struct ndc_fastpath_opts co = {
+	const struct ndc_fp_config_opts co = {
 	    .n_addrs = o->n_addrs,
 	    .addrs = o->addrs,
 	    .port = o->port,

@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: MIT
 /*
  * The DPDK answer table. Keys and values are the BPF table's (include/ndc/abi.h), converted by
- * the same code (dataplane/fastpath/value.c, entry.c), and the publishing rules are fastpath.c's:
+ * the same code (dataplane/base/value.c, entry.c), and the publishing rules are fastpath.c's:
  * an entry holding another name (a hash collision) is never overwritten nor deleted by this name,
  * so a collision costs a miss, never a wrong answer.
  *
@@ -40,9 +40,9 @@
 #include <rte_random.h>
 #include <rte_rcu_qsbr.h>
 
+#include <ndc/entry.h>
 #include <ndc/log.h>
 
-#include "fastpath/fastpath.h"
 #include "internal.h"
 
 #define DEFAULT_ENTRIES 65536

@@ -28,6 +28,7 @@
 #include <ndc/log.h>
 
 #include "fastpath/fastpath.h"
+#include "fastpath/fastpath_test.h"
 #include "internal.h"
 #include "ndc_fastpath.skel.h"
 
@@ -561,6 +562,19 @@ int ndc_fastpath_open(const struct ndc_fastpath_opts *opts, struct ndc_fp **ret)
 {
 	const char *dir = opts->pin_dir ? opts->pin_dir : NDC_FP_PIN_DIR;
 	uint32_t key = 0, max_entries, half_chunks, half_bigs;
+	const struct ndc_fp_config_opts co = {
+	    .n_addrs = opts->n_addrs,
+	    .addrs = opts->addrs,
+	    .port = opts->port,
+	    .zone = opts->zone,
+	    .zone_len = opts->zone_len,
+	    .pass = opts->pass,
+	    .pass_len = opts->pass_len,
+	    .redirect_peer = opts->redirect_peer,
+	    .failopen = opts->failopen,
+	    .n_upstreams = opts->n_upstreams,
+	    .upstreams = opts->upstreams,
+	};
 	struct ndc_fp_config cfg;
 	struct ndc_fp *fp;
 	int r;
@@ -574,7 +588,7 @@ int ndc_fastpath_open(const struct ndc_fastpath_opts *opts, struct ndc_fp **ret)
 		    "run as root or use the socket dataplane");
 		return -EPERM;
 	}
-	r = ndc_fastpath_config(opts, &cfg); /* entry.c: the DPDK table's too */
+	r = ndc_fastpath_config(&co, &cfg); /* dataplane/base/entry.c: the DPDK table's too */
 	if (r < 0)
 		return r;
 	fp = calloc(1, sizeof(*fp));

@@ -20,6 +20,7 @@
 #include <ndc/abi.h>
 #include <ndc/answer_table.h>
 #include <ndc/dns_wire.h>
+#include <ndc/entry.h> /* the key and entry encoding (dataplane/base/) */
 
 struct ndc_ip;
 struct ndc_fp; /* not "ndc_fastpath": that is the libbpf skeleton's struct name */
@@ -132,23 +133,6 @@ int ndc_fastpath_hits(struct ndc_fp *fp, const uint8_t *lname, size_t nlen, uint
 		      uint32_t *ret_hits);
 extern const struct ndc_answer_table_ops ndc_fastpath_answer_table;
 
-/*
- * Writes the logical entry v (its name included) at k as it is, whatever name k holds: for tests
- * (a forced hash collision, an expired entry) and tools. 0, or -ENOSPC as ndc_fastpath_publish.
- */
-int ndc_fastpath_put(struct ndc_fp *fp, const struct ndc_fp_key *k, const struct ndc_fp_value *v);
-
-/*
- * Reading a table through its maps' fds (the pins <pin_dir>/ndc_answers, ndc_big, ndc_nx and
- * ndc_config, or another process's), as the kernel reads it: the entry at k in the logical format
- * (0, -ENOENT, -EINVAL when the maps are not one table's, -errno); the number of entries; the
- * NXDOMAIN template (<pin_dir>/ndc_nx). For tests and inspection: a syscall per slot looked at.
- */
-int ndc_fastpath_lookup(int answers_fd, int big_fd, int nx_fd, int config_fd,
-			const struct ndc_fp_key *k, struct ndc_fp_value *ret);
-int ndc_fastpath_count(int answers_fd, size_t *ret);
-int ndc_fastpath_nx_read(int nx_fd, struct ndc_fp_value *ret);
-
 /* Sums the per-CPU counters. */
 int ndc_fastpath_counters(struct ndc_fp *fp, uint64_t ret[NDC_FP_COUNTER_MAX]);
 
@@ -171,44 +155,6 @@ struct ndc_fastpath_table_stats {
 };
 int ndc_fastpath_table_stats(struct ndc_fp *fp, struct ndc_fastpath_table_stats *ret);
 
-/*
- * Rebuilds the answer table at its present size, for tests: a table that never grew has one
- * region (include/ndc/abi.h) until then. 0 or a negative errno (the table left as it was).
- */
-int ndc_fastpath_table_rebuild(struct ndc_fp *fp);
-
-/* The program fds, for BPF_PROG_TEST_RUN in tests and benchmarks. */
-int ndc_fastpath_prog_fd(struct ndc_fp *fp, enum ndc_fp_attach which);
-/* The tc egress program (fail-open replies), for tests. */
-int ndc_fastpath_egress_prog_fd(struct ndc_fp *fp);
-
-/*
- * Conversions (value.c, in builds without BPF too: the DPDK table has the same format), exposed
- * for tests. key: the name's hash (ndc_fp_name_hash), qtype and nlen, padding
- * zero (-EINVAL for nlen 0, -ENAMETOOLONG over NDC_FP_NAME_MAX). value: ttl_s 0 gives expire_ns 0
- * and no TTL offsets; else insert_ns = now_ns, expire_ns = now_ns + ttl_s s, and every RR's TTL
- * offset in data (-E2BIG over NDC_FP_TTL_MAX RRs or NDC_FP_DATA_MAX bytes, -EINVAL when data does
- * not hold exactly the counted RRs); name_len 0 and name zero: publishing sets them.
- */
-int ndc_fastpath_key(const uint8_t *lname, size_t nlen, uint16_t qtype, struct ndc_fp_key *ret);
-int ndc_fastpath_value(const struct ndc_answer *a, uint32_t ttl_s, uint64_t now_ns,
-		       struct ndc_fp_value *ret);
-/* The NXDOMAIN template's value: as ndc_fastpath_value, -EINVAL as ndc_fastpath_set_nx says. */
-int ndc_fastpath_nx_value(const struct ndc_answer *nx, struct ndc_fp_value *ret);
-
-/*
- * What both tables write, built one way (entry.c, in builds without BPF too). entry: the key and
- * the value with its name that publishing (lname, qtype) writes, from a as ndc_fastpath_value
- * (its clock CLOCK_MONOTONIC, now), or with a NULL the pass marker at (lname,
- * NDC_FP_QTYPE_OTHER); errors as publishing's. config: the table's config from o's addresses,
- * port, zone, pass, fail-open upstreams and redirect_peer (abi_version set, not synced; the DPDK
- * table gives the first four): -E2BIG more than NDC_FP_MAX_ADDRS addresses of one family,
- * -ENAMETOOLONG zone or pass over NDC_FP_NAME_MAX, -EINVAL an address of another family or a
- * length without its name; logged.
- */
-int ndc_fastpath_entry(const uint8_t *lname, size_t nlen, uint16_t qtype,
-		       const struct ndc_answer *a, uint32_t ttl_s, struct ndc_fp_key *ret_key,
-		       struct ndc_fp_value *ret_val);
-int ndc_fastpath_config(const struct ndc_fastpath_opts *o, struct ndc_fp_config *ret);
+/* Entry points only tests and benchmarks call: fastpath/fastpath_test.h. */
 
 #endif

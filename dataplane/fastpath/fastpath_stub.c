@@ -1,11 +1,12 @@
 // SPDX-License-Identifier: MIT
 /*
  * The fast path in a build without BPF: every call says so, callers need no #ifdef. The key and
- * value conversions are real (value.c).
+ * value conversions are the base's (dataplane/base/), in every build.
  */
 #include <errno.h>
 
 #include "fastpath/fastpath.h"
+#include "fastpath/fastpath_test.h"
 
 int ndc_fastpath_open(const struct ndc_fastpath_opts *opts, struct ndc_fp **ret)
 {

@@ -18,13 +18,11 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include <ndc/query_handler.h> /* enum ndc_verdict, struct ndc_server_req, struct ndc_pending */
+
 struct ndc_ip;
 struct sockaddr_storage;
 struct ndc_server;
-struct ndc_server_req; /* a query in hand on a worker: valid during the handler call */
-struct ndc_pending;    /* a query detained for a later answer */
-
-enum ndc_verdict { NDC_SEND = 0, NDC_DROP, NDC_PENDING };
 
 #define NDC_SERVER_BATCH 32 /* datagrams per recvmmsg/sendmmsg */
 

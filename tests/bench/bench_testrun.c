@@ -36,6 +36,7 @@
 
 #include "../bpf/packets.h"
 #include "fastpath/fastpath.h"
+#include "fastpath/fastpath_test.h"
 #include "objects/objects.h"
 #include "ndc_reflector.skel.h"
 #include "records/records.h"

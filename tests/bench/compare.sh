@@ -5,8 +5,8 @@
 # (tests/integration/lib.sh: pod netns 169.254.100.2, node-local address 169.254.20.10).
 # Every server runs pinned to CPU 0, the load generators (dnsperf, kxdpgun) to CPU 1.
 #
-# Servers: reflector (bpf/ndc_reflector.bpf.o on eth-pod tc ingress: bounces each query, no DNS
-# work; the latency floor), ndcache-socket, ndcache-tc, ndcache-xdp, ndcache-dpdk (a DPDK lcore
+# Servers: reflector (tests/bench/bpf/ndc_reflector.bpf.o on eth-pod tc ingress: bounces each
+# query, no DNS work; the latency floor), ndcache-socket, ndcache-tc, ndcache-xdp, ndcache-dpdk (a DPDK lcore
 # busy-polling eth-pod through --dpdk-vdev, the exception path through a net_tap; only in a
 # build with DPDK), unbound (local-data),
 # knot (authoritative zones, kernel UDP), knot-xdp (same, XDP mode on eth-pod), kresd (RPZ local
@@ -129,7 +129,7 @@ case "$build" in /*) ;; *) build="$PWD/$build" ;; esac
 case "$out" in /*) ;; *) out="$PWD/$out" ;; esac
 
 bin="$build/control/ndcache"
-reflector="$build/bpf/ndc_reflector.bpf.o"
+reflector="$build/tests/bench/bpf/ndc_reflector.bpf.o"
 results="$out/results.jsonl"
 
 # The measurements run in a second copy of this script, in the background, while this one only
@@ -145,7 +145,7 @@ if [ -z "${NDC_COMPARE_TOPO:-}" ]; then
 		ip; do
 		command -v "$tool" >/dev/null || die "$tool not found after deploy/deps.sh bench"
 	done
-	bench_build "$build" "$out" control/ndcache bpf/ndc_reflector.bpf.o
+	bench_build "$build" "$out" control/ndcache tests/bench/bpf/ndc_reflector.bpf.o
 	: >"$results"
 	rm -f "$out"/compare.{txt,csv,json,png}
 

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Fast-path benchmark (issue 4): what ndcache's tc program costs, measured in one run on this
-# machine against the in-repo reflector (bpf/ndc_reflector.bpf.c: bounces UDP to port 53, no DNS
-# work) on the netns topology of tests/integration/lib.sh (pod eth0 <-> veth <-> eth-pod, node).
+# machine against the in-repo reflector (tests/bench/bpf/ndc_reflector.bpf.c: bounces UDP to port
+# 53, no DNS work) on the netns topology of tests/integration/lib.sh (pod eth0 <-> veth <-> eth-pod, node).
 #   1. BPF_PROG_TEST_RUN: tests/bench_testrun's ns per run, printed as it prints them
 #   2. max QPS through the veth: kxdpgun in the pod netns (AF_XDP on eth0, CPU 1) at unlimited
 #      rate, (a) the reflector on eth-pod tc ingress, (b) ndcache in tc mode answering from the
@@ -90,13 +90,13 @@ if [ ! -f "$build/build.ninja" ]; then
 	meson setup "$build" --buildtype=release -Dbpf=enabled >/dev/null ||
 		die "meson setup $build --buildtype=release -Dbpf=enabled failed"
 fi
-ninja -C "$build" control/ndcache bpf/ndc_reflector.bpf.o tests/bench_testrun \
+ninja -C "$build" control/ndcache tests/bench/bpf/ndc_reflector.bpf.o tests/bench_testrun \
 	>"$build/fastpath_bench-build.log" 2>&1 || {
 	tail -20 "$build/fastpath_bench-build.log" >&2
 	die "build failed (log: $build/fastpath_bench-build.log)"
 }
 bin="$build/control/ndcache"
-reflector="$build/bpf/ndc_reflector.bpf.o"
+reflector="$build/tests/bench/bpf/ndc_reflector.bpf.o"
 testrun="$build/tests/bench_testrun"
 mountpoint -q /sys/fs/bpf || mount -t bpf bpf /sys/fs/bpf || die "cannot mount bpffs"
 

@@ -11,7 +11,7 @@
 #   --seed S         the run's seed (default: the fuzzer picks one and prints it)
 #   --services N     a table from gen_cluster.py's N-service cluster (snapshot) instead of the
 #                    sample cluster (N up to 16000)
-#   --planted        load the object with the planted bug (bpf/ndc_table.h): must be caught
+#   --planted        load the object with the planted bug (tests/planted/wrong_slot/): must be caught
 #   --regions        rebuild the table once filled, so that it has both regions (abi.h); a table
 #                    of --services grew and has them anyway
 #   --build DIR      meson build dir (default build-mem; set up release, -Dbpf=enabled if missing)
@@ -55,10 +55,12 @@ is_uint "$count" || die "--count: a positive integer"
 [ "$(id -u)" = 0 ] || die "needs root (BPF_PROG_TEST_RUN)"
 case "$build" in /*) ;; *) build="$PWD/$build" ;; esac
 
-bench_build "$build" "$build/fuzz_diff" tests/test_fuzz_diff tests/ndc_fastpath_planted.bpf.o
+bench_build "$build" "$build/fuzz_diff" tests/test_fuzz_diff \
+	tests/planted/wrong_slot/ndc_fastpath_planted.bpf.o
 args=(--count "$count")
 [ -z "$seed" ] || args+=(--seed "$seed")
-[ "$planted" = 0 ] || args+=(--object "$build/tests/ndc_fastpath_planted.bpf.o" --expect-mismatch)
+[ "$planted" = 0 ] || args+=(--object \
+	"$build/tests/planted/wrong_slot/ndc_fastpath_planted.bpf.o" --expect-mismatch)
 [ "$regions" = 0 ] || args+=(--regions)
 tmp=""
 if [ -n "$services" ]; then

@@ -151,8 +151,8 @@ case "$build" in /*) ;; *) build="$PWD/$build" ;; esac
 case "$out" in /*) ;; *) out="$PWD/$out" ;; esac
 
 bin="$build/control/ndcache"
-reflector="$build/bpf/ndc_reflector.bpf.o"
-reflector_load="${NDC_BENCH_REFLECTOR_LOAD:-$build/bpf/ndc_reflector_load.bpf.o}"
+reflector="$build/tests/bench/bpf/ndc_reflector.bpf.o"
+reflector_load="${NDC_BENCH_REFLECTOR_LOAD:-$build/tests/bench/bpf/ndc_reflector_load.bpf.o}"
 prober="$build/tests/bench_prober"
 memlat="$build/tests/bench_memlat"
 results="$out/results.jsonl"
@@ -165,8 +165,8 @@ if [ -z "${NDC_LATENCY_TOPO:-}" ]; then
 	for tool in kxdpgun unbound knotd kresd clang dig tc bpftool taskset python3 ip sysctl curl; do
 		command -v "$tool" >/dev/null || die "$tool not found after deploy/deps.sh bench"
 	done
-	bench_build "$build" "$out" control/ndcache bpf/ndc_reflector.bpf.o \
-		bpf/ndc_reflector_load.bpf.o tests/bench_prober tests/bench_memlat
+	bench_build "$build" "$out" control/ndcache tests/bench/bpf/ndc_reflector.bpf.o \
+		tests/bench/bpf/ndc_reflector_load.bpf.o tests/bench_prober tests/bench_memlat
 	: >"$results"
 	rm -rf "$out"/latency.{txt,csv,json} "$out/memory.txt" "$out/samples" "$out/logs"
 	stats_prev=$(sysctl -n kernel.bpf_stats_enabled) || die "no kernel.bpf_stats_enabled"

@@ -59,8 +59,8 @@ ANSWER_HOOK = {
 FLOOR = {"ndcache-tc": "reflector", "ndcache-xdp": "reflector-xdp", "base-tc": "reflector",
          "base-xdp": "reflector-xdp", "reflector-load": "reflector",
          "reflector-load-xdp": "reflector-xdp"}
-# The reflector that reads one table line per query (bpf/ndc_reflector.bpf.c, NDC_REFLECT_LOAD):
-# what every name adds over its hot set is one table load in the same path under the same
+# The reflector that reads one table line per query (tests/bench/bpf/ndc_reflector.bpf.c,
+# NDC_REFLECT_LOAD): what every name adds over its hot set is one table load in the same path under the same
 # traffic, the floor of what a name adds to the fast path.
 LOAD_FLOOR = {"ndcache-tc": "reflector-load", "ndcache-xdp": "reflector-load-xdp",
               "base-tc": "reflector-load", "base-xdp": "reflector-load-xdp"}

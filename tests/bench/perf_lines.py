@@ -7,6 +7,7 @@ this pairs the samples' addresses (perf script) with the program's jited_line_in
 tests/bench_prog_lines while the program is loaded): each sample counts for the source line whose
 JITed code it fell in. Run it while the program is still loaded, e.g.:
 
+  ninja -C build tests/bench_testrun tests/bench_prog_lines  # not built by a plain build
   taskset -c 1 build/tests/bench_testrun 100000000 tc_a_hit_many & pid=$!
   sleep 1; perf record -e cpu-clock -F 20000 -p $pid -o perf.data -- sleep 4
   tests/bench/perf_lines.py perf.data ndc_tc_ingress --lines build/tests/bench_prog_lines

@@ -2,8 +2,9 @@
 # The servers the benchmarks compare, and what they serve: sourced by compare.sh and
 # latency_bench.sh in the measuring copy, inside tests/integration/lib.sh's topology, after they
 # set here, work, services, namespaces, headless_pct, endpoints, ttl, ext_names, bin (ndcache),
-# reflector (bpf/ndc_reflector.bpf.o), reflector_load (bpf/ndc_reflector_load.bpf.o, when the
-# script runs reflector-load or reflector-load-xdp); table_size before the first server starts.
+# reflector (tests/bench/bpf/ndc_reflector.bpf.o), reflector_load
+# (tests/bench/bpf/ndc_reflector_load.bpf.o, when the script runs reflector-load or
+# reflector-load-xdp); table_size before the first server starts.
 # shellcheck disable=SC2154,SC2034 # variables set or read by the scripts that source this file
 #
 #   bench_data_up            the cluster (gen_cluster.py) and what is derived from it: the

@@ -50,6 +50,7 @@
 #include <ndc/log.h>
 
 #include "fastpath/fastpath.h"
+#include "fastpath/fastpath_test.h"
 #include "fuzz_diff.h"
 #include "objects/objects.h"
 #include "publisher.h"
@@ -60,6 +61,14 @@
 #define TTL_CACHED 3600 /* longer than any run: nothing expires while it runs */
 
 enum { TC = 0, XDP = 1 };
+/* The resolver answers the socket server's queries, as in the agent. */
+static const struct ndc_query_io socket_io = {
+    .is_tcp = ndc_server_req_is_tcp,
+    .peer = ndc_server_req_peer,
+    .detain = ndc_server_detain,
+    .complete = ndc_server_complete,
+};
+
 static const char *const hook_name[] = {"tc", "xdp"};
 static const uint32_t verdict_pass[] = {(uint32_t)NDC_TC_PASS, XDP_PASS};
 static const uint32_t verdict_reply[] = {TC_ACT_REDIRECT, XDP_TX};
@@ -375,7 +384,7 @@ static int setup(void)
 	if (!r && opt.regions)
 		r = split_table();
 	if (!r)
-		r = ndc_resolver_new(env.rec, env.cache, NULL, &env.res);
+		r = ndc_resolver_new(env.rec, env.cache, NULL, &socket_io, &env.res);
 	if (!r)
 		r = ndc_server_start(&so, ndc_resolver_handle, env.res, &env.srv);
 	if (r)

@@ -38,6 +38,7 @@
 #include <ndc/log.h>
 
 #include "fastpath/fastpath.h"
+#include "fastpath/fastpath_test.h"
 #include "objects/objects.h"
 
 #define A_CAP 1024

@@ -37,6 +37,7 @@
 #include <ndc/dns_wire.h>
 
 #include "fastpath/fastpath.h"
+#include "fastpath/fastpath_test.h"
 #include "objects/objects.h"
 #include "answer_rows.h"
 #include "packets.h"

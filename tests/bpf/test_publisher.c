@@ -39,6 +39,7 @@
 #include <ndc/log.h>
 
 #include "fastpath/fastpath.h"
+#include "fastpath/fastpath_test.h"
 #include "objects/objects.h"
 #include "publisher.h"
 #include "query/query.h"

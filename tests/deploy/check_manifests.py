@@ -10,8 +10,9 @@ What it compares, and where the truth comes from:
 - every document parses (duplicate keys are errors: PyYAML would keep the last one silently),
   has a known apiVersion/kind, a name, and the namespaced ones share one namespace;
 - the ClusterRole grants exactly list and watch (what control/k8s/k8s_client.c requests) on
-  exactly the collections of the client's kinds table (control/k8s/k8s_stream.c), minus Pods
-  unless the config has records.pods: verified (control/agent/ watches Pods only then); a kind
+  exactly the collections of the client's kinds table (control/k8s/k8s_stream.c) (Pods: the
+  node's own, listed by spec.nodeName for pod identity, and all with records.pods: verified);
+  a kind listed per node needs env NODE_NAME from the downward API (spec.nodeName); a kind
   the table reads in one namespace by name (fieldSelector=metadata.name=..., the kube-dns
   ConfigMap, watched by control/reload/reload_kube_dns.c unless source.kubernetes.kube_dns_configmap is false)
   is granted by a Role in that namespace with exactly that name in resourceNames, and by
@@ -98,7 +99,7 @@ class Inputs:
         self.agent = "\n".join(read("control/agent/" + f) for f in agent) + "\n" + read(
             "control/reload/reload_kube_dns.c")
         self.http = read("control/http/http.c")
-        self.config_c = read("control/config_default.c")  # the defaults
+        self.config_c = read("control/config/config_default.c")  # the defaults
 
 
 # ---- facts taken from the code -------------------------------------------------------------
@@ -113,9 +114,18 @@ def client_kinds(src):
     fieldSelector=metadata.name%3DNAME (both None for a cluster-wide collection)."""
     kinds = {}
     for m in re.finditer(r'\[(NDC_K8S_\w+)\]\s*=\s*\{\s*"([^"]+)"\s*,\s*"(\w+)"\s*,\s*'
-                         r'"([^"]+)"\s*,\s*"(\w+)"\s*(?:,\s*"([^"]*)"\s*)?\}', src):
-        enum, path, _kind, api_version, resource, query = m.groups()
-        group = api_version.rsplit("/", 1)[0] if "/" in api_version else ""
+                         r'"([^"]+)"\s*,\s*"(\w+)"\s*(?:,\s*"([^"]*)"\s*'
+                         r'(?:,\s*(true|false)\s*)?)?\}', src):
+        enum, path, _kind, api_version, resource, query, by_node = m.groups()
+        if by_node == "true":
+            # The node's pods: spec.nodeName=<NODE_NAME> appended at run time. RBAC cannot
+            # limit a list/watch to a field selector: a cluster-wide grant.
+            if not re.fullmatch(r"fieldSelector=spec\.nodeName(?:%3D|=)", query or ""):
+                raise ValueError(f"k8s_stream.c: {enum}: by-node query {query!r} is not "
+                                 f"fieldSelector=spec.nodeName= (update check_manifests.py)")
+            kinds[enum] = (group_of(api_version), resource, None, None)
+            continue
+        group = group_of(api_version)
         if not path.endswith("/" + resource):
             raise ValueError(f"k8s_stream.c: {enum}: path {path} does not end in {resource}")
         ns = re.search(r"/namespaces/([^/]+)/" + resource + "$", path)
@@ -126,6 +136,15 @@ def client_kinds(src):
         kinds[enum] = (group, resource, ns.group(1) if ns else None,
                        name.group(1) if name else None)
     return kinds
+
+
+def client_node_kinds(src):
+    """Enums of the client's kinds table listed per node (by_node: spec.nodeName=NODE_NAME)."""
+    return set(re.findall(r'\[(NDC_K8S_\w+)\]\s*=\s*\{[^}]*,\s*true\s*\}', src))
+
+
+def group_of(api_version):
+    return api_version.rsplit("/", 1)[0] if "/" in api_version else ""
 
 
 def client_verbs(src):
@@ -189,10 +208,10 @@ def http_paths(src):
 
 
 def config_default(config_src, key):
-    """A default from control/config_default.c (cfg->KEY = N;), or raises ValueError."""
+    """A default from control/config/config_default.c (cfg->KEY = N;), or raises ValueError."""
     m = re.search(r"cfg->%s = (\d+);" % re.escape(key), config_src)
     if not m:
-        raise ValueError(f"no default of {key} in control/config_default.c")
+        raise ValueError(f"no default of {key} in control/config/config_default.c")
     return int(m.group(1))
 
 
@@ -535,6 +554,10 @@ def check(inp, run_agent=True):
         return errors + [str(e)]
     if not kinds:
         return errors + ["control/k8s/k8s_stream.c: no kinds table found (update the check)"]
+    entries = set(re.findall(r'^\s*\[(NDC_K8S_\w+)\]\s*=\s*\{', inp.k8s_client, re.M))
+    if entries - set(kinds):
+        return errors + [f"control/k8s/k8s_stream.c: kinds table entries this check cannot read: "
+                         f"{sorted(entries - set(kinds))} (update check_manifests.py)"]
     cond = conditional_kinds(inp.agent)
     wanted = {kinds[e] for e in kinds if e not in cond or condition_holds(cond[e], cfg)}
     conditional = {kinds[e][:2] for e in cond}
@@ -564,6 +587,15 @@ def check(inp, run_agent=True):
                 for r in as_list(rule.get("resources")):
                     granted.setdefault((g, r), set()).update(as_list(rule.get("verbs")))
     fmt = lambda gr: f"{gr[1]}.{gr[0]}" if gr[0] else gr[1]
+    # A kind listed per node needs the node's name: env NODE_NAME from the downward API.
+    by_node = sorted(e for e in client_node_kinds(inp.k8s_client)
+                     if e in kinds and (e not in cond or condition_holds(cond[e], cfg)))
+    if by_node:
+        node_env = [e for e in agent.get("env") or [] if e.get("name") == "NODE_NAME"]
+        ref = ((node_env[0].get("valueFrom") or {}).get("fieldRef") or {}) if node_env else {}
+        if ref.get("fieldPath") != "spec.nodeName":
+            err(f"agent: needs env NODE_NAME from fieldRef spec.nodeName (the downward API): the "
+                f"client lists {', '.join(by_node)} with fieldSelector=spec.nodeName=<NODE_NAME>")
     for gr in sorted(required):
         if gr not in granted:
             err(f"RBAC: the agent lists and watches {fmt(gr)} (control/k8s/k8s_client.c) but the "
@@ -895,8 +927,18 @@ MUTATIONS = [
     ("kube_dns_configmap: false, the Role still there",
      _edit(_set_cfg(["source", "kubernetes", "kube_dns_configmap"], False)),
      "kube_dns_configmap is false"),
-    ("records.pods: verified without the pods rule",
-     _edit(_set_cfg(["records", "pods"], "verified")), "lists and watches pods"),
+    ("the pods rule missing (the node's pods, pod identity)",
+     _edit(_drop_rule_resource("pods")), "lists and watches pods"),
+    ("no NODE_NAME for the node's pods",
+     _edit(lambda d: _agent_c(d).pop("env")), "NODE_NAME"),
+    ("NODE_NAME from another field",
+     _edit(lambda d: _agent_c(d)["env"][0]["valueFrom"]["fieldRef"].__setitem__(
+         "fieldPath", "metadata.name")), "NODE_NAME"),
+    ("a kinds table entry the check cannot read",
+     lambda inp: setattr(inp, "k8s_client", inp.k8s_client.replace(
+         '[NDC_K8S_PODS] =',
+         '[NDC_K8S_NODES] = {"/api/v1/nodes", "Node", "v1", "nodes", NULL, false, 1},\n'
+         '    [NDC_K8S_PODS] =')), "cannot read"),
     ("a get verb the client never uses",
      _edit(lambda d: _find(d, "ClusterRole")["rules"][0]["verbs"].append("get")), "verbs"),
     ("a config key the agent rejects",

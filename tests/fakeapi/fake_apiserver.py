@@ -110,7 +110,7 @@ class State:
         self.rv = FIRST_RV
         self.compact_rv = FIRST_RV
         self.objects = {}  # (kind, ns, name) -> object (never mutated once stored)
-        self.history = []  # (rv, type, kind, object), append-only
+        self.history = []  # (rv, type, kind, object, previous object of a MODIFIED), append-only
         self.history_rvs = []
         self.token = token
         self.fail_count = 0
@@ -179,10 +179,10 @@ class State:
             self.encoded[id(obj)] = enc
         return enc[1]
 
-    def _record(self, etype, kind, obj):
+    def _record(self, etype, kind, obj, prev=None):
         if etype != "DELETED":
             self.item_bytes(obj)
-        self.history.append((self.rv, etype, kind, obj))
+        self.history.append((self.rv, etype, kind, obj, prev))
         self.history_rvs.append(self.rv)
         self.cond.notify_all()
 
@@ -200,7 +200,7 @@ class State:
                 md.setdefault("creationTimestamp", now_rfc3339())
             md["resourceVersion"] = str(self.rv)
             self.objects[key] = obj
-            self._record("MODIFIED" if old is not None else "ADDED", key[0], obj)
+            self._record("MODIFIED" if old is not None else "ADDED", key[0], obj, old)
             return self.rv
 
     def delete(self, kind, ns, name):
@@ -235,7 +235,7 @@ class State:
         state = {}
         end = bisect.bisect_right(self.history_rvs, rv)
         for i in range(end):
-            erv, etype, ekind, obj = self.history[i]
+            erv, etype, ekind, obj, _ = self.history[i]
             if ekind != kind:
                 continue
             key = (obj["metadata"].get("namespace", ""), obj["metadata"]["name"])
@@ -457,6 +457,19 @@ def selector_match(obj, fields, labels):
         if op == "!=" and lab.get(k) == v:
             return False
     return True
+
+
+def selected_event(etype, obj, prev, fields, labels):
+    """What a watch with these selectors sees of a change, as the real API server sends it:
+    an object that starts to match (a pod bound to the selected node) is ADDED, one that stops
+    matching is DELETED (with its new state), a change outside the selection is nothing."""
+    now = selector_match(obj, fields, labels)
+    if etype != "MODIFIED" or prev is None:
+        return (etype, obj) if now else None
+    was = selector_match(prev, fields, labels)
+    if now:
+        return ("MODIFIED" if was else "ADDED", obj)
+    return ("DELETED", obj) if was else None
 
 
 # ---- HTTP ------------------------------------------------------------------------------------
@@ -1100,9 +1113,11 @@ class ApiHandler(InitialStateMixin, BaseHandler):
                             else:
                                 action = "poll"
                         elif pos < len(st.history):
-                            for erv, etype, ekind, obj in st.history[pos:]:
-                                if ekind == kind and selector_match(obj, fields, labels):
-                                    events.append((etype, obj))
+                            for erv, etype, ekind, obj, prev in st.history[pos:]:
+                                ev = ekind == kind and selected_event(etype, obj, prev,
+                                                                      fields, labels)
+                                if ev:
+                                    events.append(ev)
                             pos = len(st.history)
                             last_rv = st.rv
                             if events:

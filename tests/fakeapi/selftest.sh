@@ -197,6 +197,34 @@ check "watch ends cleanly after timeoutSeconds (curl rc 0)" 0 "$(cat "$tmp/w1.rc
 ev=$(events "$tmp/w1" | grep -v BOOKMARK)
 check "watch from list rv: live ADDED, MODIFIED, DELETED (no other kinds)" \
 	"ADDED beta $((rv + 1))|MODIFIED beta $((rv + 2))|DELETED alpha $rv_del" "$(echo "$ev" | paste -sd'|')"
+# A field selector on a watch (pod identity's spec.nodeName): entering it is ADDED, leaving it
+# DELETED, changes outside it nothing.
+kget /api/v1/pods >/dev/null
+prv=$(jget "$tmp/body" 'd["metadata"]["resourceVersion"]')
+(
+	curl -sN --max-time 90 --cacert "$pki/ca.pem" -H "Authorization: Bearer $token" \
+		"$base/api/v1/pods?watch=true&fieldSelector=spec.nodeName%3Dnode-a&resourceVersion=$prv&timeoutSeconds=2" \
+		>"$tmp/wp"
+	echo $? >"$tmp/wp.rc"
+) &
+bgpids+=($!)
+for i in $(seq 100); do
+	curl -s "http://127.0.0.1:$ctl/stats" | grep -q '"watchers": *[1-9]' && break
+	sleep 0.05
+done
+pod() { # NODE
+	ctl '{"op":"apply","object":{"kind":"Pod","apiVersion":"v1","metadata":{"name":"sel","namespace":"default"},"spec":{"nodeName":"'"$1"'"}}}' >/dev/null
+}
+pod ""
+pod node-a
+pod node-a
+pod node-b
+pod node-c
+wait_file "$tmp/wp.rc" 5
+check "watch with fieldSelector spec.nodeName: ADDED on entering, MODIFIED, DELETED on leaving" \
+	"ADDED sel|MODIFIED sel|DELETED sel" \
+	"$(events "$tmp/wp" | grep -v BOOKMARK | cut -d' ' -f1-2 | paste -sd'|')"
+ctl '{"op":"delete","kind":"Pod","namespace":"default","name":"sel"}' >/dev/null
 nbm=$(events "$tmp/w1" | grep -c BOOKMARK)
 check "bookmarks every 0.3 s over 2 s" yes "$([ "$nbm" -ge 3 ] && echo yes)"
 check "last bookmark carries the current rv" "BOOKMARK - $rv_del" \

@@ -9,7 +9,7 @@
 #include <netinet/in.h>
 #include <sys/socket.h>
 
-#include "config.h"
+#include "config/config.h"
 
 static void check(bool ok)
 {

@@ -10,7 +10,7 @@
 #include <string.h>
 #include <sys/socket.h>
 
-#include "config.h"
+#include "config/config.h"
 
 static void check(bool ok)
 {

@@ -10,14 +10,27 @@
    Read from the compiled objects: the build's compile_commands.json names each source's object,
    `nm` gives what each defines and what it needs; a -> b when a needs a symbol b defines. Calls
    inlined from a header are not seen (they are the header's, not a file's).
-3. Layers run one way (issue 24): base (include/ and dataplane/wire/: DNS wire code, logging,
-   address types) < dataplane/ and bpf/ < control/. Nothing in dataplane/ or bpf/ includes a
-   file of control/, and the base includes nothing above it (nothing of control/, bpf/ or the
-   rest of dataplane/). Read from the sources: every #include "..." and #include <...> of
+3. Layers run one way (issues 24, 36): base (include/, dataplane/base/: logging, addresses, the
+   answer table's entry encoding, and dataplane/wire/: DNS wire code) < dataplane/ and bpf/ <
+   control/. Nothing in dataplane/ or bpf/ includes a file of control/, and the base includes
+   nothing above it (nothing of control/, bpf/ or the rest of dataplane/). Read from the sources: every #include "..." and #include <...> of
    control/, dataplane/, include/ and bpf/ that names a file of the tree (resolved as the compiler
    does, through the project's include_directories); tests/ may include any layer.
 4. No C file (.c or .h) in control/, dataplane/, bpf/ or include/ is over MAX_LINES lines
    (issue 24): a file that grows past it is split by meaning, as table.c was into table_walk.c.
+5. The base links nothing above it (issue 36): no object of dataplane/base/ needs a symbol that
+   only objects outside dataplane/base/ define, and none of dataplane/wire/ one that only objects
+   outside dataplane/base/ and dataplane/wire/ define. Read from nm of the objects, as rule 2.
+6. A component's header has the users it is for (issue 36): the HTTP server's (control/http/
+   http.h; a subsystem writes its /metrics section with control/metrics/metrics.h), the socket
+   server's, the kernel fast path's and the DPDK backend's headers (dataplane/socket/,
+   dataplane/fastpath/, dataplane/dpdk/) are included only inside their own folder and by the
+   agent (control/agent/), which runs them. So the query layer includes no socket header (it gets
+   the server's calls through struct ndc_query_io), and the publisher and the DPDK table get the
+   entry encoding from <ndc/entry.h>. Read from the #includes of control/ and dataplane/ outside
+   the base (rule 3 covers the base); tests/ may include any.
+7. Every subsystem in a folder (issue 36): no configuration file (config*.c, config*.h) at the root
+   of control/: the configuration is control/config/.
 
 Usage: check_layout.py --source SRC --build BUILD   (run by `meson test` as the test "layout")
        check_layout.py --self-test   (the test "layout_self_test": each rule on a planted
@@ -42,6 +55,24 @@ INCLUDE_RE = re.compile(r'^\s*#\s*include\s+"([^"]+)"', re.M)
 ANY_INCLUDE_RE = re.compile(r'^\s*#\s*include\s+(?:"([^"]+)"|<([^>]+)>)', re.M)
 LAYER_TREES = ("control", "dataplane", "include", "bpf")  # rules 3 and 4 read these (not tests/)
 MAX_LINES = 1000
+# Rule 3: the folders of dataplane/ in the base (with include/).
+BASE_DIRS = ("dataplane/base", "dataplane/wire")
+# Rule 5: the folders whose objects' symbols each base library may need.
+BASE_LINKS = {"dataplane/base": ("dataplane/base",),
+              "dataplane/wire": ("dataplane/base", "dataplane/wire")}
+# Rule 6: headers (a file, or a folder ending in /) for their own folder and these users only.
+RESTRICTED_HEADERS = (
+    ("control/http/http.h", "the HTTP server's header; a subsystem writes its /metrics section "
+     "with metrics/metrics.h"),
+    ("dataplane/socket/", "the socket server's; the query layer gets its calls through struct "
+     "ndc_query_io (query/query.h), which the agent wires"),
+    ("dataplane/fastpath/", "the kernel fast path's; the table's key and entry encoding is "
+     "<ndc/entry.h>"),
+    ("dataplane/dpdk/", "the DPDK backend's"),
+)
+RESTRICTED_USERS = ("control/agent",)  # the agent runs the server and the dataplanes
+# Rule 7: files of a subsystem that has its folder, not at the root of control/.
+ROOT_FORBIDDEN = re.compile(r"^config.*\.[ch]$")
 
 
 def rel(src, path):
@@ -71,7 +102,7 @@ def resolve(src, including, name, quoted=True):
 def layer(rf):
     """The layer of a file of the tree (path relative to it), or None (tests/ and the rest)."""
     parts = rf.split(os.sep)
-    if parts[0] == "include" or parts[:2] == ["dataplane", "wire"]:
+    if parts[0] == "include" or "/".join(parts[:2]) in BASE_DIRS:
         return "base"
     if parts[0] in ("dataplane", "bpf", "control"):
         return parts[0]
@@ -81,11 +112,28 @@ def layer(rf):
 def check_layers(src):
     """Rule 3: errors, and {(from layer, to layer): count of includes} for the summary."""
     errors, graph = [], defaultdict(int)
+    for rf, line, spelled, rp in includes_of(src, LAYER_TREES):
+        lf, lp = layer(rf), layer(rp)
+        if not lp:
+            continue
+        graph[(lf, lp)] += 1
+        where = f"{rf}:{line}: #include {spelled}"
+        if lf in ("dataplane", "bpf") and lp == "control":
+            errors.append(f"{where}: {lf}/ includes {rp} of control/; move what it needs "
+                          "down to the base (include/ndc/, dataplane/base/)")
+        elif lf == "base" and lp != "base":
+            errors.append(f"{where}: the base (include/, dataplane/base/, dataplane/wire/) "
+                          f"includes {rp}, above it in {lp}/")
+    return errors, graph
+
+
+def includes_of(src, trees):
+    """(file, line, spelled, included file) for each #include of the tree's files in trees that
+    names a file of the tree, all paths relative to src."""
     for f in sources(src):
         rf = rel(src, f)
-        if rf.split(os.sep)[0] not in LAYER_TREES:
+        if rf.split(os.sep)[0] not in trees:
             continue
-        lf = layer(rf)
         with open(f, encoding="utf-8", errors="replace") as fh:
             text = fh.read()
         for m in ANY_INCLUDE_RE.finditer(text):
@@ -93,21 +141,8 @@ def check_layers(src):
             p = resolve(src, f, name, quoted=m.group(1) is not None)
             if not p or not p.startswith(src + os.sep):
                 continue
-            rp = rel(src, p)
-            lp = layer(rp)
-            if not lp:
-                continue
-            graph[(lf, lp)] += 1
-            line = text.count("\n", 0, m.start()) + 1
             spelled = f'"{name}"' if m.group(1) is not None else f"<{name}>"
-            where = f"{rf}:{line}: #include {spelled}"
-            if lf in ("dataplane", "bpf") and lp == "control":
-                errors.append(f"{where}: {lf}/ includes {rp} of control/; move what it needs "
-                              "down to the base (include/ndc/, dataplane/wire/)")
-            elif lf == "base" and lp != "base":
-                errors.append(f"{where}: the base (include/, dataplane/wire/) includes {rp}, "
-                              f"above it in {lp}/")
-    return errors, graph
+            yield rf, text.count("\n", 0, m.start()) + 1, spelled, rel(src, p)
 
 
 def check_includes(src):
@@ -254,6 +289,52 @@ def check_calls(src, build):
     return errors, summary
 
 
+def check_base_links(src, build):
+    """Rule 5: errors (a base object that needs a symbol only objects above it define)."""
+    objs = objects(src, build)
+    syms = {f: nm_symbols(o) for f, o in objs.items()}
+    definers = defaultdict(set)
+    for f, (defined, _) in syms.items():
+        for s in defined:
+            definers[s].add(os.path.dirname(f))
+    errors = []
+    for f, (_, undefined) in sorted(syms.items()):
+        allowed = BASE_LINKS.get(os.path.dirname(f))
+        if not allowed:
+            continue
+        for s in sorted(undefined):
+            where = definers.get(s)
+            if where and not where & set(allowed):
+                errors.append(f"{f} needs {s}, defined in {', '.join(sorted(where))}/: the base "
+                              f"links nothing above it (may use {', '.join(a + '/' for a in allowed)})")
+    return errors
+
+
+def check_headers(src):
+    """Rule 6: errors (a restricted header included outside its folder and its users)."""
+    errors = []
+    for rf, line, spelled, rp in includes_of(src, ("control", "dataplane")):
+        if layer(rf) == "base":
+            continue  # rule 3's
+        for header, why in RESTRICTED_HEADERS:
+            mine = rp.startswith(header) if header.endswith("/") else rp == header
+            home = header.rstrip("/") if header.endswith("/") else os.path.dirname(header)
+            folder = os.path.dirname(rf)
+            if not mine or folder == home or folder.startswith(RESTRICTED_USERS):
+                continue
+            errors.append(f"{rf}:{line}: #include {spelled}: {rp} is {why}; only {home}/ and "
+                          f"{', '.join(u + '/' for u in RESTRICTED_USERS)} include it")
+    return errors
+
+
+def check_folders(src):
+    """Rule 7: errors (a subsystem's file at the root of control/)."""
+    top = os.path.join(src, "control")
+    names = sorted(os.listdir(top)) if os.path.isdir(top) else []
+    return [f"control/{n}: the configuration's files are in control/config/"
+            for n in names if ROOT_FORBIDDEN.match(n) and os.path.isfile(os.path.join(top, n))]
+
+
 def check_sizes(src):
     """Rule 4: errors, and the largest file of the product with its lines (for the summary)."""
     errors, largest = [], (None, 0)
@@ -273,8 +354,8 @@ def check_sizes(src):
 def report_layers(src):
     """Prints rule 3 and its include graph; True when it holds."""
     errors, graph = check_layers(src)
-    print("check_layout: 3. layers run one way: base (include/, dataplane/wire/) < dataplane/, "
-          "bpf/ < control/")
+    print("check_layout: 3. layers run one way: base (include/, dataplane/base/, dataplane/wire/) "
+          "< dataplane/, bpf/ < control/")
     for e in errors:
         print(f"  VIOLATION: {e}")
     print("  includes between layers (from -> to: count):")
@@ -288,41 +369,64 @@ def report_layers(src):
 # The self-test's scratch tree: one clean file per layer, each including what it may.
 CLEAN_TREE = {
     "include/ndc/ip.h": "#pragma once\n#include <stdint.h>\nstruct ndc_ip { uint8_t family; };\n",
-    "dataplane/wire/ip.c": '#include <ndc/ip.h>\nint ndc_ip_parse(void) { return 0; }\n',
+    "dataplane/base/ip.c": '#include <ndc/ip.h>\nint ndc_ip_parse(void) { return 0; }\n',
+    "dataplane/wire/dns_wire.c": ('#include <ndc/ip.h>\nint ndc_ip_parse(void);\n'
+                                  "int ndc_dns_parse(void) { return ndc_ip_parse(); }\n"),
     "dataplane/socket/socket.h": "#include <ndc/ip.h>\n",
     "dataplane/socket/internal.h": '#include "socket/socket.h"\n',
     "dataplane/socket/server.c": ('#include <ndc/ip.h>\n#include "internal.h"\n'
                                   "int server_run(void) { return 0; }\n"),
+    "dataplane/fastpath/fastpath.h": "#include <ndc/ip.h>\n",
     "bpf/ndc_prog.bpf.c": "#include <linux/bpf.h>\n#include <ndc/ip.h>\n",
-    "control/config.h": "#include <ndc/ip.h>\n",
+    "control/config/config.h": "#include <ndc/ip.h>\n",
+    "control/metrics/metrics.h": "#include <stdint.h>\n",
+    "control/http/http.h": '#include "metrics/metrics.h"\n',
     "control/objects/objects.h": '#include <ndc/ip.h>\n',
     "control/objects/internal.h": '#include "objects/objects.h"\n',
-    "control/objects/conv.c": ('#include "internal.h"\n#include "config.h"\n'
-                               '#include "socket/socket.h"\nint conv(void) { return 0; }\n'),
+    "control/objects/conv.c": ('#include "internal.h"\n#include "config/config.h"\n'
+                               '#include "metrics/metrics.h"\nint conv(void) { return 0; }\n'),
     "control/objects/store.c": ('#include "internal.h"\nint conv(void);\n'
                                 "int store(void) { return conv(); }\n"),
+    "control/agent/agent.c": ('#include "http/http.h"\n#include "socket/socket.h"\n'
+                              '#include "fastpath/fastpath.h"\nint agent_run(void) { return 0; }\n'),
     "tests/unit/socket/test_server.c": ('#include "objects/objects.h"\n'
                                         '#include "socket/internal.h"\n'),
 }
 
 # One violation each: (rule, file, text appended to it, what the report must name).
 PLANTED = [
-    (1, "control/config.h", '#include "objects/internal.h"\n', "control/config.h:2"),
+    (1, "control/config/config.h", '#include "objects/internal.h"\n', "control/config/config.h:2"),
     (1, "dataplane/socket/server_internal.h", "\n", "server_internal.h: a private header"),
     (2, "control/objects/conv.c", "int store(void);\nint conv2(void) { return store(); }\n",
      "control/objects/: these files call each other round a cycle: conv.c, store.c"),
     (3, "dataplane/socket/server.c", '#include "objects/objects.h"\n',
      "dataplane/socket/server.c:4: #include \"objects/objects.h\": dataplane/ includes"),
-    (3, "dataplane/socket/server.c", "#include <config.h>\n",
-     "dataplane/socket/server.c:4: #include <config.h>: dataplane/ includes control/config.h"),
-    (3, "bpf/ndc_prog.bpf.c", '#include "../control/config.h"\n',
-     "bpf/ndc_prog.bpf.c:3: #include \"../control/config.h\": bpf/ includes control/config.h"),
-    (3, "dataplane/wire/ip.c", '#include "socket/socket.h"\n',
-     "dataplane/wire/ip.c:3: #include \"socket/socket.h\": the base"),
+    (3, "dataplane/socket/server.c", "#include <config/config.h>\n",
+     "dataplane/socket/server.c:4: #include <config/config.h>: dataplane/ includes "
+     "control/config/config.h"),
+    (3, "bpf/ndc_prog.bpf.c", '#include "../control/config/config.h"\n',
+     "bpf/ndc_prog.bpf.c:3: #include \"../control/config/config.h\": bpf/ includes control/"),
+    (3, "dataplane/base/ip.c", '#include "socket/socket.h"\n',
+     "dataplane/base/ip.c:3: #include \"socket/socket.h\": the base"),
+    (3, "dataplane/wire/dns_wire.c", '#include "fastpath/fastpath.h"\n',
+     "dataplane/wire/dns_wire.c:4: #include \"fastpath/fastpath.h\": the base"),
     (3, "include/ndc/ip.h", '#include "objects/objects.h"\n',
      "include/ndc/ip.h:4: #include \"objects/objects.h\": the base"),
     (4, "dataplane/socket/server.c", "/* padding */\n" * MAX_LINES,
      "dataplane/socket/server.c: 1003 lines, over 1000"),
+    (5, "dataplane/base/ip.c", "int ndc_dns_parse(void);\nint ip2(void) { return ndc_dns_parse(); }\n",
+     "dataplane/base/ip.c needs ndc_dns_parse, defined in dataplane/wire/"),
+    (5, "dataplane/wire/dns_wire.c", "int server_run(void);\nint d2(void) { return server_run(); }\n",
+     "dataplane/wire/dns_wire.c needs server_run, defined in dataplane/socket/"),
+    (6, "control/objects/conv.c", '#include "http/http.h"\n',
+     "control/objects/conv.c:5: #include \"http/http.h\": control/http/http.h is the HTTP"),
+    (6, "control/query/resolver.c", '#include "socket/socket.h"\n',
+     "control/query/resolver.c:1: #include \"socket/socket.h\": dataplane/socket/socket.h is"),
+    (6, "control/publisher.c", '#include "fastpath/fastpath.h"\n',
+     "control/publisher.c:1: #include \"fastpath/fastpath.h\": dataplane/fastpath/fastpath.h"),
+    (7, "control/config_load.c", "int config_load(void) { return 0; }\n",
+     "control/config_load.c: the configuration's files are in control/config/"),
+    (7, "control/config.h", "#include <ndc/ip.h>\n", "control/config.h: the configuration's"),
 ]
 
 
@@ -363,7 +467,9 @@ def self_test():
         try:
             build = scratch_tree(root, (f, text) if f else None)
             got = {1: check_includes(root)[0], 2: check_calls(root, build)[0],
-                   3: check_layers(root)[0], 4: check_sizes(root)[0]}
+                   3: check_layers(root)[0], 4: check_sizes(root)[0],
+                   5: check_base_links(root, build), 6: check_headers(root),
+                   7: check_folders(root)}
         finally:
             shutil.rmtree(root)
         shown = text.strip() if f and len(text) < 80 else f"{(text or '').count(chr(10))} lines"
@@ -423,7 +529,21 @@ def main():
         print(f"  VIOLATION: {e}")
     print(f"  largest: {largest[0]}, {largest[1]} lines" if largest[0] else "  no C file found")
     print("  ok" if not size_errors else f"  {len(size_errors)} violation(s)")
-    failed = bool(inc_errors or call_errors or not layers_ok or size_errors)
+    rules = [
+        ("5. the base links nothing above it (dataplane/base/ < dataplane/wire/ < the rest; nm)",
+         check_base_links(src, build)),
+        ("6. the HTTP server's, the socket server's and the dataplanes' headers only in their "
+         f"folder and {', '.join(u + '/' for u in RESTRICTED_USERS)}", check_headers(src)),
+        ("7. no configuration file at the root of control/ (control/config/)",
+         check_folders(src)),
+    ]
+    for title, errors in rules:
+        print(f"check_layout: {title}")
+        for e in errors:
+            print(f"  VIOLATION: {e}")
+        print("  ok" if not errors else f"  {len(errors)} violation(s)")
+    failed = bool(inc_errors or call_errors or not layers_ok or size_errors
+                  or any(e for _, e in rules))
     print(f"check_layout: {'FAILED' if failed else 'ok'}")
     return 1 if failed else 0
 

@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: MIT
 /*
- * What both answer tables write, built one way (dataplane/fastpath/entry.c): the config from the
+ * What both answer tables write, built one way (dataplane/base/entry.c): the config from the
  * options (the kernel's and the DPDK backend's used to differ on an address of an unknown family:
  * -E2BIG without a word in one, -EINVAL with a log in the other; now -EINVAL in both), and the
  * entry a publish writes (an answer's, the pass marker's), with the errors in publishing's order.
@@ -18,9 +18,8 @@
 
 #include <ndc/abi.h>
 #include <ndc/dns_wire.h>
+#include <ndc/entry.h>
 #include <ndc/ip.h>
-
-#include "fastpath/fastpath.h"
 
 static size_t wire(const char *text, uint8_t *out)
 {
@@ -37,7 +36,7 @@ static void test_config(void **state)
 	struct sockaddr_in up = {.sin_family = AF_INET, .sin_port = htons(5353)};
 	struct sockaddr_storage ups[1];
 	uint8_t zone[NDC_NAME_MAX];
-	struct ndc_fastpath_opts o = {.n_addrs = 2, .addrs = ips, .zone = zone};
+	struct ndc_fp_config_opts o = {.n_addrs = 2, .addrs = ips, .zone = zone};
 	struct ndc_fp_config c;
 
 	(void)state;
@@ -75,7 +74,7 @@ static void test_config(void **state)
 static void test_config_errors(void **state)
 {
 	struct ndc_ip ips[NDC_FP_MAX_ADDRS + 1];
-	struct ndc_fastpath_opts o = {.addrs = ips};
+	struct ndc_fp_config_opts o = {.addrs = ips};
 	uint8_t zone[NDC_FP_NAME_MAX + 2] = {0};
 	struct ndc_fp_config c;
 

@@ -361,7 +361,7 @@ static void test_suffixes(void **state)
 	    {"web.example.org", 0, 17},		  /* none */
 	    {"web.xsvc.cluster.local", 2, 9},	  /* "svc" only as the end of a label */
 	};
-	struct ndc_fastpath_opts o = {0};
+	struct ndc_fp_config_opts o = {0};
 	struct ndc_fp_config c;
 	struct mem *m = calloc(1, sizeof(*m));
 	struct ndc_fp_table t;

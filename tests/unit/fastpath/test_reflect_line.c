@@ -1,9 +1,10 @@
 // SPDX-License-Identifier: MIT
 /*
- * The load reflector's line (bpf/ndc_reflect_line.h) spreads the latency benchmark's names over
- * its table as a random choice would: the benchmark reads a table load's cost from it, and a hash
- * that folds many names onto few lines measures a cache hit instead (the first version put the
- * 10,000 names on 988 of 32,768 lines; the last test below shows that such a hash fails here).
+ * The load reflector's line (tests/bench/bpf/ndc_reflect_line.h) spreads the latency benchmark's
+ * names over its table as a random choice would: the benchmark reads a table load's cost from it,
+ * and a hash that folds many names onto few lines measures a cache hit instead (the first version
+ * put the 10,000 names on 988 of 32,768 lines; the last test below shows that such a hash fails
+ * here).
  *
  * The names are the benchmark's (tests/bench/gen_cluster.py, 100 namespaces): kubernetes.default
  * and svc-NNNNN.<ns>.svc.cluster.local, ns "default" or ns-NNN by the service's number modulo 100;
@@ -21,7 +22,7 @@
 
 #include <ndc/dns_wire.h>
 
-#include "../../../bpf/ndc_reflect_line.h"
+#include "../../bench/bpf/ndc_reflect_line.h"
 
 #define N_NAMES 10000
 #define N_NS 100

@@ -27,8 +27,8 @@
 
 #include "fixture.h"
 
-const char *const kind_names[NDC_K8S_KINDS] = {"Namespace", "Service",	     "EndpointSlice",
-					       "Pod",	    "ServiceImport", "ConfigMap"};
+const char *const kind_names[NDC_K8S_KINDS] = {
+    "Namespace", "Service", "EndpointSlice", "Pod", "ServiceImport", "ConfigMap", "Pod"};
 
 char tmpdir[64];
 char certs[128];

@@ -30,6 +30,14 @@
 #include "query/query.h"
 #include "socket/socket.h"
 
+/* The resolver answers the socket server's queries, as in the agent. */
+static const struct ndc_query_io socket_io = {
+    .is_tcp = ndc_server_req_is_tcp,
+    .peer = ndc_server_req_peer,
+    .detain = ndc_server_detain,
+    .complete = ndc_server_complete,
+};
+
 struct env {
 	int upstream; /* bound, never read: a frozen upstream */
 	struct ndc_cache *cache;
@@ -67,7 +75,7 @@ static void env_init(struct env *e, uint32_t timeout_ms, uint32_t max_pending)
 	assert_int_equal(getsockname(e->upstream, (struct sockaddr *)sin, &sl), 0);
 	assert_int_equal(ndc_cache_new(&co, &e->cache), 0);
 	assert_int_equal(ndc_forwarder_new(&fo, e->cache, &e->fwd), 0);
-	assert_int_equal(ndc_resolver_new(NULL, e->cache, e->fwd, &e->res), 0);
+	assert_int_equal(ndc_resolver_new(NULL, e->cache, e->fwd, &socket_io, &e->res), 0);
 	assert_int_equal(ndc_server_start(&so, ndc_resolver_handle, e->res, &e->srv), 0);
 	e->client = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
 	assert_true(e->client >= 0);
@@ -299,13 +307,27 @@ static void test_query_log(void **state)
 	env_free(&e);
 }
 
+/* The resolver serves no server it has not been wired to: every call of the io is needed. */
+static void test_io_required(void **state)
+{
+	struct ndc_query_io io = socket_io;
+	struct ndc_resolver *res = NULL;
+
+	(void)state;
+	assert_int_equal(ndc_resolver_new(NULL, NULL, NULL, NULL, &res), -EINVAL);
+	io.detain = NULL;
+	assert_int_equal(ndc_resolver_new(NULL, NULL, NULL, &io, &res), -EINVAL);
+	assert_null(res);
+	assert_int_equal(ndc_resolver_new(NULL, NULL, NULL, &socket_io, &res), 0);
+	ndc_resolver_free(res);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-	    cmocka_unit_test(test_stale_ttl_30),
-	    cmocka_unit_test(test_never_silent),
-	    cmocka_unit_test(test_max_pending),
-	    cmocka_unit_test(test_query_log),
+	    cmocka_unit_test(test_stale_ttl_30), cmocka_unit_test(test_never_silent),
+	    cmocka_unit_test(test_max_pending),	 cmocka_unit_test(test_query_log),
+	    cmocka_unit_test(test_io_required),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
