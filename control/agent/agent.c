@@ -171,8 +171,10 @@ static void join_free(struct agent *ag)
 	ndc_handover_peer_free(ag->up.pred);
 }
 
-/* "state": the locks, and the signals blocked before any thread starts so that only the main
- * thread's sigwait sees them. */
+/*
+ * "state": the locks, and the signals blocked before any thread starts so that only the main
+ * thread's sigwait sees them.
+ */
 static int state_init(struct agent *ag)
 {
 	pthread_condattr_t ca;
@@ -287,8 +289,10 @@ static void resolver_free(struct agent *ag)
 	ndc_resolver_free(ag->query.res);
 }
 
-/* The reload (reload.h), once the forwarder and the resolver exist, before the sockets: stub
- * domains and query logging apply from the first query. */
+/*
+ * The reload (reload.h), once the forwarder and the resolver exist, before the sockets: stub
+ * domains and query logging apply from the first query.
+ */
 static int reload_start(struct agent *ag)
 {
 	const struct ndc_agent_opts *o = ag->opts;

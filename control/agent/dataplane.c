@@ -46,8 +46,10 @@ static int zone_and_pass(const struct ndc_config *cfg, uint8_t zone[NDC_NAME_MAX
 	return 0;
 }
 
-/* Its table filled from the cache (and the records) from here on, before the forwarder's first
- * answer. */
+/*
+ * Its table filled from the cache (and the records) from here on, before the forwarder's first
+ * answer.
+ */
 static int publish(struct agent *ag, const struct ndc_answer_table_ops *table, void *h)
 {
 	int err = ndc_publisher_new(table, h, &ag->dp.pub);
@@ -242,8 +244,10 @@ static void dpdk_close(void *h, bool handed_over)
  */
 struct ndc_agent_dataplane_ops {
 	bool fastpath; /* the BPF fast path (tc, xdp): ndcache_fastpath_loaded, fail-open */
-	/* Loads it (*ret: its handle, NULL: none) with its table's publisher hooked into the
-	 * cache. 0, or -errno: the agent does not start. Logged. */
+	/*
+	 * Loads it (*ret: its handle, NULL: none) with its table's publisher hooked into the
+	 * cache. 0, or -errno: the agent does not start. Logged.
+	 */
 	int (*open)(struct agent *ag, void **ret);
 	/* Starts answering (the fast path: once the table is filled). 0 or -errno. */
 	int (*attach)(void *h);
