@@ -1,9 +1,9 @@
 // SPDX-License-Identifier: MIT
 /*
- * The agent's start-up order and its shutdown in reverse, the signal loop, and the wiring of
- * /metrics. What it starts: the table (source.c), the dataplane (dataplane.c), upgrades
- * (upgrade.c), the upstream side (upstream.c); the subsystems themselves are query/, store/,
- * k8s/, http/, reload/.
+ * The agent's start-up as a table of steps, each with its undo, run in order and undone in
+ * reverse (on a failure or at shutdown); the signal loop; the wiring of /metrics. What it starts:
+ * the table (source.c), the dataplane (dataplane.c), upgrades (upgrade.c), the upstream side
+ * (upstream.c); the subsystems themselves are query/, store/, k8s/, http/, reload/.
  */
 #include <arpa/inet.h>
 #include <errno.h>
@@ -49,6 +49,7 @@ static const struct ndc_query_io socket_io = {
 static void process_metrics(void *arg, struct ndc_metrics_buf *b)
 {
 	struct agent *ag = arg;
+	const char *reasons[NDC_HANDOVER_REFUSED_MAX];
 	struct ndc_handover_stats hs;
 	unsigned long size = 0, resident = 0;
 	FILE *f = fopen("/proc/self/statm", "re");
@@ -65,19 +66,16 @@ static void process_metrics(void *arg, struct ndc_metrics_buf *b)
 	ndc_metric_u64(b, "ndcache_handed_over", "gauge",
 		       "1 once a successor agent has taken over (this one exits on SIGTERM leaving "
 		       "the fast path to it).",
-		       NULL, ndc_handover_taken(ag->ho));
+		       NULL, ndc_handover_taken(ag->up.ho));
 	ndc_agent_upgrade_metrics(ag, b);
-	ndc_handover_stats(ag->ho, &hs);
-	for (int i = 0; i < NDC_HANDOVER_REFUSED_MAX; i++) {
-		char l[32];
-
-		snprintf(l, sizeof(l), "reason=\"%s\"", ndc_handover_refusal_name(i));
-		ndc_metric_u64(b, "ndcache_handover_peers_refused_total", "counter",
-			       "Connections to the handover socket refused: another uid than the "
-			       "agent's (uid), no HELLO in time (timeout), every slot held (full), "
-			       "not the protocol (protocol).",
-			       l, hs.refused[i]);
-	}
+	ndc_handover_stats(ag->up.ho, &hs);
+	for (int i = 0; i < NDC_HANDOVER_REFUSED_MAX; i++)
+		reasons[i] = ndc_handover_refusal_name(i);
+	ndc_metric_u64_each(b, "ndcache_handover_peers_refused_total", "counter",
+			    "Connections to the handover socket refused: another uid than the "
+			    "agent's (uid), no HELLO in time (timeout), every slot held (full), "
+			    "not the protocol (protocol).",
+			    "reason", reasons, hs.refused, NDC_HANDOVER_REFUSED_MAX);
 }
 
 static void reload_metrics(void *arg, struct ndc_metrics_buf *b)
@@ -86,20 +84,20 @@ static void reload_metrics(void *arg, struct ndc_metrics_buf *b)
 }
 
 /* Every section of /metrics, once each subsystem exists (the reload's included). */
-static void metrics_start(struct agent *ag)
+static void metrics_add(struct agent *ag)
 {
 	const struct ndc_metrics_source sources[] = {
-	    {"resolver", ndc_resolver_metrics, ag->res},
+	    {"resolver", ndc_resolver_metrics, ag->query.res},
 	    {"dataplane", ndc_agent_dataplane_metrics, ag},
-	    {"cache", ndc_cache_metrics, ag->cache},
-	    {"forwarder", ndc_forwarder_metrics, ag->fwd},
+	    {"cache", ndc_cache_metrics, ag->query.cache},
+	    {"forwarder", ndc_forwarder_metrics, ag->query.fwd},
 	    {"failopen", ndc_agent_failopen_metrics, ag},
-	    {"per_client", ndc_ratelimit_metrics, ag->limiter},
-	    {"prefetch", ndc_prefetch_metrics, ag->prefetch},
+	    {"per_client", ndc_ratelimit_metrics, ag->query.limiter},
+	    {"prefetch", ndc_prefetch_metrics, ag->query.prefetch},
 	    {"records", ndc_agent_records_metrics, ag},
 	    {"process", process_metrics, ag},
 	    {"reload", reload_metrics, ag->reload},
-	    {"publisher", ndc_publisher_metrics, ag->pub},
+	    {"publisher", ndc_publisher_metrics, ag->dp.pub},
 	};
 
 	for (size_t i = 0; i < N(sources); i++)
@@ -110,6 +108,7 @@ static void metrics_start(struct agent *ag)
 /* ---------------------------------------------------------------------------------------------
  * Start and stop.
  */
+/* The line that says the agent runs, and where. */
 static void log_summary(const struct ndc_config *cfg)
 {
 	char addrs[512] = "", ups[512] = "";
@@ -141,7 +140,159 @@ static void log_summary(const struct ndc_config *cfg)
 		 cfg->http.listen);
 }
 
-/* The reload (reload.h), once the forwarder and the resolver exist. */
+/* ---------------------------------------------------------------------------------------------
+ * The start-up steps. Each makes its part of struct agent (internal.h groups the fields by step)
+ * from what the steps before it made; its undo comes in two halves, so that nothing that still
+ * runs ever reaches a freed part:
+ *   stop  stops it calling into the parts of earlier steps (threads joined, nothing new taken
+ *         in): every started step's stop runs first, in reverse order;
+ *   free  frees what it made: every started step's free runs then, in reverse order.
+ * A step that fails is undone with the ones before it, so each undo takes what its step left
+ * half made (NULL: nothing).
+ */
+/* "join": the running agent we joined (ndc_agent_join, before anything slow) and its sockets. */
+static int join_take(struct agent *ag)
+{
+	if (ag->join) {
+		ag->up.pred = ag->join->pred;
+		ag->up.inherit = ag->join->fds;
+		ag->up.n_inherit = ag->join->n_fds;
+		*ag->join = (struct ndc_agent_join){0};
+	}
+	return 0;
+}
+
+/* What the server did not take (a start that failed before it), and the predecessor. */
+static void join_free(struct agent *ag)
+{
+	for (size_t i = 0; i < ag->up.n_inherit; i++)
+		close(ag->up.inherit[i]);
+	free(ag->up.inherit);
+	ndc_handover_peer_free(ag->up.pred);
+}
+
+/*
+ * "state": the locks, and the signals blocked before any thread starts so that only the main
+ * thread's sigwait sees them.
+ */
+static int state_init(struct agent *ag)
+{
+	pthread_condattr_t ca;
+
+	ndc_records_opts_from_config(&ag->table.ropts, ag->cfg);
+	/* One SOA serial for the agent's life: rebuilt bases keep negative answers byte-equal. */
+	ag->table.ropts.serial = (uint32_t)time(NULL);
+	pthread_mutex_init(&ag->table.install_lock, NULL);
+	pthread_mutex_init(&ag->up.attach_lock, NULL);
+	pthread_mutex_init(&ag->table.source_lock, NULL);
+	pthread_mutex_init(&ag->table.src_lock, NULL);
+	pthread_condattr_init(&ca);
+	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC); /* ndc_agent_rebuild_records waits */
+	pthread_cond_init(&ag->table.source_cond, &ca);
+	pthread_condattr_destroy(&ca);
+	sigemptyset(&ag->signals);
+	sigaddset(&ag->signals, SIGINT);
+	sigaddset(&ag->signals, SIGTERM);
+	sigaddset(&ag->signals, SIGHUP); /* reload the config file */
+	pthread_sigmask(SIG_BLOCK, &ag->signals, NULL);
+	signal(SIGPIPE, SIG_IGN);
+	return 0;
+}
+
+static void state_free(struct agent *ag)
+{
+	ndc_records_free(ag->table.first); /* a snapshot's table never installed */
+	pthread_cond_destroy(&ag->table.source_cond);
+	pthread_mutex_destroy(&ag->table.src_lock);
+	pthread_mutex_destroy(&ag->table.source_lock);
+	pthread_mutex_destroy(&ag->up.attach_lock);
+	pthread_mutex_destroy(&ag->table.install_lock);
+}
+
+static int cache_start(struct agent *ag)
+{
+	struct ndc_cache_opts copts;
+	int ret;
+
+	ndc_cache_opts_from_config(&copts, ag->cfg);
+	ret = ndc_cache_new(&copts, &ag->query.cache);
+	if (ret < 0)
+		ndc_err("cache: %s", strerror(-ret));
+	return ret;
+}
+
+static void cache_free(struct agent *ag)
+{
+	if (ag->query.cache)
+		ndc_cache_free(ag->query.cache);
+}
+
+static int forwarder_start(struct agent *ag)
+{
+	struct ndc_forwarder_opts fopts;
+	int ret;
+
+	ndc_forwarder_opts_from_config(&fopts, ag->cfg);
+	ret = ndc_forwarder_new(&fopts, ag->query.cache, &ag->query.fwd);
+	if (ret < 0)
+		ndc_err("forwarder: %s", strerror(-ret));
+	return ret;
+}
+
+/*
+ * Its stop is its free: the forwarder completes every detained query (answered through the
+ * server's sockets, which are closed only in the server's free) and every prefetch in flight.
+ */
+static void forwarder_stop(struct agent *ag)
+{
+	if (ag->query.fwd)
+		ndc_forwarder_free(ag->query.fwd);
+	ag->query.fwd = NULL;
+}
+
+/* No prefetch is sent to a forwarder going away; those in flight complete in its free. */
+static void share_stop(struct agent *ag)
+{
+	ndc_prefetch_stop(ag->query.prefetch);
+}
+
+static void share_free(struct agent *ag)
+{
+	ndc_prefetch_free(ag->query.prefetch);
+	ndc_ratelimit_free(ag->query.limiter);
+}
+
+static int resolver_start(struct agent *ag)
+{
+	int ret =
+	    ndc_resolver_new(NULL, ag->query.cache, ag->query.fwd, &socket_io, &ag->query.res);
+
+	if (ret == 0)
+		ndc_resolver_set_limiter(ag->query.res, ag->query.limiter);
+	return ret;
+}
+
+/* The last figures, logged; the table it served goes with it. */
+static void resolver_free(struct agent *ag)
+{
+	struct ndc_resolver_stats st;
+
+	if (!ag->query.res)
+		return;
+	ndc_resolver_stats(ag->query.res, &st);
+	ndc_info("queries %lu: cluster %lu, cache %lu, forwarded %lu, servfail %lu, "
+		 "bad %lu, dropped %lu",
+		 (unsigned long)st.queries, (unsigned long)st.local, (unsigned long)st.cache_hits,
+		 (unsigned long)st.forwarded, (unsigned long)st.servfail, (unsigned long)st.errors,
+		 (unsigned long)st.dropped);
+	ndc_records_free((struct ndc_records *)ndc_resolver_set_records(ag->query.res, NULL));
+	ndc_resolver_free(ag->query.res);
+}
+
+/*
+ * The reload (reload.h), once the forwarder and the resolver exist, before the sockets: stub
+ * domains and query logging apply from the first query.
+ */
 static int reload_start(struct agent *ag)
 {
 	const struct ndc_agent_opts *o = ag->opts;
@@ -155,12 +306,12 @@ static int reload_start(struct agent *ag)
 	    .conn = ag->conn,
 	};
 	struct ndc_reload_targets t = {
-	    .cache = ag->cache,
-	    .fwd = ag->fwd,
-	    .res = ag->res,
-	    .prefetch = ag->prefetch,
-	    .limiter = ag->limiter,
-	    .fastpath = ag->fp != NULL,
+	    .cache = ag->query.cache,
+	    .fwd = ag->query.fwd,
+	    .res = ag->query.res,
+	    .prefetch = ag->query.prefetch,
+	    .limiter = ag->query.limiter,
+	    .fastpath = ndc_agent_fastpath_loaded(ag),
 	    .rebuild = ndc_agent_rebuild_records,
 	    .arg = ag,
 	};
@@ -168,12 +319,62 @@ static int reload_start(struct agent *ag)
 	return ndc_reload_start(&ro, &t, &ag->reload);
 }
 
-int ndc_agent_run(const struct ndc_config *cfg, struct ndc_records *rec,
-		  const struct ndc_k8s_conn *conn, const struct ndc_agent_opts *opts,
-		  struct ndc_agent_join *join)
+/* A reload waiting for a new source gives up; no reload changes anything after this. */
+static void reload_stop(struct agent *ag)
 {
-	struct ndc_cache_opts copts;
-	struct ndc_forwarder_opts fopts;
+	pthread_mutex_lock(&ag->table.source_lock);
+	ag->table.stopping = true;
+	pthread_cond_broadcast(&ag->table.source_cond);
+	pthread_mutex_unlock(&ag->table.source_lock);
+	ndc_reload_stop(ag->reload);
+	ag->reload = NULL;
+}
+
+/* /metrics, /health and /ready (on the predecessor's socket in an upgrade), every section. */
+static int http_start(struct agent *ag)
+{
+	const char *listen = ag->cfg->http.listen;
+	int ret =
+	    ndc_http_start_inherit(listen, ag->up.inherit, ag->up.n_inherit, NULL, NULL, &ag->http);
+
+	if (ret < 0) {
+		ndc_err("http.listen %s: %s", listen, strerror(-ret));
+		return ret;
+	}
+	metrics_add(ag);
+	return 0;
+}
+
+/* /metrics reads every part: after it stops, none is read from outside any more. */
+static void http_stop(struct agent *ag)
+{
+	struct ndc_http *h = ag->http;
+
+	pthread_mutex_lock(&ag->up.attach_lock);
+	ag->http = NULL;
+	pthread_mutex_unlock(&ag->up.attach_lock);
+	ndc_http_stop(h);
+}
+
+/* A snapshot's (or the embedded) table, served from here on. */
+static int records_start(struct agent *ag)
+{
+	if (ag->table.first) {
+		pthread_mutex_lock(&ag->table.source_lock);
+		ndc_agent_install(ag, ag->table.first, NULL);
+		pthread_mutex_unlock(&ag->table.source_lock);
+		ag->table.first = NULL;
+	}
+	return 0;
+}
+
+/*
+ * The sockets read, then the checks that need our listeners, then the dataplane attached once the
+ * table is filled (ndc_agent_maybe_attach: now, or when the first table comes).
+ */
+static int server_start(struct agent *ag)
+{
+	const struct ndc_config *cfg = ag->cfg;
 	struct ndc_server_opts sopts = {
 	    .n_addrs = cfg->n_listen,
 	    .addrs = cfg->listen,
@@ -181,201 +382,154 @@ int ndc_agent_run(const struct ndc_config *cfg, struct ndc_records *rec,
 	    .workers = cfg->workers,
 	    .tcp_idle_ms = cfg->tcp_idle_ms,
 	    .tcp_max_conns = cfg->tcp_max_conns,
+	    .inherit = ag->up.inherit,
+	    .n_inherit = ag->up.n_inherit,
 	};
-	struct agent ag = {.cfg = cfg, .opts = opts, .conn = conn};
-	pthread_condattr_t ca;
-	int *inherit = NULL;
-	size_t n_inherit = 0;
-	sigset_t set;
-	int sig, ret;
+	int ret = ndc_server_start(&sopts, ndc_resolver_handle, ag->query.res, &ag->srv);
 
-	/* The running agent we joined (ndc_agent_join, before anything slow) and its sockets. */
-	if (join) {
-		ag.pred = join->pred;
-		inherit = join->fds;
-		n_inherit = join->n_fds;
-		*join = (struct ndc_agent_join){0};
-	}
-	ndc_records_opts_from_config(&ag.ropts, cfg);
-	ndc_cache_opts_from_config(&copts, cfg);
-	ndc_forwarder_opts_from_config(&fopts, cfg);
-	/* One SOA serial for the agent's life: rebuilt bases keep negative answers byte-equal. */
-	ag.ropts.serial = (uint32_t)time(NULL);
-	pthread_mutex_init(&ag.install_lock, NULL);
-	pthread_mutex_init(&ag.attach_lock, NULL);
-	pthread_mutex_init(&ag.source_lock, NULL);
-	pthread_mutex_init(&ag.src_lock, NULL);
-	pthread_condattr_init(&ca);
-	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC); /* ndc_agent_rebuild_records waits */
-	pthread_cond_init(&ag.source_cond, &ca);
-	pthread_condattr_destroy(&ca);
-	/* Block the signals before any thread starts so only sigwait below sees them. */
-	sigemptyset(&set);
-	sigaddset(&set, SIGINT);
-	sigaddset(&set, SIGTERM);
-	sigaddset(&set, SIGHUP); /* reload the config file */
-	pthread_sigmask(SIG_BLOCK, &set, NULL);
-	signal(SIGPIPE, SIG_IGN);
-
-	ret = ndc_cache_new(&copts, &ag.cache);
-	if (ret < 0) {
-		ndc_err("cache: %s", strerror(-ret));
-		goto out;
-	}
-	/*
-	 * Before the forwarder starts: the cache hook must be in place for its first answer.
-	 * Loaded and filled here, attached only in ndc_agent_maybe_attach: until then whatever
-	 * program is attached (an earlier agent's) keeps answering.
-	 */
-	if (cfg->dataplane.mode == NDC_DP_TC || cfg->dataplane.mode == NDC_DP_XDP) {
-		ndc_agent_fastpath_start(&ag);
-		/*
-		 * A successor that would serve with less than it replaces (no capabilities, no BPF
-		 * in its build) does not start: the running agent keeps everything.
-		 */
-		if (ag.pred && !ag.fp) {
-			ndc_err("handover: not taking over from the running agent without the fast "
-				"path; it keeps serving");
-			ret = -EPERM;
-			goto out;
-		}
-	} else if (cfg->dataplane.mode == NDC_DP_DPDK) {
-		ret = ndc_agent_dpdk_start(&ag);
-		if (ret < 0)
-			goto out;
-	}
-	ret = ndc_forwarder_new(&fopts, ag.cache, &ag.fwd);
-	if (ret < 0) {
-		ndc_err("forwarder: %s", strerror(-ret));
-		goto out;
-	}
-	ret = ndc_agent_upstream_share_start(&ag);
-	if (ret < 0)
-		goto out;
-	ret = ndc_resolver_new(NULL, ag.cache, ag.fwd, &socket_io, &ag.res);
-	if (ret < 0)
-		goto out;
-	ndc_resolver_set_limiter(ag.res, ag.limiter);
-	/* Before the sockets: stub domains and query logging apply from the first query. */
-	ret = reload_start(&ag);
-	if (ret < 0)
-		goto out;
-	ret = ndc_http_start_inherit(cfg->http.listen, inherit, n_inherit, NULL, NULL, &ag.http);
-	if (ret < 0) {
-		ndc_err("http.listen %s: %s", cfg->http.listen, strerror(-ret));
-		goto out;
-	}
-	metrics_start(&ag);
-	if (rec) {
-		pthread_mutex_lock(&ag.source_lock);
-		ndc_agent_install(&ag, rec, NULL);
-		pthread_mutex_unlock(&ag.source_lock);
-		rec = NULL;
-	}
-	sopts.inherit = inherit;
-	sopts.n_inherit = n_inherit;
-	ret = ndc_server_start(&sopts, ndc_resolver_handle, ag.res, &ag.srv);
-	free(inherit); /* the server owns the descriptors now */
-	inherit = NULL;
-	n_inherit = 0;
+	free(ag->up.inherit); /* the server owns the descriptors now */
+	ag->up.inherit = NULL;
+	ag->up.n_inherit = 0;
 	if (ret < 0) {
 		ndc_err("listen: %s", strerror(-ret));
-		goto out;
+		return ret;
 	}
 	/* Our listeners are up: a loop check that comes back can be seen now. */
-	ndc_forwarder_loop_check(ag.fwd);
-	ndc_http_set_unready_check(ag.http, ndc_agent_upstream_unready, ag.fwd);
-	ndc_agent_failopen_check(cfg, ag.fp != NULL);
-	pthread_mutex_lock(&ag.attach_lock);
-	ag.serving = true;
-	pthread_mutex_unlock(&ag.attach_lock);
-	ndc_agent_maybe_attach(&ag);
-	if (conn) {
-		ret = ndc_agent_watch_start(&ag, conn);
-		if (ret < 0)
-			goto out;
-	}
-	ndc_agent_handover_serve(&ag);
-	log_summary(cfg);
-	/* Everything a reload may replace runs now: changes of the file are applied from here. */
-	ndc_reload_arm(ag.reload);
+	ndc_forwarder_loop_check(ag->query.fwd);
+	ndc_http_set_unready_check(ag->http, ndc_agent_upstream_unready, ag->query.fwd);
+	ndc_agent_failopen_check(cfg, ndc_agent_fastpath_loaded(ag));
+	pthread_mutex_lock(&ag->up.attach_lock);
+	ag->up.serving = true;
+	pthread_mutex_unlock(&ag->up.attach_lock);
+	ndc_agent_maybe_attach(ag);
+	return 0;
+}
 
-	while (sigwait(&set, &sig) == 0 && sig == SIGHUP)
-		ndc_reload_request(ag.reload);
+/*
+ * No new queries: the workers answer what they have read and are joined, so none calls into the
+ * resolver, the cache or the forwarder again. The sockets stay open for the answers still
+ * upstream (a no-op after ndc_agent_hand_over, which did it already).
+ */
+static void server_stop(struct agent *ag)
+{
+	if (ag->srv)
+		ndc_server_quiesce(ag->srv);
+}
+
+/*
+ * The sockets closed (the forwarder has answered what it detained), then the attach undone: the
+ * dataplane detached and closed, its counters logged (step "dataplane" closes one that was never
+ * attached, after a failed start).
+ */
+static void server_free(struct agent *ag)
+{
+	if (ag->srv)
+		ndc_server_stop(ag->srv);
+	ndc_agent_dataplane_close(ag);
+}
+
+/* A Kubernetes source's list and watch; it fills the table from another thread. */
+static int watch_start(struct agent *ag)
+{
+	return ag->conn ? ndc_agent_watch_start(ag, ag->conn) : 0;
+}
+
+/* No new tables (after the reload's stop: no reload replaces the source any more). */
+static void watch_free(struct agent *ag)
+{
+	ndc_agent_source_free(ag->table.src);
+}
+
+static int handover_start(struct agent *ag)
+{
+	ndc_agent_handover_serve(ag);
+	return 0;
+}
+
+/* A successor that says HELLO from here on gets no sockets: they are about to close. */
+static void handover_stop(struct agent *ag)
+{
+	pthread_mutex_lock(&ag->up.attach_lock);
+	ag->up.closing = true;
+	pthread_mutex_unlock(&ag->up.attach_lock);
+}
+
+/* Before the dataplane's close: a successor that dies from here on finds nothing to reattach. */
+static void handover_free(struct agent *ag)
+{
+	ndc_handover_stop(ag->up.ho);
+}
+
+/* Everything a reload may replace runs now: changes of the file are applied from here. */
+static int armed_start(struct agent *ag)
+{
+	log_summary(ag->cfg);
+	ndc_reload_arm(ag->reload);
+	return 0;
+}
+
+static const struct step {
+	const char *name;
+	int (*start)(struct agent *ag); /* 0 or -errno, logged */
+	void (*stop)(struct agent *ag); /* NULL: nothing runs that calls into the others */
+	void (*free)(struct agent *ag); /* NULL: nothing to free */
+} steps[] = {
+    {"join", join_take, NULL, join_free},
+    {"state", state_init, NULL, state_free},
+    {"cache", cache_start, NULL, cache_free},
+    /*
+     * Before the forwarder starts: the cache hook must be in place for its first answer. Loaded
+     * here, filled as the table is installed and the cache fills, attached only in
+     * ndc_agent_maybe_attach: until then whatever program is attached (an earlier agent's) keeps
+     * answering.
+     */
+    {"dataplane", ndc_agent_dataplane_open, NULL, ndc_agent_dataplane_close},
+    {"forwarder", forwarder_start, forwarder_stop, NULL},
+    {"upstream share", ndc_agent_upstream_share_start, share_stop, share_free},
+    {"resolver", resolver_start, NULL, resolver_free},
+    {"reload", reload_start, reload_stop, NULL},
+    {"http", http_start, http_stop, NULL},
+    {"records", records_start, NULL, NULL},
+    {"server", server_start, server_stop, server_free},
+    {"watch", watch_start, NULL, watch_free},
+    {"handover", handover_start, handover_stop, handover_free},
+    {"armed", armed_start, NULL, NULL},
+};
+
+/* Serves until SIGINT or SIGTERM (SIGHUP: a reload), then waits for a successor, if any. */
+static void serve(struct agent *ag)
+{
+	int sig = 0;
+
+	while (sigwait(&ag->signals, &sig) == 0 && sig == SIGHUP)
+		ndc_reload_request(ag->reload);
 	ndc_info("%s: shutting down", strsignal(sig));
-	ret = 0;
-	ag.handed_over = ndc_handover_taken(ag.ho);
-	if (!ag.handed_over &&
-	    (ndc_handover_joined(ag.ho) || ndc_agent_upgrade_join_wait(&ag, &set)))
-		ag.handed_over = ndc_agent_upgrade_wait(&ag, &set);
-	if (ag.handed_over)
-		ndc_agent_hand_over(&ag);
+	ag->up.handed_over = ndc_handover_taken(ag->up.ho);
+	if (!ag->up.handed_over &&
+	    (ndc_handover_joined(ag->up.ho) || ndc_agent_upgrade_join_wait(ag, &ag->signals)))
+		ag->up.handed_over = ndc_agent_upgrade_wait(ag, &ag->signals);
+	if (ag->up.handed_over)
+		ndc_agent_hand_over(ag);
+}
 
-out:
-	for (size_t i = 0; i < n_inherit; i++)
-		close(inherit[i]);
-	free(inherit);
-	/*
-	 * Stopped in the reverse order of what depends on what: first everything that calls into
-	 * the others (/metrics, the reload, the watch, the server's workers, prefetches), then
-	 * what they call (the forwarder, the resolver, the fast path, the cache), so that no query
-	 * and no scrape ever reaches a freed component.
-	 */
-	/* A successor that says HELLO from here on gets no sockets: they are about to close. */
-	pthread_mutex_lock(&ag.attach_lock);
-	ag.closing = true;
-	pthread_mutex_unlock(&ag.attach_lock);
-	/* /metrics reads every component: it goes first. */
-	ndc_http_stop(ag.http);
-	/* A reload waiting for a new source gives up; no reload changes anything after this. */
-	pthread_mutex_lock(&ag.source_lock);
-	ag.stopping = true;
-	pthread_cond_broadcast(&ag.source_cond);
-	pthread_mutex_unlock(&ag.source_lock);
-	ndc_reload_stop(ag.reload);
-	/* No new tables. */
-	ndc_agent_source_free(ag.src);
-	/*
-	 * No new queries: the workers answer what they have read and are joined, so none calls
-	 * into the resolver, the cache or the forwarder again. The sockets stay open for the
-	 * answers still upstream (a no-op after ndc_agent_hand_over, which did it already).
-	 */
-	if (ag.srv)
-		ndc_server_quiesce(ag.srv);
-	/* No prefetch is sent to a forwarder going away; those in flight complete in its free. */
-	ndc_prefetch_stop(ag.prefetch);
-	/* The forwarder completes every detained query before the server goes away. */
-	if (ag.fwd)
-		ndc_forwarder_free(ag.fwd);
-	ndc_prefetch_free(ag.prefetch);
-	if (ag.srv)
-		ndc_server_stop(ag.srv);
-	/* Before the fast path: a successor that dies from here on finds nothing to reattach. */
-	ndc_handover_stop(ag.ho);
-	ndc_agent_fastpath_stop(&ag);
-	ndc_agent_dpdk_stop(&ag);
-	ndc_handover_peer_free(ag.pred);
-	if (ag.res) {
-		struct ndc_resolver_stats st;
+int ndc_agent_run(const struct ndc_config *cfg, struct ndc_records *rec,
+		  const struct ndc_k8s_conn *conn, const struct ndc_agent_opts *opts,
+		  struct ndc_agent_join *join)
+{
+	struct agent ag = {.cfg = cfg, .opts = opts, .conn = conn, .join = join};
+	size_t started = 0, i;
+	int ret = 0;
 
-		ndc_resolver_stats(ag.res, &st);
-		ndc_info("queries %lu: cluster %lu, cache %lu, forwarded %lu, servfail %lu, "
-			 "bad %lu, dropped %lu",
-			 (unsigned long)st.queries, (unsigned long)st.local,
-			 (unsigned long)st.cache_hits, (unsigned long)st.forwarded,
-			 (unsigned long)st.servfail, (unsigned long)st.errors,
-			 (unsigned long)st.dropped);
-		ndc_records_free((struct ndc_records *)ndc_resolver_set_records(ag.res, NULL));
-		ndc_resolver_free(ag.res);
-	}
-	ndc_records_free(rec);
-	ndc_ratelimit_free(ag.limiter);
-	if (ag.cache)
-		ndc_cache_free(ag.cache);
-	pthread_cond_destroy(&ag.source_cond);
-	pthread_mutex_destroy(&ag.src_lock);
-	pthread_mutex_destroy(&ag.source_lock);
-	pthread_mutex_destroy(&ag.attach_lock);
-	pthread_mutex_destroy(&ag.install_lock);
+	ag.table.first = rec;
+	while (started < N(steps) && ret == 0)
+		ret = steps[started++].start(&ag);
+	if (ret == 0)
+		serve(&ag);
+	for (i = started; i-- > 0;)
+		if (steps[i].stop)
+			steps[i].stop(&ag);
+	for (i = started; i-- > 0;)
+		if (steps[i].free)
+			steps[i].free(&ag);
 	return ret < 0 ? 1 : 0;
 }

@@ -1,9 +1,10 @@
 // SPDX-License-Identifier: MIT
 /*
- * The dataplane the agent runs besides the socket server: the BPF fast path (tc or XDP) and the
- * DPDK dataplane, each started with the publisher that fills its table and stopped with a last
- * count; and their /metrics section, the socket server's included (the dataplane sits below the
- * control plane and does not write /metrics itself).
+ * The dataplane the agent runs besides the socket server: the BPF fast path (tc or XDP), the
+ * DPDK dataplane, or none (socket mode), driven through one set of operations chosen once at
+ * start (struct ndc_agent_dataplane_ops), each opened with the publisher that fills its table
+ * and closed after a last count; and their /metrics section, the socket server's included (the
+ * dataplane sits below the control plane and does not write /metrics itself).
  */
 #include <errno.h>
 #include <stdio.h>
@@ -46,10 +47,24 @@ static int zone_and_pass(const struct ndc_config *cfg, uint8_t zone[NDC_NAME_MAX
 }
 
 /*
- * Loads and attaches the fast path. Failing here is not fatal: the socket path answers everything
- * the kernel would have (fail open), so it is logged once.
+ * Its table filled from the cache (and the records) from here on, before the forwarder's first
+ * answer.
  */
-void ndc_agent_fastpath_start(struct agent *ag)
+static int publish(struct agent *ag, const struct ndc_answer_table_ops *table, void *h)
+{
+	int err = ndc_publisher_new(table, h, &ag->dp.pub);
+
+	if (!err)
+		ndc_cache_set_hook(ag->query.cache, ndc_publisher_cache_hook, ag->dp.pub);
+	return err;
+}
+
+/*
+ * Loads the fast path, not attached (ndc_agent_dataplane_attach attaches it once the table is
+ * filled). Failing here is not fatal: the socket path answers everything the kernel would have
+ * (fail open), so it is logged once and the agent runs without (*ret NULL).
+ */
+static int fastpath_open(struct agent *ag, void **ret)
 {
 	const struct ndc_config *cfg = ag->cfg;
 	uint8_t zone[NDC_NAME_MAX], pass[NDC_NAME_MAX];
@@ -71,6 +86,7 @@ void ndc_agent_fastpath_start(struct agent *ag)
 	    /* attached once the table is full and the sockets are read: ndc_agent_maybe_attach */
 	    .defer_attach = true,
 	};
+	struct ndc_fp *fp = NULL;
 	int err;
 
 	err = zone_and_pass(cfg, zone, &fo.zone_len, pass, &fo.pass_len);
@@ -78,57 +94,71 @@ void ndc_agent_fastpath_start(struct agent *ag)
 		goto fail;
 	fo.zone = zone;
 	fo.pass = fo.pass_len ? pass : NULL;
-	err = ndc_fastpath_open(&fo, &ag->fp);
+	err = ndc_fastpath_open(&fo, &fp);
 	if (err)
 		goto fail;
-	err = ndc_publisher_new(&ndc_fastpath_answer_table, ag->fp, &ag->pub);
+	err = publish(ag, &ndc_fastpath_answer_table, fp);
 	if (err)
 		goto fail;
-	ndc_cache_set_hook(ag->cache, ndc_publisher_cache_hook, ag->pub);
 	ndc_info("fast path: %s loaded; attached to links matching dataplane.interfaces once "
 		 "the table is filled",
 		 fo.attach == NDC_FP_ATTACH_XDP ? "xdp" : "tc");
-	return;
+	*ret = fp;
+	return 0;
 fail:
-	ndc_publisher_free(ag->pub);
-	ndc_fastpath_close(ag->fp);
-	ag->pub = NULL;
-	ag->fp = NULL;
+	ndc_publisher_free(ag->dp.pub);
+	ndc_fastpath_close(fp);
+	ag->dp.pub = NULL;
 	ndc_warn("fast path unavailable (%s); answering from sockets only",
 		 err == -EOPNOTSUPP ? "this build has no BPF support" : strerror(-err));
+	return 0;
 }
 
-void ndc_agent_fastpath_stop(struct agent *ag)
+static int fastpath_attach(void *h)
 {
-	uint64_t c[NDC_FP_COUNTER_MAX];
+	return ndc_fastpath_attach(h);
+}
 
-	if (!ag->fp)
-		return;
-	/* nothing inserts into the cache any more (shutdown order); and nothing would reach it */
-	ndc_cache_set_hook(ag->cache, NULL, NULL);
-	ndc_publisher_free(ag->pub);
-	if (!ndc_fastpath_counters(ag->fp, c))
-		ndc_info("fast path: %lu answered, %lu NODATA, %lu NXDOMAIN; passed: %lu miss, "
-			 "%lu expired, %lu EDNS, %lu size, %lu format, %lu fragment, %lu busy; "
-			 "sent on to the "
-			 "upstream with no agent listening: %lu udp, %lu tcp segments",
-			 (unsigned long)c[NDC_FP_HIT], (unsigned long)c[NDC_FP_NODATA],
-			 (unsigned long)c[NDC_FP_NXDOMAIN], (unsigned long)c[NDC_FP_PASS_MISS],
-			 (unsigned long)c[NDC_FP_PASS_EXPIRED], (unsigned long)c[NDC_FP_PASS_EDNS],
-			 (unsigned long)c[NDC_FP_PASS_SIZE], (unsigned long)c[NDC_FP_PASS_FORMAT],
-			 (unsigned long)c[NDC_FP_PASS_FRAG], (unsigned long)c[NDC_FP_PASS_BUSY],
-			 (unsigned long)c[NDC_FP_FWD_UDP], (unsigned long)c[NDC_FP_FWD_TCP]);
-	/* Only what is still ours: a successor's programs and pins stay. */
-	if (ag->handed_over)
-		ndc_fastpath_hand_off(ag->fp);
+static int fastpath_counters(void *h, uint64_t *c)
+{
+	return ndc_fastpath_counters(h, c);
+}
+
+static void fastpath_log_counters(const uint64_t *c)
+{
+	ndc_info("fast path: %lu answered, %lu NODATA, %lu NXDOMAIN; passed: %lu miss, "
+		 "%lu expired, %lu EDNS, %lu size, %lu format, %lu fragment, %lu busy; "
+		 "sent on to the "
+		 "upstream with no agent listening: %lu udp, %lu tcp segments",
+		 (unsigned long)c[NDC_FP_HIT], (unsigned long)c[NDC_FP_NODATA],
+		 (unsigned long)c[NDC_FP_NXDOMAIN], (unsigned long)c[NDC_FP_PASS_MISS],
+		 (unsigned long)c[NDC_FP_PASS_EXPIRED], (unsigned long)c[NDC_FP_PASS_EDNS],
+		 (unsigned long)c[NDC_FP_PASS_SIZE], (unsigned long)c[NDC_FP_PASS_FORMAT],
+		 (unsigned long)c[NDC_FP_PASS_FRAG], (unsigned long)c[NDC_FP_PASS_BUSY],
+		 (unsigned long)c[NDC_FP_FWD_UDP], (unsigned long)c[NDC_FP_FWD_TCP]);
+}
+
+static void fastpath_metrics(void *h, struct ndc_metrics_buf *b);
+
+/* A successor took over: its programs replace ours, which stop answering. */
+static void fastpath_quiesce(void *h)
+{
+	ndc_fastpath_quiet(h);
+}
+
+/* Only what is still ours: a successor's programs and pins stay. */
+static void fastpath_close(void *h, bool handed_over)
+{
+	if (handed_over)
+		ndc_fastpath_hand_off(h);
 	else
-		ndc_fastpath_close(ag->fp);
+		ndc_fastpath_close(h);
 }
 
 /* ---------------------------------------------------------------------------------------------
  * The DPDK dataplane (mode dpdk): chosen explicitly, so failing to start it is fatal.
  */
-int ndc_agent_dpdk_start(struct agent *ag)
+static int dpdk_open(struct agent *ag, void **ret)
 {
 	const struct ndc_config *cfg = ag->cfg;
 	uint8_t zone[NDC_NAME_MAX], pass[NDC_NAME_MAX];
@@ -148,6 +178,7 @@ int ndc_agent_dpdk_start(struct agent *ag)
 	    .addrs = cfg->listen,
 	    .port = cfg->port,
 	};
+	struct ndc_dpdk *dp = NULL;
 	int err;
 
 	err = zone_and_pass(cfg, zone, &o.zone_len, pass, &o.pass_len);
@@ -155,34 +186,32 @@ int ndc_agent_dpdk_start(struct agent *ag)
 		return err;
 	o.zone = zone;
 	o.pass = o.pass_len ? pass : NULL;
-	err = ndc_dpdk_open(&o, &ag->dp);
+	err = ndc_dpdk_open(&o, &dp);
 	if (err == -EOPNOTSUPP)
 		ndc_err("dataplane.mode dpdk: this build has no DPDK support (build with meson "
 			"-Ddpdk=enabled, libdpdk-dev installed)");
 	else if (err)
 		ndc_err("dataplane.mode dpdk: cannot start: %s", strerror(-err));
+	/* What opened is the agent's from here on, closed by the step's undo if the rest fails. */
+	*ret = dp;
 	if (!err)
-		err = ndc_publisher_new(&ndc_dpdk_answer_table, ag->dp, &ag->pub);
+		err = publish(ag, &ndc_dpdk_answer_table, dp);
 	if (err)
 		return err;
-	/* Before the forwarder starts, as for the fast path: its first answer is published. */
-	ndc_cache_set_hook(ag->cache, ndc_publisher_cache_hook, ag->pub);
-	err = ndc_dpdk_start(ag->dp);
+	err = ndc_dpdk_start(dp);
 	if (err)
 		ndc_err("dataplane.mode dpdk: cannot launch the lcores: %s", strerror(-err));
 	return err;
 }
 
-void ndc_agent_dpdk_stop(struct agent *ag)
+static int dpdk_counters(void *h, uint64_t *c)
 {
-	uint64_t c[NDC_FP_COUNTER_MAX];
+	ndc_dpdk_counters(h, c);
+	return 0;
+}
 
-	if (!ag->dp)
-		return;
-	ndc_cache_set_hook(ag->cache, NULL, NULL);
-	ndc_publisher_free(ag->pub);
-	ag->pub = NULL;
-	ndc_dpdk_counters(ag->dp, c);
+static void dpdk_log_counters(const uint64_t *c)
+{
 	ndc_info("dpdk: %lu answered, %lu NODATA, %lu NXDOMAIN; passed: %lu miss, %lu expired, "
 		 "%lu EDNS, %lu size, %lu format, %lu fragment",
 		 (unsigned long)c[NDC_FP_HIT], (unsigned long)c[NDC_FP_NODATA],
@@ -190,8 +219,124 @@ void ndc_agent_dpdk_stop(struct agent *ag)
 		 (unsigned long)c[NDC_FP_PASS_EXPIRED], (unsigned long)c[NDC_FP_PASS_EDNS],
 		 (unsigned long)c[NDC_FP_PASS_SIZE], (unsigned long)c[NDC_FP_PASS_FORMAT],
 		 (unsigned long)c[NDC_FP_PASS_FRAG]);
-	ndc_dpdk_close(ag->dp);
-	ag->dp = NULL;
+}
+
+static void dpdk_metric(void *arg, const char *name, const char *type, const char *help,
+			const char *labels, uint64_t v)
+{
+	ndc_metric_u64(arg, name, type, help, labels, v);
+}
+
+static void dpdk_metrics(void *h, struct ndc_metrics_buf *b)
+{
+	ndc_dpdk_metrics(h, dpdk_metric, b);
+}
+
+static void dpdk_close(void *h, bool handed_over)
+{
+	(void)handed_over; /* nothing of it outlives the process */
+	ndc_dpdk_close(h);
+}
+
+/* ---------------------------------------------------------------------------------------------
+ * One set of operations per dataplane, chosen once at start; an operation a mode does not have
+ * is NULL.
+ */
+struct ndc_agent_dataplane_ops {
+	bool fastpath; /* the BPF fast path (tc, xdp): ndcache_fastpath_loaded, fail-open */
+	/*
+	 * Loads it (*ret: its handle, NULL: none) with its table's publisher hooked into the
+	 * cache. 0, or -errno: the agent does not start. Logged.
+	 */
+	int (*open)(struct agent *ag, void **ret);
+	/* Starts answering (the fast path: once the table is filled). 0 or -errno. */
+	int (*attach)(void *h);
+	/* Its counters (enum ndc_fp_counter), and the line that logs them at exit. */
+	int (*counters)(void *h, uint64_t *c);
+	void (*log_counters)(const uint64_t *c);
+	/* Its own samples in /metrics. */
+	void (*metrics)(void *h, struct ndc_metrics_buf *b);
+	/* A successor's dataplane answers in its place: stop answering. */
+	void (*quiesce)(void *h);
+	void (*close)(void *h, bool handed_over);
+};
+
+static const struct ndc_agent_dataplane_ops socket_ops = {0};
+
+static const struct ndc_agent_dataplane_ops fastpath_ops = {
+    .fastpath = true,
+    .open = fastpath_open,
+    .attach = fastpath_attach,
+    .counters = fastpath_counters,
+    .log_counters = fastpath_log_counters,
+    .metrics = fastpath_metrics,
+    .quiesce = fastpath_quiesce,
+    .close = fastpath_close,
+};
+
+static const struct ndc_agent_dataplane_ops dpdk_ops = {
+    .open = dpdk_open,
+    .counters = dpdk_counters,
+    .log_counters = dpdk_log_counters,
+    .metrics = dpdk_metrics,
+    .close = dpdk_close,
+};
+
+int ndc_agent_dataplane_open(struct agent *ag)
+{
+	enum ndc_dp_mode m = ag->cfg->dataplane.mode;
+	int err;
+
+	ag->dp.ops = m == NDC_DP_TC || m == NDC_DP_XDP ? &fastpath_ops
+		     : m == NDC_DP_DPDK		       ? &dpdk_ops
+						       : &socket_ops;
+	if (!ag->dp.ops->open)
+		return 0;
+	err = ag->dp.ops->open(ag, &ag->dp.h);
+	if (err)
+		return err;
+	/*
+	 * A successor that would serve with less than it replaces (no capabilities, no BPF in its
+	 * build) does not start: the running agent keeps everything.
+	 */
+	if (ag->up.pred && ag->dp.ops->fastpath && !ag->dp.h) {
+		ndc_err("handover: not taking over from the running agent without the fast "
+			"path; it keeps serving");
+		return -EPERM;
+	}
+	return 0;
+}
+
+bool ndc_agent_fastpath_loaded(const struct agent *ag)
+{
+	return ag->dp.h && ag->dp.ops->fastpath;
+}
+
+int ndc_agent_dataplane_attach(struct agent *ag)
+{
+	return ag->dp.h && ag->dp.ops->attach ? ag->dp.ops->attach(ag->dp.h) : 1;
+}
+
+void ndc_agent_dataplane_quiesce(struct agent *ag)
+{
+	if (ag->dp.h && ag->dp.ops->quiesce)
+		ag->dp.ops->quiesce(ag->dp.h);
+}
+
+void ndc_agent_dataplane_close(struct agent *ag)
+{
+	uint64_t c[NDC_FP_COUNTER_MAX];
+
+	if (!ag->dp.h)
+		return;
+	/* nothing inserts into the cache any more (shutdown order); and nothing would reach it */
+	ndc_cache_set_hook(ag->query.cache, NULL, NULL);
+	ndc_publisher_free(ag->dp.pub);
+	ag->dp.pub = NULL;
+	if (ag->dp.ops->counters && !ag->dp.ops->counters(ag->dp.h, c))
+		ag->dp.ops->log_counters(c);
+	ag->dp.ops->close(ag->dp.h, ag->up.handed_over);
+	ag->dp.h = NULL;
 }
 
 /* ---------------------------------------------------------------------------------------------
@@ -260,15 +405,27 @@ static const struct ndc_metric_field counter_fields[] = {
     FC(NDC_FP_FWD_REPLY, "failopen_total", failopen_help, "kind=\"reply\""),
 };
 
-static void dpdk_metric(void *arg, const char *name, const char *type, const char *help,
-			const char *labels, uint64_t v)
+/* The fast path's own samples: others' programs in front, its table, its counters. */
+static void fastpath_metrics(void *h, struct ndc_metrics_buf *b)
 {
-	ndc_metric_u64(arg, name, type, help, labels, v);
+	struct ndc_fastpath_table_stats ts;
+	struct fp_counters fc;
+
+	ndc_metric_u64(b, "ndcache_fastpath_foreign_programs", "gauge",
+		       "Others' programs on the interfaces the fast path is attached to that "
+		       "it runs in front of, so that they never see the queries the kernel "
+		       "answers: every tc program in XDP mode, the tc filters after ours in "
+		       "tc mode (dataplane.tc_order).",
+		       NULL, ndc_fastpath_foreign_programs(h));
+	if (!ndc_fastpath_table_stats(h, &ts))
+		NDC_METRIC_TABLE(b, table_fields, &ts, NULL);
+	if (!ndc_fastpath_counters(h, fc.c))
+		NDC_METRIC_TABLE(b, counter_fields, &fc, NULL);
 }
 
 /*
  * The dataplane's figures: the socket server's, whether the fast path runs (always present, so
- * that an alert can tell "not loaded" from "not scraped"), its table and counters, DPDK's. The
+ * that an alert can tell "not loaded" from "not scraped"), then the dataplane's own. The
  * dataplane cannot write /metrics itself (it sits below the control plane), so the agent, which
  * runs it, does.
  */
@@ -277,9 +434,7 @@ void ndc_agent_dataplane_metrics(void *arg, struct ndc_metrics_buf *b)
 	static const char *const modes[] = {"tc", "xdp", "socket", "dpdk"};
 	struct agent *ag = arg;
 	unsigned m = ag->cfg->dataplane.mode;
-	struct ndc_fastpath_table_stats ts;
 	struct ndc_server_stats ss;
-	struct fp_counters fc;
 	char l[32];
 
 	if (ag->srv) {
@@ -291,19 +446,7 @@ void ndc_agent_dataplane_metrics(void *arg, struct ndc_metrics_buf *b)
 		       "1 while the BPF fast path is loaded (it attaches to matching links as they "
 		       "appear); 0 when dataplane.mode is tc or xdp and it could not be loaded, or "
 		       "for the other modes.",
-		       l, ag->fp != NULL);
-	if (ag->fp)
-		ndc_metric_u64(
-		    b, "ndcache_fastpath_foreign_programs", "gauge",
-		    "Others' programs on the interfaces the fast path is attached to that "
-		    "it runs in front of, so that they never see the queries the kernel "
-		    "answers: every tc program in XDP mode, the tc filters after ours in "
-		    "tc mode (dataplane.tc_order).",
-		    NULL, ndc_fastpath_foreign_programs(ag->fp));
-	if (ag->fp && !ndc_fastpath_table_stats(ag->fp, &ts))
-		NDC_METRIC_TABLE(b, table_fields, &ts, NULL);
-	if (ag->fp && !ndc_fastpath_counters(ag->fp, fc.c))
-		NDC_METRIC_TABLE(b, counter_fields, &fc, NULL);
-	if (ag->dp)
-		ndc_dpdk_metrics(ag->dp, dpdk_metric, b);
+		       l, ndc_agent_fastpath_loaded(ag));
+	if (ag->dp.h && ag->dp.ops->metrics)
+		ag->dp.ops->metrics(ag->dp.h, b);
 }

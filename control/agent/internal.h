@@ -1,9 +1,9 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * Private to the agent (control/agent/): the running agent's state, shared by its modules.
- *   agent.c      start-up order, the signal loop, shutdown; the wiring of /metrics
+ *   agent.c      the start-up steps and their undo, the signal loop; the wiring of /metrics
  *   source.c     the record table: where it comes from, where it goes; a records.* reload
- *   dataplane.c  the fast path and the DPDK dataplane started and stopped; their figures
+ *   dataplane.c  the dataplane's ops (socket only, tc/xdp fast path, DPDK); their figures
  *   upgrade.c    handover from and to another agent; attaching the fast path
  *   upstream.c   the upstream side beyond the forwarder: /ready, fail-open, upstream shares
  * Calls run one way: agent.c calls the others, source.c calls upgrade.c (attach once synced).
@@ -48,47 +48,89 @@ struct source {
 	struct ndc_k8s_watch *watch;
 };
 
+/* The dataplane's operations (dataplane.c), chosen once at start by dataplane.mode. */
+struct ndc_agent_dataplane_ops;
+
+/*
+ * The running agent, grouped by the start-up step that owns each part (agent.c's table of steps:
+ * each group is made by its step and freed by that step's undo). A lock sits beside what it
+ * guards.
+ */
 struct agent {
+	/* What ndc_agent_run was given: read-only while it runs. */
 	const struct ndc_config *cfg;
 	const struct ndc_agent_opts *opts;
 	const struct ndc_k8s_conn *conn;
+	struct ndc_agent_join *join; /* until step "join" takes it */
+
+	/* Step "state": the signals the main thread waits for (blocked in every thread). */
+	sigset_t signals;
+
+	/* Steps "cache" to "resolver" (query/): what answers a query on the socket path. */
+	struct {
+		struct ndc_cache *cache;
+		struct ndc_forwarder *fwd;
+		struct ndc_prefetch *prefetch; /* cache.prefetch */
+		struct ndc_ratelimit *limiter; /* forward.per_client */
+		struct ndc_resolver *res;
+	} query;
+
+	/* Step "dataplane" (dataplane.c): what answers besides the sockets, and what fills it. */
+	struct {
+		const struct ndc_agent_dataplane_ops *ops; /* never NULL once the step ran */
+		/* ops' handle; NULL: none runs (socket mode, or the fast path did not load) */
+		void *h;
+		struct ndc_publisher *pub; /* fills h's answer table from the cache and records */
+	} dp;
+
+	/* Steps "reload", "http", "server": the threads that take requests from outside. */
 	struct ndc_reload *reload;
-	struct ndc_records_opts ropts;
-	struct ndc_cache *cache;
-	struct ndc_fp *fp;
-	struct ndc_dpdk *dp; /* mode dpdk */
-	struct ndc_publisher *pub;
-	struct ndc_forwarder *fwd;
-	struct ndc_prefetch *prefetch; /* cache.prefetch */
-	struct ndc_ratelimit *limiter; /* forward.per_client */
-	struct ndc_resolver *res;
+	struct ndc_http *http; /* NULL again once stopped (under up.attach_lock) */
 	struct ndc_server *srv;
-	struct ndc_http *http;
-	/* The Kubernetes source (NULL: snapshot or embedded) and, during a records.* reload, the
-	 * one that replaces it. source_lock orders their tables; src_lock guards src for /metrics.
+
+	/* Steps "records" and "watch" (source.c): the record table and where it comes from. */
+	struct {
+		struct ndc_records_opts ropts;
+		/* the snapshot's (or the embedded) table until step "records" installs it */
+		struct ndc_records *first;
+		/*
+		 * The Kubernetes source (NULL: snapshot or embedded) and, during a records.*
+		 * reload, the one that replaces it. source_lock orders their tables; src_lock
+		 * guards src for /metrics.
+		 */
+		pthread_mutex_t source_lock;
+		pthread_cond_t source_cond;
+		struct source *next_src; /* under source_lock */
+		bool stopping; /* under source_lock: a reload waiting for a new source gives up */
+		pthread_mutex_t src_lock;
+		struct source *src;
+		pthread_mutex_t install_lock;  /* one writer of the record table at a time */
+		const struct ndc_records *rec; /* what the resolver serves, under install_lock */
+		_Atomic uint64_t rrsets;
+		_Atomic uint64_t records_bytes; /* of the base table the served version shares */
+		_Atomic uint64_t overlay_names; /* changed since that base was built */
+		_Atomic bool synced;
+	} table;
+
+	/*
+	 * Steps "join", "server" and "handover" (upgrade.c, handover.h): the predecessor we joined
+	 * and its sockets, our own listener for a successor, the dataplane's attach state.
 	 */
-	struct source *src, *next_src;
-	pthread_mutex_t source_lock, src_lock;
-	pthread_cond_t source_cond;
-	bool stopping; /* under source_lock: a reload waiting for a new source gives up */
-	pthread_mutex_t install_lock;  /* one writer of the record table at a time */
-	const struct ndc_records *rec; /* what the resolver serves, under install_lock */
-	_Atomic uint64_t rrsets;
-	_Atomic uint64_t records_bytes; /* of the base table the served version shares */
-	_Atomic uint64_t overlay_names; /* changed since that base was built */
-	_Atomic bool synced;
-	/* Upgrades (handover.h): the predecessor we joined, our own listener for a successor. */
-	struct ndc_handover_peer *pred;
-	struct ndc_handover *ho;
-	pthread_mutex_t attach_lock; /* serving, attached, the fast path's attach state */
-	bool serving;		     /* the DNS sockets are read */
-	bool attached;		     /* our programs are in (or there is no fast path) */
-	bool taken_over;	     /* we told the predecessor */
-	bool handed_over;	     /* at shutdown: a successor had taken over from us */
-	bool closing;		     /* shutting down: no sockets for a successor any more */
-	/* SIGTERM before a joined successor's takeover (ndc_agent_upgrade_wait) */
-	_Atomic uint64_t upgrade_waits[NDC_UPGRADE_WAIT_MAX];
-	atomic_bool upgrade_waiting;
+	struct {
+		struct ndc_handover_peer *pred;
+		int *inherit; /* the predecessor's sockets, until the server owns them */
+		size_t n_inherit;
+		struct ndc_handover *ho;
+		pthread_mutex_t attach_lock; /* serving, attached, taken_over, closing; http */
+		bool serving;		     /* the DNS sockets are read */
+		bool attached;		     /* our programs are in (or there is no fast path) */
+		bool taken_over;	     /* we told the predecessor */
+		bool handed_over;	     /* at shutdown: a successor had taken over from us */
+		bool closing;		     /* shutting down: no successor gets sockets */
+		/* SIGTERM before a joined successor's takeover (ndc_agent_upgrade_wait) */
+		_Atomic uint64_t waits[NDC_UPGRADE_WAIT_MAX];
+		atomic_bool waiting;
+	} up;
 };
 
 /* ---- source.c ---- */
@@ -108,12 +150,24 @@ void ndc_agent_records_metrics(void *arg, struct ndc_metrics_buf *b);
 
 /* ---- dataplane.c ---- */
 
-/* Loads the fast path (not attached: ndc_agent_maybe_attach); failing is logged, not fatal. */
-void ndc_agent_fastpath_start(struct agent *ag);
-void ndc_agent_fastpath_stop(struct agent *ag);
-/* mode dpdk: failing is fatal, 0 or -errno, logged. */
-int ndc_agent_dpdk_start(struct agent *ag);
-void ndc_agent_dpdk_stop(struct agent *ag);
+/*
+ * Step "dataplane": chooses the dataplane's operations by dataplane.mode and opens it with the
+ * publisher that fills its table (not answering yet: ndc_agent_dataplane_attach). A fast path
+ * that cannot load is logged and left out; DPDK that cannot start, or a successor that would
+ * serve without the fast path its predecessor has, is fatal: 0 or -errno, logged.
+ */
+int ndc_agent_dataplane_open(struct agent *ag);
+/* The BPF fast path (tc, xdp) is loaded. */
+bool ndc_agent_fastpath_loaded(const struct agent *ag);
+/* Starts answering (the fast path's programs attached): 0, -errno; 1: nothing to attach. */
+int ndc_agent_dataplane_attach(struct agent *ag);
+/* A successor's dataplane took over: ours stops answering (a no-op where it does not apply). */
+void ndc_agent_dataplane_quiesce(struct agent *ag);
+/*
+ * Unhooks the publisher, logs the dataplane's counters and closes it (handed over: leaves the
+ * successor its part). Again: nothing.
+ */
+void ndc_agent_dataplane_close(struct agent *ag);
 /* The socket server's, the fast path's and DPDK's samples: an ndc_http_metrics_fn over the
  * agent. */
 void ndc_agent_dataplane_metrics(void *arg, struct ndc_metrics_buf *b);

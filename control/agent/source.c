@@ -32,20 +32,20 @@ void ndc_agent_install(struct agent *ag, struct ndc_records *rec,
 	const struct ndc_records *old;
 	int err = 0;
 
-	pthread_mutex_lock(&ag->install_lock);
-	old = ndc_resolver_set_records(ag->res, rec);
-	ag->rec = rec;
-	if (ag->pub)
-		err = changed && old ? ndc_publisher_update_names(ag->pub, old, rec, changed)
-				     : ndc_publisher_update_records(ag->pub, old, rec);
+	pthread_mutex_lock(&ag->table.install_lock);
+	old = ndc_resolver_set_records(ag->query.res, rec);
+	ag->table.rec = rec;
+	if (ag->dp.pub)
+		err = changed && old ? ndc_publisher_update_names(ag->dp.pub, old, rec, changed)
+				     : ndc_publisher_update_records(ag->dp.pub, old, rec);
 	if (err)
 		ndc_warn("fast path: republishing failed; misses go to user space");
 	ndc_records_free((struct ndc_records *)old);
-	atomic_store(&ag->rrsets, ndc_records_count(rec));
-	atomic_store(&ag->records_bytes, ndc_records_bytes(rec));
-	atomic_store(&ag->overlay_names, ndc_records_overlay_size(rec));
-	pthread_mutex_unlock(&ag->install_lock);
-	if (!atomic_exchange(&ag->synced, true)) {
+	atomic_store(&ag->table.rrsets, ndc_records_count(rec));
+	atomic_store(&ag->table.records_bytes, ndc_records_bytes(rec));
+	atomic_store(&ag->table.overlay_names, ndc_records_overlay_size(rec));
+	pthread_mutex_unlock(&ag->table.install_lock);
+	if (!atomic_exchange(&ag->table.synced, true)) {
 		ndc_info("records: %zu RRsets of %s: ready", ndc_records_count(rec),
 			 ag->cfg->cluster_domain);
 		/* and /ready, once attached (and, in an upgrade, taken over) */
@@ -62,20 +62,20 @@ static void on_records(void *arg, struct ndc_records *rec, const struct ndc_reco
 	struct source *src = arg;
 	struct agent *ag = src->ag;
 
-	pthread_mutex_lock(&ag->source_lock);
-	if (src == ag->next_src) {
-		pthread_mutex_lock(&ag->src_lock);
-		ag->src = src;
-		ag->next_src = NULL;
-		pthread_mutex_unlock(&ag->src_lock);
+	pthread_mutex_lock(&ag->table.source_lock);
+	if (src == ag->table.next_src) {
+		pthread_mutex_lock(&ag->table.src_lock);
+		ag->table.src = src;
+		ag->table.next_src = NULL;
+		pthread_mutex_unlock(&ag->table.src_lock);
 		ndc_agent_install(ag, rec, NULL);
-		pthread_cond_broadcast(&ag->source_cond);
-	} else if (src == ag->src) {
+		pthread_cond_broadcast(&ag->table.source_cond);
+	} else if (src == ag->table.src) {
 		ndc_agent_install(ag, rec, changed);
 	} else {
 		ndc_records_free(rec);
 	}
-	pthread_mutex_unlock(&ag->source_lock);
+	pthread_mutex_unlock(&ag->table.source_lock);
 }
 
 void ndc_agent_source_free(struct source *src)
@@ -119,7 +119,7 @@ static int source_new(struct agent *ag, const struct ndc_config *cfg, struct sou
 	if (!src)
 		return -ENOMEM;
 	src->ag = ag;
-	src->ropts = ag->ropts;
+	src->ropts = ag->table.ropts;
 	if (cfg) {
 		ndc_records_opts_apply(&src->ropts, cfg);
 		/* cfg goes with the reload: the source keeps its own copy of the names */
@@ -175,9 +175,9 @@ int ndc_agent_watch_start(struct agent *ag, const struct ndc_k8s_conn *conn)
 
 	err = source_new(ag, NULL, &src);
 	if (!err) {
-		pthread_mutex_lock(&ag->src_lock);
-		ag->src = src;
-		pthread_mutex_unlock(&ag->src_lock);
+		pthread_mutex_lock(&ag->table.src_lock);
+		ag->table.src = src;
+		pthread_mutex_unlock(&ag->table.src_lock);
 		err = source_watch(src, conn);
 	}
 	if (err)
@@ -197,7 +197,7 @@ int ndc_agent_watch_start(struct agent *ag, const struct ndc_k8s_conn *conn)
 int ndc_agent_rebuild_records(void *arg, const struct ndc_config *cfg)
 {
 	struct agent *ag = arg;
-	struct ndc_records_opts ro = ag->ropts;
+	struct ndc_records_opts ro = ag->table.ropts;
 	struct ndc_records *rec = NULL;
 	struct source *old, *next = NULL;
 	struct timespec until;
@@ -210,36 +210,37 @@ int ndc_agent_rebuild_records(void *arg, const struct ndc_config *cfg)
 		err = ag->opts->load_records(ag->cfg, &ro, &rec);
 		if (err)
 			return err;
-		pthread_mutex_lock(&ag->source_lock);
+		pthread_mutex_lock(&ag->table.source_lock);
 		ndc_agent_install(ag, rec, NULL);
-		pthread_mutex_unlock(&ag->source_lock);
+		pthread_mutex_unlock(&ag->table.source_lock);
 		return 0;
 	}
 	err = source_new(ag, cfg, &next);
 	if (err)
 		return err;
-	pthread_mutex_lock(&ag->source_lock);
-	old = ag->src;
-	ag->next_src = next;
-	pthread_mutex_unlock(&ag->source_lock);
+	pthread_mutex_lock(&ag->table.source_lock);
+	old = ag->table.src;
+	ag->table.next_src = next;
+	pthread_mutex_unlock(&ag->table.source_lock);
 	err = source_watch(next, ag->conn);
 	ndc_info("records: listing the cluster again for the new records options; the current "
 		 "table answers until the new one is built");
 	clock_gettime(CLOCK_MONOTONIC, &until);
 	until.tv_sec += NDC_RESYNC_TIMEOUT_S;
-	pthread_mutex_lock(&ag->source_lock);
-	while (!err && ag->next_src == next && !ag->stopping &&
-	       pthread_cond_timedwait(&ag->source_cond, &ag->source_lock, &until) != ETIMEDOUT)
+	pthread_mutex_lock(&ag->table.source_lock);
+	while (!err && ag->table.next_src == next && !ag->table.stopping &&
+	       pthread_cond_timedwait(&ag->table.source_cond, &ag->table.source_lock, &until) !=
+		   ETIMEDOUT)
 		;
-	if (!err && ag->src == next) {
-		pthread_mutex_unlock(&ag->source_lock);
+	if (!err && ag->table.src == next) {
+		pthread_mutex_unlock(&ag->table.source_lock);
 		ndc_agent_source_free(old);
 		return 0;
 	}
-	ag->next_src = NULL;
-	pthread_mutex_unlock(&ag->source_lock);
+	ag->table.next_src = NULL;
+	pthread_mutex_unlock(&ag->table.source_lock);
 	ndc_agent_source_free(next);
-	return err ? err : ag->stopping ? -ECANCELED : -ETIMEDOUT;
+	return err ? err : ag->table.stopping ? -ECANCELED : -ETIMEDOUT;
 }
 
 /* ---------------------------------------------------------------------------------------------
@@ -251,21 +252,21 @@ void ndc_agent_records_metrics(void *arg, struct ndc_metrics_buf *b)
 	struct agent *ag = arg;
 
 	ndc_metric_u64(b, "ndcache_records", "gauge", "RRsets in the record table.", NULL,
-		       atomic_load(&ag->rrsets));
+		       atomic_load(&ag->table.rrsets));
 	ndc_metric_u64(b, "ndcache_synced", "gauge",
 		       "1 once the record table has been built from a full sync.", NULL,
-		       atomic_load(&ag->synced));
+		       atomic_load(&ag->table.synced));
 	ndc_metric_u64(b, "ndcache_records_bytes", "gauge",
 		       "Bytes of the built record table (incremental overlays not counted).", NULL,
-		       atomic_load(&ag->records_bytes));
+		       atomic_load(&ag->table.records_bytes));
 	ndc_metric_u64(
 	    b, "ndcache_records_overlay_names", "gauge",
 	    "Names changed since the table was last built whole (folded in at 1/32 of the table).",
-	    NULL, atomic_load(&ag->overlay_names));
-	pthread_mutex_lock(&ag->src_lock);
-	if (ag->src) {
-		ndc_k8s_store_metrics(ag->src->store, b);
-		ndc_k8s_watch_metrics(ag->src->watch, b);
+	    NULL, atomic_load(&ag->table.overlay_names));
+	pthread_mutex_lock(&ag->table.src_lock);
+	if (ag->table.src) {
+		ndc_k8s_store_metrics(ag->table.src->store, b);
+		ndc_k8s_watch_metrics(ag->table.src->watch, b);
 	}
-	pthread_mutex_unlock(&ag->src_lock);
+	pthread_mutex_unlock(&ag->table.src_lock);
 }

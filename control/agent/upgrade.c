@@ -17,7 +17,6 @@
 
 #include <ndc/log.h>
 
-#include "fastpath/fastpath.h"
 #include "handover.h"
 #include "http/http.h"
 #include "internal.h"
@@ -32,32 +31,31 @@ void ndc_agent_maybe_attach(struct agent *ag)
 {
 	int err;
 
-	pthread_mutex_lock(&ag->attach_lock);
-	if (!ag->serving || !atomic_load(&ag->synced) || ag->attached)
+	pthread_mutex_lock(&ag->up.attach_lock);
+	if (!ag->up.serving || !atomic_load(&ag->table.synced) || ag->up.attached)
 		goto out;
-	if (ag->fp) {
-		err = ndc_fastpath_attach(ag->fp);
-		if (err < 0)
-			ndc_warn("fast path: cannot attach (%s); answering from sockets only",
-				 strerror(-err));
-	}
-	ag->attached = true;
-	if (ag->pred && !ag->taken_over) {
-		err = ndc_handover_takeover(ag->pred, 2000);
+	err = ndc_agent_dataplane_attach(ag);
+	if (err < 0)
+		ndc_warn("fast path: cannot attach (%s); answering from sockets only",
+			 strerror(-err));
+	ag->up.attached = true;
+	if (ag->up.pred && !ag->up.taken_over) {
+		err = ndc_handover_takeover(ag->up.pred, 2000);
 		if (err < 0)
 			ndc_warn("handover: the previous agent did not confirm the takeover: %s",
 				 strerror(-err));
 		else
 			ndc_info("handover: took over from the previous agent");
-		ag->taken_over = true;
+		ag->up.taken_over = true;
 	}
 	/*
 	 * Ready only now: in an upgrade, a rollout that sees us ready deletes the predecessor,
 	 * which must have left the fast path to us by then (or be gone already).
 	 */
-	ndc_http_set_ready(ag->http, true);
+	if (ag->http) /* NULL: stopped, shutting down */
+		ndc_http_set_ready(ag->http, true);
 out:
-	pthread_mutex_unlock(&ag->attach_lock);
+	pthread_mutex_unlock(&ag->up.attach_lock);
 }
 
 /* On the handover thread. Under attach_lock: the shutdown closes what these are the copies of. */
@@ -66,13 +64,13 @@ static size_t handover_fds(void *arg, int *out, size_t cap)
 	struct agent *ag = arg;
 	size_t n = 0;
 
-	pthread_mutex_lock(&ag->attach_lock);
-	if (!ag->closing) {
+	pthread_mutex_lock(&ag->up.attach_lock);
+	if (!ag->up.closing) {
 		n = ag->srv ? ndc_server_fds(ag->srv, out, cap) : 0;
 		if (ag->http && n < cap)
 			out[n++] = ndc_http_fd(ag->http);
 	}
-	pthread_mutex_unlock(&ag->attach_lock);
+	pthread_mutex_unlock(&ag->up.attach_lock);
 	return n;
 }
 
@@ -81,13 +79,13 @@ static void handover_taken(void *arg, bool taken)
 {
 	struct agent *ag = arg;
 
-	pthread_mutex_lock(&ag->attach_lock);
+	pthread_mutex_lock(&ag->up.attach_lock);
 	if (taken) {
-		ndc_fastpath_quiet(ag->fp);
-	} else if (ag->fp && ndc_fastpath_attach(ag->fp) == 0) {
+		ndc_agent_dataplane_quiesce(ag);
+	} else if (ndc_agent_dataplane_attach(ag) == 0) {
 		ndc_info("fast path: attached again");
 	}
-	pthread_mutex_unlock(&ag->attach_lock);
+	pthread_mutex_unlock(&ag->up.attach_lock);
 }
 
 static void handover_name(const struct ndc_config *cfg, char *out, size_t cap)
@@ -140,11 +138,11 @@ void ndc_agent_handover_serve(struct agent *ag)
 	char name[128];
 
 	handover_name(ag->cfg, name, sizeof(name));
-	if (ndc_handover_serve(name, &ops, &ag->ho) < 0)
+	if (ndc_handover_serve(name, &ops, &ag->up.ho) < 0)
 		ndc_warn("handover: cannot listen at %s: upgrades of this agent will rebind", name);
 }
 
-static const char *const wait_outcomes[] = {
+static const char *const wait_outcomes[NDC_UPGRADE_WAIT_MAX] = {
     [NDC_UPGRADE_WAIT_TAKEOVER] = "takeover",
     [NDC_UPGRADE_WAIT_GONE] = "successor_gone",
     [NDC_UPGRADE_WAIT_TIMEOUT] = "timeout",
@@ -174,14 +172,14 @@ bool ndc_agent_upgrade_join_wait(struct agent *ag, const sigset_t *signals)
 	bool joined = false;
 
 	/* no listener: nobody can join */
-	if (!ag->ho || !limit)
+	if (!ag->up.ho || !limit)
 		return false;
 	clock_gettime(CLOCK_MONOTONIC, &t0);
-	atomic_store(&ag->upgrade_waiting, true);
+	atomic_store(&ag->up.waiting, true);
 	for (;;) {
 		int sig;
 
-		if (ndc_handover_joined(ag->ho) || ndc_handover_taken(ag->ho)) {
+		if (ndc_handover_joined(ag->up.ho) || ndc_handover_taken(ag->up.ho)) {
 			joined = true;
 			break;
 		}
@@ -195,12 +193,12 @@ bool ndc_agent_upgrade_join_wait(struct agent *ag, const sigset_t *signals)
 		}
 	}
 	ms = ms_since(&t0);
-	atomic_store(&ag->upgrade_waiting, false);
+	atomic_store(&ag->up.waiting, false);
 	if (joined) {
 		ndc_info("handover: a successor joined %lu ms after the signal", (unsigned long)ms);
 		return true;
 	}
-	atomic_fetch_add(&ag->upgrade_waits[NDC_UPGRADE_WAIT_NONE], 1);
+	atomic_fetch_add(&ag->up.waits[NDC_UPGRADE_WAIT_NONE], 1);
 	ndc_info("handover: no successor joined within %lu ms (upgrade.join_wait_ms %u); "
 		 "stopping",
 		 (unsigned long)ms, ag->cfg->upgrade.join_wait_ms);
@@ -224,15 +222,15 @@ bool ndc_agent_upgrade_wait(struct agent *ag, const sigset_t *signals)
 	ndc_info("handover: a successor has joined but not taken over; serving on until it does, "
 		 "at most upgrade.wait_s %u s",
 		 ag->cfg->upgrade.wait_s);
-	atomic_store(&ag->upgrade_waiting, true);
+	atomic_store(&ag->up.waiting, true);
 	for (;;) {
 		int sig;
 
-		if (ndc_handover_taken(ag->ho)) {
+		if (ndc_handover_taken(ag->up.ho)) {
 			outcome = NDC_UPGRADE_WAIT_TAKEOVER;
 			break;
 		}
-		if (!ndc_handover_joined(ag->ho)) {
+		if (!ndc_handover_joined(ag->up.ho)) {
 			outcome = NDC_UPGRADE_WAIT_GONE;
 			break;
 		}
@@ -250,8 +248,8 @@ bool ndc_agent_upgrade_wait(struct agent *ag, const sigset_t *signals)
 		}
 	}
 	ms = ms_since(&t0);
-	atomic_fetch_add(&ag->upgrade_waits[outcome], 1);
-	atomic_store(&ag->upgrade_waiting, false);
+	atomic_fetch_add(&ag->up.waits[outcome], 1);
+	atomic_store(&ag->up.waiting, false);
 	if (outcome == NDC_UPGRADE_WAIT_TAKEOVER)
 		ndc_info("handover: the successor took over after %lu ms; leaving it the fast path",
 			 (unsigned long)ms);
@@ -269,21 +267,20 @@ bool ndc_agent_upgrade_wait(struct agent *ag, const sigset_t *signals)
 
 void ndc_agent_upgrade_metrics(struct agent *ag, struct ndc_metrics_buf *b)
 {
-	for (int i = 0; i < NDC_UPGRADE_WAIT_MAX; i++) {
-		char l[40];
+	uint64_t n[NDC_UPGRADE_WAIT_MAX];
 
-		snprintf(l, sizeof(l), "outcome=\"%s\"", wait_outcomes[i]);
-		ndc_metric_u64(
-		    b, "ndcache_upgrade_sigterm_waits_total", "counter",
-		    "SIGTERMs that came before a successor took over, by how the wait ended: "
-		    "it took over, it went away, upgrade.wait_s passed, or none joined within "
-		    "upgrade.join_wait_ms.",
-		    l, atomic_load(&ag->upgrade_waits[i]));
-	}
+	for (int i = 0; i < NDC_UPGRADE_WAIT_MAX; i++)
+		n[i] = atomic_load(&ag->up.waits[i]);
+	ndc_metric_u64_each(
+	    b, "ndcache_upgrade_sigterm_waits_total", "counter",
+	    "SIGTERMs that came before a successor took over, by how the wait ended: "
+	    "it took over, it went away, upgrade.wait_s passed, or none joined "
+	    "within upgrade.join_wait_ms.",
+	    "outcome", wait_outcomes, n, NDC_UPGRADE_WAIT_MAX);
 	ndc_metric_u64(b, "ndcache_upgrade_sigterm_waiting", "gauge",
 		       "1 while this agent, told to stop, serves on for a successor to join or to "
 		       "take over.",
-		       NULL, atomic_load(&ag->upgrade_waiting));
+		       NULL, atomic_load(&ag->up.waiting));
 }
 
 /*

@@ -50,7 +50,8 @@ void ndc_agent_failopen_metrics(void *arg, struct ndc_metrics_buf *b)
 {
 	struct agent *ag = arg;
 	char lo[160];
-	bool on = ag->fp && ndc_reload_failopen_loopback(ag->cfg, lo, sizeof(lo));
+	bool on =
+	    ndc_agent_fastpath_loaded(ag) && ndc_reload_failopen_loopback(ag->cfg, lo, sizeof(lo));
 
 	ndc_metric_u64(
 	    b, "ndcache_failopen_loopback_upstream", "gauge",
@@ -79,17 +80,17 @@ int ndc_agent_upstream_share_start(struct agent *ag)
 
 	ndc_prefetch_opts_from_config(&po, ag->cfg);
 	ndc_ratelimit_opts_from_config(&lo, ag->cfg);
-	err = ndc_ratelimit_new(&lo, &ag->limiter);
+	err = ndc_ratelimit_new(&lo, &ag->query.limiter);
 	if (err < 0) {
 		ndc_err("forward.per_client: %s", strerror(-err));
 		return err;
 	}
-	err = ndc_prefetch_new(&po, ag->cache, ag->fwd, &ag->prefetch);
+	err = ndc_prefetch_new(&po, ag->query.cache, ag->query.fwd, &ag->query.prefetch);
 	if (err < 0) {
 		ndc_err("cache.prefetch: %s", strerror(-err));
 		return err;
 	}
-	if (ag->pub)
-		ndc_prefetch_set_kernel_hits(ag->prefetch, kernel_hits, ag->pub);
+	if (ag->dp.pub)
+		ndc_prefetch_set_kernel_hits(ag->query.prefetch, kernel_hits, ag->dp.pub);
 	return 0;
 }

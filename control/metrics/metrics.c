@@ -285,6 +285,18 @@ void ndc_metric_u64(struct ndc_metrics_buf *b, const char *name, const char *typ
 	add_sample(b, name, type, help, labels, s);
 }
 
+void ndc_metric_u64_each(struct ndc_metrics_buf *b, const char *name, const char *type,
+			 const char *help, const char *key, const char *const *values,
+			 const uint64_t *v, size_t n)
+{
+	for (size_t i = 0; i < n; i++) {
+		char l[128];
+
+		snprintf(l, sizeof(l), "%s=\"%s\"", key, values[i]);
+		ndc_metric_u64(b, name, type, help, l, v[i]);
+	}
+}
+
 void ndc_metric_fields(struct ndc_metrics_buf *b, const struct ndc_metric_field *f, size_t n,
 		       const void *stats, const char *labels)
 {

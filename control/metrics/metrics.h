@@ -38,6 +38,11 @@ void ndc_metric(struct ndc_metrics_buf *b, const char *name, const char *type, c
 void ndc_metric_u64(struct ndc_metrics_buf *b, const char *name, const char *type, const char *help,
 		    const char *labels, uint64_t value);
 
+/* One sample per value of one label: name{key="values[i]"} v[i], for i below n. */
+void ndc_metric_u64_each(struct ndc_metrics_buf *b, const char *name, const char *type,
+			 const char *help, const char *key, const char *const *values,
+			 const uint64_t *v, size_t n);
+
 /*
  * A histogram family: counts[i] observations fell in (bounds[i-1], bounds[i]] (UINT64_MAX: +Inf,
  * the last); written cumulatively as name_bucket{le=...}, then name_sum and name_count.

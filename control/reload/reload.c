@@ -261,6 +261,8 @@ void ndc_reload_request(struct ndc_reload *rl)
 
 void ndc_reload_metrics(struct ndc_reload *rl, struct ndc_metrics_buf *b)
 {
+	uint64_t errs[CM_KEYS];
+
 	if (!rl)
 		return;
 	ndc_metric_u64(b, "ndcache_config_reloads_total", "counter",
@@ -285,16 +287,12 @@ void ndc_reload_metrics(struct ndc_reload *rl, struct ndc_metrics_buf *b)
 	ndc_metric_u64(b, "ndcache_kube_dns_configmap_updates_total", "counter",
 		       "Changes of the kube-dns ConfigMap's routes applied.", NULL,
 		       atomic_load(&rl->cm_updates));
-	for (int k = 0; k < CM_KEYS; k++) {
-		char l[64];
-
-		snprintf(l, sizeof(l), "key=\"%s\"", ndc_reload_cm_keys[k]);
-		ndc_metric_u64(
-		    b, "ndcache_kube_dns_configmap_errors_total", "counter",
-		    "Bad values in the kube-dns ConfigMap (logged; the key keeps its last "
-		    "good value).",
-		    l, atomic_load(&rl->cm_errors[k]));
-	}
+	for (int k = 0; k < CM_KEYS; k++)
+		errs[k] = atomic_load(&rl->cm_errors[k]);
+	ndc_metric_u64_each(b, "ndcache_kube_dns_configmap_errors_total", "counter",
+			    "Bad values in the kube-dns ConfigMap (logged; the key keeps its last "
+			    "good value).",
+			    "key", ndc_reload_cm_keys, errs, CM_KEYS);
 }
 
 void ndc_reload_stop(struct ndc_reload *rl)

@@ -37,14 +37,16 @@ upstream_up || exit 1
 # Every report is kept (not only the first), and UBSan says where.
 export ASAN_OPTIONS=${ASAN_OPTIONS:-halt_on_error=0:detect_leaks=1}
 export UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=0}
-pins=/sys/fs/bpf/ndc-shutdown-$$
-trap 'topo_down; rm -rf "$pins"' EXIT
+trap topo_down EXIT
+# tc: the default pin directory, on the bpffs the agent mounts at /sys/fs/bpf in the mount
+# namespace `ip netns exec` gives it (gone with it). A pin_dir under the host's /sys/fs/bpf is not
+# there: the fast path did not load and the tc rounds ran on the socket path alone.
 conf="$TOPO_DIR/ndcache.yaml"
 cat >"$conf" <<EOF
 listen: [$NODE_LOCAL]
 upstream: [$UPSTREAM_ADDR:53]
 source: {snapshot: $SAMPLE_CLUSTER}
-dataplane: {mode: $mode, interfaces: [eth-pod], pin_dir: $pins}
+dataplane: {mode: $mode, interfaces: [eth-pod]}
 workers: 2
 forward: {per_client: false} # every miss goes upstream, none is refused early
 EOF
@@ -59,6 +61,13 @@ for round in $(seq "$rounds"); do
 	log="$TOPO_DIR/ndcache-$round.log"
 	if ! ndcache_ready 30; then
 		bad "round $round: the agent did not start" "$(cat "$TOPO_DIR/ndcache.log")"
+		break
+	fi
+	# tc: the fast path answers too, and is closed under the sanitizers at the signal
+	if [ "$mode" = tc ] &&
+		! until_ok 10 grep -q "fast path: attached" "$TOPO_DIR/ndcache.log"; then
+		bad "round $round: the fast path did not load and attach" \
+			"$(grep "fast path" "$TOPO_DIR/ndcache.log")"
 		break
 	fi
 	# $qps (5,000) never-seen names a second until the agent is gone (more than it can send).
@@ -106,6 +115,13 @@ for round in $(seq "$rounds"); do
 		ok "round $round ($mode): no ASan/UBSan/LSan report"
 	fi
 	grep -q "shutting down" "$log" || bad "round $round: the agent did not log its shutdown" "$(tail -5 "$log")"
+	if [ "$mode" != tc ]; then
+		:
+	elif grep -q "fast path: [0-9]* answered" "$log"; then
+		ok "round $round (tc): the fast path closed at exit (its counters logged)"
+	else
+		bad "round $round (tc): no fast path counters at exit" "$(tail -5 "$log")"
+	fi
 done
 
 summary "test_upgrade_shutdown.sh ($mode)"
