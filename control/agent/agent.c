@@ -29,10 +29,10 @@
 
 /* The resolver answers the socket server's queries through the server's own calls. */
 static const struct ndc_query_io socket_io = {
-    .is_tcp = ndc_server_req_is_tcp,
-    .peer = ndc_server_req_peer,
-    .detain = ndc_server_detain,
-    .complete = ndc_server_complete,
+    .is_tcp = ndc_socket_req_is_tcp,
+    .peer = ndc_socket_req_peer,
+    .detain = ndc_socket_detain,
+    .complete = ndc_socket_complete,
 };
 
 /* ---------------------------------------------------------------------------------------------
@@ -375,7 +375,7 @@ static int records_start(struct agent *ag)
 static int server_start(struct agent *ag)
 {
 	const struct ndc_config *cfg = ag->cfg;
-	struct ndc_server_opts sopts = {
+	struct ndc_socket_opts sopts = {
 	    .n_addrs = cfg->n_listen,
 	    .addrs = cfg->listen,
 	    .port = cfg->port,
@@ -385,7 +385,7 @@ static int server_start(struct agent *ag)
 	    .inherit = ag->up.inherit,
 	    .n_inherit = ag->up.n_inherit,
 	};
-	int ret = ndc_server_start(&sopts, ndc_resolver_handle, ag->query.res, &ag->srv);
+	int ret = ndc_socket_start(&sopts, ndc_resolver_handle, ag->query.res, &ag->srv);
 
 	free(ag->up.inherit); /* the server owns the descriptors now */
 	ag->up.inherit = NULL;
@@ -413,7 +413,7 @@ static int server_start(struct agent *ag)
 static void server_stop(struct agent *ag)
 {
 	if (ag->srv)
-		ndc_server_quiesce(ag->srv);
+		ndc_socket_quiesce(ag->srv);
 }
 
 /*
@@ -424,7 +424,7 @@ static void server_stop(struct agent *ag)
 static void server_free(struct agent *ag)
 {
 	if (ag->srv)
-		ndc_server_stop(ag->srv);
+		ndc_socket_stop(ag->srv);
 	ndc_agent_dataplane_close(ag);
 }
 

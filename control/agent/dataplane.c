@@ -342,7 +342,7 @@ void ndc_agent_dataplane_close(struct agent *ag)
 /* ---------------------------------------------------------------------------------------------
  * /metrics.
  */
-#define SS(...) NDC_METRIC_FIELD(struct ndc_server_stats, __VA_ARGS__, NULL)
+#define SS(...) NDC_METRIC_FIELD(struct ndc_socket_stats, __VA_ARGS__, NULL)
 
 static const struct ndc_metric_field server_fields[] = {
     SS(udp_queries, "udp_queries_total", "counter", "UDP queries received."),
@@ -434,11 +434,11 @@ void ndc_agent_dataplane_metrics(void *arg, struct ndc_metrics_buf *b)
 	static const char *const modes[] = {"tc", "xdp", "socket", "dpdk"};
 	struct agent *ag = arg;
 	unsigned m = ag->cfg->dataplane.mode;
-	struct ndc_server_stats ss;
+	struct ndc_socket_stats ss;
 	char l[32];
 
 	if (ag->srv) {
-		ndc_server_stats(ag->srv, &ss);
+		ndc_socket_stats(ag->srv, &ss);
 		NDC_METRIC_TABLE(b, server_fields, &ss, NULL);
 	}
 	snprintf(l, sizeof(l), "mode=\"%s\"", m < N(modes) ? modes[m] : "unknown");

@@ -86,7 +86,7 @@ struct agent {
 	/* Steps "reload", "http", "server": the threads that take requests from outside. */
 	struct ndc_reload *reload;
 	struct ndc_http *http; /* NULL again once stopped (under up.attach_lock) */
-	struct ndc_server *srv;
+	struct ndc_socket *srv;
 
 	/* Steps "records" and "watch" (source.c): the record table and where it comes from. */
 	struct {

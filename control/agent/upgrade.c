@@ -66,7 +66,7 @@ static size_t handover_fds(void *arg, int *out, size_t cap)
 
 	pthread_mutex_lock(&ag->up.attach_lock);
 	if (!ag->up.closing) {
-		n = ag->srv ? ndc_server_fds(ag->srv, out, cap) : 0;
+		n = ag->srv ? ndc_socket_fds(ag->srv, out, cap) : 0;
 		if (ag->http && n < cap)
 			out[n++] = ndc_http_fd(ag->http);
 	}
@@ -295,9 +295,9 @@ void ndc_agent_hand_over(struct agent *ag)
 	size_t left;
 
 	ndc_info("handover: a successor serves; stopping without detaching");
-	ndc_server_quiesce(ag->srv);
+	ndc_socket_quiesce(ag->srv);
 	clock_gettime(CLOCK_MONOTONIC, &t0);
-	while ((left = ndc_server_outstanding(ag->srv)) > 0) {
+	while ((left = ndc_socket_outstanding(ag->srv)) > 0) {
 		clock_gettime(CLOCK_MONOTONIC, &t);
 		if ((uint64_t)((t.tv_sec - t0.tv_sec) * 1000 +
 			       (t.tv_nsec - t0.tv_nsec) / 1000000) >= wait_ms) {

@@ -449,16 +449,16 @@ struct ndc_resolver_stats {
 
 /*
  * What the resolver needs of the server that hands it queries (the socket server's
- * ndc_server_req_is_tcp, ndc_server_req_peer, ndc_server_detain and ndc_server_complete; the
+ * ndc_socket_req_is_tcp, ndc_socket_req_peer, ndc_socket_detain and ndc_socket_complete; the
  * agent wires them): whether req came over TCP (its reply may use the full 64 KiB); the client's
  * address (0 or -errno), for the per-client limit and the query log; keeping what is needed to
  * answer req later (NULL when out of memory); the later answer to a detained query, from any
  * thread (len 0: none), which frees it.
  */
 struct ndc_query_io {
-	bool (*is_tcp)(const struct ndc_server_req *req);
-	int (*peer)(const struct ndc_server_req *req, struct sockaddr_storage *ret);
-	struct ndc_pending *(*detain)(struct ndc_server_req *req);
+	bool (*is_tcp)(const struct ndc_socket_req *req);
+	int (*peer)(const struct ndc_socket_req *req, struct sockaddr_storage *ret);
+	struct ndc_pending *(*detain)(struct ndc_socket_req *req);
 	void (*complete)(struct ndc_pending *p, const uint8_t *msg, size_t len);
 };
 
@@ -484,8 +484,8 @@ void ndc_resolver_set_limiter(struct ndc_resolver *r, struct ndc_ratelimit *rl);
 const struct ndc_records *ndc_resolver_set_records(struct ndc_resolver *r,
 						   const struct ndc_records *rec);
 
-/* The socket server's handler (ndc_server_handler): ctx is the struct ndc_resolver. */
-enum ndc_verdict ndc_resolver_handle(void *ctx, struct ndc_server_req *req, const uint8_t *msg,
+/* The socket server's handler (ndc_socket_handler): ctx is the struct ndc_resolver. */
+enum ndc_verdict ndc_resolver_handle(void *ctx, struct ndc_socket_req *req, const uint8_t *msg,
 				     size_t len, uint8_t *out, size_t cap, size_t *ret_len);
 
 void ndc_resolver_stats(struct ndc_resolver *r, struct ndc_resolver_stats *ret);

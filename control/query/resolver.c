@@ -82,7 +82,7 @@ static void forward_done(void *arg, const struct ndc_fwd_result *res)
 	free(w);
 }
 
-static enum ndc_verdict forward(struct ndc_resolver *r, struct ndc_server_req *req,
+static enum ndc_verdict forward(struct ndc_resolver *r, struct ndc_socket_req *req,
 				const struct ndc_query *q, size_t limit, const struct ndc_qlog *lg,
 				uint8_t *out, size_t cap, size_t *ret_len)
 {
@@ -128,7 +128,7 @@ servfail:
  * later" (glibc: EAI_AGAIN, and it goes on down the search list) but REFUSED as "this server will
  * never answer you" (glibc: NO_RECOVERY); it is also what a full forwarder answers.
  */
-static bool client_allowed(struct ndc_resolver *r, const struct ndc_server_req *req)
+static bool client_allowed(struct ndc_resolver *r, const struct ndc_socket_req *req)
 {
 	struct sockaddr_storage peer;
 
@@ -141,7 +141,7 @@ static bool client_allowed(struct ndc_resolver *r, const struct ndc_server_req *
  * Answers one query; *ret_source says who did, for the query log (lg non-NULL when this one is
  * logged: a forwarded query carries it to its answer).
  */
-static enum ndc_verdict handle(struct ndc_resolver *r, struct ndc_server_req *req,
+static enum ndc_verdict handle(struct ndc_resolver *r, struct ndc_socket_req *req,
 			       const uint8_t *msg, size_t len, struct ndc_query *q,
 			       const struct ndc_qlog *lg, uint8_t *out, size_t cap, size_t *ret_len,
 			       const char **ret_source)
@@ -225,7 +225,7 @@ reply:
 	return NDC_SEND;
 }
 
-enum ndc_verdict ndc_resolver_handle(void *ctx, struct ndc_server_req *req, const uint8_t *msg,
+enum ndc_verdict ndc_resolver_handle(void *ctx, struct ndc_socket_req *req, const uint8_t *msg,
 				     size_t len, uint8_t *out, size_t cap, size_t *ret_len)
 {
 	struct ndc_resolver *r = ctx;

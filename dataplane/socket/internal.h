@@ -8,8 +8,8 @@
  * Threading: a worker's fields are touched only by its own thread, except the completion queue
  * (qlock) and the relaxed stats counters.
  */
-#ifndef NDC_SERVER_INTERNAL_H
-#define NDC_SERVER_INTERNAL_H
+#ifndef NDC_SOCKET_INTERNAL_H
+#define NDC_SOCKET_INTERNAL_H
 
 #include <pthread.h>
 #include <stdbool.h>
@@ -47,7 +47,7 @@ struct slot; /* server_tcp.c */
 struct hub;  /* server_hub.c */
 
 struct worker {
-	struct ndc_server *srv;
+	struct ndc_socket *srv;
 	unsigned id;
 	bool started;
 	pthread_t thread;
@@ -68,16 +68,16 @@ struct worker {
 
 	struct stats st;
 
-	struct mmsghdr rx[NDC_SERVER_BATCH], tx[NDC_SERVER_BATCH];
-	struct iovec rx_iov[NDC_SERVER_BATCH], tx_iov[NDC_SERVER_BATCH];
-	struct sockaddr_storage peer[NDC_SERVER_BATCH];
-	uint8_t rx_buf[NDC_SERVER_BATCH][NDC_UDP_SLOT];
-	uint8_t tx_buf[NDC_SERVER_BATCH][NDC_UDP_SLOT];
+	struct mmsghdr rx[NDC_SOCKET_BATCH], tx[NDC_SOCKET_BATCH];
+	struct iovec rx_iov[NDC_SOCKET_BATCH], tx_iov[NDC_SOCKET_BATCH];
+	struct sockaddr_storage peer[NDC_SOCKET_BATCH];
+	uint8_t rx_buf[NDC_SOCKET_BATCH][NDC_UDP_SLOT];
+	uint8_t tx_buf[NDC_SOCKET_BATCH][NDC_UDP_SLOT];
 	uint8_t tcp_out[2 + NDC_TCP_MSG_MAX];
 };
 
-struct ndc_server {
-	ndc_server_handler handler;
+struct ndc_socket {
+	ndc_socket_handler handler;
 	void *ctx;
 	struct hub *hub;
 	struct ndc_ip *addrs;
@@ -92,7 +92,7 @@ struct ndc_server {
 	struct stats st; /* UDP completions, sent from the completing thread */
 };
 
-struct ndc_server_req {
+struct ndc_socket_req {
 	struct worker *w;
 	struct conn *c; /* NULL for UDP */
 	int fd;
@@ -122,11 +122,11 @@ struct ndc_pending {
  * enter takes the read lock (a completion in flight) and returns the server, or NULL once the
  * server is stopping; leave must follow every enter.
  */
-int ndc_srv_hub_new(struct ndc_server *s);
+int ndc_srv_hub_new(struct ndc_socket *s);
 void ndc_srv_hub_ref(struct hub *h);
 void ndc_srv_hub_unref(struct hub *h);
 void ndc_srv_hub_kill(struct hub *h);
-struct ndc_server *ndc_srv_hub_enter(struct hub *h);
+struct ndc_socket *ndc_srv_hub_enter(struct hub *h);
 void ndc_srv_hub_leave(struct hub *h);
 /* Detained queries not yet completed (the references beyond the server's own). */
 size_t ndc_srv_hub_outstanding(struct hub *h);
@@ -149,9 +149,9 @@ void ndc_srv_tcp_reap(struct worker *w);
 /* Sends the answers other threads queued for this worker's connections. */
 void ndc_srv_tcp_deliver(struct worker *w, uint64_t now);
 /* Fills in p's TCP fields for req, whose connection now waits for one more answer. */
-void ndc_srv_tcp_detain(struct ndc_server_req *req, struct ndc_pending *p);
+void ndc_srv_tcp_detain(struct ndc_socket_req *req, struct ndc_pending *p);
 /* Any thread, under the hub's read lock: frames msg and queues p (taking it) to its worker. */
-void ndc_srv_tcp_complete(struct ndc_server *s, struct ndc_pending *p, const uint8_t *msg,
+void ndc_srv_tcp_complete(struct ndc_socket *s, struct ndc_pending *p, const uint8_t *msg,
 			  size_t len);
 
 #endif

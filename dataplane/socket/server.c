@@ -61,20 +61,20 @@ static bool event_ready(struct worker *w, uint64_t now)
 
 static void udp_ready(struct worker *w, struct sock *sk)
 {
-	struct ndc_server *s = w->srv;
+	struct ndc_socket *s = w->srv;
 
 	for (int round = 0; round < NDC_UDP_BATCHES; round++) {
 		unsigned n_tx = 0, n_drop = 0, n_pending = 0, sent = 0;
 		int n;
 
-		for (int i = 0; i < NDC_SERVER_BATCH; i++)
+		for (int i = 0; i < NDC_SOCKET_BATCH; i++)
 			w->rx[i].msg_hdr.msg_namelen = sizeof(w->peer[i]);
-		n = recvmmsg(sk->fd, w->rx, NDC_SERVER_BATCH, MSG_DONTWAIT, NULL);
+		n = recvmmsg(sk->fd, w->rx, NDC_SOCKET_BATCH, MSG_DONTWAIT, NULL);
 		if (n <= 0)
 			return;
 		for (int i = 0; i < n; i++) {
 			struct msghdr *h = &w->rx[i].msg_hdr;
-			struct ndc_server_req req = {
+			struct ndc_socket_req req = {
 			    .w = w, .fd = sk->fd, .peer_len = h->msg_namelen, .peer = &w->peer[i]};
 			size_t out_len = 0;
 			enum ndc_verdict v;
@@ -119,7 +119,7 @@ static void udp_ready(struct worker *w, struct sock *sk)
 			stat_add(&w->st, drops, n_drop);
 		if (n_pending)
 			stat_add(&w->st, pending, n_pending);
-		if (n < NDC_SERVER_BATCH)
+		if (n < NDC_SOCKET_BATCH)
 			return;
 	}
 }
@@ -244,7 +244,7 @@ static int bound_port(int fd, uint16_t *ret_port)
 	return 0;
 }
 
-static void close_sockets(struct ndc_server *s)
+static void close_sockets(struct ndc_socket *s)
 {
 	for (unsigned i = 0; i < s->n_workers; i++) {
 		struct worker *w = s->workers[i];
@@ -283,7 +283,7 @@ static bool sock_is(int fd, const struct ndc_ip *ip, uint16_t port, int type)
 }
 
 /* An inherited socket for ip:port of type, taken out of the pool; -1 if none. */
-static int take_inherited(struct ndc_server *s, const struct ndc_ip *ip, uint16_t port, int type)
+static int take_inherited(struct ndc_socket *s, const struct ndc_ip *ip, uint16_t port, int type)
 {
 	for (size_t i = 0; port && i < s->n_inherit; i++) {
 		int fd = s->inherit[i];
@@ -296,7 +296,7 @@ static int take_inherited(struct ndc_server *s, const struct ndc_ip *ip, uint16_
 	return -1;
 }
 
-static size_t count_inherited(const struct ndc_server *s, const struct ndc_ip *ip, uint16_t port,
+static size_t count_inherited(const struct ndc_socket *s, const struct ndc_ip *ip, uint16_t port,
 			      int type)
 {
 	size_t n = 0;
@@ -306,7 +306,7 @@ static size_t count_inherited(const struct ndc_server *s, const struct ndc_ip *i
 	return n;
 }
 
-static int open_or_inherit(struct ndc_server *s, const struct ndc_ip *ip, uint16_t port, int type,
+static int open_or_inherit(struct ndc_socket *s, const struct ndc_ip *ip, uint16_t port, int type,
 			   const char **ret_step)
 {
 	int fd = take_inherited(s, ip, port, type);
@@ -322,7 +322,7 @@ static int open_or_inherit(struct ndc_server *s, const struct ndc_ip *ip, uint16
  * Every worker binds its own sockets on the same port. With port 0 the first UDP bind picks it;
  * when TCP (or another address) cannot have that port, everything starts over on a new one.
  */
-static int bind_all(struct ndc_server *s, uint16_t want)
+static int bind_all(struct ndc_socket *s, uint16_t want)
 {
 	char addr[INET6_ADDRSTRLEN] = "?";
 	const struct ndc_ip *ip = NULL;
@@ -387,7 +387,7 @@ static void worker_free(struct worker *w, size_t n_addrs)
 	free(w);
 }
 
-static int worker_new(struct ndc_server *s, unsigned id, struct worker **ret)
+static int worker_new(struct ndc_socket *s, unsigned id, struct worker **ret)
 {
 	struct epoll_event ev = {.events = EPOLLIN};
 	struct worker *w;
@@ -416,7 +416,7 @@ static int worker_new(struct ndc_server *s, unsigned id, struct worker **ret)
 		w->udp[a] = (struct sock){.kind = SK_UDP, .fd = -1};
 		w->lis[a] = (struct sock){.kind = SK_LISTEN, .fd = -1};
 	}
-	for (int i = 0; i < NDC_SERVER_BATCH; i++) {
+	for (int i = 0; i < NDC_SOCKET_BATCH; i++) {
 		w->rx_iov[i] = (struct iovec){.iov_base = w->rx_buf[i], .iov_len = NDC_UDP_SLOT};
 		w->rx[i].msg_hdr.msg_name = &w->peer[i];
 		w->rx[i].msg_hdr.msg_iov = &w->rx_iov[i];
@@ -456,7 +456,7 @@ static int watch_sockets(struct worker *w, size_t n_addrs)
 	return 0;
 }
 
-static void server_free(struct ndc_server *s)
+static void server_free(struct ndc_socket *s)
 {
 	/* From here on completions drop their answer instead of touching workers or sockets. */
 	if (s->hub)
@@ -485,7 +485,7 @@ static void server_free(struct ndc_server *s)
 	free(s);
 }
 
-static int start_workers(struct ndc_server *s)
+static int start_workers(struct ndc_socket *s)
 {
 	sigset_t all, old;
 	int err = 0;
@@ -510,10 +510,10 @@ static int start_workers(struct ndc_server *s)
 	return err;
 }
 
-int ndc_server_start(const struct ndc_server_opts *opts, ndc_server_handler handler, void *ctx,
-		     struct ndc_server **ret)
+int ndc_socket_start(const struct ndc_socket_opts *opts, ndc_socket_handler handler, void *ctx,
+		     struct ndc_socket **ret)
 {
-	struct ndc_server *s;
+	struct ndc_socket *s;
 	long cpus;
 	int err;
 
@@ -608,7 +608,7 @@ fail:
 	return err;
 }
 
-size_t ndc_server_fds(const struct ndc_server *s, int *out, size_t cap)
+size_t ndc_socket_fds(const struct ndc_socket *s, int *out, size_t cap)
 {
 	size_t n = 0;
 
@@ -622,7 +622,7 @@ size_t ndc_server_fds(const struct ndc_server *s, int *out, size_t cap)
 	return n;
 }
 
-void ndc_server_quiesce(struct ndc_server *s)
+void ndc_socket_quiesce(struct ndc_socket *s)
 {
 	__atomic_store_n(&s->stopping, true, __ATOMIC_RELEASE);
 	for (unsigned i = 0; i < s->n_workers; i++) {
@@ -642,28 +642,28 @@ void ndc_server_quiesce(struct ndc_server *s)
 	}
 }
 
-size_t ndc_server_outstanding(struct ndc_server *s)
+size_t ndc_socket_outstanding(struct ndc_socket *s)
 {
 	return ndc_srv_hub_outstanding(s->hub);
 }
 
-uint16_t ndc_server_port(const struct ndc_server *s)
+uint16_t ndc_socket_port(const struct ndc_socket *s)
 {
 	return s->port;
 }
 
-void ndc_server_stop(struct ndc_server *s)
+void ndc_socket_stop(struct ndc_socket *s)
 {
 	if (s)
 		server_free(s);
 }
 
-bool ndc_server_req_is_tcp(const struct ndc_server_req *req)
+bool ndc_socket_req_is_tcp(const struct ndc_socket_req *req)
 {
 	return req->c != NULL;
 }
 
-int ndc_server_req_peer(const struct ndc_server_req *req, struct sockaddr_storage *ret)
+int ndc_socket_req_peer(const struct ndc_socket_req *req, struct sockaddr_storage *ret)
 {
 	socklen_t len = sizeof(*ret);
 
@@ -675,7 +675,7 @@ int ndc_server_req_peer(const struct ndc_server_req *req, struct sockaddr_storag
 	return getpeername(req->fd, (struct sockaddr *)ret, &len) < 0 ? -errno : 0;
 }
 
-struct ndc_pending *ndc_server_detain(struct ndc_server_req *req)
+struct ndc_pending *ndc_socket_detain(struct ndc_socket_req *req)
 {
 	struct worker *w = req->w;
 	struct ndc_pending *p = malloc(sizeof(*p));
@@ -697,10 +697,10 @@ struct ndc_pending *ndc_server_detain(struct ndc_server_req *req)
 	return p;
 }
 
-void ndc_server_complete(struct ndc_pending *p, const uint8_t *msg, size_t len)
+void ndc_socket_complete(struct ndc_pending *p, const uint8_t *msg, size_t len)
 {
 	struct hub *h;
-	struct ndc_server *s;
+	struct ndc_socket *s;
 
 	if (!p)
 		return;
@@ -727,7 +727,7 @@ drop:
 	ndc_srv_pending_free(p);
 }
 
-void ndc_server_stats(struct ndc_server *s, struct ndc_server_stats *ret)
+void ndc_socket_stats(struct ndc_socket *s, struct ndc_socket_stats *ret)
 {
 	struct stats sum = {0};
 
@@ -741,7 +741,7 @@ void ndc_server_stats(struct ndc_server *s, struct ndc_server_stats *ret)
 		sum.drops += __atomic_load_n(&st->drops, __ATOMIC_RELAXED);
 		sum.pending += __atomic_load_n(&st->pending, __ATOMIC_RELAXED);
 	}
-	*ret = (struct ndc_server_stats){
+	*ret = (struct ndc_socket_stats){
 	    .udp_queries = sum.udp_queries,
 	    .tcp_queries = sum.tcp_queries,
 	    .tcp_conns = sum.tcp_conns,

@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: MIT
 /*
  * The hub: how a detained query reaches back to its worker. Not through the server itself:
- * ndc_server_complete may run after ndc_server_stop (a caller bug, but one that must not turn
+ * ndc_socket_complete may run after ndc_socket_stop (a caller bug, but one that must not turn
  * into a use-after-free), and then finds the hub marked dead and drops the answer. The server
  * holds one reference and each detained query one; the last one frees the hub.
  *
@@ -18,10 +18,10 @@ struct hub {
 	pthread_rwlock_t lock; /* read: a completion in flight; write: stop marking dead */
 	unsigned long refs;    /* the server's plus one per detained query */
 	bool dead;
-	struct ndc_server *srv;
+	struct ndc_socket *srv;
 };
 
-int ndc_srv_hub_new(struct ndc_server *s)
+int ndc_srv_hub_new(struct ndc_socket *s)
 {
 	pthread_rwlockattr_t attr;
 	struct hub *h = calloc(1, sizeof(*h));
@@ -59,7 +59,7 @@ void ndc_srv_hub_kill(struct hub *h)
 	pthread_rwlock_unlock(&h->lock);
 }
 
-struct ndc_server *ndc_srv_hub_enter(struct hub *h)
+struct ndc_socket *ndc_srv_hub_enter(struct hub *h)
 {
 	pthread_rwlock_rdlock(&h->lock);
 	return h->dead ? NULL : h->srv;

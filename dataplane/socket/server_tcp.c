@@ -207,8 +207,8 @@ fail:
 static void tcp_query(struct worker *w, struct conn *c, const uint8_t *msg, size_t len,
 		      uint64_t now)
 {
-	struct ndc_server *s = w->srv;
-	struct ndc_server_req req = {.w = w, .c = c, .fd = c->s.fd};
+	struct ndc_socket *s = w->srv;
+	struct ndc_socket_req req = {.w = w, .c = c, .fd = c->s.fd};
 	size_t out_len = 0;
 
 	stat_add(&w->st, tcp_queries, 1);
@@ -494,7 +494,7 @@ void ndc_srv_tcp_deliver(struct worker *w, uint64_t now)
 	}
 }
 
-void ndc_srv_tcp_detain(struct ndc_server_req *req, struct ndc_pending *p)
+void ndc_srv_tcp_detain(struct ndc_socket_req *req, struct ndc_pending *p)
 {
 	struct worker *w = req->w;
 
@@ -522,7 +522,7 @@ static void push_completion(struct worker *w, struct ndc_pending *p)
 		ndc_warn("server: waking worker %u: %s", w->id, strerror(errno));
 }
 
-void ndc_srv_tcp_complete(struct ndc_server *s, struct ndc_pending *p, const uint8_t *msg,
+void ndc_srv_tcp_complete(struct ndc_socket *s, struct ndc_pending *p, const uint8_t *msg,
 			  size_t len)
 {
 	/* Even an empty completion goes to the worker: the connection stops waiting for it. */

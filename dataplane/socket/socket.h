@@ -11,25 +11,25 @@
  * bounds UDP replies well below that); TCP queries over 4096 bytes or of length 0 close the
  * connection, TCP replies may use the full 65535.
  */
-#ifndef NDC_SERVER_H
-#define NDC_SERVER_H
+#ifndef NDC_SOCKET_H
+#define NDC_SOCKET_H
 
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
-#include <ndc/query_handler.h> /* enum ndc_verdict, struct ndc_server_req, struct ndc_pending */
+#include <ndc/query_handler.h> /* enum ndc_verdict, struct ndc_socket_req, struct ndc_pending */
 
 struct ndc_ip;
 struct sockaddr_storage;
-struct ndc_server;
+struct ndc_socket;
 
-#define NDC_SERVER_BATCH 32 /* datagrams per recvmmsg/sendmmsg */
+#define NDC_SOCKET_BATCH 32 /* datagrams per recvmmsg/sendmmsg */
 
-struct ndc_server_opts {
+struct ndc_socket_opts {
 	size_t n_addrs;
 	const struct ndc_ip *addrs;
-	uint16_t port;	  /* 0: ephemeral (tests; read back with ndc_server_port) */
+	uint16_t port;	  /* 0: ephemeral (tests; read back with ndc_socket_port) */
 	unsigned workers; /* 0: one per online CPU */
 	/* 0: 10000. A connection with no complete query and no reply written for this long is
 	 * closed; one owing detained replies is kept up to 30 s longer for them. */
@@ -50,61 +50,61 @@ struct ndc_server_opts {
 /*
  * Called on a worker for each query (msg, len). Write the reply into out (cap bytes) and set
  * *ret_len for NDC_SEND; NDC_DROP sends nothing; NDC_PENDING means the handler called
- * ndc_server_detain(req) and will answer through ndc_server_complete. The handler must not block.
+ * ndc_socket_detain(req) and will answer through ndc_socket_complete. The handler must not block.
  */
-typedef enum ndc_verdict (*ndc_server_handler)(void *ctx, struct ndc_server_req *req,
+typedef enum ndc_verdict (*ndc_socket_handler)(void *ctx, struct ndc_socket_req *req,
 					       const uint8_t *msg, size_t len, uint8_t *out,
 					       size_t cap, size_t *ret_len);
 
-bool ndc_server_req_is_tcp(const struct ndc_server_req *req);
+bool ndc_socket_req_is_tcp(const struct ndc_socket_req *req);
 
 /* The client's address, for query logs (TCP: a getpeername(2), so not for every query). 0 or
  * -errno. */
-int ndc_server_req_peer(const struct ndc_server_req *req, struct sockaddr_storage *ret);
+int ndc_socket_req_peer(const struct ndc_socket_req *req, struct sockaddr_storage *ret);
 
 /* Keeps what is needed to answer req later (client address, local address, socket, or the TCP
  * connection). NULL on -ENOMEM. */
-struct ndc_pending *ndc_server_detain(struct ndc_server_req *req);
+struct ndc_pending *ndc_socket_detain(struct ndc_socket_req *req);
 
 /*
  * Sends msg as the answer to p and frees p. Any thread. len 0 drops it. A TCP connection that
  * closed meanwhile silently loses the answer.
  */
-void ndc_server_complete(struct ndc_pending *p, const uint8_t *msg, size_t len);
+void ndc_socket_complete(struct ndc_pending *p, const uint8_t *msg, size_t len);
 
 /* Binds every socket (errors: -errno of the failing bind, with the address logged) and starts
  * the workers. */
-int ndc_server_start(const struct ndc_server_opts *opts, ndc_server_handler handler, void *ctx,
-		     struct ndc_server **ret);
+int ndc_socket_start(const struct ndc_socket_opts *opts, ndc_socket_handler handler, void *ctx,
+		     struct ndc_socket **ret);
 
 /* Copies of the listening sockets' descriptors (every worker's UDP and TCP), up to cap, for a
  * successor; returns how many. They stay ours: the caller must not close them. */
-size_t ndc_server_fds(const struct ndc_server *s, int *out, size_t cap);
+size_t ndc_socket_fds(const struct ndc_socket *s, int *out, size_t cap);
 
 /*
  * Stops reading: joins the workers, leaving every socket open and detained queries answerable.
  * What a worker has read it answers first; what is queued stays for whoever else holds the
- * sockets (a successor). ndc_server_stop must still follow.
+ * sockets (a successor). ndc_socket_stop must still follow.
  */
-void ndc_server_quiesce(struct ndc_server *s);
+void ndc_socket_quiesce(struct ndc_socket *s);
 
 /* Detained queries not yet completed. */
-size_t ndc_server_outstanding(struct ndc_server *s);
+size_t ndc_socket_outstanding(struct ndc_socket *s);
 
 /* The bound port (the ephemeral one when opts.port was 0). */
-uint16_t ndc_server_port(const struct ndc_server *s);
+uint16_t ndc_socket_port(const struct ndc_socket *s);
 
 /* Stops and joins the workers, closes every socket. Detained queries must be completed first
  * or are dropped: completing one after stop is safe and sends nothing (it must still be
  * completed once, to free it). */
-void ndc_server_stop(struct ndc_server *s);
+void ndc_socket_stop(struct ndc_socket *s);
 
 /* Counters since start (relaxed reads, not a consistent snapshot). tcp_conns: accepted;
  * pending: detained; drops: NDC_DROP, oversized or failed sends, answers for closed
  * connections, empty completions. */
-struct ndc_server_stats {
+struct ndc_socket_stats {
 	uint64_t udp_queries, tcp_queries, tcp_conns, replies, drops, pending;
 };
-void ndc_server_stats(struct ndc_server *s, struct ndc_server_stats *ret);
+void ndc_socket_stats(struct ndc_socket *s, struct ndc_socket_stats *ret);
 
 #endif

@@ -8,7 +8,7 @@
 #ifndef NDC_QUERY_HANDLER_H
 #define NDC_QUERY_HANDLER_H
 
-struct ndc_server_req; /* a query in hand on a worker: valid during the handler call */
+struct ndc_socket_req; /* a query in hand on a worker: valid during the handler call */
 struct ndc_pending;    /* a query detained for a later answer */
 
 /* SEND: the reply is written; DROP: no reply; PENDING: detained, answered later. */

@@ -74,10 +74,10 @@
 enum { TC = 0, XDP = 1 };
 /* The resolver answers the socket server's queries, as in the agent. */
 static const struct ndc_query_io socket_io = {
-    .is_tcp = ndc_server_req_is_tcp,
-    .peer = ndc_server_req_peer,
-    .detain = ndc_server_detain,
-    .complete = ndc_server_complete,
+    .is_tcp = ndc_socket_req_is_tcp,
+    .peer = ndc_socket_req_peer,
+    .detain = ndc_socket_detain,
+    .complete = ndc_socket_complete,
 };
 
 static const char *const hook_name[] = {"tc", "xdp"};
@@ -91,7 +91,7 @@ static struct {
 	struct ndc_publisher *pub;
 	struct ndc_cache *cache;
 	struct ndc_resolver *res;
-	struct ndc_server *srv;
+	struct ndc_socket *srv;
 	int client;
 	int prog[2];
 	char pin_dir[64];
@@ -324,7 +324,7 @@ static int setup(void)
 {
 	struct ndc_ip addrs[2] = {{.family = AF_INET}, {.family = AF_INET6}};
 	struct ndc_ip lo = {.family = AF_INET, .addr = {127, 0, 0, 1}};
-	struct ndc_server_opts so = {.n_addrs = 1, .addrs = &lo, .workers = 1};
+	struct ndc_socket_opts so = {.n_addrs = 1, .addrs = &lo, .workers = 1};
 	struct ndc_cache_opts co = {.max_entries = 1000,
 				    .max_bytes = 1 << 20,
 				    .max_ttl = 86400,
@@ -416,12 +416,12 @@ static int setup(void)
 	if (!r)
 		r = ndc_resolver_new(env.rec, env.cache, NULL, &socket_io, &env.res);
 	if (!r)
-		r = ndc_server_start(&so, ndc_resolver_handle, env.res, &env.srv);
+		r = ndc_socket_start(&so, ndc_resolver_handle, env.res, &env.srv);
 	if (r)
 		return r;
 	env.client = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
 	sin.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-	sin.sin_port = htons(ndc_server_port(env.srv));
+	sin.sin_port = htons(ndc_socket_port(env.srv));
 	if (env.client < 0 || connect(env.client, (struct sockaddr *)&sin, sizeof(sin)))
 		return -errno;
 	return 0;
@@ -431,7 +431,7 @@ static void teardown(void)
 {
 	if (env.client >= 0)
 		close(env.client);
-	ndc_server_stop(env.srv);
+	ndc_socket_stop(env.srv);
 	ndc_resolver_free(env.res);
 	/* the cache's drops reach the table through the publisher: it goes after the cache */
 	ndc_cache_free(env.cache);

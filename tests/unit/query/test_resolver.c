@@ -32,10 +32,10 @@
 
 /* The resolver answers the socket server's queries, as in the agent. */
 static const struct ndc_query_io socket_io = {
-    .is_tcp = ndc_server_req_is_tcp,
-    .peer = ndc_server_req_peer,
-    .detain = ndc_server_detain,
-    .complete = ndc_server_complete,
+    .is_tcp = ndc_socket_req_is_tcp,
+    .peer = ndc_socket_req_peer,
+    .detain = ndc_socket_detain,
+    .complete = ndc_socket_complete,
 };
 
 struct env {
@@ -43,7 +43,7 @@ struct env {
 	struct ndc_cache *cache;
 	struct ndc_forwarder *fwd;
 	struct ndc_resolver *res;
-	struct ndc_server *srv;
+	struct ndc_socket *srv;
 	int client;
 };
 
@@ -62,7 +62,7 @@ static void env_init(struct env *e, uint32_t timeout_ms, uint32_t max_pending)
 					.timeout_ms = timeout_ms,
 					.max_pending = max_pending};
 	struct ndc_ip lo = {.family = AF_INET, .addr = {127, 0, 0, 1}};
-	struct ndc_server_opts so = {.n_addrs = 1, .addrs = &lo, .workers = 1};
+	struct ndc_socket_opts so = {.n_addrs = 1, .addrs = &lo, .workers = 1};
 	struct timeval tv = {.tv_sec = 5};
 
 	memset(e, 0, sizeof(*e));
@@ -76,7 +76,7 @@ static void env_init(struct env *e, uint32_t timeout_ms, uint32_t max_pending)
 	assert_int_equal(ndc_cache_new(&co, &e->cache), 0);
 	assert_int_equal(ndc_forwarder_new(&fo, e->cache, &e->fwd), 0);
 	assert_int_equal(ndc_resolver_new(NULL, e->cache, e->fwd, &socket_io, &e->res), 0);
-	assert_int_equal(ndc_server_start(&so, ndc_resolver_handle, e->res, &e->srv), 0);
+	assert_int_equal(ndc_socket_start(&so, ndc_resolver_handle, e->res, &e->srv), 0);
 	e->client = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
 	assert_true(e->client >= 0);
 	assert_int_equal(setsockopt(e->client, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv)), 0);
@@ -86,7 +86,7 @@ static void env_free(struct env *e)
 {
 	/* As the agent: the forwarder answers what it holds before the server goes. */
 	ndc_forwarder_free(e->fwd);
-	ndc_server_stop(e->srv);
+	ndc_socket_stop(e->srv);
 	ndc_resolver_free(e->res);
 	ndc_cache_free(e->cache);
 	close(e->client);
@@ -97,7 +97,7 @@ static void ask(struct env *e, uint16_t id, const char *name)
 {
 	struct sockaddr_in to = {.sin_family = AF_INET,
 				 .sin_addr.s_addr = htonl(INADDR_LOOPBACK),
-				 .sin_port = htons(ndc_server_port(e->srv))};
+				 .sin_port = htons(ndc_socket_port(e->srv))};
 	uint8_t wire[NDC_NAME_MAX], q[512];
 	size_t nlen, len;
 

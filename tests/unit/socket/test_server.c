@@ -45,7 +45,7 @@ static struct {
 	size_t n_held;
 } hctx = {PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, {{0}}, 0};
 
-static enum ndc_verdict handler(void *ctx, struct ndc_server_req *req, const uint8_t *msg,
+static enum ndc_verdict handler(void *ctx, struct ndc_socket_req *req, const uint8_t *msg,
 				size_t len, uint8_t *out, size_t cap, size_t *ret_len)
 {
 	(void)ctx;
@@ -60,14 +60,14 @@ static enum ndc_verdict handler(void *ctx, struct ndc_server_req *req, const uin
 			return NDC_DROP;
 		}
 		h = &hctx.held[hctx.n_held];
-		h->p = ndc_server_detain(req);
+		h->p = ndc_socket_detain(req);
 		if (!h->p) {
 			pthread_mutex_unlock(&hctx.mu);
 			return NDC_DROP;
 		}
 		memcpy(h->msg, msg, len);
 		h->len = len;
-		h->tcp = ndc_server_req_is_tcp(req);
+		h->tcp = ndc_socket_req_is_tcp(req);
 		hctx.n_held++;
 		pthread_cond_broadcast(&hctx.cv);
 		pthread_mutex_unlock(&hctx.mu);
@@ -112,7 +112,7 @@ static void complete_held(size_t i, bool drop)
 	pthread_mutex_unlock(&hctx.mu);
 	assert_non_null(h.p);
 	h.msg[0] ^= 0xff;
-	ndc_server_complete(h.p, h.msg, drop ? 0 : h.len);
+	ndc_socket_complete(h.p, h.msg, drop ? 0 : h.len);
 }
 
 /* Every test completes what it detains. */
@@ -169,25 +169,25 @@ static socklen_t sockaddr_of(const char *s, uint16_t port, struct sockaddr_stora
 	return sizeof(*sin6);
 }
 
-static struct ndc_server *start(const char *const *addrs, size_t n, unsigned workers,
+static struct ndc_socket *start(const char *const *addrs, size_t n, unsigned workers,
 				uint32_t idle_ms, uint32_t max_conns)
 {
 	struct ndc_ip ips[4];
-	struct ndc_server_opts o = {
+	struct ndc_socket_opts o = {
 	    .n_addrs = n,
 	    .addrs = ips,
 	    .workers = workers,
 	    .tcp_idle_ms = idle_ms,
 	    .tcp_max_conns = max_conns,
 	};
-	struct ndc_server *s = NULL;
+	struct ndc_socket *s = NULL;
 
 	assert_true(n <= 4);
 	for (size_t i = 0; i < n; i++)
 		ips[i] = ip_of(addrs[i]);
-	assert_int_equal(ndc_server_start(&o, handler, NULL, &s), 0);
+	assert_int_equal(ndc_socket_start(&o, handler, NULL, &s), 0);
 	assert_non_null(s);
-	assert_int_not_equal(ndc_server_port(s), 0);
+	assert_int_not_equal(ndc_socket_port(s), 0);
 	return s;
 }
 
@@ -330,12 +330,12 @@ static uint64_t ms_now(void)
 }
 
 /* Counters are bumped after the send; poll until the expected value shows up. */
-static struct ndc_server_stats stats_when(struct ndc_server *s, uint64_t replies)
+static struct ndc_socket_stats stats_when(struct ndc_socket *s, uint64_t replies)
 {
-	struct ndc_server_stats st;
+	struct ndc_socket_stats st;
 
 	for (int i = 0; i < 200; i++) {
-		ndc_server_stats(s, &st);
+		ndc_socket_stats(s, &st);
 		if (st.replies >= replies)
 			break;
 		usleep(5000);
@@ -355,11 +355,11 @@ static const char *const v6[] = {"::1"};
 static void test_udp_many(void **state)
 {
 	(void)state;
-	struct ndc_server *s = start(v4, 1, 2, 0, 0);
-	uint16_t port = ndc_server_port(s);
+	struct ndc_socket *s = start(v4, 1, 2, 0, 0);
+	uint16_t port = ndc_socket_port(s);
 	bool seen[UDP_SOCKS][UDP_PER_SOCK] = {{false}};
 	int fds[UDP_SOCKS];
-	struct ndc_server_stats st;
+	struct ndc_socket_stats st;
 
 	/* Several source ports so that SO_REUSEPORT spreads the flows over both workers. */
 	for (int k = 0; k < UDP_SOCKS; k++)
@@ -398,18 +398,18 @@ static void test_udp_many(void **state)
 	assert_int_equal(st.replies, UDP_SOCKS * UDP_PER_SOCK);
 	assert_int_equal(st.drops, 0);
 	assert_int_equal(st.tcp_queries, 0);
-	ndc_server_stop(s);
+	ndc_socket_stop(s);
 }
 
 static void test_udp_drop(void **state)
 {
 	(void)state;
-	struct ndc_server *s = start(v4, 1, 2, 0, 0);
-	uint16_t port = ndc_server_port(s);
+	struct ndc_socket *s = start(v4, 1, 2, 0, 0);
+	uint16_t port = ndc_socket_port(s);
 	int fd = udp_client(AF_INET);
 	static uint8_t big[5000];
 	uint8_t r[64];
-	struct ndc_server_stats st;
+	struct ndc_socket_stats st;
 
 	udp_send(fd, "127.0.0.1", port, "Dropme", 6);
 	/* Longer than the 4096-byte slot: truncated on receive, so dropped unseen. */
@@ -425,15 +425,15 @@ static void test_udp_drop(void **state)
 	assert_int_equal(st.replies, 1);
 	assert_int_equal(st.drops, 2);
 	close(fd);
-	ndc_server_stop(s);
+	ndc_socket_stop(s);
 }
 
 static void test_tcp_single(void **state)
 {
 	(void)state;
-	struct ndc_server *s = start(v4, 1, 2, 0, 0);
-	int fd = tcp_client("127.0.0.1", ndc_server_port(s));
-	struct ndc_server_stats st;
+	struct ndc_socket *s = start(v4, 1, 2, 0, 0);
+	int fd = tcp_client("127.0.0.1", ndc_socket_port(s));
+	struct ndc_socket_stats st;
 
 	tcp_query(fd, "Ehello, tcp");
 	close(fd);
@@ -441,7 +441,7 @@ static void test_tcp_single(void **state)
 	assert_int_equal(st.tcp_queries, 1);
 	assert_int_equal(st.tcp_conns, 1);
 	assert_int_equal(st.replies, 1);
-	ndc_server_stop(s);
+	ndc_socket_stop(s);
 }
 
 #define PIPELINED 100
@@ -449,8 +449,8 @@ static void test_tcp_single(void **state)
 static void test_tcp_pipelined(void **state)
 {
 	(void)state;
-	struct ndc_server *s = start(v4, 1, 2, 0, 0);
-	int fd = tcp_client("127.0.0.1", ndc_server_port(s));
+	struct ndc_socket *s = start(v4, 1, 2, 0, 0);
+	int fd = tcp_client("127.0.0.1", ndc_socket_port(s));
 	static uint8_t buf[PIPELINED * 80];
 	uint8_t q[PIPELINED][64];
 	size_t len[PIPELINED], off = 0;
@@ -467,14 +467,14 @@ static void test_tcp_pipelined(void **state)
 		expect_reply(fd, q[i], len[i]);
 	expect_silence(fd, 50);
 	close(fd);
-	ndc_server_stop(s);
+	ndc_socket_stop(s);
 }
 
 static void test_tcp_split(void **state)
 {
 	(void)state;
-	struct ndc_server *s = start(v4, 1, 2, 0, 0);
-	int fd = tcp_client("127.0.0.1", ndc_server_port(s));
+	struct ndc_socket *s = start(v4, 1, 2, 0, 0);
+	int fd = tcp_client("127.0.0.1", ndc_socket_port(s));
 	uint8_t buf[64];
 	size_t n = frame(buf, (const uint8_t *)"Efirst", 6);
 
@@ -486,7 +486,7 @@ static void test_tcp_split(void **state)
 	expect_reply(fd, (const uint8_t *)"Efirst", 6);
 	expect_reply(fd, (const uint8_t *)"Esecond!", 8);
 	close(fd);
-	ndc_server_stop(s);
+	ndc_socket_stop(s);
 }
 
 #define BIG_QUERIES 2000
@@ -520,11 +520,11 @@ static void *writer_thread(void *arg)
 static void test_tcp_backpressure(void **state)
 {
 	(void)state;
-	struct ndc_server *s = start(v4, 1, 2, 0, 0);
-	int fd = tcp_client("127.0.0.1", ndc_server_port(s));
+	struct ndc_socket *s = start(v4, 1, 2, 0, 0);
+	int fd = tcp_client("127.0.0.1", ndc_socket_port(s));
 	struct writer wr = {.fd = fd, .len = BIG_QUERIES * (2 + BIG_LEN)};
 	static uint8_t body[BIG_LEN];
-	struct ndc_server_stats st;
+	struct ndc_socket_stats st;
 	pthread_t t;
 
 	wr.buf = malloc(wr.len);
@@ -541,7 +541,7 @@ static void test_tcp_backpressure(void **state)
 	usleep(300 * 1000);
 	/* 8 MB of answers do not fit the socket buffers (net.ipv4.tcp_wmem tops out at 4 MiB by
 	 * default): the server must have paused reading this connection. */
-	ndc_server_stats(s, &st);
+	ndc_socket_stats(s, &st);
 	assert_true(st.tcp_queries < BIG_QUERIES);
 	for (int i = 0; i < BIG_QUERIES; i++) {
 		uint8_t hdr[2];
@@ -557,14 +557,14 @@ static void test_tcp_backpressure(void **state)
 	assert_int_equal(wr.len, 0);
 	free(wr.buf);
 	close(fd);
-	ndc_server_stop(s);
+	ndc_socket_stop(s);
 }
 
 static void test_tcp_idle_timeout(void **state)
 {
 	(void)state;
-	struct ndc_server *s = start(v4, 1, 2, 200, 0);
-	uint16_t port = ndc_server_port(s);
+	struct ndc_socket *s = start(v4, 1, 2, 200, 0);
+	uint16_t port = ndc_socket_port(s);
 	int a = tcp_client("127.0.0.1", port);
 	int b = tcp_client("127.0.0.1", port);
 	uint64_t t0, dt;
@@ -581,18 +581,18 @@ static void test_tcp_idle_timeout(void **state)
 	assert_true(dt < 1500);
 	close(a);
 	close(b);
-	ndc_server_stop(s);
+	ndc_socket_stop(s);
 }
 
 static void test_tcp_max_conns(void **state)
 {
 	(void)state;
 	/* One worker: max_conns is per worker and the kernel picks the worker per connection. */
-	struct ndc_server *s = start(v4, 1, 1, 0, 2);
-	uint16_t port = ndc_server_port(s);
+	struct ndc_socket *s = start(v4, 1, 1, 0, 2);
+	uint16_t port = ndc_socket_port(s);
 	int a = tcp_client("127.0.0.1", port);
 	int b, c, d;
-	struct ndc_server_stats st;
+	struct ndc_socket_stats st;
 
 	tcp_query(a, "Ea");
 	b = tcp_client("127.0.0.1", port);
@@ -629,7 +629,7 @@ static void test_tcp_max_conns(void **state)
 	close(c);
 	close(d);
 	expect_all_completed();
-	ndc_server_stop(s);
+	ndc_socket_stop(s);
 }
 
 static double cpu_seconds(void)
@@ -686,8 +686,8 @@ static void connect_to(int fd, uint16_t port)
 static void test_tcp_out_of_fds(void **state)
 {
 	(void)state;
-	struct ndc_server *s = start(v4, 1, 1, 0, 0);
-	uint16_t port = ndc_server_port(s);
+	struct ndc_socket *s = start(v4, 1, 1, 0, 0);
+	uint16_t port = ndc_socket_port(s);
 	int idle = tcp_client("127.0.0.1", port);
 	int held = tcp_client("127.0.0.1", port);
 	int b = socket(AF_INET, SOCK_STREAM, 0), c = socket(AF_INET, SOCK_STREAM, 0);
@@ -739,14 +739,14 @@ static void test_tcp_out_of_fds(void **state)
 	close(b);
 	close(c);
 	expect_all_completed();
-	ndc_server_stop(s);
+	ndc_socket_stop(s);
 }
 
 static void test_tcp_bad_length(void **state)
 {
 	(void)state;
-	struct ndc_server *s = start(v4, 1, 2, 0, 0);
-	uint16_t port = ndc_server_port(s);
+	struct ndc_socket *s = start(v4, 1, 2, 0, 0);
+	uint16_t port = ndc_socket_port(s);
 	static const uint8_t bad[][4] = {{0, 0, 'E', 'x'}, {0xff, 0xff, 'E', 'x'}, {0x10, 0x01}};
 
 	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
@@ -757,20 +757,20 @@ static void test_tcp_bad_length(void **state)
 		assert_true(closed_by_peer(fd));
 		close(fd);
 	}
-	ndc_server_stop(s);
+	ndc_socket_stop(s);
 }
 
 static void test_pending_udp(void **state)
 {
 	(void)state;
-	struct ndc_server *s = start(v4, 1, 2, 0, 0);
+	struct ndc_socket *s = start(v4, 1, 2, 0, 0);
 	int fd = udp_client(AF_INET);
 	struct sockaddr_in from;
 	socklen_t fl = sizeof(from);
 	uint8_t r[64];
-	struct ndc_server_stats st;
+	struct ndc_socket_stats st;
 
-	udp_send(fd, "127.0.0.1", ndc_server_port(s), "Plater", 6);
+	udp_send(fd, "127.0.0.1", ndc_socket_port(s), "Plater", 6);
 	assert_int_equal(wait_held(1), 1);
 	assert_false(hctx.held[0].tcp);
 	expect_silence(fd, 50);
@@ -778,11 +778,11 @@ static void test_pending_udp(void **state)
 	assert_int_equal(recvfrom(fd, r, sizeof(r), 0, (struct sockaddr *)&from, &fl), 6);
 	assert_int_equal(r[0], 'P' ^ 0xff);
 	assert_memory_equal(r + 1, "later", 5);
-	assert_int_equal(ntohs(from.sin_port), ndc_server_port(s));
+	assert_int_equal(ntohs(from.sin_port), ndc_socket_port(s));
 	assert_int_equal(ntohl(from.sin_addr.s_addr), INADDR_LOOPBACK);
 
 	/* An empty completion sends nothing. */
-	udp_send(fd, "127.0.0.1", ndc_server_port(s), "Pnever", 6);
+	udp_send(fd, "127.0.0.1", ndc_socket_port(s), "Pnever", 6);
 	assert_int_equal(wait_held(2), 2);
 	complete_held(1, true);
 	expect_silence(fd, 200);
@@ -792,14 +792,14 @@ static void test_pending_udp(void **state)
 	assert_int_equal(st.drops, 1);
 	close(fd);
 	expect_all_completed();
-	ndc_server_stop(s);
+	ndc_socket_stop(s);
 }
 
 static void test_pending_tcp(void **state)
 {
 	(void)state;
-	struct ndc_server *s = start(v4, 1, 2, 0, 0);
-	int fd = tcp_client("127.0.0.1", ndc_server_port(s));
+	struct ndc_socket *s = start(v4, 1, 2, 0, 0);
+	int fd = tcp_client("127.0.0.1", ndc_socket_port(s));
 	uint8_t buf[64];
 	size_t n = frame(buf, (const uint8_t *)"Pslow", 5);
 
@@ -814,7 +814,7 @@ static void test_pending_tcp(void **state)
 	tcp_query(fd, "Eafter");
 	close(fd);
 	expect_all_completed();
-	ndc_server_stop(s);
+	ndc_socket_stop(s);
 }
 
 static void *complete_thread(void *arg)
@@ -829,12 +829,12 @@ static void test_pending_tcp_closed(void **state)
 	(void)state;
 	/* One worker and one slot in use at a time: the new connection reuses the old one's slot.
 	 */
-	struct ndc_server *s = start(v4, 1, 1, 0, 0);
-	uint16_t port = ndc_server_port(s);
+	struct ndc_socket *s = start(v4, 1, 1, 0, 0);
+	uint16_t port = ndc_socket_port(s);
 	struct linger lg = {.l_onoff = 1, .l_linger = 0};
 	int a = tcp_client("127.0.0.1", port);
 	uint8_t buf[64];
-	struct ndc_server_stats st;
+	struct ndc_socket_stats st;
 	pthread_t t;
 	int b;
 
@@ -856,14 +856,14 @@ static void test_pending_tcp_closed(void **state)
 	assert_int_equal(st.drops, 1);
 	close(b);
 	expect_all_completed();
-	ndc_server_stop(s);
+	ndc_socket_stop(s);
 }
 
 static void test_ipv6(void **state)
 {
 	(void)state;
-	struct ndc_server *s = start(v6, 1, 2, 0, 0);
-	uint16_t port = ndc_server_port(s);
+	struct ndc_socket *s = start(v6, 1, 2, 0, 0);
+	uint16_t port = ndc_socket_port(s);
 	int u = udp_client(AF_INET6);
 	int t = tcp_client("::1", port);
 	struct sockaddr_in6 from;
@@ -879,15 +879,15 @@ static void test_ipv6(void **state)
 	tcp_query(t, "Esix over tcp");
 	close(u);
 	close(t);
-	ndc_server_stop(s);
+	ndc_socket_stop(s);
 }
 
 static void test_two_addrs(void **state)
 {
 	(void)state;
 	static const char *const addrs[] = {"127.0.0.1", "127.0.0.2", "::1"};
-	struct ndc_server *s = start(addrs, 3, 2, 0, 0);
-	uint16_t port = ndc_server_port(s);
+	struct ndc_socket *s = start(addrs, 3, 2, 0, 0);
+	uint16_t port = ndc_socket_port(s);
 	int u = udp_client(AF_INET);
 
 	for (int k = 0; k < 2; k++) {
@@ -913,7 +913,7 @@ static void test_two_addrs(void **state)
 		close(t);
 	}
 	close(u);
-	ndc_server_stop(s);
+	ndc_socket_stop(s);
 }
 
 static void test_start_failure(void **state)
@@ -921,21 +921,21 @@ static void test_start_failure(void **state)
 	(void)state;
 	/* 169.254.99.99 is on no interface here: only bound (and refused), never sent to. */
 	struct ndc_ip ips[] = {ip_of("127.0.0.1"), ip_of("169.254.99.99")};
-	struct ndc_server_opts o = {.n_addrs = 2, .addrs = ips, .workers = 2};
-	struct ndc_server *s = NULL;
+	struct ndc_socket_opts o = {.n_addrs = 2, .addrs = ips, .workers = 2};
+	struct ndc_socket *s = NULL;
 	int fds = count_dir("/proc/self/fd");
 	int threads = count_dir("/proc/self/task");
 
-	assert_int_equal(ndc_server_start(&o, handler, NULL, &s), -EADDRNOTAVAIL);
+	assert_int_equal(ndc_socket_start(&o, handler, NULL, &s), -EADDRNOTAVAIL);
 	assert_null(s);
 	assert_int_equal(count_dir("/proc/self/fd"), fds);
 	assert_int_equal(count_dir("/proc/self/task"), threads);
 
 	o.n_addrs = 0;
-	assert_int_equal(ndc_server_start(&o, handler, NULL, &s), -EINVAL);
+	assert_int_equal(ndc_socket_start(&o, handler, NULL, &s), -EINVAL);
 	ips[1].family = 99;
 	o.n_addrs = 2;
-	assert_int_equal(ndc_server_start(&o, handler, NULL, &s), -EAFNOSUPPORT);
+	assert_int_equal(ndc_socket_start(&o, handler, NULL, &s), -EAFNOSUPPORT);
 	assert_null(s);
 	assert_int_equal(count_dir("/proc/self/fd"), fds);
 }
@@ -945,8 +945,8 @@ static void test_stop_with_conns(void **state)
 	(void)state;
 	int fds = count_dir("/proc/self/fd");
 	int threads = count_dir("/proc/self/task");
-	struct ndc_server *s = start(v4, 1, 2, 0, 0);
-	uint16_t port = ndc_server_port(s);
+	struct ndc_socket *s = start(v4, 1, 2, 0, 0);
+	uint16_t port = ndc_socket_port(s);
 	int c[4], u = udp_client(AF_INET);
 	uint8_t buf[64];
 
@@ -959,7 +959,7 @@ static void test_stop_with_conns(void **state)
 	udp_send(u, "127.0.0.1", port, "Pudp", 4);
 	assert_int_equal(wait_held(2), 2);
 	usleep(20 * 1000); /* let c[3]'s accept happen too */
-	ndc_server_stop(s);
+	ndc_socket_stop(s);
 	for (int i = 0; i < 4; i++) {
 		assert_true(closed_by_peer(c[i]));
 		close(c[i]);
