@@ -3,7 +3,7 @@
  * The agent's start-up as a table of steps, each with its undo, run in order and undone in
  * reverse (on a failure or at shutdown); the signal loop; the wiring of /metrics. What it starts:
  * the table (source.c), the dataplane (dataplane.c), upgrades (upgrade.c), the upstream side
- * (upstream.c); the subsystems themselves are query/, store/, k8s/, http/, reload/.
+ * (forwarding.c); the subsystems themselves are query/, store/, k8s/, http/, reload/.
  */
 #include <arpa/inet.h>
 #include <errno.h>

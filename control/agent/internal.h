@@ -5,7 +5,7 @@
  *   source.c     the record table: where it comes from, where it goes; a records.* reload
  *   dataplane.c  the dataplane's ops (socket only, tc/xdp fast path, DPDK); their figures
  *   upgrade.c    handover from and to another agent; attaching the fast path
- *   upstream.c   the upstream side beyond the forwarder: /ready, fail-open, upstream shares
+ *   forwarding.c the upstream side beyond the forwarder: /ready, fail-open, upstream shares
  * Calls run one way: agent.c calls the others, source.c calls upgrade.c (attach once synced).
  */
 #ifndef NDC_AGENT_INTERNAL_H
@@ -195,7 +195,7 @@ bool ndc_agent_upgrade_join_wait(struct agent *ag, const sigset_t *signals);
 /* ndcache_upgrade_sigterm_waits_total{outcome}, ndcache_upgrade_sigterm_waiting. */
 void ndc_agent_upgrade_metrics(struct agent *ag, struct ndc_metrics_buf *b);
 
-/* ---- upstream.c ---- */
+/* ---- forwarding.c ---- */
 
 /* The unready check of /ready (ndc_http_unready_fn), fwd the forwarder: every upstream of the
  * default route loops. */

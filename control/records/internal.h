@@ -2,12 +2,12 @@
 /*
  * Private to libndc_records: the layouts its files share. record_build.c (record_build_mc.c for
  * the multicluster zones) turns the object store into pending RRs grouped by owner name (struct
- * ndc_rec_bld); records.c renders each pending RRset once into the immutable table (the blob, its
- * index of offsets and the reverse index); records_lookup.c answers queries from that table and
- * walks it for the fast-path publisher; records_patch.c makes incremental versions of it, an
- * overlay of whole nodes over the base that records_overlay.c holds and searches; records_alias.c
- * reads and splices CNAME answers for the lookups. Nothing here is reachable from outside the
- * library.
+ * ndc_rec_bld); records_render.c renders each pending RRset once into the immutable table (the
+ * blob, its index of offsets and the reverse index); records_lookup.c answers queries from that
+ * table and walks it for the fast-path publisher; records_patch.c makes incremental versions of it,
+ * an overlay of whole nodes over the base that records_overlay.c holds and searches;
+ * records_alias.c reads and splices CNAME answers for the lookups. Nothing here is reachable from
+ * outside the library.
  */
 #ifndef NDC_RECORDS_INTERNAL_H
 #define NDC_RECORDS_INTERNAL_H

@@ -3,7 +3,7 @@
  * The record model, first stage: the object store becomes pending RRs grouped by owner name in
  * a scratch arena (struct ndc_rec_bld), following the Kubernetes DNS specification (schema
  * 1.1.0) and CoreDNS kubernetes-plugin behaviour where the spec is silent. Names that cannot be
- * put in a query are skipped and counted, never fatal. records.c renders the result.
+ * put in a query are skipped and counted, never fatal. records_render.c renders the result.
  */
 #include <arpa/inet.h>
 #include <errno.h>
@@ -665,7 +665,7 @@ void ndc_rec_add_apex(struct ndc_rec_bld *b, const uint8_t *zone, size_t zlen, u
 }
 
 /* ---------------------------------------------------------------------------------------------
- * Entry points for records.c.
+ * Entry points for records_render.c.
  */
 int ndc_rec_bld_init(struct ndc_rec_bld *b, const struct ndc_records_opts *opts)
 {
