@@ -10,12 +10,13 @@
  */
 #include <errno.h>
 #include <limits.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include <json-c/json.h>
+
+#include <ndc/log.h>
 
 #include "config/config.h"
 
@@ -23,20 +24,6 @@
 #define KUBE_DNS_JSON_DEPTH 8
 #define KUBE_DNS_MAX_LEN (64 << 10)
 #define ECHO_MAX 40
-
-static int fail(char *err, size_t errlen, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
-static int fail(char *err, size_t errlen, const char *fmt, ...)
-{
-	va_list ap;
-
-	if (err && errlen) {
-		va_start(ap, fmt);
-		vsnprintf(err, errlen, fmt, ap);
-		va_end(ap);
-	}
-	return -EINVAL;
-}
 
 /* At most ECHO_MAX bytes of s, printable ASCII only, for a one-line error. */
 static const char *echo(char buf[ECHO_MAX + 4], const char *s)
@@ -67,12 +54,12 @@ static json_object *parse(const char *key, const char *json, size_t len, json_ty
 	size_t end;
 
 	if (len > KUBE_DNS_MAX_LEN) {
-		fail(err, errlen, "%s: longer than %d bytes", key, KUBE_DNS_MAX_LEN);
+		ndc_errf(-EINVAL, err, errlen, "%s: longer than %d bytes", key, KUBE_DNS_MAX_LEN);
 		return NULL;
 	}
 	tok = json_tokener_new_ex(KUBE_DNS_JSON_DEPTH);
 	if (!tok) {
-		fail(err, errlen, "%s: out of memory", key);
+		ndc_errf(-EINVAL, err, errlen, "%s: out of memory", key);
 		return NULL;
 	}
 	o = json_tokener_parse_ex(tok, json, (int)len);
@@ -81,21 +68,21 @@ static json_object *parse(const char *key, const char *json, size_t len, json_ty
 	json_tokener_free(tok);
 	if (jerr != json_tokener_success || !o) {
 		json_object_put(o);
-		fail(err, errlen, "%s: not JSON: %s", key,
-		     jerr == json_tokener_continue ? "unexpected end of text"
-						   : json_tokener_error_desc(jerr));
+		ndc_errf(-EINVAL, err, errlen, "%s: not JSON: %s", key,
+			 jerr == json_tokener_continue ? "unexpected end of text"
+						       : json_tokener_error_desc(jerr));
 		return NULL;
 	}
 	if (!blank(json + end, len - end)) {
 		json_object_put(o);
-		fail(err, errlen, "%s: not JSON: text after the value", key);
+		ndc_errf(-EINVAL, err, errlen, "%s: not JSON: text after the value", key);
 		return NULL;
 	}
 	if (!json_object_is_type(o, want)) {
 		json_object_put(o);
-		fail(err, errlen, "%s: expected a JSON %s", key,
-		     want == json_type_object ? "object of zones to lists of addresses"
-					      : "list of addresses");
+		ndc_errf(-EINVAL, err, errlen, "%s: expected a JSON %s", key,
+			 want == json_type_object ? "object of zones to lists of addresses"
+						  : "list of addresses");
 		return NULL;
 	}
 	return o;
@@ -110,31 +97,34 @@ static int servers(const char *what, json_object *list,
 	char q[ECHO_MAX + 4];
 
 	if (!json_object_is_type(list, json_type_array))
-		return fail(err, errlen, "%s: expected a list of addresses", what);
+		return ndc_errf(-EINVAL, err, errlen, "%s: expected a list of addresses", what);
 	n = json_object_array_length(list);
 	if (n < 1 || n > NDC_CFG_MAX_ADDRS)
-		return fail(err, errlen, "%s: expected 1..%d addresses, got %zu", what,
-			    NDC_CFG_MAX_ADDRS, n);
+		return ndc_errf(-EINVAL, err, errlen, "%s: expected 1..%d addresses, got %zu", what,
+				NDC_CFG_MAX_ADDRS, n);
 	for (size_t i = 0; i < n; i++) {
 		json_object *it = json_object_array_get_idx(list, i);
 		const char *s;
 		int r;
 
 		if (!json_object_is_type(it, json_type_string))
-			return fail(err, errlen, "%s[%zu]: expected an address string", what, i);
+			return ndc_errf(-EINVAL, err, errlen, "%s[%zu]: expected an address string",
+					what, i);
 		s = json_object_get_string(it);
 		if (strlen(s) != (size_t)json_object_get_string_len(it))
-			return fail(err, errlen, "%s[%zu]: expected an address, got a NUL byte",
-				    what, i);
+			return ndc_errf(-EINVAL, err, errlen,
+					"%s[%zu]: expected an address, got a NUL byte", what, i);
 		r = ndc_config_parse_server(s, &out[i]);
 		if (r == -ERANGE)
-			return fail(err, errlen, "%s[%zu]: expected a port 1..65535 in '%s'", what,
-				    i, echo(q, s));
+			return ndc_errf(-EINVAL, err, errlen,
+					"%s[%zu]: expected a port 1..65535 in '%s'", what, i,
+					echo(q, s));
 		if (r < 0)
-			return fail(err, errlen,
-				    "%s[%zu]: expected an address (ip, ip:port or [ipv6]:port), "
-				    "got '%s'",
-				    what, i, echo(q, s));
+			return ndc_errf(
+			    -EINVAL, err, errlen,
+			    "%s[%zu]: expected an address (ip, ip:port or [ipv6]:port), "
+			    "got '%s'",
+			    what, i, echo(q, s));
 	}
 	*ret_n = n;
 	return 0;
@@ -159,8 +149,8 @@ int ndc_kube_dns_stub_domains(const char *json, size_t len, struct ndc_stub_doma
 	n = (size_t)json_object_object_length(o);
 	if (n > NDC_CFG_MAX_STUBS) {
 		json_object_put(o);
-		return fail(err, errlen, "%s: expected at most %d zones, got %zu", key,
-			    NDC_CFG_MAX_STUBS, n);
+		return ndc_errf(-EINVAL, err, errlen, "%s: expected at most %d zones, got %zu", key,
+				NDC_CFG_MAX_STUBS, n);
 	}
 	if (n && !(v = calloc(n, sizeof(*v)))) {
 		json_object_put(o);
@@ -186,12 +176,12 @@ int ndc_kube_dns_stub_domains(const char *json, size_t len, struct ndc_stub_doma
 		if (why && !strcmp(why, "empty name"))
 			why = "the root is not a stub domain: that is upstreamNameservers";
 		if (why) {
-			r = fail(err, errlen, "%s: not a zone name (%s)", what, why);
+			r = ndc_errf(-EINVAL, err, errlen, "%s: not a zone name (%s)", what, why);
 			break;
 		}
 		for (size_t j = 0; j + 1 < count; j++)
 			if (!strcmp(v[j].zone, sd->zone))
-				r = fail(err, errlen, "%s: zone given twice", what);
+				r = ndc_errf(-EINVAL, err, errlen, "%s: zone given twice", what);
 		if (r == 0)
 			r = servers(what, list, sd->servers, &sd->n_servers, err, errlen);
 	}

@@ -16,6 +16,8 @@
 #include <json-c/json.h>
 #include <yaml.h>
 
+#include <ndc/log.h>
+
 #include "k8s/k8s.h"
 
 /* A kubeconfig is 5 levels deep; the bounds only keep hostile input (alias bombs) cheap. */
@@ -26,19 +28,6 @@
 #define NDC_K8S_MAX_TOKEN ((size_t)64 << 10)
 
 #define NDC_SA_DIR "/var/run/secrets/kubernetes.io/serviceaccount"
-
-static int __attribute__((format(printf, 4, 5)))
-report(int r, char *err, size_t errlen, const char *fmt, ...)
-{
-	va_list ap;
-
-	if (err && errlen) {
-		va_start(ap, fmt);
-		vsnprintf(err, errlen, fmt, ap);
-		va_end(ap);
-	}
-	return r;
-}
 
 /* Every scalar stays a string (YAML 1.1 typing is done by the reader that needs a bool). */
 static json_object *yaml_to_json(yaml_document_t *doc, yaml_node_t *n, int depth, size_t *budget)
@@ -106,26 +95,26 @@ static int load_yaml(const char *path, json_object **ret, char *err, size_t errl
 	*ret = NULL;
 	f = fopen(path, "re");
 	if (!f)
-		return report(-errno, err, errlen, "kubeconfig %s: %s", path, strerror(errno));
+		return ndc_errf(-errno, err, errlen, "kubeconfig %s: %s", path, strerror(errno));
 	if (!yaml_parser_initialize(&parser)) {
 		fclose(f);
-		return report(-ENOMEM, err, errlen, "kubeconfig %s: out of memory", path);
+		return ndc_errf(-ENOMEM, err, errlen, "kubeconfig %s: out of memory", path);
 	}
 	yaml_parser_set_input_file(&parser, f);
 	if (!yaml_parser_load(&parser, &doc)) {
-		r = report(-EINVAL, err, errlen, "kubeconfig %s: YAML error at line %zu: %s", path,
-			   parser.problem_mark.line + 1,
-			   parser.problem ? parser.problem : "unknown");
+		r = ndc_errf(-EINVAL, err, errlen, "kubeconfig %s: YAML error at line %zu: %s",
+			     path, parser.problem_mark.line + 1,
+			     parser.problem ? parser.problem : "unknown");
 		goto out_parser;
 	}
 	root = yaml_document_get_root_node(&doc);
 	if (!root || root->type != YAML_MAPPING_NODE) {
-		r = report(-EINVAL, err, errlen, "kubeconfig %s: not a YAML mapping", path);
+		r = ndc_errf(-EINVAL, err, errlen, "kubeconfig %s: not a YAML mapping", path);
 		goto out_doc;
 	}
 	*ret = yaml_to_json(&doc, root, 0, &budget);
 	if (!*ret)
-		r = report(
+		r = ndc_errf(
 		    -EINVAL, err, errlen,
 		    "kubeconfig %s: unsupported YAML (non-scalar key, too deep or too large)",
 		    path);
@@ -306,12 +295,12 @@ static int file_field(struct kcfg *k, json_object *o, const char *key, const cha
 		return 0;
 	p = s[0] == '/' ? strdup(s) : xasprintf("%s/%s", k->dir, s);
 	if (!p)
-		return report(-ENOMEM, k->err, k->errlen, "out of memory");
+		return ndc_errf(-ENOMEM, k->err, k->errlen, "out of memory");
 	if (access(p, R_OK) < 0) {
 		int r = -errno;
 
-		report(r, k->err, k->errlen, "kubeconfig %s: %s: %s %s: %s", k->path, owner, key, p,
-		       strerror(errno));
+		ndc_errf(r, k->err, k->errlen, "kubeconfig %s: %s: %s %s: %s", k->path, owner, key,
+			 p, strerror(errno));
 		free(p);
 		return r;
 	}
@@ -330,10 +319,10 @@ static int data_field(struct kcfg *k, json_object *o, const char *key, const cha
 		return 0;
 	r = b64_decode(s, ret);
 	if (r == -ENOMEM)
-		return report(r, k->err, k->errlen, "out of memory");
+		return ndc_errf(r, k->err, k->errlen, "out of memory");
 	if (r < 0)
-		return report(r, k->err, k->errlen, "kubeconfig %s: %s: %s is not valid base64",
-			      k->path, owner, key);
+		return ndc_errf(r, k->err, k->errlen, "kubeconfig %s: %s: %s is not valid base64",
+				k->path, owner, key);
 	return 0;
 }
 
@@ -345,7 +334,7 @@ static int str_field(struct kcfg *k, json_object *o, const char *key, char **ret
 	if (!s)
 		return 0;
 	*ret = strdup(s);
-	return *ret ? 0 : report(-ENOMEM, k->err, k->errlen, "out of memory");
+	return *ret ? 0 : ndc_errf(-ENOMEM, k->err, k->errlen, "out of memory");
 }
 
 static int load_cluster(struct kcfg *k, json_object *root, const char *name, struct ndc_k8s_conn *c)
@@ -359,27 +348,27 @@ static int load_cluster(struct kcfg *k, json_object *root, const char *name, str
 	snprintf(owner, sizeof(owner), "cluster '%s'", name);
 	cl = find_named(root, "clusters", name, "cluster");
 	if (!cl)
-		return report(-EINVAL, k->err, k->errlen, "kubeconfig %s: cluster '%s' not found",
-			      k->path, name);
+		return ndc_errf(-EINVAL, k->err, k->errlen, "kubeconfig %s: cluster '%s' not found",
+				k->path, name);
 	server = get_str(cl, "server");
 	if (!server)
-		return report(-EINVAL, k->err, k->errlen, "kubeconfig %s: %s has no server",
-			      k->path, owner);
+		return ndc_errf(-EINVAL, k->err, k->errlen, "kubeconfig %s: %s has no server",
+				k->path, owner);
 	if (strncmp(server, "https://", 8) && strncmp(server, "http://", 7))
-		return report(-EINVAL, k->err, k->errlen,
-			      "kubeconfig %s: %s: server '%s' is not an http(s) URL", k->path,
-			      owner, server);
+		return ndc_errf(-EINVAL, k->err, k->errlen,
+				"kubeconfig %s: %s: server '%s' is not an http(s) URL", k->path,
+				owner, server);
 	/* Request paths are appended to it ("/api/v1/..."). */
 	len = strlen(server);
 	while (len > 8 && server[len - 1] == '/')
 		len--;
 	c->server = strndup(server, len);
 	if (!c->server)
-		return report(-ENOMEM, k->err, k->errlen, "out of memory");
+		return ndc_errf(-ENOMEM, k->err, k->errlen, "out of memory");
 	if (get_bool(cl, "insecure-skip-tls-verify", &c->insecure) < 0)
-		return report(-EINVAL, k->err, k->errlen,
-			      "kubeconfig %s: %s: insecure-skip-tls-verify is not a boolean",
-			      k->path, owner);
+		return ndc_errf(-EINVAL, k->err, k->errlen,
+				"kubeconfig %s: %s: insecure-skip-tls-verify is not a boolean",
+				k->path, owner);
 	r = data_field(k, cl, "certificate-authority-data", owner, &c->ca_data);
 	if (r < 0)
 		return r;
@@ -395,15 +384,15 @@ static int load_user(struct kcfg *k, json_object *root, const char *name, struct
 	snprintf(owner, sizeof(owner), "user '%s'", name);
 	u = find_named(root, "users", name, "user");
 	if (!u)
-		return report(-EINVAL, k->err, k->errlen, "kubeconfig %s: user '%s' not found",
-			      k->path, name);
+		return ndc_errf(-EINVAL, k->err, k->errlen, "kubeconfig %s: user '%s' not found",
+				k->path, name);
 	/* Silently connecting anonymously instead would only fail later with a vaguer 401. */
 	if (json_object_object_get_ex(u, "exec", &v) ||
 	    json_object_object_get_ex(u, "auth-provider", &v))
-		return report(-EOPNOTSUPP, k->err, k->errlen,
-			      "kubeconfig %s: %s: exec and auth-provider credentials are not "
-			      "supported (use a token, tokenFile or client certificate)",
-			      k->path, owner);
+		return ndc_errf(-EOPNOTSUPP, k->err, k->errlen,
+				"kubeconfig %s: %s: exec and auth-provider credentials are not "
+				"supported (use a token, tokenFile or client certificate)",
+				k->path, owner);
 	r = str_field(k, u, "token", &c->token);
 	if (r == 0)
 		r = file_field(k, u, "tokenFile", owner, &c->token_file);
@@ -418,7 +407,7 @@ static int load_user(struct kcfg *k, json_object *root, const char *name, struct
 	if (r < 0)
 		return r;
 	if (!!(c->cert_file || c->cert_data) != !!(c->key_file || c->key_data))
-		return report(
+		return ndc_errf(
 		    -EINVAL, k->err, k->errlen,
 		    "kubeconfig %s: %s: client certificate and key must be given together", k->path,
 		    owner);
@@ -441,24 +430,24 @@ int ndc_kubeconfig_load(const char *path, struct ndc_k8s_conn *ret, char *err, s
 	slash = strrchr(path, '/');
 	k.dir = slash ? strndup(path, slash == path ? 1 : (size_t)(slash - path)) : strdup(".");
 	if (!k.dir) {
-		r = report(-ENOMEM, err, errlen, "out of memory");
+		r = ndc_errf(-ENOMEM, err, errlen, "out of memory");
 		goto out;
 	}
 	cur = get_str(root, "current-context");
 	if (!cur) {
-		r = report(-EINVAL, err, errlen, "kubeconfig %s: no current-context", path);
+		r = ndc_errf(-EINVAL, err, errlen, "kubeconfig %s: no current-context", path);
 		goto out;
 	}
 	ctx = find_named(root, "contexts", cur, "context");
 	if (!ctx) {
-		r = report(-EINVAL, err, errlen, "kubeconfig %s: current-context '%s' not found",
-			   path, cur);
+		r = ndc_errf(-EINVAL, err, errlen, "kubeconfig %s: current-context '%s' not found",
+			     path, cur);
 		goto out;
 	}
 	cluster = get_str(ctx, "cluster");
 	if (!cluster) {
-		r = report(-EINVAL, err, errlen, "kubeconfig %s: context '%s' has no cluster", path,
-			   cur);
+		r = ndc_errf(-EINVAL, err, errlen, "kubeconfig %s: context '%s' has no cluster",
+			     path, cur);
 		goto out;
 	}
 	r = load_cluster(&k, root, cluster, ret);
@@ -486,9 +475,9 @@ int ndc_k8s_incluster(const char *sa_dir, struct ndc_k8s_conn *ret, char *err, s
 	if (err && errlen)
 		err[0] = '\0';
 	if (!host || !*host || !port || !*port)
-		return report(-ENOENT, err, errlen,
-			      "not running in a cluster: KUBERNETES_SERVICE_HOST and "
-			      "KUBERNETES_SERVICE_PORT are not set");
+		return ndc_errf(-ENOENT, err, errlen,
+				"not running in a cluster: KUBERNETES_SERVICE_HOST and "
+				"KUBERNETES_SERVICE_PORT are not set");
 	if (!sa_dir)
 		sa_dir = NDC_SA_DIR;
 	/* An IPv6 service host must be bracketed in the URL authority (RFC 3986 section 3.2.2). */
@@ -497,13 +486,13 @@ int ndc_k8s_incluster(const char *sa_dir, struct ndc_k8s_conn *ret, char *err, s
 	ret->token_file = xasprintf("%s/token", sa_dir);
 	ret->ca_file = xasprintf("%s/ca.crt", sa_dir);
 	if (!ret->server || !ret->token_file || !ret->ca_file) {
-		r = report(-ENOMEM, err, errlen, "out of memory");
+		r = ndc_errf(-ENOMEM, err, errlen, "out of memory");
 		goto fail;
 	}
 	for (const char *f = ret->token_file; f; f = f == ret->token_file ? ret->ca_file : NULL) {
 		if (access(f, R_OK) < 0) {
-			r = report(-errno, err, errlen, "in-cluster config: %s: %s", f,
-				   strerror(errno));
+			r = ndc_errf(-errno, err, errlen, "in-cluster config: %s: %s", f,
+				     strerror(errno));
 			goto fail;
 		}
 	}

@@ -15,7 +15,6 @@
 #include <fcntl.h>
 #include <limits.h>
 #include <malloc.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -24,6 +23,8 @@
 
 #include <json-c/json.h>
 #include <yaml.h>
+
+#include <ndc/log.h>
 
 #include "objects/objects.h"
 
@@ -34,19 +35,6 @@
 #define NDC_SNAPSHOT_MAX_DEPTH 64
 /* json_tokener_parse_ex and json_object_new_string_len take int lengths. */
 #define NDC_SNAPSHOT_MAX_SIZE ((size_t)INT_MAX)
-
-static int __attribute__((format(printf, 3, 4)))
-report(char *err, size_t errlen, const char *fmt, ...)
-{
-	va_list ap;
-
-	if (!err || !errlen)
-		return -EINVAL;
-	va_start(ap, fmt);
-	vsnprintf(err, errlen, fmt, ap);
-	va_end(ap);
-	return -EINVAL;
-}
 
 static size_t line_of(const char *buf, size_t off)
 {
@@ -69,7 +57,7 @@ static int parse_json(const char *buf, size_t len, size_t start, json_object **r
 	*ret = NULL;
 	tok = json_tokener_new_ex(NDC_SNAPSHOT_MAX_DEPTH);
 	if (!tok) {
-		report(err, errlen, "out of memory");
+		ndc_errf(-EINVAL, err, errlen, "out of memory");
 		return -ENOMEM;
 	}
 	/* kubectl writes strict JSON; anything json-c would only accept leniently is a bad file. */
@@ -78,17 +66,19 @@ static int parse_json(const char *buf, size_t len, size_t start, json_object **r
 	jerr = json_tokener_get_error(tok);
 	end = start + json_tokener_get_parse_end(tok);
 	if (jerr == json_tokener_continue) {
-		r = report(err, errlen, "JSON: unexpected end of input at byte %zu (line %zu)", len,
-			   line_of(buf, len));
+		r = ndc_errf(-EINVAL, err, errlen,
+			     "JSON: unexpected end of input at byte %zu (line %zu)", len,
+			     line_of(buf, len));
 	} else if (jerr != json_tokener_success) {
-		r = report(err, errlen, "JSON: %s at byte %zu (line %zu)",
-			   json_tokener_error_desc(jerr), end, line_of(buf, end));
+		r = ndc_errf(-EINVAL, err, errlen, "JSON: %s at byte %zu (line %zu)",
+			     json_tokener_error_desc(jerr), end, line_of(buf, end));
 	} else {
 		while (end < len && strchr(" \t\r\n", buf[end]) && buf[end])
 			end++;
 		if (end < len)
-			r = report(err, errlen, "JSON: trailing data at byte %zu (line %zu)", end,
-				   line_of(buf, end));
+			r = ndc_errf(-EINVAL, err, errlen,
+				     "JSON: trailing data at byte %zu (line %zu)", end,
+				     line_of(buf, end));
 	}
 	json_tokener_free(tok);
 	if (r < 0) {
@@ -291,7 +281,7 @@ struct ybuild {
 
 static int nomem(struct ybuild *b)
 {
-	report(b->err, b->errlen, "out of memory");
+	ndc_errf(-EINVAL, b->err, b->errlen, "out of memory");
 	return -ENOMEM;
 }
 
@@ -396,8 +386,9 @@ static int add_scalar(struct ybuild *b, const yaml_event_t *ev)
 
 	if (awaiting_key(b)) {
 		if (memchr(v, 0, n))
-			return report(b->err, b->errlen, "YAML: line %zu: NUL byte in a key",
-				      ev->start_mark.line + 1);
+			return ndc_errf(-EINVAL, b->err, b->errlen,
+					"YAML: line %zu: NUL byte in a key",
+					ev->start_mark.line + 1);
 		b->key[b->depth - 1] = strdup(v);
 		return b->key[b->depth - 1] ? 0 : nomem(b);
 	}
@@ -429,13 +420,14 @@ static int open_container(struct ybuild *b, const yaml_event_t *ev, json_object 
 		return nomem(b);
 	if (awaiting_key(b)) {
 		json_object_put(obj);
-		return report(b->err, b->errlen,
-			      "YAML: line %zu: only scalars are supported as mapping keys", line);
+		return ndc_errf(-EINVAL, b->err, b->errlen,
+				"YAML: line %zu: only scalars are supported as mapping keys", line);
 	}
 	if (b->depth == NDC_SNAPSHOT_MAX_DEPTH) {
 		json_object_put(obj);
-		return report(b->err, b->errlen, "YAML: line %zu: nested deeper than %d levels",
-			      line, NDC_SNAPSHOT_MAX_DEPTH);
+		return ndc_errf(-EINVAL, b->err, b->errlen,
+				"YAML: line %zu: nested deeper than %d levels", line,
+				NDC_SNAPSHOT_MAX_DEPTH);
 	}
 	/* The container stays valid: its parent (or b->root) owns it from here on. */
 	r = add_value(b, obj);
@@ -494,17 +486,18 @@ static int yaml_error(const yaml_parser_t *p, char *err, size_t errlen)
 	const char *problem = p->problem ? p->problem : "syntax error";
 
 	if (p->error == YAML_MEMORY_ERROR) {
-		report(err, errlen, "out of memory");
+		ndc_errf(-EINVAL, err, errlen, "out of memory");
 		return -ENOMEM;
 	}
 	if (p->error == YAML_READER_ERROR)
-		return report(err, errlen, "YAML: byte %zu: %s", p->problem_offset, problem);
+		return ndc_errf(-EINVAL, err, errlen, "YAML: byte %zu: %s", p->problem_offset,
+				problem);
 	if (p->context)
-		return report(err, errlen, "YAML: line %zu column %zu: %s %s",
-			      p->problem_mark.line + 1, p->problem_mark.column + 1, p->context,
-			      problem);
-	return report(err, errlen, "YAML: line %zu column %zu: %s", p->problem_mark.line + 1,
-		      p->problem_mark.column + 1, problem);
+		return ndc_errf(-EINVAL, err, errlen, "YAML: line %zu column %zu: %s %s",
+				p->problem_mark.line + 1, p->problem_mark.column + 1, p->context,
+				problem);
+	return ndc_errf(-EINVAL, err, errlen, "YAML: line %zu column %zu: %s",
+			p->problem_mark.line + 1, p->problem_mark.column + 1, problem);
 }
 
 /*
@@ -524,7 +517,7 @@ static int parse_yaml(const char *buf, size_t len, struct ndc_k8s_objects *o, js
 
 	*ret = NULL;
 	if (!yaml_parser_initialize(&parser)) {
-		report(err, errlen, "out of memory");
+		ndc_errf(-EINVAL, err, errlen, "out of memory");
 		return -ENOMEM;
 	}
 	yaml_parser_set_input_string(&parser, (const unsigned char *)buf, len);
@@ -536,13 +529,15 @@ static int parse_yaml(const char *buf, size_t len, struct ndc_k8s_objects *o, js
 		switch (ev.type) {
 		case YAML_DOCUMENT_START_EVENT:
 			if (++docs > 1)
-				r = report(err, errlen, "YAML: line %zu: more than one document",
-					   ev.start_mark.line + 1);
+				r = ndc_errf(-EINVAL, err, errlen,
+					     "YAML: line %zu: more than one document",
+					     ev.start_mark.line + 1);
 			break;
 		case YAML_ALIAS_EVENT:
 			/* Aliases would let a small file expand into a huge tree. */
-			r = report(err, errlen, "YAML: line %zu: aliases are not supported",
-				   ev.start_mark.line + 1);
+			r = ndc_errf(-EINVAL, err, errlen,
+				     "YAML: line %zu: aliases are not supported",
+				     ev.start_mark.line + 1);
 			break;
 		case YAML_SCALAR_EVENT:
 			r = add_scalar(&b, &ev);
@@ -592,8 +587,8 @@ static int load_tree(json_object *root, struct ndc_k8s_objects *o, char *err, si
 	int r;
 
 	if (!json_object_is_type(root, json_type_object))
-		return report(err, errlen, "top level: expected an object, got %s",
-			      root ? json_type_to_name(json_object_get_type(root)) : "null");
+		return ndc_errf(-EINVAL, err, errlen, "top level: expected an object, got %s",
+				root ? json_type_to_name(json_object_get_type(root)) : "null");
 	/* kubectl writes "List"; the API server's own lists are ServiceList, PodList and so on. */
 	if (!json_object_object_get_ex(root, "kind", &kind) ||
 	    !json_object_is_type(kind, json_type_string) ||
@@ -602,8 +597,8 @@ static int load_tree(json_object *root, struct ndc_k8s_objects *o, char *err, si
 		return ndc_k8s_object_add_at(o, root, NULL, err, errlen);
 
 	if (items && !json_object_is_type(items, json_type_array))
-		return report(err, errlen, "items: expected array, got %s",
-			      json_type_to_name(json_object_get_type(items)));
+		return ndc_errf(-EINVAL, err, errlen, "items: expected array, got %s",
+				json_type_to_name(json_object_get_type(items)));
 	for (size_t i = 0; items && i < json_object_array_length(items); i++) {
 		snprintf(where, sizeof(where), "items[%zu]", i);
 		r = ndc_k8s_object_add_at(o, json_object_array_get_idx(items, i), where, err,
@@ -627,7 +622,8 @@ static int parse(const char *buf, size_t len, struct ndc_k8s_objects *o, char *e
 	if (!len)
 		buf = ""; /* libyaml asserts on a NULL input */
 	if (len > NDC_SNAPSHOT_MAX_SIZE)
-		return report(err, errlen, "snapshot larger than %zu bytes", NDC_SNAPSHOT_MAX_SIZE);
+		return ndc_errf(-EINVAL, err, errlen, "snapshot larger than %zu bytes",
+				NDC_SNAPSHOT_MAX_SIZE);
 
 	/* JSON is YAML too, but json-c is faster and reports JSON errors in JSON terms. */
 	if (len >= 3 && !memcmp(buf, "\xef\xbb\xbf", 3))
@@ -638,7 +634,7 @@ static int parse(const char *buf, size_t len, struct ndc_k8s_objects *o, char *e
 		r = ndc_snapshot_stream_json(buf, len, o);
 		if (r != -EAGAIN) {
 			if (r == -ENOMEM)
-				report(err, errlen, "out of memory");
+				ndc_errf(-EINVAL, err, errlen, "out of memory");
 			return r;
 		}
 		r = parse_json(buf, len, i, &root, err, errlen);
@@ -721,19 +717,19 @@ int ndc_snapshot_load(const char *path, struct ndc_k8s_objects *o, char *err, si
 	fd = open(path, O_RDONLY | O_CLOEXEC);
 	if (fd < 0) {
 		r = -errno;
-		report(err, errlen, "%s: %s", path, strerror(-r));
+		ndc_errf(-EINVAL, err, errlen, "%s: %s", path, strerror(-r));
 		return r;
 	}
 	r = read_all(fd, &buf, &len);
 	close(fd);
 	if (r < 0) {
-		report(err, errlen, "%s: %s", path, strerror(-r));
+		ndc_errf(-EINVAL, err, errlen, "%s: %s", path, strerror(-r));
 		return r;
 	}
 	r = parse(buf, len, o, reason, sizeof(reason));
 	free(buf);
 	malloc_trim(0);
 	if (r < 0)
-		report(err, errlen, "%s: %s", path, reason);
+		ndc_errf(-EINVAL, err, errlen, "%s: %s", path, reason);
 	return r;
 }

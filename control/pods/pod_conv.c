@@ -6,27 +6,15 @@
  * rejection names the field.
  */
 #include <errno.h>
-#include <stdarg.h>
 #include <stddef.h>
 #include <stdio.h>
 #include <string.h>
 
 #include <json-c/json.h>
 
+#include <ndc/log.h>
+
 #include "pods.h"
-
-static int __attribute__((format(printf, 3, 4)))
-fail(char *err, size_t errlen, const char *fmt, ...)
-{
-	va_list ap;
-
-	if (err && errlen) {
-		va_start(ap, fmt);
-		vsnprintf(err, errlen, fmt, ap);
-		va_end(ap);
-	}
-	return -EINVAL;
-}
 
 static bool alnum(char c)
 {
@@ -64,12 +52,14 @@ static bool dns_subdomain(const char *s, size_t len)
 int ndc_pods_node_name_check(const char *s, char *err, size_t errlen)
 {
 	if (!s || !s[0])
-		return fail(err, errlen, "node name is empty (env NODE_NAME from spec.nodeName)");
+		return ndc_errf(-EINVAL, err, errlen,
+				"node name is empty (env NODE_NAME from spec.nodeName)");
 	if (!dns_subdomain(s, strlen(s)))
-		return fail(err, errlen,
-			    "node name \"%.64s\" is not a DNS-1123 subdomain (lowercase letters, "
-			    "digits, '-' and '.', at most 253 bytes)",
-			    s);
+		return ndc_errf(
+		    -EINVAL, err, errlen,
+		    "node name \"%.64s\" is not a DNS-1123 subdomain (lowercase letters, "
+		    "digits, '-' and '.', at most 253 bytes)",
+		    s);
 	return 0;
 }
 
@@ -90,11 +80,11 @@ static int member(json_object *obj, const char *path, const char *key, json_type
 		v = NULL;
 	if (!v) {
 		if (required)
-			return fail(err, errlen, "%s%s: missing", path, key);
+			return ndc_errf(-EINVAL, err, errlen, "%s%s: missing", path, key);
 		return 0;
 	}
 	if (!json_object_is_type(v, t))
-		return fail(err, errlen, "%s%s: expected %s", path, key, tn[t]);
+		return ndc_errf(-EINVAL, err, errlen, "%s%s: expected %s", path, key, tn[t]);
 	*ret = v;
 	return 0;
 }
@@ -116,8 +106,8 @@ static int name_member(json_object *obj, const char *path, const char *key, bool
 	/* The length check also refuses an embedded NUL (strlen would stop short of len). */
 	if (len >= buflen || strlen(s) != len ||
 	    !(label ? dns_label(s, len) : dns_subdomain(s, len)))
-		return fail(err, errlen, "%s%s: \"%.64s\" is not a valid %s", path, key, s,
-			    label ? "DNS label" : "DNS subdomain");
+		return ndc_errf(-EINVAL, err, errlen, "%s%s: \"%.64s\" is not a valid %s", path,
+				key, s, label ? "DNS label" : "DNS subdomain");
 	memcpy(buf, s, len + 1);
 	return 0;
 }
@@ -131,9 +121,10 @@ static int add_ip(struct ndc_ip *ips, uint8_t *n, json_object *v, const char *wh
 	if (!s[0]) /* a pending pod says "" */
 		return 0;
 	if (*n == NDC_POD_MAX_IPS)
-		return fail(err, errlen, "%s: more than %d addresses", what, NDC_POD_MAX_IPS);
+		return ndc_errf(-EINVAL, err, errlen, "%s: more than %d addresses", what,
+				NDC_POD_MAX_IPS);
 	if (strlen(s) != (size_t)json_object_get_string_len(v) || ndc_ip_parse(s, 0, &ips[*n]) < 0)
-		return fail(err, errlen, "%s: invalid IP address \"%.64s\"", what, s);
+		return ndc_errf(-EINVAL, err, errlen, "%s: invalid IP address \"%.64s\"", what, s);
 	for (int i = 0; i < *n; i++)
 		if (!memcmp(&ips[i], &ips[*n], sizeof(ips[i])))
 			return 0;
@@ -161,7 +152,8 @@ static int conv_ips(json_object *status, const char *plural, const char *single,
 	for (size_t i = 0; i < len; i++) {
 		v = json_object_array_get_idx(arr, i);
 		if (!v || !json_object_is_type(v, json_type_object))
-			return fail(err, errlen, "status.%s[%zu]: expected an object", plural, i);
+			return ndc_errf(-EINVAL, err, errlen, "status.%s[%zu]: expected an object",
+					plural, i);
 		snprintf(what, sizeof(what), "status.%s[%zu].", plural, i);
 		r = member(v, what, "ip", json_type_string, true, &ip, err, errlen);
 		if (r < 0)
@@ -208,7 +200,7 @@ int ndc_pod_convert(json_object *obj, struct ndc_pod_info *ret, char *err, size_
 	if (err && errlen)
 		err[0] = '\0';
 	if (!obj || !json_object_is_type(obj, json_type_object))
-		return fail(err, errlen, "a Pod must be an object");
+		return ndc_errf(-EINVAL, err, errlen, "a Pod must be an object");
 	r = member(obj, "", "metadata", json_type_object, true, &md, err, errlen);
 	r = r
 		?: name_member(md, "metadata.", "namespace", true, true, ret->ns, sizeof(ret->ns),

@@ -40,6 +40,18 @@ const char *ndc_log_level_name(int level)
 	return level_names[level & 3];
 }
 
+int ndc_errf(int r, char *err, size_t errlen, const char *fmt, ...)
+{
+	va_list ap;
+
+	if (err && errlen) {
+		va_start(ap, fmt);
+		vsnprintf(err, errlen, fmt, ap);
+		va_end(ap);
+	}
+	return r;
+}
+
 /* A line being built: appends stop at the cap, keeping room for the closing bytes. */
 struct line {
 	char buf[LINE_MAX_BYTES];

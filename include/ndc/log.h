@@ -44,6 +44,14 @@ struct ndc_log_field {
 /* A line with msg and n fields; the line is cut (still one line, still valid JSON) at 4 KiB. */
 void ndc_log_fields(int level, const char *msg, const struct ndc_log_field *f, size_t n);
 
+/*
+ * For parsers that explain a refusal to their caller: writes the message into err (when err and
+ * errlen are given; cut to fit) and returns r, so that `return ndc_errf(-EINVAL, err, errlen,
+ * "...")` reports and fails in one step.
+ */
+int ndc_errf(int r, char *err, size_t errlen, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+
 #define ndc_err(...) ndc_log(NDC_LOG_ERR, __VA_ARGS__)
 #define ndc_warn(...) ndc_log(NDC_LOG_WARN, __VA_ARGS__)
 #define ndc_info(...) ndc_log(NDC_LOG_INFO, __VA_ARGS__)
