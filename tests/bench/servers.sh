@@ -331,23 +331,42 @@ peer_stats() {
 	esac
 }
 
-# peer_sent_check SERVER: 0 when the server sent no DNS query but to the upstream: none to any
-# other address the node can reach (the nftables counter), and none that failed to be sent (its
-# own counter: pdns-recursor's unreachables, dnsdist's downstream-send-errors; the node has no
-# route to any other address, so a query to one fails there); and the upstream got some. Else 1,
-# the figures in START_ERR.
+# peer_addrs pdns-recursor: every address it sent a query to or failed to reach (its
+# nameserver-speed and failed-server tables), one a line.
+peer_addrs() {
+	local d="$work/pdns"
+	rm -f "$d/nsspeeds.txt" "$d/failed.txt"
+	in_node rec_control --socket-dir="$d" dump-nsspeeds "$d/nsspeeds.txt" >/dev/null &&
+		in_node rec_control --socket-dir="$d" dump-failedservers "$d/failed.txt" >/dev/null ||
+		return 1
+	awk '!/^;/ { for (i = 3; i <= NF; i++) { split($i, a, "/"); print a[1] } }' "$d/nsspeeds.txt"
+	awk '!/^;/ && NF { print $1 }' "$d/failed.txt"
+}
+
+# peer_sent_check SERVER: 0 when the server sent no DNS query but to the upstream, and the
+# upstream got some: none to any other address the node can reach (the nftables counter; the node
+# has no route to any other), and for pdns-recursor, no other address in its own tables of the
+# servers it asked or failed to reach (dnsdist has one backend, the upstream, and its security
+# polling is off). Else 1, the figures in START_ERR.
 peer_sent_check() {
-	local failed up other
+	local up other addrs=""
 	case "$1" in
-	dnsdist) failed=$(peer_stats dnsdist | awk '$1 == "downstream-send-errors" { print $2 }') ;;
-	pdns-recursor) failed=$(peer_stats pdns-recursor | awk '$1 == "unreachables" { print $2 }') ;;
+	dnsdist) ;;
+	pdns-recursor)
+		if ! addrs=$(peer_addrs); then
+			START_ERR="rec_control could not dump its tables of servers"
+			return 1
+		fi
+		addrs=$(grep -vx "$UPSTREAM_ADDR" <<<"$addrs" | sort -u | tr '\n' ' ')
+		;;
 	*) return 0 ;;
 	esac
 	up=$(upstream_counter upstream)
 	other=$(upstream_counter elsewhere)
-	START_ERR="queries to the upstream '$up', to other addresses '$other', failed sends '$failed'"
-	[[ $failed =~ ^[0-9]+$ && $up =~ ^[0-9]+$ && $other =~ ^[0-9]+$ ]] || return 1
-	[ "$failed" = 0 ] && [ "$other" = 0 ] && [ "$up" -gt 0 ]
+	START_ERR="queries to the upstream '$up', to other addresses '$other'"
+	[ -z "$addrs" ] || START_ERR+=", asked or failed to reach: $addrs"
+	[[ $up =~ ^[0-9]+$ && $other =~ ^[0-9]+$ ]] || return 1
+	[ "$other" = 0 ] && [ "$up" -gt 0 ] && [ -z "$addrs" ]
 }
 
 attached() {
