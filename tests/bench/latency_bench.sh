@@ -448,8 +448,16 @@ software+=", pdns_recursor $(pdns_recursor --version 2>&1 | sed -n 's/.*PowerDNS
 	head -1)"
 software+=", kxdpgun $(ver kxdpgun -V)"
 per=$((15 + 3 * duration + (${#load_list[@]} + 3) * (duration + kx_lead + kx_tail + 1)))
+# the caches' warm-ups (warm): every name, then before each prober run
+names=$(wc -l <"$work/hits.txt")
+warm_n=$((probe_rate * duration < names ? probe_rate * duration : names))
+caches=0
+for s in "${servers[@]}"; do
+	case "$s" in dnsdist | pdns-recursor) caches=$((caches + 1)) ;; esac
+done
+total=$((per * ${#servers[@]} + caches * (10 + names / 4000 + ${#load_list[@]} * (2 + warm_n / 4000))))
 say "${#servers[@]} servers x $repeats repeat(s), ${duration}s per measurement; about" \
-	"$((per * ${#servers[@]} * repeats / 60 + 1)) min"
+	"$((total * repeats / 60 + 1)) min"
 
 for ((rep = 1; rep <= repeats; rep++)); do
 	# The scale for the cost figures: one load from memory on CPU 1 (where kxdpgun's traffic is

@@ -344,12 +344,13 @@ peer_addrs() {
 }
 
 # peer_sent_check SERVER: 0 when the server sent no DNS query but to the upstream, and the
-# upstream got some: none to any other address the node can reach (the nftables counter; the node
-# has no route to any other), and for pdns-recursor, no other address in its own tables of the
-# servers it asked or failed to reach (dnsdist has one backend, the upstream, and its security
-# polling is off). Else 1, the figures in START_ERR.
+# upstream got some: none to any other address the node can reach (the nftables counter); for
+# pdns-recursor, no other address in its own tables of the servers it asked or failed to reach,
+# and no resource-limits (where it counts a query to an address the node has no route to:
+# "Network is unreachable"). dnsdist has one backend, the upstream, and no security polling.
+# Else 1, the figures in START_ERR.
 peer_sent_check() {
-	local up other addrs=""
+	local up other addrs="" limits=0
 	case "$1" in
 	dnsdist) ;;
 	pdns-recursor)
@@ -358,6 +359,7 @@ peer_sent_check() {
 			return 1
 		fi
 		addrs=$(grep -vx "$UPSTREAM_ADDR" <<<"$addrs" | sort -u | tr '\n' ' ')
+		limits=$(in_node rec_control --socket-dir="$work/pdns" get resource-limits)
 		;;
 	*) return 0 ;;
 	esac
@@ -365,8 +367,9 @@ peer_sent_check() {
 	other=$(upstream_counter elsewhere)
 	START_ERR="queries to the upstream '$up', to other addresses '$other'"
 	[ -z "$addrs" ] || START_ERR+=", asked or failed to reach: $addrs"
+	[ "$limits" = 0 ] || START_ERR+=", resource-limits (unroutable sends) '$limits'"
 	[[ $up =~ ^[0-9]+$ && $other =~ ^[0-9]+$ ]] || return 1
-	[ "$other" = 0 ] && [ "$up" -gt 0 ] && [ -z "$addrs" ]
+	[ "$other" = 0 ] && [ "$up" -gt 0 ] && [ -z "$addrs" ] && [ "$limits" = 0 ]
 }
 
 attached() {
