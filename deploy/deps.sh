@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Installs the Debian 12 packages ndcache needs to build, test and benchmark, when missing.
-# Packaged daemons it installs (unbound, knot, kresd, iperf3) are masked right away: the tests
-# and benchmarks start their own copies inside network namespaces, and nothing here should run
-# a resolver at the next boot or rewrite /etc/resolv.conf (unbound-resolvconf).
+# Packaged daemons it installs (unbound, knot, kresd, iperf3, dnsdist, pdns-recursor) are masked
+# right away: the tests and benchmarks start their own copies inside network namespaces, and
+# nothing here should run a resolver at the next boot or rewrite /etc/resolv.conf
+# (unbound-resolvconf).
 # Usage: deploy/deps.sh [build|test|bench]   (default: test; each level includes the previous)
 #        deploy/deps.sh --list [LEVEL]        the packages of LEVEL, one a line (nothing installed)
 set -eu
@@ -17,9 +18,9 @@ build_pkgs=(meson ninja-build pkg-config gcc python3 libyaml-dev libjson-c-dev l
 test_pkgs=(libcmocka-dev libknot-dev clang-format libclang-rt-14-dev iproute2 unbound bind9-dnsutils
 	knot-dnsutils curl openssl python3-yaml libcap2-bin procps debootstrap iptables nftables
 	dpdk-dev libdpdk-dev ethtool iputils-ping knot python3-dnspython fstrm-bin dnstap-ldns)
-bench_pkgs=(dnsperf knot-resolver gnuplot-nox iperf3)
+bench_pkgs=(dnsperf knot-resolver gnuplot-nox iperf3 dnsdist pdns-recursor)
 # Packages that ship system services; which of their units to mask is read from the package.
-daemon_pkgs=(unbound knot knot-resolver iperf3)
+daemon_pkgs=(unbound knot knot-resolver iperf3 dnsdist pdns-recursor)
 
 list=0
 if [ "${1:-}" = --list ]; then

@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # Latency and cost benchmark (issue 13): what a pod sees and what each answer costs, for ndcache
 # (tc and XDP fast path) against the bare in-kernel reflector (tc and XDP: the floor), knot (XDP
-# and kernel UDP), unbound and kresd, every figure from one run on the same path
-# (tests/integration/lib.sh: pod netns 169.254.100.2 -> veth -> node-local 169.254.20.10).
+# and kernel UDP), unbound and kresd, and two caches in front of the upstream (the cluster's DNS
+# here): dnsdist's packet cache and PowerDNS Recursor (forwarding only), every figure from one run
+# on the same path (tests/integration/lib.sh: pod netns 169.254.100.2 -> veth -> node-local
+# 169.254.20.10).
 #
 # Latency: tests/bench/prober.c from a second pod (its own netns and veth: a pod asking while
 #   others load the node), pinned to CPU 0 (SCHED_FIFO), one query in flight, paced at
@@ -17,7 +19,14 @@
 #   run_cnt from bpftool), and CPU per answered query (the server's process time plus the
 #   softirq time of both CPUs, from /proc). kxdpgun's own maximum replies/s, labelled with what
 #   bounded it.
-# Servers are pinned to CPU 0. Verdicts against issue 13's targets at the end.
+# Servers are pinned to CPU 0 (taskset: every thread), each with one thread that answers: unbound
+# num-threads 1, knot one UDP worker, kresd one process, ndcache one worker, dnsdist one UDP
+# listener, pdns-recursor one worker and no distributor. dnsdist and pdns-recursor cache the
+# records with their TTL (30 s): before each prober measurement the prober asks each name it is
+# about to ask once (the warm-up), so that it measures their cache and not the upstream; the
+# background refreshes what it asks as the TTL runs out (a miss goes to the upstream, as on a
+# node). The run fails if they sent a query anywhere but the upstream (their own counters against
+# an nftables counter of the node's queries to it). Verdicts against issue 13's targets at the end.
 #
 # Usage: tests/bench/latency_bench.sh [options]
 #   --duration S      seconds per measurement (default 10; 2..120)
@@ -29,7 +38,8 @@
 #   --services N      services in the synthetic cluster (default 10000; 20% headless)
 #   --table-size N    ndcache's dataplane.table_size (default: 12 per service, to a power of 2)
 #   --servers LIST    subset, comma-separated (default: reflector, reflector-xdp, ndcache-tc,
-#                     ndcache-xdp, knot-xdp, knot, unbound, kresd; ndcache-socket, base-tc,
+#                     ndcache-xdp, knot-xdp, knot, unbound, kresd, dnsdist, pdns-recursor;
+#                     ndcache-socket, base-tc,
 #                     base-xdp, reflector-load and reflector-load-xdp on request: the
 #                     reflector reading one 2 MiB table's line per query, whose cost over
 #                     every name less its hot set's is one table load in the kernel under
@@ -72,8 +82,9 @@ base_build=""
 build="$root/build-lat"
 out=""
 all_servers=(reflector reflector-xdp reflector-load reflector-load-xdp ndcache-socket ndcache-tc
-	ndcache-xdp base-tc base-xdp knot-xdp knot unbound kresd)
-default_servers=(reflector reflector-xdp ndcache-tc ndcache-xdp knot-xdp knot unbound kresd)
+	ndcache-xdp base-tc base-xdp knot-xdp knot unbound kresd dnsdist pdns-recursor)
+default_servers=(reflector reflector-xdp ndcache-tc ndcache-xdp knot-xdp knot unbound kresd dnsdist
+	pdns-recursor)
 kx_max_qps=5000000
 # kxdpgun needs about a second to set up its XDP socket before it sends: the prober starts
 # this long after it, and kxdpgun keeps sending this long after the prober stops.
@@ -162,7 +173,8 @@ results="$out/results.jsonl"
 # the two namespaces, detaches the programs, deletes the namespaces and restores the sysctl.
 if [ -z "${NDC_LATENCY_TOPO:-}" ]; then
 	"$root/deploy/deps.sh" bench || die "deploy/deps.sh bench failed"
-	for tool in kxdpgun unbound knotd kresd clang dig tc bpftool taskset python3 ip sysctl curl; do
+	for tool in kxdpgun unbound knotd kresd dnsdist pdns_recursor rec_control nft clang dig tc bpftool \
+		taskset python3 ip sysctl curl; do
 		command -v "$tool" >/dev/null || die "$tool not found after deploy/deps.sh bench"
 	done
 	bench_build "$build" "$out" control/ndcache tests/bench/bpf/ndc_reflector.bpf.o \
@@ -253,6 +265,39 @@ cpu_snap() {
 }
 progs_snap() { in_node bpftool -j net show dev eth-pod 2>/dev/null | report progs; }
 
+# warm SERVER [all]: for the caches (dnsdist, pdns-recursor), the prober asks once, as fast as
+# they answer, each name the next prober measurement asks (the first probe-rate x duration names
+# of its list, at most every name), in the same form; with "all", every name, and then kxdpgun
+# asks every name in its own form (20,000 QPS for 3 s), so that its first flood (the "max" run)
+# meets a warm cache, not the upstream. A warm-up answered wrongly (pdns-recursor keeps a
+# SERVFAIL 60 s) or short is said, and the measurement reports what the prober then got.
+warm() {
+	local need secs got
+	case "$1" in dnsdist | pdns-recursor) ;; *) return 0 ;; esac
+	need=$((probe_rate * duration))
+	[ "${2:-}" = all ] && need=$(wc -l <"$work/hits.txt")
+	head -n "$need" "$work/hits.txt" >"$work/warm.txt"
+	need=$(wc -l <"$work/warm.txt")
+	secs=$((2 + need / 4000))
+	ip netns exec "$NS_PROBE" "$prober" -s "$NODE_LOCAL" -B "$probe_port" -c 0 -r 1000000 \
+		-d "$secs" -t "$probe_timeout_ms" -f "$work/warm.txt" >"$work/warm.json" \
+		2>"$work/warm.err" || die "$1: the warm-up's prober failed: $(cat "$work/warm.err")"
+	got=$(python3 -c 'import json, sys; j = json.load(open(sys.argv[1]))
+print(j["answered"] - j["wrong"], j["wrong"])' "$work/warm.json") ||
+		die "$1: no summary from the warm-up's prober"
+	if [ "${got% *}" -lt "$need" ] || [ "${got#* }" != 0 ]; then
+		say "$1: the warm-up got ${got% *} right answers and ${got#* } wrong in $secs s for" \
+			"its $need names"
+	fi
+	[ "${2:-}" = all ] || return 0
+	pass_off
+	ip netns exec "$NS_POD" taskset -c 1 kxdpgun -t 3 -Q 20000 -F 1 -I eth0 -l "$POD_ADDR" \
+		-R "$node_mac" -i "$work/all.txt" "$NODE_LOCAL" >"$work/kx-warm.txt" 2>&1 ||
+		die "$1: the warm-up's kxdpgun failed: $(tail -3 "$work/kx-warm.txt")"
+	in_pod ip link set dev eth0 xdp off 2>/dev/null
+	pass_on
+}
+
 # cell SERVER REPEAT LABEL QPS LIST PROBE: one measurement. kxdpgun sends QPS (0: none) of LIST
 # (all or hot) from the pod on CPU 1; with PROBE=1 the prober runs meanwhile on CPU 0. One JSON
 # line to the results.
@@ -261,6 +306,7 @@ cell() {
 	local kxf="$work/kx.txt" pf="$work/probe.json" samples="" kxt=0 rc t0 t1 c0 c1 p0 p1 echo=""
 	local line
 	rm -f "$kxf" "$pf"
+	[ "$probe" = 1 ] && warm "$s"
 	if [ "$qps" -gt 0 ]; then
 		pass_off
 		kxt=$((duration + kx_lead + kx_tail))
@@ -350,6 +396,7 @@ session() {
 		die "$s: no answer from the pod (dig from $POD_ADDR timed out)"
 	fi
 	mem_note "$s" "$rep"
+	warm "$s" all
 	cell "$s" "$rep" max "$kx_max_qps" all 0
 	sat=$(report field "$results" "$s" "$rep" max kx.replies_per_s)
 	[ "${sat:-0}" -gt 0 ] || die "$s: kxdpgun got no replies at all"
@@ -363,8 +410,27 @@ session() {
 		fi
 	done
 	# what the agent counted (kernel answers, passes by reason, the table), beside its log
-	[[ $s == reflector* ]] || in_node curl -s --max-time 5 http://127.0.0.1:9254/metrics \
-		>"$out/logs/$s.$rep.metrics" 2>/dev/null
+	case "$s" in
+	reflector*) ;;
+	dnsdist | pdns-recursor)
+		# their own counters (cache hits and misses, queries sent), and nothing sent elsewhere
+		{
+			peer_stats "$s"
+			echo "nftables: DNS queries the node sent to the upstream" \
+				"$(upstream_counter upstream), to other addresses $(upstream_counter elsewhere)"
+			[ "$s" != pdns-recursor ] ||
+				echo "servers it asked or failed to reach: $(peer_addrs | sort -u | tr '\n' ' ')"
+		} >"$out/logs/$s.$rep.metrics" 2>&1
+		if ! peer_sent_check "$s"; then
+			server_stop "$s"
+			die "$s: $START_ERR"
+		fi
+		;;
+	*)
+		in_node curl -s --max-time 5 http://127.0.0.1:9254/metrics \
+			>"$out/logs/$s.$rep.metrics" 2>/dev/null
+		;;
+	esac
 	server_stop "$s"
 	[[ $s == reflector* ]] || cp "$work/$s.log" "$out/logs/$s.$rep.log"
 }
@@ -377,10 +443,21 @@ ver() { "$@" 2>&1 | sed -n 's/.*[Vv]ersion //p' | head -1; }
 software="ndcache $("$bin" --version 2>&1 | head -1 | sed 's/^ndcache //')"
 [ -z "$base_bin" ] || software+=" (base-*: $base_bin)"
 software+=", unbound $(ver unbound -V), knotd $(ver knotd -V), kresd $(ver kresd -V)"
+software+=", dnsdist $(dnsdist --version 2>&1 | awk 'NR == 1 { print $2 }')"
+software+=", pdns_recursor $(pdns_recursor --version 2>&1 | sed -n 's/.*PowerDNS Recursor \([^ ]*\).*/\1/p' |
+	head -1)"
 software+=", kxdpgun $(ver kxdpgun -V)"
 per=$((15 + 3 * duration + (${#load_list[@]} + 3) * (duration + kx_lead + kx_tail + 1)))
+# the caches' warm-ups (warm): every name, then before each prober run
+names=$(wc -l <"$work/hits.txt")
+warm_n=$((probe_rate * duration < names ? probe_rate * duration : names))
+caches=0
+for s in "${servers[@]}"; do
+	case "$s" in dnsdist | pdns-recursor) caches=$((caches + 1)) ;; esac
+done
+total=$((per * ${#servers[@]} + caches * (10 + names / 4000 + ${#load_list[@]} * (2 + warm_n / 4000))))
 say "${#servers[@]} servers x $repeats repeat(s), ${duration}s per measurement; about" \
-	"$((per * ${#servers[@]} * repeats / 60 + 1)) min"
+	"$((total * repeats / 60 + 1)) min"
 
 for ((rep = 1; rep <= repeats; rep++)); do
 	# The scale for the cost figures: one load from memory on CPU 1 (where kxdpgun's traffic is
@@ -402,7 +479,7 @@ json.dump({"date": "$started", "machine": "$machine", "software": "$software",
            "servers": "${servers[*]}".split(), "services": $services, "hot": $hot,
            "repeats": $repeats, "duration": $duration, "probe_rate": $probe_rate,
            "probe_timeout_ms": $probe_timeout_ms, "cost_rate": $cost_rate,
-           "loads": "${load_list[*]}".split(), "table_size": $table_size},
+           "loads": "${load_list[*]}".split(), "table_size": $table_size, "ttl": $ttl},
           open(sys.argv[1], "w"), indent=1)
 EOF
 echo

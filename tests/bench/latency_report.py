@@ -55,6 +55,8 @@ ANSWER_HOOK = {
     "base-xdp": "xdp",
     "knot-xdp": "xdp",
 }
+# User-space caches in front of the upstream, warmed before each prober run (latency_bench.sh).
+CACHES = ("dnsdist", "pdns-recursor")
 # The floor each in-kernel server is compared with.
 FLOOR = {"ndcache-tc": "reflector", "ndcache-xdp": "reflector-xdp", "base-tc": "reflector",
          "base-xdp": "reflector-xdp", "reflector-load": "reflector",
@@ -303,6 +305,12 @@ def cmd_report(a):
             csv.append("%s,%s,bg_answered,%s,%%" % (s, ld, "" if ans is None else ans))
             csv.append("%s,%s,bg_qps,%s,qps" % (s, ld, "" if qps is None else qps))
         say(line)
+    caches = [s for s in servers if s in CACHES]
+    if caches:
+        say("   %s: caches in front of the upstream (the records' TTL, %d s, in their cache); "
+            "before each prober run the prober" % (", ".join(caches), meta.get("ttl", 30)))
+        say("   asked each of its names once, so their rows are cache hits; the background's "
+            "misses (a TTL run out) go to the upstream")
     bad = ["%s at %s: %d" % (s, load_name(ld), v["wrong"]) for (s, ld), v in lat.items()
            if v["wrong"]]
     if bad:

@@ -8,11 +8,15 @@
 # shellcheck disable=SC2154,SC2034 # variables set or read by the scripts that source this file
 #
 #   bench_data_up            the cluster (gen_cluster.py) and what is derived from it: the
-#                            workloads, knot's zones, kresd's RPZ; the upstream unbound; the XDP
+#                            workloads, knot's zones, kresd's RPZ; the upstream unbound (which
+#                            also serves the cluster, for the caches that only forward); the XDP
 #                            pass program
 #   pass_on, pass_off        that program on the pod's eth0
 #   check_answers SERVER     its answers, asked from the pod
 #   server_start SERVER PHASE, server_stop SERVER, attached
+#   peer_stats SERVER        dnsdist's or pdns-recursor's own counters (cache hits, queries
+#                            sent); peer_sent_check SERVER: every query it sent reached the
+#                            upstream
 #
 # The servers attach to, and listen on, every node-side interface in BENCH_IFACES (default
 # eth-pod, the pod's veth): latency_bench.sh adds its prober's own veth.
@@ -21,7 +25,7 @@
 # reflector reading one table line per query: the floor of a name's cost), ndcache-socket,
 # ndcache-tc, ndcache-xdp,
 # ndcache-dpdk (dpdk_vdev: af_xdp or af_packet, compare.sh only),
-# unbound, knot, knot-xdp, kresd; base-tc and base-xdp are ndcache-tc and -xdp run from
+# unbound, knot, knot-xdp, kresd, dnsdist, pdns-recursor; base-tc and base-xdp are ndcache-tc and -xdp run from
 # $base_bin (another build, to compare two builds in one run). PHASE kx: ndcache-tc replies with
 # bpf_redirect, which an XDP receiver on the pod's eth0 (kxdpgun) sees; dns: its default,
 # bpf_redirect_peer, which is faster for socket clients but skips the pod's XDP hook.
@@ -82,9 +86,16 @@ for name, ips in expected:
 w("cluster.rpz", z)
 EOF
 	n_headless=$(awk -F'[ ,]' 'NF > 2 { n++ } END { print n + 0 }' "$cluster/expected.txt")
-	# The upstream for ndcache, unbound and kresd: example.com with the external names.
+	# The upstream for ndcache, unbound and kresd: example.com with the external names. It
+	# serves the cluster too (the records of unbound's local-data, and the zone's SOA for the
+	# NXDOMAIN answers): the cluster's DNS for dnsdist and pdns-recursor, caches that only
+	# forward, as a node-local cache asks the cluster's DNS; the other servers hold the cluster
+	# themselves and never ask the upstream for it.
 	UNBOUND_EXTRA=()
 	while read -r rr; do UNBOUND_EXTRA+=("$rr"); done <"$work/upstream-extra.txt"
+	UNBOUND_EXTRA_CONF=$(printf '\t%s\n' 'local-zone: "cluster.local." static' \
+		"local-data: \"cluster.local. $ttl IN SOA ns.cluster.local. hostmaster.cluster.local. 1 3600 600 86400 $ttl\"" \
+		"include: \"$cluster/unbound-local.conf\"")
 	upstream_up || die "the upstream unbound on $UPSTREAM_ADDR did not start"
 
 	# A program that passes everything, for the pod's eth0 while socket clients run: a veth
@@ -119,15 +130,18 @@ pass_off() { in_pod ip link set dev eth0 xdp off 2>/dev/null; }
 pod_dig() { in_pod dig +time=2 +tries=1 +nocookie "@$NODE_LOCAL" "$@" </dev/null 2>&1; }
 
 # check_answers SERVER: 0 when all good, 1 when the server does not answer from the pod (it
-# is then reported as not measured), and the run aborts when an answer is wrong.
+# is then reported as not measured), and the run aborts when an answer is wrong. The caches
+# (dnsdist, pdns-recursor) answer with what is left of the TTL: any from 1 to the record's.
 check_answers() {
-	local s=$1 name ips got want a aaaa bad=""
+	local s=$1 name ips got want a aaaa bad="" cache=0
+	case "$s" in dnsdist | pdns-recursor) cache=1 ;; esac
 	if ! pod_dig +short kubernetes.default.svc.cluster.local A | grep -qx 10.96.0.1; then
 		return 1
 	fi
 	while read -r name ips; do
-		got=$(pod_dig +noall +answer "$name" A | awk '!/^;/ && NF { print $1, $2, $4, $5 }' |
-			sort)
+		got=$(pod_dig +noall +answer "$name" A | awk -v c="$cache" -v t="$ttl" '!/^;/ && NF {
+			if (c && $2 > 0 && $2 <= t) $2 = t
+			print $1, $2, $4, $5 }' | sort)
 		want=$(tr ',' '\n' <<<"$ips" | awk -v n="$name." -v t="$ttl" '{ print n, t, "A", $1 }' |
 			sort)
 		[ "$got" = "$want" ] || bad+="$name A: got '${got//$'\n'/; }', expected '${want//$'\n'/; }'. "
@@ -244,7 +258,119 @@ policy.add(policy.suffix(policy.STUB({'$UPSTREAM_ADDR'}), { todname('example.com
 policy.add(policy.all(policy.DENY))
 EOF
 		;;
+	dnsdist)
+		# dnsdist 1.7, its packet cache in front of the upstream (its only backend, health-
+		# checked with the kubernetes service's name), Debian's defaults otherwise: one UDP
+		# listener (the thread that answers a cache hit), no security polling (a query to
+		# powerdns.com's servers). The console, for its counters, on the node's loopback.
+		cat >"$work/dnsdist.conf" <<EOF
+setSecurityPollSuffix("")
+setACL({"169.254.0.0/16", "127.0.0.0/8"})
+setLocal("$NODE_LOCAL:53")
+setMaxTCPClientThreads(1)
+newServer({address = "$UPSTREAM_ADDR:53", checkName = "kubernetes.default.svc.cluster.local.",
+           mustResolve = true})
+getPool(""):setCache(newPacketCache(1000000))
+controlSocket("127.0.0.1:5199")
+setKey("$(head -c 32 /dev/urandom | base64)")
+EOF
+		;;
+	pdns-recursor)
+		# PowerDNS Recursor 4.8, only forwarding: cluster.local and example.com to the upstream,
+		# no root hints (hint-file=no: it never primes or asks a root server; every other name
+		# is SERVFAIL), no security polling, no DNSSEC (no trust-anchor queries). One worker
+		# thread that also receives (no distributor); its packet cache on (the default).
+		mkdir -p "$work/pdns"
+		cat >"$work/pdns/recursor.conf" <<EOF
+local-address=$NODE_LOCAL
+local-port=53
+allow-from=169.254.0.0/16, 127.0.0.0/8
+forward-zones=cluster.local=$UPSTREAM_ADDR, example.com=$UPSTREAM_ADDR
+hint-file=no
+security-poll-suffix=
+dnssec=off
+threads=1
+pdns-distributes-queries=no
+daemon=no
+write-pid=no
+socket-dir=$work/pdns
+disable-syslog=yes
+setuid=
+setgid=
+lua-config-file=
+EOF
+		;;
 	esac
+}
+
+# For dnsdist and pdns-recursor: nftables counters (output hook of the node's netns, from before
+# the server starts until it stops) of the DNS queries the node sends to the upstream, and of
+# those to any other address but the node-local one (which the benchmark's own checks ask).
+upstream_counter_on() {
+	local up="ip daddr $UPSTREAM_ADDR udp dport 53"
+	local other="ip daddr != { $UPSTREAM_ADDR, $NODE_LOCAL } meta l4proto { udp, tcp } th dport 53"
+	in_node nft delete table ip ndc_peer 2>/dev/null
+	printf '%s\n' 'table ip ndc_peer {' ' chain out {' \
+		'  type filter hook output priority 0; policy accept;' \
+		"  $up counter comment \"upstream\"" "  $other counter comment \"elsewhere\"" \
+		' }' '}' | in_node nft -f - ||
+		die "cannot add the nftables counters of the queries the node sends"
+}
+# upstream_counter upstream|elsewhere: that counter's packets
+upstream_counter() {
+	in_node nft list table ip ndc_peer 2>/dev/null | awk -v c="\"$1\"" '$NF == c {
+		for (i = 1; i <= NF; i++) if ($i == "packets") print $(i + 1) }'
+}
+
+peer_stats() {
+	case "$1" in
+	dnsdist)
+		in_node dnsdist -C "$work/dnsdist.conf" -c -e 'dumpStats()'
+		in_node dnsdist -C "$work/dnsdist.conf" -c -e 'getPool(""):getCache():printStats()'
+		;;
+	pdns-recursor) in_node rec_control --socket-dir="$work/pdns" get-all ;;
+	esac
+}
+
+# peer_addrs pdns-recursor: every address it sent a query to or failed to reach (its
+# nameserver-speed and failed-server tables), one a line.
+peer_addrs() {
+	local d="$work/pdns"
+	rm -f "$d/nsspeeds.txt" "$d/failed.txt"
+	in_node rec_control --socket-dir="$d" dump-nsspeeds "$d/nsspeeds.txt" >/dev/null &&
+		in_node rec_control --socket-dir="$d" dump-failedservers "$d/failed.txt" >/dev/null ||
+		return 1
+	awk '!/^;/ { for (i = 3; i <= NF; i++) { split($i, a, "/"); print a[1] } }' "$d/nsspeeds.txt"
+	awk '!/^;/ && NF { print $1 }' "$d/failed.txt"
+}
+
+# peer_sent_check SERVER: 0 when the server sent no DNS query but to the upstream, and the
+# upstream got some: none to any other address the node can reach (the nftables counter); for
+# pdns-recursor, no other address in its own tables of the servers it asked or failed to reach,
+# and no resource-limits (where it counts a query to an address the node has no route to:
+# "Network is unreachable"). dnsdist has one backend, the upstream, and no security polling.
+# Else 1, the figures in START_ERR.
+peer_sent_check() {
+	local up other addrs="" limits=0
+	case "$1" in
+	dnsdist) ;;
+	pdns-recursor)
+		if ! addrs=$(peer_addrs); then
+			START_ERR="rec_control could not dump its tables of servers"
+			return 1
+		fi
+		addrs=$(grep -vx "$UPSTREAM_ADDR" <<<"$addrs" | sort -u | tr '\n' ' ')
+		limits=$(in_node rec_control --socket-dir="$work/pdns" get resource-limits)
+		;;
+	*) return 0 ;;
+	esac
+	up=$(upstream_counter upstream)
+	other=$(upstream_counter elsewhere)
+	START_ERR="queries to the upstream '$up', to other addresses '$other'"
+	[ -z "$addrs" ] || START_ERR+=", asked or failed to reach: $addrs"
+	[ "$limits" = 0 ] || START_ERR+=", resource-limits (unroutable sends) '$limits'"
+	[[ $up =~ ^[0-9]+$ && $other =~ ^[0-9]+$ ]] || return 1
+	[ "$other" = 0 ] && [ "$up" -gt 0 ] && [ -z "$addrs" ] && [ "$limits" = 0 ]
 }
 
 attached() {
@@ -323,6 +449,16 @@ server_start() {
 		ip netns exec "$NS_NODE" taskset -c 0 kresd -n -c "$work/kresd.conf" "$work/kresd" \
 			>"$log" 2>&1 &
 		;;
+	dnsdist)
+		upstream_counter_on
+		ip netns exec "$NS_NODE" taskset -c 0 dnsdist --supervised --disable-syslog \
+			-C "$work/dnsdist.conf" >"$log" 2>&1 </dev/null &
+		;;
+	pdns-recursor)
+		upstream_counter_on
+		ip netns exec "$NS_NODE" taskset -c 0 pdns_recursor --config-dir="$work/pdns" \
+			>"$log" 2>&1 </dev/null &
+		;;
 	esac
 	SERVER_PID=$!
 	TOPO_PIDS+=("$SERVER_PID")
@@ -387,6 +523,7 @@ server_stop() {
 	fi
 	SERVER_PID=""
 	[ "$1" = ndcache-dpdk ] && kernel_takes_veth
+	case "$1" in dnsdist | pdns-recursor) in_node nft delete table ip ndc_peer 2>/dev/null ;; esac
 	for i in $BENCH_IFACES; do
 		in_node tc qdisc del dev "$i" clsact 2>/dev/null
 		in_node ip link set dev "$i" xdp off 2>/dev/null

@@ -226,7 +226,8 @@ txt_rrs() {
 # Starts unbound as the upstream (kube-dns stand-in) on $UPSTREAM_ADDR:53 in the node netns,
 # authoritative for example.com and example.org from local-data. "." is a static local zone, so
 # unbound never recurses: nothing outside these namespaces is ever asked.
-# Extra local-data lines may be passed in UNBOUND_EXTRA.
+# Extra local-data lines may be passed in UNBOUND_EXTRA, extra server: lines (tab-indented, e.g. a
+# local-zone and an include) in UNBOUND_EXTRA_CONF.
 upstream_up() {
 	local conf="$TOPO_DIR/unbound.conf"
 	cat >"$conf" <<EOF
@@ -259,6 +260,7 @@ $(txt_rrs big.example.com 8)
 	local-data: "example.org. 300 IN SOA ns.example.org. hostmaster.example.org. 1 3600 600 86400 60"
 	local-data: "www.example.org. 120 IN A 198.51.100.7"
 $(for rr in "${UNBOUND_EXTRA[@]}"; do printf '\tlocal-data: "%s"\n' "$rr"; done)
+${UNBOUND_EXTRA_CONF:-}
 EOF
 	# Not through in_node: a backgrounded function is a subshell, and $! must be the daemon.
 	ip netns exec "$NS_NODE" unbound -d -c "$conf" >"$TOPO_DIR/unbound.log" 2>&1 &
