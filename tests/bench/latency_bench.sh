@@ -53,7 +53,8 @@
 #   --quick           development run: 1 repeat, 4 s
 # NDC_BENCH_REFLECTOR_LOAD=OBJ in the environment: reflector-load(-xdp) run that object instead,
 # e.g. the load reflector built with a bigger table (-DNDC_REFLECT_LINES=N, lines of 64 bytes) to
-# see what a table's span costs a name (docs/bench/FASTPATH.md).
+# see what a table's span costs a name (method: docs/bench/FASTPATH.md, "What a name costs, and the
+# floors it is measured against"; no current figure: the span runs there were declared void).
 # Needs root (packages, network namespaces, BPF, a sysctl) and 2 CPUs. Exit 0 when the run
 # completed (targets met or not), 1 when something could not run or a server answered wrongly,
 # 130 when interrupted. Everything it creates is removed on exit, Ctrl-C included, and
