@@ -1,0 +1,331 @@
+// SPDX-License-Identifier: MIT
+/*
+ * The per-client table and the Space-Saving sketches (top.h). A sketch is small (8 or 64
+ * counters): a linear scan for the name and for the smallest counter costs less than any index
+ * would to keep up to date.
+ */
+#include <errno.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "top.h"
+
+#define PER_STRIPE (NDC_TOP_CLIENTS / NDC_TOP_STRIPES)
+_Static_assert(PER_STRIPE *NDC_TOP_STRIPES == NDC_TOP_CLIENTS, "stripes split the table");
+
+struct slot {
+	bool used;
+	struct ndc_ip addr;
+	uint64_t last_ms;
+	struct ndc_top_counts c;
+	struct ndc_top_name names[NDC_TOP_CLIENT_NAMES];
+	size_t n_names;
+};
+
+struct stripe {
+	pthread_mutex_t lock;
+	struct slot slots[PER_STRIPE];
+};
+
+struct ndc_top {
+	struct stripe stripes[NDC_TOP_STRIPES];
+	pthread_mutex_t other_lock; /* the "other" row and the overall sketch */
+	struct slot other;
+	uint64_t overflow;
+	uint64_t names_total;
+	struct ndc_top_name names[NDC_TOP_NAMES];
+	size_t n_names;
+};
+
+static uint64_t mono_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
+}
+
+/* FNV-1a over the address: spreads pods of one subnet (they differ in the last bytes). */
+static size_t addr_hash(const struct ndc_ip *a)
+{
+	uint32_t h = 2166136261u;
+
+	for (size_t i = 0; i < sizeof(a->addr); i++)
+		h = (h ^ a->addr[i]) * 16777619u;
+	return (size_t)(h ^ a->family);
+}
+
+static bool same_addr(const struct ndc_ip *a, const struct ndc_ip *b)
+{
+	return a->family == b->family && !memcmp(a->addr, b->addr, sizeof(a->addr));
+}
+
+/* Space-Saving: count name in the k counters of names (n in use). */
+static void sketch_add(struct ndc_top_name *names, size_t *n, size_t k, const uint8_t *lname,
+		       size_t nlen, uint64_t add)
+{
+	size_t min = 0;
+
+	for (size_t i = 0; i < *n; i++) {
+		if (names[i].nlen == nlen && !memcmp(names[i].lname, lname, nlen)) {
+			names[i].count += add;
+			return;
+		}
+		if (names[i].count < names[min].count)
+			min = i;
+	}
+	if (*n < k) {
+		min = (*n)++;
+		names[min].count = 0;
+		names[min].error = 0;
+	} else {
+		names[min].error = names[min].count;
+	}
+	memcpy(names[min].lname, lname, nlen);
+	names[min].nlen = (uint8_t)nlen;
+	names[min].count += add;
+}
+
+int ndc_top_new(struct ndc_top **ret)
+{
+	struct ndc_top *t = calloc(1, sizeof(*t));
+
+	if (!t)
+		return -ENOMEM;
+	for (size_t i = 0; i < NDC_TOP_STRIPES; i++)
+		pthread_mutex_init(&t->stripes[i].lock, NULL);
+	pthread_mutex_init(&t->other_lock, NULL);
+	*ret = t;
+	return 0;
+}
+
+void ndc_top_free(struct ndc_top *t)
+{
+	if (!t)
+		return;
+	for (size_t i = 0; i < NDC_TOP_STRIPES; i++)
+		pthread_mutex_destroy(&t->stripes[i].lock);
+	pthread_mutex_destroy(&t->other_lock);
+	free(t);
+}
+
+/* The slot of addr in its stripe (taken or made), under the stripe's lock; NULL: none free. */
+static struct slot *slot_of(struct stripe *s, const struct ndc_ip *addr, uint64_t now)
+{
+	struct slot *free_slot = NULL, *oldest = NULL;
+
+	for (size_t i = 0; i < PER_STRIPE; i++) {
+		struct slot *sl = &s->slots[i];
+
+		if (!sl->used) {
+			if (!free_slot)
+				free_slot = sl;
+			continue;
+		}
+		if (same_addr(&sl->addr, addr))
+			return sl;
+		if (!oldest || sl->last_ms < oldest->last_ms)
+			oldest = sl;
+	}
+	if (!free_slot && oldest && now - oldest->last_ms >= NDC_TOP_IDLE_MS)
+		free_slot = oldest;
+	if (free_slot) {
+		memset(free_slot, 0, sizeof(*free_slot));
+		free_slot->used = true;
+		free_slot->addr = *addr;
+	}
+	return free_slot;
+}
+
+static void count_into(struct slot *sl, const uint8_t *lname, size_t nlen, enum ndc_top_source src,
+		       int rcode)
+{
+	struct ndc_top_counts *c = &sl->c;
+
+	c->queries++;
+	switch (src) {
+	case NDC_TOP_LOCAL:
+		c->local++;
+		break;
+	case NDC_TOP_CACHE:
+		c->cache++;
+		break;
+	case NDC_TOP_FORWARDED:
+		c->forwarded++;
+		break;
+	case NDC_TOP_LIMITED:
+		c->limited++;
+		break;
+	case NDC_TOP_OTHER:
+		break;
+	}
+	if (rcode == 3)
+		c->nxdomain++;
+	else if (rcode == 2)
+		c->servfail++;
+	if (lname && nlen && nlen <= 255)
+		sketch_add(sl->names, &sl->n_names, NDC_TOP_CLIENT_NAMES, lname, nlen, 1);
+}
+
+static void see(struct ndc_top *t, const struct ndc_ip *addr, const uint8_t *lname, size_t nlen,
+		bool counted, enum ndc_top_source src, int rcode)
+{
+	struct stripe *s = &t->stripes[addr_hash(addr) % NDC_TOP_STRIPES];
+	uint64_t now = mono_ms();
+	struct slot *sl;
+	bool valid = lname && nlen && nlen <= 255;
+
+	pthread_mutex_lock(&s->lock);
+	sl = slot_of(s, addr, now);
+	if (sl) {
+		sl->last_ms = now;
+		if (counted)
+			count_into(sl, lname, nlen, src, rcode);
+		else if (valid)
+			sketch_add(sl->names, &sl->n_names, NDC_TOP_CLIENT_NAMES, lname, nlen, 1);
+	}
+	pthread_mutex_unlock(&s->lock);
+
+	pthread_mutex_lock(&t->other_lock);
+	if (!sl) {
+		if (counted) {
+			t->overflow++;
+			count_into(&t->other, lname, nlen, src, rcode);
+		} else if (valid) {
+			sketch_add(t->other.names, &t->other.n_names, NDC_TOP_CLIENT_NAMES, lname,
+				   nlen, 1);
+		}
+	}
+	if (valid) {
+		t->names_total++;
+		sketch_add(t->names, &t->n_names, NDC_TOP_NAMES, lname, nlen, 1);
+	}
+	pthread_mutex_unlock(&t->other_lock);
+}
+
+void ndc_top_count(struct ndc_top *t, const struct ndc_ip *addr, const uint8_t *lname, size_t nlen,
+		   enum ndc_top_source src, int rcode)
+{
+	if (t && addr)
+		see(t, addr, lname, nlen, true, src, rcode);
+}
+
+void ndc_top_name_seen(struct ndc_top *t, const struct ndc_ip *addr, const uint8_t *lname,
+		       size_t nlen)
+{
+	if (t && addr)
+		see(t, addr, lname, nlen, false, NDC_TOP_OTHER, -1);
+}
+
+static int by_count(const void *a, const void *b)
+{
+	const struct ndc_top_name *x = a, *y = b;
+
+	return x->count < y->count ? 1 : x->count > y->count ? -1 : 0;
+}
+
+static int by_queries(const void *a, const void *b)
+{
+	const struct ndc_top_client *x = a, *y = b;
+
+	/* the "other" row last, whatever its count */
+	if (!x->addr.family != !y->addr.family)
+		return !x->addr.family ? 1 : -1;
+	return x->c.queries < y->c.queries ? 1 : x->c.queries > y->c.queries ? -1 : 0;
+}
+
+static void view_add(struct ndc_top_view *v, const struct slot *sl)
+{
+	struct ndc_top_client *cl = &v->clients[v->n_clients++];
+
+	cl->addr = sl->addr;
+	cl->c = sl->c;
+	cl->n_names = sl->n_names;
+	memcpy(cl->names, sl->names, sl->n_names * sizeof(sl->names[0]));
+	qsort(cl->names, cl->n_names, sizeof(cl->names[0]), by_count);
+}
+
+int ndc_top_snapshot(struct ndc_top *t, const struct ndc_top_ext_row *ext, size_t n,
+		     struct ndc_top_view **ret)
+{
+	struct ndc_top_view *v = calloc(1, sizeof(*v));
+	struct ndc_top_client *other;
+
+	if (!v)
+		return -ENOMEM;
+	v->mono_ms = mono_ms();
+	for (size_t i = 0; i < NDC_TOP_STRIPES; i++) {
+		struct stripe *s = &t->stripes[i];
+
+		pthread_mutex_lock(&s->lock);
+		for (size_t j = 0; j < PER_STRIPE; j++)
+			if (s->slots[j].used)
+				view_add(v, &s->slots[j]);
+		pthread_mutex_unlock(&s->lock);
+	}
+	pthread_mutex_lock(&t->other_lock);
+	v->overflow = t->overflow;
+	v->names_total = t->names_total;
+	v->n_names = t->n_names;
+	memcpy(v->names, t->names, t->n_names * sizeof(t->names[0]));
+	view_add(v, &t->other); /* always there, family 0; dropped below when empty */
+	pthread_mutex_unlock(&t->other_lock);
+	other = &v->clients[v->n_clients - 1];
+
+	/* The merge of another counter's rows (the kernel's per-client table). */
+	for (size_t i = 0; i < n; i++) {
+		struct ndc_top_client *cl = NULL;
+
+		for (size_t j = 0; j + 1 < v->n_clients && !cl; j++)
+			if (same_addr(&v->clients[j].addr, &ext[i].addr))
+				cl = &v->clients[j];
+		if (!cl && v->n_clients < NDC_TOP_CLIENTS + 1) {
+			/* before the "other" row, which stays last */
+			cl = other;
+			*++other = *cl;
+			v->n_clients++;
+			memset(cl, 0, sizeof(*cl));
+			cl->addr = ext[i].addr;
+		}
+		if (!cl) {
+			cl = other;
+			v->overflow += ext[i].queries;
+		}
+		cl->c.queries += ext[i].queries;
+		cl->c.kernel_answered += ext[i].answered;
+		cl->c.nxdomain += ext[i].nxdomain;
+		cl->c.kernel_passed += ext[i].passed;
+	}
+	if (!other->c.queries && !other->n_names)
+		v->n_clients--;
+	qsort(v->names, v->n_names, sizeof(v->names[0]), by_count);
+	qsort(v->clients, v->n_clients, sizeof(v->clients[0]), by_queries);
+	*ret = v;
+	return 0;
+}
+
+void ndc_top_name_text(const uint8_t *lname, size_t nlen, char *out)
+{
+	size_t o = 0, i = 0;
+
+	while (i < nlen && lname[i] && i + 1 + lname[i] <= nlen) {
+		size_t len = lname[i++];
+
+		for (size_t k = 0; k < len; k++, i++) {
+			unsigned char ch = lname[i];
+
+			if ((ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') ||
+			    (ch >= '0' && ch <= '9') || ch == '-' || ch == '_')
+				out[o++] = (char)ch;
+			else
+				o += (size_t)snprintf(out + o, NDC_TOP_NAME_TEXT - o, "\\%03u", ch);
+		}
+		out[o++] = '.';
+	}
+	if (!o)
+		out[o++] = '.';
+	out[o] = '\0';
+}
