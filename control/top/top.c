@@ -25,19 +25,25 @@ struct slot {
 	size_t n_names;
 };
 
+/*
+ * A stripe's clients and its own sketch of every name its clients ask: the socket path takes
+ * one lock per query (no lock shared by every worker); the stripes' sketches are merged at a
+ * snapshot (Space-Saving summaries merge by adding counts and errors: Agarwal et al.,
+ * "Mergeable summaries", 2012).
+ */
 struct stripe {
 	pthread_mutex_t lock;
 	struct slot slots[PER_STRIPE];
+	uint64_t names_total;
+	struct ndc_top_name names[NDC_TOP_NAMES];
+	size_t n_names;
 };
 
 struct ndc_top {
 	struct stripe stripes[NDC_TOP_STRIPES];
-	pthread_mutex_t other_lock; /* the "other" row and the overall sketch */
+	pthread_mutex_t other_lock; /* the "other" row: addresses that found no slot */
 	struct slot other;
 	uint64_t overflow;
-	uint64_t names_total;
-	struct ndc_top_name names[NDC_TOP_NAMES];
-	size_t n_names;
 };
 
 static uint64_t mono_ms(void)
@@ -179,6 +185,10 @@ static void see(struct ndc_top *t, const struct ndc_ip *addr, const uint8_t *lna
 	bool valid = lname && nlen && nlen <= 255;
 
 	pthread_mutex_lock(&s->lock);
+	if (valid) {
+		s->names_total++;
+		sketch_add(s->names, &s->n_names, NDC_TOP_NAMES, lname, nlen, 1);
+	}
 	sl = slot_of(s, addr, now);
 	if (sl) {
 		sl->last_ms = now;
@@ -188,22 +198,36 @@ static void see(struct ndc_top *t, const struct ndc_ip *addr, const uint8_t *lna
 			sketch_add(sl->names, &sl->n_names, NDC_TOP_CLIENT_NAMES, lname, nlen, 1);
 	}
 	pthread_mutex_unlock(&s->lock);
-
+	if (sl)
+		return;
 	pthread_mutex_lock(&t->other_lock);
-	if (!sl) {
-		if (counted) {
-			t->overflow++;
-			count_into(&t->other, lname, nlen, src, rcode);
-		} else if (valid) {
-			sketch_add(t->other.names, &t->other.n_names, NDC_TOP_CLIENT_NAMES, lname,
-				   nlen, 1);
-		}
-	}
-	if (valid) {
-		t->names_total++;
-		sketch_add(t->names, &t->n_names, NDC_TOP_NAMES, lname, nlen, 1);
+	if (counted) {
+		t->overflow++;
+		count_into(&t->other, lname, nlen, src, rcode);
+	} else if (valid) {
+		sketch_add(t->other.names, &t->other.n_names, NDC_TOP_CLIENT_NAMES, lname, nlen, 1);
 	}
 	pthread_mutex_unlock(&t->other_lock);
+}
+
+/* Adds a stripe's sketch into the view's (NDC_TOP_NAMES * NDC_TOP_STRIPES at most, in all). */
+static void merge_names(struct ndc_top_name *all, size_t *n, const struct ndc_top_name *names,
+			size_t k)
+{
+	for (size_t i = 0; i < k; i++) {
+		size_t j;
+
+		for (j = 0; j < *n; j++)
+			if (all[j].nlen == names[i].nlen &&
+			    !memcmp(all[j].lname, names[i].lname, names[i].nlen))
+				break;
+		if (j == *n)
+			all[(*n)++] = names[i];
+		else {
+			all[j].count += names[i].count;
+			all[j].error += names[i].error;
+		}
+	}
 }
 
 void ndc_top_count(struct ndc_top *t, const struct ndc_ip *addr, const uint8_t *lname, size_t nlen,
@@ -252,10 +276,15 @@ int ndc_top_snapshot(struct ndc_top *t, const struct ndc_top_ext_row *ext, size_
 		     struct ndc_top_view **ret)
 {
 	struct ndc_top_view *v = calloc(1, sizeof(*v));
+	struct ndc_top_name *all = calloc(NDC_TOP_NAMES * NDC_TOP_STRIPES, sizeof(*all));
 	struct ndc_top_client *other;
+	size_t n_all = 0;
 
-	if (!v)
+	if (!v || !all) {
+		free(v);
+		free(all);
 		return -ENOMEM;
+	}
 	v->mono_ms = mono_ms();
 	for (size_t i = 0; i < NDC_TOP_STRIPES; i++) {
 		struct stripe *s = &t->stripes[i];
@@ -264,13 +293,16 @@ int ndc_top_snapshot(struct ndc_top *t, const struct ndc_top_ext_row *ext, size_
 		for (size_t j = 0; j < PER_STRIPE; j++)
 			if (s->slots[j].used)
 				view_add(v, &s->slots[j]);
+		v->names_total += s->names_total;
+		merge_names(all, &n_all, s->names, s->n_names);
 		pthread_mutex_unlock(&s->lock);
 	}
+	qsort(all, n_all, sizeof(all[0]), by_count);
+	v->n_names = n_all < NDC_TOP_NAMES ? n_all : NDC_TOP_NAMES;
+	memcpy(v->names, all, v->n_names * sizeof(all[0]));
+	free(all);
 	pthread_mutex_lock(&t->other_lock);
 	v->overflow = t->overflow;
-	v->names_total = t->names_total;
-	v->n_names = t->n_names;
-	memcpy(v->names, t->names, t->n_names * sizeof(t->names[0]));
 	view_add(v, &t->other); /* always there, family 0; dropped below when empty */
 	pthread_mutex_unlock(&t->other_lock);
 	other = &v->clients[v->n_clients - 1];
@@ -301,7 +333,6 @@ int ndc_top_snapshot(struct ndc_top *t, const struct ndc_top_ext_row *ext, size_
 	}
 	if (!other->c.queries && !other->n_names)
 		v->n_clients--;
-	qsort(v->names, v->n_names, sizeof(v->names[0]), by_count);
 	qsort(v->clients, v->n_clients, sizeof(v->clients[0]), by_queries);
 	*ret = v;
 	return 0;

@@ -14,9 +14,9 @@
  * it replaces the smallest counter and inherits its count (its error bound). Any name asked more
  * than total/k times is in the sketch; its count is over by at most its error.
  *
- * Thread-safe: each update takes one stripe's mutex (and the overall sketch's, for names); the
+ * Thread-safe: each update takes one stripe's mutex (the "other" row's too past the bound); the
  * socket path calls it once per answered query. No allocation after ndc_top_new. Memory: about
- * 1.2 MB (the per-client sketches' names, 512 x 8 x 272 bytes).
+ * 1.4 MB (the per-client sketches' names, 512 x 8 x 272 bytes, and the stripes', 16 x 64 x 272).
  */
 #ifndef NDC_TOP_H
 #define NDC_TOP_H
