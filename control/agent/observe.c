@@ -298,6 +298,8 @@ void ndc_agent_observe_resolver(struct agent *ag)
 	struct ndc_query_observer o = observer;
 
 	o.arg = ag;
+	if (!ag->obs.tap)
+		o.query = NULL; /* nothing sampled: no clock read per query */
 	if (ag->obs.top || ag->obs.tap)
 		ndc_resolver_set_observer(ag->query.res, &o);
 }
@@ -464,6 +466,7 @@ static int top_page(void *arg, char **ret_body, size_t *ret_len)
 		add_u64(root, "time_ms", v->mono_ms);
 		add_u64(root, "overflow", v->overflow);
 		add_u64(root, "names_total", v->names_total);
+		add_u64(root, "names_skipped", v->names_skipped);
 		for (size_t i = 0; i < v->n_clients; i++)
 			json_object_array_add(clients, client_json(ag, &v->clients[i]));
 		json_object_object_add(root, "names", names_json(v->names, v->n_names));

@@ -6,6 +6,7 @@
  */
 #include <errno.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -16,27 +17,40 @@
 #define PER_STRIPE (NDC_TOP_CLIENTS / NDC_TOP_STRIPES)
 _Static_assert(PER_STRIPE *NDC_TOP_STRIPES == NDC_TOP_CLIENTS, "stripes split the table");
 
+/* A slot's counters, atomics bumped without the stripe's lock. */
+enum { C_QUERIES, C_LOCAL, C_CACHE, C_FORWARDED, C_LIMITED, C_NXDOMAIN, C_SERVFAIL, C_MAX };
+
+/*
+ * One client. used and the counters are read and bumped without a lock: a query of a client
+ * already in the table takes no lock for its counts (one hot client, every worker at once, is
+ * the case this is for). addr is written under the stripe's lock before used is set (release).
+ * A slot given to a new address (its old one idle for NDC_TOP_IDLE_MS) may take one late count
+ * of the old address at that moment: accepted for a table of counts, not of answers.
+ */
 struct slot {
-	bool used;
+	atomic_bool used;
 	struct ndc_ip addr;
-	uint64_t last_ms;
-	struct ndc_top_counts c;
+	_Atomic uint64_t last_ms;
+	_Atomic uint64_t c[C_MAX];
+	/* under the stripe's lock */
 	struct ndc_top_name names[NDC_TOP_CLIENT_NAMES];
 	size_t n_names;
 };
 
 /*
- * A stripe's clients and its own sketch of every name its clients ask: the socket path takes
- * one lock per query (no lock shared by every worker); the stripes' sketches are merged at a
- * snapshot (Space-Saving summaries merge by adding counts and errors: Agarwal et al.,
- * "Mergeable summaries", 2012).
+ * A stripe's clients and its own sketch of every name its clients ask; the stripes' sketches
+ * are merged at a snapshot (Space-Saving summaries merge by adding counts and errors: Agarwal et
+ * al., "Mergeable summaries", 2012). The sketches are updated under the stripe's lock, tried,
+ * never waited for: a name that finds it taken is not sketched (names_skipped), so the sketches
+ * are a sample of the names under contention while the counts stay exact.
  */
 struct stripe {
 	pthread_mutex_t lock;
 	struct slot slots[PER_STRIPE];
-	uint64_t names_total;
+	uint64_t names_total; /* under lock */
 	struct ndc_top_name names[NDC_TOP_NAMES];
 	size_t n_names;
+	_Atomic uint64_t names_skipped;
 };
 
 struct ndc_top {
@@ -50,7 +64,8 @@ static uint64_t mono_ms(void)
 {
 	struct timespec ts;
 
-	clock_gettime(CLOCK_MONOTONIC, &ts);
+	/* coarse: a slot's idle time is minutes, and a tick's clock read is cheaper per query */
+	clock_gettime(CLOCK_MONOTONIC_COARSE, &ts);
 	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
 }
 
@@ -69,14 +84,24 @@ static bool same_addr(const struct ndc_ip *a, const struct ndc_ip *b)
 	return a->family == b->family && !memcmp(a->addr, b->addr, sizeof(a->addr));
 }
 
-/* Space-Saving: count name in the k counters of names (n in use). */
+static uint32_t name_hash(const uint8_t *lname, size_t nlen)
+{
+	uint32_t h = 2166136261u;
+
+	for (size_t i = 0; i < nlen; i++)
+		h = (h ^ lname[i]) * 16777619u;
+	return h;
+}
+
+/* Space-Saving: count name (hash h) in the k counters of names (n in use). */
 static void sketch_add(struct ndc_top_name *names, size_t *n, size_t k, const uint8_t *lname,
-		       size_t nlen, uint64_t add)
+		       size_t nlen, uint32_t h, uint64_t add)
 {
 	size_t min = 0;
 
 	for (size_t i = 0; i < *n; i++) {
-		if (names[i].nlen == nlen && !memcmp(names[i].lname, lname, nlen)) {
+		if (names[i].hash == h && names[i].nlen == nlen &&
+		    !memcmp(names[i].lname, lname, nlen)) {
 			names[i].count += add;
 			return;
 		}
@@ -92,6 +117,7 @@ static void sketch_add(struct ndc_top_name *names, size_t *n, size_t k, const ui
 	}
 	memcpy(names[min].lname, lname, nlen);
 	names[min].nlen = (uint8_t)nlen;
+	names[min].hash = h;
 	names[min].count += add;
 }
 
@@ -118,6 +144,19 @@ void ndc_top_free(struct ndc_top *t)
 	free(t);
 }
 
+/* The slot of addr in its stripe, without the lock; NULL: not there. */
+static struct slot *slot_find(struct stripe *s, const struct ndc_ip *addr)
+{
+	for (size_t i = 0; i < PER_STRIPE; i++) {
+		struct slot *sl = &s->slots[i];
+
+		if (atomic_load_explicit(&sl->used, memory_order_acquire) &&
+		    same_addr(&sl->addr, addr))
+			return sl;
+	}
+	return NULL;
+}
+
 /* The slot of addr in its stripe (taken or made), under the stripe's lock; NULL: none free. */
 static struct slot *slot_of(struct stripe *s, const struct ndc_ip *addr, uint64_t now)
 {
@@ -126,87 +165,91 @@ static struct slot *slot_of(struct stripe *s, const struct ndc_ip *addr, uint64_
 	for (size_t i = 0; i < PER_STRIPE; i++) {
 		struct slot *sl = &s->slots[i];
 
-		if (!sl->used) {
+		if (!atomic_load(&sl->used)) {
 			if (!free_slot)
 				free_slot = sl;
 			continue;
 		}
 		if (same_addr(&sl->addr, addr))
 			return sl;
-		if (!oldest || sl->last_ms < oldest->last_ms)
+		if (!oldest || atomic_load(&sl->last_ms) < atomic_load(&oldest->last_ms))
 			oldest = sl;
 	}
-	if (!free_slot && oldest && now - oldest->last_ms >= NDC_TOP_IDLE_MS)
+	if (!free_slot && oldest && now - atomic_load(&oldest->last_ms) >= NDC_TOP_IDLE_MS)
 		free_slot = oldest;
 	if (free_slot) {
-		memset(free_slot, 0, sizeof(*free_slot));
-		free_slot->used = true;
+		atomic_store(&free_slot->used, false);
+		for (size_t k = 0; k < C_MAX; k++)
+			atomic_store_explicit(&free_slot->c[k], 0, memory_order_relaxed);
+		free_slot->n_names = 0;
 		free_slot->addr = *addr;
+		atomic_store(&free_slot->last_ms, now);
+		atomic_store_explicit(&free_slot->used, true, memory_order_release);
 	}
 	return free_slot;
 }
 
-static void count_into(struct slot *sl, const uint8_t *lname, size_t nlen, enum ndc_top_source src,
-		       int rcode)
-{
-	struct ndc_top_counts *c = &sl->c;
+#define BUMP(sl, k) atomic_fetch_add_explicit(&(sl)->c[k], 1, memory_order_relaxed)
 
-	c->queries++;
-	switch (src) {
-	case NDC_TOP_LOCAL:
-		c->local++;
-		break;
-	case NDC_TOP_CACHE:
-		c->cache++;
-		break;
-	case NDC_TOP_FORWARDED:
-		c->forwarded++;
-		break;
-	case NDC_TOP_LIMITED:
-		c->limited++;
-		break;
-	case NDC_TOP_OTHER:
-		break;
-	}
+static void count_into(struct slot *sl, enum ndc_top_source src, int rcode)
+{
+	static const int8_t of_src[] = {
+	    [NDC_TOP_LOCAL] = C_LOCAL,
+	    [NDC_TOP_CACHE] = C_CACHE,
+	    [NDC_TOP_FORWARDED] = C_FORWARDED,
+	    [NDC_TOP_LIMITED] = C_LIMITED,
+	    [NDC_TOP_OTHER] = -1,
+	};
+
+	BUMP(sl, C_QUERIES);
+	if ((unsigned)src < sizeof(of_src) && of_src[src] >= 0)
+		BUMP(sl, of_src[src]);
 	if (rcode == 3)
-		c->nxdomain++;
+		BUMP(sl, C_NXDOMAIN);
 	else if (rcode == 2)
-		c->servfail++;
-	if (lname && nlen && nlen <= 255)
-		sketch_add(sl->names, &sl->n_names, NDC_TOP_CLIENT_NAMES, lname, nlen, 1);
+		BUMP(sl, C_SERVFAIL);
 }
 
 static void see(struct ndc_top *t, const struct ndc_ip *addr, const uint8_t *lname, size_t nlen,
 		bool counted, enum ndc_top_source src, int rcode)
 {
 	struct stripe *s = &t->stripes[addr_hash(addr) % NDC_TOP_STRIPES];
-	uint64_t now = mono_ms();
-	struct slot *sl;
 	bool valid = lname && nlen && nlen <= 255;
+	uint32_t h = valid ? name_hash(lname, nlen) : 0;
+	uint64_t now = mono_ms();
+	struct slot *sl = slot_find(s, addr);
 
-	pthread_mutex_lock(&s->lock);
-	if (valid) {
-		s->names_total++;
-		sketch_add(s->names, &s->n_names, NDC_TOP_NAMES, lname, nlen, 1);
+	if (!sl) {
+		pthread_mutex_lock(&s->lock);
+		sl = slot_of(s, addr, now);
+		pthread_mutex_unlock(&s->lock);
 	}
-	sl = slot_of(s, addr, now);
 	if (sl) {
-		sl->last_ms = now;
+		if (atomic_load_explicit(&sl->last_ms, memory_order_relaxed) != now)
+			atomic_store_explicit(&sl->last_ms, now, memory_order_relaxed);
 		if (counted)
-			count_into(sl, lname, nlen, src, rcode);
-		else if (valid)
-			sketch_add(sl->names, &sl->n_names, NDC_TOP_CLIENT_NAMES, lname, nlen, 1);
-	}
-	pthread_mutex_unlock(&s->lock);
-	if (sl)
+			count_into(sl, src, rcode);
+		if (!valid)
+			return;
+		if (pthread_mutex_trylock(&s->lock) != 0) {
+			atomic_fetch_add_explicit(&s->names_skipped, 1, memory_order_relaxed);
+			return;
+		}
+		s->names_total++;
+		sketch_add(s->names, &s->n_names, NDC_TOP_NAMES, lname, nlen, h, 1);
+		sketch_add(sl->names, &sl->n_names, NDC_TOP_CLIENT_NAMES, lname, nlen, h, 1);
+		pthread_mutex_unlock(&s->lock);
 		return;
+	}
+	/* No room: the "other" row (rare: 512 addresses active in the last minutes). */
 	pthread_mutex_lock(&t->other_lock);
 	if (counted) {
 		t->overflow++;
-		count_into(&t->other, lname, nlen, src, rcode);
-	} else if (valid) {
-		sketch_add(t->other.names, &t->other.n_names, NDC_TOP_CLIENT_NAMES, lname, nlen, 1);
+		count_into(&t->other, src, rcode);
 	}
+	if (valid)
+		sketch_add(t->other.names, &t->other.n_names, NDC_TOP_CLIENT_NAMES, lname, nlen, h,
+			   1);
 	pthread_mutex_unlock(&t->other_lock);
 }
 
@@ -218,7 +261,7 @@ static void merge_names(struct ndc_top_name *all, size_t *n, const struct ndc_to
 		size_t j;
 
 		for (j = 0; j < *n; j++)
-			if (all[j].nlen == names[i].nlen &&
+			if (all[j].hash == names[i].hash && all[j].nlen == names[i].nlen &&
 			    !memcmp(all[j].lname, names[i].lname, names[i].nlen))
 				break;
 		if (j == *n)
@@ -261,12 +304,18 @@ static int by_queries(const void *a, const void *b)
 	return x->c.queries < y->c.queries ? 1 : x->c.queries > y->c.queries ? -1 : 0;
 }
 
-static void view_add(struct ndc_top_view *v, const struct slot *sl)
+static void view_add(struct ndc_top_view *v, struct slot *sl)
 {
 	struct ndc_top_client *cl = &v->clients[v->n_clients++];
 
 	cl->addr = sl->addr;
-	cl->c = sl->c;
+	cl->c.queries = atomic_load_explicit(&sl->c[C_QUERIES], memory_order_relaxed);
+	cl->c.local = atomic_load_explicit(&sl->c[C_LOCAL], memory_order_relaxed);
+	cl->c.cache = atomic_load_explicit(&sl->c[C_CACHE], memory_order_relaxed);
+	cl->c.forwarded = atomic_load_explicit(&sl->c[C_FORWARDED], memory_order_relaxed);
+	cl->c.limited = atomic_load_explicit(&sl->c[C_LIMITED], memory_order_relaxed);
+	cl->c.nxdomain = atomic_load_explicit(&sl->c[C_NXDOMAIN], memory_order_relaxed);
+	cl->c.servfail = atomic_load_explicit(&sl->c[C_SERVFAIL], memory_order_relaxed);
 	cl->n_names = sl->n_names;
 	memcpy(cl->names, sl->names, sl->n_names * sizeof(sl->names[0]));
 	qsort(cl->names, cl->n_names, sizeof(cl->names[0]), by_count);
@@ -291,9 +340,10 @@ int ndc_top_snapshot(struct ndc_top *t, const struct ndc_top_ext_row *ext, size_
 
 		pthread_mutex_lock(&s->lock);
 		for (size_t j = 0; j < PER_STRIPE; j++)
-			if (s->slots[j].used)
+			if (atomic_load(&s->slots[j].used))
 				view_add(v, &s->slots[j]);
 		v->names_total += s->names_total;
+		v->names_skipped += atomic_load(&s->names_skipped);
 		merge_names(all, &n_all, s->names, s->n_names);
 		pthread_mutex_unlock(&s->lock);
 	}

@@ -14,8 +14,10 @@
  * it replaces the smallest counter and inherits its count (its error bound). Any name asked more
  * than total/k times is in the sketch; its count is over by at most its error.
  *
- * Thread-safe: each update takes one stripe's mutex (the "other" row's too past the bound); the
- * socket path calls it once per answered query. No allocation after ndc_top_new. Memory: about
+ * Thread-safe: a client's counts are atomics (no lock once its address has a slot); the names
+ * sketches are updated under a stripe's mutex, tried and never waited for (a name that finds it
+ * taken goes unsketched, counted in names_skipped). The socket path calls it once per answered
+ * query. No allocation after ndc_top_new. Memory: about
  * 1.4 MB (the per-client sketches' names, 512 x 8 x 272 bytes, and the stripes', 16 x 64 x 272).
  */
 #ifndef NDC_TOP_H
@@ -64,6 +66,7 @@ struct ndc_top_ext_row {
 struct ndc_top_name {
 	uint8_t lname[255]; /* wire form as the query path parsed it (ndc_top_name_text) */
 	uint8_t nlen;
+	uint32_t hash;	       /* of lname: most counters are passed over on it alone */
 	uint64_t count, error; /* count over-estimates by at most error */
 };
 
@@ -76,9 +79,10 @@ struct ndc_top_client {
 
 /* A copy of the table at one moment (ndc_top_snapshot), for rendering off the query path. */
 struct ndc_top_view {
-	uint64_t mono_ms;     /* CLOCK_MONOTONIC when taken */
-	uint64_t overflow;    /* queries counted in the "other" row */
-	uint64_t names_total; /* names seen by the overall sketch */
+	uint64_t mono_ms;	/* CLOCK_MONOTONIC when taken */
+	uint64_t overflow;	/* queries counted in the "other" row */
+	uint64_t names_total;	/* names seen by the sketches */
+	uint64_t names_skipped; /* names not sketched: the stripe's lock was taken */
 	size_t n_clients;
 	struct ndc_top_client clients[NDC_TOP_CLIENTS + 1]; /* queries, most first */
 	size_t n_names;

@@ -161,7 +161,10 @@ part_capture() {
 	wait_until 10 "32 frames written" frames_at_least 32 ||
 		bad "capture: frames written" "$(metrics | grep dnstap)"
 	wait_until 5 "fstrm_capture reads what was sent" reader_drained
-	term_wait "$NDCACHE_PID" ndcache 10
+	term_wait "$NDCACHE_PID" ndcache 10 &&
+		! grep -Eq "ERROR: AddressSanitizer|runtime error:" "$TOPO_DIR/ndcache.log" ||
+		bad "capture: the agent exits 0 at SIGTERM, no sanitizer report" \
+			"$(tail -20 "$TOPO_DIR/ndcache.log")"
 	term_wait "$cap_pid" fstrm_capture 10
 	out=$(check "$TOPO_DIR/agent.fstrm" team-a/web-1 team-b/crawler-0 2>&1)
 	[ $? = 0 ] && ok "capture: $out" || bad "capture: what dnstap-ldns decoded" "$out"
