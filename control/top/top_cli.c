@@ -25,6 +25,7 @@
 
 #define FETCH_MAX (16u << 20) /* a /debug/top of 512 clients is about 1 MB */
 #define FETCH_TIMEOUT_MS 5000
+#define NDC_TOP_VIEW_NAME 1024 /* a name as the agent writes it (top.h's NDC_TOP_NAME_TEXT) */
 
 static volatile sig_atomic_t stop;
 
@@ -181,6 +182,20 @@ static struct json_object *get_arr(struct json_object *o, const char *k)
 		   : NULL;
 }
 
+/*
+ * What the agent sent, made safe for a terminal: the agent escapes names and validates pod names,
+ * but the view prints nothing that could be a control sequence, whoever answered on the port.
+ */
+static const char *term_safe(const char *in, char *out, size_t cap)
+{
+	size_t i = 0;
+
+	for (; in && in[i] && i + 1 < cap; i++)
+		out[i] = (unsigned char)in[i] < 0x20 || (unsigned char)in[i] >= 0x7f ? '?' : in[i];
+	out[i] = '\0';
+	return out;
+}
+
 /* Who a client is, as the view shows it. */
 static void who(struct json_object *cl, char *out, size_t cap)
 {
@@ -230,9 +245,10 @@ static void show(struct json_object *cur, struct json_object *prev, unsigned row
 		struct json_object *cl = json_object_array_get_idx(clients, i);
 		struct json_object *cn = get_arr(cl, "names");
 		uint64_t q = get_u64(cl, "queries");
-		char name[320], qps[32] = "-";
+		char raw[320], name[320], top[NDC_TOP_VIEW_NAME], qps[32] = "-";
 
-		who(cl, name, sizeof(name));
+		who(cl, raw, sizeof(raw));
+		term_safe(raw, name, sizeof(name));
 		if (secs > 0) {
 			uint64_t before = prev_queries(prev, get_str(cl, "addr"));
 
@@ -244,17 +260,19 @@ static void show(struct json_object *cur, struct json_object *prev, unsigned row
 		    100.0 * json_object_get_double(json_object_object_get(cl, "nxdomain_share")),
 		    100.0 * json_object_get_double(json_object_object_get(cl, "upstream_share")),
 		    (unsigned long long)get_u64(cl, "limited"), name,
-		    cn && json_object_array_length(cn)
-			? get_str(json_object_array_get_idx(cn, 0), "name")
-			: "");
+		    term_safe(cn && json_object_array_length(cn)
+				  ? get_str(json_object_array_get_idx(cn, 0), "name")
+				  : "",
+			      top, sizeof(top)));
 	}
 	fprintf(f, "\nMost asked names (socket path%s):\n",
 		get_u64(cur, "names_total") ? "" : ", none yet");
 	for (size_t i = 0; names && i < json_object_array_length(names) && i < rows; i++) {
 		struct json_object *nm = json_object_array_get_idx(names, i);
+		char top[NDC_TOP_VIEW_NAME];
 
 		fprintf(f, "%10llu  %s\n", (unsigned long long)get_u64(nm, "count"),
-			get_str(nm, "name"));
+			term_safe(get_str(nm, "name"), top, sizeof(top)));
 	}
 }
 
