@@ -265,13 +265,13 @@ static const struct ndc_query_observer observer = {
 
 /* The forwarder's upstream messages: extra stays empty (one upstream query may serve several
  * pods' queries at once, coalesced). */
-static void fwd_tap(void *arg, bool response, const struct sockaddr_storage *up, const uint8_t *msg,
-		    size_t len)
+static void fwd_tap(void *arg, bool response, bool tcp, const struct sockaddr_storage *up,
+		    const uint8_t *msg, size_t len)
 {
 	struct agent *ag = arg;
 	struct ndc_dnstap_event ev = {
 	    .type = response ? NDC_DNSTAP_FORWARDER_RESPONSE : NDC_DNSTAP_FORWARDER_QUERY,
-	    .protocol = IPPROTO_UDP,
+	    .protocol = tcp ? IPPROTO_TCP : IPPROTO_UDP,
 	    .wire = msg,
 	    .wire_len = len,
 	};

@@ -522,11 +522,12 @@ void ndc_resolver_set_observer(struct ndc_resolver *r, const struct ndc_query_ob
 
 /*
  * The forwarder's upstream messages as sent and received (dnstap FORWARDER_QUERY and
- * FORWARDER_RESPONSE), over UDP: response false for a query sent to up, true for the answer
- * accepted from it. Runs on the forwarder thread. Set before the forwarder is used (NULL: none).
+ * FORWARDER_RESPONSE), over UDP and TCP (msg without TCP's length prefix): response false for a
+ * query sent to up, true for the answer accepted from it. Runs on the forwarder thread. Set
+ * before the forwarder is used (NULL: none).
  */
-typedef void (*ndc_fwd_tap_fn)(void *arg, bool response, const struct sockaddr_storage *up,
-			       const uint8_t *msg, size_t len);
+typedef void (*ndc_fwd_tap_fn)(void *arg, bool response, bool tcp,
+			       const struct sockaddr_storage *up, const uint8_t *msg, size_t len);
 void ndc_forwarder_set_tap(struct ndc_forwarder *f, ndc_fwd_tap_fn fn, void *arg);
 
 /* ---- /metrics: metrics.c -------------------------------------------------------------------

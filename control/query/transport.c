@@ -49,7 +49,7 @@ int ndc_fwd_udp_start(struct ndc_forwarder *f, struct request *r)
 		return err;
 	}
 	if (f->tap)
-		f->tap(f->tap_arg, false, ss, q, qlen);
+		f->tap(f->tap_arg, false, false, ss, q, qlen);
 	r->fd = fd;
 	r->st = ATT_UDP;
 	ndc_fwd_timer_append(f, r);
@@ -119,7 +119,7 @@ void ndc_fwd_on_udp(struct ndc_forwarder *f, struct request *r)
 			return;
 		}
 		if (f->tap)
-			f->tap(f->tap_arg, true, &up_of(r, r->up)->addr, f->msg, (size_t)n);
+			f->tap(f->tap_arg, true, false, &up_of(r, r->up)->addr, f->msg, (size_t)n);
 		f->ops->accept_answer(f, r, f->ans);
 		return;
 	}

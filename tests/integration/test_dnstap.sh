@@ -1,13 +1,14 @@
 #!/usr/bin/env bash
 # dnstap from the agent (issue 37 item 4, user-space half): log.dnstap pointed at Debian's
 # fstrm_capture, socket mode, pods from the fake API server (env NODE_NAME).
-#   capture:  team-a/web-1 (169.254.100.2) asks 6 cluster names (NOERROR) and 4 www.example.com
-#             AAAA (the first forwarded, then cached); team-b/crawler-0 (169.254.101.2) 5
-#             search-path expansions (NXDOMAIN). dnstap-ldns decodes exactly these 15
-#             CLIENT_QUERY/CLIENT_RESPONSE pairs in order (names, types, rcodes, the client's
-#             address) and fstrm_dump shows each pod's namespace/name in Dnstap.extra; one
-#             FORWARDER_QUERY/FORWARDER_RESPONSE pair for www.example.com AAAA (the cache
-#             answered the rest). The check must be able to fail: it is run once with the pods'
+#   capture:  team-a/web-1 (169.254.100.2) asks 6 cluster names (NOERROR), 4 www.example.com
+#             AAAA (the first forwarded, then cached) and big.example.com TXT (1,650 bytes:
+#             truncated upstream over UDP, asked again over TCP); team-b/crawler-0
+#             (169.254.101.2) 5 search-path expansions (NXDOMAIN). dnstap-ldns decodes exactly
+#             these 16 CLIENT_QUERY/CLIENT_RESPONSE pairs in order (names, types, rcodes, the
+#             client's address) and fstrm_dump shows each pod's namespace/name in Dnstap.extra;
+#             the forwarder's records are one UDP pair for www.example.com AAAA (the cache
+#             answered the rest) and, for big.example.com, the UDP query then the TCP pair. The check must be able to fail: it is run once with the pods'
 #             names swapped and must fail.
 #   noreader: no reader at log.dnstap.socket: the agent answers (dnsperf, 5 s, from the pod:
 #             answered QPS with dnstap at least 80% of the same run without it, both printed) and
@@ -111,9 +112,10 @@ for doc, frame in zip(docs, frames):
     rec = (kind, q and q.group(1), q and q.group(2), rc and rc.group(1))
     if kind.startswith("CLIENT_"):
         client.append(rec + (addr and addr.group(1), extra_of(frame)))
-    elif q and q.group(1).lower() == "www.example.com.":
+    elif q and q.group(1).lower() in ("www.example.com.", "big.example.com."):
         # the forwarder asks in mixed case (0x20, draft-vixie-dnsext-dns0x20)
-        fwd.append((kind, q.group(1).lower()) + rec[2:])
+        proto = re.search(r"^  socket_protocol: (\S+)", doc, re.M)
+        fwd.append((kind, q.group(1).lower()) + rec[2:] + (proto and proto.group(1),))
 want = []
 def pair(name, qtype, rcode, addr, extra):
     want.append(("CLIENT_QUERY", name, qtype, "NOERROR", addr, extra))
@@ -123,6 +125,7 @@ for i in range(6):
          "A", "NOERROR", addr_a, web)
 for i in range(4):
     pair("www.example.com.", "AAAA", "NOERROR", addr_a, web)
+pair("big.example.com.", "TXT", "NOERROR", addr_a, web)
 for i in range(5):
     pair("www.example.com.team-b.svc.cluster.local.", "A", "NXDOMAIN", addr_b, crawler)
 errs = []
@@ -131,13 +134,17 @@ if client != want:
              if i >= len(client) or i >= len(want) or client[i] != want[i])
     errs.append(f"{len(client)} CLIENT_* records, {len(want)} sent; first difference at {d}: "
                 f"got {client[d] if d < len(client) else None}, want {want[d] if d < len(want) else None}")
-wf = [("FORWARDER_QUERY", "www.example.com.", "AAAA", "NOERROR"),
-      ("FORWARDER_RESPONSE", "www.example.com.", "AAAA", "NOERROR")]
+# big.example.com TXT (1,650 bytes) comes back truncated over UDP and is asked again over TCP
+wf = [("FORWARDER_QUERY", "www.example.com.", "AAAA", "NOERROR", "UDP"),
+      ("FORWARDER_RESPONSE", "www.example.com.", "AAAA", "NOERROR", "UDP"),
+      ("FORWARDER_QUERY", "big.example.com.", "TXT", "NOERROR", "UDP"),
+      ("FORWARDER_QUERY", "big.example.com.", "TXT", "NOERROR", "TCP"),
+      ("FORWARDER_RESPONSE", "big.example.com.", "TXT", "NOERROR", "TCP")]
 if fwd != wf:
-    errs.append(f"forwarder records for www.example.com.: {fwd}, want {wf}")
+    errs.append(f"forwarder records: {fwd}, want {wf}")
 print("; ".join(errs) if errs else
       f"{len(client)} CLIENT_* records as sent (names, types, rcodes, addresses, pods in extra), "
-      f"{len(fwd)} FORWARDER_* for the one miss, {len(docs)} records in all")
+      f"{len(fwd)} FORWARDER_* for the two misses (UDP, TC then TCP), {len(docs)} records in all")
 sys.exit(1 if errs else 0)
 PY
 }
@@ -154,11 +161,12 @@ part_capture() {
 	in_pod python3 "$here/top_send.py" "$NODE_LOCAL" 6 kubernetes.default.svc.cluster.local \
 		kube-dns.kube-system.svc.cluster.local >/dev/null &&
 		in_pod python3 "$here/top_send.py" "$NODE_LOCAL" 4 www.example.com:AAAA >/dev/null &&
+		in_pod python3 "$here/top_send.py" "$NODE_LOCAL" 1 big.example.com:TXT >/dev/null &&
 		in_pod_b python3 "$here/top_send.py" "$NODE_LOCAL" 5 \
 			www.example.com.team-b.svc.cluster.local >/dev/null ||
 		bad "capture: the pods' queries were answered"
-	# 30 client frames and the miss's 2 (and the loop checks'): written before the agent stops
-	wait_until 10 "32 frames written" frames_at_least 32 ||
+	# 32 client frames and the misses' 5 (and the loop checks'): written before the agent stops
+	wait_until 10 "37 frames written" frames_at_least 37 ||
 		bad "capture: frames written" "$(metrics | grep dnstap)"
 	wait_until 5 "fstrm_capture reads what was sent" reader_drained
 	term_wait "$NDCACHE_PID" ndcache 10 &&
