@@ -59,9 +59,10 @@ int ndc_agent_pods_start(struct agent *ag)
 		    "are shown by address");
 		return 0;
 	}
+	/* Identity is an aid: a bad NODE_NAME or a watch that cannot start never stops the DNS. */
 	if (ndc_pods_node_name_check(node, err, sizeof(err)) < 0) {
-		ndc_err("pods: env NODE_NAME: %s", err);
-		return -EINVAL;
+		ndc_err("pods: env NODE_NAME: %s; clients are shown by address", err);
+		return 0;
 	}
 	snprintf(ag->obs.node, sizeof(ag->obs.node), "%s", node);
 	ret = ndc_pods_new(node, &ag->obs.pods);
@@ -69,9 +70,14 @@ int ndc_agent_pods_start(struct agent *ag)
 		wo.node_name = node;
 		ret = ndc_pods_watch_start(ag->obs.pods, ag->conn, &wo, &ag->obs.pods_watch);
 	}
-	if (ret < 0)
-		ndc_err("pods: watch of node %s's pods: %s", node, strerror(-ret));
-	return ret;
+	if (ret < 0) {
+		ndc_err("pods: watch of node %s's pods: %s; clients are shown by address", node,
+			strerror(-ret));
+		ndc_pods_free(ag->obs.pods);
+		ag->obs.pods = NULL;
+		ag->obs.node[0] = '\0';
+	}
+	return 0;
 }
 
 void ndc_agent_pods_stop(struct agent *ag)

@@ -9,7 +9,9 @@
 #   /debug/top and `ndcache top --once --json` attribute them to the right namespace/name with
 #   counts equal to what each sent, NXDOMAIN shares 0 and 1, the most asked names per pod;
 #   `ndcache top --once` shows both pods by name; log.clients_namespaces gives
-#   ndcache_namespace_queries_total per namespace. A run with log.clients: false keeps no counts.
+#   ndcache_namespace_queries_total per namespace. A run with log.clients: false keeps no counts;
+#   one without NODE_NAME logs it once; one with a NODE_NAME that is no node name serves, by
+#   address.
 # The kernel's per-client counts come with the kernel side (kern37): socket mode only here.
 # Usage: test_top.sh BUILD_DIR
 set -u
@@ -178,4 +180,18 @@ else
 	bad "log.clients: false / no NODE_NAME" "$top $(grep -c NODE_NAME "$TOPO_DIR/ndcache.log")"
 fi
 agent_stop "log.clients: false"
+
+# A NODE_NAME that is no node name: said (error), and the agent serves without identity.
+ndcache_conf "$conf" kubernetes socket eth-pod
+NODE_NAME='Bad_Node!' ndcache_start "$bin" "$conf"
+ndcache_ready 20 || bad "the agent (bad NODE_NAME) is ready"
+b=$(in_pod_b python3 "$here/top_send.py" "$NODE_LOCAL" 3 www.example.com.team-b.svc.cluster.local)
+top=$(top_json)
+if grep -q "pods: env NODE_NAME: .*clients are shown by address" "$TOPO_DIR/ndcache.log" &&
+	[[ $b == *'"answered": 3'* && $top == *'"identity":false'* && $top == *'"owner":"unknown"'* ]]; then
+	ok "a bad NODE_NAME is logged, the agent answers and shows clients by address"
+else
+	bad "a bad NODE_NAME" "$b $top $(grep NODE_NAME "$TOPO_DIR/ndcache.log")"
+fi
+agent_stop "bad NODE_NAME"
 summary test_top
