@@ -508,15 +508,12 @@ struct ns_sum {
 	uint64_t queries, nxdomain, forwarded, limited;
 };
 
-static void namespace_metrics(struct agent *ag, struct ndc_metrics_buf *b)
+static void namespace_metrics(struct agent *ag, const struct ndc_top_view *v,
+			      struct ndc_metrics_buf *b)
 {
-	struct ndc_top_view *v = NULL;
-	struct ns_sum *sums;
+	struct ns_sum *sums = calloc(v->n_clients + 1, sizeof(*sums));
 	size_t n = 0;
 
-	if (snapshot(ag, &v) < 0)
-		return;
-	sums = calloc(v->n_clients + 1, sizeof(*sums));
 	for (size_t i = 0; sums && i < v->n_clients; i++) {
 		const struct ndc_top_client *cl = &v->clients[i];
 		struct ndc_pod_ident id = {.owner = NDC_POD_UNKNOWN};
@@ -559,7 +556,6 @@ static void namespace_metrics(struct agent *ag, struct ndc_metrics_buf *b)
 			       l, sums[k].limited);
 	}
 	free(sums);
-	free(v);
 }
 
 void ndc_agent_observe_metrics(void *arg, struct ndc_metrics_buf *b)
@@ -608,10 +604,10 @@ void ndc_agent_observe_metrics(void *arg, struct ndc_metrics_buf *b)
 			    "Queries counted in the table's \"other\" row: their address "
 			    "found no room.",
 			    NULL, v->overflow);
+			if (ag->cfg->log.clients_namespaces)
+				namespace_metrics(ag, v, b);
 			free(v);
 		}
-		if (ag->cfg->log.clients_namespaces)
-			namespace_metrics(ag, b);
 	}
 	if (ag->obs.tap) {
 		static const char *const reasons[] = {"full", "busy", "no_reader", "invalid"};
