@@ -10,10 +10,10 @@
 #             the forwarder's records are one UDP pair for www.example.com AAAA (the cache
 #             answered the rest) and, for big.example.com, the UDP query then the TCP pair. The check must be able to fail: it is run once with the pods'
 #             names swapped and must fail.
-#   noreader: no reader at log.dnstap.socket: the agent answers (dnsperf, 5 s, from the pod:
-#             answered QPS with dnstap at least 80% of the same run without it, both printed) and
-#             counts the drops (ndcache_dnstap_dropped_total{reason="no_reader"} at least two per
-#             query answered).
+#   noreader: no reader at log.dnstap.socket: the agent answers (dnsperf, 3 s, from the pod,
+#             three rounds without and with dnstap by turns: the best with dnstap at least 80% of
+#             the best without, all printed) and counts the drops
+#             (ndcache_dnstap_dropped_total{reason="no_reader"} at least two per query answered).
 # The kernel's sampled answers come with the kernel side (kern37).
 # Usage: test_dnstap.sh BUILD_DIR [capture|noreader ...]   (77: the build has no dnstap)
 set -u
@@ -181,43 +181,56 @@ part_capture() {
 		bad "capture: the check passed swapped names" "$out"
 }
 
-# dnsperf for 5 s from the pod: answered queries a second.
+# dnsperf for 3 s from the pod: answered queries a second.
 perf() {
 	printf 'kubernetes.default.svc.cluster.local A\nwww.example.com A\n' >"$TOPO_DIR/perf.txt"
 	in_pod python3 "$here/top_send.py" "$NODE_LOCAL" 2 www.example.com >/dev/null
-	in_pod dnsperf -s "$NODE_LOCAL" -d "$TOPO_DIR/perf.txt" -l 5 -c 4 -q 500 -t 1 2>&1 |
+	in_pod dnsperf -s "$NODE_LOCAL" -d "$TOPO_DIR/perf.txt" -l 3 -c 4 -q 500 -t 1 2>&1 |
 		awk '/Queries per second:/ { print int($4) }'
 }
 
+# The machine is shared: rounds without and with dnstap by turns, the best of each compared.
 part_noreader() {
-	local base with dropped
-	agent_start "" || {
-		bad "noreader: the agent without dnstap is ready"
-		return
-	}
-	base=$(perf)
-	term_wait "$NDCACHE_PID" ndcache 10
-	rm -f "$sock"
-	agent_start "dnstap: {socket: $sock}" || {
-		bad "noreader: the agent with dnstap and no reader is ready"
-		return
-	}
-	with=$(perf)
-	answered=$(metric ndcache_queries_total)
-	dropped=$(metric 'ndcache_dnstap_dropped_total{reason="no_reader"}')
-	echo "       $(grep -m1 'model name' /proc/cpuinfo | sed 's/.*: //'), socket mode, dnsperf -c 4 -q 500 -l 5:"
-	echo "       without dnstap $base QPS answered, with log.dnstap and no reader $with QPS; $dropped events dropped (no_reader)"
-	if [ -n "$base" ] && [ -n "$with" ] && [ "$base" -gt 0 ] && [ $((with * 100)) -ge $((base * 80)) ]; then
-		ok "noreader: the agent answers as fast ($with QPS with dnstap, $base without)"
+	local base=0 with=0 q round dropped=0 d all=""
+	for round in 1 2 3; do
+		agent_start "" || {
+			bad "noreader: the agent without dnstap is ready"
+			return
+		}
+		q=$(perf)
+		term_wait "$NDCACHE_PID" ndcache 10
+		all+=" without=${q:-?}"
+		[ -n "$q" ] && [ "$q" -gt "$base" ] && base=$q
+		rm -f "$sock"
+		agent_start "dnstap: {socket: $sock}" || {
+			bad "noreader: the agent with dnstap and no reader is ready"
+			return
+		}
+		q=$(perf)
+		d=$(metric 'ndcache_dnstap_dropped_total{reason="no_reader"}')
+		answered=$(metric 'ndcache_queries_total')
+		term_wait "$NDCACHE_PID" ndcache 10
+		all+=" with=${q:-?}"
+		[ -n "$q" ] && [ "$q" -gt "$with" ] && with=$q
+		# two events (query, response) per query the socket path answered, each dropped
+		if [ -n "$d" ] && [ -n "$answered" ] && [ "$d" -ge $((2 * answered)) ]; then
+			dropped=$((dropped + 1))
+		else
+			all+=" (dropped $d of 2 x $answered)"
+		fi
+	done
+	echo "       $(grep -m1 'model name' /proc/cpuinfo | sed 's/.*: //'), socket mode, dnsperf -c 4 -q 500 -l 3, three rounds each (QPS):$all"
+	echo "       best without dnstap $base, best with log.dnstap and no reader $with"
+	if [ "$base" -gt 0 ] && [ $((with * 100)) -ge $((base * 80)) ]; then
+		ok "noreader: the agent answers as fast (best $with QPS with dnstap, $base without)"
 	else
-		bad "noreader: answered rate with dnstap and no reader" "with=$with without=$base"
+		bad "noreader: answered rate with dnstap and no reader" "$all"
 	fi
-	if [ -n "$dropped" ] && [ -n "$with" ] && [ "$dropped" -ge $((with * 5 * 2 * 9 / 10)) ]; then
-		ok "noreader: the drops are counted ($dropped, two events per query)"
+	if [ "$dropped" = 3 ]; then
+		ok "noreader: the drops are counted (two per query answered, every round)"
 	else
-		bad "noreader: drops counted" "dropped=$dropped queries=${answered:-?} $(metrics | grep dnstap)"
+		bad "noreader: drops counted" "$all"
 	fi
-	term_wait "$NDCACHE_PID" ndcache 10
 }
 
 for p in "${parts[@]}"; do
