@@ -23,6 +23,7 @@
 #include "k8s/k8s.h"
 #include "objects/objects.h"
 #include "records/records.h"
+#include "top/cli.h"
 
 struct opts {
 	const char *config;
@@ -38,6 +39,7 @@ static void usage(FILE *f)
 	    "Usage: ndcache [--config FILE] [--kubeconfig FILE] [--check-config]\n"
 	    "               [--log-level error|warning|info|debug] [--log-format text|json]\n"
 	    "               [--version] [--help]\n"
+	    "       ndcache top [--addr ADDR:PORT | --config FILE] [--once] [--json]\n"
 	    "\n"
 	    "Node-local DNS cache for Kubernetes. Without --config it serves the sample cluster\n"
 	    "compiled into the binary on 169.254.20.10:53. See deploy/examples/ndcache.yaml.\n"
@@ -211,6 +213,9 @@ int main(int argc, char **argv)
 	bool k8s;
 	int ret;
 
+	/* Subcommands: the first argument names one. */
+	if (argc > 1 && !strcmp(argv[1], "top"))
+		return ndc_top_cli(argc - 1, argv + 1);
 	ret = parse_args(argc, argv, &o);
 	if (ret >= 0)
 		return ret;

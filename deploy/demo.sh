@@ -234,6 +234,11 @@ echo
 echo "== ndcache's /metrics (kernel = the tc fast path; the rest = the socket path)"
 in_node curl -s --max-time 5 http://127.0.0.1:9254/metrics |
 	grep -E '^ndcache_(kernel_answers_total|answers_total|queries_total)' | sed 's/^/   /'
+echo
+# Who asked (issue 37): the socket path's per-client counts. With a Kubernetes source and env
+# NODE_NAME the pod is named namespace/name; here (a snapshot, no NODE_NAME) by its address.
+echo "== ndcache top --once (who asked what; docs/OPERATIONS.md, \"which pod is hammering DNS\")"
+in_node "$root/build/control/ndcache" top --once --interval 0.2 --rows 8 2>&1 | sed 's/^/   /'
 
 echo
 for w in "${wrong[@]}"; do

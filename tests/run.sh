@@ -149,6 +149,11 @@ step "integration: fair share per client (a 20,000/s flood beside a 100/s pod), 
 step "integration: dnstap writer (fstrm_capture, dnstap-ldns: pairs with pod names, no reader, reconnect), also under ASan + UBSan" \
 	sh -c 'tests/integration/test_dnstap_writer.sh build &&
 		tests/integration/test_dnstap_writer.sh build-asan'
+# Issue 37: who asks what: pods named in /debug/top and ndcache top; dnstap from the agent.
+step "integration: who asks what (pods of a fake API server in /debug/top and ndcache top; socket), also under ASan + UBSan" \
+	sh -c 'tests/integration/test_top.sh build && tests/integration/test_top.sh build-asan'
+step "integration: dnstap from the agent (fstrm_capture, dnstap-ldns: CLIENT_* and FORWARDER_* with pods; no reader)" \
+	tests/integration/test_dnstap.sh build
 step "integration: transparent mode (the kube-dns ClusterIP answered; iptables-nft, -legacy, nft)" \
 	tests/integration/test_transparent.sh build
 step "integration: a CNI's policy program on the pod's interface is never skipped (clsact, tcx; tc_order first and xdp shown bypassing it)" \

@@ -98,6 +98,7 @@ static void metrics_add(struct agent *ag)
 	    {"process", process_metrics, ag},
 	    {"reload", reload_metrics, ag->reload},
 	    {"publisher", ndc_publisher_metrics, ag->dp.pub},
+	    {"observe", ndc_agent_observe_metrics, ag},
 	};
 
 	for (size_t i = 0; i < N(sources); i++)
@@ -236,6 +237,8 @@ static int forwarder_start(struct agent *ag)
 	ret = ndc_forwarder_new(&fopts, ag->query.cache, &ag->query.fwd);
 	if (ret < 0)
 		ndc_err("forwarder: %s", strerror(-ret));
+	else
+		ndc_agent_observe_forwarder(ag); /* before any resolve */
 	return ret;
 }
 
@@ -267,8 +270,10 @@ static int resolver_start(struct agent *ag)
 	int ret =
 	    ndc_resolver_new(NULL, ag->query.cache, ag->query.fwd, &socket_io, &ag->query.res);
 
-	if (ret == 0)
+	if (ret == 0) {
 		ndc_resolver_set_limiter(ag->query.res, ag->query.limiter);
+		ndc_agent_observe_resolver(ag);
+	}
 	return ret;
 }
 
@@ -342,6 +347,7 @@ static int http_start(struct agent *ag)
 		return ret;
 	}
 	metrics_add(ag);
+	ndc_agent_observe_http(ag);
 	return 0;
 }
 
@@ -476,6 +482,12 @@ static const struct step {
 } steps[] = {
     {"join", join_take, NULL, join_free},
     {"state", state_init, NULL, state_free},
+    /*
+     * Who asks what, before the query path that reports to it: the watch of this node's pods
+     * stops with the other threads, its map and the dnstap writer are freed after every stop.
+     */
+    {"pods", ndc_agent_pods_start, ndc_agent_pods_stop, ndc_agent_pods_free},
+    {"dnstap", ndc_agent_dnstap_start, NULL, ndc_agent_dnstap_free},
     {"cache", cache_start, NULL, cache_free},
     /*
      * Before the forwarder starts: the cache hook must be in place for its first answer. Loaded

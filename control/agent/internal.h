@@ -6,6 +6,7 @@
  *   dataplane.c  the dataplane's ops (socket only, tc/xdp fast path, DPDK); their figures
  *   upgrade.c    handover from and to another agent; attaching the fast path
  *   forwarding.c the upstream side beyond the forwarder: /ready, fail-open, upstream shares
+ *   observe.c    who asks what: pod identity, per-client counts, dnstap, /debug/top
  * Calls run one way: agent.c calls the others, source.c calls upgrade.c (attach once synced).
  */
 #ifndef NDC_AGENT_INTERNAL_H
@@ -20,6 +21,7 @@
 
 #include "agent.h"
 #include "config/config_opts.h"
+#include "pods/pods.h"
 
 struct agent;
 struct ndc_metrics_buf;
@@ -65,6 +67,18 @@ struct agent {
 
 	/* Step "state": the signals the main thread waits for (blocked in every thread). */
 	sigset_t signals;
+
+	/*
+	 * Steps "pods" and "dnstap" (observe.c): who asks what. Read by the query path (the
+	 * resolver's observer, the forwarder's tap) until every step's stop has run.
+	 */
+	struct {
+		char node[NDC_POD_NAME_MAX + 1]; /* env NODE_NAME; "" without */
+		struct ndc_pods *pods;		 /* NULL: no identity (clients by address) */
+		struct ndc_k8s_watch *pods_watch;
+		struct ndc_top *top;	/* log.clients; NULL: off */
+		struct ndc_dnstap *tap; /* log.dnstap; NULL: off */
+	} obs;
 
 	/* Steps "cache" to "resolver" (query/): what answers a query on the socket path. */
 	struct {
@@ -207,5 +221,29 @@ void ndc_agent_failopen_check(const struct ndc_config *cfg, bool fastpath);
 void ndc_agent_failopen_metrics(void *arg, struct ndc_metrics_buf *b);
 /* cache.prefetch and forward.per_client, once the forwarder runs. 0 or -errno, logged. */
 int ndc_agent_upstream_share_start(struct agent *ag);
+
+/* ---- observe.c ---- */
+
+/* Step "pods": with a Kubernetes source and env NODE_NAME, the watch of this node's pods. */
+int ndc_agent_pods_start(struct agent *ag);
+void ndc_agent_pods_stop(struct agent *ag);
+void ndc_agent_pods_free(struct agent *ag);
+/* Step "dnstap": the per-client table (log.clients) and the dnstap writer (log.dnstap). */
+int ndc_agent_dnstap_start(struct agent *ag);
+void ndc_agent_dnstap_free(struct agent *ag);
+/* Wiring once the forwarder, the resolver, the HTTP server exist (no-ops when all is off). */
+void ndc_agent_observe_forwarder(struct agent *ag);
+void ndc_agent_observe_resolver(struct agent *ag);
+void ndc_agent_observe_http(struct agent *ag);
+/* ndcache_pods_*, ndcache_clients_*, ndcache_namespace_*, ndcache_dnstap_*: over the agent. */
+void ndc_agent_observe_metrics(void *arg, struct ndc_metrics_buf *b);
+/*
+ * JOIN(kern37): one sampled kernel answer (ndc_fastpath_samples_poll's struct ndc_fp_sample:
+ * client, client_port, msg, len): its name into the sketches, a dnstap CLIENT_RESPONSE (the
+ * kernel sampled it already, at log.dnstap.kernel_sample). Any one thread.
+ */
+struct ndc_ip;
+void ndc_agent_kernel_sample(struct agent *ag, const struct ndc_ip *client, uint16_t port,
+			     const uint8_t *msg, size_t len);
 
 #endif

@@ -131,6 +131,16 @@ struct ndc_config {
 		int level;	     /* enum ndc_log_level (ndc/log.h); info */
 		bool queries;	     /* a line per query answered in user space (CoreDNS's log) */
 		uint32_t sample_ppm; /* of those, this many per million (log.sample 0.000001..1) */
+		/* log.clients: per-client counts and the names sketch (/debug/top); true */
+		bool clients;
+		/* log.clients_namespaces: per-namespace aggregates in /metrics; false */
+		bool clients_namespaces;
+		/* log.dnstap: {socket, sample, kernel_sample}; socket NULL: off */
+		struct {
+			char *socket;	      /* the reader's unix socket, an absolute path */
+			double sample;	      /* socket path's queries written, 0..1; 1.0 */
+			double kernel_sample; /* kernel answers sampled, 0..1; 0.01 */
+		} dnstap;
 	} log;
 	struct {
 		/* at SIGTERM with a successor joined but not taken over: serve on this long at

@@ -53,6 +53,9 @@ void ndc_config_defaults(struct ndc_config *cfg)
 	cfg->source.kube_dns_configmap = true;
 	cfg->log.level = 2; /* NDC_LOG_INFO: config.h does not need ndc/log.h */
 	cfg->log.sample_ppm = NDC_CFG_SAMPLE_ONE;
+	cfg->log.clients = true;
+	cfg->log.dnstap.sample = 1.0;
+	cfg->log.dnstap.kernel_sample = 0.01;
 	cfg->tcp_idle_ms = 10000;
 	cfg->upgrade.wait_s = 30;
 	cfg->upgrade.join_wait_ms = 2000;
@@ -82,6 +85,7 @@ void ndc_config_free(struct ndc_config *cfg)
 	free(cfg->source.snapshot);
 	free(cfg->source.kubeconfig);
 	free(cfg->dataplane.pin_dir);
+	free(cfg->log.dnstap.socket);
 	ndc_config_strv_free(cfg->dataplane.dpdk.eal_args, cfg->dataplane.dpdk.n_eal_args);
 	free(cfg->dataplane.dpdk.ports);
 	free(cfg->dataplane.dpdk.lcores);

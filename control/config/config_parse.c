@@ -5,6 +5,7 @@
  * it replaces the member, so a value refused leaves the member as it was.
  */
 #include "internal.h"
+#include "dnstap/dnstap.h"
 
 #include <errno.h>
 #include <stdio.h>
@@ -584,4 +585,47 @@ int ndc_config_set_tap_prefix(struct ctx *c, const struct field *f, const struct
 	if (n->len > TAP_PREFIX_MAX || !is_ifname_glob(n->text, n->len) || strpbrk(n->text, "*?[]"))
 		return ndc_config_bad_value(c, n, what);
 	return set_str(c, &cfg->dataplane.dpdk.tap_prefix, ndc_config_default_tap_prefix, n->text);
+}
+
+/* log.dnstap.sample and kernel_sample: a number in [0, 1] ("0", "0.01", "1e-3", "1.0"). */
+int ndc_config_set_rate(struct ctx *c, const struct field *f, const struct node *n,
+			struct ndc_config *cfg)
+{
+	static const char what[] = "a rate from 0 to 1 (e.g. 0.01)";
+	char *end = NULL;
+	double v;
+	int r = ndc_config_expect_scalar(c, n, what);
+
+	if (r < 0)
+		return r;
+	errno = 0;
+	v = strtod(n->text, &end);
+	if (!n->len || end != n->text + n->len || errno || !(v >= 0.0 && v <= 1.0))
+		return ndc_config_bad_value(c, n, what);
+	*(double *)field_ptr(cfg, f) = v;
+	return 0;
+}
+
+/*
+ * log.dnstap.socket: a unix socket's absolute path (sun_path holds 107 bytes); null turns dnstap
+ * off. A build without the dnstap writer refuses it here, at load and at --check-config.
+ */
+int ndc_config_set_socket_path(struct ctx *c, const struct field *f, const struct node *n,
+			       struct ndc_config *cfg)
+{
+	static const char what[] = "an absolute path of a unix socket (at most 107 bytes)";
+	int r;
+
+	if (ndc_config_is_null(n))
+		return set_str(c, field_ptr(cfg, f), NULL, NULL);
+	r = ndc_config_expect_scalar(c, n, what);
+	if (r < 0)
+		return r;
+	if (!n->len || n->text[0] != '/' || n->len > 107 || memchr(n->text, '\0', n->len))
+		return ndc_config_bad_value(c, n, what);
+	if (!ndc_dnstap_available())
+		return ndc_config_fail(c, n->line,
+				       "this build has no dnstap (libfstrm, libprotobuf-c and "
+				       "protoc-c were not found when it was built)");
+	return set_str(c, field_ptr(cfg, f), NULL, n->text);
 }

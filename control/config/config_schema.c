@@ -101,6 +101,19 @@ static int do_per_client(struct ctx *c, const struct field *f, const struct node
 	return r;
 }
 
+/* log.dnstap: a mapping that names its socket (sample and kernel_sample alone write nowhere). */
+static int do_dnstap(struct ctx *c, const struct field *f, const struct node *n,
+		     struct ndc_config *cfg)
+{
+	int r = do_section(c, f, n, cfg);
+
+	if (r == 0 && !ndc_config_is_null(n) && !cfg->log.dnstap.socket)
+		r = ndc_config_fail(c, n->line,
+				    "socket is required (the dnstap reader's unix "
+				    "socket, e.g. /run/ndcache/dnstap.sock)");
+	return r;
+}
+
 #define SIZEOF_MEMBER(m) sizeof(((struct ndc_config *)0)->m)
 
 /* One key per line: clang-format would split these designated initializers over many. */
@@ -204,10 +217,20 @@ static const struct field forward_fields[] = {
 	{ 0 },
 };
 
+static const struct field dnstap_fields[] = {
+	F_FIELD("socket", ndc_config_set_socket_path, log.dnstap.socket),
+	F_FIELD("sample", ndc_config_set_rate, log.dnstap.sample),
+	F_FIELD("kernel_sample", ndc_config_set_rate, log.dnstap.kernel_sample),
+	{ 0 },
+};
+
 static const struct field log_fields[] = {
 	F_FIELD("level", ndc_config_set_enum, log.level, .names = level_names),
 	F_FIELD("queries", ndc_config_set_bool, log.queries),
 	F_FIELD("sample", ndc_config_set_sample, log.sample_ppm),
+	F_FIELD("clients", ndc_config_set_bool, log.clients),
+	F_FIELD("clients_namespaces", ndc_config_set_bool, log.clients_namespaces),
+	F_SECTION("dnstap", do_dnstap, dnstap_fields),
 	{ 0 },
 };
 

@@ -134,6 +134,8 @@ NDC_CONFIG_HANDLER(ndc_config_set_path);
 NDC_CONFIG_HANDLER(ndc_config_set_strings);
 NDC_CONFIG_HANDLER(ndc_config_set_u16s);
 NDC_CONFIG_HANDLER(ndc_config_set_tap_prefix);
+NDC_CONFIG_HANDLER(ndc_config_set_rate);
+NDC_CONFIG_HANDLER(ndc_config_set_socket_path);
 
 /* ---- config_validate.c ---- */
 

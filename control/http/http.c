@@ -85,6 +85,12 @@ struct ndc_http {
 	pthread_mutex_t src_lock; /* sources added while /metrics renders */
 	struct ndc_metrics_source src[NDC_HTTP_SOURCES_MAX];
 	size_t n_src;
+	struct {
+		const char *path, *ctype;
+		ndc_http_page_fn fn;
+		void *arg;
+	} pages[NDC_HTTP_PAGES_MAX]; /* under src_lock */
+	size_t n_pages;
 	pthread_t thread;
 	/* Thread-only from here. */
 	uint64_t accept_pause_until;
@@ -337,6 +343,56 @@ int ndc_http_add_metrics(struct ndc_http *h, const struct ndc_metrics_source *sr
 	return err;
 }
 
+int ndc_http_add_page(struct ndc_http *h, const char *path, const char *ctype, ndc_http_page_fn fn,
+		      void *arg)
+{
+	int err = 0;
+
+	pthread_mutex_lock(&h->src_lock);
+	for (size_t i = 0; i < h->n_pages && !err; i++)
+		if (!strcmp(h->pages[i].path, path))
+			err = -EEXIST;
+	if (!err && h->n_pages >= NDC_HTTP_PAGES_MAX)
+		err = -ENOSPC;
+	if (!err) {
+		h->pages[h->n_pages].path = path;
+		h->pages[h->n_pages].ctype = ctype;
+		h->pages[h->n_pages].fn = fn;
+		h->pages[h->n_pages].arg = arg;
+		h->n_pages++;
+	}
+	pthread_mutex_unlock(&h->src_lock);
+	if (err)
+		ndc_err("http: page %s: %s", path, strerror(-err));
+	return err;
+}
+
+/* A page added with ndc_http_add_page: true when path is one (answered). */
+static bool serve_page(struct ndc_http *h, struct conn *c, const char *path, size_t plen, bool head)
+{
+	ndc_http_page_fn fn = NULL;
+	const char *ctype = NULL;
+	void *arg = NULL;
+	char *body = NULL;
+	size_t len = 0;
+
+	pthread_mutex_lock(&h->src_lock);
+	for (size_t i = 0; i < h->n_pages && !fn; i++)
+		if (path_is(path, plen, h->pages[i].path)) {
+			fn = h->pages[i].fn;
+			ctype = h->pages[i].ctype;
+			arg = h->pages[i].arg;
+		}
+	pthread_mutex_unlock(&h->src_lock);
+	if (!fn)
+		return false;
+	if (fn(arg, &body, &len) < 0)
+		respond_error(h, c, 500, head);
+	else
+		respond(h, c, 200, ctype, body, len, true, head);
+	return true;
+}
+
 static void handle_request(struct ndc_http *h, struct conn *c, const char *p, const char *end)
 {
 	struct request req = {0};
@@ -378,7 +434,7 @@ static void handle_request(struct ndc_http *h, struct conn *c, const char *p, co
 		} else {
 			respond_text(h, c, 200, "ready\n", req.head);
 		}
-	} else {
+	} else if (!serve_page(h, c, path, plen, req.head)) {
 		respond_error(h, c, 404, req.head);
 	}
 }

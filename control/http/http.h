@@ -16,6 +16,7 @@
  *   /health   200 "ok\n" while the server thread runs (the process is alive)
  *   /ready    200 "ready\n" after ndc_http_set_ready(h, true), else 503 "not ready\n"; also 503
  *             "not ready: REASON\n" while the unready check (ndc_http_set_unready_check) says so
+ *   pages     added with ndc_http_add_page (the agent's /debug/top)
  *   other     404
  */
 #ifndef NDC_HTTP_H
@@ -62,6 +63,17 @@ void ndc_http_set_unready_check(struct ndc_http *h, ndc_http_unready_fn fn, void
  */
 #define NDC_HTTP_SOURCES_MAX 32
 int ndc_http_add_metrics(struct ndc_http *h, const struct ndc_metrics_source *src);
+
+/*
+ * Adds a page at path (exact match, e.g. "/debug/top"): fn makes its body on the HTTP thread at
+ * each GET (0 and *ret_body, malloc'ed, taken over; -errno: 500), served as ctype. Any thread;
+ * path and ctype are not copied (literals), arg must outlive h. -ENOSPC past NDC_HTTP_PAGES_MAX,
+ * -EEXIST for a path taken (logged: a wiring mistake).
+ */
+#define NDC_HTTP_PAGES_MAX 8
+typedef int (*ndc_http_page_fn)(void *arg, char **ret_body, size_t *ret_len);
+int ndc_http_add_page(struct ndc_http *h, const char *path, const char *ctype, ndc_http_page_fn fn,
+		      void *arg);
 
 /* Stops the thread, closes every connection (answered or not) and frees h. NULL is a no-op. */
 void ndc_http_stop(struct ndc_http *h);

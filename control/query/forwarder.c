@@ -817,3 +817,9 @@ void ndc_forwarder_stats(struct ndc_forwarder *f, struct ndc_forwarder_stats *re
 	}
 	pthread_mutex_unlock(&f->stats_lock);
 }
+
+void ndc_forwarder_set_tap(struct ndc_forwarder *f, ndc_fwd_tap_fn fn, void *arg)
+{
+	f->tap_arg = arg;
+	f->tap = fn;
+}

@@ -249,6 +249,8 @@ struct ndc_forwarder {
 	uint32_t max_inflight;
 	uint32_t max_pending; /* under lock */
 	struct ndc_cache *cache;
+	ndc_fwd_tap_fn tap; /* dnstap's FORWARDER_*: set before use (ndc_forwarder_set_tap) */
+	void *tap_arg;
 
 	pthread_mutex_t lock;
 	struct request **table;

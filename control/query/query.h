@@ -12,6 +12,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <sys/socket.h>
+#include <time.h>
 
 #include <ndc/dns_wire.h>
 #include <ndc/query_handler.h>
@@ -497,6 +498,37 @@ void ndc_resolver_stats(struct ndc_resolver *r, struct ndc_resolver_stats *ret);
  * any time. Queries the kernel answers never reach the resolver and are not logged.
  */
 void ndc_resolver_set_query_log(struct ndc_resolver *r, uint32_t sample_ppm);
+
+/*
+ * Who asks what (issue 37): told of every query the resolver answers, for per-client counts,
+ * the names sketch and dnstap; the agent wires it (control/agent/observe.c), so that the query
+ * path knows nothing of pods or dnstap. query: a query arrived from peer (msg its wire, time
+ * CLOCK_REALTIME); returns whether this one is sampled (dnstap), which answered is told again.
+ * answered: its reply (len 0: none sent), q as parsed (q->qname_len 0: no question),
+ * source one of "cluster", "cache", "upstream", "limited", "error". Both run on the thread that
+ * answers (a worker, or the forwarder's for answers from upstream): no blocking, no allocation.
+ */
+struct ndc_query_observer {
+	bool (*query)(void *arg, const struct sockaddr_storage *peer, bool tcp, const uint8_t *msg,
+		      size_t len, const struct timespec *time);
+	void (*answered)(void *arg, const struct sockaddr_storage *peer, bool tcp,
+			 const struct ndc_query *q, const char *source, const uint8_t *reply,
+			 size_t len, bool sampled, const struct timespec *qtime);
+	void *arg;
+};
+
+/* Sets the observer (NULL: none), copied; before the resolver serves. */
+void ndc_resolver_set_observer(struct ndc_resolver *r, const struct ndc_query_observer *obs);
+
+/*
+ * The forwarder's upstream messages as sent and received (dnstap FORWARDER_QUERY and
+ * FORWARDER_RESPONSE), over UDP and TCP (msg without TCP's length prefix): response false for a
+ * query sent to up, true for the answer accepted from it. Runs on the forwarder thread. Set
+ * before the forwarder is used (NULL: none).
+ */
+typedef void (*ndc_fwd_tap_fn)(void *arg, bool response, bool tcp,
+			       const struct sockaddr_storage *up, const uint8_t *msg, size_t len);
+void ndc_forwarder_set_tap(struct ndc_forwarder *f, ndc_fwd_tap_fn fn, void *arg);
 
 /* ---- /metrics: metrics.c -------------------------------------------------------------------
  */

@@ -4,6 +4,7 @@
 #include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include <ndc/dns_wire.h>
 #include <ndc/log.h>
@@ -18,6 +19,7 @@ struct ndc_resolver {
 	struct ndc_forwarder *fwd;
 	struct ndc_ratelimit *limiter; /* forward.per_client; NULL: none */
 	struct ndc_query_io io;	       /* the server's calls on a request */
+	struct ndc_query_observer obs; /* obs.answered NULL: none */
 	_Atomic uint32_t qlog_ppm;     /* query log sampling; 0: off */
 	_Atomic uint64_t queries, local, cache_hits, forwarded, servfail, errors, dropped;
 	_Atomic uint64_t refused_qtype, refused_qclass; /* question hygiene (abi.h) */
@@ -29,7 +31,17 @@ struct waiter {
 	struct ndc_pending *pending;
 	size_t limit;
 	struct ndc_query q;
-	struct ndc_qlog lg; /* lg.on: this query is logged when answered */
+	struct ndc_qlog lg;	      /* lg.on: this query is logged when answered */
+	struct sockaddr_storage peer; /* for the observer (ss_family 0: unknown) */
+	struct timespec qtime;
+	bool tcp, sampled;
+};
+
+/* What handle() leaves the observer of a query that goes upstream (NULL: not observed). */
+struct observed {
+	struct sockaddr_storage peer;
+	struct timespec qtime;
+	bool tcp, sampled;
 };
 
 /*
@@ -78,13 +90,17 @@ static void forward_done(void *arg, const struct ndc_fwd_result *res)
 	}
 	if (w->lg.on)
 		ndc_qlog_end(&w->lg, &w->q, reply_buf, len, err < 0 ? "error" : "upstream");
+	if (r->obs.answered)
+		r->obs.answered(r->obs.arg, &w->peer, w->tcp, &w->q, err < 0 ? "error" : "upstream",
+				reply_buf, len, w->sampled, &w->qtime);
 	r->io.complete(w->pending, reply_buf, len);
 	free(w);
 }
 
 static enum ndc_verdict forward(struct ndc_resolver *r, struct ndc_socket_req *req,
 				const struct ndc_query *q, size_t limit, const struct ndc_qlog *lg,
-				uint8_t *out, size_t cap, size_t *ret_len)
+				const struct observed *ob, uint8_t *out, size_t cap,
+				size_t *ret_len)
 {
 	struct waiter *w;
 	int err;
@@ -105,6 +121,14 @@ static enum ndc_verdict forward(struct ndc_resolver *r, struct ndc_socket_req *r
 	w->lg.on = false;
 	if (lg)
 		w->lg = *lg;
+	w->peer.ss_family = 0;
+	w->tcp = w->sampled = false;
+	if (ob) {
+		w->peer = ob->peer;
+		w->qtime = ob->qtime;
+		w->tcp = ob->tcp;
+		w->sampled = ob->sampled;
+	}
 	/* Options live in the request buffer, which is gone by the time the answer comes back. */
 	w->q.edns_opts_len = 0;
 	err = ndc_forwarder_resolve(r->fwd, q->lname, q->qname_len, q->qtype, q->qclass,
@@ -143,8 +167,8 @@ static bool client_allowed(struct ndc_resolver *r, const struct ndc_socket_req *
  */
 static enum ndc_verdict handle(struct ndc_resolver *r, struct ndc_socket_req *req,
 			       const uint8_t *msg, size_t len, struct ndc_query *q,
-			       const struct ndc_qlog *lg, uint8_t *out, size_t cap, size_t *ret_len,
-			       const char **ret_source)
+			       const struct ndc_qlog *lg, const struct observed *ob, uint8_t *out,
+			       size_t cap, size_t *ret_len, const char **ret_source)
 {
 	struct ndc_answer *a = &scratch.a;
 	enum ndc_verdict v;
@@ -212,7 +236,7 @@ static enum ndc_verdict handle(struct ndc_resolver *r, struct ndc_socket_req *re
 		*ret_source = "limited";
 		return error_reply(r, q, NDC_RCODE_SERVFAIL, out, cap, ret_len);
 	}
-	v = forward(r, req, q, limit, lg, out, cap, ret_len);
+	v = forward(r, req, q, limit, lg, ob, out, cap, ret_len);
 	*ret_source = v == NDC_PENDING ? "upstream" : "error";
 	return v;
 
@@ -231,18 +255,38 @@ enum ndc_verdict ndc_resolver_handle(void *ctx, struct ndc_socket_req *req, cons
 	struct ndc_resolver *r = ctx;
 	uint32_t ppm = atomic_load_explicit(&r->qlog_ppm, memory_order_relaxed);
 	struct ndc_qlog lg = {.on = false};
+	struct observed ob = {.tcp = false};
 	const char *source;
 	struct ndc_query q;
 	enum ndc_verdict v;
 
 	count(r, queries);
+	q.qname_len = 0;
+	q.question_ok = false;
+	if (r->obs.answered) {
+		ob.tcp = r->io.is_tcp(req);
+		if (r->io.peer(req, &ob.peer) < 0)
+			ob.peer.ss_family = 0;
+		/* the time is dnstap's (obs.query): counting alone reads no clock */
+		if (r->obs.query) {
+			clock_gettime(CLOCK_REALTIME, &ob.qtime);
+			ob.sampled =
+			    r->obs.query(r->obs.arg, &ob.peer, ob.tcp, msg, len, &ob.qtime);
+		}
+	}
 	if (ppm && ndc_qlog_sampled(ppm)) {
 		struct sockaddr_storage peer;
 
 		ndc_qlog_begin(&lg, r->io.is_tcp(req), r->io.peer(req, &peer) < 0 ? NULL : &peer,
 			       len);
 	}
-	v = handle(r, req, msg, len, &q, lg.on ? &lg : NULL, out, cap, ret_len, &source);
+	v = handle(r, req, msg, len, &q, lg.on ? &lg : NULL, r->obs.answered ? &ob : NULL, out, cap,
+		   ret_len, &source);
+	/* Forwarded queries are told when answered (forward_done). */
+	if (r->obs.answered && v != NDC_PENDING)
+		r->obs.answered(r->obs.arg, &ob.peer, ob.tcp, &q, source,
+				v == NDC_SEND ? out : NULL, v == NDC_SEND ? *ret_len : 0,
+				ob.sampled, &ob.qtime);
 	/* Forwarded queries are logged when answered; dropped ones have no reply to log. */
 	if (lg.on && v == NDC_SEND)
 		ndc_qlog_end(&lg, &q, out, *ret_len, source);
@@ -281,6 +325,14 @@ const struct ndc_records *ndc_resolver_set_records(struct ndc_resolver *r,
 	/* Every query that may still read the old table finishes before it is handed back. */
 	ndc_rcu_synchronize();
 	return old;
+}
+
+void ndc_resolver_set_observer(struct ndc_resolver *r, const struct ndc_query_observer *obs)
+{
+	if (obs)
+		r->obs = *obs;
+	else
+		memset(&r->obs, 0, sizeof(r->obs));
 }
 
 void ndc_resolver_set_limiter(struct ndc_resolver *r, struct ndc_ratelimit *rl)

@@ -333,6 +333,9 @@ static int conn_queue(struct ndc_forwarder *f, struct fwd_conn *c, struct reques
 	if (err)
 		return err;
 	ndc_put16(c->wbuf + c->wlen, (uint16_t)qlen); /* RFC 1035 4.2.2 framing */
+	if (f->tap)
+		f->tap(f->tap_arg, false, true, &up_of(r, r->up)->addr, c->wbuf + c->wlen + 2,
+		       qlen);
 	c->wlen += qlen + 2;
 	conn_link(c, r);
 	if (!c->quiet_since) {
@@ -451,6 +454,8 @@ static void conn_message(struct ndc_forwarder *f, struct fwd_conn *c, const uint
 		ndc_fwd_bad_answer(f, r, err);
 		return;
 	}
+	if (f->tap)
+		f->tap(f->tap_arg, true, true, &up_of(r, r->up)->addr, msg, len);
 	f->ops->accept_answer(f, r, f->ans);
 }
 

@@ -48,6 +48,8 @@ int ndc_fwd_udp_start(struct ndc_forwarder *f, struct request *r)
 		close(fd);
 		return err;
 	}
+	if (f->tap)
+		f->tap(f->tap_arg, false, false, ss, q, qlen);
 	r->fd = fd;
 	r->st = ATT_UDP;
 	ndc_fwd_timer_append(f, r);
@@ -116,6 +118,8 @@ void ndc_fwd_on_udp(struct ndc_forwarder *f, struct request *r)
 			ndc_fwd_bad_answer(f, r, err); /* our ID and question: no spoofer's */
 			return;
 		}
+		if (f->tap)
+			f->tap(f->tap_arg, true, false, &up_of(r, r->up)->addr, f->msg, (size_t)n);
 		f->ops->accept_answer(f, r, f->ans);
 		return;
 	}

@@ -27,7 +27,7 @@ static bool same_u16(const uint16_t *a, size_t na, const uint16_t *b, size_t nb)
  * cache, forward, log) or compared here. A field added to the struct without a decision here
  * fails this check at build time: say which it is, then update the size.
  */
-_Static_assert(sizeof(struct ndc_config) == 1520,
+_Static_assert(sizeof(struct ndc_config) == 1552,
 	       "a new config key: decide in control/reload/reload_diff.c whether it changes live "
 	       "or needs a restart");
 
@@ -75,6 +75,15 @@ static void restart_keys(const struct ndc_config *a, const struct ndc_config *r,
 		ndc_reload_list_add(list, "dataplane.dpdk");
 	if (strcmp(a->http.listen, r->http.listen))
 		ndc_reload_list_add(list, "http.listen");
+	/* Made at start by the agent's steps "observe" and "dnstap" (control/agent/observe.c). */
+	if (a->log.clients != r->log.clients)
+		ndc_reload_list_add(list, "log.clients");
+	if (a->log.clients_namespaces != r->log.clients_namespaces)
+		ndc_reload_list_add(list, "log.clients_namespaces");
+	if (!ndc_reload_same_str(a->log.dnstap.socket, r->log.dnstap.socket) ||
+	    a->log.dnstap.sample != r->log.dnstap.sample ||
+	    a->log.dnstap.kernel_sample != r->log.dnstap.kernel_sample)
+		ndc_reload_list_add(list, "log.dnstap");
 	if (a->workers != r->workers)
 		ndc_reload_list_add(list, "workers");
 	if (a->tcp_idle_ms != r->tcp_idle_ms)

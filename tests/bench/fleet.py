@@ -169,11 +169,14 @@ workers: 1
         self.p = None
         self.t_start = self.t_ready = None
 
-    def start(self, binary):
+    def start(self, binary, node=None):
         self.t_start = time.monotonic()
+        # node: env NODE_NAME, as the DaemonSet passes it: the agent also watches its node's
+        # pods (pod identity, issue 37), one more watch per agent
+        env = dict(os.environ, NODE_NAME=node) if node else None
         with open(self.log, "a") as lf:
             self.p = subprocess.Popen([binary, "--config", self.conf], stdout=subprocess.DEVNULL,
-                                      stderr=lf)
+                                      stderr=lf, env=env)
 
     def get(self, path, timeout=1.0):
         c = http.client.HTTPConnection("127.0.0.1", self.http, timeout=timeout)
@@ -354,6 +357,8 @@ def main():
     ap.add_argument("--refuse", default="", help="passed to the fake API server")
     ap.add_argument("--solo", action="store_true", help="first time one agent alone")
     ap.add_argument("--check", action="store_true")
+    ap.add_argument("--node-names", action="store_true",
+                    help="env NODE_NAME=node-<i> per agent: each also watches its node's pods")
     ap.add_argument("--api-port", type=int, default=16543)
     ap.add_argument("--ctl-port", type=int, default=16544)
     ap.add_argument("--http-base", type=int, default=19300)
@@ -412,7 +417,7 @@ def main():
             if when > time.monotonic():
                 wait_ready(agents[:i], when - time.monotonic())
             time.sleep(max(0.0, when - time.monotonic()))
-            g.start(a.ndcache)
+            g.start(a.ndcache, "node-%d" % i if a.node_names else None)
         if not wait_ready(agents, a.ready_max):
             failures.append("%d agents not ready within %ds" %
                             (sum(g.t_ready is None for g in agents), a.ready_max))

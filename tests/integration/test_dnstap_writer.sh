@@ -2,7 +2,8 @@
 # The dnstap writer (control/dnstap, issue 37 item 4) against Debian's own dnstap reader: Frame
 # Streams read by fstrm_capture (the bidirectional handshake, content type
 # protobuf:dnstap.Dnstap), the records decoded by dnstap-ldns and the raw frames by fstrm_dump.
-# The writer runs in a small driver (tests/integration/dnstap_driver.c), not yet in the agent.
+# The writer runs in a small driver (tests/integration/dnstap_driver.c); the agent's use of it is
+# tests/integration/test_dnstap.sh's.
 #   pairs:     200 CLIENT_QUERY/CLIENT_RESPONSE pairs with known names (q<i>.dnstap.test.),
 #              types (A, AAAA, TXT, MX by turns) and rcodes (NOERROR, NXDOMAIN, SERVFAIL by
 #              turns): dnstap-ldns shows all 400 in order with the client's address, and every

@@ -5,7 +5,9 @@
 # server restarted. Checks (tests/bench/fleet.py --check): every agent gets ready and answers
 # every change, and with the stream and the watch cache offered no agent makes a consistent list,
 # at start or after the restart; then, with both refused, each falls back to consistent lists and
-# still gets ready and answers. Every wait in fleet.py has a time limit; cleanup by trap.
+# still gets ready and answers. Each agent has env NODE_NAME (node-<i>), as the DaemonSet
+# passes it, so each also watches its node's pods (pod identity, issue 37): one watch more.
+# Every wait in fleet.py has a time limit; cleanup by trap.
 # Usage: tests/integration/test_fleet.sh BUILD_DIR
 set -u
 here=$(cd "$(dirname "$0")" && pwd)
@@ -38,7 +40,7 @@ fleet() { # ID NAME ARGS... (ID names the scratch directory)
 	in_node timeout -k 10 300 python3 "$root/tests/bench/fleet.py" --ndcache "$bin" \
 		--fakeapi "$root/tests/fakeapi/fake_apiserver.py" --certs "$TOPO_DIR/certs" \
 		--cluster "$TOPO_DIR/cluster" --dir "$TOPO_DIR/$id" --agents "$agents" \
-		--rollout-s 3 --check "$@" >"$TOPO_DIR/$id.out" 2>&1
+		--rollout-s 3 --node-names --check "$@" >"$TOPO_DIR/$id.out" 2>&1
 	rc=$?
 	sed -n '/^  [a-z]/p' "$TOPO_DIR/$id.out"
 	if [ $rc = 0 ]; then

@@ -18,6 +18,8 @@
 
 #include "config/config.h"
 
+#include "dnstap/dnstap.h"
+
 #define EXAMPLE "deploy/examples/ndcache.yaml"
 #define THIS_FILE "tests/unit/config/test_config.c"
 
@@ -768,6 +770,55 @@ static void test_load(void **state)
 }
 
 /* stub_domains and log: forms, then each error naming its key. */
+/* log.clients, log.clients_namespaces and log.dnstap (issue 37). */
+static void test_log_clients_dnstap(void **state)
+{
+	struct ndc_config cfg;
+
+	(void)state;
+	expect_ok("log: {level: info}\n", &cfg);
+	assert_true(cfg.log.clients);
+	assert_false(cfg.log.clients_namespaces);
+	assert_null(cfg.log.dnstap.socket);
+	assert_true(cfg.log.dnstap.sample == 1.0);
+	assert_true(cfg.log.dnstap.kernel_sample == 0.01);
+	ndc_config_free(&cfg);
+	expect_ok("log: {clients: false, clients_namespaces: true}\n", &cfg);
+	assert_false(cfg.log.clients);
+	assert_true(cfg.log.clients_namespaces);
+	ndc_config_free(&cfg);
+	expect_error("log: {clients: maybe}\n",
+		     "line 1: log.clients: expected true, false, yes or no, got 'maybe'");
+	expect_error("log: {dnstap: {sample: 0.5}}\n",
+		     "line 1: log.dnstap: socket is required (the dnstap reader's unix socket, "
+		     "e.g. /run/ndcache/dnstap.sock)");
+	expect_error("log: {dnstap: {socket: run/d.sock}}\n",
+		     "line 1: log.dnstap.socket: expected an absolute path of a unix socket (at "
+		     "most 107 bytes), got 'run/d.sock'");
+	if (!ndc_dnstap_available()) {
+		expect_error("log: {dnstap: {socket: /run/d.sock}}\n",
+			     "line 1: log.dnstap.socket: this build has no dnstap (libfstrm, "
+			     "libprotobuf-c and protoc-c were not found when it was built)");
+		return;
+	}
+	expect_ok("log: {dnstap: {socket: /run/d.sock, sample: 0.25, kernel_sample: 1e-3}}\n",
+		  &cfg);
+	assert_string_equal(cfg.log.dnstap.socket, "/run/d.sock");
+	assert_true(cfg.log.dnstap.sample == 0.25);
+	assert_true(cfg.log.dnstap.kernel_sample == 0.001);
+	ndc_config_free(&cfg);
+	expect_error(
+	    "log: {dnstap: {socket: /run/d.sock, sample: 1.5}}\n",
+	    "line 1: log.dnstap.sample: expected a rate from 0 to 1 (e.g. 0.01), got '1.5'");
+	expect_error(
+	    "log: {dnstap: {socket: /run/d.sock, kernel_sample: -0.1}}\n",
+	    "line 1: log.dnstap.kernel_sample: expected a rate from 0 to 1 (e.g. 0.01), got "
+	    "'-0.1'");
+	expect_error(
+	    "log: {dnstap: {socket: /run/d.sock, sample: nan}}\n",
+	    "line 1: log.dnstap.sample: expected a rate from 0 to 1 (e.g. 0.01), got 'nan'");
+}
+
 static void test_stub_domains_and_log(void **state)
 {
 	static const struct {
@@ -849,8 +900,10 @@ static void test_stub_domains_and_log(void **state)
 	expect_error("log: {sample: -0.5}\n",
 		     "line 1: log.sample: expected a fraction 0.000001..1 (e.g. 0.01), got "
 		     "'-0.5'");
-	expect_error("log: {format: json}\n",
-		     "line 1: log.format: unknown key (known keys: level, queries, sample)");
+	expect_error(
+	    "log: {format: json}\n",
+	    "line 1: log.format: unknown key (known keys: level, queries, sample, clients, "
+	    "clients_namespaces, dnstap)");
 }
 
 /* The kube-dns ConfigMap's two keys: what NodeLocal DNSCache takes, and errors naming the key. */
@@ -1002,6 +1055,7 @@ int main(void)
 	    cmocka_unit_test(test_error_syntax),
 	    cmocka_unit_test(test_error_keeps_parsed),
 	    cmocka_unit_test(test_stub_domains_and_log),
+	    cmocka_unit_test(test_log_clients_dnstap),
 	    cmocka_unit_test(test_kube_dns),
 	    cmocka_unit_test(test_forward_protocol_policy),
 	    cmocka_unit_test(test_use_kubeconfig),

@@ -412,6 +412,45 @@ static void test_not_found(void **state)
 	get_expect("http://127.0.0.1:9254", 404, "not found\n");
 }
 
+/* Pages added with ndc_http_add_page (the agent's /debug/top): exact paths, a failing page 500. */
+static int page_ok(void *arg, char **ret_body, size_t *ret_len)
+{
+	*ret_body = strdup(arg);
+	*ret_len = strlen(arg);
+	return *ret_body ? 0 : -ENOMEM;
+}
+
+static int page_fail(void *arg, char **ret_body, size_t *ret_len)
+{
+	(void)arg;
+	(void)ret_body;
+	(void)ret_len;
+	return -EIO;
+}
+
+static void test_pages(void **state)
+{
+	struct resp r;
+
+	(void)state;
+	assert_int_equal(
+	    ndc_http_add_page(srv, "/debug/top", "application/json", page_ok, "{\"clients\":[]}\n"),
+	    0);
+	assert_int_equal(ndc_http_add_page(srv, "/debug/top", "application/json", page_ok, ""),
+			 -EEXIST);
+	assert_int_equal(ndc_http_add_page(srv, "/debug/fail", "text/plain", page_fail, NULL), 0);
+	request("GET /debug/top HTTP/1.1\r\nHost: x\r\n\r\n", &r);
+	assert_response(&r, 200, "application/json", "{\"clients\":[]}\n");
+	resp_free(&r);
+	request("HEAD /debug/top?x=1 HTTP/1.1\r\nHost: x\r\n\r\n", &r);
+	assert_int_equal(r.status, 200);
+	assert_int_equal(r.body_len, 0);
+	resp_free(&r);
+	get_expect("/debug/fail", 500, "internal server error\n");
+	get_expect("/debug/topx", 404, "not found\n");
+	get_expect("/debug", 404, "not found\n");
+}
+
 static void test_methods(void **state)
 {
 	static const char *const reqs[] = {
@@ -976,6 +1015,7 @@ int main(void)
 	    cmocka_unit_test(test_metrics_http),
 	    cmocka_unit_test(test_metrics_sections),
 	    cmocka_unit_test(test_not_found),
+	    cmocka_unit_test(test_pages),
 	    cmocka_unit_test(test_methods),
 	    cmocka_unit_test(test_oversized),
 	    cmocka_unit_test(test_garbage),
