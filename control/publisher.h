@@ -89,7 +89,7 @@ void ndc_publisher_queue_limits(struct ndc_publisher *p, uint32_t max_entries, u
 void ndc_publisher_stats(struct ndc_publisher *p, struct ndc_publisher_stats *ret);
 
 /* ndcache_fastpath_table_full_total, ndcache_fastpath_too_big_total, ndcache_kernel_expiry_tracked,
- * ndcache_publisher_queue_*: an ndc_http_metrics_fn (metrics/metrics.h) over a publisher. */
+ * ndcache_publisher_queue_*: an ndc_metrics_fn (metrics/metrics.h) over a publisher. */
 struct ndc_metrics_buf;
 void ndc_publisher_metrics(void *pub, struct ndc_metrics_buf *b);
 

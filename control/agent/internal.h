@@ -159,7 +159,7 @@ void ndc_agent_source_free(struct source *src);
 /* The reload's records.* hook (reload.h's rebuild), arg the agent. */
 int ndc_agent_rebuild_records(void *arg, const struct ndc_config *cfg);
 /* ndcache_records, _synced, _records_bytes, _records_overlay_names and the source's sections:
- * an ndc_http_metrics_fn over the agent. */
+ * an ndc_metrics_fn over the agent. */
 void ndc_agent_records_metrics(void *arg, struct ndc_metrics_buf *b);
 
 /* ---- dataplane.c ---- */
@@ -182,7 +182,7 @@ void ndc_agent_dataplane_quiesce(struct agent *ag);
  * successor its part). Again: nothing.
  */
 void ndc_agent_dataplane_close(struct agent *ag);
-/* The socket server's, the fast path's and DPDK's samples: an ndc_http_metrics_fn over the
+/* The socket server's, the fast path's and DPDK's samples: an ndc_metrics_fn over the
  * agent. */
 void ndc_agent_dataplane_metrics(void *arg, struct ndc_metrics_buf *b);
 
@@ -217,7 +217,7 @@ bool ndc_agent_upstream_unready(void *fwd, char *why, size_t len);
 /* At start: the warning when dataplane.failopen goes to an upstream on loopback (fastpath: the
  * fast path is loaded, so fail-open would be in effect). */
 void ndc_agent_failopen_check(const struct ndc_config *cfg, bool fastpath);
-/* ndcache_failopen_loopback_upstream: an ndc_http_metrics_fn over the agent. */
+/* ndcache_failopen_loopback_upstream: an ndc_metrics_fn over the agent. */
 void ndc_agent_failopen_metrics(void *arg, struct ndc_metrics_buf *b);
 /* cache.prefetch and forward.per_client, once the forwarder runs. 0 or -errno, logged. */
 int ndc_agent_upstream_share_start(struct agent *ag);

@@ -21,7 +21,7 @@
  * - No logging per request: garbage from the network must not fill the log. A failing metrics
  *   callback (a bug, e.g. an invalid metric name) is logged each time /metrics answers 500.
  *
- * The metrics text itself (ndc_metric*, the families and their checks, ndc_http_render_metrics)
+ * The metrics text itself (ndc_metric*, the families and their checks, ndc_metrics_render)
  * is built in http_metrics.c: it never touches a socket and tests call it without a server.
  */
 #include <errno.h>
@@ -80,7 +80,7 @@ struct ndc_http {
 	atomic_bool ready;
 	_Atomic(ndc_http_unready_fn) unready;
 	void *_Atomic unready_arg;
-	ndc_http_metrics_fn fn;
+	ndc_metrics_fn fn;
 	void *arg;
 	pthread_mutex_t src_lock; /* sources added while /metrics renders */
 	struct ndc_metrics_source src[NDC_HTTP_SOURCES_MAX];
@@ -408,7 +408,7 @@ static void handle_request(struct ndc_http *h, struct conn *c, const char *p, co
 	if (path_is(path, plen, "/metrics")) {
 		char *text;
 		size_t len;
-		int r = ndc_http_render_metrics(write_metrics, h, &text, &len);
+		int r = ndc_metrics_render(write_metrics, h, &text, &len);
 
 		if (r < 0) {
 			ndc_warn("http: /metrics: rendering failed: %s", strerror(-r));
@@ -722,14 +722,13 @@ static int take_listener(int *fds, size_t n, const struct sockaddr_storage *ss, 
 	return -1;
 }
 
-int ndc_http_start(const char *listen_addr, ndc_http_metrics_fn fn, void *arg,
-		   struct ndc_http **ret)
+int ndc_http_start(const char *listen_addr, ndc_metrics_fn fn, void *arg, struct ndc_http **ret)
 {
 	return ndc_http_start_inherit(listen_addr, NULL, 0, fn, arg, ret);
 }
 
 int ndc_http_start_inherit(const char *listen_addr, int *inherit, size_t n_inherit,
-			   ndc_http_metrics_fn fn, void *arg, struct ndc_http **ret)
+			   ndc_metrics_fn fn, void *arg, struct ndc_http **ret)
 {
 	struct sockaddr_storage ss;
 	socklen_t sl;

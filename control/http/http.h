@@ -26,7 +26,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "metrics/metrics.h" /* what /metrics serves: ndc_http_metrics_fn, sources */
+#include "metrics/metrics.h" /* what /metrics serves: ndc_metrics_fn, sources */
 
 #define NDC_HTTP_CONN_MAX 64
 #define NDC_HTTP_HEADER_MAX 8192 /* request line + headers, bytes */
@@ -40,7 +40,7 @@ struct ndc_http;
  * not ready. fn may be NULL (empty /metrics). Returns 0, -EINVAL for a malformed address, or the
  * socket/bind/listen error (-EADDRINUSE, -EADDRNOTAVAIL, ...), logged once with the address.
  */
-int ndc_http_start(const char *listen, ndc_http_metrics_fn fn, void *arg, struct ndc_http **ret);
+int ndc_http_start(const char *listen, ndc_metrics_fn fn, void *arg, struct ndc_http **ret);
 
 /* The bound port (host order). */
 uint16_t ndc_http_port(const struct ndc_http *h);
@@ -82,8 +82,8 @@ void ndc_http_stop(struct ndc_http *h);
  * ndc_http_start, but a listening socket among inherit (handed over by a predecessor) that is
  * bound to the same address is used instead of a new one, and set to -1 there.
  */
-int ndc_http_start_inherit(const char *listen, int *inherit, size_t n_inherit,
-			   ndc_http_metrics_fn fn, void *arg, struct ndc_http **ret);
+int ndc_http_start_inherit(const char *listen, int *inherit, size_t n_inherit, ndc_metrics_fn fn,
+			   void *arg, struct ndc_http **ret);
 
 /* The listening socket, for a successor (stays ours). */
 int ndc_http_fd(const struct ndc_http *h);

@@ -139,7 +139,7 @@ struct ndc_k8s_watch_stats {
 };
 void ndc_k8s_watch_stats(struct ndc_k8s_watch *w, struct ndc_k8s_watch_stats *ret);
 
-/* ndcache_k8s_relists_total .. ndcache_k8s_sync_fallbacks_total: an ndc_http_metrics_fn
+/* ndcache_k8s_relists_total .. ndcache_k8s_sync_fallbacks_total: an ndc_metrics_fn
  * (metrics/metrics.h) over a watch (NULL: zeros). */
 struct ndc_metrics_buf;
 void ndc_k8s_watch_metrics(void *watch, struct ndc_metrics_buf *b);

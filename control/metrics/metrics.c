@@ -2,9 +2,9 @@
 /*
  * The Prometheus text exposition format 0.0.4 behind /metrics: ndc_metric, ndc_metric_u64 and
  * ndc_metric_histogram append samples to a buffer of families (grouped by name, as the format
- * requires), with name and label checks and a sticky error; ndc_http_render_metrics joins them
+ * requires), with name and label checks and a sticky error; ndc_metrics_render joins them
  * into the response body. Kept apart from the server (control/http/), which only calls
- * ndc_http_render_metrics: building the text involves no socket, and tests and debugging dumps
+ * ndc_metrics_render: building the text involves no socket, and tests and debugging dumps
  * use it without a server.
  */
 #include <errno.h>
@@ -309,7 +309,7 @@ void ndc_metric_fields(struct ndc_metrics_buf *b, const struct ndc_metric_field 
 	}
 }
 
-int ndc_http_render_metrics(ndc_http_metrics_fn fn, void *arg, char **ret_text, size_t *ret_len)
+int ndc_metrics_render(ndc_metrics_fn fn, void *arg, char **ret_text, size_t *ret_len)
 {
 	struct ndc_metrics_buf b = {0};
 	char *text = NULL;

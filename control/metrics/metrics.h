@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * The Prometheus text exposition format 0.0.4: every subsystem writes its figures with these
- * calls into a buffer, and the HTTP server (http/http.h) serves what ndc_http_render_metrics
+ * calls into a buffer, and the HTTP server (http/http.h) serves what ndc_metrics_render
  * makes of them at /metrics. Building the text involves no socket: a subsystem that exports
  * metrics includes this header, not the server's; tests and debugging dumps use it without one.
  */
@@ -19,7 +19,7 @@ struct ndc_metrics_buf;
  * Appends the metrics text to b with ndc_metric / ndc_metric_u64. Runs on the HTTP thread, once
  * per /metrics request (and HEAD), so it must be safe against the threads that own the numbers.
  */
-typedef void (*ndc_http_metrics_fn)(void *arg, struct ndc_metrics_buf *b);
+typedef void (*ndc_metrics_fn)(void *arg, struct ndc_metrics_buf *b);
 
 /*
  * Adds one sample "name{labels} value". The first sample of a name also writes its "# HELP" and
@@ -79,12 +79,12 @@ void ndc_metric_fields(struct ndc_metrics_buf *b, const struct ndc_metric_field 
 
 /*
  * One subsystem's section of /metrics: each subsystem writes its own figures (write, an
- * ndc_http_metrics_fn over arg), the agent only registers them (ndc_http_add_metrics). name says
+ * ndc_metrics_fn over arg), the agent only registers them (ndc_http_add_metrics). name says
  * whose section it is, for logs.
  */
 struct ndc_metrics_source {
 	const char *name;
-	ndc_http_metrics_fn write;
+	ndc_metrics_fn write;
 	void *arg;
 };
 
@@ -93,6 +93,6 @@ struct ndc_metrics_source {
  * without the NUL; free() it). Returns 0 or the buffer's sticky error (then *ret_text is NULL).
  * What /metrics serves; also for tests and debugging dumps.
  */
-int ndc_http_render_metrics(ndc_http_metrics_fn fn, void *arg, char **ret_text, size_t *ret_len);
+int ndc_metrics_render(ndc_metrics_fn fn, void *arg, char **ret_text, size_t *ret_len);
 
 #endif

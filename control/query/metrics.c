@@ -2,7 +2,7 @@
 /*
  * The query path's sections of /metrics: the resolver's answers, the cache, the forwarder and
  * each upstream it uses, prefetch and forward.per_client. Each function is an
- * ndc_http_metrics_fn (http.h) over its module's object; the agent registers them. They read the
+ * ndc_metrics_fn (http.h) over its module's object; the agent registers them. They read the
  * modules' stats functions only, so the modules never call back here.
  */
 #include <stdio.h>

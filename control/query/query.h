@@ -534,7 +534,7 @@ void ndc_forwarder_set_tap(struct ndc_forwarder *f, ndc_fwd_tap_fn fn, void *arg
  */
 
 /*
- * The query path's sections, each an ndc_http_metrics_fn (metrics/metrics.h) over its object: the
+ * The query path's sections, each an ndc_metrics_fn (metrics/metrics.h) over its object: the
  * resolver's queries and answers by source; the cache; the forwarder with one set of
  * ndcache_upstream_* samples per upstream in use; ndcache_prefetch_*; forward.per_client's
  * ndcache_per_client_* (ndcache_upstream_limited_total: reason per_client here, max_pending in

@@ -69,7 +69,7 @@ struct ndc_k8s_store_stats {
 };
 void ndc_k8s_store_stats(struct ndc_k8s_store *s, struct ndc_k8s_store_stats *ret);
 
-/* ndcache_k8s_objects, ndcache_records_*, ndcache_programming_latency_*: an ndc_http_metrics_fn
+/* ndcache_k8s_objects, ndcache_records_*, ndcache_programming_latency_*: an ndc_metrics_fn
  * (metrics/metrics.h) over a store. */
 struct ndc_metrics_buf;
 void ndc_k8s_store_metrics(void *store, struct ndc_metrics_buf *b);

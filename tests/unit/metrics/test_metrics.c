@@ -66,11 +66,11 @@ static void test_metrics_histogram(void **state)
 	size_t len;
 
 	(void)state;
-	assert_int_equal(ndc_http_render_metrics(render_histogram_ok, NULL, &text, &len), 0);
+	assert_int_equal(ndc_metrics_render(render_histogram_ok, NULL, &text, &len), 0);
 	assert_string_equal(text, want);
 	free(text);
 	text = NULL;
-	assert_int_equal(ndc_http_render_metrics(render_histogram, NULL, &text, &len), -EINVAL);
+	assert_int_equal(ndc_metrics_render(render_histogram, NULL, &text, &len), -EINVAL);
 	assert_null(text);
 }
 
@@ -95,13 +95,13 @@ static void test_metrics_render(void **state)
 	size_t len = 0;
 
 	(void)state;
-	assert_int_equal(ndc_http_render_metrics(render_sample, NULL, &text, &len), 0);
+	assert_int_equal(ndc_metrics_render(render_sample, NULL, &text, &len), 0);
 	assert_string_equal(text, want);
 	assert_int_equal(len, strlen(want));
 	free(text);
 
 	/* No callback: an empty page. */
-	assert_int_equal(ndc_http_render_metrics(NULL, NULL, &text, &len), 0);
+	assert_int_equal(ndc_metrics_render(NULL, NULL, &text, &len), 0);
 	assert_int_equal(len, 0);
 	assert_string_equal(text, "");
 	free(text);
@@ -123,7 +123,7 @@ static void test_metrics_doubles(void **state)
 	size_t len;
 
 	(void)state;
-	assert_int_equal(ndc_http_render_metrics(render_doubles, (void *)v, &text, &len), 0);
+	assert_int_equal(ndc_metrics_render(render_doubles, (void *)v, &text, &len), 0);
 	p = strstr(text, "d 0.30000000000000004\nd 0.3333333333333333\nd 9007199254740992\n");
 	assert_non_null(p);
 	p = text;
@@ -199,12 +199,12 @@ static void test_metrics_errors(void **state)
 
 	(void)state;
 	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
-		assert_int_equal(
-		    ndc_http_render_metrics(render_bad, (void *)&cases[i], &text, &len), -EINVAL);
+		assert_int_equal(ndc_metrics_render(render_bad, (void *)&cases[i], &text, &len),
+				 -EINVAL);
 		assert_string_equal(text, "unchanged");
 	}
-	assert_int_equal(ndc_http_render_metrics(render_conflict, NULL, &text, &len), -EINVAL);
-	assert_int_equal(ndc_http_render_metrics(render_huge, &n, &text, &len), -E2BIG);
+	assert_int_equal(ndc_metrics_render(render_conflict, NULL, &text, &len), -EINVAL);
+	assert_int_equal(ndc_metrics_render(render_huge, &n, &text, &len), -E2BIG);
 	assert_int_equal(n, 8192);
 	assert_string_equal(text, "unchanged");
 }
