@@ -37,7 +37,7 @@ static int config_fd_of(__u32 prog_id)
 	}
 	info.nr_map_ids = n;
 	info.map_ids = (__u64)(unsigned long)ids;
-	if (bpf_prog_get_info_by_fd(pfd, &info, &len) < 0) {
+	if (bpf_obj_get_info_by_fd(pfd, &info, &len) < 0) {
 		fprintf(stderr, "fp_observe: program %u: %s\n", prog_id, strerror(errno));
 		goto out;
 	}
@@ -48,7 +48,7 @@ static int config_fd_of(__u32 prog_id)
 
 		if (fd < 0)
 			continue;
-		if (bpf_map_get_info_by_fd(fd, &mi, &mlen) == 0 &&
+		if (bpf_obj_get_info_by_fd(fd, &mi, &mlen) == 0 &&
 		    strcmp(mi.name, "ndc_config") == 0 &&
 		    mi.value_size == sizeof(struct ndc_fp_config))
 			r = fd;
