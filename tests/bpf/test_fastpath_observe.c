@@ -6,7 +6,8 @@
  * addresses than entries) never failing a query; the sampled answers (ring ndc_samples,
  * ndc_fastpath_samples_poll) at the configured rate, each the reply byte for byte with its client,
  * and none at rate 0. Runs pinned to one CPU (BPF_PROG_TEST_RUN runs the program on the calling
- * CPU). Needs root (exit 77 otherwise).
+ * CPU). Needs root (exit 77 otherwise). NDC_TEST_OBJECT=FILE runs another build of the BPF object
+ * (ndc_fastpath_opts object), e.g. one with a planted bug, to see the test fail.
  */
 #include <stdarg.h>
 #include <stddef.h>
@@ -22,6 +23,7 @@
 #include <string.h>
 #include <unistd.h>
 #include <sys/socket.h>
+#include <sys/uio.h>
 #include <linux/bpf.h>
 #include <linux/pkt_cls.h>
 
@@ -64,6 +66,31 @@ static int publish_one(void *arg, const uint8_t *lname, size_t nlen, uint16_t qt
 	return ndc_fastpath_publish(env.fp, lname, nlen, qtype, a, 0);
 }
 
+/* NDC_TEST_OBJECT's bytes into *obj (NULL: none set). */
+static const struct iovec *object_from_env(struct iovec *obj)
+{
+	const char *path = getenv("NDC_TEST_OBJECT");
+	FILE *f;
+	long n;
+
+	if (!path || !*path)
+		return NULL;
+	f = fopen(path, "rb");
+	assert_non_null(f);
+	assert_int_equal(fseek(f, 0, SEEK_END), 0);
+	n = ftell(f);
+	assert_true(n > 0);
+	rewind(f);
+	obj->iov_base = malloc((size_t)n);
+	assert_non_null(obj->iov_base);
+	assert_int_equal(fread(obj->iov_base, 1, (size_t)n, f), (size_t)n);
+	obj->iov_len = (size_t)n;
+	fclose(f);
+	return obj;
+}
+
+static struct iovec planted;
+
 static int setup(void **state)
 {
 	struct ndc_ip addrs[2] = {{.family = AF_INET}, {.family = AF_INET6}};
@@ -94,6 +121,7 @@ static int setup(void **state)
 	    .max_entries = 4096,
 	    .pin_dir = env.pin_dir,
 	    .clients = true,
+	    .object = object_from_env(&planted),
 	};
 	assert_int_equal(ndc_fastpath_open(&fo, &env.fp), 0);
 	env.prog[TC] = ndc_fastpath_prog_fd(env.fp, NDC_FP_ATTACH_TC);
@@ -112,6 +140,7 @@ static int teardown(void **state)
 	ndc_fastpath_close(env.fp);
 	ndc_records_free(env.rec);
 	ndc_k8s_objects_free(&env.objs);
+	free(planted.iov_base);
 	return 0;
 }
 
