@@ -70,9 +70,9 @@ __u64 ndc_samples_lost = 0;
  * The kernel's backend of the answer core (ndc_answer.h): the config and counters of ndc_maps.h,
  * and the table read into the per-CPU scratch (ndc_table.h), whose answers are always s->v. The
  * slot an answer came from is kept for its hit count. A query's client (ndc_be_client) is kept
- * with what was counted for it, and its per-client counts are written once the core is done
- * (ndc_handle): one map lookup at the end instead of a lookup whose two outcomes the verifier
- * would have to carry through every step after it.
+ * in the scratch with what was counted for it, and its per-client counts are written once the core
+ * is done (ndc_handle): one map lookup at the end instead of a lookup whose two outcomes (found or
+ * not) the verifier would have to carry through every step after it.
  */
 struct ndc_be {
 	const struct ndc_fp_config *cfg;
