@@ -42,7 +42,7 @@
 #                     loaded program's config flag, set by tests/bench/fp_observe.c once it
 #                     started; default: as the agent set it); --base-clients on|off the same
 #                     for base-tc and -xdp: one build, both settings in one run with
-#                     --base-build BUILD
+#                     --base-build BUILD (what was set: OUT/fp_observe.log)
 #   --build DIR       meson build dir (default build-lat; set up with -Dbpf=enabled if missing)
 #   --out DIR         results (default BUILD/latency): latency.txt/.csv/.json, samples, logs
 #   --quick           development run: 1 repeat, 4 s
@@ -181,7 +181,8 @@ if [ -z "${NDC_LATENCY_TOPO:-}" ]; then
 		tests/bench/bpf/ndc_reflector_load.bpf.o tests/bench_prober tests/bench_memlat \
 		tests/bench_fp_observe
 	: >"$results"
-	rm -rf "$out"/latency.{txt,csv,json} "$out/memory.txt" "$out/samples" "$out/logs"
+	rm -rf "$out"/latency.{txt,csv,json} "$out/memory.txt" "$out/samples" "$out/logs" \
+		"$out/fp_observe.log"
 	stats_prev=$(sysctl -n kernel.bpf_stats_enabled) || die "no kernel.bpf_stats_enabled"
 
 	# shellcheck source=SCRIPTDIR/../integration/lib.sh
@@ -277,7 +278,7 @@ observe_set() {
 	[ -n "$setting" ] || return 0
 	for id in $(progs_snap | python3 -c 'import json, sys
 print(" ".join(str(p["id"]) for p in json.load(sys.stdin).values() if p["name"].startswith("ndc_")))'); do
-		"$fp_observe" "$id" "$setting" >>"$work/fp_observe.log" || return 1
+		"$fp_observe" "$id" "$setting" >>"$out/fp_observe.log" || return 1
 		n=$((n + 1))
 	done
 	[ "$n" -gt 0 ]
