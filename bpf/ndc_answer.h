@@ -14,7 +14,9 @@
  *     for the lcore to count.
  *
  * Steps: ndc_answer_l4 (layers 2 to 4), the query's header, name and tail (ndc_dns.h),
- * ndc_answer_lookup (the lookup order), then the reply written over the query.
+ * ndc_answer_lookup (the lookup order), then the reply written over the query. What it observes
+ * for the operator (issue 37) is the backend's too: ndc_be_client names the client of every
+ * query to us, ndc_be_count then says what became of it, ndc_be_reply shows the reply as sent.
  */
 #ifndef NDC_ANSWER_H
 #define NDC_ANSWER_H
@@ -78,6 +80,19 @@ static __always_inline __u64 ndc_be_now(struct ndc_be *be);
 static __always_inline void ndc_be_count(struct ndc_be *be, __u32 idx);
 /* v, found by ndc_be_get or ndc_be_nx, was sent: for the backend's hit counts (prefetch). */
 static __always_inline void ndc_be_answered(struct ndc_be *be, const struct ndc_fp_value *v);
+/*
+ * A UDP query to one of the config's addresses and its port (or a fragment to the address): from
+ * l3's source and pk->sport (0 when unread). Every one is counted by ndc_be_count afterwards,
+ * once: the per-client counts' hook (kernel: map ndc_clients).
+ */
+static __always_inline void ndc_be_client(struct ndc_be *be, const struct ndc_l3 *l3,
+					  const struct ndc_pkt *pk);
+/*
+ * The reply is written, dns_len bytes of DNS message at dns_off in the frame, about to be sent:
+ * the sampled answers' hook (kernel: ring buffer ndc_samples).
+ */
+static __always_inline void ndc_be_reply(struct ndc_be *be, void *ctx, const enum ndc_hook hook,
+					 __u32 dns_off, __u32 dns_len);
 #ifdef __clang__
 #pragma clang diagnostic pop
 #endif
@@ -117,6 +132,9 @@ static __always_inline int ndc_answer_l4(void *ctx, const enum ndc_hook hook, st
 	if (!ndc_l3_ours(cfg, &l3))
 		return NDC_NOT_OURS;
 	why = ndc_parse_udp(&c, cfg, &l3, ctx_len(ctx, hook), pk);
+	if (why == NDC_NOT_OURS)
+		return why;
+	ndc_be_client(be, &l3, pk);
 	if (why != NDC_GO)
 		return why;
 	/* tc: a query whose payload is not in the linear part (rare for a small datagram) */
@@ -283,6 +301,7 @@ static __always_inline int ndc_answer_frame(void *ctx, const enum ndc_hook hook,
 	}
 	ndc_be_count(be, hit);
 	ndc_be_answered(be, v);
+	ndc_be_reply(be, ctx, hook, pk.l4_off + sizeof(struct udphdr), reply_len);
 	*ret_why = NDC_GO;
 	return ctx_reply(ctx, hook, cfg->flags & NDC_FP_C_REDIRECT_PEER);
 }

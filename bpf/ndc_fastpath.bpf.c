@@ -23,22 +23,71 @@
  * at variable offsets. Per CPU is enough: tc ingress and XDP run with bottom halves disabled and do
  * not nest on one CPU.
  */
+struct ndc_kscratch {
+	struct ndc_fp_scratch s;
+	/* the query's client (ndc_be_client), kept here and not on the stack, which is full */
+	struct ndc_fp_client_key client;
+	__u32 counted;	    /* what ndc_be_count counted last */
+	__u32 sport;	    /* __be16 */
+	__u32 count_client; /* count it per client */
+	__u32 pad;
+};
+
 struct {
 	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
 	__uint(max_entries, 1);
 	__type(key, __u32);
-	__type(value, struct ndc_fp_scratch);
+	__type(value, struct ndc_kscratch);
 } ndc_scratch SEC(".maps");
+
+/*
+ * Queries per client (abi.h, struct ndc_fp_client_counts): per CPU, so that a count is a plain
+ * add; LRU, so that the table stays bounded and a new client always gets counted. Not pinned:
+ * user space reads it through the loader (ndc_fastpath_clients).
+ */
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_PERCPU_HASH);
+	__uint(max_entries, NDC_FP_CLIENTS_MAX);
+	__type(key, struct ndc_fp_client_key);
+	__type(value, struct ndc_fp_client_counts);
+} ndc_clients SEC(".maps");
+
+/*
+ * Sampled answers (struct ndc_fp_sample_rec). A ring buffer, not a perf event array: one buffer
+ * for every CPU in arrival order, and a record reserved in place into which the helpers copy the
+ * reply from the frame, so bpf_perf_event_output's packet-append (which copies from the frame's
+ * first byte, headers and all, into per-CPU buffers) is not needed.
+ */
+struct {
+	__uint(type, BPF_MAP_TYPE_RINGBUF);
+	__uint(max_entries, NDC_FP_SAMPLES_BYTES);
+} ndc_samples SEC(".maps");
+
+/* Samples the ring had no room for (user space reads it: ndc_fastpath_samples_lost). */
+__u64 ndc_samples_lost = 0;
 
 /*
  * The kernel's backend of the answer core (ndc_answer.h): the config and counters of ndc_maps.h,
  * and the table read into the per-CPU scratch (ndc_table.h), whose answers are always s->v. The
- * slot an answer came from is kept for its hit count.
+ * slot an answer came from is kept for its hit count. A query's client (ndc_be_client) is kept
+ * in the scratch with what was counted for it, and its per-client counts are written once the core
+ * is done (ndc_handle): one map lookup at the end instead of a lookup whose two outcomes (found or
+ * not) the verifier would have to carry through every step after it.
  */
 struct ndc_be {
 	const struct ndc_fp_config *cfg;
 	struct ndc_fp_slot *sl;
+	struct ndc_kscratch *ks; /* once ndc_be_client or ndc_be_scratch looked it up */
 };
+
+static __always_inline struct ndc_kscratch *kscratch(struct ndc_be *be)
+{
+	__u32 zero = 0;
+
+	if (!be->ks)
+		be->ks = bpf_map_lookup_elem(&ndc_scratch, &zero);
+	return be->ks;
+}
 
 static __always_inline const struct ndc_fp_config *ndc_be_config(struct ndc_be *be)
 {
@@ -48,10 +97,9 @@ static __always_inline const struct ndc_fp_config *ndc_be_config(struct ndc_be *
 
 static __always_inline struct ndc_fp_scratch *ndc_be_scratch(struct ndc_be *be)
 {
-	__u32 zero = 0;
+	struct ndc_kscratch *ks = kscratch(be);
 
-	(void)be;
-	return bpf_map_lookup_elem(&ndc_scratch, &zero);
+	return ks ? &ks->s : NULL;
 }
 
 static __always_inline void ndc_be_keyed(struct ndc_be *be, struct ndc_fp_scratch *s,
@@ -92,7 +140,8 @@ static __always_inline __u64 ndc_be_now(struct ndc_be *be)
 
 static __always_inline void ndc_be_count(struct ndc_be *be, __u32 idx)
 {
-	(void)be;
+	if (be->ks)
+		be->ks->counted = idx;
 	count(idx);
 }
 
@@ -103,11 +152,147 @@ static __always_inline void ndc_be_answered(struct ndc_be *be, const struct ndc_
 		be->sl->hits++;
 }
 
+static __always_inline void ndc_be_client(struct ndc_be *be, const struct ndc_l3 *l3,
+					  const struct ndc_pkt *pk)
+{
+	struct ndc_kscratch *ks = kscratch(be);
+	__u32 *a;
+
+	if (!ks)
+		return; /* never: then the query is passed for want of the scratch, not counted */
+	a = (__u32 *)ks->client.addr;
+	/*
+	 * verifier: no branch on the config, which would make the verifier walk every step after
+	 * this once per outcome (counting on or off); the address is wanted by the samples too.
+	 */
+	ks->count_client = (be->cfg->flags / NDC_FP_C_CLIENTS) & 1;
+	ks->sport = pk->sport;
+	if (l3->daddr6) {
+		const __u32 *s = (const __u32 *)l3->saddr6;
+
+		a[0] = s[0];
+		a[1] = s[1];
+		a[2] = s[2];
+		a[3] = s[3];
+	} else {
+		a[0] = 0;
+		a[1] = 0;
+		a[2] = bpf_htonl(0xffff);
+		a[3] = l3->saddr4;
+	}
+}
+
+/*
+ * verifier: the per-client count and the sample are global functions, verified once on their own,
+ * not once for every path through the core that reaches them (it has thousands).
+ */
+
+/* The query's counts at its client k: one CPU's, a plain add (no nesting on a CPU). */
+__noinline int ndc_client_add(const struct ndc_fp_client_key *k, __u32 idx)
+{
+	__u64 answered = idx <= NDC_FP_NXDOMAIN, nx = idx == NDC_FP_NXDOMAIN;
+	struct ndc_fp_client_counts *c;
+
+	if (!k)
+		return 0;
+	c = bpf_map_lookup_elem(&ndc_clients, k);
+	if (!c) {
+		/* a new client, this CPU's counts; the LRU makes room. Raced: counted there. */
+		struct ndc_fp_client_counts first = {1, answered, nx, answered ^ 1};
+
+		if (!bpf_map_update_elem(&ndc_clients, k, &first, BPF_NOEXIST))
+			return 0;
+		c = bpf_map_lookup_elem(&ndc_clients, k);
+		if (!c)
+			return 0;
+	}
+	c->queries++;
+	c->answered += answered;
+	c->nxdomain += nx;
+	c->passed += answered ^ 1;
+	return 0;
+}
+
+/* dns_len bytes of DNS message at dns_off of the reply in ctx, to k at port: a sample record. */
+static __always_inline int sample_put(void *ctx, const enum ndc_hook hook, __u32 dns_off,
+				      __u32 dns_len, const struct ndc_fp_client_key *k, __u32 port)
+{
+	struct ndc_fp_sample_rec *r;
+	__u64 n;
+	long err;
+
+	if (!k)
+		return 0;
+	r = bpf_ringbuf_reserve(&ndc_samples, sizeof(*r), 0);
+	if (!r) {
+		__sync_fetch_and_add(&ndc_samples_lost, 1);
+		return 0;
+	}
+	/* verifier: 64 bits, so that the length checked is the register passed (no zero extension)
+	 */
+	n = dns_len;
+	barrier_var(n);
+	if (n > NDC_FP_SAMPLE_MSG_MAX)
+		n = NDC_FP_SAMPLE_MSG_MAX;
+	if (n < 1) {
+		bpf_ringbuf_discard(r, 0);
+		return 0;
+	}
+	if (hook == NDC_HOOK_XDP)
+		err = bpf_xdp_load_bytes(ctx, dns_off, r->msg, n);
+	else
+		err = bpf_skb_load_bytes(ctx, dns_off, r->msg, n);
+	if (err) {
+		bpf_ringbuf_discard(r, 0);
+		return 0;
+	}
+	r->ktime_ns = bpf_ktime_get_ns();
+	__builtin_memcpy(r->client, k->addr, sizeof(r->client));
+	r->client_port = (__be16)port;
+	r->len = (__u16)n;
+	r->pad = 0;
+	bpf_ringbuf_submit(r, 0);
+	return 0;
+}
+
+__noinline int ndc_sample_skb(struct __sk_buff *skb, __u32 dns_off, __u32 dns_len,
+			      const struct ndc_fp_client_key *k, __u32 port)
+{
+	return sample_put(skb, NDC_HOOK_TC, dns_off, dns_len, k, port);
+}
+
+__noinline int ndc_sample_xdp(struct xdp_md *xdp, __u32 dns_off, __u32 dns_len,
+			      const struct ndc_fp_client_key *k, __u32 port)
+{
+	return sample_put(xdp, NDC_HOOK_XDP, dns_off, dns_len, k, port);
+}
+
+static __always_inline void ndc_be_reply(struct ndc_be *be, void *ctx, const enum ndc_hook hook,
+					 __u32 dns_off, __u32 dns_len)
+{
+	__u32 sample = be->cfg->sample;
+
+	if (!sample || bpf_get_prandom_u32() >= sample)
+		return;
+	if (!be->ks)
+		return;
+	if (hook == NDC_HOOK_XDP)
+		ndc_sample_xdp(ctx, dns_off, dns_len, &be->ks->client, be->ks->sport);
+	else
+		ndc_sample_skb(ctx, dns_off, dns_len, &be->ks->client, be->ks->sport);
+}
+
 static __always_inline int ndc_handle(void *ctx, const enum ndc_hook hook, __u32 *ret_why)
 {
-	struct ndc_be be = {};
+	struct ndc_be be;
+	int verdict;
 
-	return ndc_answer_frame(ctx, hook, &be, ret_why);
+	be.sl = NULL;
+	be.ks = NULL;
+	verdict = ndc_answer_frame(ctx, hook, &be, ret_why);
+	if (be.ks && be.ks->count_client)
+		ndc_client_add(&be.ks->client, be.ks->counted);
+	return verdict;
 }
 
 #include "ndc_failopen.h"

@@ -25,12 +25,15 @@ struct ndc_pkt {
 	__u32 l4_off;
 	__u32 udp_len;
 	int v6;
+	__be16 sport; /* the UDP source port, once ndc_parse_udp read it; else 0 */
 };
 
 /* What ndc_parse_l3 found in the IP header. */
 struct ndc_l3 {
 	const struct in6_addr *daddr6; /* IPv6: the destination, in the frame; else NULL */
+	const struct in6_addr *saddr6; /* IPv6: the source, in the frame (with daddr6) */
 	__be32 daddr4;		       /* IPv4: the destination */
+	__be32 saddr4;		       /* IPv4: the source */
 	__u32 ip_payload;	       /* the bytes after the IP header, by the IP header */
 	__u8 tcp;		       /* a TCP segment: the caller's to decide */
 	__u8 pass_frag;		       /* IP options, an extension header or a later fragment */
@@ -82,6 +85,7 @@ static __always_inline int ndc_parse_l3(struct ndc_cursor *c, struct ndc_pkt *pk
 	__be16 proto = parse_eth(c);
 
 	pk->l3_off = c->off;
+	pk->sport = 0;
 	l3->daddr6 = NULL;
 	l3->tcp = 0;
 	l3->pass_frag = 0;
@@ -92,6 +96,7 @@ static __always_inline int ndc_parse_l3(struct ndc_cursor *c, struct ndc_pkt *pk
 		if (!iph)
 			return NDC_NOT_OURS;
 		l3->daddr4 = iph->daddr;
+		l3->saddr4 = iph->saddr;
 		pk->v6 = 0;
 		if (iph->protocol == IPPROTO_TCP) {
 			l3->tcp = 1;
@@ -110,6 +115,7 @@ static __always_inline int ndc_parse_l3(struct ndc_cursor *c, struct ndc_pkt *pk
 			return NDC_NOT_OURS;
 		l3->daddr4 = 0;
 		pk->v6 = 1;
+		l3->saddr6 = &ip6h->saddr;
 		if (ip6h->nexthdr == IPPROTO_TCP) {
 			l3->daddr6 = &ip6h->daddr;
 			l3->tcp = 1;
@@ -144,6 +150,7 @@ static __always_inline int ndc_parse_udp(struct ndc_cursor *c, const struct ndc_
 		return NDC_FP_PASS_FORMAT;
 	if (uh->dest != cfg->port)
 		return NDC_NOT_OURS;
+	pk->sport = uh->source;
 	if (l3->first_frag)
 		return NDC_FP_PASS_FRAG;
 	pk->udp_len = bpf_ntohs(uh->len);

@@ -113,6 +113,21 @@ static inline void ndc_be_answered(struct ndc_be *be, const struct ndc_fp_value 
 	(void)v;
 }
 
+static inline void ndc_be_client(struct ndc_be *be, const struct ndc_l3 *l3,
+				 const struct ndc_pkt *pk)
+{
+	/* per-client counts and sampled answers are the kernel's for now (issue 37) */
+	(void)be;
+	(void)l3;
+	(void)pk;
+}
+
+static inline void ndc_be_reply(struct ndc_be *be, void *ctx, const enum ndc_hook hook,
+				__u32 dns_off, __u32 dns_len)
+{
+	(void)be, (void)ctx, (void)hook, (void)dns_off, (void)dns_len;
+}
+
 int ndc_dpdk_answer(const struct ndc_dpdk_table *t, uint8_t *data, uint32_t len, uint32_t room,
 		    uint64_t now_ns, uint32_t *ret_len)
 {

@@ -21,8 +21,8 @@
 #include <ndc/answer_table.h>
 #include <ndc/dns_wire.h>
 #include <ndc/entry.h> /* the key and entry encoding (dataplane/base/) */
+#include <ndc/ip.h>
 
-struct ndc_ip;
 struct ndc_fp; /* not "ndc_fastpath": that is the libbpf skeleton's struct name */
 
 /*
@@ -70,6 +70,14 @@ struct ndc_fastpath_opts {
 	 * replaces.
 	 */
 	bool defer_attach;
+	/*
+	 * What the kernel shows of its queries (issue 37; ndc_fastpath_set_observe changes both
+	 * while it runs): clients, count them per source address (log.clients); kernel_sample, the
+	 * share of its answers copied out for ndc_fastpath_samples_poll, 0 to 1
+	 * (log.dnstap.kernel_sample; 0: none).
+	 */
+	bool clients;
+	double kernel_sample;
 	/* Tests only: the bytes of another build of the BPF object (same programs, maps and
 	 * globals, e.g. one with a planted bug) instead of the one built in; NULL for that. */
 	const struct iovec *object;
@@ -160,6 +168,56 @@ struct ndc_fastpath_table_stats {
 	uint64_t rare_keys, common_slots; /* the regions (include/ndc/abi.h) */
 };
 int ndc_fastpath_table_stats(struct ndc_fp *fp, struct ndc_fastpath_table_stats *ret);
+
+/*
+ * Who asks (issue 37). The kernel counts every UDP query to a node-local address that it answers
+ * or passes, by source address (include/ndc/abi.h, struct ndc_fp_client_counts): a bounded table
+ * (NDC_FP_CLIENTS_MAX addresses; when full, the client seen least recently gives way and its
+ * counts start again from 0 if it comes back). Counts start from 0 with each load of the program
+ * (an upgrade's successor loads its own). passed: handed to the stack, where the socket path sees
+ * them again; nxdomain is part of answered; queries = answered + passed.
+ */
+struct ndc_fp_client {
+	struct ndc_ip addr; /* IPv4 for IPv4 clients (the kernel's IPv4-mapped key) */
+	uint64_t queries, answered, nxdomain, passed;
+};
+
+/*
+ * Calls cb for every client counted, summed over CPUs, until cb returns non-zero (then that value
+ * is returned). 0, -errno, or -EOPNOTSUPP in a build without BPF. Not while the program is not
+ * loaded (fp NULL: -EINVAL).
+ */
+int ndc_fastpath_clients(struct ndc_fp *fp, int (*cb)(const struct ndc_fp_client *c, void *arg),
+			 void *arg);
+
+/* A kernel answer sampled (kernel_sample): the reply as sent, for dnstap CLIENT_RESPONSE. */
+struct ndc_fp_sample {
+	struct ndc_ip client;
+	uint16_t client_port; /* host order */
+	uint64_t ktime_ns;    /* CLOCK_MONOTONIC when it was sent */
+	uint32_t len;	      /* bytes of msg: the DNS message's first len, len <= 512 */
+	uint8_t msg[512];
+};
+
+/*
+ * Waits up to timeout_ms (0: none, -1: forever) for samples and calls cb for each one waiting;
+ * returns how many, or -errno (-EINTR when a signal came), -EOPNOTSUPP without BPF. One thread at
+ * a time.
+ */
+int ndc_fastpath_samples_poll(struct ndc_fp *fp, int timeout_ms,
+			      void (*cb)(const struct ndc_fp_sample *s, void *arg), void *arg);
+
+/* An fd that polls readable while samples wait (for an event loop), or -errno. */
+int ndc_fastpath_samples_fd(struct ndc_fp *fp);
+
+/* Samples the kernel dropped because the ring was full (the reader was too slow). */
+int ndc_fastpath_samples_lost(struct ndc_fp *fp, uint64_t *ret);
+
+/*
+ * The config words of what the kernel shows, live (one atomic store each): counting per client on
+ * or off, the sample rate (0 to 1; 0: none). -EINVAL for a rate outside [0, 1].
+ */
+int ndc_fastpath_set_observe(struct ndc_fp *fp, bool clients, double kernel_sample);
 
 /* Entry points only tests and benchmarks call: fastpath/fastpath_test.h. */
 

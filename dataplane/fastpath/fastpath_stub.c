@@ -157,3 +157,36 @@ int ndc_fastpath_config_of(const struct ndc_fastpath_opts *opts, struct ndc_fp_c
 	(void)ret;
 	return -EOPNOTSUPP;
 }
+
+int ndc_fastpath_clients(struct ndc_fp *fp, int (*cb)(const struct ndc_fp_client *c, void *arg),
+			 void *arg)
+{
+	(void)fp, (void)cb, (void)arg;
+	return -EOPNOTSUPP;
+}
+
+int ndc_fastpath_samples_poll(struct ndc_fp *fp, int timeout_ms,
+			      void (*cb)(const struct ndc_fp_sample *s, void *arg), void *arg)
+{
+	(void)fp, (void)timeout_ms, (void)cb, (void)arg;
+	return -EOPNOTSUPP;
+}
+
+int ndc_fastpath_samples_fd(struct ndc_fp *fp)
+{
+	(void)fp;
+	return -EOPNOTSUPP;
+}
+
+int ndc_fastpath_samples_lost(struct ndc_fp *fp, uint64_t *ret)
+{
+	(void)fp;
+	*ret = 0;
+	return -EOPNOTSUPP;
+}
+
+int ndc_fastpath_set_observe(struct ndc_fp *fp, bool clients, double kernel_sample)
+{
+	(void)fp, (void)clients, (void)kernel_sample;
+	return -EOPNOTSUPP;
+}

@@ -30,7 +30,7 @@
 
 #include <linux/types.h>
 
-#define NDC_ABI_VERSION 9
+#define NDC_ABI_VERSION 10
 
 #define NDC_FP_NAME_MAX 128 /* longer wire names go to user space */
 #define NDC_FP_DATA_MAX 512 /* bigger answers go to user space */
@@ -79,6 +79,8 @@ static inline __attribute__((always_inline)) __u32 ndc_qtype_verdict(__u32 qtype
 #define NDC_FP_MAP_CONFIG ndc_config
 #define NDC_FP_MAP_COUNTERS ndc_counters
 #define NDC_FP_MAP_FLOWS ndc_flows
+#define NDC_FP_MAP_CLIENTS ndc_clients
+#define NDC_FP_MAP_SAMPLES ndc_samples
 
 /*
  * The name hash: a 64-bit multiply-xorshift over the lowercase wire name read as little-endian
@@ -482,6 +484,8 @@ struct ndc_fp_sfx {
  * bpf/ndc_failopen.h.
  */
 #define NDC_FP_C_FAILOPEN 0x04
+/* Count the queries to us per client address in map ndc_clients (ABI 10; log.clients). */
+#define NDC_FP_C_CLIENTS 0x08
 
 struct ndc_fp_config {
 	__u32 abi_version; /* NDC_ABI_VERSION, or the program passes everything */
@@ -503,7 +507,12 @@ struct ndc_fp_config {
 	__be16 up6_port;
 	__u8 has_up4;
 	__u8 has_up6;
-	__u8 pad3[6];
+	__u16 pad3;
+	/*
+	 * Sampled answers (ABI 10; log.dnstap.kernel_sample): an answer goes to ring buffer
+	 * ndc_samples when bpf_get_prandom_u32() < sample; 0: none. The rate times 2^32.
+	 */
+	__u32 sample;
 	/* the answer table's (abi.h, "The answer table") */
 	__u64 home_key;	   /* fixed for the program's life */
 	__u64 geom;	   /* NDC_FP_GEOM: written with one atomic store through the mapping */
@@ -533,6 +542,47 @@ struct ndc_fp_flow {
 	__u16 pad;
 	__u32 pad2;
 	__u64 last_ns; /* bpf_ktime_get_ns() of the pod's last packet of the flow */
+};
+
+/*
+ * Per-client counts (map ndc_clients, ABI 10; config NDC_FP_C_CLIENTS): every UDP query to a
+ * node-local address and port that the program answers or passes to the stack, by its source
+ * address. A per-CPU LRU hash of NDC_FP_CLIENTS_MAX keys (a node has tens of pods): when full,
+ * a new client's first query evicts the client seen least recently (its counts are lost, the
+ * reader sees it vanish); the query itself is answered or passed as ever. Passed queries are
+ * counted again by user space when it answers them. Fragments, and queries before a config, are
+ * counted only in ndc_counters.
+ */
+#define NDC_FP_CLIENTS_MAX 4096
+
+/* The source address: IPv6, or IPv4 mapped (::ffff:a.b.c.d, RFC 4291 2.5.5.2). */
+struct ndc_fp_client_key {
+	__u8 addr[16];
+};
+
+/* One CPU's counts: queries = answered + passed; nxdomain is part of answered. */
+struct ndc_fp_client_counts {
+	__u64 queries;
+	__u64 answered; /* NDC_FP_HIT, NDC_FP_NODATA, NDC_FP_NXDOMAIN */
+	__u64 nxdomain;
+	__u64 passed; /* a pass reason: to the stack (and fail-open) */
+};
+
+/*
+ * A sampled answer (ring buffer ndc_samples, ABI 10; config sample): the reply's DNS message as
+ * sent, its first len bytes (a reply over NDC_FP_SAMPLE_MSG_MAX bytes is cut there), with its
+ * client and the time.
+ */
+#define NDC_FP_SAMPLE_MSG_MAX 512
+#define NDC_FP_SAMPLES_BYTES (512 * 1024) /* the ring: about 950 samples */
+
+struct ndc_fp_sample_rec {
+	__u64 ktime_ns;	 /* bpf_ktime_get_ns() (CLOCK_MONOTONIC) when it was sent */
+	__u8 client[16]; /* as struct ndc_fp_client_key */
+	__be16 client_port;
+	__u16 len; /* bytes of msg */
+	__u32 pad;
+	__u8 msg[NDC_FP_SAMPLE_MSG_MAX];
 };
 
 /* Per-CPU counters, indexed by enum ndc_fp_counter. */
@@ -571,6 +621,10 @@ _Static_assert(sizeof(struct ndc_fp_config) == 16 + 4 * NDC_FP_MAX_ADDRS + 16 * 
 	       "ndc_fp_config layout");
 _Static_assert(sizeof(struct ndc_fp_flow_key) == 40, "ndc_fp_flow_key layout");
 _Static_assert(sizeof(struct ndc_fp_flow) == 32, "ndc_fp_flow layout");
+_Static_assert(sizeof(struct ndc_fp_client_key) == 16, "ndc_fp_client_key layout");
+_Static_assert(sizeof(struct ndc_fp_client_counts) == 32, "ndc_fp_client_counts layout");
+_Static_assert(sizeof(struct ndc_fp_sample_rec) == 32 + NDC_FP_SAMPLE_MSG_MAX,
+	       "ndc_fp_sample_rec layout");
 _Static_assert(sizeof(struct ndc_fp_slot) == 128, "ndc_fp_slot layout: two cache lines");
 _Static_assert(NDC_FP_CHUNK_TAG_SLOTS * sizeof(struct ndc_fp_slot) == NDC_FP_CHUNK_BUCKETS * 8,
 	       "a chunk's tag words fill its tag slots");

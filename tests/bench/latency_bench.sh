@@ -48,6 +48,11 @@
 #                     built beforehand): two builds compared in one run; with
 #                     NDC_BENCH_BASE_DATAPLANE="key: value, ..." in the environment base-* also
 #                     get those dataplane keys (one build, two settings: --base-build BUILD)
+#   --clients on|off  ndcache-tc and -xdp with per-client counting on or off (issue 37: the
+#                     loaded program's config flag, set by tests/bench/fp_observe.c once it
+#                     started; default: as the agent set it); --base-clients on|off the same
+#                     for base-tc and -xdp: one build, both settings in one run with
+#                     --base-build BUILD (what was set: OUT/fp_observe.log)
 #   --build DIR       meson build dir (default build-lat; set up with -Dbpf=enabled if missing)
 #   --out DIR         results (default BUILD/latency): latency.txt/.csv/.json, samples, logs
 #   --quick           development run: 1 repeat, 4 s
@@ -80,6 +85,8 @@ ext_names=200
 servers_opt=""
 table_size=""
 base_build=""
+clients=""
+base_clients=""
 build="$root/build-lat"
 out=""
 all_servers=(reflector reflector-xdp reflector-load reflector-load-xdp ndcache-socket ndcache-tc
@@ -119,6 +126,8 @@ while [ $# -gt 0 ]; do
 	--services) services=$2 ;;
 	--table-size) table_size=$2 ;;
 	--base-build) base_build=$2 ;;
+	--clients) clients=$2 ;;
+	--base-clients) base_clients=$2 ;;
 	--servers) servers_opt=$2 ;;
 	--build) build=$2 ;;
 	--out) out=$2 ;;
@@ -129,6 +138,8 @@ done
 in_range() { is_uint "$1" && [ "$1" -le "$2" ]; }
 { in_range "$duration" 120 && [ "$duration" -ge 2 ]; } || die "--duration: 2..120 seconds"
 in_range "$repeats" 20 || die "--repeats: 1..20"
+[[ $clients =~ ^(|on|off)$ && $base_clients =~ ^(|on|off)$ ]] ||
+	die "--clients, --base-clients: on or off"
 [[ $loads =~ ^(sat|[0-9]+)(,(sat|[0-9]+))*$ ]] || die "--loads: e.g. 0,100000,250000,sat"
 in_range "$probe_rate" 100000 || die "--probe-rate: 1..100000"
 in_range "$cost_rate" 5000000 || die "--cost-rate: 1..5000000"
@@ -167,6 +178,7 @@ reflector="$build/tests/bench/bpf/ndc_reflector.bpf.o"
 reflector_load="${NDC_BENCH_REFLECTOR_LOAD:-$build/tests/bench/bpf/ndc_reflector_load.bpf.o}"
 prober="$build/tests/bench_prober"
 memlat="$build/tests/bench_memlat"
+fp_observe="$build/tests/bench_fp_observe"
 results="$out/results.jsonl"
 
 # As in compare.sh: the measurements run in a second copy of this script while this one waits,
@@ -179,9 +191,11 @@ if [ -z "${NDC_LATENCY_TOPO:-}" ]; then
 		command -v "$tool" >/dev/null || die "$tool not found after deploy/deps.sh bench"
 	done
 	bench_build "$build" "$out" control/ndcache tests/bench/bpf/ndc_reflector.bpf.o \
-		tests/bench/bpf/ndc_reflector_load.bpf.o tests/bench_prober tests/bench_memlat
+		tests/bench/bpf/ndc_reflector_load.bpf.o tests/bench_prober tests/bench_memlat \
+		tests/bench_fp_observe
 	: >"$results"
-	rm -rf "$out"/latency.{txt,csv,json} "$out/memory.txt" "$out/samples" "$out/logs"
+	rm -rf "$out"/latency.{txt,csv,json} "$out/memory.txt" "$out/samples" "$out/logs" \
+		"$out/fp_observe.log"
 	stats_prev=$(sysctl -n kernel.bpf_stats_enabled) || die "no kernel.bpf_stats_enabled"
 
 	# shellcheck source=SCRIPTDIR/../integration/lib.sh
@@ -265,6 +279,23 @@ cpu_snap() {
 		      sirq["cpu1"], srv }' /proc/stat
 }
 progs_snap() { in_node bpftool -j net show dev eth-pod 2>/dev/null | report progs; }
+# --clients, --base-clients: SERVER's per-client counting as asked, in every program of it on
+# eth-pod (they share one config)
+observe_set() {
+	local setting=$clients id n=0
+	case "$1" in
+	ndcache-tc | ndcache-xdp) ;;
+	base-tc | base-xdp) setting=$base_clients ;;
+	*) return 0 ;;
+	esac
+	[ -n "$setting" ] || return 0
+	for id in $(progs_snap | python3 -c 'import json, sys
+print(" ".join(str(p["id"]) for p in json.load(sys.stdin).values() if p["name"].startswith("ndc_")))'); do
+		"$fp_observe" "$id" "$setting" >>"$out/fp_observe.log" || return 1
+		n=$((n + 1))
+	done
+	[ "$n" -gt 0 ]
+}
 
 # warm SERVER [all]: for the caches (dnsdist, pdns-recursor), the prober asks once, as fast as
 # they answer, each name the next prober measurement asks (the first probe-rate x duration names
@@ -391,6 +422,10 @@ session() {
 	if ! server_start "$s" kx; then
 		server_stop "$s"
 		die "$s did not start: $START_ERR"
+	fi
+	if ! observe_set "$s"; then
+		server_stop "$s"
+		die "$s: cannot set its per-client counting (--clients, --base-clients)"
 	fi
 	if [[ $s != reflector* ]] && ! check_answers "$s"; then
 		server_stop "$s"
