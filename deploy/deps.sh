@@ -14,10 +14,11 @@ build_pkgs=(meson ninja-build pkg-config gcc python3 libyaml-dev libjson-c-dev l
 	clang libbpf-dev bpftool linux-libc-dev libfstrm-dev libprotobuf-c-dev protobuf-c-compiler)
 # procps: pgrep, ps, sysctl; debootstrap: the minimal-root check (tests/minimal/); knot (knotd)
 # and python3-dnspython: the reference comparison (tests/integration/test_reference.sh);
-# fstrm-bin and dnstap-ldns: Debian's dnstap reader (tests/integration/test_dnstap_writer.sh).
+# fstrm-bin and dnstap-ldns: Debian's dnstap reader (tests/integration/test_dnstap_writer.sh);
+# dnsperf: the agent's rate with and without dnstap (tests/integration/test_dnstap.sh).
 test_pkgs=(libcmocka-dev libknot-dev clang-format libclang-rt-14-dev iproute2 unbound bind9-dnsutils
 	knot-dnsutils curl openssl python3-yaml libcap2-bin procps debootstrap iptables nftables
-	dpdk-dev libdpdk-dev ethtool iputils-ping knot python3-dnspython fstrm-bin dnstap-ldns)
+	dpdk-dev libdpdk-dev ethtool iputils-ping knot python3-dnspython fstrm-bin dnstap-ldns dnsperf)
 bench_pkgs=(dnsperf knot-resolver gnuplot-nox iperf3 dnsdist pdns-recursor)
 # Packages that ship system services; which of their units to mask is read from the package.
 daemon_pkgs=(unbound knot knot-resolver iperf3 dnsdist pdns-recursor)

@@ -496,6 +496,8 @@ static const struct step {
      * answering.
      */
     {"dataplane", ndc_agent_dataplane_open, NULL, ndc_agent_dataplane_close},
+    /* stopped (joined) before the dataplane and the dnstap writer it uses are freed */
+    {"kernel samples", ndc_agent_samples_start, ndc_agent_samples_stop, NULL},
     {"forwarder", forwarder_start, forwarder_stop, NULL},
     {"upstream share", ndc_agent_upstream_share_start, share_stop, share_free},
     {"resolver", resolver_start, NULL, resolver_free},

@@ -85,6 +85,9 @@ static int fastpath_open(struct agent *ag, void **ret)
 	    .upstreams = cfg->upstream,
 	    /* attached once the table is full and the sockets are read: ndc_agent_maybe_attach */
 	    .defer_attach = true,
+	    /* who asks what (issue 37): the kernel's per-client counts and its sampled answers */
+	    .clients = cfg->log.clients,
+	    .kernel_sample = cfg->log.dnstap.socket ? cfg->log.dnstap.kernel_sample : 0,
 	};
 	struct ndc_fp *fp = NULL;
 	int err;
@@ -122,6 +125,17 @@ static int fastpath_attach(void *h)
 static int fastpath_counters(void *h, uint64_t *c)
 {
 	return ndc_fastpath_counters(h, c);
+}
+
+static int fastpath_clients(void *h, int (*cb)(const struct ndc_fp_client *c, void *arg), void *arg)
+{
+	return ndc_fastpath_clients(h, cb, arg);
+}
+
+static int fastpath_samples_poll(void *h, int timeout_ms,
+				 void (*cb)(const struct ndc_fp_sample *s, void *arg), void *arg)
+{
+	return ndc_fastpath_samples_poll(h, timeout_ms, cb, arg);
 }
 
 static void fastpath_log_counters(const uint64_t *c)
@@ -256,6 +270,10 @@ struct ndc_agent_dataplane_ops {
 	void (*log_counters)(const uint64_t *c);
 	/* Its own samples in /metrics. */
 	void (*metrics)(void *h, struct ndc_metrics_buf *b);
+	/* What it saw of its clients (log.clients) and its sampled answers (log.dnstap). */
+	int (*clients)(void *h, int (*cb)(const struct ndc_fp_client *c, void *arg), void *arg);
+	int (*samples_poll)(void *h, int timeout_ms,
+			    void (*cb)(const struct ndc_fp_sample *s, void *arg), void *arg);
 	/* A successor's dataplane answers in its place: stop answering. */
 	void (*quiesce)(void *h);
 	void (*close)(void *h, bool handed_over);
@@ -270,6 +288,8 @@ static const struct ndc_agent_dataplane_ops fastpath_ops = {
     .counters = fastpath_counters,
     .log_counters = fastpath_log_counters,
     .metrics = fastpath_metrics,
+    .clients = fastpath_clients,
+    .samples_poll = fastpath_samples_poll,
     .quiesce = fastpath_quiesce,
     .close = fastpath_close,
 };
@@ -315,6 +335,22 @@ bool ndc_agent_fastpath_loaded(const struct agent *ag)
 int ndc_agent_dataplane_attach(struct agent *ag)
 {
 	return ag->dp.h && ag->dp.ops->attach ? ag->dp.ops->attach(ag->dp.h) : 1;
+}
+
+int ndc_agent_dataplane_clients(struct agent *ag,
+				int (*cb)(const struct ndc_fp_client *c, void *arg), void *arg)
+{
+	return ag->dp.h && ag->dp.ops->clients ? ag->dp.ops->clients(ag->dp.h, cb, arg)
+					       : -EOPNOTSUPP;
+}
+
+int ndc_agent_dataplane_samples_poll(struct agent *ag, int timeout_ms,
+				     void (*cb)(const struct ndc_fp_sample *s, void *arg),
+				     void *arg)
+{
+	return ag->dp.h && ag->dp.ops->samples_poll
+		   ? ag->dp.ops->samples_poll(ag->dp.h, timeout_ms, cb, arg)
+		   : -EOPNOTSUPP;
 }
 
 void ndc_agent_dataplane_quiesce(struct agent *ag)

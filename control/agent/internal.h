@@ -52,6 +52,8 @@ struct source {
 
 /* The dataplane's operations (dataplane.c), chosen once at start by dataplane.mode. */
 struct ndc_agent_dataplane_ops;
+struct ndc_fp_client;
+struct ndc_fp_sample;
 
 /*
  * The running agent, grouped by the start-up step that owns each part (agent.c's table of steps:
@@ -78,6 +80,10 @@ struct agent {
 		struct ndc_k8s_watch *pods_watch;
 		struct ndc_top *top;	/* log.clients; NULL: off */
 		struct ndc_dnstap *tap; /* log.dnstap; NULL: off */
+		/* step "kernel samples": the thread that reads the kernel's sampled answers */
+		pthread_t samples;
+		bool samples_run;
+		atomic_bool samples_stop;
 	} obs;
 
 	/* Steps "cache" to "resolver" (query/): what answers a query on the socket path. */
@@ -178,6 +184,16 @@ int ndc_agent_dataplane_attach(struct agent *ag);
 /* A successor's dataplane took over: ours stops answering (a no-op where it does not apply). */
 void ndc_agent_dataplane_quiesce(struct agent *ag);
 /*
+ * The dataplane's own view of its clients (the kernel's per-client counts) and its sampled
+ * answers: as ndc_fastpath_clients and ndc_fastpath_samples_poll; -EOPNOTSUPP where the running
+ * dataplane has none (sockets only, DPDK, the fast path not loaded).
+ */
+int ndc_agent_dataplane_clients(struct agent *ag,
+				int (*cb)(const struct ndc_fp_client *c, void *arg), void *arg);
+int ndc_agent_dataplane_samples_poll(struct agent *ag, int timeout_ms,
+				     void (*cb)(const struct ndc_fp_sample *s, void *arg),
+				     void *arg);
+/*
  * Unhooks the publisher, logs the dataplane's counters and closes it (handed over: leaves the
  * successor its part). Again: nothing.
  */
@@ -231,6 +247,9 @@ void ndc_agent_pods_free(struct agent *ag);
 /* Step "dnstap": the per-client table (log.clients) and the dnstap writer (log.dnstap). */
 int ndc_agent_dnstap_start(struct agent *ag);
 void ndc_agent_dnstap_free(struct agent *ag);
+/* Step "kernel samples" (observe.c): the kernel's sampled answers to dnstap and the sketches. */
+int ndc_agent_samples_start(struct agent *ag);
+void ndc_agent_samples_stop(struct agent *ag);
 /* Wiring once the forwarder, the resolver, the HTTP server exist (no-ops when all is off). */
 void ndc_agent_observe_forwarder(struct agent *ag);
 void ndc_agent_observe_resolver(struct agent *ag);

@@ -16,6 +16,8 @@
 #include <arpa/inet.h>
 #include <errno.h>
 #include <netinet/in.h>
+#include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -27,6 +29,7 @@
 #include <ndc/log.h>
 
 #include "dnstap/dnstap.h"
+#include "fastpath/fastpath.h"
 #include "http/http.h"
 #include "internal.h"
 #include "pods/pods.h"
@@ -313,18 +316,90 @@ void ndc_agent_observe_resolver(struct agent *ag)
 /* ---------------------------------------------------------------------------------------------
  * The kernel's side: the two places the lead joins kern37's readers to.
  */
+struct ext_rows {
+	struct ndc_top_ext_row *rows;
+	size_t n, max;
+};
+
+static int ext_row(const struct ndc_fp_client *c, void *arg)
+{
+	struct ext_rows *x = arg;
+
+	if (x->n == x->max)
+		return 1; /* more clients than a view holds: the rest are not shown */
+	x->rows[x->n++] = (struct ndc_top_ext_row){.addr = c->addr,
+						   .queries = c->queries,
+						   .answered = c->answered,
+						   .nxdomain = c->nxdomain,
+						   .passed = c->passed};
+	return 0;
+}
+
 /*
- * JOIN(kern37): the kernel's per-client counts, merged into every snapshot (/debug/top, `ndcache
- * top`, the per-namespace metrics). Fill rows from ndc_fastpath_clients() (struct ndc_fp_client
- * {addr, queries, answered, nxdomain, passed} maps one to one onto struct ndc_top_ext_row) when
- * ndc_agent_fastpath_loaded(ag); returns how many (at most max). Until then: none.
+ * The kernel's per-client counts (the dataplane's table, summed over CPUs), merged into every
+ * snapshot (/debug/top, `ndcache top`, the per-namespace metrics): how many rows, at most max.
+ * None where the dataplane keeps none (sockets only, DPDK, the fast path not loaded).
  */
 static size_t kernel_clients(struct agent *ag, struct ndc_top_ext_row *rows, size_t max)
 {
-	(void)ag;
-	(void)rows;
-	(void)max;
+	struct ext_rows x = {.rows = rows, .max = max};
+
+	if (!ag->cfg->log.clients || ndc_agent_dataplane_clients(ag, ext_row, &x) < 0)
+		return 0;
+	return x.n;
+}
+
+static void on_sample(const struct ndc_fp_sample *s, void *arg)
+{
+	ndc_agent_kernel_sample(arg, &s->client, s->client_port, s->msg, s->len);
+}
+
+/* The kernel's sampled answers: to the names sketches and dnstap, until step stop. */
+static void *samples_main(void *arg)
+{
+	struct agent *ag = arg;
+	int r;
+
+	while (!atomic_load(&ag->obs.samples_stop)) {
+		r = ndc_agent_dataplane_samples_poll(ag, 200, on_sample, ag);
+		if (r < 0 && r != -EINTR) {
+			ndc_warn("log.dnstap: kernel samples: %s; no more are read", strerror(-r));
+			break;
+		}
+	}
+	return NULL;
+}
+
+/*
+ * Step "kernel samples": a thread reading the answers the kernel samples (log.dnstap's
+ * kernel_sample, set when the fast path was opened) while a dnstap writer or the names sketches
+ * take them. Nothing without a fast path or with a rate of 0.
+ */
+int ndc_agent_samples_start(struct agent *ag)
+{
+	const struct ndc_config *cfg = ag->cfg;
+	int r;
+
+	if (!ndc_agent_fastpath_loaded(ag) || !cfg->log.dnstap.socket ||
+	    cfg->log.dnstap.kernel_sample <= 0 || (!ag->obs.tap && !ag->obs.top))
+		return 0;
+	atomic_store(&ag->obs.samples_stop, false);
+	r = pthread_create(&ag->obs.samples, NULL, samples_main, ag);
+	if (r) {
+		ndc_err("log.dnstap: kernel samples: %s", strerror(r));
+		return -r;
+	}
+	ag->obs.samples_run = true;
 	return 0;
+}
+
+void ndc_agent_samples_stop(struct agent *ag)
+{
+	if (!ag->obs.samples_run)
+		return;
+	atomic_store(&ag->obs.samples_stop, true);
+	pthread_join(ag->obs.samples, NULL); /* its poll returns within 200 ms */
+	ag->obs.samples_run = false;
 }
 
 void ndc_agent_kernel_sample(struct agent *ag, const struct ndc_ip *client, uint16_t port,

@@ -10,6 +10,8 @@
 #
 # Usage: pods_fleet_bench.sh [--agents N] [--pods P] [--changes C] [--window S] [--build DIR]
 set -u
+# calc EXPR: a division to four decimals (awk: bc is not in the minimal root)
+calc() { awk "BEGIN { printf \"%.4f\", $1 }"; }
 here=$(cd "$(dirname "$0")" && pwd)
 root=$(cd "$here/../.." && pwd)
 agents=50
@@ -124,13 +126,13 @@ phase() {
 	wait_until 180 "$label: every watch synced" grep -qs '^synced' "$tmp/driver.out" || return 1
 	r=$(stat requests) b=$(stat bytes)
 	printf '%s\n  initial state: %s; %.1f requests and %.1f KB per agent; server CPU %d ms\n' \
-		"$label" "$(cat "$tmp/driver.out")" "$(echo "$r / $agents" | bc -l)" \
-		"$(echo "$b / $agents / 1024" | bc -l)" "$(($(cpu_ms) - c))"
+		"$label" "$(cat "$tmp/driver.out")" "$(calc "$r / $agents")" \
+		"$(calc "$b / $agents / 1024")" "$(($(cpu_ms) - c))"
 	c=$(cpu_ms) b=$(stat bytes)
 	sleep "$window" # a window measured on purpose
 	printf '  idle, %d watches open: server CPU %d ms per %ss (alone: %d); %.0f bytes/s per agent\n' \
 		"$agents" "$(($(cpu_ms) - c))" "$window" "$idle0" \
-		"$(echo "($(stat bytes) - $b) / $agents / $window" | bc -l)"
+		"$(calc "($(stat bytes) - $b) / $agents / $window")"
 	# C changes (a new address each), spread over the nodes, in one control request.
 	python3 - "$agents" "$pods" "$changes" >"$tmp/changes.json" <<'EOF'
 import json, sys
@@ -152,9 +154,9 @@ EOF
 	wait_until 120 "$label: $((want - e)) events delivered" events_at_least "$want" || return 1
 	printf '  %d changes: %d events sent (%.1f per agent), %.1f KB per agent, server CPU %.2f ms per change\n' \
 		"$changes" "$(($(stat watch_events) - e))" \
-		"$(echo "($(stat watch_events) - $e) / $agents" | bc -l)" \
-		"$(echo "($(stat bytes) - $b) / $agents / 1024" | bc -l)" \
-		"$(echo "($(cpu_ms) - $c) / $changes" | bc -l)"
+		"$(calc "($(stat watch_events) - $e) / $agents")" \
+		"$(calc "($(stat bytes) - $b) / $agents / 1024")" \
+		"$(calc "($(cpu_ms) - $c) / $changes")"
 	kill -TERM "$driver_pid"
 	wait "$driver_pid"
 	driver_pid=""

@@ -94,7 +94,13 @@ def options(c, prefix):
     if lim:
         o += ["--memory", str(quantity(lim))]
     for e in c.get("env") or []:
-        o += ["--env", f"{e['name']}={e['value']}"]
+        if "value" in e:
+            o += ["--env", f"{e['name']}={e['value']}"]
+            continue
+        # the downward API: the node's name is the one field the manifest takes from it
+        ref = ((e.get("valueFrom") or {}).get("fieldRef") or {}).get("fieldPath")
+        assert ref == "spec.nodeName", f"env {e['name']}: only spec.nodeName is mapped, not {e}"
+        o += ["--env", f"{e['name']}=node-image-test"]
     for m in c.get("volumeMounts") or []:
         v = volumes[m["name"]]
         if "configMap" in v:

@@ -87,9 +87,10 @@ COMMANDS = {
     "arptables": "iptables", "ping": "iputils-ping",
     # deploy/deps.sh: test, for tests/integration/test_dnstap_writer.sh (Debian's dnstap reader)
     "fstrm_capture": "fstrm-bin", "fstrm_dump": "fstrm-bin", "dnstap-ldns": "dnstap-ldns",
-    # deploy/deps.sh: bench
+    # deploy/deps.sh: bench (dnsperf: test too, for tests/integration/test_dnstap.sh)
     "dnsperf": "dnsperf", "knotd": "knot", "knotc": "knot", "kresd": "knot-resolver",
     "gnuplot": "gnuplot-nox", "iperf3": "iperf3",
+    "dnsdist": "dnsdist", "pdns_recursor": "pdns-recursor", "rec_control": "pdns-recursor",
     # minbase
     "mkfifo": "coreutils", "ldd": "libc-bin", "dpkg-deb": "dpkg", "apt-config": "apt",
     # installed by the script that uses them, before it does (SELF_INSTALLED)
