@@ -150,9 +150,10 @@ step "integration: dnstap writer (fstrm_capture, dnstap-ldns: pairs with pod nam
 	sh -c 'tests/integration/test_dnstap_writer.sh build &&
 		tests/integration/test_dnstap_writer.sh build-asan'
 # Issue 37: who asks what: pods named in /debug/top and ndcache top; dnstap from the agent.
-step "integration: who asks what (pods of a fake API server in /debug/top and ndcache top; socket), also under ASan + UBSan" \
-	sh -c 'tests/integration/test_top.sh build && tests/integration/test_top.sh build-asan'
-step "integration: dnstap from the agent (fstrm_capture, dnstap-ldns: CLIENT_* and FORWARDER_* with pods; no reader)" \
+step "integration: who asks what (pods of a fake API server in /debug/top and ndcache top; socket, also under ASan + UBSan; tc: the kernel's per-client counts merged)" \
+	sh -c 'tests/integration/test_top.sh build && tests/integration/test_top.sh build-asan &&
+		tests/integration/test_top.sh build tc'
+step "integration: dnstap from the agent (fstrm_capture, dnstap-ldns: CLIENT_* and FORWARDER_* with pods; no reader; the kernel's sampled answers, tc)" \
 	tests/integration/test_dnstap.sh build
 step "integration: transparent mode (the kube-dns ClusterIP answered; iptables-nft, -legacy, nft)" \
 	tests/integration/test_transparent.sh build

@@ -257,7 +257,7 @@ void ndc_agent_observe_http(struct agent *ag);
 /* ndcache_pods_*, ndcache_clients_*, ndcache_namespace_*, ndcache_dnstap_*: over the agent. */
 void ndc_agent_observe_metrics(void *arg, struct ndc_metrics_buf *b);
 /*
- * JOIN(kern37): one sampled kernel answer (ndc_fastpath_samples_poll's struct ndc_fp_sample:
+ * One sampled kernel answer (ndc_fastpath_samples_poll's struct ndc_fp_sample:
  * client, client_port, msg, len): its name into the sketches, a dnstap CLIENT_RESPONSE (the
  * kernel sampled it already, at log.dnstap.kernel_sample). Any one thread.
  */

@@ -9,9 +9,9 @@
  * when the address is no pod of this node (or the agent has no identity: no NODE_NAME, or a
  * snapshot source).
  *
- * The kernel's side (kern37: dataplane/fastpath's ndc_fastpath_clients and
- * ndc_fastpath_samples_poll) comes in at two named places: kernel_clients() (the per-client
- * counts, merged in at each snapshot) and ndc_agent_kernel_sample() (each sampled kernel answer).
+ * The kernel's side (the dataplane's clients and samples_poll ops, tc and xdp) comes in at two
+ * places: kernel_clients() (the per-client counts, merged in at each snapshot) and step "kernel
+ * samples"' thread, which hands each sampled kernel answer to ndc_agent_kernel_sample().
  */
 #include <arpa/inet.h>
 #include <errno.h>
@@ -314,7 +314,7 @@ void ndc_agent_observe_resolver(struct agent *ag)
 }
 
 /* ---------------------------------------------------------------------------------------------
- * The kernel's side: the two places the lead joins kern37's readers to.
+ * The kernel's side: its per-client counts and its sampled answers.
  */
 struct ext_rows {
 	struct ndc_top_ext_row *rows;

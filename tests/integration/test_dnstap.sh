@@ -14,8 +14,9 @@
 #             three rounds without and with dnstap by turns: the best with dnstap at least 80% of
 #             the best without, all printed) and counts the drops
 #             (ndcache_dnstap_dropped_total{reason="no_reader"} at least two per query answered).
-# The kernel's sampled answers come with the kernel side (kern37).
-# Usage: test_dnstap.sh BUILD_DIR [capture|noreader ...]   (77: the build has no dnstap)
+#   kernel:   tc mode, kernel_sample 0.05: about 500 of 10,000 kernel answers sampled (400 to
+#             600), each a CLIENT_RESPONSE for web-1's address with team-a/web-1 in extra.
+# Usage: test_dnstap.sh BUILD_DIR [capture|noreader|kernel ...]   (77: the build has no dnstap)
 set -u
 here=$(cd "$(dirname "$0")" && pwd)
 root=$(cd "$here/../.." && pwd)
@@ -23,7 +24,7 @@ build=$(cd "${1:-$root/build}" && pwd)
 bin="$build/control/ndcache"
 shift
 parts=("$@")
-[ ${#parts[@]} -eq 0 ] && parts=(capture noreader)
+[ ${#parts[@]} -eq 0 ] && parts=(capture noreader kernel)
 # shellcheck source=lib.sh
 . "$here/lib.sh"
 
@@ -79,8 +80,8 @@ capture_start() {
 	TOPO_PIDS+=("$cap_pid")
 	wait_until 5 "fstrm_capture's socket $sock" test -S "$sock"
 }
-agent_start() { # EXTRA_LOG_YAML
-	ndcache_conf "$conf" kubernetes socket eth-pod "log: {$1}"
+agent_start() { # EXTRA_LOG_YAML [MODE]
+	ndcache_conf "$conf" kubernetes "${2:-socket}" eth-pod "log: {$1}"
 	NODE_NAME=$NODE ndcache_start "$bin" "$conf"
 	ndcache_ready 20 && wait_until 10 "ndcache_pods_synced 1" pods_synced
 }
@@ -233,9 +234,61 @@ part_noreader() {
 	fi
 }
 
+# tc mode, sample 0 (nothing from the socket path), kernel_sample 0.05: web-1 asks one cluster
+# name 10,000 times, the kernel answers and samples about 500 (within 20%), each a CLIENT_RESPONSE
+# for web-1's address with team-a/web-1 in extra. 0.05 rather than the default 0.01: 20% of 100
+# samples is two standard deviations (a run in twenty would fail), of 500 four and a half.
+part_kernel() {
+	local out n
+	capture_start "$TOPO_DIR/kernel.fstrm" || return
+	agent_start "dnstap: {socket: $sock, sample: 0, kernel_sample: 0.05}" tc || {
+		bad "kernel: the agent (tc) with log.dnstap is ready"
+		return
+	}
+	if fastpath_missing tc; then
+		term_wait "$NDCACHE_PID" ndcache 10
+		term_wait "$cap_pid" fstrm_capture 10
+		return
+	fi
+	wait_until 10 "the agent connected to fstrm_capture" connected ||
+		bad "kernel: ndcache_dnstap_connected" "$(metrics | grep dnstap)"
+	out=$(in_pod python3 "$here/top_send.py" "$NODE_LOCAL" 10000 \
+		kubernetes.default.svc.cluster.local) || bad "kernel: web-1's 10,000 queries" "$out"
+	wait_until 10 "at least 400 kernel samples written" frames_at_least 400 ||
+		bad "kernel: samples written" "$(metrics | grep dnstap)"
+	term_wait "$NDCACHE_PID" ndcache 10 ||
+		bad "kernel: the agent exits 0 at SIGTERM" "$(tail -20 "$TOPO_DIR/ndcache.log")"
+	wait_until 5 "fstrm_capture reads what was sent" reader_drained
+	term_wait "$cap_pid" fstrm_capture 10
+	n=$(python3 - "$TOPO_DIR/kernel.fstrm" "$POD_ADDR" <<'PY'
+import re, subprocess, sys
+path, addr = sys.argv[1:]
+docs = [d for d in subprocess.run(["dnstap-ldns", "-y", "-r", path], capture_output=True,
+                                  text=True, check=True).stdout.split("\n---\n") if d.strip()]
+dump = subprocess.run(["fstrm_dump", path], capture_output=True, text=True, check=True).stdout
+frames = re.findall(r'^ "(.*)"$', dump, re.M)
+good = client = 0  # the loop checks' FORWARDER_* records are not the kernel's
+for doc, frame in zip(docs, frames):
+    client += bool(re.search(r"^  type: CLIENT_", doc, re.M))
+    if (re.search(r"^  type: CLIENT_RESPONSE", doc, re.M)
+            and re.search(r'^  query_address: "?' + re.escape(addr), doc, re.M)
+            and re.search(r"^    ;kubernetes\.default\.svc\.cluster\.local\.\tIN\tA", doc, re.M)
+            and "team-a/web-1" in frame):
+        good += 1
+print(f"{good} {client}")
+PY
+)
+	set -- $n
+	if [ "${1:-0}" = "${2:-x}" ] && [ "$1" -ge 400 ] && [ "$1" -le 600 ]; then
+		ok "kernel: $1 sampled kernel answers of 10,000 at kernel_sample 0.05 (400 to 600), each web-1's answer with team-a/web-1"
+	else
+		bad "kernel: sampled kernel answers" "$1 matching of $2 client records (want 400 to 600, all matching)"
+	fi
+}
+
 for p in "${parts[@]}"; do
 	case "$p" in
-	capture | noreader) "part_$p" ;;
+	capture | noreader | kernel) "part_$p" ;;
 	*)
 		echo "unknown part $p" >&2
 		exit 2

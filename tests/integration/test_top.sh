@@ -12,13 +12,16 @@
 #   ndcache_namespace_queries_total per namespace. A run with log.clients: false keeps no counts;
 #   one without NODE_NAME logs it once; one with a NODE_NAME that is no node name serves, by
 #   address.
-# The kernel's per-client counts come with the kernel side (kern37): socket mode only here.
-# Usage: test_top.sh BUILD_DIR
+# MODE tc or xdp: the kernel answers most of these; its per-client counts (the fast path's table)
+# are merged in: the same totals, web-1's kernel_answered above 0, and log.clients: false keeps
+# none in the kernel either.
+# Usage: test_top.sh BUILD_DIR [socket|tc|xdp]
 set -u
 here=$(cd "$(dirname "$0")" && pwd)
 root=$(cd "$here/../.." && pwd)
 build=$(cd "${1:-$root/build}" && pwd)
 bin="$build/control/ndcache"
+MODE=${2:-socket}
 # shellcheck source=lib.sh
 . "$here/lib.sh"
 
@@ -42,7 +45,7 @@ fakeapi_up 5 || exit 1
 fakeapi_ctl "{\"op\":\"apply\",\"object\":[$(pod_json team-a web-1 $NODE $POD_ADDR),$(pod_json team-b crawler-0 $NODE $POD_B),$(pod_json team-c elsewhere-0 node-b 169.254.102.2)]}" ||
 	{
 		bad "the fake API server took the pods"
-		summary test_top
+		summary "test_top $MODE"
 		exit 1
 	}
 
@@ -64,9 +67,10 @@ pods_synced() { [ "$(metric ndcache_pods_synced)" = 1 ]; }
 
 # check_top JSON WHAT: the two pods' rows against what they sent.
 check_top() {
-	python3 - "$1" "$POD_ADDR" "$POD_B" <<'PY'
+	python3 - "$1" "$POD_ADDR" "$POD_B" "$MODE" <<'PY'
 import json, sys
 top = json.loads(open(sys.argv[1]).read())
+kernel = sys.argv[4] != "socket"  # the kernel answers some: where from is its business
 rows = {c["addr"]: c for c in top["clients"]}
 errs = []
 want = {
@@ -86,10 +90,21 @@ for addr, w in want.items():
                nxdomain=r["nxdomain"], local=r["local"],
                cache_plus_forwarded=r["cache"] + r["forwarded"],
                nxdomain_share=r["nxdomain_share"])
+    if kernel:
+        # each query once: answered in the kernel, or by the socket path (passed ones included)
+        where = r["kernel_answered"] + r["local"] + r["cache"] + r["forwarded"]
+        if where != w["queries"]:
+            errs.append(f"{addr}: kernel_answered + local + cache + forwarded = {where}, "
+                        f"want {w['queries']}")
+        if addr == sys.argv[2] and r["kernel_answered"] < 1:
+            errs.append(f"{addr}: kernel_answered {r['kernel_answered']}: no kernel counts")
+        del got["local"], got["cache_plus_forwarded"]
     for k, v in got.items():
         if v != w[k]:
             errs.append(f"{addr} {k}: {v}, want {w[k]}")
-    if w["top"] and (not r["names"] or r["names"][0]["name"] != w["top"]):
+    # the names sketch sees the socket path's names (and the kernel's sampled answers, which
+    # log.dnstap's kernel_sample turns on): in a kernel mode the cluster names are the kernel's
+    if w["top"] and not kernel and (not r["names"] or r["names"][0]["name"] != w["top"]):
         errs.append(f"{addr}: top name {r['names'][:1]}, want {w['top']}")
 if rows[sys.argv[3]]["names"] and not all(
         n["name"].endswith(".svc.cluster.local.") or n["name"].endswith(".cluster.local.")
@@ -103,11 +118,11 @@ PY
 }
 
 conf="$TOPO_DIR/ndcache.yaml"
-ndcache_conf "$conf" kubernetes socket eth-pod 'log: {clients_namespaces: true}'
+ndcache_conf "$conf" kubernetes $MODE eth-pod 'log: {clients_namespaces: true}'
 NODE_NAME=$NODE ndcache_start "$bin" "$conf"
 ndcache_ready 20 || {
 	bad "the agent is ready"
-	summary test_top
+	summary "test_top $MODE"
 	exit 1
 }
 wait_until 10 "ndcache_pods_synced 1" pods_synced || bad "the pods watch synced" "$(metrics | grep pods)"
@@ -167,7 +182,7 @@ fi
 agent_stop "with pods"
 
 # log.clients: false: nothing counted, /debug/top says so; no NODE_NAME: said once, by address.
-ndcache_conf "$conf" kubernetes socket eth-pod 'log: {clients: false}'
+ndcache_conf "$conf" kubernetes $MODE eth-pod 'log: {clients: false}'
 ndcache_start "$bin" "$conf"
 ndcache_ready 20 || bad "the agent (log.clients: false) is ready"
 in_pod python3 "$here/top_send.py" "$NODE_LOCAL" 5 www.example.com >/dev/null
@@ -182,7 +197,7 @@ fi
 agent_stop "log.clients: false"
 
 # A NODE_NAME that is no node name: said (error), and the agent serves without identity.
-ndcache_conf "$conf" kubernetes socket eth-pod
+ndcache_conf "$conf" kubernetes $MODE eth-pod
 NODE_NAME='Bad_Node!' ndcache_start "$bin" "$conf"
 ndcache_ready 20 || bad "the agent (bad NODE_NAME) is ready"
 b=$(in_pod_b python3 "$here/top_send.py" "$NODE_LOCAL" 3 www.example.com.team-b.svc.cluster.local)
@@ -194,4 +209,4 @@ else
 	bad "a bad NODE_NAME" "$b $top $(grep NODE_NAME "$TOPO_DIR/ndcache.log")"
 fi
 agent_stop "bad NODE_NAME"
-summary test_top
+summary "test_top $MODE"
