@@ -41,6 +41,11 @@
 #   --build DIR       meson build dir (default build-lat; set up with -Dbpf=enabled if missing)
 #   --out DIR         results (default BUILD/latency): latency.txt/.csv/.json, samples, logs
 #   --quick           development run: 1 repeat, 4 s
+#   --saturation      also the saturation run (issue 35): per server, the highest kxdpgun load
+#                     (no prober) of which it answers at least 99%, by binary search
+#                     (tests/bench/latency_bench.sh: saturation block)
+#   Servers answer-reflector and answer-reflector-xdp: the floor that answers (issue 35,
+#   tests/bench/bpf/ndc_answer_reflector.bpf.c): parse, resize, a constant A answer, checksums.
 # NDC_BENCH_REFLECTOR_LOAD=OBJ in the environment: reflector-load(-xdp) run that object instead,
 # e.g. the load reflector built with a bigger table (-DNDC_REFLECT_LINES=N, lines of 64 bytes) to
 # see what a table's span costs a name (docs/bench/FASTPATH.md).
@@ -71,8 +76,11 @@ table_size=""
 base_build=""
 build="$root/build-lat"
 out=""
-all_servers=(reflector reflector-xdp reflector-load reflector-load-xdp ndcache-socket ndcache-tc
-	ndcache-xdp base-tc base-xdp knot-xdp knot unbound kresd)
+saturation=0
+sat_steps=6 # binary search: the first at kxdpgun's maximum, then halving (1/32 of it)
+all_servers=(reflector reflector-xdp reflector-load reflector-load-xdp answer-reflector
+	answer-reflector-xdp ndcache-socket ndcache-tc ndcache-xdp base-tc base-xdp knot-xdp knot unbound
+	kresd)
 default_servers=(reflector reflector-xdp ndcache-tc ndcache-xdp knot-xdp knot unbound kresd)
 kx_max_qps=5000000
 # kxdpgun needs about a second to set up its XDP socket before it sends: the prober starts
@@ -95,6 +103,7 @@ while [ $# -gt 0 ]; do
 	case "$1" in
 	-h | --help) usage 0 ;;
 	--quick) repeats=1; duration=4; shift; continue ;;
+	--saturation) saturation=1; shift; continue ;;
 	esac
 	[ $# -ge 2 ] || die "$1 needs a value"
 	case "$1" in
@@ -153,6 +162,7 @@ case "$out" in /*) ;; *) out="$PWD/$out" ;; esac
 bin="$build/control/ndcache"
 reflector="$build/tests/bench/bpf/ndc_reflector.bpf.o"
 reflector_load="${NDC_BENCH_REFLECTOR_LOAD:-$build/tests/bench/bpf/ndc_reflector_load.bpf.o}"
+answer_reflector="$build/tests/bench/bpf/ndc_answer_reflector.bpf.o"
 prober="$build/tests/bench_prober"
 memlat="$build/tests/bench_memlat"
 results="$out/results.jsonl"
@@ -166,7 +176,8 @@ if [ -z "${NDC_LATENCY_TOPO:-}" ]; then
 		command -v "$tool" >/dev/null || die "$tool not found after deploy/deps.sh bench"
 	done
 	bench_build "$build" "$out" control/ndcache tests/bench/bpf/ndc_reflector.bpf.o \
-		tests/bench/bpf/ndc_reflector_load.bpf.o tests/bench_prober tests/bench_memlat
+		tests/bench/bpf/ndc_reflector_load.bpf.o tests/bench/bpf/ndc_answer_reflector.bpf.o \
+		tests/bench_prober tests/bench_memlat
 	: >"$results"
 	rm -rf "$out"/latency.{txt,csv,json} "$out/memory.txt" "$out/samples" "$out/logs"
 	stats_prev=$(sysctl -n kernel.bpf_stats_enabled) || die "no kernel.bpf_stats_enabled"
@@ -337,6 +348,42 @@ mem_report() {
 }
 # --- end of the memory block ---
 
+# --- Saturation (issue 35): the highest background load of which the server answers at least
+# 99% (kxdpgun's replies/s at least 0.99 of the load it was asked to send), no prober. kxdpgun
+# runs on CPU 1 and the in-kernel servers' programs in the softirq of its sends there: one core
+# for the generator and the program (the generator's share the same for every server; servers
+# in user space have CPU 0 besides). Binary search: first at MAX (the server's own kxdpgun
+# maximum, measured just before), then sat_steps - 1 halvings between the highest load answered
+# and the lowest not (0 and MAX to start). One JSON line "saturation" per server and repeat. ---
+sat_ok() { # sat_ok SERVER REPEAT QPS: 0 when the cell at QPS answered at least 99% of QPS
+	local replies
+	cell "$1" "$2" "satrun-$3" "$3" all 0
+	replies=$(report field "$results" "$1" "$2" "satrun-$3" kx.replies_per_s)
+	[ "${replies:-0}" -ge $(($3 * 99 / 100)) ]
+}
+saturation_search() {
+	local s=$1 rep=$2 max=$3 lo=0 hi q k tried=""
+	max=$((max / 1000 * 1000))
+	[ "$max" -gt 0 ] || return 0
+	if sat_ok "$s" "$rep" "$max"; then
+		lo=$max
+		tried="$max:ok"
+	else
+		hi=$max
+		tried="$max:no"
+		for ((k = 1; k < sat_steps; k++)); do
+			q=$(((lo + hi) / 2000 * 1000))
+			[ "$q" -gt "$lo" ] || break
+			if sat_ok "$s" "$rep" "$q"; then lo=$q; tried+=" $q:ok"; else hi=$q; tried+=" $q:no"; fi
+		done
+	fi
+	say "$s: saturation $lo QPS (tried $tried)"
+	echo "{\"kind\": \"saturation\", \"server\": \"$s\", \"repeat\": \"$rep\"," \
+		"\"qps\": $lo, \"max\": $max, \"at_max\": $([ "$lo" = "$max" ] && echo true ||
+			echo false), \"tried\": \"$tried\"}" >>"$results"
+}
+# --- end of the saturation block ---
+
 session() {
 	local s=$1 rep=$2 load sat
 	say "repeat $rep: $s"
@@ -345,7 +392,7 @@ session() {
 		server_stop "$s"
 		die "$s did not start: $START_ERR"
 	fi
-	if [[ $s != reflector* ]] && ! check_answers "$s"; then
+	if [[ $s != *reflector* ]] && ! check_answers "$s"; then
 		server_stop "$s"
 		die "$s: no answer from the pod (dig from $POD_ADDR timed out)"
 	fi
@@ -362,11 +409,12 @@ session() {
 			cell "$s" "$rep" "$load" "$load" all 1
 		fi
 	done
+	[ "$saturation" = 0 ] || saturation_search "$s" "$rep" "$sat"
 	# what the agent counted (kernel answers, passes by reason, the table), beside its log
-	[[ $s == reflector* ]] || in_node curl -s --max-time 5 http://127.0.0.1:9254/metrics \
+	[[ $s == *reflector* ]] || in_node curl -s --max-time 5 http://127.0.0.1:9254/metrics \
 		>"$out/logs/$s.$rep.metrics" 2>/dev/null
 	server_stop "$s"
-	[[ $s == reflector* ]] || cp "$work/$s.log" "$out/logs/$s.$rep.log"
+	[[ $s == *reflector* ]] || cp "$work/$s.log" "$out/logs/$s.$rep.log"
 }
 
 started=$(date -u +%Y-%m-%dT%H:%M:%SZ)
@@ -378,7 +426,8 @@ software="ndcache $("$bin" --version 2>&1 | head -1 | sed 's/^ndcache //')"
 [ -z "$base_bin" ] || software+=" (base-*: $base_bin)"
 software+=", unbound $(ver unbound -V), knotd $(ver knotd -V), kresd $(ver kresd -V)"
 software+=", kxdpgun $(ver kxdpgun -V)"
-per=$((15 + 3 * duration + (${#load_list[@]} + 3) * (duration + kx_lead + kx_tail + 1)))
+per=$((15 + 3 * duration + (${#load_list[@]} + 3 + saturation * sat_steps) *
+	(duration + kx_lead + kx_tail + 1)))
 say "${#servers[@]} servers x $repeats repeat(s), ${duration}s per measurement; about" \
 	"$((per * ${#servers[@]} * repeats / 60 + 1)) min"
 

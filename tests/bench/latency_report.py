@@ -54,11 +54,22 @@ ANSWER_HOOK = {
     "ndcache-xdp": "xdp",
     "base-xdp": "xdp",
     "knot-xdp": "xdp",
+    "answer-reflector": "ingress",
+    "answer-reflector-xdp": "xdp",
 }
 # The floor each in-kernel server is compared with.
 FLOOR = {"ndcache-tc": "reflector", "ndcache-xdp": "reflector-xdp", "base-tc": "reflector",
          "base-xdp": "reflector-xdp", "reflector-load": "reflector",
-         "reflector-load-xdp": "reflector-xdp"}
+         "reflector-load-xdp": "reflector-xdp", "answer-reflector": "reflector",
+         "answer-reflector-xdp": "reflector-xdp"}
+# The floor that answers (issue 35, tests/bench/bpf/ndc_answer_reflector.bpf.c): parse, resize,
+# a constant answer copied in, swap, checksums; what ndcache costs over it is ndcache's own.
+ANSWER_FLOOR = {"ndcache-tc": "answer-reflector", "ndcache-xdp": "answer-reflector-xdp",
+                "base-tc": "answer-reflector", "base-xdp": "answer-reflector-xdp"}
+# Issue 35's targets: program cost on the hot set over the answer reflector's; saturation over
+# the answer reflector's.
+TARGET35_COST = 1.3
+TARGET35_SAT = 0.9
 # The reflector that reads one table line per query (tests/bench/bpf/ndc_reflector.bpf.c,
 # NDC_REFLECT_LOAD): what every name adds over its hot set is one table load in the same path under the same
 # traffic, the floor of what a name adds to the fast path.
@@ -509,7 +520,8 @@ def cmd_report(a):
         say("   %-50s %5.2f (target <= %.0f load over the hot set): %s" % (
             "%s every name, loads from memory" % s, m["extra_loads"], TARGET21_LOADS,
             "met" if ok else "MISSED"))
-    summary = {"meta": meta, "targets": verdicts, "memory": memory,
+    floors = floors_section(say, verdicts, csv, rows, cells, servers, cost, lat, loads)
+    summary = {"meta": meta, "targets": verdicts, "memory": memory, "floors": floors,
                "latency": {"%s@%s" % k: {kk: (None if vv == math.inf else vv)
                                          for kk, vv in v.items()} for k, v in lat.items()},
                "cost": cost}
@@ -523,6 +535,77 @@ def cmd_report(a):
     with open(os.path.join(a.out, "latency.json"), "w", encoding="utf-8") as f:
         json.dump(summary, f, indent=1, sort_keys=True)
     return 0
+
+
+def floors_section(say, verdicts, csv, rows, cells, servers, cost, lat, loads):
+    """Issue 35: saturation, and ndcache against the answer reflector and the bare one."""
+    sat = {}
+    for r in rows:
+        if r.get("kind") == "saturation":
+            sat.setdefault(r["server"], []).append(r)
+    out = {"saturation": {}, "ratios": {}}
+    if sat:
+        say()
+        say("6. Saturation: the highest kxdpgun load (over every name, no prober) of which the "
+            "server answered at least 99%,")
+        say("   by binary search from its kxdpgun maximum down to 1/32 of it (kxdpgun and the "
+            "in-kernel program share CPU 1); median over the repeats")
+        for s in servers:
+            rs = sat.get(s)
+            if not rs:
+                continue
+            q = median([r["qps"] for r in rs])
+            out["saturation"][s] = q
+            at_max = all(r.get("at_max") for r in rs)
+            say("   %-22s %9s QPS%s   (tried %s)" % (
+                s, fmt(q), " (at kxdpgun's maximum: a lower bound)" if at_max else "",
+                "; ".join(r["tried"] for r in rs)))
+            csv.append("%s,,saturation_qps,%s,qps" % (s, "" if q is None else q))
+    pairs = [(s, f) for s, f in ANSWER_FLOOR.items() if s in servers]
+    if not pairs:
+        return out
+    say()
+    say("7. Against the floors (issue 35): ndcache over the answer reflector (the work any answer "
+        "does) and over the bare reflector")
+    say("   %-12s %-21s %9s %9s %9s %12s %12s" % ("server", "floor", "ns hot", "ns all",
+                                                   "satur.", "p99 " + load_name(TARGET_LOAD),
+                                                   "p99.9"))
+    for s, af in pairs:
+        for f in (af, FLOOR[s]):
+            c, fc = cost.get(s, {}), cost.get(f, {})
+            if not fc:
+                continue
+            r = {}
+            for k in ("cost-hot", "cost-all"):
+                r[k] = c[k] / fc[k] if c.get(k) and fc.get(k) else None
+            qs, qf = out["saturation"].get(s), out["saturation"].get(f)
+            r["saturation"] = qs / qf if qs and qf else None
+            for k in ("p99", "p999"):
+                m, b = lat.get((s, TARGET_LOAD)), lat.get((f, TARGET_LOAD))
+                r[k] = m[k] / b[k] if m and b and m[k] not in (None, math.inf) and b[k] and \
+                    b[k] != math.inf else None
+            out["ratios"]["%s/%s" % (s, f)] = r
+            say("   %-12s %-21s %8sx %8sx %8sx %11sx %11sx" % (
+                s, f, fmt(r["cost-hot"], "%.2f"), fmt(r["cost-all"], "%.2f"),
+                fmt(r["saturation"], "%.2f"), fmt(r["p99"], "%.2f"), fmt(r["p999"], "%.2f")))
+            for k, v in r.items():
+                csv.append("%s,,%s_over_%s,%s,x" % (s, k, f, "" if v is None else round(v, 3)))
+            if f != af:
+                continue
+            v = r["cost-hot"]
+            state = "-" if v is None else ("met" if v <= TARGET35_COST else "MISSED")
+            verdicts.append({"target": "issue 35: %s ns hot / %s" % (s, f), "value": v,
+                             "limit": TARGET35_COST, "state": state})
+            say("   %-12s   issue 35: ns/pkt on the hot set <= %.1fx the answer reflector's: %s"
+                % ("", TARGET35_COST, state))
+            if s in out["saturation"] and f in out["saturation"]:
+                v = r["saturation"]
+                state = "-" if v is None else ("met" if v >= TARGET35_SAT else "MISSED")
+                verdicts.append({"target": "issue 35: %s saturation / %s" % (s, f),
+                                 "value": v, "limit": TARGET35_SAT, "state": state})
+                say("   %-12s   issue 35: saturation >= %.1fx the answer reflector's: %s"
+                    % ("", TARGET35_SAT, state))
+    return out
 
 
 def main():
