@@ -62,6 +62,14 @@ static const uint8_t node4[16] = {169, 254, 20, 10};
 static const uint8_t client4[16] = {169, 254, 1, 2};
 static bool any_verdict;
 
+/* Whether the environment sets name to 1. */
+static bool env_on(const char *name)
+{
+	const char *v = getenv(name);
+
+	return v && !strcmp(v, "1");
+}
+
 struct frame {
 	uint8_t b[NDC_PKT_MAX];
 	size_t len;
@@ -168,7 +176,7 @@ int main(int argc, char **argv)
 	struct frame hit, nx, tcp, reply;
 	const char *object = getenv("NDC_BENCH_OBJECT");
 	const char *answer_refl = getenv("NDC_BENCH_ANSWER_REFLECTOR");
-	bool failopen = getenv("NDC_BENCH_FAILOPEN") && !strcmp(getenv("NDC_BENCH_FAILOPEN"), "1");
+	bool failopen = env_on("NDC_BENCH_FAILOPEN");
 	struct iovec obj = {0};
 	struct bpf_object *aref = NULL;
 	struct sockaddr_storage up = {0};
@@ -194,7 +202,7 @@ int main(int argc, char **argv)
 	if (runs == 0)
 		runs = 1;
 	memcpy(addr.addr, node4, 4);
-	any_verdict = getenv("NDC_BENCH_ANY_VERDICT") && !strcmp(getenv("NDC_BENCH_ANY_VERDICT"), "1");
+	any_verdict = env_on("NDC_BENCH_ANY_VERDICT");
 	up4->sin_family = AF_INET;
 	up4->sin_port = htons(53);
 	up4->sin_addr.s_addr = htonl(0xa9fe1435); /* 169.254.20.53: data, nothing is sent */
@@ -303,12 +311,17 @@ int main(int argc, char **argv)
 	CASE("tc_overhead_ns", &tcp, bpf_program__fd(refl->progs.ndc_reflect_tc), NDC_TC_PASS, 1);
 	CASE("xdp_overhead_ns", &tcp, bpf_program__fd(refl->progs.ndc_reflect_xdp), XDP_PASS, 1);
 	if (aref) {
-		CASE("tc_answer_reflector_ns", &hit,
-		     bpf_program__fd(bpf_object__find_program_by_name(aref, "ndc_answer_reflect_tc")),
-		     TC_ACT_REDIRECT, 1);
-		CASE("xdp_answer_reflector_ns", &hit,
-		     bpf_program__fd(bpf_object__find_program_by_name(aref, "ndc_answer_reflect_xdp")),
-		     XDP_TX, 1);
+		struct bpf_program *at =
+		    bpf_object__find_program_by_name(aref, "ndc_answer_reflect_tc");
+		struct bpf_program *ax =
+		    bpf_object__find_program_by_name(aref, "ndc_answer_reflect_xdp");
+
+		if (!at || !ax) {
+			err = -ENOENT;
+			goto out;
+		}
+		CASE("tc_answer_reflector_ns", &hit, bpf_program__fd(at), TC_ACT_REDIRECT, 1);
+		CASE("xdp_answer_reflector_ns", &hit, bpf_program__fd(ax), XDP_TX, 1);
 	}
 	CASE("tc_egress_reply_ns", &reply, ndc_fastpath_egress_prog_fd(fp), NDC_TC_PASS, 1);
 #undef CASE

@@ -40,12 +40,11 @@
 #define NDC_AR_L4_MAX (NDC_AR_L3_MAX + 40)
 #define NDC_AR_ANS_MAX (NDC_AR_L4_MAX + 8 + 12 + NDC_FP_NAME_MAX + 4)
 
-/* The answer: a pointer to the question's name (offset 12), A, IN, TTL 30, 169.254.20.10. */
-static const __u64 ndc_ar_answer[NDC_AR_LEN / 8] = {
-	/* c0 0c 00 01 00 01 00 00 | 00 1e 00 04 a9 fe 14 0a, as little-endian words */
-	0x0000010001000cc0ULL,
-	0x0a14fea904001e00ULL,
-};
+/*
+ * The answer: a pointer to the question's name (offset 12), A, IN, TTL 30, 169.254.20.10; the
+ * bytes c0 0c 00 01 00 01 00 00 00 1e 00 04 a9 fe 14 0a as little-endian words.
+ */
+static const __u64 ndc_ar_answer[NDC_AR_LEN / 8] = {0x0000010001000cc0ULL, 0x0a14fea904001e00ULL};
 
 /*
  * verifier: the offsets laundered through memory as the fast path does (ctx_launder), or the
