@@ -287,13 +287,13 @@ def cmd_report(a):
         "timestamps; lost after %d ms)" % (meta["probe_rate"], meta["probe_timeout_ms"]))
     say("   while kxdpgun on CPU 1 sends the background load over every name; us, pooled over "
         "the repeats; 'bg ans': share of the background answered")
-    hdr = "   %-14s" % "server"
+    hdr = "   %-20s" % "server"
     for ld in loads:
         hdr += " | %-27s %6s" % ("bg %s: p50/p99/p99.9/max" % load_name(ld), "bg ans")
     say(hdr)
     lat = {}
     for s in servers:
-        line = "   %-14s" % s
+        line = "   %-20s" % s
         for ld in loads:
             cs = cells.get((s, ld), [])
             vals = pooled([(c.get("probe") or {}).get("samples") for c in cs])
@@ -330,7 +330,7 @@ def cmd_report(a):
         "generator, the path) per answer, and over")
     say("   the reflector's (the floor: generator and veth path); proc: the server process's own "
         "time per answer; kxdpgun max: replies/s at full rate")
-    say("   %-14s %7s %7s %7s %8s %8s %7s %8s %6s %5s | %11s %8s %5s %s" % (
+    say("   %-20s %7s %7s %7s %8s %8s %7s %8s %6s %5s | %11s %8s %5s %s" % (
         "server", "ns hot", "ns all", "all/hot", "net all", "+others", "@max", "CPU us/q",
         "net", "proc", "kxdpgun max", "answered", "CPU1", "bound"))
     cost = {}
@@ -374,7 +374,7 @@ def cmd_report(a):
         base_cpu = cost.get("reflector", {}).get("cost-all-cpu")
         c["cpu_net"] = (c["cost-all-cpu"] - base_cpu) if c["cost-all-cpu"] is not None and \
             base_cpu is not None and s != "reflector" else None
-        say("   %-14s %7s %7s %7s %8s %8s %7s %8s %6s %5s | %11s %7s%% %4s%% %s" % (
+        say("   %-20s %7s %7s %7s %8s %8s %7s %8s %6s %5s | %11s %7s%% %4s%% %s" % (
             s, fmt(c["cost-hot"]), fmt(c["cost-all"]), fmt(c["all_hot"], "%.2f"),
             fmt(net, "%+.0f"), fmt(c["cost-all-allprogs"]), fmt(c["ns_max"]),
             fmt(c["cost-all-cpu"], "%.2f"), fmt(c["cpu_net"], "%+.2f"),
@@ -548,8 +548,10 @@ def floors_section(say, verdicts, csv, rows, cells, servers, cost, lat, loads):
         say()
         say("6. Saturation: the highest kxdpgun load (over every name, no prober) of which the "
             "server answered at least 99%,")
-        say("   by binary search from its kxdpgun maximum down to 1/32 of it (kxdpgun and the "
-            "in-kernel program share CPU 1); median over the repeats")
+        say("   by binary search from its kxdpgun maximum down to 1/32 of it, a load missed measured "
+            "twice (kxdpgun and the in-kernel")
+        say("   program share CPU 1: at kxdpgun's maximum the generator set the pace); median over "
+            "the repeats")
         for s in servers:
             rs = sat.get(s)
             if not rs:
