@@ -42,7 +42,7 @@
 #   --out DIR         results (default BUILD/latency): latency.txt/.csv/.json, samples, logs
 #   --quick           development run: 1 repeat, 4 s
 #   --saturation      also the saturation run (issue 35): per server, the highest kxdpgun load
-#                     (no prober) of which it answers at least 99%, by binary search
+#                     (no prober) of which it answers at least 99%, its program on CPU 0
 #                     (tests/bench/latency_bench.sh: saturation block)
 #   Servers answer-reflector and answer-reflector-xdp: the floor that answers (issue 35,
 #   tests/bench/bpf/ndc_answer_reflector.bpf.c): parse, resize, a constant A answer, checksums.
@@ -77,7 +77,7 @@ base_build=""
 build="$root/build-lat"
 out=""
 saturation=0
-sat_steps=6 # binary search: the first at kxdpgun's maximum, then halving (1/32 of it)
+sat_steps=6 # loads tried per server in the saturation run (saturation block)
 all_servers=(reflector reflector-xdp reflector-load reflector-load-xdp answer-reflector
 	answer-reflector-xdp ndcache-socket ndcache-tc ndcache-xdp base-tc base-xdp knot-xdp knot unbound
 	kresd)
@@ -350,12 +350,16 @@ mem_report() {
 
 # --- Saturation (issue 35): the highest background load of which the server answers at least
 # 99% (kxdpgun's replies/s at least 0.99 of the load it was asked to send), no prober. kxdpgun
-# runs on CPU 1 and the in-kernel servers' programs in the softirq of its sends there: one core
-# for the generator and the program (the generator's share the same for every server; servers
-# in user space have CPU 0 besides). Binary search: first at MAX (the server's own kxdpgun
-# maximum, measured just before), then sat_steps - 1 halvings between the highest load answered
-# and the lowest not (0 and MAX to start); MAX answered is a lower bound (the generator's CPU,
-# which runs the program too, set the pace). One JSON line "saturation" per server and repeat. ---
+# runs on CPU 1; elsewhere in this script the in-kernel programs run in the softirq of its sends
+# there, so its maximum is the generator's and the program's together. Here the program gets
+# CPU 0 to itself (sat_steer): tc servers by RPS on eth-pod (its receive backlog, and so tc
+# ingress, on CPU 0), XDP servers by threaded NAPI on eth-pod with the thread pinned to CPU 0;
+# an overloaded program then drops (backlog, veth ring) instead of slowing the generator.
+# Servers in user space are on CPU 0 anyway. Search, sat_steps loads in all: first MAX (the
+# server's own kxdpgun maximum, measured just before without that steering), then up by half
+# while every load is answered, then halving the gap between the highest load answered and the
+# lowest not (0 below MAX). With no load missed the result is a lower bound ("at_max"). One JSON
+# line "saturation" per server and repeat. ---
 # A load not answered is measured once more before it counts as too high: on a shared host a
 # burst of other work on CPU 1 slows kxdpgun as an overloaded program would.
 sat_ok() { # sat_ok SERVER REPEAT QPS: 0 when a cell at QPS answered at least 99% of QPS
@@ -367,26 +371,54 @@ sat_ok() { # sat_ok SERVER REPEAT QPS: 0 when a cell at QPS answered at least 99
 	done
 	return 1
 }
+sat_napi_threads() { ps -eo pid=,comm= | awk '$2 ~ /^napi\/eth-pod-/ { print $1 }' | sort; }
+# sat_steer on|off SERVER: the program's receive processing on CPU 0 (see above), or back.
+sat_steer() {
+	local on=$1 s=$2 before t
+	case "$s" in
+	*xdp)
+		if [ "$on" = on ]; then
+			before=$(sat_napi_threads)
+			in_node sh -c 'echo 1 >/sys/class/net/eth-pod/threaded' ||
+				die "$s: cannot make eth-pod's NAPI threaded"
+			# the threads that appeared are this veth's (names are not unique across netns)
+			# SCHED_FIFO as the softirq it replaces: a plain thread would share CPU 0
+			# with whatever else runs there (on a shared host, others' work)
+			for t in $(comm -13 <(echo "$before") <(sat_napi_threads)); do
+				taskset -pc 0 "$t" >/dev/null && chrt -f -p 50 "$t" ||
+					die "$s: cannot pin NAPI thread $t"
+			done
+		else
+			in_node sh -c 'echo 0 >/sys/class/net/eth-pod/threaded'
+		fi
+		;;
+	*)
+		in_node sh -c "echo $([ "$on" = on ] && echo 1 || echo 0) \
+			>/sys/class/net/eth-pod/queues/rx-0/rps_cpus" || die "$s: cannot set RPS on eth-pod"
+		;;
+	esac
+}
 saturation_search() {
 	local s=$1 rep=$2 max=$3 lo=0 hi q k tried=""
 	max=$((max / 1000 * 1000))
 	[ "$max" -gt 0 ] || return 0
-	if sat_ok "$s" "$rep" "$max"; then
-		lo=$max
-		tried="$max:ok"
-	else
-		hi=$max
-		tried="$max:no"
-		for ((k = 1; k < sat_steps; k++)); do
+	sat_steer on "$s"
+	hi=0
+	for ((k = 0; k < sat_steps; k++)); do
+		if [ "$hi" = 0 ]; then # none missed yet: MAX, then up by half each time
+			q=$((k == 0 ? max : lo * 3 / 2000 * 1000))
+			[ "$q" -le "$kx_max_qps" ] || break
+		else
 			q=$(((lo + hi) / 2000 * 1000))
 			[ "$q" -gt "$lo" ] || break
-			if sat_ok "$s" "$rep" "$q"; then lo=$q; tried+=" $q:ok"; else hi=$q; tried+=" $q:no"; fi
-		done
-	fi
-	say "$s: saturation $lo QPS (tried $tried)"
+		fi
+		if sat_ok "$s" "$rep" "$q"; then lo=$q; tried+=" $q:ok"; else hi=$q; tried+=" $q:no"; fi
+	done
+	sat_steer off "$s"
+	say "$s: saturation $lo QPS (tried$tried)"
 	echo "{\"kind\": \"saturation\", \"server\": \"$s\", \"repeat\": \"$rep\"," \
-		"\"qps\": $lo, \"max\": $max, \"at_max\": $([ "$lo" = "$max" ] && echo true ||
-			echo false), \"tried\": \"$tried\"}" >>"$results"
+		"\"qps\": $lo, \"max\": $max, \"at_max\": $([ "$hi" = 0 ] && echo true ||
+			echo false), \"tried\": \"${tried# }\"}" >>"$results"
 }
 # --- end of the saturation block ---
 

@@ -548,10 +548,10 @@ def floors_section(say, verdicts, csv, rows, cells, servers, cost, lat, loads):
         say()
         say("6. Saturation: the highest kxdpgun load (over every name, no prober) of which the "
             "server answered at least 99%,")
-        say("   by binary search from its kxdpgun maximum down to 1/32 of it, a load missed measured "
-            "twice (kxdpgun and the in-kernel")
-        say("   program share CPU 1: at kxdpgun's maximum the generator set the pace); median over "
-            "the repeats")
+        say("   searched from its kxdpgun maximum, up by half while answered, then bisecting; a load "
+            "missed is measured twice; kxdpgun")
+        say("   on CPU 1, the in-kernel program on CPU 0 to itself (tc: RPS; XDP: threaded NAPI "
+            "pinned); median over the repeats")
         for s in servers:
             rs = sat.get(s)
             if not rs:
@@ -560,7 +560,7 @@ def floors_section(say, verdicts, csv, rows, cells, servers, cost, lat, loads):
             out["saturation"][s] = q
             at_max = all(r.get("at_max") for r in rs)
             say("   %-22s %9s QPS%s   (tried %s)" % (
-                s, fmt(q), " (at kxdpgun's maximum: a lower bound)" if at_max else "",
+                s, fmt(q), " (none missed: a lower bound)" if at_max else "",
                 "; ".join(r["tried"] for r in rs)))
             csv.append("%s,,saturation_qps,%s,qps" % (s, "" if q is None else q))
     pairs = [(s, f) for s, f in ANSWER_FLOOR.items() if s in servers]

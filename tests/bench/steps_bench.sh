@@ -119,8 +119,9 @@ say("command: $cmdline ($runs runs per build and round, median of $rounds rounds
 say("empty program (the kernel's clock reads around a run, subtracted below): tc %.1f, XDP %.1f ns"
     % (ov["tc"], ov["xdp"]))
 say("")
-say("| %-44s | %7s | %7s | %7s | %7s |" % ("build (stops after)", "tc ns", "+step", "XDP ns", "+step"))
-say("|%s|%s|%s|%s|%s|" % ("-" * 46, "-" * 9, "-" * 9, "-" * 9, "-" * 9))
+say("| %-40s | %7s | %7s | %7s | %7s |" % ("build (stops after the step)", "tc ns", "+step", "XDP ns",
+                                          "+step"))
+say("|%s|%s|%s|%s|%s|" % ("-" * 42, "-" * 9, "-" * 9, "-" * 9, "-" * 9))
 rows = []
 def net(row, name, hook):
     v = med.get((row, name))
@@ -129,9 +130,9 @@ def f(v, fmt="%7.1f"):
     return "%7s" % "-" if v is None else fmt % v
 refl = {h: net("reflectors", h + "_reflector_ns", h) for h in ("tc", "xdp")}
 aref = {h: net("reflectors", h + "_answer_reflector_ns", h) for h in ("tc", "xdp")}
-say("| %-44s | %s | %7s | %s | %7s |" % ("bare reflector (swap, send back)", f(refl["tc"]), "",
+say("| %-40s | %s | %7s | %s | %7s |" % ("bare reflector (swap, send back)", f(refl["tc"]), "",
                                           f(refl["xdp"]), ""))
-say("| %-44s | %s | %7s | %s | %7s |" % ("answer reflector (the floor that answers)",
+say("| %-40s | %s | %7s | %s | %7s |" % ("answer reflector (the floor that answers)",
                                           f(aref["tc"]), "", f(aref["xdp"]), ""))
 prev = {"tc": 0.0, "xdp": 0.0}
 for s in steps:
@@ -140,11 +141,11 @@ for s in steps:
     dx = None if x is None else x - prev["xdp"]
     rows.append({"step": s, "what": what[s], "tc_ns": t, "tc_step": dt, "xdp_ns": x, "xdp_step": dx,
                  "tc_range": spread.get((s, "tc_a_hit_ns")), "xdp_range": spread.get((s, "xdp_a_hit_ns"))})
-    say("| %-44s | %s | %s | %s | %s |" % (s + " " + what[s][:44 - len(s) - 1], f(t), f(dt, "%+7.1f"),
-                                          f(x), f(dx, "%+7.1f")))
+    say("| %-40s | %s | %s | %s | %s |" % (s, f(t), f(dt, "%+7.1f"), f(x), f(dx, "%+7.1f")))
     prev = {"tc": t if t is not None else prev["tc"], "xdp": x if x is not None else prev["xdp"]}
 eg = net("egress", "tc_egress_reply_ns", "tc")
-say("| %-44s | %s | %7s | %7s | %7s |" % ("tc egress (fail-open on) on the reply", f(eg), "", "-", ""))
+say("| %-40s | %s | %7s | %7s | %7s |" % ("tc egress program on the reply (fail-open)", f(eg), "",
+                                          "-", ""))
 say("")
 say("Steps (each build stops after its step, with every step above it done):")
 for r in rows:
