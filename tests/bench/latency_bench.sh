@@ -351,10 +351,12 @@ mem_report() {
 # --- Saturation (issue 35): the highest background load of which the server answers at least
 # 99% (kxdpgun's replies/s at least 0.99 of the load it was asked to send), no prober. kxdpgun
 # runs on CPU 1; elsewhere in this script the in-kernel programs run in the softirq of its sends
-# there, so its maximum is the generator's and the program's together. Here the program gets
-# CPU 0 to itself (sat_steer): tc servers by RPS on eth-pod (its receive backlog, and so tc
-# ingress, on CPU 0), XDP servers by threaded NAPI on eth-pod with the thread pinned to CPU 0;
-# an overloaded program then drops (backlog, veth ring) instead of slowing the generator.
+# there, so its maximum is the generator's and the program's together. Here tc servers' program
+# gets CPU 0 to itself (sat_steer): RPS on eth-pod puts its receive backlog, and so tc ingress,
+# on CPU 0, and an overloaded program drops (backlog) instead of slowing the generator. XDP
+# servers stay on CPU 1 with kxdpgun: eth-pod's NAPI made threaded and pinned to CPU 0 (even at
+# SCHED_FIFO) held the XDP reflector to 83-88k QPS, a tenth of its maximum, so their figure is
+# the generator's and the program's on one core together.
 # Servers in user space are on CPU 0 anyway. Search, sat_steps loads in all: first MAX (the
 # server's own kxdpgun maximum, measured just before without that steering), then up by half
 # while every load is answered, then halving the gap between the highest load answered and the
@@ -371,32 +373,12 @@ sat_ok() { # sat_ok SERVER REPEAT QPS: 0 when a cell at QPS answered at least 99
 	done
 	return 1
 }
-sat_napi_threads() { ps -eo pid=,comm= | awk '$2 ~ /^napi\/eth-pod-/ { print $1 }' | sort; }
-# sat_steer on|off SERVER: the program's receive processing on CPU 0 (see above), or back.
+# sat_steer on|off SERVER: tc servers' receive processing on CPU 0 (see above), or back; XDP
+# servers stay on CPU 1 with kxdpgun (see above).
 sat_steer() {
-	local on=$1 s=$2 before t
-	case "$s" in
-	*xdp)
-		if [ "$on" = on ]; then
-			before=$(sat_napi_threads)
-			in_node sh -c 'echo 1 >/sys/class/net/eth-pod/threaded' ||
-				die "$s: cannot make eth-pod's NAPI threaded"
-			# the threads that appeared are this veth's (names are not unique across netns)
-			# SCHED_FIFO as the softirq it replaces: a plain thread would share CPU 0
-			# with whatever else runs there (on a shared host, others' work)
-			for t in $(comm -13 <(echo "$before") <(sat_napi_threads)); do
-				taskset -pc 0 "$t" >/dev/null && chrt -f -p 50 "$t" ||
-					die "$s: cannot pin NAPI thread $t"
-			done
-		else
-			in_node sh -c 'echo 0 >/sys/class/net/eth-pod/threaded'
-		fi
-		;;
-	*)
-		in_node sh -c "echo $([ "$on" = on ] && echo 1 || echo 0) \
-			>/sys/class/net/eth-pod/queues/rx-0/rps_cpus" || die "$s: cannot set RPS on eth-pod"
-		;;
-	esac
+	case "$2" in *xdp) return 0 ;; esac
+	in_node sh -c "echo $([ "$1" = on ] && echo 1 || echo 0) \
+		>/sys/class/net/eth-pod/queues/rx-0/rps_cpus" || die "$2: cannot set RPS on eth-pod"
 }
 saturation_search() {
 	local s=$1 rep=$2 max=$3 lo=0 hi q k tried=""

@@ -550,8 +550,8 @@ def floors_section(say, verdicts, csv, rows, cells, servers, cost, lat, loads):
             "server answered at least 99%,")
         say("   searched from its kxdpgun maximum, up by half while answered, then bisecting; a load "
             "missed is measured twice; kxdpgun")
-        say("   on CPU 1, the in-kernel program on CPU 0 to itself (tc: RPS; XDP: threaded NAPI "
-            "pinned); median over the repeats")
+        say("   on CPU 1; tc programs on CPU 0 to themselves (RPS), XDP programs on CPU 1 with "
+            "kxdpgun; median over the repeats")
         for s in servers:
             rs = sat.get(s)
             if not rs:

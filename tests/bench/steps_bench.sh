@@ -22,7 +22,7 @@ set -u
 here=$(cd "$(dirname "$0")" && pwd)
 root=$(cd "$here/../.." && pwd)
 cmdline="tests/bench/steps_bench.sh${*:+ $*}"
-BENCH_NAME=steps_bench
+BENCH_NAME=steps_bench # read by lib.sh
 # shellcheck source=lib.sh
 . "$here/lib.sh"
 
@@ -42,8 +42,8 @@ while [ $# -gt 0 ]; do
 	esac
 	shift 2
 done
-is_uint "$runs" && [ "$runs" -le 10000000 ] || die "--runs: 1..10000000"
-is_uint "$rounds" && [ "$rounds" -le 50 ] || die "--rounds: 1..50"
+{ is_uint "$runs" && [ "$runs" -le 10000000 ]; } || die "--runs: 1..10000000"
+{ is_uint "$rounds" && [ "$rounds" -le 50 ]; } || die "--rounds: 1..50"
 [ "$(id -u)" = 0 ] || die "needs root (BPF_PROG_TEST_RUN)"
 case "$build" in /*) ;; *) build="$PWD/$build" ;; esac
 [ -n "$out" ] || out="$build/steps"
