@@ -54,13 +54,24 @@ ANSWER_HOOK = {
     "ndcache-xdp": "xdp",
     "base-xdp": "xdp",
     "knot-xdp": "xdp",
+    "answer-reflector": "ingress",
+    "answer-reflector-xdp": "xdp",
 }
 # User-space caches in front of the upstream, warmed before each prober run (latency_bench.sh).
 CACHES = ("dnsdist", "pdns-recursor")
 # The floor each in-kernel server is compared with.
 FLOOR = {"ndcache-tc": "reflector", "ndcache-xdp": "reflector-xdp", "base-tc": "reflector",
          "base-xdp": "reflector-xdp", "reflector-load": "reflector",
-         "reflector-load-xdp": "reflector-xdp"}
+         "reflector-load-xdp": "reflector-xdp", "answer-reflector": "reflector",
+         "answer-reflector-xdp": "reflector-xdp"}
+# The floor that answers (issue 35, tests/bench/bpf/ndc_answer_reflector.bpf.c): parse, resize,
+# a constant answer copied in, swap, checksums; what ndcache costs over it is ndcache's own.
+ANSWER_FLOOR = {"ndcache-tc": "answer-reflector", "ndcache-xdp": "answer-reflector-xdp",
+                "base-tc": "answer-reflector", "base-xdp": "answer-reflector-xdp"}
+# Issue 35's targets: program cost on the hot set over the answer reflector's; saturation over
+# the answer reflector's.
+TARGET35_COST = 1.3
+TARGET35_SAT = 0.9
 # The reflector that reads one table line per query (tests/bench/bpf/ndc_reflector.bpf.c,
 # NDC_REFLECT_LOAD): what every name adds over its hot set is one table load in the same path under the same
 # traffic, the floor of what a name adds to the fast path.
@@ -278,13 +289,13 @@ def cmd_report(a):
         "timestamps; lost after %d ms)" % (meta["probe_rate"], meta["probe_timeout_ms"]))
     say("   while kxdpgun on CPU 1 sends the background load over every name; us, pooled over "
         "the repeats; 'bg ans': share of the background answered")
-    hdr = "   %-14s" % "server"
+    hdr = "   %-20s" % "server"
     for ld in loads:
         hdr += " | %-27s %6s" % ("bg %s: p50/p99/p99.9/max" % load_name(ld), "bg ans")
     say(hdr)
     lat = {}
     for s in servers:
-        line = "   %-14s" % s
+        line = "   %-20s" % s
         for ld in loads:
             cs = cells.get((s, ld), [])
             vals = pooled([(c.get("probe") or {}).get("samples") for c in cs])
@@ -327,7 +338,7 @@ def cmd_report(a):
         "generator, the path) per answer, and over")
     say("   the reflector's (the floor: generator and veth path); proc: the server process's own "
         "time per answer; kxdpgun max: replies/s at full rate")
-    say("   %-14s %7s %7s %7s %8s %8s %7s %8s %6s %5s | %11s %8s %5s %s" % (
+    say("   %-20s %7s %7s %7s %8s %8s %7s %8s %6s %5s | %11s %8s %5s %s" % (
         "server", "ns hot", "ns all", "all/hot", "net all", "+others", "@max", "CPU us/q",
         "net", "proc", "kxdpgun max", "answered", "CPU1", "bound"))
     cost = {}
@@ -371,7 +382,7 @@ def cmd_report(a):
         base_cpu = cost.get("reflector", {}).get("cost-all-cpu")
         c["cpu_net"] = (c["cost-all-cpu"] - base_cpu) if c["cost-all-cpu"] is not None and \
             base_cpu is not None and s != "reflector" else None
-        say("   %-14s %7s %7s %7s %8s %8s %7s %8s %6s %5s | %11s %7s%% %4s%% %s" % (
+        say("   %-20s %7s %7s %7s %8s %8s %7s %8s %6s %5s | %11s %7s%% %4s%% %s" % (
             s, fmt(c["cost-hot"]), fmt(c["cost-all"]), fmt(c["all_hot"], "%.2f"),
             fmt(net, "%+.0f"), fmt(c["cost-all-allprogs"]), fmt(c["ns_max"]),
             fmt(c["cost-all-cpu"], "%.2f"), fmt(c["cpu_net"], "%+.2f"),
@@ -517,7 +528,8 @@ def cmd_report(a):
         say("   %-50s %5.2f (target <= %.0f load over the hot set): %s" % (
             "%s every name, loads from memory" % s, m["extra_loads"], TARGET21_LOADS,
             "met" if ok else "MISSED"))
-    summary = {"meta": meta, "targets": verdicts, "memory": memory,
+    floors = floors_section(say, verdicts, csv, rows, cells, servers, cost, lat, loads)
+    summary = {"meta": meta, "targets": verdicts, "memory": memory, "floors": floors,
                "latency": {"%s@%s" % k: {kk: (None if vv == math.inf else vv)
                                          for kk, vv in v.items()} for k, v in lat.items()},
                "cost": cost}
@@ -531,6 +543,79 @@ def cmd_report(a):
     with open(os.path.join(a.out, "latency.json"), "w", encoding="utf-8") as f:
         json.dump(summary, f, indent=1, sort_keys=True)
     return 0
+
+
+def floors_section(say, verdicts, csv, rows, cells, servers, cost, lat, loads):
+    """Issue 35: saturation, and ndcache against the answer reflector and the bare one."""
+    sat = {}
+    for r in rows:
+        if r.get("kind") == "saturation":
+            sat.setdefault(r["server"], []).append(r)
+    out = {"saturation": {}, "ratios": {}}
+    if sat:
+        say()
+        say("6. Saturation: the highest kxdpgun load (over every name, no prober) of which the "
+            "server answered at least 99%,")
+        say("   searched from its kxdpgun maximum, up by half while answered, then bisecting; a load "
+            "missed is measured twice; kxdpgun")
+        say("   on CPU 1; tc programs on CPU 0 to themselves (RPS), XDP programs on CPU 1 with "
+            "kxdpgun; median over the repeats")
+        for s in servers:
+            rs = sat.get(s)
+            if not rs:
+                continue
+            q = median([r["qps"] for r in rs])
+            out["saturation"][s] = q
+            at_max = all(r.get("at_max") for r in rs)
+            say("   %-22s %9s QPS%s   (tried %s)" % (
+                s, fmt(q), " (none missed: a lower bound)" if at_max else "",
+                "; ".join(r["tried"] for r in rs)))
+            csv.append("%s,,saturation_qps,%s,qps" % (s, "" if q is None else q))
+    pairs = [(s, f) for s, f in ANSWER_FLOOR.items() if s in servers]
+    if not pairs:
+        return out
+    say()
+    say("7. Against the floors (issue 35): ndcache over the answer reflector (the work any answer "
+        "does) and over the bare reflector")
+    say("   %-12s %-21s %9s %9s %9s %12s %12s" % ("server", "floor", "ns hot", "ns all",
+                                                   "satur.", "p99 " + load_name(TARGET_LOAD),
+                                                   "p99.9"))
+    for s, af in pairs:
+        for f in (af, FLOOR[s]):
+            c, fc = cost.get(s, {}), cost.get(f, {})
+            if not fc:
+                continue
+            r = {}
+            for k in ("cost-hot", "cost-all"):
+                r[k] = c[k] / fc[k] if c.get(k) and fc.get(k) else None
+            qs, qf = out["saturation"].get(s), out["saturation"].get(f)
+            r["saturation"] = qs / qf if qs and qf else None
+            for k in ("p99", "p999"):
+                m, b = lat.get((s, TARGET_LOAD)), lat.get((f, TARGET_LOAD))
+                r[k] = m[k] / b[k] if m and b and m[k] not in (None, math.inf) and b[k] and \
+                    b[k] != math.inf else None
+            out["ratios"]["%s/%s" % (s, f)] = r
+            say("   %-12s %-21s %8sx %8sx %8sx %11sx %11sx" % (
+                s, f, fmt(r["cost-hot"], "%.2f"), fmt(r["cost-all"], "%.2f"),
+                fmt(r["saturation"], "%.2f"), fmt(r["p99"], "%.2f"), fmt(r["p999"], "%.2f")))
+            for k, v in r.items():
+                csv.append("%s,,%s_over_%s,%s,x" % (s, k, f, "" if v is None else round(v, 3)))
+            if f != af:
+                continue
+            v = r["cost-hot"]
+            state = "-" if v is None else ("met" if v <= TARGET35_COST else "MISSED")
+            verdicts.append({"target": "issue 35: %s ns hot / %s" % (s, f), "value": v,
+                             "limit": TARGET35_COST, "state": state})
+            say("   %-12s   issue 35: ns/pkt on the hot set <= %.1fx the answer reflector's: %s"
+                % ("", TARGET35_COST, state))
+            if s in out["saturation"] and f in out["saturation"]:
+                v = r["saturation"]
+                state = "-" if v is None else ("met" if v >= TARGET35_SAT else "MISSED")
+                verdicts.append({"target": "issue 35: %s saturation / %s" % (s, f),
+                                 "value": v, "limit": TARGET35_SAT, "state": state})
+                say("   %-12s   issue 35: saturation >= %.1fx the answer reflector's: %s"
+                    % ("", TARGET35_SAT, state))
+    return out
 
 
 def main():

@@ -4,7 +4,8 @@
 # set here, work, services, namespaces, headless_pct, endpoints, ttl, ext_names, bin (ndcache),
 # reflector (tests/bench/bpf/ndc_reflector.bpf.o), reflector_load
 # (tests/bench/bpf/ndc_reflector_load.bpf.o, when the script runs reflector-load or
-# reflector-load-xdp); table_size before the first server starts.
+# reflector-load-xdp), answer_reflector (tests/bench/bpf/ndc_answer_reflector.bpf.o, when it
+# runs answer-reflector or answer-reflector-xdp); table_size before the first server starts.
 # shellcheck disable=SC2154,SC2034 # variables set or read by the scripts that source this file
 #
 #   bench_data_up            the cluster (gen_cluster.py) and what is derived from it: the
@@ -22,7 +23,8 @@
 # eth-pod, the pod's veth): latency_bench.sh adds its prober's own veth.
 #
 # Servers: reflector (tc ingress), reflector-xdp, reflector-load and reflector-load-xdp (the
-# reflector reading one table line per query: the floor of a name's cost), ndcache-socket,
+# reflector reading one table line per query: the floor of a name's cost), answer-reflector and
+# answer-reflector-xdp ($answer_reflector: the floor that answers, issue 35), ndcache-socket,
 # ndcache-tc, ndcache-xdp,
 # ndcache-dpdk (dpdk_vdev: af_xdp or af_packet, compare.sh only),
 # unbound, knot, knot-xdp, kresd, dnsdist, pdns-recursor; base-tc and base-xdp are ndcache-tc and -xdp run from
@@ -413,8 +415,9 @@ server_start() {
 	write_conf "$s" "$phase"
 	local obj=$reflector
 	[[ $s == reflector-load* ]] && obj=$reflector_load
+	[[ $s == answer-reflector* ]] && obj=$answer_reflector
 	case "$s" in
-	reflector | reflector-load)
+	reflector | reflector-load | answer-reflector)
 		for i in $BENCH_IFACES; do
 			if ! in_node tc qdisc add dev "$i" clsact ||
 				! in_node tc filter add dev "$i" ingress bpf da obj "$obj" sec tc; then
@@ -423,7 +426,7 @@ server_start() {
 		done
 		return 0
 		;;
-	reflector-xdp | reflector-load-xdp)
+	reflector-xdp | reflector-load-xdp | answer-reflector-xdp)
 		for i in $BENCH_IFACES; do
 			in_node ip link set dev "$i" xdp obj "$obj" sec xdp ||
 				die "cannot attach $obj (XDP) to $i"

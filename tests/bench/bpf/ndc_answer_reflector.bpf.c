@@ -1,0 +1,172 @@
+// SPDX-License-Identifier: (GPL-2.0-only OR MIT)
+/*
+ * The benchmark's floor that answers (issue 35): the work any in-place answer to a UDP query must
+ * do, and nothing else. It parses to the question (the product's dns_check_header, dns_walk_name
+ * and dns_check_tail, OPT included), grows the packet by the size of a typical service answer (an
+ * A record behind a compression pointer to the question: 16 bytes; plus the OPT when the query
+ * has one, as ndcache replies), copies a constant answer in, sets the reply header, swaps
+ * addresses and ports and fixes the checksums with the product's own headers (ndc_ctx.h resize
+ * and copy, ndc_swap.h, ndc_csum.h: the IPv4 header sum; UDP over IPv4 without a checksum,
+ * UDP over IPv6 with one, as ndcache sends them) and sends the reply back.
+ *
+ * No table, no hash, no TTL countdown, no counters: what ndcache costs over this is its own
+ * (lookup, copies, bookkeeping); what this costs over the bare reflector (ndc_reflector.bpf.c) is
+ * what answering costs anyone. Every answer carries the same address, whatever the name: the
+ * benchmark's prober and kxdpgun only count replies here (latency_bench.sh passes the prober -e
+ * for every reflector). Not product: built only when a benchmark names it.
+ */
+#include <linux/bpf.h>
+#include <linux/if_ether.h>
+#include <linux/in.h>
+#include <linux/ip.h>
+#include <linux/ipv6.h>
+#include <linux/pkt_cls.h>
+#include <linux/udp.h>
+#include <bpf/bpf_endian.h>
+#include <bpf/bpf_helpers.h>
+
+#include <ndc/abi.h>
+
+#include "ndc_ctx.h"
+#include "ndc_parse.h"
+#include "ndc_csum.h"
+#include "ndc_swap.h"
+#include "ndc_dns.h"
+
+#define NDC_AR_PORT 53
+#define NDC_AR_LEN 16 /* owner pointer 2, TYPE 2, CLASS 2, TTL 4, RDLENGTH 2, address 4 */
+/* as in ndc_answer.h: Ethernet and NDC_VLAN_MAX tags, IPv6, UDP, DNS header, name, QTYPE/QCLASS */
+#define NDC_AR_L3_MAX (14 + 4 * NDC_VLAN_MAX)
+#define NDC_AR_L4_MAX (NDC_AR_L3_MAX + 40)
+#define NDC_AR_ANS_MAX (NDC_AR_L4_MAX + 8 + 12 + NDC_FP_NAME_MAX + 4)
+
+/*
+ * The answer: a pointer to the question's name (offset 12), A, IN, TTL 30, 169.254.20.10; the
+ * bytes c0 0c 00 01 00 01 00 00 00 1e 00 04 a9 fe 14 0a as little-endian words.
+ */
+static const __u64 ndc_ar_answer[NDC_AR_LEN / 8] = {0x0000010001000cc0ULL, 0x0a14fea904001e00ULL};
+
+/*
+ * verifier: the offsets laundered through memory as the fast path does (ctx_launder), or the
+ * paths multiply past the instruction budget; per CPU, as its scratch (one lookup, as its one).
+ */
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, __u32[4]);
+} ndc_ar_launder SEC(".maps");
+
+static __always_inline int answer(void *ctx, const enum ndc_hook hook)
+{
+	void *data = ctx_data(ctx, hook), *data_end = ctx_data_end(ctx, hook);
+	struct ndc_question q = {};
+	struct ndc_dnshdr *dh;
+	struct ndc_cursor c;
+	struct udphdr *uh;
+	__u32 l3_off, l4_off, name_off, ans_off, msg_end, reply_len, udp_len;
+	__be16 proto;
+	__u32 zero = 0, *ld;
+	int v6;
+
+	cursor_init(&c, data, data_end);
+	proto = parse_eth(&c);
+	l3_off = c.off;
+	if (proto == bpf_htons(ETH_P_IP)) {
+		struct iphdr *iph = parse_ipv4(&c);
+
+		if (!iph || iph->protocol != IPPROTO_UDP || iph->ihl != 5)
+			return ctx_pass(hook);
+		v6 = 0;
+	} else if (proto == bpf_htons(ETH_P_IPV6)) {
+		struct ipv6hdr *ip6h = parse_ipv6(&c);
+
+		if (!ip6h || ip6h->nexthdr != IPPROTO_UDP)
+			return ctx_pass(hook);
+		v6 = 1;
+	} else {
+		return ctx_pass(hook);
+	}
+	l4_off = c.off;
+	uh = parse_udp(&c);
+	if (!uh || uh->dest != bpf_htons(NDC_AR_PORT))
+		return ctx_pass(hook);
+	ld = bpf_map_lookup_elem(&ndc_ar_launder, &zero);
+	if (!ld)
+		return ctx_pass(hook);
+	l3_off = ctx_launder(hook, &ld[0], l3_off);
+	l4_off = ctx_launder(hook, &ld[1], l4_off);
+	msg_end = l4_off + bpf_ntohs(uh->len);
+	if (l3_off > NDC_AR_L3_MAX || l4_off > NDC_AR_L4_MAX || msg_end > ctx_len(ctx, hook))
+		return ctx_pass(hook);
+
+	/* the question, as the fast path checks it */
+	dh = data + l4_off + sizeof(struct udphdr);
+	if ((void *)(dh + 1) > data_end || dns_check_header(dh, &q) != NDC_GO)
+		return ctx_pass(hook);
+	name_off = l4_off + sizeof(struct udphdr) + sizeof(*dh);
+	if (dns_walk_name(data, data_end, name_off, &q) != NDC_GO)
+		return ctx_pass(hook);
+	q.name_len = ctx_launder(hook, &ld[2], q.name_len);
+	if (q.name_len == 0 || q.name_len > NDC_FP_NAME_MAX)
+		return ctx_pass(hook);
+	if (dns_check_tail(data, data_end, name_off + q.name_len, msg_end, &q) != NDC_GO)
+		return ctx_pass(hook);
+
+	/* the reply: resized, the answer and the OPT copied in, the header set */
+	ans_off = name_off + q.name_len + NDC_DNS_QFIXED;
+	reply_len = sizeof(*dh) + q.name_len + NDC_DNS_QFIXED + NDC_AR_LEN +
+		    (q.has_opt ? NDC_DNS_OPT_LEN : 0);
+	if (reply_len > dns_udp_limit(&q)) /* never for this answer; verifier: bounds udp_len */
+		return ctx_pass(hook);
+	udp_len = sizeof(struct udphdr) + reply_len;
+	if (ctx_resize(ctx, hook, ctx_len(ctx, hook), l4_off + udp_len, ans_off, NDC_AR_ANS_MAX))
+		return ctx_pass(hook);
+	data = ctx_data(ctx, hook);
+	data_end = ctx_data_end(ctx, hook);
+	if (ctx_copy_in(hook, data, data_end, ans_off, (const __u8 *)ndc_ar_answer, NDC_AR_LEN,
+			NDC_AR_LEN))
+		return ctx_pass(hook);
+	if (q.has_opt) {
+		__u8 *p = pkt_at(data, ans_off + NDC_AR_LEN);
+
+		if ((void *)(p + NDC_DNS_OPT_LEN) > data_end)
+			return ctx_pass(hook);
+		dns_put_opt(p);
+	}
+	dh = data + l4_off + sizeof(struct udphdr);
+	if ((void *)(dh + 1) > data_end)
+		return ctx_pass(hook);
+	dh->flags = bpf_htons(NDC_DNS_F_QR | NDC_DNS_F_RA | NDC_DNS_F_AA |
+			      (q.flags & (NDC_DNS_F_RD | NDC_DNS_F_CD)));
+	dh->qdcount = bpf_htons(1);
+	dh->ancount = bpf_htons(1);
+	dh->nscount = 0;
+	dh->arcount = bpf_htons(q.has_opt);
+
+	/* turned around, checksums set */
+	if (swap_eth(data, data_end))
+		return ctx_pass(hook);
+	if (v6) {
+		if (swap_ipv6_udp(data, data_end, l3_off, udp_len) ||
+		    ipv6_udp_csum_set(data, data_end, l3_off, l4_off, udp_len))
+			return ctx_pass(hook);
+	} else if (swap_ipv4_udp(data, data_end, l3_off, udp_len)) {
+		return ctx_pass(hook);
+	}
+	return ctx_reply(ctx, hook, 0);
+}
+
+SEC("tc")
+int ndc_answer_reflect_tc(struct __sk_buff *skb)
+{
+	return answer(skb, NDC_HOOK_TC);
+}
+
+SEC("xdp")
+int ndc_answer_reflect_xdp(struct xdp_md *ctx)
+{
+	return answer(ctx, NDC_HOOK_XDP);
+}
+
+char LICENSE[] SEC("license") = "Dual MIT/GPL";

@@ -1,0 +1,162 @@
+#!/usr/bin/env bash
+# Where each nanosecond of a hit goes (issue 35): the fast path's program cost through
+# BPF_PROG_TEST_RUN (tests/bench_testrun) for builds that stop after each step of the hit path
+# (tests/bench/steps/NN_step.txt: the product's files with an early pass planted, built by
+# tests/planted/plant.py; the product itself is the last row), beside the bare reflector and the
+# answer reflector (tests/bench/bpf/), tc and XDP, on the benchmark's hit (kubernetes.default A,
+# no OPT), and the tc egress program on the hit's reply with fail-open on (as the agent runs it).
+#
+# Each build runs --runs single test runs per round, every build once per round, --rounds
+# rounds (interleaved, so a burst of the shared host's noise hits one round of every row rather
+# than every round of one); the table is the median over the rounds, less the empty program's
+# (the reflector given a TCP packet: the kernel's clock reads around each run), and each step's
+# difference to the row above it. Pinned to CPU 1.
+#
+# Usage: tests/bench/steps_bench.sh [--build DIR] [--runs N] [--rounds N] [--out DIR]
+#   --build DIR   meson build dir (default build-lat; set up with -Dbpf=enabled if missing)
+#   --runs N      single test runs per build and round (default 100000)
+#   --rounds N    rounds (default 5)
+#   --out DIR     results (default BUILD/steps): steps.txt, steps.json, raw.txt
+# Needs root (BPF). Exit 0 when the table was printed.
+set -u
+here=$(cd "$(dirname "$0")" && pwd)
+root=$(cd "$here/../.." && pwd)
+cmdline="tests/bench/steps_bench.sh${*:+ $*}"
+BENCH_NAME=steps_bench # read by lib.sh
+# shellcheck source=lib.sh
+. "$here/lib.sh"
+
+build="$root/build-lat"
+runs=100000
+rounds=5
+out=""
+while [ $# -gt 0 ]; do
+	case "$1" in -h | --help) usage 0 ;; esac
+	[ $# -ge 2 ] || die "$1 needs a value"
+	case "$1" in
+	--build) build=$2 ;;
+	--runs) runs=$2 ;;
+	--rounds) rounds=$2 ;;
+	--out) out=$2 ;;
+	*) echo "steps_bench: unknown argument '$1'" >&2; usage 2 ;;
+	esac
+	shift 2
+done
+{ is_uint "$runs" && [ "$runs" -le 10000000 ]; } || die "--runs: 1..10000000"
+{ is_uint "$rounds" && [ "$rounds" -le 50 ]; } || die "--rounds: 1..50"
+[ "$(id -u)" = 0 ] || die "needs root (BPF_PROG_TEST_RUN)"
+case "$build" in /*) ;; *) build="$PWD/$build" ;; esac
+[ -n "$out" ] || out="$build/steps"
+case "$out" in /*) ;; *) out="$PWD/$out" ;; esac
+
+steps=()
+for f in "$here"/steps/[0-9][0-9]_*.txt; do
+	steps+=("$(basename "$f" .txt)")
+done
+[ ${#steps[@]} -gt 0 ] || die "no step specs in $here/steps"
+targets=(tests/bench_testrun tests/bench/bpf/ndc_answer_reflector.bpf.o)
+for s in "${steps[@]}"; do targets+=("tests/bench/steps/step_$s.bpf.o"); done
+bench_build "$build" "$out" "${targets[@]}"
+testrun="$build/tests/bench_testrun"
+aref="$build/tests/bench/bpf/ndc_answer_reflector.bpf.o"
+raw="$out/raw.txt"
+: >"$raw"
+
+# one ROW FILTER [ENV...]: a bench_testrun run of one filter, its "name value" lines as
+# "round row name value" in raw.txt. N=1: one name besides the hit (the many-names cases unused).
+one() {
+	local round=$1 row=$2 filter=$3 lines
+	shift 3
+	lines=$(env "$@" taskset -c 1 "$testrun" "$runs" "$filter" 1) ||
+		die "bench_testrun failed for $row: $lines"
+	while read -r name value; do
+		echo "$round $row $name $value" >>"$raw"
+	done <<<"$lines"
+}
+
+load_before=$(cut -d' ' -f1-3 /proc/loadavg)
+started=$(date -u +%Y-%m-%dT%H:%M:%SZ)
+echo "steps_bench: ${#steps[@]} step builds + 4 rows, $rounds round(s) of $runs runs" >&2
+for ((r = 1; r <= rounds; r++)); do
+	one "$r" overhead overhead
+	one "$r" reflectors reflector_ns NDC_BENCH_ANSWER_REFLECTOR="$aref"
+	for s in "${steps[@]}"; do
+		one "$r" "$s" a_hit_ns NDC_BENCH_OBJECT="$build/tests/bench/steps/step_$s.bpf.o" \
+			NDC_BENCH_ANY_VERDICT=1
+	done
+	one "$r" 13_product a_hit_ns
+	one "$r" egress egress NDC_BENCH_FAILOPEN=1
+	echo "steps_bench: round $r of $rounds done" >&2
+done
+load_after=$(cut -d' ' -f1-3 /proc/loadavg)
+cpu_model=$(lscpu 2>/dev/null | sed -n 's/^Model name: *//p' | head -1)
+
+python3 - "$raw" "$out" <<EOF || die "the report failed"
+import json, os, statistics, sys
+
+raw, out = sys.argv[1], sys.argv[2]
+vals = {}
+for line in open(raw, encoding="utf-8"):
+    rnd, row, name, value = line.split()
+    vals.setdefault((row, name), []).append(float(value))
+med = {k: statistics.median(v) for k, v in vals.items()}
+spread = {k: (min(v), max(v)) for k, v in vals.items()}
+steps = "${steps[*]}".split() + ["13_product"]
+what = {}
+for s in steps[:-1]:
+    with open(os.path.join("$here/steps", s + ".txt"), encoding="utf-8") as f:
+        lines = [l[2:].strip() for l in f if l.startswith("# ")]
+    # the spec's first comment lines: "... stopping after" / what / ";"
+    text = " ".join(lines[:2]).split("stopping after", 1)[-1].split(";")[0].strip()
+    what[s] = text
+what["13_product"] = "the product: the answer counted and sent (tc bpf_redirect; XDP_TX)"
+ov = {h: med.get(("overhead", h + "_overhead_ns")) for h in ("tc", "xdp")}
+L = []
+say = L.append
+say("Per-step cost of a hit (BPF_PROG_TEST_RUN, ns per run less the empty program's), %s" % "$started")
+say("machine: $(nproc) CPUs ($cpu_model), kernel $(uname -r); load average before $load_before, after $load_after")
+say("command: $cmdline ($runs runs per build and round, median of $rounds rounds; pinned to CPU 1)")
+say("empty program (the kernel's clock reads around a run, subtracted below): tc %.1f, XDP %.1f ns"
+    % (ov["tc"], ov["xdp"]))
+say("")
+say("| %-40s | %7s | %7s | %7s | %7s |" % ("build (stops after the step)", "tc ns", "+step", "XDP ns",
+                                          "+step"))
+say("|%s|%s|%s|%s|%s|" % ("-" * 42, "-" * 9, "-" * 9, "-" * 9, "-" * 9))
+rows = []
+def net(row, name, hook):
+    v = med.get((row, name))
+    return None if v is None or ov[hook] is None else v - ov[hook]
+def f(v, fmt="%7.1f"):
+    return "%7s" % "-" if v is None else fmt % v
+refl = {h: net("reflectors", h + "_reflector_ns", h) for h in ("tc", "xdp")}
+aref = {h: net("reflectors", h + "_answer_reflector_ns", h) for h in ("tc", "xdp")}
+say("| %-40s | %s | %7s | %s | %7s |" % ("bare reflector (swap, send back)", f(refl["tc"]), "",
+                                          f(refl["xdp"]), ""))
+say("| %-40s | %s | %7s | %s | %7s |" % ("answer reflector (the floor that answers)",
+                                          f(aref["tc"]), "", f(aref["xdp"]), ""))
+prev = {"tc": 0.0, "xdp": 0.0}
+for s in steps:
+    t, x = net(s, "tc_a_hit_ns", "tc"), net(s, "xdp_a_hit_ns", "xdp")
+    dt = None if t is None else t - prev["tc"]
+    dx = None if x is None else x - prev["xdp"]
+    rows.append({"step": s, "what": what[s], "tc_ns": t, "tc_step": dt, "xdp_ns": x, "xdp_step": dx,
+                 "tc_range": spread.get((s, "tc_a_hit_ns")), "xdp_range": spread.get((s, "xdp_a_hit_ns"))})
+    say("| %-40s | %s | %s | %s | %s |" % (s, f(t), f(dt, "%+7.1f"), f(x), f(dx, "%+7.1f")))
+    prev = {"tc": t if t is not None else prev["tc"], "xdp": x if x is not None else prev["xdp"]}
+eg = net("egress", "tc_egress_reply_ns", "tc")
+say("| %-40s | %s | %7s | %7s | %7s |" % ("tc egress program on the reply (fail-open)", f(eg), "",
+                                          "-", ""))
+say("")
+say("Steps (each build stops after its step, with every step above it done):")
+for r in rows:
+    say("  %-11s %s" % (r["step"], r["what"]))
+text = "\n".join(L) + "\n"
+sys.stdout.write(text)
+with open(os.path.join(out, "steps.txt"), "w", encoding="utf-8") as fo:
+    fo.write(text)
+with open(os.path.join(out, "steps.json"), "w", encoding="utf-8") as fo:
+    json.dump({"overhead": ov, "reflector": refl, "answer_reflector": aref, "steps": rows,
+               "egress_tc": eg, "medians": {"%s %s" % k: v for k, v in med.items()}}, fo, indent=1)
+EOF
+echo "steps_bench: results in $out/steps.txt, steps.json, raw.txt" >&2
+exit 0
