@@ -41,47 +41,6 @@
 #define CAP_SYS_ADMIN_NR 21
 #define CAP_BPF_NR 39
 
-/* A chunk's place: outer map (its kind) and index; the map's fd while it waits for a commit. */
-struct chunk_ref {
-	enum ndc_fp_chunk_kind kind;
-	uint32_t idx;
-	int fd;
-};
-
-struct ndc_fp {
-	struct ndc_fastpath *skel;
-	struct ndc_fp_config *cfg; /* ndc_config, mapped: geom and flags are written through it */
-	struct ndc_fp_big *nx;	   /* ndc_nx, mapped */
-	int answers_fd, big_fd;	   /* the outer maps the table's chunks go in */
-	/* chunks added since the last commit: not yet in their outer map */
-	struct chunk_ref *pend;
-	size_t n_pend, cap_pend;
-	/*
-	 * Outer entries of dropped chunks, cleared one by one by the reaper thread: each delete
-	 * from an array of maps waits for an RCU grace period, which the table's writer should not.
-	 */
-	struct chunk_ref *reap;
-	size_t n_reap, cap_reap;
-	pthread_mutex_t reap_lock; /* the reap list and reaping */
-	pthread_cond_t reap_cond;
-	struct chunk_ref reaping; /* being cleared now, outside the lock (fd 0); else fd -1 */
-	pthread_t reaper;
-	bool reaper_started, reap_stop;
-	struct ndc_link_watch *watch;
-	struct ndc_link_watch_opts watch_opts; /* mode and patterns, for ndc_fastpath_attach */
-	uint64_t foreign;		       /* the link watch's gauge (watch_opts.foreign) */
-	char pin_dir[PATH_MAX];
-	bool made_dir; /* we created pin_dir: remove it on close if empty */
-	bool pinned;
-	struct ndc_fp_table table;
-	int config_fd;
-	int counters_fd;
-	/* sampled answers: the ring's reader, and the poll's callback while it runs */
-	struct ring_buffer *samples;
-	void (*sample_cb)(const struct ndc_fp_sample *s, void *arg);
-	void *sample_arg;
-};
-
 /* ---------------------------------------------------------------------------------------------
  * Loader.
  */
@@ -562,23 +521,6 @@ static void outer_sizes(uint32_t max_entries, uint32_t *ret_chunks, uint32_t *re
 		    1;
 }
 
-/*
- * The config words of what the kernel shows (abi.h NDC_FP_C_CLIENTS, sample): the flag set in or
- * cleared from *flags, the rate as a threshold against a random 32-bit number. -EINVAL for a rate
- * outside [0, 1] (NaN too).
- */
-static int observe_words(bool clients, double rate, uint32_t *flags, uint32_t *ret_sample)
-{
-	if (!(rate >= 0.0 && rate <= 1.0)) {
-		ndc_err("fast path: kernel sample rate %g is not between 0 and 1", rate);
-		return -EINVAL;
-	}
-	*flags = clients ? *flags | NDC_FP_C_CLIENTS : *flags & ~(uint32_t)NDC_FP_C_CLIENTS;
-	/* 1.0 samples all but one in 2^32 */
-	*ret_sample = rate >= 1.0 ? UINT32_MAX : (uint32_t)(rate * 4294967296.0);
-	return 0;
-}
-
 int ndc_fastpath_config_of(const struct ndc_fastpath_opts *opts, struct ndc_fp_config *ret)
 {
 	const struct ndc_fp_config_opts co = {
@@ -600,33 +542,7 @@ int ndc_fastpath_config_of(const struct ndc_fastpath_opts *opts, struct ndc_fp_c
 	r = ndc_fastpath_config(&co, ret); /* dataplane/base/entry.c: the DPDK table's too */
 	if (r < 0)
 		return r;
-	return observe_words(opts->clients, opts->kernel_sample, &ret->flags, &ret->sample);
-}
-
-/* A record of ndc_samples (abi.h struct ndc_fp_sample_rec) to the poll's callback. */
-static int on_sample(void *ctx, void *data, size_t size)
-{
-	const struct ndc_fp_sample_rec *r = data;
-	struct ndc_fp *fp = ctx;
-	struct ndc_fp_sample smp;
-	static const uint8_t v4mapped[12] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff};
-
-	if (size < sizeof(*r) || !fp->sample_cb)
-		return 0;
-	memset(&smp, 0, sizeof(smp));
-	if (memcmp(r->client, v4mapped, sizeof(v4mapped)) == 0) {
-		smp.client.family = AF_INET;
-		memcpy(smp.client.addr, r->client + 12, 4);
-	} else {
-		smp.client.family = AF_INET6;
-		memcpy(smp.client.addr, r->client, 16);
-	}
-	smp.client_port = ntohs(r->client_port);
-	smp.ktime_ns = r->ktime_ns;
-	smp.len = r->len <= sizeof(smp.msg) ? r->len : sizeof(smp.msg); /* the kernel's word */
-	memcpy(smp.msg, r->msg, smp.len);
-	fp->sample_cb(&smp, fp->sample_arg);
-	return 0;
+	return ndc_fp_observe_words(opts->clients, opts->kernel_sample, &ret->flags, &ret->sample);
 }
 
 int ndc_fastpath_open(const struct ndc_fastpath_opts *opts, struct ndc_fp **ret)
@@ -707,7 +623,7 @@ int ndc_fastpath_open(const struct ndc_fastpath_opts *opts, struct ndc_fp **ret)
 	fp->config_fd = bpf_map__fd(fp->skel->maps.ndc_config);
 	fp->counters_fd = bpf_map__fd(fp->skel->maps.ndc_counters);
 	fp->samples =
-	    ring_buffer__new(bpf_map__fd(fp->skel->maps.ndc_samples), on_sample, fp, NULL);
+	    ring_buffer__new(bpf_map__fd(fp->skel->maps.ndc_samples), ndc_fp_on_sample, fp, NULL);
 	if (!fp->samples) {
 		r = -errno;
 		ndc_err("fast path: cannot map the sampled answers' ring: %s", strerror(-r));
@@ -1001,109 +917,6 @@ int ndc_fastpath_counters(struct ndc_fp *fp, uint64_t ret[NDC_FP_COUNTER_MAX])
 	}
 	free(vals);
 	return r;
-}
-
-int ndc_fastpath_clients(struct ndc_fp *fp, int (*cb)(const struct ndc_fp_client *c, void *arg),
-			 void *arg)
-{
-	static const uint8_t v4mapped[12] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff};
-	int ncpu = libbpf_num_possible_cpus(), fd, r = 0;
-	struct ndc_fp_client_key key, next;
-	struct ndc_fp_client_counts *vals;
-	bool first = true;
-
-	if (!fp || !cb)
-		return -EINVAL;
-	if (ncpu <= 0)
-		return ncpu < 0 ? ncpu : -EINVAL;
-	fd = bpf_map__fd(fp->skel->maps.ndc_clients);
-	/* per CPU: one 8-byte-aligned value each (32 bytes) */
-	vals = calloc((size_t)ncpu, sizeof(*vals));
-	if (!vals)
-		return -ENOMEM;
-	/*
-	 * The kernel adds and evicts clients meanwhile: a key gone between next_key and lookup is
-	 * skipped; one evicted under the walk may restart it from the first key, so a client can
-	 * be seen twice then (rare: the table is far from full on a node).
-	 */
-	while (bpf_map_get_next_key(fd, first ? NULL : &key, &next) == 0) {
-		struct ndc_fp_client c = {0};
-
-		first = false;
-		key = next;
-		if (bpf_map_lookup_elem(fd, &key, vals) < 0) {
-			if (errno == ENOENT)
-				continue;
-			r = -errno;
-			break;
-		}
-		if (memcmp(key.addr, v4mapped, sizeof(v4mapped)) == 0) {
-			c.addr.family = AF_INET;
-			memcpy(c.addr.addr, key.addr + 12, 4);
-		} else {
-			c.addr.family = AF_INET6;
-			memcpy(c.addr.addr, key.addr, 16);
-		}
-		for (int i = 0; i < ncpu; i++) {
-			c.queries += vals[i].queries;
-			c.answered += vals[i].answered;
-			c.nxdomain += vals[i].nxdomain;
-			c.passed += vals[i].passed;
-		}
-		r = cb(&c, arg);
-		if (r)
-			break;
-	}
-	free(vals);
-	return r;
-}
-
-int ndc_fastpath_samples_poll(struct ndc_fp *fp, int timeout_ms,
-			      void (*cb)(const struct ndc_fp_sample *s, void *arg), void *arg)
-{
-	int r;
-
-	if (!fp || !cb)
-		return -EINVAL;
-	fp->sample_cb = cb;
-	fp->sample_arg = arg;
-	r = ring_buffer__poll(fp->samples, timeout_ms);
-	fp->sample_cb = NULL;
-	fp->sample_arg = NULL;
-	return r;
-}
-
-int ndc_fastpath_samples_fd(struct ndc_fp *fp)
-{
-	return fp ? ring_buffer__epoll_fd(fp->samples) : -EINVAL;
-}
-
-int ndc_fastpath_samples_lost(struct ndc_fp *fp, uint64_t *ret)
-{
-	if (!fp)
-		return -EINVAL;
-	/* the program's global, through the skeleton's mapping of .bss */
-	*ret = __atomic_load_n(&fp->skel->bss->ndc_samples_lost, __ATOMIC_RELAXED);
-	return 0;
-}
-
-int ndc_fastpath_set_observe(struct ndc_fp *fp, bool clients, double kernel_sample)
-{
-	uint32_t flags = 0, sample;
-	int r;
-
-	if (!fp)
-		return -EINVAL;
-	r = observe_words(clients, kernel_sample, &flags, &sample);
-	if (r < 0)
-		return r;
-	/* one atomic store each, through the mapping the program reads (as set_synced) */
-	if (clients)
-		__atomic_fetch_or(&fp->cfg->flags, NDC_FP_C_CLIENTS, __ATOMIC_RELEASE);
-	else
-		__atomic_fetch_and(&fp->cfg->flags, ~(uint32_t)NDC_FP_C_CLIENTS, __ATOMIC_RELEASE);
-	__atomic_store_n(&fp->cfg->sample, sample, __ATOMIC_RELEASE);
-	return 0;
 }
 
 uint64_t ndc_fastpath_foreign_programs(struct ndc_fp *fp)

@@ -7,6 +7,7 @@
 #ifndef NDC_FASTPATH_INTERNAL_H
 #define NDC_FASTPATH_INTERNAL_H
 
+#include <limits.h>
 #include <pthread.h>
 #include <stdbool.h>
 #include <stddef.h>
@@ -298,5 +299,62 @@ void ndc_fp_table_stats(struct ndc_fp_table *t, struct ndc_fp_table_usage *ret);
 int ndc_fp_table_read(int answers_fd, int big_fd, int nx_fd, int config_fd,
 		      const struct ndc_fp_key *k, struct ndc_fp_value *ret);
 int ndc_fp_table_count(int answers_fd, size_t *ret);
+
+/* ---- fastpath.c's state (observe.c reads the maps through it) ---- */
+
+struct ndc_fastpath; /* the libbpf skeleton (ndc_fastpath.skel.h) */
+struct ring_buffer;
+
+/* A chunk's place: outer map (its kind) and index; the map's fd while it waits for a commit. */
+struct chunk_ref {
+	enum ndc_fp_chunk_kind kind;
+	uint32_t idx;
+	int fd;
+};
+
+struct ndc_fp {
+	struct ndc_fastpath *skel;
+	struct ndc_fp_config *cfg; /* ndc_config, mapped: geom and flags are written through it */
+	struct ndc_fp_big *nx;	   /* ndc_nx, mapped */
+	int answers_fd, big_fd;	   /* the outer maps the table's chunks go in */
+	/* chunks added since the last commit: not yet in their outer map */
+	struct chunk_ref *pend;
+	size_t n_pend, cap_pend;
+	/*
+	 * Outer entries of dropped chunks, cleared one by one by the reaper thread: each delete
+	 * from an array of maps waits for an RCU grace period, which the table's writer should not.
+	 */
+	struct chunk_ref *reap;
+	size_t n_reap, cap_reap;
+	pthread_mutex_t reap_lock; /* the reap list and reaping */
+	pthread_cond_t reap_cond;
+	struct chunk_ref reaping; /* being cleared now, outside the lock (fd 0); else fd -1 */
+	pthread_t reaper;
+	bool reaper_started, reap_stop;
+	struct ndc_link_watch *watch;
+	struct ndc_link_watch_opts watch_opts; /* mode and patterns, for ndc_fastpath_attach */
+	uint64_t foreign;		       /* the link watch's gauge (watch_opts.foreign) */
+	char pin_dir[PATH_MAX];
+	bool made_dir; /* we created pin_dir: remove it on close if empty */
+	bool pinned;
+	struct ndc_fp_table table;
+	int config_fd;
+	int counters_fd;
+	/* sampled answers: the ring's reader, and the poll's callback while it runs */
+	struct ring_buffer *samples;
+	void (*sample_cb)(const struct ndc_fp_sample *s, void *arg);
+	void *sample_arg;
+};
+
+/* ---- observe.c ---- */
+
+/*
+ * The config words of what the kernel shows: NDC_FP_C_CLIENTS set in or cleared from *flags, the
+ * sample rate as a threshold against a random 32-bit number. -EINVAL (logged) for a rate outside
+ * [0, 1].
+ */
+int ndc_fp_observe_words(bool clients, double rate, uint32_t *flags, uint32_t *ret_sample);
+/* The ring's callback (ctx: the struct ndc_fp): a record of ndc_samples to the poll's caller. */
+int ndc_fp_on_sample(void *ctx, void *data, size_t size);
 
 #endif
