@@ -20,6 +20,20 @@
 #include "internal.h"
 #include "ndc_fastpath.skel.h"
 
+/* The kernel's 16-byte client key (IPv4 as ::ffff:a.b.c.d) as the address it stands for. */
+static void client_ip(const uint8_t key[16], struct ndc_ip *out)
+{
+	static const uint8_t v4mapped[12] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff};
+
+	if (memcmp(key, v4mapped, sizeof(v4mapped)) == 0) {
+		out->family = AF_INET;
+		memcpy(out->addr, key + 12, 4);
+	} else {
+		out->family = AF_INET6;
+		memcpy(out->addr, key, 16);
+	}
+}
+
 /*
  * The config words of what the kernel shows (abi.h NDC_FP_C_CLIENTS, sample): the flag set in or
  * cleared from *flags, the rate as a threshold against a random 32-bit number. -EINVAL for a rate
@@ -43,18 +57,11 @@ int ndc_fp_on_sample(void *ctx, void *data, size_t size)
 	const struct ndc_fp_sample_rec *r = data;
 	struct ndc_fp *fp = ctx;
 	struct ndc_fp_sample smp;
-	static const uint8_t v4mapped[12] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff};
 
 	if (size < sizeof(*r) || !fp->sample_cb)
 		return 0;
 	memset(&smp, 0, sizeof(smp));
-	if (memcmp(r->client, v4mapped, sizeof(v4mapped)) == 0) {
-		smp.client.family = AF_INET;
-		memcpy(smp.client.addr, r->client + 12, 4);
-	} else {
-		smp.client.family = AF_INET6;
-		memcpy(smp.client.addr, r->client, 16);
-	}
+	client_ip(r->client, &smp.client);
 	smp.client_port = ntohs(r->client_port);
 	smp.ktime_ns = r->ktime_ns;
 	smp.len = r->len <= sizeof(smp.msg) ? r->len : sizeof(smp.msg); /* the kernel's word */
@@ -66,7 +73,6 @@ int ndc_fp_on_sample(void *ctx, void *data, size_t size)
 int ndc_fastpath_clients(struct ndc_fp *fp, int (*cb)(const struct ndc_fp_client *c, void *arg),
 			 void *arg)
 {
-	static const uint8_t v4mapped[12] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff};
 	int ncpu = libbpf_num_possible_cpus(), fd, r = 0;
 	struct ndc_fp_client_key key, next;
 	struct ndc_fp_client_counts *vals;
@@ -97,13 +103,7 @@ int ndc_fastpath_clients(struct ndc_fp *fp, int (*cb)(const struct ndc_fp_client
 			r = -errno;
 			break;
 		}
-		if (memcmp(key.addr, v4mapped, sizeof(v4mapped)) == 0) {
-			c.addr.family = AF_INET;
-			memcpy(c.addr.addr, key.addr + 12, 4);
-		} else {
-			c.addr.family = AF_INET6;
-			memcpy(c.addr.addr, key.addr, 16);
-		}
+		client_ip(key.addr, &c.addr);
 		for (int i = 0; i < ncpu; i++) {
 			c.queries += vals[i].queries;
 			c.answered += vals[i].answered;
