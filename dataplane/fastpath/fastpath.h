@@ -171,11 +171,13 @@ int ndc_fastpath_table_stats(struct ndc_fp *fp, struct ndc_fastpath_table_stats 
 
 /*
  * Who asks (issue 37). The kernel counts every UDP query to a node-local address that it answers
- * or passes, by source address (include/ndc/abi.h, struct ndc_fp_client_counts): a bounded table
- * (NDC_FP_CLIENTS_MAX addresses; when full, the client seen least recently gives way and its
- * counts start again from 0 if it comes back). Counts start from 0 with each load of the program
- * (an upgrade's successor loads its own). passed: handed to the stack, where the socket path sees
- * them again; nxdomain is part of answered; queries = answered + passed.
+ * or passes, by source address (include/ndc/abi.h, struct ndc_fp_client_slot): a fixed table of
+ * NDC_FP_CLIENTS_MAX slots per CPU, two of which a client may hold; a new client whose two are
+ * taken takes the one with fewer queries on that CPU, whose owner's counts there are lost (it
+ * vanishes, or shows less, and starts again from 0 if it comes back;
+ * ndc_fastpath_clients_taken counts such takeovers). Counts start from 0 with each load of the
+ * program (an upgrade's successor loads its own). passed: handed to the stack, where the socket
+ * path sees them again; nxdomain is part of answered; queries = answered + passed.
  */
 struct ndc_fp_client {
 	struct ndc_ip addr; /* IPv4 for IPv4 clients (the kernel's IPv4-mapped key) */
@@ -189,6 +191,9 @@ struct ndc_fp_client {
  */
 int ndc_fastpath_clients(struct ndc_fp *fp, int (*cb)(const struct ndc_fp_client *c, void *arg),
 			 void *arg);
+
+/* Slots a new client took from another since the program was loaded (see above). 0 or -errno. */
+int ndc_fastpath_clients_taken(struct ndc_fp *fp, uint64_t *ret);
 
 /* A kernel answer sampled (kernel_sample): the reply as sent, for dnstap CLIENT_RESPONSE. */
 struct ndc_fp_sample {

@@ -165,6 +165,13 @@ int ndc_fastpath_clients(struct ndc_fp *fp, int (*cb)(const struct ndc_fp_client
 	return -EOPNOTSUPP;
 }
 
+int ndc_fastpath_clients_taken(struct ndc_fp *fp, uint64_t *ret)
+{
+	(void)fp;
+	*ret = 0;
+	return -EOPNOTSUPP;
+}
+
 int ndc_fastpath_samples_poll(struct ndc_fp *fp, int timeout_ms,
 			      void (*cb)(const struct ndc_fp_sample *s, void *arg), void *arg)
 {

@@ -70,52 +70,144 @@ int ndc_fp_on_sample(void *ctx, void *data, size_t size)
 	return 0;
 }
 
+/* A client's counts from one CPU's slot: its key and what that CPU counted there. */
+struct client_row {
+	struct ndc_fp_client_key key;
+	struct ndc_fp_client_counts c;
+};
+
+static int row_cmp(const void *x, const void *y)
+{
+	return memcmp(((const struct client_row *)x)->key.addr,
+		      ((const struct client_row *)y)->key.addr, sizeof(struct ndc_fp_client_key));
+}
+
+/* The used slots among n keys' per-CPU values (ncpu each) appended to *rows. */
+static int rows_add(const struct ndc_fp_client_slot *vals, size_t n, int ncpu,
+		    struct client_row **rows, size_t *nrows, size_t *cap)
+{
+	for (size_t i = 0; i < n * (size_t)ncpu; i++) {
+		if (!vals[i].counts.queries)
+			continue; /* empty on that CPU */
+		if (*nrows == *cap) {
+			size_t ncap = *cap ? *cap * 2 : 64;
+			struct client_row *nr = realloc(*rows, ncap * sizeof(*nr));
+
+			if (!nr)
+				return -ENOMEM;
+			*rows = nr;
+			*cap = ncap;
+		}
+		(*rows)[*nrows].key = vals[i].key;
+		(*rows)[*nrows].c = vals[i].counts;
+		(*nrows)++;
+	}
+	return 0;
+}
+
+/* The kernel's "operation not supported" (include/linux/errno.h), as old kernels say it. */
+#define NDC_ENOTSUPP 524
+
+/* Keys read at once: a batch's values are BATCH * ncpu slots (48 bytes each). */
+#define BATCH 256
+
+/*
+ * Every used slot of ndc_clients (abi.h, struct ndc_fp_client_slot) on every CPU into *rows: in
+ * batches, else (a kernel without batch lookups of arrays) key by key.
+ */
+static int rows_read(int fd, int ncpu, struct client_row **rows, size_t *nrows)
+{
+	struct ndc_fp_client_slot *vals = calloc((size_t)BATCH * (size_t)ncpu, sizeof(*vals));
+	__u32 keys[BATCH], in = 0, out = 0, idx;
+	bool started = false;
+	size_t cap = 0;
+	int r = 0;
+
+	if (!vals)
+		return -ENOMEM;
+	for (;;) {
+		__u32 n = BATCH;
+		int e;
+
+		LIBBPF_OPTS(bpf_map_batch_opts, o);
+		e = bpf_map_lookup_batch(fd, started ? &in : NULL, &out, keys, vals, &n, &o) < 0
+			? errno
+			: 0;
+		if (e && e != ENOENT) {
+			r = -e;
+			break;
+		}
+		/* ENOENT: the end, n the last keys read */
+		r = rows_add(vals, n, ncpu, rows, nrows, &cap);
+		if (r < 0 || e == ENOENT || n == 0)
+			break;
+		in = out;
+		started = true;
+	}
+	if (r == -EINVAL || r == -EOPNOTSUPP || r == -NDC_ENOTSUPP) {
+		/* no batch ops: one key at a time */
+		*nrows = 0;
+		r = 0;
+		for (idx = 0; idx < NDC_FP_CLIENTS_MAX && r == 0; idx++) {
+			if (bpf_map_lookup_elem(fd, &idx, vals) < 0) {
+				r = -errno;
+				break;
+			}
+			r = rows_add(vals, 1, ncpu, rows, nrows, &cap);
+		}
+	}
+	free(vals);
+	return r;
+}
+
 int ndc_fastpath_clients(struct ndc_fp *fp, int (*cb)(const struct ndc_fp_client *c, void *arg),
 			 void *arg)
 {
-	int ncpu = libbpf_num_possible_cpus(), fd, r = 0;
-	struct ndc_fp_client_key key, next;
-	struct ndc_fp_client_counts *vals;
-	bool first = true;
+	int ncpu = libbpf_num_possible_cpus(), r;
+	struct client_row *rows = NULL;
+	size_t nrows = 0;
 
 	if (!fp || !cb)
 		return -EINVAL;
 	if (ncpu <= 0)
 		return ncpu < 0 ? ncpu : -EINVAL;
-	fd = bpf_map__fd(fp->skel->maps.ndc_clients);
-	/* per CPU: one 8-byte-aligned value each (32 bytes) */
-	vals = calloc((size_t)ncpu, sizeof(*vals));
-	if (!vals)
-		return -ENOMEM;
 	/*
-	 * The kernel adds and evicts clients meanwhile: a key gone between next_key and lookup is
-	 * skipped; one evicted under the walk may restart it from the first key, so a client can
-	 * be seen twice then (rare: the table is far from full on a node).
+	 * The kernel takes slots over meanwhile: a slot read while its CPU rewrites it may show its
+	 * new key with part of the old owner's counts (counts are approximate, never a crash). A
+	 * client can hold different slots on different CPUs: sorted by key, each address once.
 	 */
-	while (bpf_map_get_next_key(fd, first ? NULL : &key, &next) == 0) {
+	r = rows_read(bpf_map__fd(fp->skel->maps.ndc_clients), ncpu, &rows, &nrows);
+	if (r < 0)
+		goto cleanup;
+	qsort(rows, nrows, sizeof(*rows), row_cmp);
+	for (size_t i = 0; i < nrows;) {
 		struct ndc_fp_client c = {0};
+		size_t j = i;
 
-		first = false;
-		key = next;
-		if (bpf_map_lookup_elem(fd, &key, vals) < 0) {
-			if (errno == ENOENT)
-				continue;
-			r = -errno;
-			break;
+		client_ip(rows[i].key.addr, &c.addr);
+		for (; j < nrows && row_cmp(&rows[i], &rows[j]) == 0; j++) {
+			c.queries += rows[j].c.queries;
+			c.answered += rows[j].c.answered;
+			c.nxdomain += rows[j].c.nxdomain;
+			c.passed += rows[j].c.passed;
 		}
-		client_ip(key.addr, &c.addr);
-		for (int i = 0; i < ncpu; i++) {
-			c.queries += vals[i].queries;
-			c.answered += vals[i].answered;
-			c.nxdomain += vals[i].nxdomain;
-			c.passed += vals[i].passed;
-		}
+		i = j;
 		r = cb(&c, arg);
 		if (r)
 			break;
 	}
-	free(vals);
+cleanup:
+	free(rows);
 	return r;
+}
+
+int ndc_fastpath_clients_taken(struct ndc_fp *fp, uint64_t *ret)
+{
+	if (!fp)
+		return -EINVAL;
+	/* the program's global, through the skeleton's mapping of .bss */
+	*ret = __atomic_load_n(&fp->skel->bss->ndc_clients_taken, __ATOMIC_RELAXED);
+	return 0;
 }
 
 int ndc_fastpath_samples_poll(struct ndc_fp *fp, int timeout_ms,

@@ -30,7 +30,7 @@
 
 #include <linux/types.h>
 
-#define NDC_ABI_VERSION 10
+#define NDC_ABI_VERSION 11
 
 #define NDC_FP_NAME_MAX 128 /* longer wire names go to user space */
 #define NDC_FP_DATA_MAX 512 /* bigger answers go to user space */
@@ -545,19 +545,28 @@ struct ndc_fp_flow {
 };
 
 /*
- * Per-client counts (map ndc_clients, ABI 10; config NDC_FP_C_CLIENTS): every UDP query to a
- * node-local address and port that the program answers or passes to the stack, by its source
- * address. A per-CPU LRU hash of NDC_FP_CLIENTS_MAX keys (a node has tens of pods): when full,
- * a new client's first query evicts the client seen least recently (its counts are lost, the
- * reader sees it vanish); the query itself is answered or passed as ever. Passed queries are
- * counted again by user space when it answers them. Fragments, and queries before a config, are
- * counted only in ndc_counters.
+ * Per-client counts (map ndc_clients, ABI 10; a 2-way set per CPU since ABI 11; config
+ * NDC_FP_C_CLIENTS): every UDP query to a node-local address and port that the program answers or
+ * passes to the stack, by its source address. A per-CPU array of NDC_FP_CLIENTS_MAX slots (a node
+ * has tens of pods), not a hash map: its lookups are inlined, no helper call per query. A client
+ * may sit in two slots, NDC_FP_CLIENT_SLOT_A and _B of NDC_FP_CLIENT_HASH of its key, and is
+ * counted in the one that holds it. A new client takes an empty slot of the two (queries 0), else
+ * the one with fewer queries on this CPU: that slot's previous owner loses its counts on this CPU
+ * (the reader sees them drop or the client vanish) and the takeover is counted (global
+ * ndc_clients_taken, ndc_fastpath_clients_taken). The query itself is answered or passed as ever.
+ * Each CPU has its own slots, so a client can hold different slots on different CPUs; the reader
+ * sums a key's slots over CPUs. Passed queries are counted again by user space when it answers
+ * them. Fragments, and queries before a config, are counted only in ndc_counters.
  */
-#define NDC_FP_CLIENTS_MAX 4096
+#define NDC_FP_CLIENTS_MAX 4096 /* 1 << NDC_FP_CLIENTS_BITS */
+#define NDC_FP_CLIENTS_BITS 12
 
-/* The source address: IPv6, or IPv4 mapped (::ffff:a.b.c.d, RFC 4291 2.5.5.2). */
+/*
+ * The source address: IPv6, or IPv4 mapped (::ffff:a.b.c.d, RFC 4291 2.5.5.2). 8-aligned (ABI 11):
+ * the kernel reads and compares it as two 64-bit words, not 16 bytes.
+ */
 struct ndc_fp_client_key {
-	__u8 addr[16];
+	__u8 addr[16] __attribute__((aligned(8)));
 };
 
 /* One CPU's counts: queries = answered + passed; nxdomain is part of answered. */
@@ -567,6 +576,25 @@ struct ndc_fp_client_counts {
 	__u64 nxdomain;
 	__u64 passed; /* a pass reason: to the stack (and fail-open) */
 };
+
+/* A slot of ndc_clients (one CPU's): counts.queries 0 is empty, whatever key says. */
+struct ndc_fp_client_slot {
+	struct ndc_fp_client_key key;
+	struct ndc_fp_client_counts counts;
+};
+
+/*
+ * A key's slots: w0, w1 its 16 bytes as two 64-bit words in the host's order, XORed and
+ * multiplied by an odd constant (2^64 / golden ratio); the top bits of the product depend on
+ * every bit of the key, so addresses that differ only in their last byte (pods of one node's
+ * range; in the high bits of a little-endian word) spread. The two slots are the product's top
+ * two 12-bit fields. Not keyed: anyone who picks source addresses can pick colliding ones, which
+ * costs only counts (as a flood of addresses costs an LRU's).
+ */
+#define NDC_FP_CLIENT_HASH(w0, w1) (((w0) ^ (w1)) * 0x9e3779b97f4a7c15ULL)
+#define NDC_FP_CLIENT_SLOT_A(h) ((__u32)((h) >> (64 - NDC_FP_CLIENTS_BITS)))
+#define NDC_FP_CLIENT_SLOT_B(h) \
+	((__u32)((h) >> (64 - 2 * NDC_FP_CLIENTS_BITS)) & (NDC_FP_CLIENTS_MAX - 1))
 
 /*
  * A sampled answer (ring buffer ndc_samples, ABI 10; config sample): the reply's DNS message as
@@ -623,6 +651,9 @@ _Static_assert(sizeof(struct ndc_fp_flow_key) == 40, "ndc_fp_flow_key layout");
 _Static_assert(sizeof(struct ndc_fp_flow) == 32, "ndc_fp_flow layout");
 _Static_assert(sizeof(struct ndc_fp_client_key) == 16, "ndc_fp_client_key layout");
 _Static_assert(sizeof(struct ndc_fp_client_counts) == 32, "ndc_fp_client_counts layout");
+_Static_assert(sizeof(struct ndc_fp_client_slot) == 48, "ndc_fp_client_slot layout");
+_Static_assert(_Alignof(struct ndc_fp_client_key) == 8, "ndc_fp_client_key: two 64-bit words");
+_Static_assert(NDC_FP_CLIENTS_MAX == 1 << NDC_FP_CLIENTS_BITS, "the client slots are 2^bits");
 _Static_assert(sizeof(struct ndc_fp_sample_rec) == 32 + NDC_FP_SAMPLE_MSG_MAX,
 	       "ndc_fp_sample_rec layout");
 _Static_assert(sizeof(struct ndc_fp_slot) == 128, "ndc_fp_slot layout: two cache lines");

@@ -2,11 +2,15 @@
 /*
  * What the kernel shows of its queries (issue 37), through BPF_PROG_TEST_RUN on both entry points:
  * the per-client counts (map ndc_clients, ndc_fastpath_clients) equal to what each address sent,
- * answered, NXDOMAIN and passed apart; nothing counted with counting off; a full table (more
- * addresses than entries) never failing a query; the sampled answers (ring ndc_samples,
- * ndc_fastpath_samples_poll) at the configured rate, each the reply byte for byte with its client,
- * and none at rate 0. Runs pinned to one CPU (BPF_PROG_TEST_RUN runs the program on the calling
- * CPU). Needs root (exit 77 otherwise). NDC_TEST_OBJECT=FILE runs another build of the BPF object
+ * answered, NXDOMAIN and passed apart, one row per address however many CPUs counted it; the
+ * table's replacement (ABI 11: two slots per client, a new client takes an empty one, else the one
+ * with fewer queries, and the takeover is counted), shown on addresses whose two slots are the
+ * same; nothing counted with counting off; a full table (more addresses than slots) never failing
+ * a query, the newest address always counted and every arrival either filling a slot or taking
+ * one over; the sampled answers (ring ndc_samples, ndc_fastpath_samples_poll) at the configured
+ * rate, each the reply byte for byte with its client, and none at rate 0. Runs pinned to one CPU
+ * (BPF_PROG_TEST_RUN runs the program on the calling CPU; a second CPU for one check). Needs root
+ * (exit 77 otherwise). NDC_TEST_OBJECT=FILE runs another build of the BPF object
  * (ndc_fastpath_opts object), e.g. one with a planted bug, to see the test fail.
  */
 #include <stdarg.h>
@@ -53,6 +57,7 @@ static struct {
 	struct ndc_fp *fp;
 	char pin_dir[64];
 	int prog[2];
+	int cpu, other_cpu; /* the CPU the tests run on; another one allowed, or -1 */
 	union {
 		struct ndc_answer a;
 		uint8_t b[sizeof(struct ndc_answer) + NDC_FP_DATA_MAX];
@@ -255,6 +260,108 @@ static void assert_counts(const char *what, const struct ndc_fp_client *got,
 			 (unsigned long long)nx, (unsigned long long)passed);
 }
 
+/* On CPU cpu from now on (BPF_PROG_TEST_RUN runs the program where it is called). */
+static void pin(int cpu)
+{
+	cpu_set_t one;
+
+	CPU_ZERO(&one);
+	CPU_SET(cpu, &one);
+	assert_int_equal(sched_setaffinity(0, sizeof(one), &one), 0);
+}
+
+/* c's two slots in ndc_clients (abi.h NDC_FP_CLIENT_SLOT_A, _B of its key). */
+static void slots_of(const struct client *c, uint32_t *ret_a, uint32_t *ret_b)
+{
+	uint8_t key[16] = {0};
+	uint64_t w[2], h;
+
+	if (c->v6) {
+		memcpy(key, c->addr, 16);
+	} else {
+		key[10] = key[11] = 0xff;
+		memcpy(key + 12, c->addr, 4);
+	}
+	memcpy(w, key, sizeof(w));
+	h = NDC_FP_CLIENT_HASH(w[0], w[1]);
+	*ret_a = NDC_FP_CLIENT_SLOT_A(h);
+	*ret_b = NDC_FP_CLIENT_SLOT_B(h);
+}
+
+static uint64_t taken(void)
+{
+	uint64_t n;
+
+	assert_int_equal(ndc_fastpath_clients_taken(env.fp, &n), 0);
+	return n;
+}
+
+/* n answered queries from c, over both hooks by turns. */
+static void send_hits(const struct client *c, int n)
+{
+	for (int i = 0; i < n; i++)
+		assert_true(ask(i % 2 ? XDP : TC, c, (uint16_t)i, NAME_HIT, NULL, NULL));
+}
+
+static void expect_queries(const char *what, const struct client *c, uint64_t want)
+{
+	struct ndc_fp_client g = counts_of(c, NULL);
+
+	if (g.queries != want || g.answered != want)
+		fail_msg("%s: %llu queries (%llu answered), want %llu", what,
+			 (unsigned long long)g.queries, (unsigned long long)g.answered,
+			 (unsigned long long)want);
+}
+
+/*
+ * Three addresses with the same two slots, on an empty table (the first test): X takes the first,
+ * Y the second (empty); Z takes Y's (fewer queries than X's), Y's counts lost and the takeover
+ * counted; Y back takes Z's; X, found in its slot, keeps counting.
+ */
+static void test_collide(void **state)
+{
+	struct client x = {.v6 = true, .addr = {0xfe, 0x80}, .port = 40010}, y = x, z = x;
+	struct client *more[2] = {&y, &z};
+	uint32_t xa, xb, a, b;
+	uint64_t i = 1, t0;
+	int found = 0;
+
+	(void)state;
+	assert_int_equal(ndc_fastpath_set_observe(env.fp, true, 0), 0);
+	/* fe80::i: X the first whose slots differ, Y and Z the next two with the same slots */
+	for (;; i++) {
+		memcpy(x.addr + 8, &i, 8);
+		slots_of(&x, &xa, &xb);
+		if (xa != xb)
+			break;
+	}
+	for (uint64_t j = i + 1; found < 2 && j < i + (1ULL << 30); j++) {
+		memcpy(more[found]->addr + 8, &j, 8);
+		slots_of(more[found], &a, &b);
+		if (a == xa && b == xb)
+			found++;
+	}
+	assert_int_equal(found, 2);
+	printf("collide: three addresses in slots %u and %u\n", xa, xb);
+	t0 = taken();
+	send_hits(&x, 3);
+	send_hits(&y, 2);
+	expect_queries("X alone", &x, 3);
+	expect_queries("Y in the empty slot", &y, 2);
+	assert_int_equal(taken() - t0, 0);
+	send_hits(&z, 1);
+	expect_queries("X, Z in", &x, 3);
+	expect_queries("Y, taken over by Z", &y, 0);
+	expect_queries("Z, in Y's slot", &z, 1);
+	assert_int_equal(taken() - t0, 1);
+	send_hits(&y, 1);
+	expect_queries("Y back, in Z's slot", &y, 1);
+	expect_queries("Z, taken over by Y", &z, 0);
+	send_hits(&x, 1);
+	expect_queries("X, counted on in its slot", &x, 4);
+	assert_int_equal(taken() - t0, 2);
+}
+
 /* Two addresses, each counted exactly as it sent: answered (NXDOMAIN among them) and passed. */
 static void test_counts(void **state)
 {
@@ -272,6 +379,18 @@ static void test_counts(void **state)
 	/* both hooks: twice what send_mix was given */
 	assert_counts("IPv4 client", &g4, &b4, 16, 6, 4);
 	assert_counts("IPv6 client", &g6, &b6, 8, 0, 2);
+
+	/* counted on two CPUs (its slots on each): one row, the sum (counts_of: seen at most once)
+	 */
+	if (env.other_cpu >= 0) {
+		pin(env.other_cpu);
+		send_mix(&c4, 1, 1, 1);
+		pin(env.cpu);
+		g6 = counts_of(&c4, NULL);
+		assert_counts("IPv4 client, also on a second CPU", &g6, &b4, 20, 8, 6);
+	} else {
+		printf("counts on two CPUs: skipped (one CPU allowed)\n");
+	}
 
 	/* a query to another address is not ours: not counted */
 	other.addr[3] = 99;
@@ -315,16 +434,29 @@ static void test_counts_off(void **state)
 	assert_int_equal(ndc_fastpath_set_observe(env.fp, true, 0), 0);
 }
 
-/* More addresses than the table holds: every query answered, the table bounded, the last in. */
+/*
+ * More addresses than the table holds, each sending once, on one CPU after test_collide (X and Y
+ * hold a slot each, nothing else counted yet): every query answered; the newest address counted
+ * (a new client always gets a slot); each address in at most one slot of this CPU, so at most
+ * NDC_FP_CLIENTS_MAX rows; and each arrival either filled an empty slot (a row more) or took
+ * one over (counted): takeovers = arrivals - new rows, exactly.
+ */
 static void test_table_full(void **state)
 {
 	const int n = NDC_FP_CLIENTS_MAX + 1000;
 	struct client c = {.v6 = false, .addr = {169, 254}, .port = 1000};
 	struct ndc_fp_client g;
-	int total;
+	int total0, total;
+	uint64_t t0, t1;
 
 	(void)state;
 	assert_int_equal(ndc_fastpath_set_observe(env.fp, true, 0), 0);
+	c.addr[2] = 100;
+	c.addr[3] = 1;
+	g = counts_of(&c, &total0);
+	assert_int_equal(g.queries, 0);
+	assert_int_equal(total0, 2);
+	t0 = taken();
 	for (int i = 0; i < n; i++) {
 		c.addr[2] = (uint8_t)(100 + i / 250);
 		c.addr[3] = (uint8_t)(1 + i % 250);
@@ -332,12 +464,17 @@ static void test_table_full(void **state)
 			fail_msg("query %d from a new client passed, want answered", i);
 	}
 	g = counts_of(&c, &total);
+	t1 = taken();
 	assert_int_equal(g.queries, 1);
 	assert_int_equal(g.answered, 1);
 	if (total > NDC_FP_CLIENTS_MAX)
-		fail_msg("%d clients in a table of %d", total, NDC_FP_CLIENTS_MAX);
-	printf("table full: %d queries from %d addresses answered, %d clients kept (max %d)\n", n,
-	       n, total, NDC_FP_CLIENTS_MAX);
+		fail_msg("%d clients in a table of %d slots on one CPU", total, NDC_FP_CLIENTS_MAX);
+	if (t1 - t0 != (uint64_t)(n - (total - total0)))
+		fail_msg("%llu takeovers, want %d arrivals less %d new rows",
+			 (unsigned long long)(t1 - t0), n, total - total0);
+	printf("table full: %d queries from %d addresses answered, %d clients kept (max %d), "
+	       "%llu takeovers\n",
+	       n, n, total, NDC_FP_CLIENTS_MAX, (unsigned long long)(t1 - t0));
 }
 
 struct sent {
@@ -435,11 +572,13 @@ static void test_bad_rate(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-	    cmocka_unit_test(test_counts),     cmocka_unit_test(test_counts_off),
-	    cmocka_unit_test(test_table_full), cmocka_unit_test(test_samples),
-	    cmocka_unit_test(test_bad_rate),
+	    /* in this order: test_collide wants an empty table, test_table_full knows what it left
+	     */
+	    cmocka_unit_test(test_collide), cmocka_unit_test(test_table_full),
+	    cmocka_unit_test(test_counts),  cmocka_unit_test(test_counts_off),
+	    cmocka_unit_test(test_samples), cmocka_unit_test(test_bad_rate),
 	};
-	cpu_set_t one;
+	cpu_set_t one, all;
 	int cpu = sched_getcpu();
 
 	if (geteuid() != 0) {
@@ -448,6 +587,13 @@ int main(void)
 		return 77;
 	}
 	/* one CPU: the program runs where BPF_PROG_TEST_RUN is called */
+	env.cpu = cpu < 0 ? 0 : cpu;
+	env.other_cpu = -1;
+	CPU_ZERO(&all);
+	if (sched_getaffinity(0, sizeof(all), &all) == 0)
+		for (int i = 0; i < CPU_SETSIZE && env.other_cpu < 0; i++)
+			if (i != env.cpu && CPU_ISSET(i, &all))
+				env.other_cpu = i;
 	CPU_ZERO(&one);
 	CPU_SET(cpu < 0 ? 0 : cpu, &one);
 	if (sched_setaffinity(0, sizeof(one), &one) < 0) {
