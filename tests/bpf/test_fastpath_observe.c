@@ -346,7 +346,7 @@ static void test_collide(void **state)
 	t0 = taken();
 	send_hits(&x, 3);
 	send_hits(&y, 2);
-	expect_queries("X alone", &x, 3);
+	expect_queries("X, then Y in", &x, 3);
 	expect_queries("Y in the empty slot", &y, 2);
 	assert_int_equal(taken() - t0, 0);
 	send_hits(&z, 1);
