@@ -168,6 +168,22 @@ static __always_inline struct ndc_kscratch *kscratch_of(struct ndc_fp_scratch *s
 }
 
 /*
+ * The value at byte off of the scratch (s.v, or a memo entry's v). verifier: the offset goes
+ * through memory (ctx_launder), so that an answer from the memo and one from the table (or the
+ * NXDOMAIN template) reach the reply as one pointer of one range, not as two, each of which had
+ * every step after the lookup verified once more.
+ */
+#define NDC_KS_V_MAX (offsetof(struct ndc_kscratch, memo[NDC_MEMO_ENTRIES - 1].v))
+
+static __always_inline const struct ndc_fp_value *ks_value(struct ndc_kscratch *ks, __u32 off)
+{
+	off = ctx_launder(NDC_HOOK_TC, &ks->s.launder[3], off);
+	if (off > NDC_KS_V_MAX)
+		off = offsetof(struct ndc_kscratch, s.v);
+	return (const struct ndc_fp_value *)((const __u8 *)ks + off);
+}
+
+/*
  * Whether memo entry i holds (the name in ks->s.name, the type), read when the config's gen was
  * gen; type_len: the type asked, shifted 8, and the name's length. verifier: a global function,
  * verified once on its own: inlined, each way the check can fail reached the table walk as a state
@@ -194,23 +210,6 @@ __noinline int ndc_memo_find(struct ndc_kscratch *ks, __u32 i, __u64 gen, __u64 
 	return diff == 0;
 }
 
-/* Memo entry m's answer (no expiry, so no TTL offsets) into s->v, as the table read leaves it. */
-static __always_inline void memo_get(struct ndc_fp_scratch *s, const struct ndc_memo *m)
-{
-	__u32 len = m->v.len;
-
-	*(__u64 *)&s->v.insert_ns = *(const __u64 *)&m->v.insert_ns;
-	*(__u64 *)&s->v.expire_ns = *(const __u64 *)&m->v.expire_ns;
-	*(__u64 *)&s->v.len = *(const __u64 *)&m->v.len;
-	*(__u64 *)&s->v.rcode = *(const __u64 *)&m->v.rcode;
-	/* verifier: constant bound */
-	for (__u32 i = 0; i < NDC_FP_DATA_MAX / 8; i++) {
-		if (i * 8 >= len)
-			break;
-		((__u64 *)s->v.data)[i] = ((const __u64 *)m->v.data)[i];
-	}
-}
-
 static __always_inline enum ndc_table_res ndc_be_get(struct ndc_be *be, struct ndc_fp_scratch *s,
 						     const struct ndc_question *q, __u64 hash,
 						     const struct ndc_fp_value **ret_v)
@@ -224,7 +223,9 @@ static __always_inline enum ndc_table_res ndc_be_get(struct ndc_be *be, struct n
 	/* the type and the length (1 to NDC_FP_NAME_MAX) in one argument: five at most */
 	*ret_v = &s->v;
 	if (ndc_memo_find(ks, i, gen, hash, (__u32)q->qtype << 8 | (q->name_len & 0xff))) {
-		memo_get(s, &ks->memo[i]);
+		*ret_v =
+		    ks_value(ks, offsetof(struct ndc_kscratch, memo) + i * sizeof(struct ndc_memo) +
+				     offsetof(struct ndc_memo, v));
 		/* verifier: one of two constants, not a byte of memory (whose every value it walks)
 		 */
 		return ks->memo[i].res == NDC_TABLE_OTHER ? NDC_TABLE_OTHER : NDC_TABLE_EXACT;
@@ -235,6 +236,7 @@ static __always_inline enum ndc_table_res ndc_be_get(struct ndc_be *be, struct n
 	 */
 	table_rmb(s);
 	r = table_get(s, be->cfg, q, hash, &sl);
+	*ret_v = ks_value(ks, offsetof(struct ndc_kscratch, s.v));
 	if (r != NDC_TABLE_EXACT && r != NDC_TABLE_OTHER)
 		return r;
 	if (!s->v.expire_ns) {
@@ -254,7 +256,7 @@ static __always_inline int ndc_be_nx(struct ndc_be *be, struct ndc_fp_scratch *s
 				     const struct ndc_fp_value **ret_v)
 {
 	(void)be;
-	*ret_v = &s->v;
+	*ret_v = ks_value(kscratch_of(s), offsetof(struct ndc_kscratch, s.v));
 	return table_nx(s);
 }
 
