@@ -430,8 +430,10 @@ struct ndc_fp_slot {
 	__u8 rcode;
 	__u8 n_ttl;
 	/*
-	 * Kernel answers from this entry since it was written, counted for NDC_FP_V_EXPIRES entries
-	 * up to NDC_FP_HITS_MAX (the program writes it; not under seq: a count, not an answer).
+	 * Kernel reads of this entry since it was written (ABI 11: counted as the program reads it,
+	 * before it decides to answer; a read of an expired entry counts too), for NDC_FP_V_EXPIRES
+	 * entries up to NDC_FP_HITS_MAX (the program writes it; not under seq: a count, not an
+	 * answer).
 	 */
 	__u8 hits;
 	__u32 hash_lo; /* the hash's lower half: user space moves entries when the table grows */
