@@ -185,12 +185,10 @@ static __always_inline const struct ndc_fp_value *ks_value(struct ndc_kscratch *
 
 /*
  * Whether memo entry i holds (the name in ks->s.name, the type), read when the config's gen was
- * gen; type_len: the type asked, shifted 8, and the name's length. verifier: a global function,
- * verified once on its own: inlined, each way the check can fail reached the table walk as a state
- * of its own, and the walk was verified once per state (XDP went past the 1M instruction budget).
+ * gen; type_len: the type asked, shifted 8, and the name's length.
  */
-__noinline int ndc_memo_find(struct ndc_kscratch *ks, __u32 i, __u64 gen, __u64 hash,
-			     __u32 type_len)
+static __always_inline int memo_find(struct ndc_kscratch *ks, __u32 i, __u64 gen, __u64 hash,
+				     __u32 type_len)
 {
 	__u32 qtype = type_len >> 8, name_len = type_len & 0xff, nwords = (name_len + 7) / 8;
 	const struct ndc_memo *m;
@@ -220,9 +218,8 @@ static __always_inline enum ndc_table_res ndc_be_get(struct ndc_be *be, struct n
 	struct ndc_fp_slot *sl = NULL;
 	enum ndc_table_res r;
 
-	/* the type and the length (1 to NDC_FP_NAME_MAX) in one argument: five at most */
 	*ret_v = &s->v;
-	if (ndc_memo_find(ks, i, gen, hash, (__u32)q->qtype << 8 | (q->name_len & 0xff))) {
+	if (memo_find(ks, i, gen, hash, (__u32)q->qtype << 8 | (q->name_len & 0xff))) {
 		*ret_v =
 		    ks_value(ks, offsetof(struct ndc_kscratch, memo) + i * sizeof(struct ndc_memo) +
 				     offsetof(struct ndc_memo, v));
