@@ -453,6 +453,14 @@ static void set_geom(void *ctx, uint64_t geom)
 	__atomic_store_n(&fp->cfg->geom, geom, __ATOMIC_RELEASE);
 }
 
+/* The table changed (abi.h, config gen): one writer, under the table's lock; release after it. */
+static void table_changed(void *ctx)
+{
+	struct ndc_fp *fp = ctx;
+
+	__atomic_store_n(&fp->cfg->gen, fp->cfg->gen + 1, __ATOMIC_RELEASE);
+}
+
 /*
  * tc and XDP programs run inside RCU read-side sections, so one grace period after the geom
  * changed none can still be in the old half. MEMBARRIER_CMD_GLOBAL waits for one
@@ -478,7 +486,8 @@ static const struct ndc_fp_table_ops table_ops = {.add = chunk_add,
 						  .commit = chunk_commit,
 						  .drop = chunk_drop,
 						  .set_geom = set_geom,
-						  .wait_readers = wait_readers};
+						  .wait_readers = wait_readers,
+						  .changed = table_changed};
 
 /*
  * Unmaps the table (its chunks stay with the programs and pins that hold them: a successor's

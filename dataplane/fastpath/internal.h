@@ -56,7 +56,9 @@ enum ndc_fp_chunk_kind { NDC_FP_CHUNK_SLOTS, NDC_FP_CHUNK_BIG };
  * an array of maps: one per commit, not one per chunk). drop: the chunk at idx goes (no reader
  * reaches it any more; its outer entry may be cleared later, or overwritten by a commit).
  * set_geom: the readers' config geom, one atomic store. wait_readers: returns once no reader can
- * still be using what it found through the geom before.
+ * still be using what it found through the geom before. changed (may be NULL): after every write
+ * that can change what a reader finds (a slot, a template, the geom), once it is complete: the
+ * kernel's config gen, which tells its per-CPU memo of answers whether they still hold (abi.h).
  */
 struct ndc_fp_table_ops {
 	int (*add)(void *ctx, enum ndc_fp_chunk_kind kind, uint32_t idx, void **ret);
@@ -64,6 +66,7 @@ struct ndc_fp_table_ops {
 	void (*drop)(void *ctx, enum ndc_fp_chunk_kind kind, uint32_t idx, void *p);
 	void (*set_geom)(void *ctx, uint64_t geom);
 	void (*wait_readers)(void *ctx);
+	void (*changed)(void *ctx);
 };
 
 /* One half of the outer maps: a whole table, live or being built. */

@@ -52,6 +52,13 @@ static void seq_end(uint32_t *seq)
 	__atomic_store_n(seq, *seq + 1, __ATOMIC_RELEASE);
 }
 
+/* A write readers may see is complete: after seq_end, the geom or a template (ops->changed). */
+static void changed(const struct ndc_fp_table *t)
+{
+	if (t->ops->changed)
+		t->ops->changed(t->ctx);
+}
+
 static void tag_set(struct ndc_fp_half *h, uint32_t b, uint32_t j, uint8_t tag)
 {
 	uint64_t *w = ndc_fp_tag_word(h, b), v = *w;
@@ -283,6 +290,7 @@ static int write_at(struct ndc_fp_table *t, int half, struct ndc_fp_place at,
 	s->hits = 0;
 	memcpy(s->bytes, img.bytes, sizeof(s->bytes));
 	seq_end(&s->seq);
+	changed(t);
 	if (insert) {
 		set_overflows(h, at);
 		tag_set(h, at.b, at.j, ndc_fp_tag(k->hash, t->home_key, k->qtype));
@@ -307,6 +315,7 @@ static void remove_at(struct ndc_fp_table *t, struct ndc_fp_place at)
 	s->name_len = 0;
 	s->flags = 0;
 	seq_end(&s->seq);
+	changed(t);
 	h->live--;
 	if (old != NONE)
 		big_free(h, old);
@@ -404,8 +413,8 @@ static int place_plan(const struct ndc_fp_table *t, const struct ndc_fp_half *h,
  * Copies the entry of slot src into place at (free, or one whose entry is already in its next
  * place), with its tag: its big answer, if any, is the copy's from now on.
  */
-static void slot_move(struct ndc_fp_half *h, struct ndc_fp_place at, const struct ndc_fp_slot *src,
-		      uint8_t tag)
+static void slot_move(const struct ndc_fp_table *t, struct ndc_fp_half *h, struct ndc_fp_place at,
+		      const struct ndc_fp_slot *src, uint8_t tag)
 {
 	struct ndc_fp_slot *s = ndc_fp_slot_of(h, at.b, at.j);
 
@@ -413,6 +422,7 @@ static void slot_move(struct ndc_fp_half *h, struct ndc_fp_place at, const struc
 	memcpy((uint8_t *)s + sizeof(s->seq), (const uint8_t *)src + sizeof(src->seq),
 	       sizeof(*s) - sizeof(s->seq));
 	seq_end(&s->seq);
+	changed(t);
 	set_overflows(h, at);
 	tag_set(h, at.b, at.j, tag);
 }
@@ -435,8 +445,8 @@ static int place(struct ndc_fp_table *t, int half, const struct ndc_fp_key *k,
 	if (err)
 		return err;
 	for (uint32_t i = m - 1; i > 0; i--)
-		slot_move(h, moves[i].at, ndc_fp_slot_of(h, moves[i - 1].at.b, moves[i - 1].at.j),
-			  moves[i].tag);
+		slot_move(t, h, moves[i].at,
+			  ndc_fp_slot_of(h, moves[i - 1].at.b, moves[i - 1].at.j), moves[i].tag);
 	err = write_at(t, half, moves[0].at, k, v, true);
 	if (err && m > 1) {
 		/* its entry is in moves[1] now: the slot is free again */
@@ -447,6 +457,7 @@ static int place(struct ndc_fp_table *t, int half, const struct ndc_fp_key *k,
 		s->name_len = 0;
 		s->flags = 0;
 		seq_end(&s->seq);
+		changed(t);
 	}
 	if (!err && ret_at)
 		*ret_at = moves[0].at;
@@ -564,6 +575,7 @@ static int rebuild(struct ndc_fp_table *t, uint32_t n_chunks)
 	t->ops->set_geom(
 	    t->ctx, NDC_FP_GEOM(to, dst->n_buckets, ndc_fp_half_common(dst), dst->rare_base != 0));
 	t->cur = to;
+	changed(t);
 	/* every reader that may have seen the old geom is done before its chunks go */
 	t->ops->wait_readers(t->ctx);
 	half_drop(t, from);
@@ -631,6 +643,7 @@ void ndc_fp_table_set_sfx(struct ndc_fp_table *t, const struct ndc_fp_sfx *x)
 {
 	pthread_mutex_lock(&t->lock);
 	t->sfx = *x;
+	changed(t);
 	pthread_mutex_unlock(&t->lock);
 }
 
@@ -853,6 +866,7 @@ void ndc_fp_table_set_nx(struct ndc_fp_table *t, struct ndc_fp_big *nx,
 	seq_begin(&nx->seq);
 	nx->v = *v;
 	seq_end(&nx->seq);
+	changed(t);
 	/*
 	 * NODATA entries published by reference before keep theirs: the zone's SOA does not change
 	 * in an agent's life (one serial; a new TTL republishes every answer that carries it).
@@ -861,6 +875,7 @@ void ndc_fp_table_set_nx(struct ndc_fp_table *t, struct ndc_fp_big *nx,
 		seq_begin(&soa->seq);
 		soa->v = tpl;
 		seq_end(&soa->seq);
+		changed(t);
 		t->soa = tpl;
 	}
 	pthread_mutex_unlock(&t->lock);

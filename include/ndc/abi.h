@@ -430,8 +430,10 @@ struct ndc_fp_slot {
 	__u8 rcode;
 	__u8 n_ttl;
 	/*
-	 * Kernel answers from this entry since it was written, counted for NDC_FP_V_EXPIRES entries
-	 * up to NDC_FP_HITS_MAX (the program writes it; not under seq: a count, not an answer).
+	 * Kernel reads of this entry since it was written (ABI 11: counted as the program reads it,
+	 * before it decides to answer; a read of an expired entry counts too), for NDC_FP_V_EXPIRES
+	 * entries up to NDC_FP_HITS_MAX (the program writes it; not under seq: a count, not an
+	 * answer).
 	 */
 	__u8 hits;
 	__u32 hash_lo; /* the hash's lower half: user space moves entries when the table grows */
@@ -514,8 +516,15 @@ struct ndc_fp_config {
 	 */
 	__u32 sample;
 	/* the answer table's (abi.h, "The answer table") */
-	__u64 home_key;	   /* fixed for the program's life */
-	__u64 geom;	   /* NDC_FP_GEOM: written with one atomic store through the mapping */
+	__u64 home_key; /* fixed for the program's life */
+	__u64 geom;	/* NDC_FP_GEOM: written with one atomic store through the mapping */
+	/*
+	 * ABI 11: one more after every write readers may see in the table (a slot, a template, the
+	 * geom, the suffixes), once it is complete; written through the mapping with release
+	 * ordering. The kernel's per-CPU memo of answers (bpf/ndc_fastpath.bpf.c) uses an answer it
+	 * holds only while gen is the one read before that answer was read from the table.
+	 */
+	__u64 gen;
 	__u32 half_chunks; /* outer ndc_answers entries per half (ndc_big: half_bigs) */
 	__u32 half_bigs;
 	struct ndc_fp_sfx sfx; /* last: a suffix is read a word at a time */
@@ -644,7 +653,7 @@ _Static_assert((NDC_FP_V_SFX >> NDC_FP_V_SFX_SHIFT) == NDC_FP_SFX_MAX,
 _Static_assert(sizeof(struct ndc_fp_sfx) == 8 + NDC_FP_SFX_MAX * NDC_FP_NAME_MAX,
 	       "ndc_fp_sfx layout");
 _Static_assert(sizeof(struct ndc_fp_config) == 16 + 4 * NDC_FP_MAX_ADDRS + 16 * NDC_FP_MAX_ADDRS +
-						   2 * NDC_FP_NAME_MAX + 56 +
+						   2 * NDC_FP_NAME_MAX + 64 +
 						   sizeof(struct ndc_fp_sfx),
 	       "ndc_fp_config layout");
 _Static_assert(sizeof(struct ndc_fp_flow_key) == 40, "ndc_fp_flow_key layout");

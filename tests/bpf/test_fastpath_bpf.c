@@ -73,6 +73,31 @@ static int publish_one(void *arg, const uint8_t *lname, size_t nlen, uint16_t qt
 	return ndc_fastpath_publish(env.fp, lname, nlen, qtype, a, 0);
 }
 
+/* NDC_TEST_OBJECT's bytes into *obj (NULL: none set): a build with a planted bug. */
+static const struct iovec *object_from_env(struct iovec *obj)
+{
+	const char *path = getenv("NDC_TEST_OBJECT");
+	FILE *f;
+	long n;
+
+	if (!path || !*path)
+		return NULL;
+	f = fopen(path, "rb");
+	assert_non_null(f);
+	assert_int_equal(fseek(f, 0, SEEK_END), 0);
+	n = ftell(f);
+	assert_true(n > 0);
+	rewind(f);
+	obj->iov_base = malloc((size_t)n);
+	assert_non_null(obj->iov_base);
+	assert_int_equal(fread(obj->iov_base, 1, (size_t)n, f), (size_t)n);
+	obj->iov_len = (size_t)n;
+	fclose(f);
+	return obj;
+}
+
+static struct iovec planted;
+
 static int setup(void **state)
 {
 	struct ndc_ip addrs[2] = {{.family = AF_INET}, {.family = AF_INET6}};
@@ -103,6 +128,7 @@ static int setup(void **state)
 	    .pass_len = plen,
 	    .max_entries = 4096,
 	    .pin_dir = env.pin_dir,
+	    .object = object_from_env(&planted),
 	};
 	assert_int_equal(ndc_fastpath_open(&fo, &env.fp), 0);
 	env.prog[TC] = ndc_fastpath_prog_fd(env.fp, NDC_FP_ATTACH_TC);
@@ -127,6 +153,8 @@ static int teardown(void **state)
 	ndc_fastpath_close(env.fp);
 	ndc_records_free(env.rec);
 	ndc_k8s_objects_free(&env.objs);
+	free(planted.iov_base);
+	planted.iov_base = NULL;
 	return 0;
 }
 
@@ -1074,7 +1102,64 @@ static void test_failopen(void **state)
 	}
 }
 
-int main(void)
+/* ---------------------------------------------------------------------------------------------
+ * The memo (bpf/ndc_fastpath.bpf.c): answers a CPU read lately are taken from its memo while the
+ * config's gen is unchanged. Every change user space makes must show in the next answer on that
+ * CPU, never the remembered one: a changed answer, a removed name, a type added next to the
+ * other-type entry. tests/planted/memo_no_gen/ (test fastpath_bpf_planted_memo) ignores gen and
+ * must fail here.
+ */
+
+/* Runs the query for (name, qtype) through both hooks twice (the second from the memo): the
+ * socket path's reply for src (NULL: the record table's; expect NXDOMAIN: the template). */
+static void memo_check(const char *what, const char *name, uint16_t qtype, int expect,
+		       const struct ndc_answer *src)
+{
+	const struct ndc_row r = {what, name, qtype, .expect = expect};
+
+	check_row(&r, src, 0);
+	check_row(&r, src, 0);
+}
+
+/* test_memo got its first answer right: a planted build then fails later, not at the start */
+static bool memo_started;
+
+static void test_memo(void **state)
+{
+	static const char name[] = "memo.default.svc.cluster.local";
+	union ndc_row_answer a[2], other;
+	uint8_t lname[NDC_NAME_MAX];
+	size_t nlen;
+
+	(void)state;
+	pin_cpu(0); /* BPF_PROG_TEST_RUN runs on the calling CPU: one CPU's memo throughout */
+	assert_int_equal(ndc_name_from_text(name, lname, sizeof(lname), &nlen), 0);
+	ndc_row_a_records(&a[0].a, lname, nlen, 1, 30);
+	ndc_row_a_records(&a[1].a, lname, nlen, 2, 30);
+	assert_int_equal(ndc_fastpath_publish(env.fp, lname, nlen, NDC_T_A, &a[0].a, 0), 0);
+	memo_check("memo: first answer", name, NDC_T_A, NDC_FP_HIT, &a[0].a);
+	memo_started = true;
+	assert_int_equal(ndc_fastpath_publish(env.fp, lname, nlen, NDC_T_A, &a[1].a, 0), 0);
+	memo_check("memo: the answer changed", name, NDC_T_A, NDC_FP_HIT, &a[1].a);
+
+	/* NODATA from the other-type entry (no RRs), then the type itself published (its bytes
+	 * are a's: the kernel copies what it is given) */
+	ndc_row_a_records(&other.a, lname, nlen, 0, 30);
+	assert_int_equal(ndc_fastpath_publish(env.fp, lname, nlen, NDC_FP_QTYPE_OTHER, &other.a, 0),
+			 0);
+	memo_check("memo: NODATA from the other-type entry", name, NDC_T_AAAA, NDC_FP_NODATA,
+		   &other.a);
+	assert_int_equal(ndc_fastpath_publish(env.fp, lname, nlen, NDC_T_AAAA, &a[0].a, 0), 0);
+	memo_check("memo: the type published", name, NDC_T_AAAA, NDC_FP_HIT, &a[0].a);
+
+	/* gone: NXDOMAIN (the name has no entry left), not the answer remembered */
+	assert_int_equal(ndc_fastpath_unpublish(env.fp, lname, nlen, NDC_T_A), 0);
+	assert_int_equal(ndc_fastpath_unpublish(env.fp, lname, nlen, NDC_T_AAAA), 0);
+	assert_int_equal(ndc_fastpath_unpublish(env.fp, lname, nlen, NDC_FP_QTYPE_OTHER), 0);
+	memo_check("memo: the name removed", name, NDC_T_A, NDC_FP_NXDOMAIN, NULL);
+}
+
+int main(int argc, char **argv)
 {
 	const struct CMUnitTest tests[] = {
 	    cmocka_unit_test(test_answers),	  cmocka_unit_test(test_passed),
@@ -1083,11 +1168,27 @@ int main(void)
 	    cmocka_unit_test(test_sizes),	  cmocka_unit_test(test_pass_marker),
 	    cmocka_unit_test(test_name_lengths),  cmocka_unit_test(test_collision),
 	    cmocka_unit_test(test_failopen),	  cmocka_unit_test(test_rewrite_while_read),
+	    cmocka_unit_test(test_memo),
 	};
+	/* --planted OBJ: the memo's test alone, on OBJ, a build with a planted bug it must catch */
+	const struct CMUnitTest memo_only[] = {cmocka_unit_test(test_memo)};
 
 	if (geteuid() != 0) {
 		fprintf(stderr, "test_fastpath_bpf: needs root to load BPF programs: skipped\n");
 		return 77;
+	}
+	if (argc > 2 && !strcmp(argv[1], "--planted")) {
+		int failed;
+
+		setenv("NDC_TEST_OBJECT", argv[2], 1);
+		failed = cmocka_run_group_tests(memo_only, setup, teardown);
+
+		fprintf(stderr,
+			"test_fastpath_bpf --planted: the memo's test %s%s (must fail after its "
+			"first answer)\n",
+			failed ? "failed" : "passed",
+			memo_started ? " after its first answer" : "");
+		return failed == 1 && memo_started ? 0 : 1;
 	}
 	return cmocka_run_group_tests(tests, setup, teardown);
 }
