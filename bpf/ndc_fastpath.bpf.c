@@ -245,6 +245,8 @@ static __always_inline enum ndc_table_res ndc_be_get(struct ndc_be *be, struct n
 	if (r != NDC_TABLE_EXACT && r != NDC_TABLE_OTHER)
 		return r;
 	if (!s->v.expire_ns) {
+		/* the index again, not kept on the stack (the program's is nearly full) */
+		i = ((__u32)hash ^ q->qtype) & (NDC_MEMO_ENTRIES - 1);
 		memo_fill(&ks->memo[i], s, q, gen, hash, r);
 	} else if (sl && sl->hits < NDC_FP_HITS_MAX) {
 		/*
