@@ -446,6 +446,7 @@ static void fastpath_metrics(void *h, struct ndc_metrics_buf *b)
 {
 	struct ndc_fastpath_table_stats ts;
 	struct fp_counters fc;
+	uint64_t n;
 
 	ndc_metric_u64(b, "ndcache_fastpath_foreign_programs", "gauge",
 		       "Others' programs on the interfaces the fast path is attached to that "
@@ -457,6 +458,15 @@ static void fastpath_metrics(void *h, struct ndc_metrics_buf *b)
 		NDC_METRIC_TABLE(b, table_fields, &ts, NULL);
 	if (!ndc_fastpath_counters(h, fc.c))
 		NDC_METRIC_TABLE(b, counter_fields, &fc, NULL);
+	if (!ndc_fastpath_clients_taken(h, &n))
+		ndc_metric_u64(b, "ndcache_kernel_clients_taken_total", "counter",
+			       "Times a new client address took the kernel's per-client slot of "
+			       "another (its counts on that CPU lost).",
+			       NULL, n);
+	if (!ndc_fastpath_samples_lost(h, &n))
+		ndc_metric_u64(b, "ndcache_kernel_samples_lost_total", "counter",
+			       "Sampled kernel answers dropped because the ring buffer was full.",
+			       NULL, n);
 }
 
 /*

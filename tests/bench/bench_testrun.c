@@ -28,6 +28,8 @@
  *   NDC_BENCH_FAILOPEN=1             fail-open on (an upstream at 169.254.20.53:53, data only), as
  *                                    the agent runs it; case tc_egress_reply_ns: the tc egress
  *                                    program on the tc hit's reply
+ *   NDC_BENCH_CLIENTS=1              per-client counting on (log.clients, the agent's default;
+ *                                    off here unless set, as in the figures before ABI 11)
  */
 #include <errno.h>
 #include <stdbool.h>
@@ -229,6 +231,7 @@ int main(int argc, char **argv)
 				       .failopen = failopen,
 				       .n_upstreams = failopen ? 1 : 0,
 				       .upstreams = failopen ? &up : NULL,
+				       .clients = env_on("NDC_BENCH_CLIENTS"),
 				       .object = object ? &obj : NULL};
 	err = ndc_fastpath_open(&fo, &fp);
 	if (err)

@@ -12,8 +12,11 @@
 # (the reflector given a TCP packet: the kernel's clock reads around each run), and each step's
 # difference to the row above it. Pinned to CPU 1.
 #
-# Usage: tests/bench/steps_bench.sh [--build DIR] [--runs N] [--rounds N] [--out DIR]
+# Usage: tests/bench/steps_bench.sh [--build DIR] [--runs N] [--rounds N] [--clients on|off]
+#                                    [--out DIR]
 #   --build DIR   meson build dir (default build-lat; set up with -Dbpf=enabled if missing)
+#   --clients     per-client counting in every ndcache build (log.clients; default off, as in
+#                 the figures before ABI 11; the agent's default is on)
 #   --runs N      single test runs per build and round (default 100000)
 #   --rounds N    rounds (default 5)
 #   --out DIR     results (default BUILD/steps): steps.txt, steps.json, raw.txt
@@ -29,6 +32,7 @@ BENCH_NAME=steps_bench # read by lib.sh
 build="$root/build-lat"
 runs=100000
 rounds=5
+clients=off
 out=""
 while [ $# -gt 0 ]; do
 	case "$1" in -h | --help) usage 0 ;; esac
@@ -37,6 +41,7 @@ while [ $# -gt 0 ]; do
 	--build) build=$2 ;;
 	--runs) runs=$2 ;;
 	--rounds) rounds=$2 ;;
+	--clients) clients=$2 ;;
 	--out) out=$2 ;;
 	*) echo "steps_bench: unknown argument '$1'" >&2; usage 2 ;;
 	esac
@@ -44,6 +49,7 @@ while [ $# -gt 0 ]; do
 done
 { is_uint "$runs" && [ "$runs" -le 10000000 ]; } || die "--runs: 1..10000000"
 { is_uint "$rounds" && [ "$rounds" -le 50 ]; } || die "--rounds: 1..50"
+case "$clients" in on) cl=1 ;; off) cl=0 ;; *) die "--clients: on or off" ;; esac
 [ "$(id -u)" = 0 ] || die "needs root (BPF_PROG_TEST_RUN)"
 case "$build" in /*) ;; *) build="$PWD/$build" ;; esac
 [ -n "$out" ] || out="$build/steps"
@@ -82,9 +88,9 @@ for ((r = 1; r <= rounds; r++)); do
 	one "$r" reflectors reflector_ns NDC_BENCH_ANSWER_REFLECTOR="$aref"
 	for s in "${steps[@]}"; do
 		one "$r" "$s" a_hit_ns NDC_BENCH_OBJECT="$build/tests/bench/steps/step_$s.bpf.o" \
-			NDC_BENCH_ANY_VERDICT=1
+			NDC_BENCH_ANY_VERDICT=1 NDC_BENCH_CLIENTS=$cl
 	done
-	one "$r" 13_product a_hit_ns
+	one "$r" 13_product a_hit_ns NDC_BENCH_CLIENTS=$cl
 	one "$r" egress egress NDC_BENCH_FAILOPEN=1
 	echo "steps_bench: round $r of $rounds done" >&2
 done
@@ -115,7 +121,7 @@ L = []
 say = L.append
 say("Per-step cost of a hit (BPF_PROG_TEST_RUN, ns per run less the empty program's), %s" % "$started")
 say("machine: $(nproc) CPUs ($cpu_model), kernel $(uname -r); load average before $load_before, after $load_after")
-say("command: $cmdline ($runs runs per build and round, median of $rounds rounds; pinned to CPU 1)")
+say("command: $cmdline ($runs runs per build and round, median of $rounds rounds; pinned to CPU 1; per-client counting $clients)")
 say("empty program (the kernel's clock reads around a run, subtracted below): tc %.1f, XDP %.1f ns"
     % (ov["tc"], ov["xdp"]))
 say("")

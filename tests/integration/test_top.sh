@@ -179,6 +179,16 @@ if [ "$ns_a" = 60 ] && [ "$ns_b" = 45 ] && [ "$nx_b" = 45 ] &&
 else
 	bad "per-namespace counters" "team-a=$ns_a team-b=$ns_b nxdomain=$nx_b"
 fi
+if [ "$MODE" != socket ]; then
+	# two clients in a table of 4,096 slots: no takeover; no samples asked for, none lost
+	taken=$(metric ndcache_kernel_clients_taken_total)
+	lost=$(metric ndcache_kernel_samples_lost_total)
+	if [ "$taken" = 0 ] && [ "$lost" = 0 ]; then
+		ok "$MODE: ndcache_kernel_clients_taken_total 0, ndcache_kernel_samples_lost_total 0"
+	else
+		bad "$MODE: the kernel's client and sample metrics" "taken='$taken' lost='$lost'"
+	fi
+fi
 agent_stop "with pods"
 
 # log.clients: false: nothing counted, /debug/top says so; no NODE_NAME: said once, by address.
