@@ -1,6 +1,9 @@
 // SPDX-License-Identifier: MIT
 #include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <sys/uio.h>
 
 #include <ndc/dns_wire.h>
 
@@ -335,4 +338,39 @@ int ndc_pkt_parse(const uint8_t *f, size_t len, struct ndc_pkt_parsed *r)
 	r->payload = udp + UDP_LEN;
 	r->plen = ulen - UDP_LEN;
 	return 0;
+}
+
+int ndc_pkt_object_from_env(const char *var, struct iovec *ret)
+{
+	const char *path = getenv(var);
+	FILE *f;
+	long n;
+	int err = 0;
+
+	ret->iov_base = NULL;
+	ret->iov_len = 0;
+	if (!path || !*path)
+		return 0;
+	f = fopen(path, "rb");
+	if (!f)
+		return -errno;
+	if (fseek(f, 0, SEEK_END) || (n = ftell(f)) <= 0 || fseek(f, 0, SEEK_SET)) {
+		err = -EIO;
+		goto out;
+	}
+	ret->iov_base = malloc((size_t)n);
+	if (!ret->iov_base) {
+		err = -ENOMEM;
+		goto out;
+	}
+	if (fread(ret->iov_base, 1, (size_t)n, f) != (size_t)n) {
+		free(ret->iov_base);
+		ret->iov_base = NULL;
+		err = -EIO;
+		goto out;
+	}
+	ret->iov_len = (size_t)n;
+out:
+	fclose(f);
+	return err;
 }

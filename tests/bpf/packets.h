@@ -121,4 +121,12 @@ struct ndc_pkt_parsed {
  */
 int ndc_pkt_parse(const uint8_t *frame, size_t len, struct ndc_pkt_parsed *ret);
 
+/*
+ * The build of the BPF object named by environment variable var (a build with a planted bug, for
+ * ndc_fastpath_opts.object): 0 with its bytes in *ret (malloc'd) or ret->iov_base NULL when var is
+ * unset or empty; -errno when the file cannot be read.
+ */
+struct iovec;
+int ndc_pkt_object_from_env(const char *var, struct iovec *ret);
+
 #endif

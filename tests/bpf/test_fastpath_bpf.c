@@ -76,24 +76,8 @@ static int publish_one(void *arg, const uint8_t *lname, size_t nlen, uint16_t qt
 /* NDC_TEST_OBJECT's bytes into *obj (NULL: none set): a build with a planted bug. */
 static const struct iovec *object_from_env(struct iovec *obj)
 {
-	const char *path = getenv("NDC_TEST_OBJECT");
-	FILE *f;
-	long n;
-
-	if (!path || !*path)
-		return NULL;
-	f = fopen(path, "rb");
-	assert_non_null(f);
-	assert_int_equal(fseek(f, 0, SEEK_END), 0);
-	n = ftell(f);
-	assert_true(n > 0);
-	rewind(f);
-	obj->iov_base = malloc((size_t)n);
-	assert_non_null(obj->iov_base);
-	assert_int_equal(fread(obj->iov_base, 1, (size_t)n, f), (size_t)n);
-	obj->iov_len = (size_t)n;
-	fclose(f);
-	return obj;
+	assert_int_equal(ndc_pkt_object_from_env("NDC_TEST_OBJECT", obj), 0);
+	return obj->iov_base ? obj : NULL;
 }
 
 static struct iovec planted;
