@@ -179,7 +179,8 @@ int ndc_fastpath_clients(struct ndc_fp *fp, int (*cb)(const struct ndc_fp_client
 	r = rows_read(bpf_map__fd(fp->skel->maps.ndc_clients), ncpu, &rows, &nrows);
 	if (r < 0)
 		goto cleanup;
-	qsort(rows, nrows, sizeof(*rows), row_cmp);
+	if (nrows) /* qsort's base must not be NULL, even for no rows (UBSan) */
+		qsort(rows, nrows, sizeof(*rows), row_cmp);
 	for (size_t i = 0; i < nrows;) {
 		struct ndc_fp_client c = {0};
 		size_t j = i;
