@@ -191,6 +191,12 @@ static __always_inline const struct ndc_fp_value *ks_value(struct ndc_kscratch *
 	return (const struct ndc_fp_value *)((const __u8 *)ks + off);
 }
 
+/* The memo entry of (the name's hash, the type asked). */
+static __always_inline __u32 memo_index(__u64 hash, __u16 qtype)
+{
+	return ((__u32)hash ^ qtype) & (NDC_MEMO_ENTRIES - 1);
+}
+
 /*
  * Whether memo entry i holds (the name in ks->s.name, the type), read when the config's gen was
  * gen; type_len: the type asked, shifted 8, and the name's length.
@@ -220,13 +226,12 @@ static __always_inline enum ndc_table_res ndc_be_get(struct ndc_be *be, struct n
 						     const struct ndc_question *q, __u64 hash,
 						     const struct ndc_fp_value **ret_v)
 {
-	__u32 i = ((__u32)hash ^ q->qtype) & (NDC_MEMO_ENTRIES - 1);
+	__u32 i = memo_index(hash, q->qtype);
 	__u64 gen = READ_ONCE_U64(be->cfg->gen);
 	struct ndc_kscratch *ks = kscratch_of(s);
 	struct ndc_fp_slot *sl = NULL;
 	enum ndc_table_res r;
 
-	*ret_v = &s->v;
 	if (memo_find(ks, i, gen, hash, (__u32)q->qtype << 8 | (q->name_len & 0xff))) {
 		*ret_v =
 		    ks_value(ks, offsetof(struct ndc_kscratch, memo) + i * sizeof(struct ndc_memo) +
@@ -246,8 +251,7 @@ static __always_inline enum ndc_table_res ndc_be_get(struct ndc_be *be, struct n
 		return r;
 	if (!s->v.expire_ns) {
 		/* the index again, not kept on the stack (the program's is nearly full) */
-		i = ((__u32)hash ^ q->qtype) & (NDC_MEMO_ENTRIES - 1);
-		memo_fill(&ks->memo[i], s, q, gen, hash, r);
+		memo_fill(&ks->memo[memo_index(hash, q->qtype)], s, q, gen, hash, r);
 	} else if (sl && sl->hits < NDC_FP_HITS_MAX) {
 		/*
 		 * a cached answer's kernel hits, for prefetch: counted as it is read, so that no
