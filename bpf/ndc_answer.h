@@ -14,7 +14,7 @@
  *     for the lcore to count.
  *
  * Steps: ndc_answer_l4 (layers 2 to 4), the query's header, name and tail (ndc_dns.h),
- * ndc_answer_lookup (the lookup order), then the reply written over the query. What it observes
+ * ndc_answer_result (the lookup order), then the reply written over the query. What it observes
  * for the operator (issue 37) is the backend's too: ndc_be_client names the client of every
  * query to us, ndc_be_count then says what became of it, ndc_be_reply shows the reply as sent.
  */
@@ -69,6 +69,24 @@ static __always_inline void ndc_be_keyed(struct ndc_be *be, struct ndc_fp_scratc
 static __always_inline enum ndc_table_res ndc_be_get(struct ndc_be *be, struct ndc_fp_scratch *s,
 						     const struct ndc_question *q, __u64 hash,
 						     const struct ndc_fp_value **ret_v);
+/*
+ * A question this CPU answered lately, byte for byte (qlen bytes at data + off, dns_question_span:
+ * 0 when the message is not the plain shape): EXACT or OTHER with the answer in *ret_v and q's
+ * name_len, qtype and qclass set as the walk would have set them; NDC_TABLE_ABSENT when not
+ * recalled (then the whole question is read: dns_walk_name and on). A backend without a memo
+ * returns NDC_TABLE_ABSENT.
+ */
+static __always_inline enum ndc_table_res ndc_be_recall(struct ndc_be *be, struct ndc_fp_scratch *s,
+							void *data, void *data_end, __u32 off,
+							__u32 qlen, struct ndc_question *q,
+							const struct ndc_fp_value **ret_v);
+/*
+ * After ndc_be_get gave r for the question at off of the frame in ctx, walked and checked in full:
+ * the backend's chance to remember the answer for ndc_be_recall.
+ */
+static __always_inline void ndc_be_remember(struct ndc_be *be, void *ctx, const enum ndc_hook hook,
+					    __u32 off, const struct ndc_question *q,
+					    enum ndc_table_res r);
 /* The NXDOMAIN template in *ret_v (rcode 0 before one is published): 0, or -1 while it changes. */
 static __always_inline int ndc_be_nx(struct ndc_be *be, struct ndc_fp_scratch *s,
 				     const struct ndc_fp_value **ret_v);
@@ -146,17 +164,17 @@ static __always_inline int ndc_answer_l4(void *ctx, const enum ndc_hook hook, st
 }
 
 /*
- * Steps 1 to 3 of the lookup in abi.h: the answer, with what to count in *ret_hit; NULL with
- * *ret_why set when the query is passed.
+ * Steps 1 to 3 of the lookup in abi.h, from what the table read (or the memo) gave: r, with the
+ * answer v for EXACT and OTHER. The answer, with what to count in *ret_hit; NULL with *ret_why set
+ * when the query is passed.
  */
 static __always_inline const struct ndc_fp_value *
-ndc_answer_lookup(struct ndc_be *be, const struct ndc_fp_config *cfg, struct ndc_fp_scratch *s,
-		  const struct ndc_question *q, __u64 hash, __u32 *ret_hit, __u32 *ret_why)
+ndc_answer_result(struct ndc_be *be, const struct ndc_fp_config *cfg, struct ndc_fp_scratch *s,
+		  const struct ndc_question *q, enum ndc_table_res r, const struct ndc_fp_value *v,
+		  __u32 *ret_hit, __u32 *ret_why)
 {
-	const struct ndc_fp_value *v = &s->v;
-
 	*ret_why = NDC_FP_PASS_MISS;
-	switch (ndc_be_get(be, s, q, hash, &v)) {
+	switch (r) {
 	case NDC_TABLE_EXACT:
 		*ret_hit = NDC_FP_HIT;
 		return v->flags & NDC_FP_V_PASS ? NULL : v;
@@ -196,13 +214,14 @@ static __always_inline int ndc_answer_frame(void *ctx, const enum ndc_hook hook,
 					    __u32 *ret_why)
 {
 	const struct ndc_fp_config *cfg = NULL;
-	const struct ndc_fp_value *v;
+	const struct ndc_fp_value *v = NULL;
+	enum ndc_table_res r;
 	struct ndc_question q = {};
 	struct ndc_fp_scratch *s;
 	struct ndc_dnshdr *dh;
 	struct ndc_pkt pk;
 	__u32 hit = 0, why = 0, age = 0;
-	__u32 name_off, ans_off, dlen, reply_len, udp_len;
+	__u32 name_off, ans_off, dlen, reply_len, udp_len, qlen;
 	__u64 hash = 0;
 	void *data, *data_end;
 	__u8 *p;
@@ -228,21 +247,33 @@ static __always_inline int ndc_answer_frame(void *ctx, const enum ndc_hook hook,
 	if (why != NDC_GO)
 		return ndc_answer_pass(be, hook, why, ret_why);
 	name_off = pk.l4_off + sizeof(struct udphdr) + sizeof(*dh);
-	why = dns_walk_name(data, data_end, name_off, &q);
-	if (why != NDC_GO)
-		return ndc_answer_pass(be, hook, why, ret_why);
-	q.name_len = ctx_launder(hook, &s->launder[2], q.name_len);
-	if (q.name_len == 0 || q.name_len > NDC_FP_NAME_MAX)
-		return ndc_answer_pass(be, hook, NDC_FP_PASS_FORMAT, ret_why);
-	why = dns_check_tail(data, data_end, name_off + q.name_len, pk.l4_off + pk.udp_len, &q);
-	if (why != NDC_GO)
-		return ndc_answer_pass(be, hook, why, ret_why);
-	why = dns_name_to_key(data, data_end, name_off, &q, (__u64 *)s->name, &hash);
-	if (why != NDC_GO)
-		return ndc_answer_pass(be, hook, why, ret_why);
-	ndc_be_keyed(be, s, &q);
+	/*
+	 * A question the backend answered lately, byte for byte, in a message of the plain shape:
+	 * its name was walked and its tail checked when it was remembered, and equal bytes walk
+	 * the same way (a wire name ends itself); else the whole question is read.
+	 */
+	qlen = dns_question_span(data, data_end, name_off, pk.l4_off + pk.udp_len, &q);
+	r = ndc_be_recall(be, s, data, data_end, name_off, qlen, &q, &v);
+	if (r == NDC_TABLE_ABSENT) {
+		why = dns_walk_name(data, data_end, name_off, &q);
+		if (why != NDC_GO)
+			return ndc_answer_pass(be, hook, why, ret_why);
+		q.name_len = ctx_launder(hook, &s->launder[2], q.name_len);
+		if (q.name_len == 0 || q.name_len > NDC_FP_NAME_MAX)
+			return ndc_answer_pass(be, hook, NDC_FP_PASS_FORMAT, ret_why);
+		why = dns_check_tail(data, data_end, name_off + q.name_len,
+				     pk.l4_off + pk.udp_len, &q);
+		if (why != NDC_GO)
+			return ndc_answer_pass(be, hook, why, ret_why);
+		why = dns_name_to_key(data, data_end, name_off, &q, (__u64 *)s->name, &hash);
+		if (why != NDC_GO)
+			return ndc_answer_pass(be, hook, why, ret_why);
+		ndc_be_keyed(be, s, &q);
+		r = ndc_be_get(be, s, &q, hash, &v);
+		ndc_be_remember(be, ctx, hook, name_off, &q, r);
+	}
 
-	v = ndc_answer_lookup(be, cfg, s, &q, hash, &hit, &why);
+	v = ndc_answer_result(be, cfg, s, &q, r, v, &hit, &why);
 	if (!v)
 		return ndc_answer_pass(be, hook, why, ret_why);
 	if (v->expire_ns) {

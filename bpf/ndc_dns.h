@@ -276,6 +276,39 @@ static __always_inline int dns_check_tail(void *data, void *data_end, __u32 off,
 	return NDC_GO;
 }
 
+/*
+ * The question's length (name, QTYPE, QCLASS) when the message after the header is the question
+ * and at most a plain OPT that ends it (root owner, no options, version 0, DO clear: what
+ * dns_check_tail answers with, q->udp_size set from it); 0 for any other shape, or a question
+ * shorter than NDC_DNS_QFIXED + 1. Nothing about the question itself is checked: what it holds
+ * is known only by a walk (dns_walk_name), or by equality with one walked before (the kernel's
+ * memo, bpf/ndc_fastpath.bpf.c). off: the question's start; msg_end: the message's end.
+ */
+static __always_inline __u32 dns_question_span(void *data, void *data_end, __u32 off,
+					       __u32 msg_end, struct ndc_question *q)
+{
+	/* verifier: 64 bits, checked on the register the pointer is made of */
+	__u64 len = (__u64)msg_end - off;
+	__u8 *p;
+
+	if (q->has_opt) {
+		if (len < NDC_DNS_QFIXED + 1 + NDC_DNS_OPT_LEN ||
+		    len > NDC_FP_NAME_MAX + NDC_DNS_QFIXED + NDC_DNS_OPT_LEN)
+			return 0;
+		len -= NDC_DNS_OPT_LEN;
+		p = pkt_at(data, off + (__u32)len);
+		if ((void *)(p + NDC_DNS_OPT_LEN) > data_end)
+			return 0;
+		if (p[0] != 0 || *(__be16 *)(p + 1) != bpf_htons(NDC_DNS_T_OPT) || p[6] ||
+		    (p[7] & (NDC_DNS_EDNS_DO >> 8)) || *(__u16 *)(p + 9))
+			return 0;
+		q->udp_size = bpf_ntohs(*(__be16 *)(p + 3));
+	}
+	if (len < NDC_DNS_QFIXED + 1 || len > NDC_FP_NAME_MAX + NDC_DNS_QFIXED)
+		return 0;
+	return (__u32)len;
+}
+
 /* The client's UDP limit, as ndc_dns_udp_limit: 512 without EDNS, else [512, 1232]. */
 static __always_inline __u32 dns_udp_limit(const struct ndc_question *q)
 {

@@ -19,28 +19,32 @@
 #include "ndc_answer.h"
 
 /*
- * Where the lowercase name is copied: a map value, not the stack, because suffix matching reads it
- * at variable offsets. Per CPU is enough: tc ingress and XDP run with bottom halves disabled and do
- * not nest on one CPU.
+ * The memo: answers this CPU sent lately, by the question as it was asked, byte for byte (name
+ * in the case asked, QTYPE, QCLASS), each with the config gen read before its answer was read
+ * from the table (abi.h: user space adds one to gen after every change it completes). A query
+ * whose question equals one remembered, in a message of the plain shape (dns_question_span), is
+ * answered from here while gen is still that one: no name walk, no tail check, no lowercase copy
+ * and hash, no table walk and no read of the slot under its sequence counter. Equal bytes are the
+ * same question: the one remembered was walked and checked in full, and a wire name ends itself.
+ * Only answers that never expire (cluster records): a cached answer's read also counts its
+ * slot's hits (prefetch) and needs the clock. Two places a question may take (its index's pair,
+ * by a multiply of its first two words, last word and length): a name takes the place of one
+ * whose gen is old, else of the first.
  */
-/*
- * The memo: answers this CPU read from the table lately, by (name, type) asked, each with the
- * config gen read before it was read from the table (abi.h: user space adds one to gen after every
- * change it completes). An answer is taken from here while gen is still that one, in place of the
- * walk and the read of the slot under its sequence counter (issue 35: 39 of the 104 ns of a hit in
- * a test run). Only answers that never expire (cluster records): a cached answer's read also counts
- * its slot's hits (prefetch) and needs the clock. Direct-mapped: a name takes the place of the one
- * before it with the same index.
- */
-#define NDC_MEMO_ENTRIES 32 /* a power of two; a node's hot names per CPU */
+#define NDC_MEMO_ENTRIES 32 /* a power of two; a node's hot questions per CPU */
+#define NDC_MEMO_QMIN 17    /* three words at least: first two and last read on their own */
+#define NDC_MEMO_QWORDS (NDC_FP_NAME_MAX / 8)
+#define NDC_MEMO_QMAX (NDC_MEMO_QWORDS * 8) /* longer questions are walked every time */
 
 struct ndc_memo {
 	__u64 gen;   /* config gen read before v was read from the table */
-	__u64 hash;  /* the name's (ndc_fp_hash_step) */
-	__u16 qtype; /* the type asked */
+	__u32 qlen;  /* the question's bytes (name, QTYPE, QCLASS); 0: empty */
+	__u16 qtype; /* the type asked (in q too) */
 	__u8 res;    /* what the table read gave: NDC_TABLE_EXACT or NDC_TABLE_OTHER */
-	__u8 pad[5];
-	struct ndc_fp_value v; /* with its name (v.name, zero past name_len) */
+	__u8 pad;
+	__u64 qlast;		    /* the question's last word (memo_last) */
+	__u64 q[NDC_MEMO_QWORDS];   /* the question's bytes as asked; past qlen undefined */
+	struct ndc_fp_value v;	    /* the answer (v.name unused) */
 };
 
 struct ndc_kscratch {
@@ -50,7 +54,11 @@ struct ndc_kscratch {
 	__u32 counted;	    /* what ndc_be_count counted last */
 	__u32 sport;	    /* __be16 */
 	__u32 count_client; /* count it per client */
-	__u32 pad;
+	/* the question ndc_be_recall read and did not find, for ndc_be_remember: */
+	__u32 qlen;	/* its length (0: none, not to be remembered) */
+	__u32 qidx[2];	/* the pair of memo entries it may take */
+	__u64 gen_read; /* the config gen ndc_be_get read before the table */
+	__u64 recalled; /* questions this CPU answered from the memo (tests read it, by BTF) */
 	struct ndc_memo memo[NDC_MEMO_ENTRIES];
 };
 
@@ -139,36 +147,6 @@ static __always_inline void ndc_be_keyed(struct ndc_be *be, struct ndc_fp_scratc
 	(void)q;
 }
 
-/* The table's answer in s->v into memo entry m, read when the config's gen was gen. */
-static __always_inline void memo_fill(struct ndc_memo *m, const struct ndc_fp_scratch *s,
-				      const struct ndc_question *q, __u64 gen, __u64 hash,
-				      enum ndc_table_res r)
-{
-	__u32 nwords = (q->name_len + 7) / 8, len = s->v.len;
-
-	m->gen = gen;
-	m->hash = hash;
-	m->qtype = q->qtype;
-	m->res = (__u8)r;
-	/* the header: four words, as laid out */
-	*(__u64 *)&m->v.insert_ns = *(const __u64 *)&s->v.insert_ns;
-	*(__u64 *)&m->v.expire_ns = *(const __u64 *)&s->v.expire_ns;
-	*(__u64 *)&m->v.len = *(const __u64 *)&s->v.len;
-	*(__u64 *)&m->v.rcode = *(const __u64 *)&s->v.rcode;
-	m->v.name_len = (__u8)q->name_len;
-	/* verifier: constant bounds */
-	for (__u32 i = 0; i < NDC_DNS_NAME_WORDS; i++) {
-		if (i >= nwords)
-			break;
-		((__u64 *)m->v.name)[i] = ((const __u64 *)s->name)[i];
-	}
-	for (__u32 i = 0; i < NDC_FP_DATA_MAX / 8; i++) {
-		if (i * 8 >= len)
-			break;
-		((__u64 *)m->v.data)[i] = ((const __u64 *)s->v.data)[i];
-	}
-}
-
 /* The scratch s is the first member of: ndc_be_scratch gives no other. */
 static __always_inline struct ndc_kscratch *kscratch_of(struct ndc_fp_scratch *s)
 {
@@ -191,68 +169,134 @@ static __always_inline const struct ndc_fp_value *ks_value(struct ndc_kscratch *
 	return (const struct ndc_fp_value *)((const __u8 *)ks + off);
 }
 
-/* The memo entry of (the name's hash, the type asked). */
-static __always_inline __u32 memo_index(__u64 hash, __u16 qtype)
+/*
+ * The last word of a question of qlen bytes (NDC_MEMO_QMIN and up) as memo entries hold it: the 8
+ * bytes that end the question, read as one word w, shifted down to the bytes past the last whole
+ * word (all 8 when there are none), so that the read never leaves the question.
+ */
+static __always_inline __u64 memo_last(__u64 w, __u32 qlen)
 {
-	return ((__u32)hash ^ qtype) & (NDC_MEMO_ENTRIES - 1);
+	return w >> (((8 - (qlen & 7)) & 7) * 8);
+}
+
+/* Whether memo entry m may hold the question: gen, length, first two and last words. */
+static __always_inline int memo_head_is(const struct ndc_memo *m, __u64 gen, __u32 qlen, __u64 w0,
+					__u64 w1, __u64 wl)
+{
+	return m->gen == gen && m->qlen == qlen && m->q[0] == w0 && m->q[1] == w1 &&
+	       m->qlast == wl;
 }
 
 /*
- * Whether memo entry i holds (the name in ks->s.name, the type), read when the config's gen was
- * gen; type_len: the type asked, shifted 8, and the name's length.
+ * The memo entry that holds the question of qlen bytes at data + off, asked with the config's gen
+ * at gen: its index plus one, else 0. Sets ks->qlen and ks->qidx for ndc_be_remember (ks->qlen
+ * 0: the question is not one the memo may hold).
  */
-static __always_inline int memo_find(struct ndc_kscratch *ks, __u32 i, __u64 gen, __u64 hash,
-				     __u32 type_len)
+static __always_inline __u32 memo_match(struct ndc_kscratch *ks, void *data, void *data_end,
+					__u32 off, __u32 qlen, __u64 gen)
 {
-	__u32 qtype = type_len >> 8, name_len = type_len & 0xff, nwords = (name_len + 7) / 8;
-	const struct ndc_memo *m;
-	__u64 diff = 0;
+	__u64 w0, w1, wl, h, end, diff = 0;
+	__u32 i, nwords;
+	__u8 *p;
 
-	if (!ks || i >= NDC_MEMO_ENTRIES)
+	ks->qlen = 0;
+	/*
+	 * verifier: through memory, so that the bounds are checked on the register used below and
+	 * not on a zero-extended copy (the walk's use of this word comes later: ndc_answer_frame)
+	 */
+	qlen = ctx_launder(NDC_HOOK_TC, &ks->s.launder[2], qlen);
+	if (qlen < NDC_MEMO_QMIN || qlen > NDC_MEMO_QMAX)
 		return 0;
-	m = &ks->memo[i];
-	if (m->gen != gen || m->hash != hash || m->qtype != qtype || m->v.name_len != name_len)
+	p = pkt_at(data, off);
+	if ((void *)(p + 16) > data_end)
 		return 0;
-	/* verifier: constant bound; both names are zero past their length in the last word */
-	for (__u32 w = 0; w < NDC_DNS_NAME_WORDS; w++) {
-		if (w >= nwords)
-			break;
-		diff |= ((const __u64 *)m->v.name)[w] ^ ((const __u64 *)ks->s.name)[w];
+	w0 = ((const __u64 *)p)[0];
+	w1 = ((const __u64 *)p)[1];
+	end = (__u64)off + qlen - 8;
+	if (end > NDC_ANS_OFF_MAX)
+		return 0;
+	p = pkt_at(data, (__u32)end);
+	if ((void *)(p + 8) > data_end)
+		return 0;
+	wl = memo_last(*(const __u64 *)p, qlen);
+	/* the pair of places: top bits of a multiply (no need to be keyed: the words are compared) */
+	h = (w0 ^ w1 << 1 ^ wl ^ (__u64)qlen << 56) * NDC_FP_HASH_MUL;
+	ks->qidx[0] = (__u32)(h >> 59) & (NDC_MEMO_ENTRIES - 1);
+	ks->qidx[1] = (__u32)(h >> 54) & (NDC_MEMO_ENTRIES - 1);
+	ks->qlen = qlen;
+	i = ks->qidx[0];
+	if (i >= NDC_MEMO_ENTRIES)
+		return 0;
+	if (!memo_head_is(&ks->memo[i], gen, qlen, w0, w1, wl)) {
+		i = ks->qidx[1];
+		if (i >= NDC_MEMO_ENTRIES)
+			return 0;
+		if (!memo_head_is(&ks->memo[i], gen, qlen, w0, w1, wl))
+			return 0;
 	}
-	return diff == 0;
+	/* the words between: verifier, constant bound, every read checked right before it */
+	nwords = (qlen + 7) / 8;
+	for (__u32 w = 2; w < NDC_MEMO_QWORDS; w++) {
+		if (w + 1 >= nwords)
+			break;
+		p = pkt_at(data, off + w * 8);
+		if ((void *)(p + 8) > data_end)
+			return 0;
+		diff |= *(const __u64 *)p ^ ks->memo[i].q[w];
+	}
+	return diff ? 0 : i + 1;
+}
+
+static __always_inline enum ndc_table_res ndc_be_recall(struct ndc_be *be, struct ndc_fp_scratch *s,
+							void *data, void *data_end, __u32 off,
+							__u32 qlen, struct ndc_question *q,
+							const struct ndc_fp_value **ret_v)
+{
+	struct ndc_kscratch *ks = kscratch_of(s);
+	__u32 found, i, name_len;
+
+	found = memo_match(ks, data, data_end, off, qlen, READ_ONCE_U64(be->cfg->gen));
+	/*
+	 * verifier: through memory, one unknown value for every way out of memo_match, so that the
+	 * walk after a miss is verified once, not once for each of them
+	 */
+	found = ctx_launder(NDC_HOOK_TC, &s->launder[2], found);
+	if (found == 0 || found > NDC_MEMO_ENTRIES)
+		return NDC_TABLE_ABSENT;
+	i = found - 1;
+	/* verifier: as the walk's (ndc_answer_frame), checked on the register it goes on in */
+	name_len = ctx_launder(NDC_HOOK_TC, &s->launder[2], ks->memo[i].qlen - NDC_DNS_QFIXED);
+	if (name_len == 0 || name_len > NDC_FP_NAME_MAX)
+		return NDC_TABLE_ABSENT;
+	ks->recalled++;
+	q->name_len = name_len;
+	q->qtype = ks->memo[i].qtype;
+	q->qclass = NDC_DNS_C_IN;
+	*ret_v = ks_value(ks, offsetof(struct ndc_kscratch, memo) + i * sizeof(struct ndc_memo) +
+				  offsetof(struct ndc_memo, v));
+	/* verifier: one of two constants, not a byte of memory (whose every value it walks) */
+	return ks->memo[i].res == NDC_TABLE_OTHER ? NDC_TABLE_OTHER : NDC_TABLE_EXACT;
 }
 
 static __always_inline enum ndc_table_res ndc_be_get(struct ndc_be *be, struct ndc_fp_scratch *s,
 						     const struct ndc_question *q, __u64 hash,
 						     const struct ndc_fp_value **ret_v)
 {
-	__u32 i = memo_index(hash, q->qtype);
-	__u64 gen = READ_ONCE_U64(be->cfg->gen);
 	struct ndc_kscratch *ks = kscratch_of(s);
 	struct ndc_fp_slot *sl = NULL;
 	enum ndc_table_res r;
 
-	if (memo_find(ks, i, gen, hash, (__u32)q->qtype << 8 | (q->name_len & 0xff))) {
-		*ret_v =
-		    ks_value(ks, offsetof(struct ndc_kscratch, memo) + i * sizeof(struct ndc_memo) +
-				     offsetof(struct ndc_memo, v));
-		/* verifier: one of two constants, not a byte of memory (whose every value it walks)
-		 */
-		return ks->memo[i].res == NDC_TABLE_OTHER ? NDC_TABLE_OTHER : NDC_TABLE_EXACT;
-	}
 	/*
 	 * gen before anything the table read loads: an answer read after a change is never
 	 * remembered under the gen before it
 	 */
+	ks->gen_read = READ_ONCE_U64(be->cfg->gen);
 	table_rmb(s);
 	r = table_get(s, be->cfg, q, hash, &sl);
-	*ret_v = ks_value(ks, offsetof(struct ndc_kscratch, s.v));
+	*ret_v = &s->v;
 	if (r != NDC_TABLE_EXACT && r != NDC_TABLE_OTHER)
 		return r;
-	if (!s->v.expire_ns) {
-		/* the index again, not kept on the stack (the program's is nearly full) */
-		memo_fill(&ks->memo[memo_index(hash, q->qtype)], s, q, gen, hash, r);
-	} else if (sl && sl->hits < NDC_FP_HITS_MAX) {
+	if (s->v.expire_ns && sl && sl->hits < NDC_FP_HITS_MAX) {
 		/*
 		 * a cached answer's kernel hits, for prefetch: counted as it is read, so that no
 		 * slot pointer is carried through the reply (verifier: a state more for every step
@@ -263,11 +307,100 @@ static __always_inline enum ndc_table_res ndc_be_get(struct ndc_be *be, struct n
 	return r;
 }
 
+/*
+ * The answer in the scratch (s.v, as ndc_be_get read it) into the memo, for the question of
+ * ks->qlen bytes at off of the frame in ctx, whose pair of places ndc_be_recall chose: the place
+ * whose gen is old, else the first. res_qtype: what the table read gave, shifted 16, and the type.
+ */
+static __always_inline int memo_put(void *ctx, const enum ndc_hook hook, __u32 off,
+				    __u32 res_qtype)
+{
+	struct ndc_kscratch *ks;
+	struct ndc_memo *m;
+	__u32 zero = 0, qlen, i, len;
+	__u64 gen;
+	long err;
+
+	ks = bpf_map_lookup_elem(&ndc_scratch, &zero);
+	if (!ks)
+		return 0;
+	qlen = ks->qlen;
+	gen = ks->gen_read;
+	i = ks->qidx[0];
+	if (i >= NDC_MEMO_ENTRIES || qlen < NDC_MEMO_QMIN || qlen > NDC_MEMO_QMAX)
+		return 0;
+	if (ks->memo[i].gen == gen && ks->memo[i].qlen) {
+		i = ks->qidx[1];
+		if (i >= NDC_MEMO_ENTRIES)
+			return 0;
+		if (ks->memo[i].gen == gen && ks->memo[i].qlen)
+			i = ks->qidx[0] & (NDC_MEMO_ENTRIES - 1);
+	}
+	m = &ks->memo[i];
+	m->qlen = 0; /* empty until whole */
+	if (hook == NDC_HOOK_XDP)
+		err = bpf_xdp_load_bytes(ctx, off, m->q, qlen);
+	else
+		err = bpf_skb_load_bytes(ctx, off, m->q, qlen);
+	if (err)
+		return 0;
+	m->qlast = memo_last(*(const __u64 *)((const __u8 *)m->q + (qlen - 8)), qlen);
+	len = ks->s.v.len;
+	/* the header: four words, as laid out */
+	*(__u64 *)&m->v.insert_ns = *(const __u64 *)&ks->s.v.insert_ns;
+	*(__u64 *)&m->v.expire_ns = *(const __u64 *)&ks->s.v.expire_ns;
+	*(__u64 *)&m->v.len = *(const __u64 *)&ks->s.v.len;
+	*(__u64 *)&m->v.rcode = *(const __u64 *)&ks->s.v.rcode;
+	/* verifier: constant bound */
+	for (__u32 w = 0; w < NDC_FP_DATA_MAX / 8; w++) {
+		if (w * 8 >= len)
+			break;
+		((__u64 *)m->v.data)[w] = ((const __u64 *)ks->s.v.data)[w];
+	}
+	m->gen = gen;
+	m->qtype = (__u16)res_qtype;
+	m->res = (__u8)(res_qtype >> 16);
+	m->qlen = qlen;
+	return 0;
+}
+
+/*
+ * verifier: global functions, verified once on their own, not once for every path through the
+ * core that reaches them.
+ */
+__noinline int ndc_memo_put_skb(struct __sk_buff *skb, __u32 off, __u32 res_qtype)
+{
+	return memo_put(skb, NDC_HOOK_TC, off, res_qtype);
+}
+
+__noinline int ndc_memo_put_xdp(struct xdp_md *xdp, __u32 off, __u32 res_qtype)
+{
+	return memo_put(xdp, NDC_HOOK_XDP, off, res_qtype);
+}
+
+static __always_inline void ndc_be_remember(struct ndc_be *be, void *ctx, const enum ndc_hook hook,
+					    __u32 off, const struct ndc_question *q,
+					    enum ndc_table_res r)
+{
+	struct ndc_kscratch *ks = be->ks;
+	__u32 res_qtype;
+
+	/* read in full and found the same length as ndc_be_recall (which read the plain shape) */
+	if (!ks || (r != NDC_TABLE_EXACT && r != NDC_TABLE_OTHER) || ks->s.v.expire_ns ||
+	    ks->qlen != q->name_len + NDC_DNS_QFIXED)
+		return;
+	res_qtype = (r == NDC_TABLE_OTHER ? NDC_TABLE_OTHER : NDC_TABLE_EXACT) << 16 | q->qtype;
+	if (hook == NDC_HOOK_XDP)
+		ndc_memo_put_xdp(ctx, off, res_qtype);
+	else
+		ndc_memo_put_skb(ctx, off, res_qtype);
+}
+
 static __always_inline int ndc_be_nx(struct ndc_be *be, struct ndc_fp_scratch *s,
 				     const struct ndc_fp_value **ret_v)
 {
 	(void)be;
-	*ret_v = ks_value(kscratch_of(s), offsetof(struct ndc_kscratch, s.v));
+	*ret_v = &s->v;
 	return table_nx(s);
 }
 

@@ -80,6 +80,21 @@ static inline enum ndc_table_res ndc_be_get(struct ndc_be *be, struct ndc_fp_scr
 	return r;
 }
 
+static inline enum ndc_table_res ndc_be_recall(struct ndc_be *be, struct ndc_fp_scratch *s,
+					       void *data, void *data_end, __u32 off, __u32 qlen,
+					       struct ndc_question *q, const struct ndc_fp_value **ret_v)
+{
+	/* no memo: the table is read in place, without the kernel's copy under a counter */
+	(void)be, (void)s, (void)data, (void)data_end, (void)off, (void)qlen, (void)q, (void)ret_v;
+	return NDC_TABLE_ABSENT;
+}
+
+static inline void ndc_be_remember(struct ndc_be *be, void *ctx, const enum ndc_hook hook,
+				   __u32 off, const struct ndc_question *q, enum ndc_table_res r)
+{
+	(void)be, (void)ctx, (void)hook, (void)off, (void)q, (void)r;
+}
+
 static inline int ndc_be_nx(struct ndc_be *be, struct ndc_fp_scratch *s,
 			    const struct ndc_fp_value **ret_v)
 {

@@ -31,6 +31,7 @@
 #include <linux/pkt_cls.h>
 
 #include <bpf/bpf.h>
+#include <bpf/btf.h>
 #include <bpf/libbpf.h>
 
 #include <ndc/abi.h>
@@ -1143,6 +1144,147 @@ static void test_memo(void **state)
 	memo_check("memo: the name removed", name, NDC_T_A, NDC_FP_NXDOMAIN, NULL);
 }
 
+/*
+ * How many questions CPU 0 found in its memo: the scratch map's `recalled` (struct ndc_kscratch in
+ * bpf/ndc_fastpath.bpf.c), found through the program's maps and the value type's BTF, so that the
+ * test follows the layout instead of repeating it.
+ */
+static uint64_t recalled_cpu0(void)
+{
+	struct bpf_prog_info pi = {0};
+	struct bpf_map_info mi = {0};
+	uint32_t ids[16], n = sizeof(ids) / sizeof(ids[0]), len = sizeof(pi), zero = 0;
+	int fd = -1, ncpu = libbpf_num_possible_cpus();
+	uint64_t v = 0;
+
+	pi.nr_map_ids = n;
+	pi.map_ids = (uint64_t)(uintptr_t)ids;
+	assert_int_equal(bpf_obj_get_info_by_fd(env.prog[TC], &pi, &len), 0);
+	for (uint32_t i = 0; i < pi.nr_map_ids && i < n && fd < 0; i++) {
+		int m = bpf_map_get_fd_by_id(ids[i]);
+
+		assert_true(m >= 0);
+		len = sizeof(mi);
+		memset(&mi, 0, sizeof(mi));
+		assert_int_equal(bpf_obj_get_info_by_fd(m, &mi, &len), 0);
+		if (!strcmp(mi.name, "ndc_scratch"))
+			fd = m;
+		else
+			close(m);
+	}
+	assert_true(fd >= 0 && ncpu > 0);
+	struct btf *btf = btf__load_from_kernel_by_id(mi.btf_id);
+	const struct btf_type *t = btf ? btf__type_by_id(btf, mi.btf_value_type_id) : NULL;
+	long off = -1;
+
+	assert_non_null(t);
+	for (uint16_t i = 0; i < btf_vlen(t); i++) {
+		const struct btf_member *m = btf_members(t) + i;
+
+		if (!strcmp(btf__name_by_offset(btf, m->name_off), "recalled"))
+			off = (long)(btf_member_bit_offset(t, i) / 8);
+	}
+	btf__free(btf);
+	if (off < 0)
+		fail_msg("ndc_scratch's value has no member 'recalled'");
+	size_t stride = ((size_t)mi.value_size + 7) / 8 * 8;
+	uint8_t *vals = calloc((size_t)ncpu, stride);
+
+	assert_non_null(vals);
+	assert_int_equal(bpf_map_lookup_elem(fd, &zero, vals), 0);
+	memcpy(&v, vals + off, sizeof(v)); /* CPU 0's value comes first */
+	free(vals);
+	close(fd);
+	return v;
+}
+
+/* Runs row r through both hooks as check_row does, and checks whether CPU 0 found it in its memo
+ * both times (recalled) or never. */
+static void memo_row(const struct ndc_row *r, bool recalled)
+{
+	uint64_t before = recalled_cpu0(), after;
+
+	check_row(r, NULL, 0);
+	after = recalled_cpu0();
+	if (after - before != (recalled ? 2u : 0u))
+		fail_msg("%s: found in the memo %llu times of 2, want %s", r->what,
+			 (unsigned long long)(after - before), recalled ? "both" : "none");
+}
+
+/* arcount 0: an OPT the header does not announce is trailing bytes */
+static void mut_ar0(uint8_t *d, size_t *len)
+{
+	(void)len;
+	d[10] = 0;
+	d[11] = 0;
+}
+
+/*
+ * The memo takes a question only as the bytes a full read walked and checked, in a message of the
+ * plain shape (the question alone, or with a plain OPT last): every other message that carries
+ * the same question bytes is read in full again and gets the full read's verdict, and the same
+ * name in another case is a question of its own, answered with its own case.
+ */
+static void test_memo_shapes(void **state)
+{
+	static const char *const k8s = "kubernetes.default.svc.cluster.local";
+	static const struct ndc_row seed[] = {
+	    {"plain", k8s, NDC_T_A, .expect = NDC_FP_HIT},
+	    {"with a plain OPT", k8s, NDC_T_A, .edns = 1232, .expect = NDC_FP_HIT},
+	    {"with a plain OPT of 512", k8s, NDC_T_A, .edns = 512, .expect = NDC_FP_HIT},
+	    {"another case", "KuBeRnEtEs.default.svc.CLUSTER.local", NDC_T_A,
+	     .expect = NDC_FP_HIT},
+	    {"IPv6", k8s, NDC_T_A, .v6 = true, .expect = NDC_FP_HIT},
+	};
+	static const struct ndc_row never[] = {
+	    {"a cookie", k8s, NDC_T_A, .edns = 1232, .opt_len = 12, .expect = NDC_FP_HIT},
+	    {"cookie and ECS", k8s, NDC_T_A, .edns = 1232, .opt_len = 20,
+	     .expect = NDC_FP_PASS_EDNS},
+	    {"DO bit", k8s, NDC_T_A, .edns = 1232, .edns_flags = 0x8000,
+	     .expect = NDC_FP_PASS_EDNS},
+	    {"EDNS version 1", k8s, NDC_T_A, .edns = 1232, .edns_version = 1,
+	     .expect = NDC_FP_PASS_EDNS},
+	    {"an OPT not announced", k8s, NDC_T_A, .edns = 1232, .mutate = mut_ar0,
+	     .expect = NDC_FP_PASS_FORMAT},
+	    {"trailing byte", k8s, NDC_T_A, .mutate = ndc_pkt_mut_trailing,
+	     .expect = NDC_FP_PASS_FORMAT},
+	    {"trailing byte after OPT", k8s, NDC_T_A, .edns = 1232, .mutate = ndc_pkt_mut_trailing,
+	     .expect = NDC_FP_PASS_FORMAT},
+	    {"ARCOUNT 2", k8s, NDC_T_A, .edns = 1232, .mutate = ndc_pkt_mut_ar2,
+	     .expect = NDC_FP_PASS_FORMAT},
+	    {"additional RR not OPT", k8s, NDC_T_A, .mutate = ndc_pkt_mut_ar_not_opt,
+	     .expect = NDC_FP_PASS_FORMAT},
+	    {"OPT owner not root", k8s, NDC_T_A, .edns = 1232, .mutate = ndc_pkt_mut_opt_owner,
+	     .expect = NDC_FP_PASS_FORMAT},
+	    {"QDCOUNT 2", k8s, NDC_T_A, .mutate = ndc_pkt_mut_qd2, .expect = NDC_FP_PASS_FORMAT},
+	    {"QR set", k8s, NDC_T_A, .mutate = ndc_pkt_mut_set_qr, .expect = NDC_FP_PASS_FORMAT},
+	    {"name cut short", k8s, NDC_T_A, .mutate = ndc_pkt_mut_cut_name,
+	     .expect = NDC_FP_PASS_FORMAT},
+	    {"QCLASS cut short", k8s, NDC_T_A, .mutate = ndc_pkt_mut_cut_qclass,
+	     .expect = NDC_FP_PASS_FORMAT},
+	    {"qtype 0", k8s, 0, .expect = NDC_FP_PASS_FORMAT},
+	    {"class ANY", k8s, NDC_T_A, .qclass = 255, .expect = NDC_FP_PASS_FORMAT},
+	    {"UDP length short of IP", k8s, NDC_T_A, .o.udp_len_delta = -1,
+	     .expect = NDC_FP_PASS_FORMAT},
+	    {"IPv4 options", k8s, NDC_T_A, .o.ihl = 6, .expect = NDC_FP_PASS_FRAG},
+	};
+
+	(void)state;
+	pin_cpu(0);
+	/* each once to be remembered, then from the memo */
+	for (size_t i = 0; i < sizeof(seed) / sizeof(seed[0]); i++) {
+		check_row(&seed[i], NULL, 0);
+		memo_row(&seed[i], true);
+	}
+	for (size_t i = 0; i < sizeof(never) / sizeof(never[0]); i++) {
+		memo_row(&never[i], false);
+		memo_row(&never[i], false); /* and not remembered by the first */
+	}
+	/* the plain ones still come from the memo after all that */
+	for (size_t i = 0; i < sizeof(seed) / sizeof(seed[0]); i++)
+		memo_row(&seed[i], true);
+}
+
 int main(int argc, char **argv)
 {
 	const struct CMUnitTest tests[] = {
@@ -1152,7 +1294,7 @@ int main(int argc, char **argv)
 	    cmocka_unit_test(test_sizes),	  cmocka_unit_test(test_pass_marker),
 	    cmocka_unit_test(test_name_lengths),  cmocka_unit_test(test_collision),
 	    cmocka_unit_test(test_failopen),	  cmocka_unit_test(test_rewrite_while_read),
-	    cmocka_unit_test(test_memo),
+	    cmocka_unit_test(test_memo),	  cmocka_unit_test(test_memo_shapes),
 	};
 	/* --planted OBJ: the memo's test alone, on OBJ, a build with a planted bug it must catch */
 	const struct CMUnitTest memo_only[] = {cmocka_unit_test(test_memo)};
