@@ -10,7 +10,8 @@
 # rounds (interleaved, so a burst of the shared host's noise hits one round of every row rather
 # than every round of one); the table is the median over the rounds, less the empty program's
 # (the reflector given a TCP packet: the kernel's clock reads around each run), and each step's
-# difference to the row above it. Pinned to CPU 1.
+# difference to the row above it (or to the row its spec names: "# base: NN_step", where the
+# memo-off rows of a name outside the memo branch off). Pinned to CPU 1.
 #
 # Usage: tests/bench/steps_bench.sh [--build DIR] [--runs N] [--rounds N] [--clients on|off]
 #                                    [--out DIR]
@@ -90,7 +91,7 @@ for ((r = 1; r <= rounds; r++)); do
 		one "$r" "$s" a_hit_ns NDC_BENCH_OBJECT="$build/tests/bench/steps/step_$s.bpf.o" \
 			NDC_BENCH_ANY_VERDICT=1 NDC_BENCH_CLIENTS=$cl
 	done
-	one "$r" 13_product a_hit_ns NDC_BENCH_CLIENTS=$cl
+	one "$r" 14_product a_hit_ns NDC_BENCH_CLIENTS=$cl
 	one "$r" egress egress NDC_BENCH_FAILOPEN=1
 	echo "steps_bench: round $r of $rounds done" >&2
 done
@@ -107,15 +108,19 @@ for line in open(raw, encoding="utf-8"):
     vals.setdefault((row, name), []).append(float(value))
 med = {k: statistics.median(v) for k, v in vals.items()}
 spread = {k: (min(v), max(v)) for k, v in vals.items()}
-steps = "${steps[*]}".split() + ["13_product"]
-what = {}
+steps = "${steps[*]}".split() + ["14_product"]
+what, base = {}, {}
 for s in steps[:-1]:
     with open(os.path.join("$here/steps", s + ".txt"), encoding="utf-8") as f:
         lines = [l[2:].strip() for l in f if l.startswith("# ")]
+    # "# base: NN_step": the row this step's difference is taken to (default: the row above)
+    for l in lines:
+        if l.startswith("base: "):
+            base[s] = l[len("base: "):].strip()
     # the spec's first comment lines: "... stopping after" / what / ";"
     text = " ".join(lines[:2]).split("stopping after", 1)[-1].split(";")[0].strip()
     what[s] = text
-what["13_product"] = "the product: the answer counted and sent (tc bpf_redirect; XDP_TX)"
+what["14_product"] = "the product: the answer counted and sent (tc bpf_redirect; XDP_TX)"
 ov = {h: med.get(("overhead", h + "_overhead_ns")) for h in ("tc", "xdp")}
 L = []
 say = L.append
@@ -141,14 +146,20 @@ say("| %-40s | %s | %7s | %s | %7s |" % ("bare reflector (swap, send back)", f(r
 say("| %-40s | %s | %7s | %s | %7s |" % ("answer reflector (the floor that answers)",
                                           f(aref["tc"]), "", f(aref["xdp"]), ""))
 prev = {"tc": 0.0, "xdp": 0.0}
+seen = {}
 for s in steps:
     t, x = net(s, "tc_a_hit_ns", "tc"), net(s, "xdp_a_hit_ns", "xdp")
+    if s in base:
+        if base[s] not in seen:
+            sys.exit("steps_bench: %s's base %s is not a row above it" % (s, base[s]))
+        prev = seen[base[s]]
     dt = None if t is None else t - prev["tc"]
     dx = None if x is None else x - prev["xdp"]
     rows.append({"step": s, "what": what[s], "tc_ns": t, "tc_step": dt, "xdp_ns": x, "xdp_step": dx,
                  "tc_range": spread.get((s, "tc_a_hit_ns")), "xdp_range": spread.get((s, "xdp_a_hit_ns"))})
     say("| %-40s | %s | %s | %s | %s |" % (s, f(t), f(dt, "%+7.1f"), f(x), f(dx, "%+7.1f")))
     prev = {"tc": t if t is not None else prev["tc"], "xdp": x if x is not None else prev["xdp"]}
+    seen[s] = prev
 eg = net("egress", "tc_egress_reply_ns", "tc")
 say("| %-40s | %s | %7s | %7s | %7s |" % ("tc egress program on the reply (fail-open)", f(eg), "",
                                           "-", ""))
