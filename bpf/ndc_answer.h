@@ -261,8 +261,8 @@ static __always_inline int ndc_answer_frame(void *ctx, const enum ndc_hook hook,
 		q.name_len = ctx_launder(hook, &s->launder[2], q.name_len);
 		if (q.name_len == 0 || q.name_len > NDC_FP_NAME_MAX)
 			return ndc_answer_pass(be, hook, NDC_FP_PASS_FORMAT, ret_why);
-		why = dns_check_tail(data, data_end, name_off + q.name_len,
-				     pk.l4_off + pk.udp_len, &q);
+		why = dns_check_tail(data, data_end, name_off + q.name_len, pk.l4_off + pk.udp_len,
+				     &q);
 		if (why != NDC_GO)
 			return ndc_answer_pass(be, hook, why, ret_why);
 		why = dns_name_to_key(data, data_end, name_off, &q, (__u64 *)s->name, &hash);

@@ -284,8 +284,8 @@ static __always_inline int dns_check_tail(void *data, void *data_end, __u32 off,
  * is known only by a walk (dns_walk_name), or by equality with one walked before (the kernel's
  * memo, bpf/ndc_fastpath.bpf.c). off: the question's start; msg_end: the message's end.
  */
-static __always_inline __u32 dns_question_span(void *data, void *data_end, __u32 off,
-					       __u32 msg_end, struct ndc_question *q)
+static __always_inline __u32 dns_question_span(void *data, void *data_end, __u32 off, __u32 msg_end,
+					       struct ndc_question *q)
 {
 	/* verifier: 64 bits, checked on the register the pointer is made of */
 	__u64 len = (__u64)msg_end - off;

@@ -42,9 +42,9 @@ struct ndc_memo {
 	__u16 qtype; /* the type asked (in q too) */
 	__u8 res;    /* what the table read gave: NDC_TABLE_EXACT or NDC_TABLE_OTHER */
 	__u8 pad;
-	__u64 qlast;		    /* the question's last word (memo_last) */
-	__u64 q[NDC_MEMO_QWORDS];   /* the question's bytes as asked; past qlen undefined */
-	struct ndc_fp_value v;	    /* the answer (v.name unused) */
+	__u64 qlast;		  /* the question's last word (memo_last) */
+	__u64 q[NDC_MEMO_QWORDS]; /* the question's bytes as asked; past qlen undefined */
+	struct ndc_fp_value v;	  /* the answer (v.name unused) */
 };
 
 struct ndc_kscratch {
@@ -183,8 +183,7 @@ static __always_inline __u64 memo_last(__u64 w, __u32 qlen)
 static __always_inline int memo_head_is(const struct ndc_memo *m, __u64 gen, __u32 qlen, __u64 w0,
 					__u64 w1, __u64 wl)
 {
-	return m->gen == gen && m->qlen == qlen && m->q[0] == w0 && m->q[1] == w1 &&
-	       m->qlast == wl;
+	return m->gen == gen && m->qlen == qlen && m->q[0] == w0 && m->q[1] == w1 && m->qlast == wl;
 }
 
 /*
@@ -219,7 +218,7 @@ static __always_inline __u32 memo_match(struct ndc_kscratch *ks, void *data, voi
 	if ((void *)(p + 8) > data_end)
 		return 0;
 	wl = memo_last(*(const __u64 *)p, qlen);
-	/* the pair of places: top bits of a multiply (no need to be keyed: the words are compared) */
+	/* the pair of places: a multiply's top bits (unkeyed: the words are compared after) */
 	h = (w0 ^ w1 << 1 ^ wl ^ (__u64)qlen << 56) * NDC_FP_HASH_MUL;
 	ks->qidx[0] = (__u32)(h >> 59) & (NDC_MEMO_ENTRIES - 1);
 	ks->qidx[1] = (__u32)(h >> 54) & (NDC_MEMO_ENTRIES - 1);
@@ -312,8 +311,7 @@ static __always_inline enum ndc_table_res ndc_be_get(struct ndc_be *be, struct n
  * ks->qlen bytes at off of the frame in ctx, whose pair of places ndc_be_recall chose: the place
  * whose gen is old, else the first. res_qtype: what the table read gave, shifted 16, and the type.
  */
-static __always_inline int memo_put(void *ctx, const enum ndc_hook hook, __u32 off,
-				    __u32 res_qtype)
+static __always_inline int memo_put(void *ctx, const enum ndc_hook hook, __u32 off, __u32 res_qtype)
 {
 	struct ndc_kscratch *ks;
 	struct ndc_memo *m;

@@ -1232,8 +1232,7 @@ static void test_memo_shapes(void **state)
 	    {"plain", k8s, NDC_T_A, .expect = NDC_FP_HIT},
 	    {"with a plain OPT", k8s, NDC_T_A, .edns = 1232, .expect = NDC_FP_HIT},
 	    {"with a plain OPT of 512", k8s, NDC_T_A, .edns = 512, .expect = NDC_FP_HIT},
-	    {"another case", "KuBeRnEtEs.default.svc.CLUSTER.local", NDC_T_A,
-	     .expect = NDC_FP_HIT},
+	    {"another case", "KuBeRnEtEs.default.svc.CLUSTER.local", NDC_T_A, .expect = NDC_FP_HIT},
 	    {"IPv6", k8s, NDC_T_A, .v6 = true, .expect = NDC_FP_HIT},
 	};
 	static const struct ndc_row never[] = {
