@@ -13,10 +13,12 @@
  *     (its values are never written once published), the burst's clock, and the verdict returned
  *     for the lcore to count.
  *
- * Steps: ndc_answer_l4 (layers 2 to 4), the query's header, name and tail (ndc_dns.h),
- * ndc_answer_result (the lookup order), then the reply written over the query. What it observes
- * for the operator (issue 37) is the backend's too: ndc_be_client names the client of every
- * query to us, ndc_be_count then says what became of it, ndc_be_reply shows the reply as sent.
+ * Steps: ndc_answer_l4 (layers 2 to 4), the query's header, then either the backend's memo
+ * (ndc_be_recall: a question seen lately, byte for byte) or the name and tail (ndc_dns.h) and the
+ * table (ndc_be_get), ndc_answer_result (the lookup order), then the reply written over the query.
+ * What it observes for the operator (issue 37) is the backend's too: ndc_be_client names the client
+ * of every query to us, ndc_be_count then says what became of it, ndc_be_reply shows the reply as
+ * sent.
  */
 #ifndef NDC_ANSWER_H
 #define NDC_ANSWER_H

@@ -55,8 +55,18 @@ struct ndc_kscratch {
 	__u32 sport;	    /* __be16 */
 	__u32 count_client; /* count it per client */
 	/* the question ndc_be_recall read and did not find, for ndc_be_remember: */
-	__u32 qlen;	/* its length (0: none, not to be remembered) */
-	__u32 qidx[2];	/* the pair of memo entries it may take */
+	__u32 qlen;    /* its length (0: none, not to be remembered) */
+	__u32 qidx[2]; /* the pair of memo entries it may take */
+	__u32 qtag;    /* its tag (the low half of the multiply that chose the pair) */
+	/*
+	 * Per memo entry: the tag of the question it holds (0: none), so that a question the memo
+	 * does not hold is told so from these two lines, without a load of an entry's; and the tag
+	 * of the last question read in full that chose the entry first (the doorkeeper): a question
+	 * is remembered when it is read in full a second time while its tag is still there, so that
+	 * names asked once (a node's long tail) never pay the fill, nor evict a hot question.
+	 */
+	__u32 tag[NDC_MEMO_ENTRIES];
+	__u32 seen[NDC_MEMO_ENTRIES];
 	__u64 gen_read; /* the config gen ndc_be_get read before the table */
 	__u64 recalled; /* questions this CPU answered from the memo (tests read it, by BTF) */
 	struct ndc_memo memo[NDC_MEMO_ENTRIES];
@@ -195,7 +205,7 @@ static __always_inline __u32 memo_match(struct ndc_kscratch *ks, void *data, voi
 					__u32 off, __u32 qlen, __u64 gen)
 {
 	__u64 w0, w1, wl, h, end, diff = 0;
-	__u32 i, nwords;
+	__u32 i, a, b, tag, nwords;
 	__u8 *p;
 
 	ks->qlen = 0;
@@ -220,19 +230,19 @@ static __always_inline __u32 memo_match(struct ndc_kscratch *ks, void *data, voi
 	wl = memo_last(*(const __u64 *)p, qlen);
 	/* the pair of places: a multiply's top bits (unkeyed: the words are compared after) */
 	h = (w0 ^ w1 << 1 ^ wl ^ (__u64)qlen << 56) * NDC_FP_HASH_MUL;
-	ks->qidx[0] = (__u32)(h >> 59) & (NDC_MEMO_ENTRIES - 1);
-	ks->qidx[1] = (__u32)(h >> 54) & (NDC_MEMO_ENTRIES - 1);
+	a = (__u32)(h >> 59) & (NDC_MEMO_ENTRIES - 1);
+	b = (__u32)(h >> 54) & (NDC_MEMO_ENTRIES - 1);
+	tag = (__u32)h | 1; /* never 0, the empty entry's */
+	ks->qidx[0] = a;
+	ks->qidx[1] = b;
+	ks->qtag = tag;
 	ks->qlen = qlen;
-	i = ks->qidx[0];
-	if (i >= NDC_MEMO_ENTRIES)
+	if (ks->tag[a] == tag && memo_head_is(&ks->memo[a], gen, qlen, w0, w1, wl))
+		i = a;
+	else if (ks->tag[b] == tag && memo_head_is(&ks->memo[b], gen, qlen, w0, w1, wl))
+		i = b;
+	else
 		return 0;
-	if (!memo_head_is(&ks->memo[i], gen, qlen, w0, w1, wl)) {
-		i = ks->qidx[1];
-		if (i >= NDC_MEMO_ENTRIES)
-			return 0;
-		if (!memo_head_is(&ks->memo[i], gen, qlen, w0, w1, wl))
-			return 0;
-	}
 	/* the words between: verifier, constant bound, every read checked right before it */
 	nwords = (qlen + 7) / 8;
 	for (__u32 w = 2; w < NDC_MEMO_QWORDS; w++) {
@@ -335,7 +345,8 @@ static __always_inline int memo_put(void *ctx, const enum ndc_hook hook, __u32 o
 			i = ks->qidx[0] & (NDC_MEMO_ENTRIES - 1);
 	}
 	m = &ks->memo[i];
-	m->qlen = 0; /* empty until whole */
+	ks->tag[i] = 0; /* empty until whole */
+	m->qlen = 0;
 	if (hook == NDC_HOOK_XDP)
 		err = bpf_xdp_load_bytes(ctx, off, m->q, qlen);
 	else
@@ -355,6 +366,7 @@ static __always_inline int memo_put(void *ctx, const enum ndc_hook hook, __u32 o
 			break;
 		((__u64 *)m->v.data)[w] = ((const __u64 *)ks->s.v.data)[w];
 	}
+	ks->tag[i] = ks->qtag;
 	m->gen = gen;
 	m->qtype = (__u16)res_qtype;
 	m->res = (__u8)(res_qtype >> 16);
@@ -381,12 +393,20 @@ static __always_inline void ndc_be_remember(struct ndc_be *be, void *ctx, const 
 					    enum ndc_table_res r)
 {
 	struct ndc_kscratch *ks = be->ks;
-	__u32 res_qtype;
+	__u32 res_qtype, i;
 
 	/* read in full and found the same length as ndc_be_recall (which read the plain shape) */
 	if (!ks || (r != NDC_TABLE_EXACT && r != NDC_TABLE_OTHER) || ks->s.v.expire_ns ||
 	    ks->qlen != q->name_len + NDC_DNS_QFIXED)
 		return;
+	/* read in full for the first time lately: noted, not remembered (the doorkeeper) */
+	i = ks->qidx[0];
+	if (i >= NDC_MEMO_ENTRIES)
+		return;
+	if (ks->seen[i] != ks->qtag) {
+		ks->seen[i] = ks->qtag;
+		return;
+	}
 	res_qtype = (r == NDC_TABLE_OTHER ? NDC_TABLE_OTHER : NDC_TABLE_EXACT) << 16 | q->qtype;
 	if (hook == NDC_HOOK_XDP)
 		ndc_memo_put_xdp(ctx, off, res_qtype);
