@@ -37,6 +37,11 @@ struct ndc_row {
 	struct ndc_pkt_opts o;
 	void (*mutate)(uint8_t *dns, size_t *len); /* malformed queries: ndc_pkt_mut_* */
 	int expect; /* the verdict (a counter of abi.h, or the test's own "not ours") */
+	/*
+	 * test_memo_shapes: the kernel's memo holds it once asked twice (a message of the plain
+	 * shape whose table read found an entry that never expires: answered, or passed by rule)
+	 */
+	bool memo;
 };
 
 /* An answer with room for data, on the stack. */
