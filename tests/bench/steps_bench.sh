@@ -14,12 +14,15 @@
 # memo-off rows of a name outside the memo branch off). Pinned to CPU 1.
 #
 # Usage: tests/bench/steps_bench.sh [--build DIR] [--runs N] [--rounds N] [--clients on|off]
-#                                    [--out DIR]
+#                                    [--cold KIB] [--out DIR]
 #   --build DIR   meson build dir (default build-lat; set up with -Dbpf=enabled if missing)
 #   --clients     per-client counting in every ndcache build (log.clients; default off, as in
 #                 the figures before ABI 11; the agent's default is on)
 #   --runs N      single test runs per build and round (default 100000)
 #   --rounds N    rounds (default 5)
+#   --cold KIB    before every run, KIB KiB of memory written (bench_testrun's NDC_BENCH_COLD_KIB):
+#                 each run finds its lines evicted, as a packet does under traffic; the figures
+#                 are then medians of single runs (default 0: warm, means)
 #   --out DIR     results (default BUILD/steps): steps.txt, steps.json, raw.txt
 # Needs root (BPF). Exit 0 when the table was printed.
 set -u
@@ -34,6 +37,7 @@ build="$root/build-lat"
 runs=100000
 rounds=5
 clients=off
+cold=0
 out=""
 while [ $# -gt 0 ]; do
 	case "$1" in -h | --help) usage 0 ;; esac
@@ -43,6 +47,7 @@ while [ $# -gt 0 ]; do
 	--runs) runs=$2 ;;
 	--rounds) rounds=$2 ;;
 	--clients) clients=$2 ;;
+	--cold) cold=$2 ;;
 	--out) out=$2 ;;
 	*) echo "steps_bench: unknown argument '$1'" >&2; usage 2 ;;
 	esac
@@ -50,6 +55,7 @@ while [ $# -gt 0 ]; do
 done
 { is_uint "$runs" && [ "$runs" -le 10000000 ]; } || die "--runs: 1..10000000"
 { is_uint "$rounds" && [ "$rounds" -le 50 ]; } || die "--rounds: 1..50"
+{ is_uint "$cold" && [ "$cold" -le 1048576 ]; } || die "--cold: 0..1048576 (KiB)"
 case "$clients" in on) cl=1 ;; off) cl=0 ;; *) die "--clients: on or off" ;; esac
 [ "$(id -u)" = 0 ] || die "needs root (BPF_PROG_TEST_RUN)"
 case "$build" in /*) ;; *) build="$PWD/$build" ;; esac
@@ -74,7 +80,7 @@ raw="$out/raw.txt"
 one() {
 	local round=$1 row=$2 filter=$3 lines
 	shift 3
-	lines=$(env "$@" taskset -c 1 "$testrun" "$runs" "$filter" 1) ||
+	lines=$(env NDC_BENCH_COLD_KIB="$cold" "$@" taskset -c 1 "$testrun" "$runs" "$filter" 1) ||
 		die "bench_testrun failed for $row: $lines"
 	while read -r name value; do
 		echo "$round $row $name $value" >>"$raw"
@@ -127,6 +133,8 @@ say = L.append
 say("Per-step cost of a hit (BPF_PROG_TEST_RUN, ns per run less the empty program's), %s" % "$started")
 say("machine: $(nproc) CPUs ($cpu_model), kernel $(uname -r); load average before $load_before, after $load_after")
 say("command: $cmdline ($runs runs per build and round, median of $rounds rounds; pinned to CPU 1; per-client counting $clients)")
+if $cold:
+    say("cold: $cold KiB written before every run (its lines evicted, as under traffic); each figure the median of single runs")
 say("empty program (the kernel's clock reads around a run, subtracted below): tc %.1f, XDP %.1f ns"
     % (ov["tc"], ov["xdp"]))
 say("")
