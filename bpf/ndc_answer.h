@@ -72,15 +72,16 @@ static __always_inline enum ndc_table_res ndc_be_get(struct ndc_be *be, struct n
 						     const struct ndc_question *q, __u64 hash,
 						     const struct ndc_fp_value **ret_v);
 /*
- * A question this CPU answered lately, byte for byte (qlen bytes at data + off, dns_question_span:
- * 0 when the message is not the plain shape): EXACT or OTHER with the answer in *ret_v and q's
- * name_len, qtype and qclass set as the walk would have set them; NDC_TABLE_ABSENT when not
- * recalled (then the whole question is read: dns_walk_name and on). A backend without a memo
- * returns NDC_TABLE_ABSENT.
+ * A question this CPU answered lately, byte for byte (the question at data + off of a message
+ * that ends at msg_end, which a memo takes only in the plain shape: dns_question_span): EXACT or
+ * OTHER with the answer in *ret_v and q's name_len, qtype, qclass (and udp_size, with an OPT) set
+ * as the full read would have set them; NDC_TABLE_ABSENT when not recalled (then the whole
+ * question is read: dns_walk_name and on). A backend without a memo returns NDC_TABLE_ABSENT and
+ * reads nothing.
  */
 static __always_inline enum ndc_table_res ndc_be_recall(struct ndc_be *be, struct ndc_fp_scratch *s,
 							void *data, void *data_end, __u32 off,
-							__u32 qlen, struct ndc_question *q,
+							__u32 msg_end, struct ndc_question *q,
 							const struct ndc_fp_value **ret_v);
 /*
  * After ndc_be_get gave r for the question at off of the frame in ctx, walked and checked in full:
@@ -223,7 +224,7 @@ static __always_inline int ndc_answer_frame(void *ctx, const enum ndc_hook hook,
 	struct ndc_dnshdr *dh;
 	struct ndc_pkt pk;
 	__u32 hit = 0, why = 0, age = 0;
-	__u32 name_off, ans_off, dlen, reply_len, udp_len, qlen;
+	__u32 name_off, ans_off, dlen, reply_len, udp_len;
 	__u64 hash = 0;
 	void *data, *data_end;
 	__u8 *p;
@@ -254,8 +255,7 @@ static __always_inline int ndc_answer_frame(void *ctx, const enum ndc_hook hook,
 	 * its name was walked and its tail checked when it was remembered, and equal bytes walk
 	 * the same way (a wire name ends itself); else the whole question is read.
 	 */
-	qlen = dns_question_span(data, data_end, name_off, pk.l4_off + pk.udp_len, &q);
-	r = ndc_be_recall(be, s, data, data_end, name_off, qlen, &q, &v);
+	r = ndc_be_recall(be, s, data, data_end, name_off, pk.l4_off + pk.udp_len, &q, &v);
 	if (r == NDC_TABLE_ABSENT) {
 		why = dns_walk_name(data, data_end, name_off, &q);
 		if (why != NDC_GO)

@@ -33,24 +33,46 @@
  */
 #define NDC_MEMO_ENTRIES 32 /* a power of two; a node's hot questions per CPU */
 #define NDC_MEMO_QMIN 17    /* three words at least: first two and last read on their own */
-#define NDC_MEMO_QWORDS (NDC_FP_NAME_MAX / 8)
+#define NDC_MEMO_QWORDS 13  /* what room the answer's unused name leaves after the head */
 #define NDC_MEMO_QMAX (NDC_MEMO_QWORDS * 8) /* longer questions are walked every time */
 
-struct ndc_memo {
-	__u64 gen;   /* config gen read before v was read from the table */
-	__u32 qlen;  /* the question's bytes (name, QTYPE, QCLASS); 0: empty */
-	__u16 qtype; /* the type asked (in q too) */
-	__u8 res;    /* what the table read gave: NDC_TABLE_EXACT or NDC_TABLE_OTHER */
-	__u8 pad;
+/* A memo entry's question and what it was read with, kept where its answer's name would be. */
+struct ndc_memo_head {
+	__u64 gen;		  /* config gen read before v was read from the table */
+	__u32 qlen;		  /* the question's bytes (name, QTYPE, QCLASS); 0: empty */
+	__u16 qtype;		  /* the type asked (in q too) */
+	__u8 res;		  /* what the table read gave: NDC_TABLE_EXACT or NDC_TABLE_OTHER */
+	__u8 pad;		  /* */
 	__u64 qlast;		  /* the question's last word (memo_last) */
 	__u64 q[NDC_MEMO_QWORDS]; /* the question's bytes as asked; past qlen undefined */
-	struct ndc_fp_value v;	  /* the answer (v.name unused) */
 };
+
+/*
+ * A memo entry: the answer, whose name (read only by a table read's compare, never by the reply,
+ * which echoes the question as asked) holds the head; so a hit reads one span, the answer's
+ * header, the head and the question, and then the answer's data: three cache lines for a
+ * question of up to 40 bytes, where a head of its own took four or five.
+ */
+union ndc_memo {
+	struct ndc_fp_value v;
+	struct {
+		__u8 v_before_name[__builtin_offsetof(struct ndc_fp_value, name)];
+		struct ndc_memo_head h;
+	};
+};
+
+_Static_assert(sizeof(struct ndc_memo_head) == sizeof(((struct ndc_fp_value *)0)->name),
+	       "the memo's head fills the answer's name");
+_Static_assert(sizeof(union ndc_memo) % 64 == 0, "memo entries: whole cache lines");
 
 struct ndc_kscratch {
 	struct ndc_fp_scratch s; /* first: kscratch_of */
-	/* the query's client (ndc_be_client), kept here and not on the stack, which is full */
-	struct ndc_fp_client_key client;
+	/*
+	 * What every query to us reads or writes, on one line (when the per-CPU value's start
+	 * falls on one): the query's client (ndc_be_client), kept here and not on the stack,
+	 * which is full, and what the memo's lookup noted.
+	 */
+	struct ndc_fp_client_key client __attribute__((aligned(64)));
 	__u32 counted;	    /* what ndc_be_count counted last */
 	__u32 sport;	    /* __be16 */
 	__u32 count_client; /* count it per client */
@@ -58,6 +80,9 @@ struct ndc_kscratch {
 	__u32 qlen;    /* its length (0: none, not to be remembered) */
 	__u32 qidx[2]; /* the pair of memo entries it may take */
 	__u32 qtag;    /* its tag (the low half of the multiply that chose the pair) */
+	__u32 touched; /* what the early reads of the counts read (ndc_counts_touch) */
+	__u64 recalled; /* questions this CPU answered from the memo (tests read it, by BTF) */
+	__u64 gen_read; /* the config gen ndc_be_get read before the table */
 	/*
 	 * Per memo entry: the tag of the question it holds (0: none), so that a question the memo
 	 * does not hold is told so from these two lines, without a load of an entry's; and the tag
@@ -67,11 +92,13 @@ struct ndc_kscratch {
 	 */
 	__u32 tag[NDC_MEMO_ENTRIES];
 	__u32 seen[NDC_MEMO_ENTRIES];
-	__u64 gen_read; /* the config gen ndc_be_get read before the table */
-	__u64 recalled; /* questions this CPU answered from the memo (tests read it, by BTF) */
-	struct ndc_memo memo[NDC_MEMO_ENTRIES];
+	union ndc_memo memo[NDC_MEMO_ENTRIES];
 };
 
+_Static_assert(__builtin_offsetof(struct ndc_kscratch, gen_read) + 8 -
+			   __builtin_offsetof(struct ndc_kscratch, client) ==
+		       64,
+	       "a query's own words: one cache line");
 _Static_assert(__builtin_offsetof(struct ndc_kscratch, client) % 8 == 0,
 	       "ndc_client_add reads the client key as two 64-bit words");
 
@@ -169,7 +196,7 @@ static __always_inline struct ndc_kscratch *kscratch_of(struct ndc_fp_scratch *s
  * NXDOMAIN template) reach the reply as one pointer of one range, not as two, each of which had
  * every step after the lookup verified once more.
  */
-#define NDC_KS_V_MAX (offsetof(struct ndc_kscratch, memo[NDC_MEMO_ENTRIES - 1].v))
+#define NDC_KS_V_MAX (offsetof(struct ndc_kscratch, memo[NDC_MEMO_ENTRIES - 1]))
 
 static __always_inline const struct ndc_fp_value *ks_value(struct ndc_kscratch *ks, __u32 off)
 {
@@ -190,7 +217,7 @@ static __always_inline __u64 memo_last(__u64 w, __u32 qlen)
 }
 
 /* Whether memo entry m may hold the question: gen, length, first two and last words. */
-static __always_inline int memo_head_is(const struct ndc_memo *m, __u64 gen, __u32 qlen, __u64 w0,
+static __always_inline int memo_head_is(const struct ndc_memo_head *m, __u64 gen, __u32 qlen, __u64 w0,
 					__u64 w1, __u64 wl)
 {
 	return m->gen == gen && m->qlen == qlen && m->q[0] == w0 && m->q[1] == w1 && m->qlast == wl;
@@ -237,9 +264,9 @@ static __always_inline __u32 memo_match(struct ndc_kscratch *ks, void *data, voi
 	ks->qidx[1] = b;
 	ks->qtag = tag;
 	ks->qlen = qlen;
-	if (ks->tag[a] == tag && memo_head_is(&ks->memo[a], gen, qlen, w0, w1, wl))
+	if (ks->tag[a] == tag && memo_head_is(&ks->memo[a].h, gen, qlen, w0, w1, wl))
 		i = a;
-	else if (ks->tag[b] == tag && memo_head_is(&ks->memo[b], gen, qlen, w0, w1, wl))
+	else if (ks->tag[b] == tag && memo_head_is(&ks->memo[b].h, gen, qlen, w0, w1, wl))
 		i = b;
 	else
 		return 0;
@@ -251,19 +278,20 @@ static __always_inline __u32 memo_match(struct ndc_kscratch *ks, void *data, voi
 		p = pkt_at(data, off + w * 8);
 		if ((void *)(p + 8) > data_end)
 			return 0;
-		diff |= *(const __u64 *)p ^ ks->memo[i].q[w];
+		diff |= *(const __u64 *)p ^ ks->memo[i].h.q[w];
 	}
 	return diff ? 0 : i + 1;
 }
 
 static __always_inline enum ndc_table_res ndc_be_recall(struct ndc_be *be, struct ndc_fp_scratch *s,
 							void *data, void *data_end, __u32 off,
-							__u32 qlen, struct ndc_question *q,
+							__u32 msg_end, struct ndc_question *q,
 							const struct ndc_fp_value **ret_v)
 {
 	struct ndc_kscratch *ks = kscratch_of(s);
-	__u32 found, i, name_len;
+	__u32 found, i, name_len, qlen;
 
+	qlen = dns_question_span(data, data_end, off, msg_end, q);
 	found = memo_match(ks, data, data_end, off, qlen, READ_ONCE_U64(be->cfg->gen));
 	/*
 	 * verifier: through memory, one unknown value for every way out of memo_match, so that the
@@ -274,17 +302,17 @@ static __always_inline enum ndc_table_res ndc_be_recall(struct ndc_be *be, struc
 		return NDC_TABLE_ABSENT;
 	i = found - 1;
 	/* verifier: as the walk's (ndc_answer_frame), checked on the register it goes on in */
-	name_len = ctx_launder(NDC_HOOK_TC, &s->launder[2], ks->memo[i].qlen - NDC_DNS_QFIXED);
+	name_len = ctx_launder(NDC_HOOK_TC, &s->launder[2], ks->memo[i].h.qlen - NDC_DNS_QFIXED);
 	if (name_len == 0 || name_len > NDC_FP_NAME_MAX)
 		return NDC_TABLE_ABSENT;
 	ks->recalled++;
+	ks->touched += *(const __u32 *)ks->memo[i].v.data; /* its line, read before the resize */
 	q->name_len = name_len;
-	q->qtype = ks->memo[i].qtype;
+	q->qtype = ks->memo[i].h.qtype;
 	q->qclass = NDC_DNS_C_IN;
-	*ret_v = ks_value(ks, offsetof(struct ndc_kscratch, memo) + i * sizeof(struct ndc_memo) +
-				  offsetof(struct ndc_memo, v));
+	*ret_v = ks_value(ks, offsetof(struct ndc_kscratch, memo) + i * sizeof(union ndc_memo));
 	/* verifier: one of two constants, not a byte of memory (whose every value it walks) */
-	return ks->memo[i].res == NDC_TABLE_OTHER ? NDC_TABLE_OTHER : NDC_TABLE_EXACT;
+	return ks->memo[i].h.res == NDC_TABLE_OTHER ? NDC_TABLE_OTHER : NDC_TABLE_EXACT;
 }
 
 static __always_inline enum ndc_table_res ndc_be_get(struct ndc_be *be, struct ndc_fp_scratch *s,
@@ -324,7 +352,7 @@ static __always_inline enum ndc_table_res ndc_be_get(struct ndc_be *be, struct n
 static __always_inline int memo_put(void *ctx, const enum ndc_hook hook, __u32 off, __u32 res_qtype)
 {
 	struct ndc_kscratch *ks;
-	struct ndc_memo *m;
+	union ndc_memo *m;
 	__u32 zero = 0, qlen, i, len;
 	__u64 gen;
 	long err;
@@ -337,23 +365,24 @@ static __always_inline int memo_put(void *ctx, const enum ndc_hook hook, __u32 o
 	i = ks->qidx[0];
 	if (i >= NDC_MEMO_ENTRIES || qlen < NDC_MEMO_QMIN || qlen > NDC_MEMO_QMAX)
 		return 0;
-	if (ks->memo[i].gen == gen && ks->memo[i].qlen) {
+	/* the first place unless it holds an answer of this gen (tag 0: empty) */
+	if (ks->tag[i] && ks->memo[i].h.gen == gen) {
 		i = ks->qidx[1];
 		if (i >= NDC_MEMO_ENTRIES)
 			return 0;
-		if (ks->memo[i].gen == gen && ks->memo[i].qlen)
+		if (ks->tag[i] && ks->memo[i].h.gen == gen)
 			i = ks->qidx[0] & (NDC_MEMO_ENTRIES - 1);
 	}
 	m = &ks->memo[i];
 	ks->tag[i] = 0; /* empty until whole */
-	m->qlen = 0;
+	m->h.qlen = 0;
 	if (hook == NDC_HOOK_XDP)
-		err = bpf_xdp_load_bytes(ctx, off, m->q, qlen);
+		err = bpf_xdp_load_bytes(ctx, off, m->h.q, qlen);
 	else
-		err = bpf_skb_load_bytes(ctx, off, m->q, qlen);
+		err = bpf_skb_load_bytes(ctx, off, m->h.q, qlen);
 	if (err)
 		return 0;
-	m->qlast = memo_last(*(const __u64 *)((const __u8 *)m->q + (qlen - 8)), qlen);
+	m->h.qlast = memo_last(*(const __u64 *)((const __u8 *)m->h.q + (qlen - 8)), qlen);
 	len = ks->s.v.len;
 	/* the header: four words, as laid out */
 	*(__u64 *)&m->v.insert_ns = *(const __u64 *)&ks->s.v.insert_ns;
@@ -367,10 +396,10 @@ static __always_inline int memo_put(void *ctx, const enum ndc_hook hook, __u32 o
 		((__u64 *)m->v.data)[w] = ((const __u64 *)ks->s.v.data)[w];
 	}
 	ks->tag[i] = ks->qtag;
-	m->gen = gen;
-	m->qtype = (__u16)res_qtype;
-	m->res = (__u8)(res_qtype >> 16);
-	m->qlen = qlen;
+	m->h.gen = gen;
+	m->h.qtype = (__u16)res_qtype;
+	m->h.res = (__u8)(res_qtype >> 16);
+	m->h.qlen = qlen;
 	return 0;
 }
 
@@ -447,6 +476,33 @@ static __always_inline void ndc_be_answered(struct ndc_be *be, const struct ndc_
 	(void)v;
 }
 
+/*
+ * The lines the query's counts will be added to (at the core's end: the hit counter, and the
+ * client's first slot when clients are counted), read now, so that their loads overlap the
+ * answer's work instead of waiting at the end, one after the other (each a map's pointer, then its
+ * value). A packet that finds them evicted (bench_testrun with NDC_BENCH_COLD_KIB) waits for them
+ * this way 15-20% less; under traffic the hot set's cost fell 4% (docs/bench/FASTPATH.md).
+ */
+static __always_inline void ndc_counts_touch(struct ndc_kscratch *ks)
+{
+	__u32 idx = NDC_FP_HIT, ia;
+	__u64 *c, h;
+	struct ndc_fp_client_slot *sl;
+
+	ks->touched = 0;
+	c = bpf_map_lookup_elem(&ndc_counters, &idx);
+	if (c)
+		ks->touched += (__u32)*c;
+	if (!ks->count_client)
+		return;
+	h = NDC_FP_CLIENT_HASH(((const __u64 *)ks->client.addr)[0],
+			       ((const __u64 *)ks->client.addr)[1]);
+	ia = NDC_FP_CLIENT_SLOT_A(h);
+	sl = bpf_map_lookup_elem(&ndc_clients, &ia);
+	if (sl)
+		ks->touched += (__u32)sl->counts.queries;
+}
+
 static __always_inline void ndc_be_client(struct ndc_be *be, const struct ndc_l3 *l3,
 					  const struct ndc_pkt *pk)
 {
@@ -475,6 +531,7 @@ static __always_inline void ndc_be_client(struct ndc_be *be, const struct ndc_l3
 		a[2] = bpf_htonl(0xffff);
 		a[3] = l3->saddr4;
 	}
+	ndc_counts_touch(ks);
 }
 
 /*

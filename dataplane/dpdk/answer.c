@@ -81,12 +81,13 @@ static inline enum ndc_table_res ndc_be_get(struct ndc_be *be, struct ndc_fp_scr
 }
 
 static inline enum ndc_table_res ndc_be_recall(struct ndc_be *be, struct ndc_fp_scratch *s,
-					       void *data, void *data_end, __u32 off, __u32 qlen,
+					       void *data, void *data_end, __u32 off, __u32 msg_end,
 					       struct ndc_question *q,
 					       const struct ndc_fp_value **ret_v)
 {
 	/* no memo: the table is read in place, without the kernel's copy under a counter */
-	(void)be, (void)s, (void)data, (void)data_end, (void)off, (void)qlen, (void)q, (void)ret_v;
+	(void)be, (void)s, (void)data, (void)data_end, (void)off, (void)msg_end, (void)q,
+	    (void)ret_v;
 	return NDC_TABLE_ABSENT;
 }
 

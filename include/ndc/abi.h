@@ -30,7 +30,7 @@
 
 #include <linux/types.h>
 
-#define NDC_ABI_VERSION 11
+#define NDC_ABI_VERSION 12
 
 #define NDC_FP_NAME_MAX 128 /* longer wire names go to user space */
 #define NDC_FP_DATA_MAX 512 /* bigger answers go to user space */
@@ -490,13 +490,36 @@ struct ndc_fp_sfx {
 #define NDC_FP_C_CLIENTS 0x08
 
 struct ndc_fp_config {
+	/*
+	 * ABI 12: what every query reads first, on the first cache line (so that a packet under
+	 * traffic, which finds the config evicted, waits for one line, not four): the version, the
+	 * flags, the addresses' counts and port, the sample rate, gen, the IPv4 addresses and the
+	 * table's geometry.
+	 */
 	__u32 abi_version; /* NDC_ABI_VERSION, or the program passes everything */
 	__u32 flags;	   /* NDC_FP_C_* */
-	__be32 addr4[NDC_FP_MAX_ADDRS];
-	__u8 addr6[NDC_FP_MAX_ADDRS][16];
 	__u8 n_addr4;
 	__u8 n_addr6;
-	__be16 port;		    /* 53 */
+	__be16 port; /* 53 */
+	/*
+	 * Sampled answers (ABI 10; log.dnstap.kernel_sample): an answer goes to ring buffer
+	 * ndc_samples when bpf_get_prandom_u32() < sample; 0: none. The rate times 2^32.
+	 */
+	__u32 sample;
+	/*
+	 * ABI 11: one more after every write readers may see in the table (a slot, a template, the
+	 * geom, the suffixes), once it is complete; written through the mapping with release
+	 * ordering. The kernel's per-CPU memo of answers (bpf/ndc_fastpath.bpf.c) uses an answer it
+	 * holds only while gen is the one read before that answer was read from the table.
+	 */
+	__u64 gen;
+	__be32 addr4[NDC_FP_MAX_ADDRS];
+	/* the answer table's (abi.h, "The answer table") */
+	__u64 home_key; /* fixed for the program's life */
+	__u64 geom;	/* NDC_FP_GEOM: written with one atomic store through the mapping */
+	__u32 half_chunks; /* outer ndc_answers entries per half (ndc_big: half_bigs) */
+	__u32 half_bigs;
+	__u8 addr6[NDC_FP_MAX_ADDRS][16];
 	__u8 zone[NDC_FP_NAME_MAX]; /* lowercase wire form of the cluster domain */
 	__u8 zone_len;		    /* 0: no NXDOMAIN synthesis */
 	__u8 pass_len;		    /* 0: none */
@@ -510,23 +533,6 @@ struct ndc_fp_config {
 	__u8 has_up4;
 	__u8 has_up6;
 	__u16 pad3;
-	/*
-	 * Sampled answers (ABI 10; log.dnstap.kernel_sample): an answer goes to ring buffer
-	 * ndc_samples when bpf_get_prandom_u32() < sample; 0: none. The rate times 2^32.
-	 */
-	__u32 sample;
-	/* the answer table's (abi.h, "The answer table") */
-	__u64 home_key; /* fixed for the program's life */
-	__u64 geom;	/* NDC_FP_GEOM: written with one atomic store through the mapping */
-	/*
-	 * ABI 11: one more after every write readers may see in the table (a slot, a template, the
-	 * geom, the suffixes), once it is complete; written through the mapping with release
-	 * ordering. The kernel's per-CPU memo of answers (bpf/ndc_fastpath.bpf.c) uses an answer it
-	 * holds only while gen is the one read before that answer was read from the table.
-	 */
-	__u64 gen;
-	__u32 half_chunks; /* outer ndc_answers entries per half (ndc_big: half_bigs) */
-	__u32 half_bigs;
 	struct ndc_fp_sfx sfx; /* last: a suffix is read a word at a time */
 };
 
@@ -656,6 +662,8 @@ _Static_assert(sizeof(struct ndc_fp_config) == 16 + 4 * NDC_FP_MAX_ADDRS + 16 * 
 						   2 * NDC_FP_NAME_MAX + 64 +
 						   sizeof(struct ndc_fp_sfx),
 	       "ndc_fp_config layout");
+_Static_assert(__builtin_offsetof(struct ndc_fp_config, half_bigs) + 4 == 64,
+	       "ndc_fp_config: what every query reads, on its first line");
 _Static_assert(sizeof(struct ndc_fp_flow_key) == 40, "ndc_fp_flow_key layout");
 _Static_assert(sizeof(struct ndc_fp_flow) == 32, "ndc_fp_flow layout");
 _Static_assert(sizeof(struct ndc_fp_client_key) == 16, "ndc_fp_client_key layout");

@@ -1201,11 +1201,11 @@ static uint64_t recalled_cpu0(void)
 
 /* Runs row r through both hooks as check_row does, and checks whether CPU 0 found it in its memo
  * both times (recalled) or never. */
-static void memo_row(const struct ndc_row *r, bool recalled)
+static void memo_row(const struct ndc_row *r, const struct ndc_answer *src, bool recalled)
 {
 	uint64_t before = recalled_cpu0(), after;
 
-	check_row(r, NULL, 0);
+	check_row(r, src, 0);
 	after = recalled_cpu0();
 	if (after - before != (recalled ? 2u : 0u))
 		fail_msg("%s: found in the memo %llu times of 2, want %s", r->what,
@@ -1244,7 +1244,7 @@ static void test_memo_shapes(void **state)
 	/* each once to be remembered, then from the memo */
 	for (size_t i = 0; i < sizeof(seed) / sizeof(seed[0]); i++) {
 		check_row(&seed[i], NULL, 0);
-		memo_row(&seed[i], true);
+		memo_row(&seed[i], NULL, true);
 	}
 	/*
 	 * every query of test_passed, twice (the first must not be remembered either): only those
@@ -1256,14 +1256,40 @@ static void test_memo_shapes(void **state)
 		const struct ndc_row *r = &passed_rows[i];
 		if (r->memo)
 			check_row(r, NULL, 0); /* asked twice: noted, then remembered */
-		memo_row(r, r->memo);
-		memo_row(r, r->memo);
+		memo_row(r, NULL, r->memo);
+		memo_row(r, NULL, r->memo);
 	}
-	memo_row(&not_announced, false);
-	memo_row(&not_announced, false);
+	memo_row(&not_announced, NULL, false);
+	memo_row(&not_announced, NULL, false);
 	/* the plain ones still come from the memo after all that */
 	for (size_t i = 0; i < sizeof(seed) / sizeof(seed[0]); i++)
-		memo_row(&seed[i], true);
+		memo_row(&seed[i], NULL, true);
+	/*
+	 * the longest question it holds (104 bytes: a name of 100, in the answer's unused name
+	 * after the entry's head) and one byte longer, read in full every time (last: a publish
+	 * makes every entry old)
+	 */
+	for (int extra = 0; extra < 2; extra++) {
+		static const char l1[] = "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa"; /* 40 */
+		static const char l2[] = "bbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbb";	  /* 33 */
+		char name[256];
+		uint8_t lname[NDC_NAME_MAX];
+		union ndc_row_answer a;
+		size_t nlen;
+
+		/* 41 + (32 + extra) + 27 (default.svc.cluster.local) wire bytes */
+		snprintf(name, sizeof(name), "%s.%.*s.default.svc.cluster.local", l1, 31 + extra, l2);
+		assert_int_equal(ndc_name_from_text(name, lname, sizeof(lname), &nlen), 0);
+		assert_int_equal(nlen, 100u + (size_t)extra);
+		ndc_row_a_records(&a.a, lname, nlen, 1, 30);
+		assert_int_equal(ndc_fastpath_publish(env.fp, lname, nlen, NDC_T_A, &a.a, 0), 0);
+		struct ndc_row r = {extra ? "a question of 105 bytes" : "a question of 104 bytes",
+				    name, NDC_T_A, .expect = NDC_FP_HIT};
+		check_row(&r, &a.a, 0); /* noted, then remembered when it may be */
+		memo_row(&r, &a.a, !extra);
+		memo_row(&r, &a.a, !extra);
+		assert_int_equal(ndc_fastpath_unpublish(env.fp, lname, nlen, NDC_T_A), 0);
+	}
 }
 
 int main(int argc, char **argv)
