@@ -491,10 +491,11 @@ struct ndc_fp_sfx {
 
 struct ndc_fp_config {
 	/*
-	 * ABI 12: what every query reads first, on the first cache line (so that a packet under
-	 * traffic, which finds the config evicted, waits for one line, not four): the version, the
-	 * flags, the addresses' counts and port, the sample rate, gen, the IPv4 addresses and the
-	 * table's geometry.
+	 * ABI 12: what every packet reads, on the first cache line (so that a packet under traffic,
+	 * which finds the config evicted, waits for one line, not four): the version, the flags,
+	 * the addresses' counts and port, the sample rate, gen, the IPv4 addresses, the table's
+	 * geometry and the IPv4 upstream (which fail-open's egress program compares every reply
+	 * with).
 	 */
 	__u32 abi_version; /* NDC_ABI_VERSION, or the program passes everything */
 	__u32 flags;	   /* NDC_FP_C_* */
@@ -517,23 +518,24 @@ struct ndc_fp_config {
 	/* the answer table's (abi.h, "The answer table") */
 	__u64 home_key; /* fixed for the program's life */
 	__u64 geom;	/* NDC_FP_GEOM: written with one atomic store through the mapping */
+	/* fail-open upstreams (NDC_FP_C_FAILOPEN): one per family, has_up* 0 for none */
+	__be32 up4;
+	__be16 up4_port;
+	__u8 has_up4;
+	__u8 has_up6;
+	/* the rest: read by a table walk (a name outside the memo) or a family's own path */
 	__u32 half_chunks; /* outer ndc_answers entries per half (ndc_big: half_bigs) */
 	__u32 half_bigs;
+	__u8 up6[16];
+	__be16 up6_port;
+	__u16 pad3;
 	__u8 addr6[NDC_FP_MAX_ADDRS][16];
 	__u8 zone[NDC_FP_NAME_MAX]; /* lowercase wire form of the cluster domain */
 	__u8 zone_len;		    /* 0: no NXDOMAIN synthesis */
 	__u8 pass_len;		    /* 0: none */
 	__u16 pad;
 	__u8 pass[NDC_FP_NAME_MAX]; /* names under this suffix are never synthesised */
-	/* fail-open upstreams (NDC_FP_C_FAILOPEN): one per family, has_up* 0 for none */
-	__be32 up4;
-	__u8 up6[16];
-	__be16 up4_port;
-	__be16 up6_port;
-	__u8 has_up4;
-	__u8 has_up6;
-	__u16 pad3;
-	struct ndc_fp_sfx sfx; /* last: a suffix is read a word at a time */
+	struct ndc_fp_sfx sfx;	    /* last: a suffix is read a word at a time */
 };
 
 /*
@@ -662,8 +664,8 @@ _Static_assert(sizeof(struct ndc_fp_config) == 16 + 4 * NDC_FP_MAX_ADDRS + 16 * 
 						   2 * NDC_FP_NAME_MAX + 64 +
 						   sizeof(struct ndc_fp_sfx),
 	       "ndc_fp_config layout");
-_Static_assert(__builtin_offsetof(struct ndc_fp_config, half_bigs) + 4 == 64,
-	       "ndc_fp_config: what every query reads, on its first line");
+_Static_assert(__builtin_offsetof(struct ndc_fp_config, has_up6) + 1 == 64,
+	       "ndc_fp_config: what every packet reads, on its first line");
 _Static_assert(sizeof(struct ndc_fp_flow_key) == 40, "ndc_fp_flow_key layout");
 _Static_assert(sizeof(struct ndc_fp_flow) == 32, "ndc_fp_flow layout");
 _Static_assert(sizeof(struct ndc_fp_client_key) == 16, "ndc_fp_client_key layout");
