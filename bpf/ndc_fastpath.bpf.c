@@ -77,10 +77,10 @@ struct ndc_kscratch {
 	__u32 sport;	    /* __be16 */
 	__u32 count_client; /* count it per client */
 	/* the question ndc_be_recall read and did not find, for ndc_be_remember: */
-	__u32 qlen;    /* its length (0: none, not to be remembered) */
-	__u32 qidx[2]; /* the pair of memo entries it may take */
-	__u32 qtag;    /* its tag (the low half of the multiply that chose the pair) */
-	__u32 touched; /* what the early reads of the counts read (ndc_counts_touch) */
+	__u32 qlen;	/* its length (0: none, not to be remembered) */
+	__u32 qidx[2];	/* the pair of memo entries it may take */
+	__u32 qtag;	/* its tag (the low half of the multiply that chose the pair) */
+	__u32 touched;	/* what the early reads of the counts read (ndc_counts_touch) */
 	__u64 recalled; /* questions this CPU answered from the memo (tests read it, by BTF) */
 	__u64 gen_read; /* the config gen ndc_be_get read before the table */
 	/*
@@ -96,8 +96,8 @@ struct ndc_kscratch {
 };
 
 _Static_assert(__builtin_offsetof(struct ndc_kscratch, gen_read) + 8 -
-			   __builtin_offsetof(struct ndc_kscratch, client) ==
-		       64,
+		       __builtin_offsetof(struct ndc_kscratch, client) ==
+		   64,
 	       "a query's own words: one cache line");
 _Static_assert(__builtin_offsetof(struct ndc_kscratch, client) % 8 == 0,
 	       "ndc_client_add reads the client key as two 64-bit words");
@@ -217,8 +217,8 @@ static __always_inline __u64 memo_last(__u64 w, __u32 qlen)
 }
 
 /* Whether memo entry m may hold the question: gen, length, first two and last words. */
-static __always_inline int memo_head_is(const struct ndc_memo_head *m, __u64 gen, __u32 qlen, __u64 w0,
-					__u64 w1, __u64 wl)
+static __always_inline int memo_head_is(const struct ndc_memo_head *m, __u64 gen, __u32 qlen,
+					__u64 w0, __u64 w1, __u64 wl)
 {
 	return m->gen == gen && m->qlen == qlen && m->q[0] == w0 && m->q[1] == w1 && m->qlast == wl;
 }

@@ -1271,14 +1271,15 @@ static void test_memo_shapes(void **state)
 	 */
 	for (int extra = 0; extra < 2; extra++) {
 		static const char l1[] = "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa"; /* 40 */
-		static const char l2[] = "bbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbb";	  /* 33 */
+		static const char l2[] = "bbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbb";	     /* 33 */
 		char name[256];
 		uint8_t lname[NDC_NAME_MAX];
 		union ndc_row_answer a;
 		size_t nlen;
 
 		/* 41 + (32 + extra) + 27 (default.svc.cluster.local) wire bytes */
-		snprintf(name, sizeof(name), "%s.%.*s.default.svc.cluster.local", l1, 31 + extra, l2);
+		snprintf(name, sizeof(name), "%s.%.*s.default.svc.cluster.local", l1, 31 + extra,
+			 l2);
 		assert_int_equal(ndc_name_from_text(name, lname, sizeof(lname), &nlen), 0);
 		assert_int_equal(nlen, 100u + (size_t)extra);
 		ndc_row_a_records(&a.a, lname, nlen, 1, 30);
