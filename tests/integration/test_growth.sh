@@ -182,7 +182,9 @@ exec 7>"$fifo"
 # services in it (growth.py: dyn). One write: the prober takes both before its next query.
 mark() {
 	printf 'dyn %s\nphase %s\n' "$2" "$1" >&7
-	echo "$1" >"$phase_file"
+	# a new file renamed over the old: the sampler never reads it empty (a truncated phase
+	# shifted a sample's fields: entries read as the phase, bytes as the slot count)
+	echo "$1" >"$phase_file.new" && mv -f "$phase_file.new" "$phase_file"
 	say "phase $1 (added services: $2)"
 }
 
