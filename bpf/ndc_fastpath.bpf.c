@@ -481,7 +481,7 @@ static __always_inline void ndc_be_answered(struct ndc_be *be, const struct ndc_
  * client's first slot when clients are counted), read now, so that their loads overlap the
  * answer's work instead of waiting at the end, one after the other (each a map's pointer, then its
  * value). A packet that finds them evicted (bench_testrun with NDC_BENCH_COLD_KIB) waits for them
- * this way 15-20% less; under traffic the hot set's cost fell 4% (docs/bench/FASTPATH.md).
+ * this way 15-20% less; under traffic the hot set's cost fell 5% in tc (docs/bench/FASTPATH.md).
  */
 static __always_inline void ndc_counts_touch(struct ndc_kscratch *ks)
 {
