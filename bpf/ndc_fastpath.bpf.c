@@ -80,7 +80,7 @@ struct ndc_kscratch {
 	__u32 qlen;	/* its length (0: none, not to be remembered) */
 	__u32 qidx[2];	/* the pair of memo entries it may take */
 	__u32 qtag;	/* its tag (the low half of the multiply that chose the pair) */
-	__u32 touched;	/* what the early reads of the counts read (ndc_counts_touch) */
+	__u32 slots;	/* the client's two slots (ndc_counts_touch): A << 12 | B */
 	__u64 recalled; /* questions this CPU answered from the memo (tests read it, by BTF) */
 	__u64 gen_read; /* the config gen ndc_be_get read before the table */
 	/*
@@ -306,7 +306,6 @@ static __always_inline enum ndc_table_res ndc_be_recall(struct ndc_be *be, struc
 	if (name_len == 0 || name_len > NDC_FP_NAME_MAX)
 		return NDC_TABLE_ABSENT;
 	ks->recalled++;
-	ks->touched += *(const __u32 *)ks->memo[i].v.data; /* its line, read before the resize */
 	q->name_len = name_len;
 	q->qtype = ks->memo[i].h.qtype;
 	q->qclass = NDC_DNS_C_IN;
@@ -486,21 +485,27 @@ static __always_inline void ndc_be_answered(struct ndc_be *be, const struct ndc_
 static __always_inline void ndc_counts_touch(struct ndc_kscratch *ks)
 {
 	__u32 idx = NDC_FP_HIT, ia;
-	__u64 *c, h;
+	__u64 *c, h, x;
 	struct ndc_fp_client_slot *sl;
 
-	ks->touched = 0;
+	/* a pass's counter is not read early: it goes up the stack, which costs far more */
 	c = bpf_map_lookup_elem(&ndc_counters, &idx);
-	if (c)
-		ks->touched += (__u32)*c;
+	if (c) {
+		x = *c;
+		barrier_var(x); /* the load is what is wanted, not the value */
+	}
 	if (!ks->count_client)
 		return;
 	h = NDC_FP_CLIENT_HASH(((const __u64 *)ks->client.addr)[0],
 			       ((const __u64 *)ks->client.addr)[1]);
-	ia = NDC_FP_CLIENT_SLOT_A(h);
+	/* both slots' indexes, for ndc_client_add at the end: the hash is computed once */
+	ks->slots = NDC_FP_CLIENT_SLOTS(h);
+	ia = NDC_FP_CLIENT_SLOTS_A(ks->slots);
 	sl = bpf_map_lookup_elem(&ndc_clients, &ia);
-	if (sl)
-		ks->touched += (__u32)sl->counts.queries;
+	if (sl) {
+		x = sl->counts.queries;
+		barrier_var(x);
+	}
 }
 
 static __always_inline void ndc_be_client(struct ndc_be *be, const struct ndc_l3 *l3,
@@ -536,26 +541,24 @@ static __always_inline void ndc_be_client(struct ndc_be *be, const struct ndc_l3
 
 /*
  * The query's counts at its client k: one CPU's, a plain add (no nesting on a CPU). k's slot of
- * its two, else a new one: an empty one of the two, else the one with fewer queries, whose owner
+ * its two (slots: abi.h NDC_FP_CLIENT_SLOTS of k's hash, which ndc_counts_touch computed), else a
+ * new one: an empty one of the two, else the one with fewer queries, whose owner
  * loses its counts on this CPU (abi.h, struct ndc_fp_client_slot). Inlined, not a global
  * function: no call on every counted query, and the verifier, which walks it at the end of the
  * core's paths, where they have merged into few states, processes 0.3% more instructions for it
  * than for a global function (tc 591,638 -> 593,304 on 6.18; XDP 464,283 -> 464,346).
  */
-static __always_inline int ndc_client_add(const struct ndc_fp_client_key *k, __u32 idx)
+static __always_inline int ndc_client_add(const struct ndc_fp_client_key *k, __u32 slots, __u32 idx)
 {
-	__u64 answered = idx <= NDC_FP_NXDOMAIN, nx = idx == NDC_FP_NXDOMAIN, w0, w1, h;
+	__u64 answered = idx <= NDC_FP_NXDOMAIN, nx = idx == NDC_FP_NXDOMAIN, w0, w1;
 	struct ndc_fp_client_slot *a, *b, *s;
-	__u32 ia, ib;
+	__u32 ia = NDC_FP_CLIENT_SLOTS_A(slots), ib = NDC_FP_CLIENT_SLOTS_B(slots);
 
 	if (!k)
 		return 0;
 	/* the key is 8-aligned in the scratch (a map value), as in the slot */
 	w0 = ((const __u64 *)k->addr)[0];
 	w1 = ((const __u64 *)k->addr)[1];
-	h = NDC_FP_CLIENT_HASH(w0, w1);
-	ia = NDC_FP_CLIENT_SLOT_A(h);
-	ib = NDC_FP_CLIENT_SLOT_B(h);
 	a = bpf_map_lookup_elem(&ndc_clients, &ia);
 	if (!a)
 		return 0; /* never: both indexes are below max_entries */
@@ -671,7 +674,7 @@ static __always_inline int ndc_handle(void *ctx, const enum ndc_hook hook, __u32
 	be.ks = NULL;
 	verdict = ndc_answer_frame(ctx, hook, &be, ret_why);
 	if (be.ks && be.ks->count_client)
-		ndc_client_add(&be.ks->client, be.ks->counted);
+		ndc_client_add(&be.ks->client, be.ks->slots, be.ks->counted);
 	return verdict;
 }
 

@@ -609,9 +609,11 @@ struct ndc_fp_client_slot {
  * costs only counts (as a flood of addresses costs an LRU's).
  */
 #define NDC_FP_CLIENT_HASH(w0, w1) (((w0) ^ (w1)) * 0x9e3779b97f4a7c15ULL)
-#define NDC_FP_CLIENT_SLOT_A(h) ((__u32)((h) >> (64 - NDC_FP_CLIENTS_BITS)))
-#define NDC_FP_CLIENT_SLOT_B(h) \
-	((__u32)((h) >> (64 - 2 * NDC_FP_CLIENTS_BITS)) & (NDC_FP_CLIENTS_MAX - 1))
+#define NDC_FP_CLIENT_SLOTS(h) ((__u32)((h) >> (64 - 2 * NDC_FP_CLIENTS_BITS))) /* both fields */
+#define NDC_FP_CLIENT_SLOTS_A(s) ((s) >> NDC_FP_CLIENTS_BITS)
+#define NDC_FP_CLIENT_SLOTS_B(s) ((s) & (NDC_FP_CLIENTS_MAX - 1))
+#define NDC_FP_CLIENT_SLOT_A(h) NDC_FP_CLIENT_SLOTS_A(NDC_FP_CLIENT_SLOTS(h))
+#define NDC_FP_CLIENT_SLOT_B(h) NDC_FP_CLIENT_SLOTS_B(NDC_FP_CLIENT_SLOTS(h))
 
 /*
  * A sampled answer (ring buffer ndc_samples, ABI 10; config sample): the reply's DNS message as

@@ -56,6 +56,10 @@
 #   --build DIR       meson build dir (default build-lat; set up with -Dbpf=enabled if missing)
 #   --out DIR         results (default BUILD/latency): latency.txt/.csv/.json, samples, logs
 #   --quick           development run: 1 repeat, 4 s
+#   --profile         also a profile of each cost run (perf record -a -e cpu-clock while it runs;
+#                     tests/bench/perf_lines.py on each BPF program on eth-pod while loaded):
+#                     OUT/profile/SERVER.REPEAT.LABEL.PROG.txt (the run's figures then include
+#                     perf's own sampling)
 #   --saturation      also the saturation run (issue 35): per server, the highest kxdpgun load
 #                     (no prober) of which it answers at least 99%, its program on CPU 0
 #                     (tests/bench/latency_bench.sh: saturation block)
@@ -95,6 +99,7 @@ base_clients=""
 build="$root/build-lat"
 out=""
 saturation=0
+profile=0
 sat_steps=6 # loads tried per server in the saturation run (saturation block)
 all_servers=(reflector reflector-xdp reflector-load reflector-load-xdp answer-reflector
 	answer-reflector-xdp ndcache-socket ndcache-tc ndcache-xdp base-tc base-xdp knot-xdp knot unbound
@@ -123,6 +128,7 @@ while [ $# -gt 0 ]; do
 	-h | --help) usage 0 ;;
 	--quick) repeats=1; duration=4; shift; continue ;;
 	--saturation) saturation=1; shift; continue ;;
+	--profile) profile=1; shift; continue ;;
 	esac
 	[ $# -ge 2 ] || die "$1 needs a value"
 	case "$1" in
@@ -203,6 +209,11 @@ if [ -z "${NDC_LATENCY_TOPO:-}" ]; then
 	bench_build "$build" "$out" control/ndcache tests/bench/bpf/ndc_reflector.bpf.o \
 		tests/bench/bpf/ndc_reflector_load.bpf.o tests/bench/bpf/ndc_answer_reflector.bpf.o \
 		tests/bench_prober tests/bench_memlat tests/bench_fp_observe
+	if [ "$profile" = 1 ]; then
+		command -v perf >/dev/null || die "--profile needs perf (Debian: linux-perf)"
+		bench_build "$build" "$out" tests/bench_prog_lines
+		rm -rf "$out/profile"
+	fi
 	: >"$results"
 	rm -rf "$out"/latency.{txt,csv,json} "$out/memory.txt" "$out/samples" "$out/logs" \
 		"$out/fp_observe.log"
@@ -373,6 +384,10 @@ cell() {
 		local ppid=$!
 		wait_pid "$ppid" $((duration + 30)) "the prober" || die "$s: the prober failed:" \
 			"$(cat "$work/probe.err")"
+	elif [ "$profile" = 1 ] && [[ $label == cost-* ]]; then
+		mkdir -p "$out/profile"
+		perf record -q -a -e cpu-clock -F 10000 -o "$out/profile/$s.$rep.$label.data" \
+			-- sleep "$duration" >/dev/null 2>&1 || say "$s: perf record failed"
 	else
 		sleep "$duration"
 	fi
@@ -392,8 +407,21 @@ cell() {
 		--cpu "$c0" "$c1" --window "$t0" "$t1" --hz "$hz") ||
 		die "$s: cannot read the $label run's output"
 	echo "$line" >>"$results"
+	[ -s "$out/profile/$s.$rep.$label.data" ] && profile_lines "$s.$rep.$label" "$p1"
 	[ ! -s "$pf" ] || ! grep -q '"wrong": [1-9]' "$pf" ||
 		say "$s, $label: the prober got wrong answers: $(cat "$pf")"
+}
+
+# profile_lines NAME PROGS: per-line profiles of the programs in PROGS (progs_snap's JSON), loaded
+# still, from OUT/profile/NAME.data
+profile_lines() {
+	local name
+	for name in $(python3 -c 'import json, sys
+print(" ".join(sorted({p["name"] for p in json.loads(sys.argv[1]).values()})))' "$2"); do
+		python3 "$here/perf_lines.py" "$out/profile/$1.data" "$name" \
+			--lines "$build/tests/bench_prog_lines" >"$out/profile/$1.$name.txt" 2>&1 ||
+			say "$1: no profile of $name ($(tail -1 "$out/profile/$1.$name.txt"))"
+	done
 }
 
 # --- Memory (issue 21): each ndcache server's RSS, peak RSS and BPF map bytes (memlock from

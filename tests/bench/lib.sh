@@ -14,7 +14,9 @@ die() {
 	exit 1
 }
 
-is_uint() { [[ $1 =~ ^[0-9]+$ ]] && [ "$1" -gt 0 ]; }
+# is_uint0 N: N is a decimal integer (0 too); is_uint N: one above 0
+is_uint0() { [[ $1 =~ ^[0-9]{1,18}$ ]]; }
+is_uint() { is_uint0 "$1" && [ "$1" -gt 0 ]; }
 
 # bench_unbound_conf FILE WORKDIR CLUSTERDIR [SERVER_LINES [TAIL]]: unbound on
 # $NODE_LOCAL:53, one thread, IPv4, answering the cluster's local-data (CLUSTERDIR/

@@ -55,7 +55,7 @@ while [ $# -gt 0 ]; do
 done
 { is_uint "$runs" && [ "$runs" -le 10000000 ]; } || die "--runs: 1..10000000"
 { is_uint "$rounds" && [ "$rounds" -le 50 ]; } || die "--rounds: 1..50"
-{ [ "$cold" = 0 ] || { is_uint "$cold" && [ "$cold" -le 1048576 ]; }; } || die "--cold: 0..1048576 (KiB)"
+{ is_uint0 "$cold" && [ "$cold" -le 1048576 ]; } || die "--cold: 0..1048576 (KiB)"
 case "$clients" in on) cl=1 ;; off) cl=0 ;; *) die "--clients: on or off" ;; esac
 [ "$(id -u)" = 0 ] || die "needs root (BPF_PROG_TEST_RUN)"
 case "$build" in /*) ;; *) build="$PWD/$build" ;; esac
