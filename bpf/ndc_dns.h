@@ -64,15 +64,25 @@ struct ndc_dnshdr {
  * name and for suffix matching. Suffix matching reads whole words at variable offsets past the
  * name, so it is followed by slack that keeps those reads inside the value. Bytes after the name's
  * last word are left from earlier queries: nothing reads them unmasked. v: the answer found, as
- * copied out of the table (ndc_table.h); its name is not copied.
+ * copied out of the table (ndc_table.h); its name is not copied. launder, which every query uses,
+ * comes last and starts a cache line (when the scratch does): a backend's own words for a query
+ * right after the scratch share its line (the kernel's: struct ndc_kscratch).
  */
+#define NDC_FP_SCRATCH_HEAD (2 * NDC_FP_NAME_MAX + 8 + sizeof(struct ndc_fp_value))
 struct ndc_fp_scratch {
 	__u8 name[NDC_FP_NAME_MAX];
 	__u8 slack[NDC_FP_NAME_MAX];
-	__u32 launder[4]; /* see ctx_launder() in ndc_ctx.h */
-	__u64 fence;	  /* see table_rmb() in ndc_table.h */
+	__u64 fence; /* see table_rmb() in ndc_table.h */
 	struct ndc_fp_value v;
+	__u8 pad[(64 - NDC_FP_SCRATCH_HEAD % 64) % 64];
+	__u32 launder[4]; /* see ctx_launder() in ndc_ctx.h */
 };
+
+_Static_assert(__builtin_offsetof(struct ndc_fp_scratch, launder) % 64 == 0,
+	       "launder starts a line");
+_Static_assert(sizeof(struct ndc_fp_scratch) ==
+		   __builtin_offsetof(struct ndc_fp_scratch, launder) + 16,
+	       "launder is last: what follows the scratch shares its line");
 
 struct ndc_question {
 	__u64 starts[2]; /* bitmap: offsets in the name where a label starts */

@@ -115,6 +115,25 @@ static int mkdir_p(const char *path, bool *ret_made)
 	return errno == EEXIST ? 0 : -errno;
 }
 
+/*
+ * The maps kept per CPU by index (bpf/ndc_fastpath.bpf.c, ndc_scratch; abi.h, ndc_clients): one
+ * value, or NDC_FP_CLIENTS_MAX slots, for each possible CPU.
+ */
+static int size_per_cpu(struct ndc_fastpath *skel)
+{
+	int ncpu = libbpf_num_possible_cpus(), r;
+
+	if (ncpu <= 0)
+		return ncpu < 0 ? ncpu : -EINVAL;
+	if ((unsigned int)ncpu > UINT32_MAX / NDC_FP_CLIENTS_MAX)
+		return -E2BIG;
+	r = bpf_map__set_max_entries(skel->maps.ndc_scratch, (uint32_t)ncpu);
+	if (r == 0)
+		r = bpf_map__set_max_entries(skel->maps.ndc_clients,
+					     (uint32_t)ncpu * NDC_FP_CLIENTS_MAX);
+	return r;
+}
+
 static struct bpf_map *const *maps_of(struct ndc_fastpath *skel, struct bpf_map *out[NMAPS])
 {
 	out[0] = skel->maps.ndc_answers;
@@ -613,6 +632,8 @@ int ndc_fastpath_open(const struct ndc_fastpath_opts *opts, struct ndc_fp **ret)
 	r = bpf_map__set_max_entries(fp->skel->maps.ndc_answers, 2 * half_chunks);
 	if (r == 0)
 		r = bpf_map__set_max_entries(fp->skel->maps.ndc_big, 2 * half_bigs);
+	if (r == 0)
+		r = size_per_cpu(fp->skel);
 	if (r < 0)
 		goto fail_skel;
 	cfg.half_chunks = half_chunks;

@@ -82,11 +82,11 @@ static int row_cmp(const void *x, const void *y)
 		      ((const struct client_row *)y)->key.addr, sizeof(struct ndc_fp_client_key));
 }
 
-/* The used slots among n keys' per-CPU values (ncpu each) appended to *rows. */
-static int rows_add(const struct ndc_fp_client_slot *vals, size_t n, int ncpu,
-		    struct client_row **rows, size_t *nrows, size_t *cap)
+/* The used slots among n appended to *rows. */
+static int rows_add(const struct ndc_fp_client_slot *vals, size_t n, struct client_row **rows,
+		    size_t *nrows, size_t *cap)
 {
-	for (size_t i = 0; i < n * (size_t)ncpu; i++) {
+	for (size_t i = 0; i < n; i++) {
 		if (!vals[i].counts.queries)
 			continue; /* empty on that CPU */
 		if (*nrows == *cap) {
@@ -108,16 +108,16 @@ static int rows_add(const struct ndc_fp_client_slot *vals, size_t n, int ncpu,
 /* The kernel's "operation not supported" (include/linux/errno.h), as old kernels say it. */
 #define NDC_ENOTSUPP 524
 
-/* Keys read at once: a batch's values are BATCH * ncpu slots (48 bytes each). */
-#define BATCH 256
+/* Slots read at once (64 bytes each). */
+#define BATCH 1024
 
 /*
- * Every used slot of ndc_clients (abi.h, struct ndc_fp_client_slot) on every CPU into *rows: in
- * batches, else (a kernel without batch lookups of arrays) key by key.
+ * Every used slot of ndc_clients (abi.h, struct ndc_fp_client_slot: nkeys, every CPU's) into
+ * *rows: in batches, else (a kernel without batch lookups of arrays) key by key.
  */
-static int rows_read(int fd, int ncpu, struct client_row **rows, size_t *nrows)
+static int rows_read(int fd, __u32 nkeys, struct client_row **rows, size_t *nrows)
 {
-	struct ndc_fp_client_slot *vals = calloc((size_t)BATCH * (size_t)ncpu, sizeof(*vals));
+	struct ndc_fp_client_slot *vals = calloc(BATCH, sizeof(*vals));
 	__u32 keys[BATCH], in = 0, out = 0, idx;
 	bool started = false;
 	size_t cap = 0;
@@ -138,7 +138,7 @@ static int rows_read(int fd, int ncpu, struct client_row **rows, size_t *nrows)
 			break;
 		}
 		/* ENOENT: the end, n the last keys read */
-		r = rows_add(vals, n, ncpu, rows, nrows, &cap);
+		r = rows_add(vals, n, rows, nrows, &cap);
 		if (r < 0 || e == ENOENT || n == 0)
 			break;
 		in = out;
@@ -148,12 +148,12 @@ static int rows_read(int fd, int ncpu, struct client_row **rows, size_t *nrows)
 		/* no batch ops: one key at a time */
 		*nrows = 0;
 		r = 0;
-		for (idx = 0; idx < NDC_FP_CLIENTS_MAX && r == 0; idx++) {
+		for (idx = 0; idx < nkeys && r == 0; idx++) {
 			if (bpf_map_lookup_elem(fd, &idx, vals) < 0) {
 				r = -errno;
 				break;
 			}
-			r = rows_add(vals, 1, ncpu, rows, nrows, &cap);
+			r = rows_add(vals, 1, rows, nrows, &cap);
 		}
 	}
 	free(vals);
@@ -163,20 +163,19 @@ static int rows_read(int fd, int ncpu, struct client_row **rows, size_t *nrows)
 int ndc_fastpath_clients(struct ndc_fp *fp, int (*cb)(const struct ndc_fp_client *c, void *arg),
 			 void *arg)
 {
-	int ncpu = libbpf_num_possible_cpus(), r;
 	struct client_row *rows = NULL;
 	size_t nrows = 0;
+	int r;
 
 	if (!fp || !cb)
 		return -EINVAL;
-	if (ncpu <= 0)
-		return ncpu < 0 ? ncpu : -EINVAL;
 	/*
 	 * The kernel takes slots over meanwhile: a slot read while its CPU rewrites it may show its
 	 * new key with part of the old owner's counts (counts are approximate, never a crash). A
 	 * client can hold different slots on different CPUs: sorted by key, each address once.
 	 */
-	r = rows_read(bpf_map__fd(fp->skel->maps.ndc_clients), ncpu, &rows, &nrows);
+	r = rows_read(bpf_map__fd(fp->skel->maps.ndc_clients),
+		      bpf_map__max_entries(fp->skel->maps.ndc_clients), &rows, &nrows);
 	if (r < 0)
 		goto cleanup;
 	if (nrows) /* qsort's base must not be NULL, even for no rows (UBSan) */

@@ -30,7 +30,7 @@
 
 #include <linux/types.h>
 
-#define NDC_ABI_VERSION 12
+#define NDC_ABI_VERSION 13
 
 #define NDC_FP_NAME_MAX 128 /* longer wire names go to user space */
 #define NDC_FP_DATA_MAX 512 /* bigger answers go to user space */
@@ -564,8 +564,11 @@ struct ndc_fp_flow {
 /*
  * Per-client counts (map ndc_clients, ABI 10; a 2-way set per CPU since ABI 11; config
  * NDC_FP_C_CLIENTS): every UDP query to a node-local address and port that the program answers or
- * passes to the stack, by its source address. A per-CPU array of NDC_FP_CLIENTS_MAX slots (a node
- * has tens of pods), not a hash map: its lookups are inlined, no helper call per query. A client
+ * passes to the stack, by its source address. NDC_FP_CLIENTS_MAX slots per CPU (a node has tens of
+ * pods), not a hash map: its lookups are inlined, no helper call per query. Since ABI 13 a plain
+ * array of NDC_FP_CLIENTS_MAX slots per possible CPU, CPU c's from index c * NDC_FP_CLIENTS_MAX
+ * (NDC_FP_CLIENT_INDEX), 64 bytes each, the first page-aligned (BPF_F_MMAPABLE): a slot is one
+ * cache line, found without the per-CPU array's pointer load (a second line per query). A client
  * may sit in two slots, NDC_FP_CLIENT_SLOT_A and _B of NDC_FP_CLIENT_HASH of its key, and is
  * counted in the one that holds it. A new client takes an empty slot of the two (queries 0), else
  * the one with fewer queries on this CPU: that slot's previous owner loses its counts on this CPU
@@ -598,7 +601,11 @@ struct ndc_fp_client_counts {
 struct ndc_fp_client_slot {
 	struct ndc_fp_client_key key;
 	struct ndc_fp_client_counts counts;
+	__u64 spare[2]; /* 0: a slot is a whole cache line (ABI 13) */
 };
+
+/* CPU cpu's slot s of ndc_clients. */
+#define NDC_FP_CLIENT_INDEX(cpu, s) ((__u32)(cpu) << NDC_FP_CLIENTS_BITS | (s))
 
 /*
  * A key's slots: w0, w1 its 16 bytes as two 64-bit words in the host's order, XORed and
@@ -672,7 +679,7 @@ _Static_assert(sizeof(struct ndc_fp_flow_key) == 40, "ndc_fp_flow_key layout");
 _Static_assert(sizeof(struct ndc_fp_flow) == 32, "ndc_fp_flow layout");
 _Static_assert(sizeof(struct ndc_fp_client_key) == 16, "ndc_fp_client_key layout");
 _Static_assert(sizeof(struct ndc_fp_client_counts) == 32, "ndc_fp_client_counts layout");
-_Static_assert(sizeof(struct ndc_fp_client_slot) == 48, "ndc_fp_client_slot layout");
+_Static_assert(sizeof(struct ndc_fp_client_slot) == 64, "ndc_fp_client_slot layout");
 _Static_assert(_Alignof(struct ndc_fp_client_key) == 8, "ndc_fp_client_key: two 64-bit words");
 _Static_assert(NDC_FP_CLIENTS_MAX == 1 << NDC_FP_CLIENTS_BITS, "the client slots are 2^bits");
 _Static_assert(sizeof(struct ndc_fp_sample_rec) == 32 + NDC_FP_SAMPLE_MSG_MAX,

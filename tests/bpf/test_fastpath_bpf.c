@@ -1147,8 +1147,9 @@ static void test_memo(void **state)
 
 /*
  * How many questions CPU 0 found in its memo: the scratch map's `recalled` (struct ndc_kscratch in
- * bpf/ndc_fastpath.bpf.c), found through the program's maps and the value type's BTF, so that the
- * test follows the layout instead of repeating it.
+ * bpf/ndc_fastpath.bpf.c) in CPU 0's value (key 0: one value per CPU, by index), found through the
+ * program's maps and the value type's BTF, so that the test follows the layout instead of
+ * repeating it.
  */
 static uint64_t recalled_cpu0(void)
 {
@@ -1188,12 +1189,13 @@ static uint64_t recalled_cpu0(void)
 	btf__free(btf);
 	if (off < 0)
 		fail_msg("ndc_scratch's value has no member 'recalled'");
-	size_t stride = ((size_t)mi.value_size + 7) / 8 * 8;
-	uint8_t *vals = calloc((size_t)ncpu, stride);
+	if (mi.max_entries != (uint32_t)ncpu)
+		fail_msg("ndc_scratch: %u values for %d CPUs", mi.max_entries, ncpu);
+	uint8_t *vals = calloc(1, mi.value_size);
 
 	assert_non_null(vals);
 	assert_int_equal(bpf_map_lookup_elem(fd, &zero, vals), 0);
-	memcpy(&v, vals + off, sizeof(v)); /* CPU 0's value comes first */
+	memcpy(&v, vals + off, sizeof(v));
 	free(vals);
 	close(fd);
 	return v;

@@ -297,6 +297,10 @@ static void expect_queries(const char *what, const struct client *c, uint64_t wa
 			 (unsigned long long)want);
 }
 
+/* test_collide's three addresses, for test_cpus_apart */
+static struct client trio[3];
+static bool trio_found;
+
 /*
  * Three addresses with the same two slots, on an empty table (the first test): X takes the first,
  * Y the second (empty); Z takes Y's (fewer queries than X's), Y's counts lost and the takeover
@@ -344,6 +348,46 @@ static void test_collide(void **state)
 	send_hits(&x, 1);
 	expect_queries("X, counted on in its slot", &x, 4);
 	assert_int_equal(taken() - t0, 2);
+	trio[0] = x;
+	trio[1] = y;
+	trio[2] = z;
+	trio_found = true;
+}
+
+/*
+ * Each CPU has slots of its own (abi.h NDC_FP_CLIENT_INDEX: one array, CPU c's from c * 4,096),
+ * after test_table_full: X and Y made to hold both of their slots on this CPU (X with more
+ * queries than anyone there, so Y takes the other); Z, whose two slots are theirs, then asks on
+ * another CPU, where those slots are empty: no takeover, X and Y keep their counts. Slots shared
+ * between CPUs would give Z one of theirs.
+ */
+static void test_cpus_apart(void **state)
+{
+	struct ndc_fp_client gx, gy, gz;
+	uint64_t t0;
+
+	(void)state;
+	if (env.other_cpu < 0 || !trio_found) {
+		printf("CPUs apart: skipped (%s)\n",
+		       env.other_cpu < 0 ? "one CPU allowed" : "test_collide did not run");
+		skip();
+	}
+	assert_int_equal(ndc_fastpath_set_observe(env.fp, true, 0), 0);
+	send_hits(&trio[0], 3);
+	send_hits(&trio[1], 2);
+	gx = counts_of(&trio[0], NULL);
+	gy = counts_of(&trio[1], NULL);
+	gz = counts_of(&trio[2], NULL);
+	t0 = taken();
+	pin(env.other_cpu);
+	send_hits(&trio[2], 1);
+	pin(env.cpu);
+	if (taken() != t0)
+		fail_msg("Z on another CPU took %llu slots over, want none (slots shared by CPUs?)",
+			 (unsigned long long)(taken() - t0));
+	expect_queries("X, Z counted on another CPU", &trio[0], gx.queries);
+	expect_queries("Y, Z counted on another CPU", &trio[1], gy.queries);
+	expect_queries("Z, counted on another CPU", &trio[2], gz.queries + 1);
 }
 
 /* Two addresses, each counted exactly as it sent: answered (NXDOMAIN among them) and passed. */
@@ -558,9 +602,10 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 	    /* in this order: test_collide wants an empty table, test_table_full knows what it left
 	     */
-	    cmocka_unit_test(test_collide), cmocka_unit_test(test_table_full),
-	    cmocka_unit_test(test_counts),  cmocka_unit_test(test_counts_off),
-	    cmocka_unit_test(test_samples), cmocka_unit_test(test_bad_rate),
+	    cmocka_unit_test(test_collide),    cmocka_unit_test(test_table_full),
+	    cmocka_unit_test(test_cpus_apart), cmocka_unit_test(test_counts),
+	    cmocka_unit_test(test_counts_off), cmocka_unit_test(test_samples),
+	    cmocka_unit_test(test_bad_rate),
 	};
 	cpu_set_t one, all;
 	int cpu = sched_getcpu();
