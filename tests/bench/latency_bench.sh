@@ -63,8 +63,15 @@
 #   --saturation      also the saturation run (issue 35): per server, the highest kxdpgun load
 #                     (no prober) of which it answers at least 99%, its program on CPU 0
 #                     (tests/bench/latency_bench.sh: saturation block)
+#   --saturation-names LIST  the name sets of the saturation run, comma-separated: hot (the hot
+#                     set, where the answer reflector is the floor) and all (every name, a table
+#                     load each); default hot,all. kernel.bpf_stats_enabled is 0 during it, as on a
+#                     node (the agent does not set it): the run reads kxdpgun's replies only.
 #   Servers answer-reflector and answer-reflector-xdp: the floor that answers (issue 35,
 #   tests/bench/bpf/ndc_answer_reflector.bpf.c): parse, resize, a constant A answer, checksums.
+#   answer-reflector-load and answer-reflector-load-xdp: the same with one table line read per
+#   question (tests/bench/bpf/ndc_reflect_load.h, as reflector-load reads it): the floor that
+#   answers from a table of every name.
 # NDC_BENCH_REFLECTOR_LOAD=OBJ in the environment: reflector-load(-xdp) run that object instead,
 # e.g. the load reflector built with a bigger table (-DNDC_REFLECT_LINES=N, lines of 64 bytes) to
 # see what a table's span costs a name (method: docs/bench/FASTPATH.md, "What a name costs, and the
@@ -100,9 +107,10 @@ build="$root/build-lat"
 out=""
 saturation=0
 profile=0
+sat_names=hot,all
 sat_steps=6 # loads tried per server in the saturation run (saturation block)
 all_servers=(reflector reflector-xdp reflector-load reflector-load-xdp answer-reflector
-	answer-reflector-xdp ndcache-socket ndcache-tc ndcache-xdp base-tc base-xdp knot-xdp knot unbound
+	answer-reflector-xdp answer-reflector-load answer-reflector-load-xdp ndcache-socket ndcache-tc ndcache-xdp base-tc base-xdp knot-xdp knot unbound
 	kresd dnsdist pdns-recursor)
 default_servers=(reflector reflector-xdp ndcache-tc ndcache-xdp knot-xdp knot unbound kresd dnsdist
 	pdns-recursor)
@@ -137,6 +145,7 @@ while [ $# -gt 0 ]; do
 	--loads) loads=$2 ;;
 	--probe-rate) probe_rate=$2 ;;
 	--cost-rate) cost_rate=$2 ;;
+	--saturation-names) sat_names=$2 ;;
 	--hot) hot=$2 ;;
 	--services) services=$2 ;;
 	--table-size) table_size=$2 ;;
@@ -175,6 +184,8 @@ else
 	servers=("${default_servers[@]}")
 fi
 IFS=, read -r -a load_list <<<"$loads"
+[[ $sat_names =~ ^(hot|all)(,(hot|all))?$ ]] || die "--saturation-names: hot, all or hot,all"
+IFS=, read -r -a sat_list <<<"$sat_names"
 base_bin=""
 if [[ " ${servers[*]} " == *" base-"* ]]; then
 	[ -n "$base_build" ] || die "base-tc and base-xdp need --base-build DIR"
@@ -192,6 +203,7 @@ bin="$build/control/ndcache"
 reflector="$build/tests/bench/bpf/ndc_reflector.bpf.o"
 reflector_load="${NDC_BENCH_REFLECTOR_LOAD:-$build/tests/bench/bpf/ndc_reflector_load.bpf.o}"
 answer_reflector="$build/tests/bench/bpf/ndc_answer_reflector.bpf.o"
+answer_reflector_load="$build/tests/bench/bpf/ndc_answer_reflector_load.bpf.o"
 prober="$build/tests/bench_prober"
 memlat="$build/tests/bench_memlat"
 fp_observe="$build/tests/bench_fp_observe"
@@ -208,6 +220,7 @@ if [ -z "${NDC_LATENCY_TOPO:-}" ]; then
 	done
 	bench_build "$build" "$out" control/ndcache tests/bench/bpf/ndc_reflector.bpf.o \
 		tests/bench/bpf/ndc_reflector_load.bpf.o tests/bench/bpf/ndc_answer_reflector.bpf.o \
+		tests/bench/bpf/ndc_answer_reflector_load.bpf.o \
 		tests/bench_prober tests/bench_memlat tests/bench_fp_observe
 	if [ "$profile" = 1 ]; then
 		command -v perf >/dev/null || die "--profile needs perf (Debian: linux-perf)"
@@ -465,15 +478,19 @@ mem_report() {
 # Servers in user space are on CPU 0 anyway. Search, sat_steps loads in all: first MAX (the
 # server's own kxdpgun maximum, measured just before without that steering), then up by half
 # while every load is answered, then halving the gap between the highest load answered and the
-# lowest not (0 below MAX). With no load missed the result is a lower bound ("at_max"). One JSON
-# line "saturation" per server and repeat. ---
+# lowest not (0 below MAX). With no load missed the result is a lower bound ("at_max"). One search
+# per name set of --saturation-names: hot (the hot set: the traffic the answer reflector, which
+# has no table, is the floor of) and all (every name: a table load each). One JSON line
+# "saturation" per server, repeat and name set. kernel.bpf_stats_enabled is 0 meanwhile, as on a
+# node: its two clock reads around every program run would charge a tc server with an egress
+# program (ndcache: fail-open's) twice a query, the others once. ---
 # A load not answered is measured once more before it counts as too high: on a shared host a
 # burst of other work on CPU 1 slows kxdpgun as an overloaded program would.
-sat_ok() { # sat_ok SERVER REPEAT QPS: 0 when a cell at QPS answered at least 99% of QPS
+sat_ok() { # sat_ok SERVER REPEAT QPS NAMES: 0 when a cell at QPS answered at least 99% of QPS
 	local replies try
 	for try in a b; do
-		cell "$1" "$2" "satrun-$3$try" "$3" all 0
-		replies=$(report field "$results" "$1" "$2" "satrun-$3$try" kx.replies_per_s)
+		cell "$1" "$2" "satrun-$4-$3$try" "$3" "$4" 0
+		replies=$(report field "$results" "$1" "$2" "satrun-$4-$3$try" kx.replies_per_s)
 		[ "${replies:-0}" -lt $(($3 * 99 / 100)) ] || return 0
 	done
 	return 1
@@ -485,8 +502,9 @@ sat_steer() {
 	in_node sh -c "echo $([ "$1" = on ] && echo 1 || echo 0) \
 		>/sys/class/net/eth-pod/queues/rx-0/rps_cpus" || die "$2: cannot set RPS on eth-pod"
 }
+# saturation_search SERVER REPEAT MAX NAMES: one search over the name set NAMES (hot, all)
 saturation_search() {
-	local s=$1 rep=$2 max=$3 lo=0 hi q k tried=""
+	local s=$1 rep=$2 max=$3 names=$4 lo=0 hi q k tried=""
 	max=$((max / 1000 * 1000))
 	[ "$max" -gt 0 ] || return 0
 	sat_steer on "$s"
@@ -499,18 +517,25 @@ saturation_search() {
 			q=$(((lo + hi) / 2000 * 1000))
 			[ "$q" -gt "$lo" ] || break
 		fi
-		if sat_ok "$s" "$rep" "$q"; then lo=$q; tried+=" $q:ok"; else hi=$q; tried+=" $q:no"; fi
+		if sat_ok "$s" "$rep" "$q" "$names"; then
+			lo=$q
+			tried+=" $q:ok"
+		else
+			hi=$q
+			tried+=" $q:no"
+		fi
 	done
 	sat_steer off "$s"
-	say "$s: saturation $lo QPS (tried$tried)"
+	say "$s: saturation over $names names $lo QPS (tried$tried)"
 	echo "{\"kind\": \"saturation\", \"server\": \"$s\", \"repeat\": \"$rep\"," \
+		"\"names\": \"$names\"," \
 		"\"qps\": $lo, \"max\": $max, \"at_max\": $([ "$hi" = 0 ] && echo true ||
 			echo false), \"tried\": \"${tried# }\"}" >>"$results"
 }
 # --- end of the saturation block ---
 
 session() {
-	local s=$1 rep=$2 load sat
+	local s=$1 rep=$2 load sat names
 	say "repeat $rep: $s"
 	pass_on
 	if ! server_start "$s" kx; then
@@ -539,7 +564,14 @@ session() {
 			cell "$s" "$rep" "$load" "$load" all 1
 		fi
 	done
-	[ "$saturation" = 0 ] || saturation_search "$s" "$rep" "$sat"
+	if [ "$saturation" = 1 ]; then
+		# as on a node: no clock reads around each program run (kernel.bpf_stats_enabled)
+		sysctl -qw kernel.bpf_stats_enabled=0 || die "cannot clear kernel.bpf_stats_enabled"
+		for names in "${sat_list[@]}"; do
+			saturation_search "$s" "$rep" "$sat" "$names"
+		done
+		sysctl -qw kernel.bpf_stats_enabled=1 || die "cannot set kernel.bpf_stats_enabled"
+	fi
 	# what the agent counted (kernel answers, passes by reason, the table), beside its log
 	case "$s" in
 	*reflector*) ;;
@@ -578,7 +610,7 @@ software+=", dnsdist $(dnsdist --version 2>&1 | awk 'NR == 1 { print $2 }')"
 software+=", pdns_recursor $(pdns_recursor --version 2>&1 | sed -n 's/.*PowerDNS Recursor \([^ ]*\).*/\1/p' |
 	head -1)"
 software+=", kxdpgun $(ver kxdpgun -V)"
-per=$((15 + 3 * duration + (${#load_list[@]} + 3 + saturation * sat_steps) *
+per=$((15 + 3 * duration + (${#load_list[@]} + 3 + saturation * sat_steps * ${#sat_list[@]}) *
 	(duration + kx_lead + kx_tail + 1)))
 # the caches' warm-ups (warm): every name, then before each prober run
 names=$(wc -l <"$work/hits.txt")

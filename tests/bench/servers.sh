@@ -5,7 +5,9 @@
 # reflector (tests/bench/bpf/ndc_reflector.bpf.o), reflector_load
 # (tests/bench/bpf/ndc_reflector_load.bpf.o, when the script runs reflector-load or
 # reflector-load-xdp), answer_reflector (tests/bench/bpf/ndc_answer_reflector.bpf.o, when it
-# runs answer-reflector or answer-reflector-xdp); table_size before the first server starts.
+# runs answer-reflector or answer-reflector-xdp), answer_reflector_load
+# (tests/bench/bpf/ndc_answer_reflector_load.bpf.o, for answer-reflector-load and
+# answer-reflector-load-xdp); table_size before the first server starts.
 # shellcheck disable=SC2154,SC2034 # variables set or read by the scripts that source this file
 #
 #   bench_data_up            the cluster (gen_cluster.py) and what is derived from it: the
@@ -24,7 +26,9 @@
 #
 # Servers: reflector (tc ingress), reflector-xdp, reflector-load and reflector-load-xdp (the
 # reflector reading one table line per query: the floor of a name's cost), answer-reflector and
-# answer-reflector-xdp ($answer_reflector: the floor that answers, issue 35), ndcache-socket,
+# answer-reflector-xdp ($answer_reflector: the floor that answers, issue 35),
+# answer-reflector-load and answer-reflector-load-xdp (that floor reading a table line per
+# question as reflector-load does: the floor that answers every name), ndcache-socket,
 # ndcache-tc, ndcache-xdp,
 # ndcache-dpdk (dpdk_vdev: af_xdp or af_packet, compare.sh only),
 # unbound, knot, knot-xdp, kresd, dnsdist, pdns-recursor; base-tc and base-xdp are ndcache-tc and -xdp run from
@@ -416,8 +420,9 @@ server_start() {
 	local obj=$reflector
 	[[ $s == reflector-load* ]] && obj=$reflector_load
 	[[ $s == answer-reflector* ]] && obj=$answer_reflector
+	[[ $s == answer-reflector-load* ]] && obj=$answer_reflector_load
 	case "$s" in
-	reflector | reflector-load | answer-reflector)
+	reflector | reflector-load | answer-reflector | answer-reflector-load)
 		for i in $BENCH_IFACES; do
 			if ! in_node tc qdisc add dev "$i" clsact ||
 				! in_node tc filter add dev "$i" ingress bpf da obj "$obj" sec tc; then
@@ -426,7 +431,7 @@ server_start() {
 		done
 		return 0
 		;;
-	reflector-xdp | reflector-load-xdp | answer-reflector-xdp)
+	reflector-xdp | reflector-load-xdp | answer-reflector-xdp | answer-reflector-load-xdp)
 		for i in $BENCH_IFACES; do
 			in_node ip link set dev "$i" xdp obj "$obj" sec xdp ||
 				die "cannot attach $obj (XDP) to $i"

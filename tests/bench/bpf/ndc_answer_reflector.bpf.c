@@ -14,6 +14,10 @@
  * what answering costs anyone. Every answer carries the same address, whatever the name: the
  * benchmark's prober and kxdpgun only count replies here (latency_bench.sh passes the prober -e
  * for every reflector). Not product: built only when a benchmark names it.
+ *
+ * Built once more with NDC_REFLECT_LOAD (ndc_answer_reflector_load.bpf.o, answer-reflector-load):
+ * the question's table line read too, as the load reflector reads it (ndc_reflect_load.h): the
+ * floor that answers from a table of every name, for the saturation run over every name.
  */
 #include <linux/bpf.h>
 #include <linux/if_ether.h>
@@ -32,6 +36,9 @@
 #include "ndc_csum.h"
 #include "ndc_swap.h"
 #include "ndc_dns.h"
+#ifdef NDC_REFLECT_LOAD
+#include "ndc_reflect_load.h"
+#endif
 
 #define NDC_AR_PORT 53
 #define NDC_AR_LEN 16 /* owner pointer 2, TYPE 2, CLASS 2, TTL 4, RDLENGTH 2, address 4 */
@@ -112,6 +119,11 @@ static __always_inline int answer(void *ctx, const enum ndc_hook hook)
 		return ctx_pass(hook);
 	if (dns_check_tail(data, data_end, name_off + q.name_len, msg_end, &q) != NDC_GO)
 		return ctx_pass(hook);
+#ifdef NDC_REFLECT_LOAD
+	/* answer-reflector-load: one table line for the question, as the load reflector reads */
+	if (reflect_load(data, data_end, name_off))
+		return ctx_pass(hook);
+#endif
 
 	/* the reply: resized, the answer and the OPT copied in, the header set */
 	ans_off = name_off + q.name_len + NDC_DNS_QFIXED;
