@@ -591,7 +591,9 @@ def floors_section(say, verdicts, csv, rows, cells, servers, cost, lat, loads):
         return out
     say()
     say("7. Against the floors (issue 35): ndcache over the answer reflector (the work any answer "
-        "does) and over the bare reflector")
+        "does), over it with a table")
+    say("   line read per question (answer-reflector-load: answering every name from a table) and "
+        "over the bare reflector")
     say("   %-12s %-21s %9s %9s %9s %9s %12s %12s" % ("server", "floor", "ns hot", "ns all",
                                                         "sat. hot", "sat. all",
                                                         "p99 " + load_name(TARGET_LOAD), "p99.9"))
@@ -603,10 +605,18 @@ def floors_section(say, verdicts, csv, rows, cells, servers, cost, lat, loads):
             r = {}
             for k in ("cost-hot", "cost-all"):
                 r[k] = c[k] / fc[k] if c.get(k) and fc.get(k) else None
+            per_rep = {}
             for n in SAT_NAMES:
+                # issue 35: the median of the per-repeat ratios (a server and its floor measured
+                # in the same repeat); the ratio of the medians when the repeats do not pair up
+                mine = {x["repeat"]: x["qps"] for x in sat.get((s, n), [])}
+                theirs = {x["repeat"]: x["qps"] for x in sat.get((f, n), [])}
+                per_rep[n] = [(k, mine[k], theirs[k]) for k in sorted(mine)
+                              if k in theirs and mine[k] and theirs[k]]
                 qs = out["saturation"].get(n, {}).get(s)
                 qf = out["saturation"].get(n, {}).get(f)
-                r["saturation-" + n] = qs / qf if qs and qf else None
+                r["saturation-" + n] = (median([a / b for _, a, b in per_rep[n]])
+                                        if per_rep[n] else (qs / qf if qs and qf else None))
             for k in ("p99", "p999"):
                 m, b = lat.get((s, TARGET_LOAD)), lat.get((f, TARGET_LOAD))
                 r[k] = m[k] / b[k] if m and b and m[k] not in (None, math.inf) and b[k] and \
@@ -618,6 +628,16 @@ def floors_section(say, verdicts, csv, rows, cells, servers, cost, lat, loads):
                 fmt(r["p99"], "%.2f"), fmt(r["p999"], "%.2f")))
             for k, v in r.items():
                 csv.append("%s,,%s_over_%s,%s,x" % (s, k, f, "" if v is None else round(v, 3)))
+            for n in SAT_NAMES:
+                if not per_rep[n]:
+                    continue
+                # at saturation the program's CPU is busy: 1/QPS is a packet's whole time there,
+                # with no clock reads around the program; the difference is the server's extra
+                extra = median([1e9 / a - 1e9 / b for _, a, b in per_rep[n]])
+                say("   %-12s   saturation over %s names per repeat: %s; a packet's time at "
+                    "saturation (1/QPS) %+.0f ns over the floor's (median)" % (
+                        "", n, " ".join("%.2f" % (a / b) for _, a, b in per_rep[n]), extra))
+                csv.append("%s,%s,sat_ns_over_%s,%.1f,ns" % (s, n, f, extra))
             if f != af:
                 continue
             v = r["cost-hot"]
