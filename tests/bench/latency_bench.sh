@@ -110,8 +110,8 @@ profile=0
 sat_names=hot,all
 sat_steps=6 # loads tried per server in the saturation run (saturation block)
 all_servers=(reflector reflector-xdp reflector-load reflector-load-xdp answer-reflector
-	answer-reflector-xdp answer-reflector-load answer-reflector-load-xdp ndcache-socket ndcache-tc ndcache-xdp base-tc base-xdp knot-xdp knot unbound
-	kresd dnsdist pdns-recursor)
+	answer-reflector-xdp answer-reflector-load answer-reflector-load-xdp ndcache-socket ndcache-tc
+	ndcache-xdp base-tc base-xdp knot-xdp knot unbound kresd dnsdist pdns-recursor)
 default_servers=(reflector reflector-xdp ndcache-tc ndcache-xdp knot-xdp knot unbound kresd dnsdist
 	pdns-recursor)
 kx_max_qps=5000000

@@ -71,14 +71,14 @@ FLOOR = {"ndcache-tc": "reflector", "ndcache-xdp": "reflector-xdp", "base-tc": "
 # a constant answer copied in, swap, checksums; what ndcache costs over it is ndcache's own.
 ANSWER_FLOOR = {"ndcache-tc": "answer-reflector", "ndcache-xdp": "answer-reflector-xdp",
                 "base-tc": "answer-reflector", "base-xdp": "answer-reflector-xdp"}
-# Issue 35's targets: program cost on the hot set over the answer reflector's; saturation over
-# the answer reflector's.
 # The floor that answers from a table (the answer reflector built with NDC_REFLECT_LOAD): the
 # answer reflector's work plus one table line per question, what answering every name costs anyone
 # with a table; shown beside the answer reflector, not a verdict of its own.
 ANSWER_LOAD_FLOOR = {"ndcache-tc": "answer-reflector-load",
                      "ndcache-xdp": "answer-reflector-load-xdp",
                      "base-tc": "answer-reflector-load", "base-xdp": "answer-reflector-load-xdp"}
+# Issue 35's targets: program cost on the hot set over the answer reflector's; saturation over
+# the answer reflector's.
 TARGET35_COST = 1.3
 TARGET35_SAT = 0.9
 # The name sets of the saturation run (latency_bench.sh --saturation-names), in report order.
