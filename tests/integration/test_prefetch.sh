@@ -3,11 +3,15 @@
 # pod asks it 20 times a second for 30 s, one query at a time. Checks:
 #   - no query after the first waited for the upstream: the cache missed once in all
 #     (ndcache_cache_misses_total 1), because the entry is refreshed before it expires;
-#   - every answer after the first within 1 ms (send to the kernel's receive timestamp). On a
-#     2-CPU machine shared with other work the agent's socket threads are sometimes scheduled
-#     late, at random points of the TTL cycle (each slow answer is printed with its time since
-#     the last upstream answer, to tell them from a refresh): up to NDC_PREFETCH_SLOW_PCT
-#     percent (default 1) may be slower; the miss count above is the exact check;
+#   - no answer after the first took half the upstream's 50 ms or more (what a wait for it
+#     takes at least), and every one within 1 ms (send to the kernel's receive timestamp). On a
+#     2-CPU machine shared with other work the asker and the agent's socket threads are
+#     sometimes scheduled late, at random points of the TTL cycle (each slow answer is printed
+#     with its time since the last upstream answer, to tell them from a refresh): up to
+#     NDC_PREFETCH_SLOW_PCT percent (default 2) may take more than 1 ms. 1% failed CI once
+#     (2026-11-29, commit 60c3d0d: 6 of 596 in socket and tc mode, 1.02-1.59 ms; tc's answers
+#     come from the kernel, so that was the asker's own scheduling); the miss count above and the
+#     25 ms bound are the exact checks;
 #   - the answered TTL is never above what the upstream gave minus the time since it gave it
 #     (whole seconds, as TTLs are: TTL <= 5 - floor(t_query - t_upstream_answer - 5 ms), the
 #     5 ms allowing for the answer's way from the upstream into the cache);
@@ -29,7 +33,7 @@ tool="$here/upstream_share.py"
 
 SECONDS_ASKED=30
 TTL=5
-SLOW_PCT=${NDC_PREFETCH_SLOW_PCT:-1}
+SLOW_PCT=${NDC_PREFETCH_SLOW_PCT:-2}
 need_bin "$bin" || exit 1
 need_bpffs || exit 1
 
@@ -82,6 +86,7 @@ later = [r["latency_ms"] for r in recs[1:] if r["latency_ms"] is not None]
 # agent's doing, one anywhere else the machine's.
 slow = [(round(r["latency_ms"], 3), round(r["t"] - max([u for u in ups if u <= r["t"]] or [0]), 2))
         for r in recs[1:] if r["latency_ms"] is not None and r["latency_ms"] > 1.0]
+waited = [s for s in slow if s[0] >= 25.0]
 high = []
 for r in recs:
     if r["ttl"] is None:
@@ -103,6 +108,7 @@ if recs and later:
 else:
     print("queries %d, %d answered after the first: nothing to measure" % (len(recs), len(later)))
 print("SLOW %d %s" % (len(slow), slow[:10]))
+print("WAITED %d %s" % (len(waited), waited[:10]))
 print("HIGH %d %s" % (len(high), high[:10]))
 print("COUNTS %d %d %d %d" % (len(recs), len(lost), len(notok), len(ups)))
 PY
@@ -116,6 +122,11 @@ PY
 	[ "${misses:-x}" = 1 ] &&
 		ok "$mode: no query after the first waited for the upstream (1 cache miss in all)" ||
 		bad "$mode: ${misses:-no} cache misses (1 expected: the first query)"
+	read -r _ nwaited _ < <(grep '^WAITED' <<<"$out")
+	[ "${nwaited:-x}" = 0 ] &&
+		ok "$mode: no answer after the first took 25 ms or more (the upstream takes 50)" ||
+		bad "$mode: ${nwaited:-no count of} answers after the first took 25 ms or more: a wait for the upstream" \
+			"$(grep '^WAITED' <<<"$out")"
 	read -r _ nslow _ < <(grep '^SLOW' <<<"$out")
 	if ! [ "${n:-0}" -gt 0 ] 2>/dev/null || [ -z "$nslow" ]; then
 		bad "$mode: no answers to time (${n:-no} queries)"
