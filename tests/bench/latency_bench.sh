@@ -71,7 +71,13 @@
 #   tests/bench/bpf/ndc_answer_reflector.bpf.c): parse, resize, a constant A answer, checksums.
 #   answer-reflector-load and answer-reflector-load-xdp: the same with one table line read per
 #   question (tests/bench/bpf/ndc_reflect_load.h, as reflector-load reads it): the floor that
-#   answers from a table of every name.
+#   answers from a table of every name. answer-reflector-hot4, -hot8 (and -xdp): the answer
+#   reflector reading 4 or 8 more lines of map memory per query, the same ones for every query of
+#   a CPU, each in a page of its own (NDC_REFLECT_HOT_LINES): what a line costs under this
+#   traffic, beside the 9 or so ndcache's hit reads that the answer reflector does not.
+#   answer-reflector-code64, -code128 (and -xdp): the answer reflector running 64 or 128 more
+#   blocks of code per query, each a compare and a branch taken over code never run
+#   (NDC_REFLECT_CODE_BLOCKS): what a program's code footprint costs under this traffic.
 # NDC_BENCH_REFLECTOR_LOAD=OBJ in the environment: reflector-load(-xdp) run that object instead,
 # e.g. the load reflector built with a bigger table (-DNDC_REFLECT_LINES=N, lines of 64 bytes) to
 # see what a table's span costs a name (method: docs/bench/FASTPATH.md, "What a name costs, and the
@@ -110,7 +116,10 @@ profile=0
 sat_names=hot,all
 sat_steps=6 # loads tried per server in the saturation run (saturation block)
 all_servers=(reflector reflector-xdp reflector-load reflector-load-xdp answer-reflector
-	answer-reflector-xdp answer-reflector-load answer-reflector-load-xdp ndcache-socket ndcache-tc
+	answer-reflector-xdp answer-reflector-load answer-reflector-load-xdp answer-reflector-hot4
+	answer-reflector-hot4-xdp answer-reflector-hot8 answer-reflector-hot8-xdp answer-reflector-code64
+	answer-reflector-code64-xdp answer-reflector-code128 answer-reflector-code128-xdp ndcache-socket
+	ndcache-tc
 	ndcache-xdp base-tc base-xdp knot-xdp knot unbound kresd dnsdist pdns-recursor)
 default_servers=(reflector reflector-xdp ndcache-tc ndcache-xdp knot-xdp knot unbound kresd dnsdist
 	pdns-recursor)
@@ -204,6 +213,14 @@ reflector="$build/tests/bench/bpf/ndc_reflector.bpf.o"
 reflector_load="${NDC_BENCH_REFLECTOR_LOAD:-$build/tests/bench/bpf/ndc_reflector_load.bpf.o}"
 answer_reflector="$build/tests/bench/bpf/ndc_answer_reflector.bpf.o"
 answer_reflector_load="$build/tests/bench/bpf/ndc_answer_reflector_load.bpf.o"
+# shellcheck disable=SC2034 # the experiment floors (issue 35): read by servers.sh
+answer_reflector_hot4="$build/tests/bench/bpf/ndc_answer_reflector_hot4.bpf.o"
+# shellcheck disable=SC2034
+answer_reflector_hot8="$build/tests/bench/bpf/ndc_answer_reflector_hot8.bpf.o"
+# shellcheck disable=SC2034
+answer_reflector_code64="$build/tests/bench/bpf/ndc_answer_reflector_code64.bpf.o"
+# shellcheck disable=SC2034
+answer_reflector_code128="$build/tests/bench/bpf/ndc_answer_reflector_code128.bpf.o"
 prober="$build/tests/bench_prober"
 memlat="$build/tests/bench_memlat"
 fp_observe="$build/tests/bench_fp_observe"
@@ -221,6 +238,10 @@ if [ -z "${NDC_LATENCY_TOPO:-}" ]; then
 	bench_build "$build" "$out" control/ndcache tests/bench/bpf/ndc_reflector.bpf.o \
 		tests/bench/bpf/ndc_reflector_load.bpf.o tests/bench/bpf/ndc_answer_reflector.bpf.o \
 		tests/bench/bpf/ndc_answer_reflector_load.bpf.o \
+		tests/bench/bpf/ndc_answer_reflector_hot4.bpf.o \
+		tests/bench/bpf/ndc_answer_reflector_hot8.bpf.o \
+		tests/bench/bpf/ndc_answer_reflector_code64.bpf.o \
+		tests/bench/bpf/ndc_answer_reflector_code128.bpf.o \
 		tests/bench_prober tests/bench_memlat tests/bench_fp_observe
 	if [ "$profile" = 1 ]; then
 		command -v perf >/dev/null || die "--profile needs perf (Debian: linux-perf)"

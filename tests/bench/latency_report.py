@@ -58,6 +58,14 @@ ANSWER_HOOK = {
     "answer-reflector-xdp": "xdp",
     "answer-reflector-load": "ingress",
     "answer-reflector-load-xdp": "xdp",
+    "answer-reflector-hot4": "ingress",
+    "answer-reflector-hot4-xdp": "xdp",
+    "answer-reflector-hot8": "ingress",
+    "answer-reflector-hot8-xdp": "xdp",
+    "answer-reflector-code64": "ingress",
+    "answer-reflector-code64-xdp": "xdp",
+    "answer-reflector-code128": "ingress",
+    "answer-reflector-code128-xdp": "xdp",
 }
 # User-space caches in front of the upstream, warmed before each prober run (latency_bench.sh).
 CACHES = ("dnsdist", "pdns-recursor")
@@ -66,7 +74,11 @@ FLOOR = {"ndcache-tc": "reflector", "ndcache-xdp": "reflector-xdp", "base-tc": "
          "base-xdp": "reflector-xdp", "reflector-load": "reflector",
          "reflector-load-xdp": "reflector-xdp", "answer-reflector": "reflector",
          "answer-reflector-xdp": "reflector-xdp", "answer-reflector-load": "reflector",
-         "answer-reflector-load-xdp": "reflector-xdp"}
+         "answer-reflector-load-xdp": "reflector-xdp", "answer-reflector-hot4": "reflector",
+         "answer-reflector-hot4-xdp": "reflector-xdp", "answer-reflector-hot8": "reflector",
+         "answer-reflector-hot8-xdp": "reflector-xdp", "answer-reflector-code64": "reflector",
+         "answer-reflector-code64-xdp": "reflector-xdp", "answer-reflector-code128": "reflector",
+         "answer-reflector-code128-xdp": "reflector-xdp"}
 # The floor that answers (issue 35, tests/bench/bpf/ndc_answer_reflector.bpf.c): parse, resize,
 # a constant answer copied in, swap, checksums; what ndcache costs over it is ndcache's own.
 ANSWER_FLOOR = {"ndcache-tc": "answer-reflector", "ndcache-xdp": "answer-reflector-xdp",
@@ -540,6 +552,7 @@ def cmd_report(a):
             "%s every name, loads from memory" % s, m["extra_loads"], TARGET21_LOADS,
             "met" if ok else "MISSED"))
     floors = floors_section(say, verdicts, csv, rows, cells, servers, cost, lat, loads)
+    experiments_section(say, csv, cells, servers)
     summary = {"meta": meta, "targets": verdicts, "memory": memory, "floors": floors,
                "latency": {"%s@%s" % k: {kk: (None if vv == math.inf else vv)
                                          for kk, vv in v.items()} for k, v in lat.items()},
@@ -554,6 +567,53 @@ def cmd_report(a):
     with open(os.path.join(a.out, "latency.json"), "w", encoding="utf-8") as f:
         json.dump(summary, f, indent=1, sort_keys=True)
     return 0
+
+
+# Issue 35's experiments: the answer reflector reading N more lines of map memory per query
+# (NDC_REFLECT_HOT_LINES), or running N more blocks of code (NDC_REFLECT_CODE_BLOCKS): what a line,
+# or a block of code (a compare and a taken branch on a line of its own), costs a program under
+# this traffic. Each variant: (server, N, what N counts).
+EXPERIMENTS = {"answer-reflector": (("answer-reflector-hot4", 4, "lines"),
+                                    ("answer-reflector-hot8", 8, "lines"),
+                                    ("answer-reflector-code64", 64, "blocks"),
+                                    ("answer-reflector-code128", 128, "blocks")),
+               "answer-reflector-xdp": (("answer-reflector-hot4-xdp", 4, "lines"),
+                                        ("answer-reflector-hot8-xdp", 8, "lines"),
+                                        ("answer-reflector-code64-xdp", 64, "blocks"),
+                                        ("answer-reflector-code128-xdp", 128, "blocks"))}
+
+
+def experiments_section(say, csv, cells, servers):
+    """Issue 35's experiments: a line's or a block's cost on the hot set, per repeat."""
+    rows = []
+    for floor, variants in EXPERIMENTS.items():
+        hook = ANSWER_HOOK[floor]
+        base = {c["repeat"]: c["progs"].get(hook, {}).get("ns_pkt")
+                for c in cells.get((floor, "cost-hot"), [])}
+        for s, n, unit in variants:
+            if s not in servers:
+                continue
+            mine = {c["repeat"]: c["progs"].get(hook, {}).get("ns_pkt")
+                    for c in cells.get((s, "cost-hot"), [])}
+            diffs = [mine[k] - base[k] for k in sorted(mine)
+                     if k in base and mine[k] is not None and base[k] is not None]
+            if diffs:
+                rows.append((s, n, unit, floor, diffs))
+    if not rows:
+        return
+    say()
+    say("8. Experiments (issue 35): the answer reflector reading N more lines of map memory per "
+        "query (each in a page of its own, the")
+    say("   same ones for every query of a CPU), or running N more blocks of code (a compare and a "
+        "taken branch each, over code never run);")
+    say("   ns/pkt on the hot set over the answer reflector's, per repeat, and one line's or "
+        "block's share (median)")
+    for s, n, unit, floor, diffs in rows:
+        d = median(diffs)
+        say("   %-28s %3d %-6s: %+6.1f ns over %s (%s), %+5.2f ns each" % (
+            s, n, unit, d, floor, " ".join("%+.1f" % x for x in diffs), d / n))
+        csv.append("%s,hot,ns_over_%s,%.1f,ns" % (s, floor, d))
+        csv.append("%s,hot,ns_each_%s,%.2f,ns" % (s, unit[:-1], d / n))
 
 
 def floors_section(say, verdicts, csv, rows, cells, servers, cost, lat, loads):

@@ -7,7 +7,10 @@
 # reflector-load-xdp), answer_reflector (tests/bench/bpf/ndc_answer_reflector.bpf.o, when it
 # runs answer-reflector or answer-reflector-xdp), answer_reflector_load
 # (tests/bench/bpf/ndc_answer_reflector_load.bpf.o, for answer-reflector-load and
-# answer-reflector-load-xdp); table_size before the first server starts.
+# answer-reflector-load-xdp), answer_reflector_hot4 and answer_reflector_hot8
+# (tests/bench/bpf/ndc_answer_reflector_hot4.bpf.o, _hot8, for answer-reflector-hot4 and -hot8,
+# and their -xdp), answer_reflector_code64 and answer_reflector_code128 (_code64, _code128, for
+# answer-reflector-code64 and -code128, and their -xdp); table_size before the first server starts.
 # shellcheck disable=SC2154,SC2034 # variables set or read by the scripts that source this file
 #
 #   bench_data_up            the cluster (gen_cluster.py) and what is derived from it: the
@@ -28,7 +31,10 @@
 # reflector reading one table line per query: the floor of a name's cost), answer-reflector and
 # answer-reflector-xdp ($answer_reflector: the floor that answers, issue 35),
 # answer-reflector-load and answer-reflector-load-xdp (that floor reading a table line per
-# question as reflector-load does: the floor that answers every name), ndcache-socket,
+# question as reflector-load does: the floor that answers every name), answer-reflector-hot4,
+# -hot8 and their -xdp (that floor reading 4 or 8 more lines per query: a line's cost),
+# answer-reflector-code64, -code128 and their -xdp (that floor running 64 or 128 more blocks of
+# code per query: a code footprint's cost), ndcache-socket,
 # ndcache-tc, ndcache-xdp,
 # ndcache-dpdk (dpdk_vdev: af_xdp or af_packet, compare.sh only),
 # unbound, knot, knot-xdp, kresd, dnsdist, pdns-recursor; base-tc and base-xdp are ndcache-tc and -xdp run from
@@ -421,8 +427,13 @@ server_start() {
 	[[ $s == reflector-load* ]] && obj=$reflector_load
 	[[ $s == answer-reflector* ]] && obj=$answer_reflector
 	[[ $s == answer-reflector-load* ]] && obj=$answer_reflector_load
+	[[ $s == answer-reflector-hot4* ]] && obj=$answer_reflector_hot4
+	[[ $s == answer-reflector-hot8* ]] && obj=$answer_reflector_hot8
+	[[ $s == answer-reflector-code64* ]] && obj=$answer_reflector_code64
+	[[ $s == answer-reflector-code128* ]] && obj=$answer_reflector_code128
 	case "$s" in
-	reflector | reflector-load | answer-reflector | answer-reflector-load)
+	reflector | reflector-load | answer-reflector | answer-reflector-load | answer-reflector-hot[48] | \
+		answer-reflector-code64 | answer-reflector-code128)
 		for i in $BENCH_IFACES; do
 			if ! in_node tc qdisc add dev "$i" clsact ||
 				! in_node tc filter add dev "$i" ingress bpf da obj "$obj" sec tc; then
@@ -431,7 +442,8 @@ server_start() {
 		done
 		return 0
 		;;
-	reflector-xdp | reflector-load-xdp | answer-reflector-xdp | answer-reflector-load-xdp)
+	reflector-xdp | reflector-load-xdp | answer-reflector-xdp | answer-reflector-load-xdp | \
+		answer-reflector-hot[48]-xdp | answer-reflector-code64-xdp | answer-reflector-code128-xdp)
 		for i in $BENCH_IFACES; do
 			in_node ip link set dev "$i" xdp obj "$obj" sec xdp ||
 				die "cannot attach $obj (XDP) to $i"

@@ -18,6 +18,17 @@
  * Built once more with NDC_REFLECT_LOAD (ndc_answer_reflector_load.bpf.o, answer-reflector-load):
  * the question's table line read too, as the load reflector reads it (ndc_reflect_load.h): the
  * floor that answers from a table of every name, for the saturation run over every name.
+ *
+ * Built with NDC_REFLECT_HOT_LINES=N (ndc_answer_reflector_hotN.bpf.o, answer-reflector-hotN): N
+ * more lines of map memory read for every query, each in a page of its own, the same N for every
+ * query a CPU answers: the kind of lines ndcache's hit reads beyond the floor's (its config, its
+ * CPU's scratch, memo tags and entry, counter and client slot: about 9), so that a run shows what
+ * a line costs a program under the benchmark's traffic (an experiment: docs/bench/FASTPATH.md).
+ * Built with NDC_REFLECT_CODE_BLOCKS=N (ndc_answer_reflector_codeN.bpf.o, answer-reflector-codeN):
+ * N blocks of code run for every query, each a compare and a branch taken over code never run,
+ * so that a query runs 2N more instructions spread over N lines of code, N of them taken
+ * branches: what a program's code footprint costs under that traffic (ndcache's tc program is
+ * 20 KB of JITed code, the answer reflector's 3 KB).
  */
 #include <linux/bpf.h>
 #include <linux/if_ether.h>
@@ -63,6 +74,72 @@ struct {
 	__type(key, __u32);
 	__type(value, __u32[4]);
 } ndc_ar_launder SEC(".maps");
+
+#ifdef NDC_REFLECT_HOT_LINES
+#define NDC_AR_HOT_CPUS 64 /* CPUs with lines of their own; a CPU above reads none */
+#define NDC_AR_HOT_PAGES (NDC_AR_HOT_CPUS * NDC_REFLECT_HOT_LINES)
+
+/* a page: a value of 4 KiB in an mmapable array (page-aligned) starts a page */
+struct ndc_ar_page {
+	__u64 w[512];
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(map_flags, BPF_F_MMAPABLE);
+	__type(key, __u32);
+	__type(value, struct ndc_ar_page);
+	__uint(max_entries, NDC_AR_HOT_PAGES);
+} ndc_ar_hot SEC(".maps");
+
+/*
+ * This CPU's N lines: line i of its page i (so that they fall in different cache sets), loaded
+ * independently of one another, as ndcache's early reads are, and branched on, as it branches on
+ * what it reads. 0 to go on; -1 never (the map is zero).
+ */
+static __always_inline int hot_lines(void)
+{
+	__u32 base = bpf_get_smp_processor_id() * NDC_REFLECT_HOT_LINES, i, k;
+	struct ndc_ar_page *p;
+	__u64 x = 0;
+
+	for (i = 0; i < NDC_REFLECT_HOT_LINES; i++) {
+		k = base + i;
+		p = bpf_map_lookup_elem(&ndc_ar_hot, &k);
+		if (p)
+			x |= *(volatile const __u64 *)&p->w[(i * 8) & 511];
+	}
+	return x == 0x5a5a5a5a5a5a5a5aULL ? -1 : 0;
+}
+#endif
+
+#ifdef NDC_REFLECT_CODE_BLOCKS
+/*
+ * One block: taken unless v is the constant (never: v is the DNS header's first word, whose
+ * QDCOUNT is 1), over seven 64-bit loads (70 bytes of x86 code) that are never run. v is a word
+ * of the packet, which the verifier does not know: it walks both ways, so the code skipped is
+ * kept, and r0, which only the block writes, is dead after it, so the two ways' states meet.
+ */
+#define NDC_AR_BLOCK(v)                                   \
+	asm volatile("if %[x] != 0x5a5a5a5a goto +14\n\t" \
+		     "r0 = 0x1111111111111111 ll\n\t"     \
+		     "r0 = 0x2222222222222222 ll\n\t"     \
+		     "r0 = 0x3333333333333333 ll\n\t"     \
+		     "r0 = 0x4444444444444444 ll\n\t"     \
+		     "r0 = 0x5555555555555555 ll\n\t"     \
+		     "r0 = 0x6666666666666666 ll\n\t"     \
+		     "r0 = 0x7777777777777777 ll\n\t"     \
+		     :                                    \
+		     : [x] "r"(v)                         \
+		     : "r0")
+
+static __always_inline void code_blocks(__u64 v)
+{
+#pragma clang loop unroll(full)
+	for (int i = 0; i < NDC_REFLECT_CODE_BLOCKS; i++)
+		NDC_AR_BLOCK(v);
+}
+#endif
 
 static __always_inline int answer(void *ctx, const enum ndc_hook hook)
 {
@@ -123,6 +200,13 @@ static __always_inline int answer(void *ctx, const enum ndc_hook hook)
 	/* answer-reflector-load: one table line for the question, as the load reflector reads */
 	if (reflect_load(data, data_end, name_off))
 		return ctx_pass(hook);
+#endif
+#ifdef NDC_REFLECT_HOT_LINES
+	if (hot_lines())
+		return ctx_pass(hook);
+#endif
+#ifdef NDC_REFLECT_CODE_BLOCKS
+	code_blocks(*(const __u64 *)dh);
 #endif
 
 	/* the reply: resized, the answer and the OPT copied in, the header set */
