@@ -13,8 +13,10 @@ JITed code it fell in. Run it while the program is still loaded, e.g.:
   tests/bench/perf_lines.py perf.data ndc_tc_ingress --lines build/tests/bench_prog_lines
   kill $pid
 
-Prints the shares of the symbols sampled (the program, the kernel functions it calls, the rest)
-and of the program's source lines. Standard library only; needs perf and bpftool.
+Prints the code the program ran (its distinct sampled addresses and the 64-byte lines of JITed
+code they fall in: with `--lines` omitted, only that, and no loaded program is needed), then the
+shares of the symbols sampled (the program, the kernel functions it calls, the rest) and of the
+program's source lines. Standard library only; needs perf and bpftool.
 Exit status: 0, 1 when no loaded program of that name holds the samples, 2 on bad usage.
 """
 
@@ -66,13 +68,25 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("data", help="perf.data")
     ap.add_argument("prog", help="program name, e.g. ndc_tc_ingress")
-    ap.add_argument("--lines", required=True, help="the bench_prog_lines binary")
+    ap.add_argument("--lines", help="the bench_prog_lines binary (without it: only the code "
+                    "touched, which needs no loaded program)")
     ap.add_argument("--top", type=int, default=30)
     a = ap.parse_args()
     root = os.path.normpath(os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", ".."))
 
     smp = list(samples(a.data))
     ips = [ip for ip, sym in smp if sym.startswith("bpf_prog_") and sym.endswith("_" + a.prog)]
+    if ips:
+        # The code a run goes through: the program's distinct sampled addresses and the 64-byte
+        # lines of JITed code they fall in (a run's path through the program, given enough
+        # samples: each instruction it runs is sampled in proportion to its time).
+        code = collections.Counter(ip >> 6 for ip in ips)
+        print("%s: %d samples at %d distinct addresses in %d lines of code (64 bytes; %d with 5 "
+              "samples or more), spanning %d bytes" % (
+                  a.prog, len(ips), len(set(ips)), len(code),
+                  sum(1 for c in code.values() if c >= 5), max(ips) - min(ips) + 1))
+    if not a.lines:
+        return 0 if ips else 1
     progs = json.loads(subprocess.run(["bpftool", "-j", "prog", "show"], capture_output=True,
                                       text=True, check=True).stdout)
     best = None
