@@ -7,10 +7,9 @@
 # reflector-load-xdp), answer_reflector (tests/bench/bpf/ndc_answer_reflector.bpf.o, when it
 # runs answer-reflector or answer-reflector-xdp), answer_reflector_load
 # (tests/bench/bpf/ndc_answer_reflector_load.bpf.o, for answer-reflector-load and
-# answer-reflector-load-xdp), answer_reflector_hot4 and answer_reflector_hot8
-# (tests/bench/bpf/ndc_answer_reflector_hot4.bpf.o, _hot8, for answer-reflector-hot4 and -hot8,
-# and their -xdp), answer_reflector_code64 and answer_reflector_code128 (_code64, _code128, for
-# answer-reflector-code64 and -code128, and their -xdp); table_size before the first server starts.
+# answer-reflector-load-xdp; the experiment floors answer-reflector-hot4 to -code128 run the
+# objects beside $answer_reflector, ndc_answer_reflector_hot4.bpf.o and so on); table_size before
+# the first server starts.
 # shellcheck disable=SC2154,SC2034 # variables set or read by the scripts that source this file
 #
 #   bench_data_up            the cluster (gen_cluster.py) and what is derived from it: the
@@ -427,10 +426,9 @@ server_start() {
 	[[ $s == reflector-load* ]] && obj=$reflector_load
 	[[ $s == answer-reflector* ]] && obj=$answer_reflector
 	[[ $s == answer-reflector-load* ]] && obj=$answer_reflector_load
-	[[ $s == answer-reflector-hot4* ]] && obj=$answer_reflector_hot4
-	[[ $s == answer-reflector-hot8* ]] && obj=$answer_reflector_hot8
-	[[ $s == answer-reflector-code64* ]] && obj=$answer_reflector_code64
-	[[ $s == answer-reflector-code128* ]] && obj=$answer_reflector_code128
+	# the experiment floors (issue 35): the answer reflector's build of that name
+	[[ $s =~ ^answer-reflector-(hot4|hot8|code64|code128)(-xdp)?$ ]] &&
+		obj=${answer_reflector%.bpf.o}_${BASH_REMATCH[1]}.bpf.o
 	case "$s" in
 	reflector | reflector-load | answer-reflector | answer-reflector-load | answer-reflector-hot[48] | \
 		answer-reflector-code64 | answer-reflector-code128)
