@@ -30,7 +30,8 @@
  * slot's hits (prefetch) and needs the clock. Two places a question may take (its index's pair,
  * by a multiply of its first two words, last word and length): a name takes the place of one
  * whose gen is old, else of one not found since a question last passed over it (its used mark,
- * set by every hit: a second chance, as a clock's), else none, and both lose their marks.
+ * set when it is remembered and by every hit: a second chance, as a clock's), else none, and
+ * both lose their marks.
  */
 #define NDC_MEMO_ENTRIES 32 /* a power of two; a node's hot questions per CPU */
 #define NDC_MEMO_QMIN 17    /* three words at least: first two and last read on their own */
@@ -43,7 +44,7 @@ struct ndc_memo_head {
 	__u32 qlen;		  /* the question's bytes (name, QTYPE, QCLASS); 0: empty */
 	__u16 qtype;		  /* the type asked (in q too) */
 	__u8 res;		  /* what the table read gave: NDC_TABLE_EXACT or NDC_TABLE_OTHER */
-	__u8 used;		  /* found since memo_put last passed over it (on gen's line) */
+	__u8 used;		  /* put or found since memo_put last passed over it (gen's line) */
 	__u64 qlast;		  /* the question's last word (memo_last) */
 	__u64 q[NDC_MEMO_QWORDS]; /* the question's bytes as asked; past qlen undefined */
 };
@@ -388,11 +389,13 @@ static __always_inline enum ndc_table_res ndc_be_get(struct ndc_be *be, struct n
 /*
  * The answer in the scratch (s.v, as ndc_be_get read it) into the memo, for the question of
  * ks->qlen bytes at off of the frame in ctx, whose pair of places ndc_be_recall chose: the place
- * whose gen is old (or empty), else the one not found since the last pass (its used mark clear),
- * else none, and both marks are cleared: an entry hit between two full reads of a question that
- * wants its place keeps it. With "else the first" two hot questions of one first place evicted
- * each other there for good while their second places held entries of the gen never asked again
- * (two of the latency benchmark's 8 hot names: a quarter of its hot queries read the table).
+ * whose gen is old (or empty), else the one not put or found since the last pass (its used mark
+ * clear), else none, and both marks are cleared: an entry hit between two full reads of a question
+ * that wants its place keeps it, and one just put is not taken by the next question of its place
+ * before it is asked again. With "else the first" two hot questions of one first place asked in
+ * turn evicted each other there for good while their second places held entries of the gen never
+ * asked again (two of the latency benchmark's 8 hot names: a quarter of its hot queries read the
+ * table); with a mark set by hits only, the same (each was put and taken before its next ask).
  * res_qtype: what the table read gave, shifted 16, and the type.
  */
 static __always_inline int memo_put(void *ctx, const enum ndc_hook hook, __u32 off, __u32 res_qtype)
@@ -453,7 +456,7 @@ static __always_inline int memo_put(void *ctx, const enum ndc_hook hook, __u32 o
 	m->h.gen = gen;
 	m->h.qtype = (__u16)res_qtype;
 	m->h.res = (__u8)(res_qtype >> 16);
-	m->h.used = 0;
+	m->h.used = 1;
 	m->h.qlen = qlen;
 	return 0;
 }
