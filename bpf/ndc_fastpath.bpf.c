@@ -424,7 +424,7 @@ static __always_inline int memo_put(void *ctx, const enum ndc_hook hook, __u32 o
 		else if (ks->memo[i].h.used && !ks->memo[j].h.used)
 			i = j;
 		else if (ks->memo[i].h.used) {
-			/* both found since the last pass: kept, their marks cleared */
+			/* both put or found since the last pass: kept, their marks cleared */
 			ks->memo[i].h.used = 0;
 			ks->memo[j].h.used = 0;
 			return 0;
