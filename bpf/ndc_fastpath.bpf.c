@@ -386,6 +386,12 @@ static __always_inline enum ndc_table_res ndc_be_get(struct ndc_be *be, struct n
 	return r;
 }
 
+/* Memo entry x holds an answer of config gen gen (not empty, not old). */
+static __always_inline int memo_current(const struct ndc_kscratch *ks, __u32 x, __u64 gen)
+{
+	return ks->tag[x] && ks->memo[x].h.gen == gen;
+}
+
 /*
  * The answer in the scratch (s.v, as ndc_be_get read it) into the memo, for the question of
  * ks->qlen bytes at off of the frame in ctx, whose pair of places ndc_be_recall chose: the place
@@ -418,8 +424,8 @@ static __always_inline int memo_put(void *ctx, const enum ndc_hook hook, __u32 o
 	if (j >= NDC_MEMO_ENTRIES)
 		return 0;
 	/* an empty place (tag 0) or one of an old gen, the first before the second */
-	if (ks->tag[i] && ks->memo[i].h.gen == gen) {
-		if (!ks->tag[j] || ks->memo[j].h.gen != gen)
+	if (memo_current(ks, i, gen)) {
+		if (!memo_current(ks, j, gen))
 			i = j;
 		else if (ks->memo[i].h.used && !ks->memo[j].h.used)
 			i = j;
