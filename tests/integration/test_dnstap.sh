@@ -11,8 +11,8 @@
 #             answered the rest) and, for big.example.com, the UDP query then the TCP pair. The check must be able to fail: it is run once with the pods'
 #             names swapped and must fail.
 #   noreader: no reader at log.dnstap.socket: the agent answers (dnsperf, 3 s, from the pod,
-#             three rounds without and with dnstap by turns: the best with dnstap at least 80% of
-#             the best without, all printed) and counts the drops
+#             three rounds without and with dnstap by turns: the median of the rounds' ratios
+#             (with / without) at least 0.8, all printed) and counts the drops
 #             (ndcache_dnstap_dropped_total{reason="no_reader"} at least two per query answered).
 #   kernel:   tc mode, kernel_sample 0.05: about 500 of 10,000 kernel answers sampled (400 to
 #             600), each a CLIENT_RESPONSE for web-1's address with team-a/web-1 in extra.
@@ -190,9 +190,12 @@ perf() {
 		awk '/Queries per second:/ { print int($4) }'
 }
 
-# The machine is shared: rounds without and with dnstap by turns, the best of each compared.
+# The machine is shared: rounds without and with dnstap by turns, each round's pair compared (the
+# median of their ratios), so that a burst of the host's load or quiet in one run decides nothing:
+# best against best failed when one run without dnstap came out 1.7x the others (173,863 QPS
+# against 100,902 and 85,603; with dnstap 107,390, 107,355, 92,041: ratios 1.06, 0.62, 1.08).
 part_noreader() {
-	local base=0 with=0 q round dropped=0 d all=""
+	local q qb round dropped=0 d all="" ratios="" median
 	for round in 1 2 3; do
 		agent_start "" || {
 			bad "noreader: the agent without dnstap is ready"
@@ -201,7 +204,7 @@ part_noreader() {
 		q=$(perf)
 		term_wait "$NDCACHE_PID" ndcache 10
 		all+=" without=${q:-?}"
-		[ -n "$q" ] && [ "$q" -gt "$base" ] && base=$q
+		qb=$q
 		rm -f "$sock"
 		agent_start "dnstap: {socket: $sock}" || {
 			bad "noreader: the agent with dnstap and no reader is ready"
@@ -212,7 +215,8 @@ part_noreader() {
 		answered=$(metric 'ndcache_queries_total')
 		term_wait "$NDCACHE_PID" ndcache 10
 		all+=" with=${q:-?}"
-		[ -n "$q" ] && [ "$q" -gt "$with" ] && with=$q
+		# a round without a figure counts as 0: it fails the median unless the others carry it
+		ratios+=" $(awk -v w="${q:-0}" -v b="${qb:-0}" 'BEGIN { printf "%.3f", (b > 0 ? w / b : 0) }')"
 		# two events (query, response) per query the socket path answered, each dropped
 		if [ -n "$d" ] && [ -n "$answered" ] && [ "$d" -ge $((2 * answered)) ]; then
 			dropped=$((dropped + 1))
@@ -221,9 +225,10 @@ part_noreader() {
 		fi
 	done
 	echo "       $(grep -m1 'model name' /proc/cpuinfo | sed 's/.*: //'), socket mode, dnsperf -c 4 -q 500 -l 3, three rounds each (QPS):$all"
-	echo "       best without dnstap $base, best with log.dnstap and no reader $with"
-	if [ "$base" -gt 0 ] && [ $((with * 100)) -ge $((base * 80)) ]; then
-		ok "noreader: the agent answers as fast (best $with QPS with dnstap, $base without)"
+	median=$(echo "$ratios" | tr ' ' '\n' | sed '/^$/d' | sort -n | sed -n 2p)
+	echo "       each round with / without:$ratios (median $median)"
+	if awk -v m="${median:-0}" 'BEGIN { exit !(m >= 0.8) }'; then
+		ok "noreader: the agent answers as fast (with / without dnstap, median of 3 rounds: $median)"
 	else
 		bad "noreader: answered rate with dnstap and no reader" "$all"
 	fi
