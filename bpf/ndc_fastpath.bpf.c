@@ -67,6 +67,8 @@ _Static_assert(sizeof(struct ndc_memo_head) == sizeof(((struct ndc_fp_value *)0)
 	       "the memo's head fills the answer's name");
 _Static_assert(sizeof(union ndc_memo) % 64 == 0, "memo entries: whole cache lines");
 
+#define NDC_KS_COUNTS 16 /* a power of two: ndc_be_count's mask */
+
 struct ndc_kscratch {
 	struct ndc_fp_scratch s; /* first: kscratch_of; last in it, s.launder */
 	/*
@@ -87,6 +89,16 @@ struct ndc_kscratch {
 	__u32 slots;	/* the client's two slots (ndc_counts_touch): A << 12 | B */
 	__u64 recalled; /* questions this CPU answered from the memo (tests read it, by BTF) */
 	__u64 gen_read; /* the config gen ndc_be_get read before the table */
+	/*
+	 * This CPU's counts of the answer core (enum ndc_fp_counter; ndc_be_count), on the two
+	 * lines after the query's: a plain add to a line of the scratch, which the query has found
+	 * already, where a per-CPU array's counter costs a lookup, a load of its per-CPU pointer
+	 * and a line of its own (-10 ns a hit's test run in tc, docs/bench/FASTPATH.md). User space
+	 * sums them, through its read-only mapping of the scratch, at ndc_scratch_counts_at, with
+	 * ndc_counters', which keeps fail-open's counts and those of a packet passed before the
+	 * scratch was looked up. Added to at the core's end (ndc_handle), at counted masked.
+	 */
+	__u64 counts[NDC_KS_COUNTS];
 	/*
 	 * Per memo entry: the tag of the question it holds (0: none), so that a question the memo
 	 * does not hold is told so from these two lines, without a load of an entry's; and the tag
@@ -117,6 +129,12 @@ _Static_assert(__builtin_offsetof(struct ndc_kscratch, client) % 8 == 0,
 	       "ndc_client_add reads the client key as two 64-bit words");
 
 _Static_assert(sizeof(struct ndc_kscratch) % 64 == 0, "a CPU's scratch: whole cache lines");
+_Static_assert(NDC_FP_COUNTER_MAX <= NDC_KS_COUNTS && (NDC_KS_COUNTS & (NDC_KS_COUNTS - 1)) == 0 &&
+		   __builtin_offsetof(struct ndc_kscratch, counts) % 64 == 0,
+	       "every counter has its word in the scratch, on lines of their own");
+
+/* Where a CPU's counts are in its scratch (user space: ndc_fastpath_counters). */
+const volatile __u32 ndc_scratch_counts_at = __builtin_offsetof(struct ndc_kscratch, counts);
 
 /*
  * Per CPU by index (since ABI 13), not a per-CPU array: a CPU's scratch is at
@@ -535,8 +553,9 @@ static __always_inline __u64 ndc_be_now(struct ndc_be *be)
 static __always_inline void ndc_be_count(struct ndc_be *be, __u32 idx)
 {
 	if (be->ks)
-		be->ks->counted = idx;
-	count(idx);
+		be->ks->counted = idx; /* added to counts[] by ndc_handle */
+	else
+		count(idx); /* passed before its client was noted: no config, or layer 3 refused */
 }
 
 static __always_inline void ndc_be_answered(struct ndc_be *be, const struct ndc_fp_value *v)
@@ -547,24 +566,21 @@ static __always_inline void ndc_be_answered(struct ndc_be *be, const struct ndc_
 }
 
 /*
- * The lines the query's counts will be added to (at the core's end: the hit counter, and the
- * client's first slot when clients are counted), read now, so that their loads overlap the
- * answer's work instead of waiting at the end, one after the other (each a map's pointer, then its
- * value). A packet that finds them evicted (bench_testrun with NDC_BENCH_COLD_KIB) waits for them
- * this way 15-20% less; under traffic the hot set's cost fell 5% in tc (docs/bench/FASTPATH.md).
+ * The lines the query's counts will be added to (at the core's end: the hit counter's, in the
+ * scratch, and the client's first slot when clients are counted), read now, so that their loads
+ * overlap the answer's work instead of waiting at the end, one after the other. A packet that finds
+ * them evicted (bench_testrun with NDC_BENCH_COLD_KIB) waits for them this way 15-20% less; under
+ * traffic the hot set's cost fell 5% in tc (docs/bench/FASTPATH.md).
  */
 static __always_inline void ndc_counts_touch(struct ndc_kscratch *ks, __u64 w0, __u64 w1)
 {
-	__u32 idx = NDC_FP_HIT, ia;
-	__u64 *c, h, x;
+	__u64 h, x;
+	__u32 ia;
 	struct ndc_fp_client_slot *sl;
 
-	/* a pass's counter is not read early: it goes up the stack, which costs far more */
-	c = bpf_map_lookup_elem(&ndc_counters, &idx);
-	if (c) {
-		x = *c;
-		barrier_var(x); /* the load is what is wanted, not the value */
-	}
+	/* the answers' three counters share this line: counts[] starts with them */
+	x = ks->counts[NDC_FP_HIT];
+	barrier_var(x); /* the load is what is wanted, not the value */
 	if (!ks->count_client)
 		return;
 	h = NDC_FP_CLIENT_HASH(w0, w1);
@@ -755,7 +771,16 @@ static __always_inline int ndc_handle(void *ctx, const enum ndc_hook hook, __u32
 
 	be.ks = NULL;
 	verdict = ndc_answer_frame(ctx, hook, &be, ret_why);
-	if (be.ks && be.ks->count_client)
+	if (!be.ks)
+		return verdict;
+	/*
+	 * A query the scratch was looked up for was counted once (ndc_be_client's contract), in
+	 * counted. verifier: added here, where the core's paths have merged, with the index read
+	 * from memory, a value of [0, 15] and not each path's constant: in ndc_be_count it made
+	 * it process 5% more instructions (23% more with the constant).
+	 */
+	be.ks->counts[be.ks->counted & (NDC_KS_COUNTS - 1)] += 1;
+	if (be.ks->count_client)
 		ndc_client_add(&be.ks->client, be.ks->slots, be.ks->counted);
 	return verdict;
 }

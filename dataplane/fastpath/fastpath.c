@@ -509,8 +509,32 @@ static const struct ndc_fp_table_ops table_ops = {.add = chunk_add,
 						  .changed = table_changed};
 
 /*
+ * The scratch, read-only: the answer core's counts are in it (ndc_fastpath_counters). An
+ * mmapable array's values are page-aligned as a whole and value_size apart (a multiple of 64).
+ */
+static int map_scratch(struct ndc_fp *fp)
+{
+	const struct bpf_map *m = fp->skel->maps.ndc_scratch;
+	uint32_t at = fp->skel->rodata->ndc_scratch_counts_at;
+	void *p;
+
+	fp->scratch_cpus = bpf_map__max_entries(m);
+	fp->scratch_stride = bpf_map__value_size(m);
+	if (fp->scratch_stride % 8 ||
+	    at > fp->scratch_stride - NDC_FP_COUNTER_MAX * sizeof(uint64_t))
+		return -EINVAL; /* never: the object and this loader are built together */
+	fp->counts_at = at;
+	fp->scratch_len = page_round((size_t)fp->scratch_cpus * fp->scratch_stride);
+	p = mmap(NULL, fp->scratch_len, PROT_READ, MAP_SHARED, bpf_map__fd(m), 0);
+	if (p == MAP_FAILED)
+		return -errno;
+	fp->scratch = p;
+	return 0;
+}
+
+/*
  * Unmaps the table (its chunks stay with the programs and pins that hold them: a successor's
- * handover keeps answering from them), the config and ndc_nx.
+ * handover keeps answering from them), the config, ndc_nx and the scratch.
  */
 static void maps_unmap(struct ndc_fp *fp)
 {
@@ -524,6 +548,9 @@ static void maps_unmap(struct ndc_fp *fp)
 		h->n_chunks = h->n_big_chunks = 0;
 	}
 	ndc_fp_table_forget(&fp->table);
+	if (fp->scratch)
+		munmap((void *)fp->scratch, fp->scratch_len);
+	fp->scratch = NULL;
 	if (fp->nx && fp->nx != MAP_FAILED)
 		munmap(fp->nx, page_round(NDC_FP_NX_ENTRIES * sizeof(*fp->nx)));
 	if (fp->cfg && fp->cfg != MAP_FAILED)
@@ -681,6 +708,11 @@ int ndc_fastpath_open(const struct ndc_fastpath_opts *opts, struct ndc_fp **ret)
 	if (fp->cfg == MAP_FAILED || fp->nx == MAP_FAILED) {
 		r = -errno;
 		ndc_err("fast path: cannot map the config and NXDOMAIN maps: %s", strerror(-r));
+		goto fail_skel;
+	}
+	r = map_scratch(fp);
+	if (r < 0) {
+		ndc_err("fast path: cannot map the per-CPU scratch: %s", strerror(-r));
 		goto fail_skel;
 	}
 	r = pthread_create(&fp->reaper, NULL, reaper_main, fp);
@@ -923,30 +955,6 @@ int ndc_fastpath_hits(struct ndc_fp *fp, const uint8_t *lname, size_t nlen, uint
 	int r = ndc_fastpath_key(lname, nlen, qtype, &key);
 
 	return r ? r : ndc_fp_table_hits(&fp->table, &key, lname, nlen, ret_hits);
-}
-
-int ndc_fastpath_counters(struct ndc_fp *fp, uint64_t ret[NDC_FP_COUNTER_MAX])
-{
-	int ncpu = libbpf_num_possible_cpus();
-	uint64_t *vals;
-	int r = 0;
-
-	if (ncpu <= 0)
-		return ncpu < 0 ? ncpu : -EINVAL;
-	/* Per-CPU values come back as one 8-byte-aligned slot per possible CPU. */
-	vals = calloc((size_t)ncpu, sizeof(*vals));
-	if (!vals)
-		return -ENOMEM;
-	for (uint32_t k = 0; k < NDC_FP_COUNTER_MAX; k++) {
-		r = bpf_map_lookup_elem(fp->counters_fd, &k, vals);
-		if (r < 0)
-			break;
-		ret[k] = 0;
-		for (int c = 0; c < ncpu; c++)
-			ret[k] += vals[c];
-	}
-	free(vals);
-	return r;
 }
 
 uint64_t ndc_fastpath_foreign_programs(struct ndc_fp *fp)

@@ -343,6 +343,13 @@ struct ndc_fp {
 	struct ndc_fp_table table;
 	int config_fd;
 	int counters_fd;
+	/*
+	 * The scratch's read-only mapping (ndc_scratch: a value per possible CPU, stride bytes
+	 * apart), for the answer core's counts at counts_at of each (bpf/ndc_fastpath.bpf.c).
+	 */
+	const uint8_t *scratch;
+	size_t scratch_len, scratch_stride;
+	uint32_t scratch_cpus, counts_at;
 	/* sampled answers: the ring's reader, and the poll's callback while it runs */
 	struct ring_buffer *samples;
 	void (*sample_cb)(const struct ndc_fp_sample *s, void *arg);

@@ -1,8 +1,9 @@
 // SPDX-License-Identifier: MIT
 /*
- * What the kernel shows of its clients (issue 37): the config words that turn per-client counting
- * and answer sampling on, the per-client table's walk (summed over CPUs) and the sampled answers'
- * ring. fastpath.c loads the maps; this file reads them.
+ * What the kernel shows: its counters (ndc_counters' and each CPU's scratch's, summed), and of its
+ * clients (issue 37) the config words that turn per-client counting and answer sampling on, the
+ * per-client table's walk (summed over CPUs) and the sampled answers' ring. fastpath.c loads and
+ * maps the maps; this file reads them.
  */
 #include <errno.h>
 #include <stdlib.h>
@@ -19,6 +20,42 @@
 #include "fastpath/fastpath.h"
 #include "internal.h"
 #include "ndc_fastpath.skel.h"
+
+/* CPU c's count k of the answer core, in its scratch: a word only that CPU's program adds to. */
+static uint64_t scratch_count(const struct ndc_fp *fp, uint32_t c, uint32_t k)
+{
+	const uint64_t *counts =
+	    (const uint64_t *)(fp->scratch + c * fp->scratch_stride + fp->counts_at);
+
+	return __atomic_load_n(&counts[k], __ATOMIC_RELAXED);
+}
+
+/* ndc_counters' (fail-open's, and passes before the scratch was looked up) plus the scratch's. */
+int ndc_fastpath_counters(struct ndc_fp *fp, uint64_t ret[NDC_FP_COUNTER_MAX])
+{
+	int ncpu = libbpf_num_possible_cpus();
+	uint64_t *vals;
+	int r = 0;
+
+	if (ncpu <= 0)
+		return ncpu < 0 ? ncpu : -EINVAL;
+	/* Per-CPU values come back as one 8-byte-aligned slot per possible CPU. */
+	vals = calloc((size_t)ncpu, sizeof(*vals));
+	if (!vals)
+		return -ENOMEM;
+	for (uint32_t k = 0; k < NDC_FP_COUNTER_MAX; k++) {
+		r = bpf_map_lookup_elem(fp->counters_fd, &k, vals);
+		if (r < 0)
+			break;
+		ret[k] = 0;
+		for (int c = 0; c < ncpu; c++)
+			ret[k] += vals[c];
+		for (uint32_t c = 0; c < fp->scratch_cpus; c++)
+			ret[k] += scratch_count(fp, c, k);
+	}
+	free(vals);
+	return r;
+}
 
 /* The kernel's 16-byte client key (IPv4 as ::ffff:a.b.c.d) as the address it stands for. */
 static void client_ip(const uint8_t key[16], struct ndc_ip *out)

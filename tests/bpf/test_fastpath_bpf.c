@@ -303,6 +303,48 @@ static void test_answers(void **state)
 		check_row(&rows[i], NULL, 0);
 }
 
+static void pin_cpu(int cpu)
+{
+	cpu_set_t set;
+
+	CPU_ZERO(&set);
+	CPU_SET(cpu, &set);
+	assert_int_equal(sched_setaffinity(0, sizeof(set), &set), 0);
+}
+
+/*
+ * The answer core counts in each CPU's scratch (bpf/ndc_fastpath.bpf.c, counts[]), and
+ * ndc_fastpath_counters sums every CPU's: an answer, a synthesised NXDOMAIN and a pass run on each
+ * CPU this test may use are each counted once per run, on that CPU as on CPU 0 (a scratch read at
+ * the wrong place or stride would miss them, or count another CPU's words).
+ */
+static void test_counted_on_every_cpu(void **state)
+{
+	static const struct ndc_row rows[] = {
+	    {"counted answer", "kubernetes.default.svc.cluster.local", NDC_T_A,
+	     .expect = NDC_FP_HIT},
+	    {"counted NXDOMAIN", "nosuch.shop.svc.cluster.local", NDC_T_A,
+	     .expect = NDC_FP_NXDOMAIN},
+	    {"counted pass", "example.org", NDC_T_A, .expect = NDC_FP_PASS_MISS},
+	};
+	cpu_set_t all;
+	int used = 0;
+
+	(void)state;
+	assert_int_equal(sched_getaffinity(0, sizeof(all), &all), 0);
+	for (int cpu = 0; cpu < CPU_SETSIZE; cpu++) {
+		if (!CPU_ISSET(cpu, &all))
+			continue;
+		pin_cpu(cpu);
+		assert_int_equal(sched_getcpu(), cpu);
+		for (size_t i = 0; i < sizeof(rows) / sizeof(rows[0]); i++)
+			check_row(&rows[i], NULL, 0);
+		used++;
+	}
+	print_message("counted on %d CPUs\n", used);
+	assert_int_equal(sched_setaffinity(0, sizeof(all), &all), 0);
+}
+
 /* ---------------------------------------------------------------------------------------------
  * Queries that go to user space.
  */
@@ -852,15 +894,6 @@ struct churn {
 	const struct ndc_answer *ans[3];
 	int cpu;
 };
-
-static void pin_cpu(int cpu)
-{
-	cpu_set_t set;
-
-	CPU_ZERO(&set);
-	CPU_SET(cpu, &set);
-	assert_int_equal(sched_setaffinity(0, sizeof(set), &set), 0);
-}
 
 /*
  * Publishes the name's A answer over and over, going round three answers (one in the slot, one
@@ -1515,6 +1548,7 @@ int main(int argc, char **argv)
 {
 	const struct CMUnitTest tests[] = {
 	    cmocka_unit_test(test_answers),
+	    cmocka_unit_test(test_counted_on_every_cpu),
 	    cmocka_unit_test(test_passed),
 	    cmocka_unit_test(test_not_synced),
 	    cmocka_unit_test(test_config_abi),
