@@ -67,7 +67,7 @@ _Static_assert(sizeof(struct ndc_memo_head) == sizeof(((struct ndc_fp_value *)0)
 	       "the memo's head fills the answer's name");
 _Static_assert(sizeof(union ndc_memo) % 64 == 0, "memo entries: whole cache lines");
 
-#define NDC_KS_COUNTS 16 /* a power of two: ndc_be_count's mask */
+#define NDC_KS_COUNTS 16 /* a power of two: ndc_handle's mask */
 
 struct ndc_kscratch {
 	struct ndc_fp_scratch s; /* first: kscratch_of; last in it, s.launder */
@@ -93,10 +93,10 @@ struct ndc_kscratch {
 	 * This CPU's counts of the answer core (enum ndc_fp_counter; ndc_be_count), on the two
 	 * lines after the query's: a plain add to a line of the scratch, which the query has found
 	 * already, where a per-CPU array's counter costs a lookup, a load of its per-CPU pointer
-	 * and a line of its own (-10 ns a hit's test run in tc, docs/bench/FASTPATH.md). User space
-	 * sums them, through its read-only mapping of the scratch, at ndc_scratch_counts_at, with
-	 * ndc_counters', which keeps fail-open's counts and those of a packet passed before the
-	 * scratch was looked up. Added to at the core's end (ndc_handle), at counted masked.
+	 * and a line of its own (a hit's test run -4.6 ns in tc, docs/bench/FASTPATH.md). User
+	 * space sums them, through its read-only mapping of the scratch, at ndc_scratch_counts_at,
+	 * with ndc_counters', which keeps fail-open's counts and those of a packet passed before
+	 * the scratch was looked up. Added to at the core's end (ndc_handle), at counted masked.
 	 */
 	__u64 counts[NDC_KS_COUNTS];
 	/*

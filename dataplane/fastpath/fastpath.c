@@ -551,6 +551,7 @@ static void maps_unmap(struct ndc_fp *fp)
 	if (fp->scratch)
 		munmap((void *)fp->scratch, fp->scratch_len);
 	fp->scratch = NULL;
+	fp->scratch_cpus = 0; /* ndc_fastpath_counters reads no scratch */
 	if (fp->nx && fp->nx != MAP_FAILED)
 		munmap(fp->nx, page_round(NDC_FP_NX_ENTRIES * sizeof(*fp->nx)));
 	if (fp->cfg && fp->cfg != MAP_FAILED)
