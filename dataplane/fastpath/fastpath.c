@@ -520,8 +520,9 @@ static int map_scratch(struct ndc_fp *fp)
 
 	fp->scratch_cpus = bpf_map__max_entries(m);
 	fp->scratch_stride = bpf_map__value_size(m);
-	if (fp->scratch_stride % 8 ||
-	    at > fp->scratch_stride - NDC_FP_COUNTER_MAX * sizeof(uint64_t))
+	/* the sum on the left: a difference would wrap for a value under the counters' size */
+	if (fp->scratch_stride % 8 || at % 8 ||
+	    (size_t)at + NDC_FP_COUNTER_MAX * sizeof(uint64_t) > fp->scratch_stride)
 		return -EINVAL; /* never: the object and this loader are built together */
 	fp->counts_at = at;
 	fp->scratch_len = page_round((size_t)fp->scratch_cpus * fp->scratch_stride);
