@@ -209,7 +209,7 @@ static void tap_client(struct agent *ag, enum ndc_dnstap_type type,
 	struct ndc_ip ip;
 	uint16_t port = 0;
 
-	if (!peer_ip(peer, &ip, &port))
+	if (ndc_dnstap_drop_unread(ag->obs.tap) || !peer_ip(peer, &ip, &port))
 		return;
 	ev.family = ip.family;
 	ev.query_addr = ip.addr;
@@ -287,7 +287,7 @@ static void fwd_tap(void *arg, bool response, bool tcp, const struct sockaddr_st
 	struct ndc_ip ip;
 	uint16_t port = 0;
 
-	if (!peer_ip(up, &ip, &port))
+	if (ndc_dnstap_drop_unread(ag->obs.tap) || !peer_ip(up, &ip, &port))
 		return;
 	ev.family = ip.family;
 	ev.response_addr = ip.addr;
@@ -416,7 +416,7 @@ void ndc_agent_kernel_sample(struct agent *ag, const struct ndc_ip *client, uint
 				lname[i] = (uint8_t)(lname[i] + 32);
 		ndc_top_name_seen(ag->obs.top, client, lname, nlen);
 	}
-	if (ag->obs.tap) {
+	if (ag->obs.tap && !ndc_dnstap_drop_unread(ag->obs.tap)) {
 		char extra[NDC_DNSTAP_EXTRA_MAX];
 		struct ndc_dnstap_event ev = {
 		    .type = NDC_DNSTAP_CLIENT_RESPONSE,

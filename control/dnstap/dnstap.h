@@ -114,6 +114,13 @@ int ndc_dnstap_open(const struct ndc_dnstap_opts *opts, struct ndc_dnstap **ret_
  */
 int ndc_dnstap_log(struct ndc_dnstap *d, const struct ndc_dnstap_event *ev);
 
+/*
+ * For a caller about to build an event: with no reader connected, counts the event as dropped
+ * (no_reader, as ndc_dnstap_log would) and returns true: the caller builds and logs nothing (no
+ * pod look-up, no clock read). False when a reader is connected (log the event), and for d NULL.
+ */
+bool ndc_dnstap_drop_unread(struct ndc_dnstap *d);
+
 /* The counters, for /metrics; d NULL: all zero. */
 void ndc_dnstap_stats(struct ndc_dnstap *d, struct ndc_dnstap_stats *ret_stats);
 

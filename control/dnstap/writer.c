@@ -377,6 +377,14 @@ int ndc_dnstap_log(struct ndc_dnstap *d, const struct ndc_dnstap_event *ev)
 	return err;
 }
 
+bool ndc_dnstap_drop_unread(struct ndc_dnstap *d)
+{
+	if (!d || atomic_load_explicit(&d->connected, memory_order_relaxed))
+		return false;
+	atomic_fetch_add_explicit(&d->dropped_no_reader, 1, memory_order_relaxed);
+	return true;
+}
+
 void ndc_dnstap_stats(struct ndc_dnstap *d, struct ndc_dnstap_stats *ret_stats)
 {
 	memset(ret_stats, 0, sizeof(*ret_stats));

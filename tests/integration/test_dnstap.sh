@@ -10,9 +10,10 @@
 #             the forwarder's records are one UDP pair for www.example.com AAAA (the cache
 #             answered the rest) and, for big.example.com, the UDP query then the TCP pair. The check must be able to fail: it is run once with the pods'
 #             names swapped and must fail.
-#   noreader: no reader at log.dnstap.socket: the agent answers (dnsperf, 3 s, from the pod,
-#             three rounds without and with dnstap by turns: the median of the rounds' ratios
-#             (with / without) at least 0.8, all printed) and counts the drops
+#   noreader: no reader at log.dnstap.socket: the agent answers (dnsperf, 3 s at 20,000 QPS from
+#             the pod, three rounds without and with dnstap by turns: each answers 99%, and the
+#             agent's CPU time per answer, with / without, median of the rounds' ratios, at most
+#             1.25, all printed) and counts the drops
 #             (ndcache_dnstap_dropped_total{reason="no_reader"} at least two per query answered).
 #   kernel:   tc mode, kernel_sample 0.05: about 500 of 10,000 kernel answers sampled (400 to
 #             600), each a CLIENT_RESPONSE for web-1's address with team-a/web-1 in extra.
@@ -182,41 +183,58 @@ part_capture() {
 		bad "capture: the check passed swapped names" "$out"
 }
 
-# dnsperf for 3 s from the pod: answered queries a second.
-perf() {
-	printf 'kubernetes.default.svc.cluster.local A\nwww.example.com A\n' >"$TOPO_DIR/perf.txt"
-	in_pod python3 "$here/top_send.py" "$NODE_LOCAL" 2 www.example.com >/dev/null
-	in_pod dnsperf -s "$NODE_LOCAL" -d "$TOPO_DIR/perf.txt" -l 3 -c 4 -q 500 -t 1 2>&1 |
-		awk '/Queries per second:/ { print int($4) }'
+# The agent's time on a CPU so far, in ns: every thread's (/proc/PID/task/*/schedstat, first field).
+cpu_ns() {
+	cat /proc/"$NDCACHE_PID"/task/*/schedstat 2>/dev/null | awk '{ n += $1 } END { printf "%d", n }'
 }
 
-# The machine is shared: rounds without and with dnstap by turns, each round's pair compared (the
-# median of their ratios), so that a burst of the host's load or quiet in one run decides nothing:
-# best against best failed when one run without dnstap came out 1.7x the others (173,863 QPS
-# against 100,902 and 85,603; with dnstap 107,390, 107,355, 92,041: ratios 1.06, 0.62, 1.08).
+# dnsperf for 3 s from the pod at a fixed 20,000 QPS (a third of what this host answers at most):
+# prints "SENT ANSWERED NS" (NS: the agent's CPU time per answered query).
+perf() {
+	local c0 c1 out
+	printf 'kubernetes.default.svc.cluster.local A\nwww.example.com A\n' >"$TOPO_DIR/perf.txt"
+	in_pod python3 "$here/top_send.py" "$NODE_LOCAL" 2 www.example.com >/dev/null
+	c0=$(cpu_ns)
+	out=$(in_pod dnsperf -s "$NODE_LOCAL" -d "$TOPO_DIR/perf.txt" -l 3 -c 4 -Q 20000 -t 1 2>&1)
+	c1=$(cpu_ns)
+	echo "$out" | awk -v c="$((c1 - c0))" '/Queries sent:/ { s = $3 } /Queries completed:/ { a = $3 }
+		END { printf "%d %d %.0f\n", s, a, (a > 0 ? c / a : 0) }'
+}
+
+# What dnstap with no reader costs is measured as the agent's CPU time per answered query at a
+# fixed rate, rounds without and with dnstap by turns, each round's pair compared (the median of
+# their ratios). The answered rate at full load was this check's figure until session 25: on this
+# shared host it is bimodal (rounds without dnstap gave 85,000-104,000 QPS or, one in three,
+# 135,000-174,000; with dnstap 76,000-109,000), so one lucky round without decided it, twice in
+# three CI runs. CPU time per query at a rate the host keeps up with does not depend on how
+# dnsperf and the agent share the two CPUs.
 part_noreader() {
-	local q qb round dropped=0 d all="" ratios="" median
+	local out qb round dropped=0 d all="" ratios="" median lost=0
 	for round in 1 2 3; do
 		agent_start "" || {
 			bad "noreader: the agent without dnstap is ready"
 			return
 		}
-		q=$(perf)
+		out=$(perf)
 		term_wait "$NDCACHE_PID" ndcache 10
-		all+=" without=${q:-?}"
-		qb=$q
+		set -- $out
+		all+=" without=${1:-?}/${2:-?}/${3:-?}ns"
+		[ -n "${2:-}" ] && [ "$2" -ge $((${1:-0} * 99 / 100)) ] || lost=$((lost + 1))
+		qb=${3:-0}
 		rm -f "$sock"
 		agent_start "dnstap: {socket: $sock}" || {
 			bad "noreader: the agent with dnstap and no reader is ready"
 			return
 		}
-		q=$(perf)
+		out=$(perf)
 		d=$(metric 'ndcache_dnstap_dropped_total{reason="no_reader"}')
 		answered=$(metric 'ndcache_queries_total')
 		term_wait "$NDCACHE_PID" ndcache 10
-		all+=" with=${q:-?}"
-		# a round without a figure counts as 0: it fails the median unless the others carry it
-		ratios+=" $(awk -v w="${q:-0}" -v b="${qb:-0}" 'BEGIN { printf "%.3f", (b > 0 ? w / b : 0) }')"
+		set -- $out
+		all+=" with=${1:-?}/${2:-?}/${3:-?}ns"
+		[ -n "${2:-}" ] && [ "$2" -ge $((${1:-0} * 99 / 100)) ] || lost=$((lost + 1))
+		# a round without a figure counts as a large ratio: it fails the median unless the others carry it
+		ratios+=" $(awk -v w="${3:-0}" -v b="$qb" 'BEGIN { printf "%.3f", (b > 0 && w > 0 ? w / b : 99) }')"
 		# two events (query, response) per query the socket path answered, each dropped
 		if [ -n "$d" ] && [ -n "$answered" ] && [ "$d" -ge $((2 * answered)) ]; then
 			dropped=$((dropped + 1))
@@ -224,13 +242,18 @@ part_noreader() {
 			all+=" (dropped $d of 2 x $answered)"
 		fi
 	done
-	echo "       $(grep -m1 'model name' /proc/cpuinfo | sed 's/.*: //'), socket mode, dnsperf -c 4 -q 500 -l 3, three rounds each (QPS):$all"
+	echo "       $(grep -m1 'model name' /proc/cpuinfo | sed 's/.*: //'), socket mode, dnsperf -c 4 -Q 20000 -l 3, three rounds each (sent/answered/agent CPU ns per answer):$all"
 	median=$(echo "$ratios" | tr ' ' '\n' | sed '/^$/d' | sort -n | sed -n 2p)
-	echo "       each round with / without:$ratios (median $median)"
-	if awk -v m="${median:-0}" 'BEGIN { exit !(m >= 0.8) }'; then
-		ok "noreader: the agent answers as fast (with / without dnstap, median of 3 rounds: $median)"
+	echo "       each round's CPU per answer with / without:$ratios (median $median)"
+	if awk -v m="${median:-99}" 'BEGIN { exit !(m <= 1.25) }'; then
+		ok "noreader: dnstap with no reader costs the agent little (CPU per answer with / without, median of 3 rounds: $median, at most 1.25)"
 	else
-		bad "noreader: answered rate with dnstap and no reader" "$all"
+		bad "noreader: CPU per answer with dnstap and no reader" "$all"
+	fi
+	if [ "$lost" = 0 ]; then
+		ok "noreader: every round answered at least 99% of 20,000 QPS, with and without dnstap"
+	else
+		bad "noreader: answered at 20,000 QPS" "$all"
 	fi
 	if [ "$dropped" = 3 ]; then
 		ok "noreader: the drops are counted (two per query answered, every round)"
