@@ -209,7 +209,8 @@ static void tap_client(struct agent *ag, enum ndc_dnstap_type type,
 	struct ndc_ip ip;
 	uint16_t port = 0;
 
-	if (ndc_dnstap_drop_unread(ag->obs.tap) || !peer_ip(peer, &ip, &port))
+	/* no address, no event (as before the reader's check); no reader, no pod look-up */
+	if (!peer_ip(peer, &ip, &port) || ndc_dnstap_drop_unread(ag->obs.tap))
 		return;
 	ev.family = ip.family;
 	ev.query_addr = ip.addr;
@@ -287,7 +288,7 @@ static void fwd_tap(void *arg, bool response, bool tcp, const struct sockaddr_st
 	struct ndc_ip ip;
 	uint16_t port = 0;
 
-	if (ndc_dnstap_drop_unread(ag->obs.tap) || !peer_ip(up, &ip, &port))
+	if (!peer_ip(up, &ip, &port) || ndc_dnstap_drop_unread(ag->obs.tap))
 		return;
 	ev.family = ip.family;
 	ev.response_addr = ip.addr;
