@@ -363,10 +363,8 @@ int ndc_dnstap_log(struct ndc_dnstap *d, const struct ndc_dnstap_event *ev)
 	if (!d || !ev)
 		return -EINVAL;
 	/* no reader: one load and one counter, the cheapest path an absent reader can cost */
-	if (!atomic_load_explicit(&d->connected, memory_order_relaxed)) {
-		atomic_fetch_add_explicit(&d->dropped_no_reader, 1, memory_order_relaxed);
+	if (ndc_dnstap_drop_unread(d))
 		return -ENOTCONN;
-	}
 	err = ndc_dnstap_ring_push(&d->ring, ev);
 	if (err == -ENOBUFS)
 		atomic_fetch_add_explicit(&d->dropped_full, 1, memory_order_relaxed);
