@@ -63,6 +63,15 @@
 #   --saturation      also the saturation run (issue 35): per server, the highest kxdpgun load
 #                     (no prober) of which it answers at least 99%, its program on CPU 0
 #                     (tests/bench/latency_bench.sh: saturation block)
+#   --cost-pairs N    instead of the runs above, the paired cost (issue 35): each of ndcache-tc
+#                     and ndcache-xdp in --servers (default both) and its floor that answers
+#                     (answer-reflector, answer-reflector-xdp) loaded at once on the two pods' veths, and a kxdpgun
+#                     in each pod sending the hot set at --cost-rate at the same time, N rounds
+#                     (3..50) of --duration s, the server on the pod's veth for the first half and
+#                     on the prober's for the rest; first a control pair, the floor on both veths
+#                     (what the veths differ by). Per round the two programs' ns per packet and
+#                     their ratio; per placement the median; their geometric mean is the figure
+#                     (the pairs block below). OUT/pairs.txt.
 #   --saturation-names LIST  the name sets of the saturation run, comma-separated: hot (the hot
 #                     set, where the answer reflector is the floor) and all (every name, a table
 #                     load each); default hot,all. kernel.bpf_stats_enabled is 0 during it, as on a
@@ -113,6 +122,7 @@ build="$root/build-lat"
 out=""
 saturation=0
 profile=0
+cost_pairs=0
 sat_names=hot,all
 sat_steps=6 # loads tried per server in the saturation run (saturation block)
 all_servers=(reflector reflector-xdp reflector-load reflector-load-xdp answer-reflector
@@ -154,6 +164,7 @@ while [ $# -gt 0 ]; do
 	--loads) loads=$2 ;;
 	--probe-rate) probe_rate=$2 ;;
 	--cost-rate) cost_rate=$2 ;;
+	--cost-pairs) cost_pairs=$2 ;;
 	--saturation-names) sat_names=$2 ;;
 	--hot) hot=$2 ;;
 	--services) services=$2 ;;
@@ -176,6 +187,8 @@ in_range "$repeats" 20 || die "--repeats: 1..20"
 [[ $loads =~ ^(sat|[0-9]+)(,(sat|[0-9]+))*$ ]] || die "--loads: e.g. 0,100000,250000,sat"
 in_range "$probe_rate" 100000 || die "--probe-rate: 1..100000"
 in_range "$cost_rate" 5000000 || die "--cost-rate: 1..5000000"
+{ is_uint0 "$cost_pairs" && [ "$cost_pairs" -le 50 ] && [ "$cost_pairs" != 1 ] &&
+	[ "$cost_pairs" != 2 ]; } || die "--cost-pairs: 3..50 rounds"
 in_range "$hot" 1000 || die "--hot: 1..1000"
 is_uint "$services" || die "--services: a positive integer"
 [ -z "$table_size" ] || { in_range "$table_size" 16777216 && [ "$table_size" -ge 1024 ]; } ||
@@ -191,6 +204,13 @@ if [ -n "$servers_opt" ]; then
 	done
 else
 	servers=("${default_servers[@]}")
+fi
+if [ "$cost_pairs" -gt 0 ]; then
+	[ -n "$servers_opt" ] || servers=(ndcache-tc ndcache-xdp)
+	for s in "${servers[@]}"; do
+		case "$s" in ndcache-tc | ndcache-xdp) ;;
+		*) die "--cost-pairs: --servers ndcache-tc, ndcache-xdp or both (not $s)" ;; esac
+	done
 fi
 IFS=, read -r -a load_list <<<"$loads"
 [[ $sat_names =~ ^(hot|all)(,(hot|all))?$ ]] || die "--saturation-names: hot, all or hot,all"
@@ -325,7 +345,9 @@ cpu_snap() {
 		END { print busy["cpu0"], tot["cpu0"], sirq["cpu0"], busy["cpu1"], tot["cpu1"],
 		      sirq["cpu1"], srv }' /proc/stat
 }
-progs_snap() { in_node bpftool -j net show dev eth-pod 2>/dev/null | report progs; }
+# iface_progs IFACE: the programs on the node's IFACE and their run counts (report progs)
+iface_progs() { in_node bpftool -j net show dev "$1" 2>/dev/null | report progs; }
+progs_snap() { iface_progs eth-pod; }
 # --clients, --base-clients: SERVER's per-client counting as asked, in every program of it on
 # eth-pod (they share one config)
 observe_set() {
@@ -610,6 +632,140 @@ session() {
 	server_stop "$s"
 	[[ $s == *reflector* ]] || cp "$work/$s.log" "$out/logs/$s.$rep.log"
 }
+
+# --- Paired cost (issue 35, --cost-pairs): a server and its floor loaded at the same time, on
+# two veths alike (the pod's, eth-pod, and the prober's, eth-probe, each to its own netns), and
+# measured at the same time: a kxdpgun in each pod, both on CPU 1, sends the same hot set at the
+# same rate, and both programs' run counts are read at the same moments. So the two figures of a
+# round share whatever else the host ran meanwhile: on this shared host the floor's own figure
+# moved 93-142 ns between the repeats of one run (docs/bench/FASTPATH.md, session 25) and 82-123
+# ns between rounds seconds apart, more than the gap it was to judge. The control pair (the floor
+# on both) says what the two veths and pods differ by; the server is on each veth for half of its
+# rounds (pair_session). ---
+# pair_cell PAIR ROUND POD_SERVER PROBE_SERVER HOOK: one round: kxdpgun on CPU 1 in each pod (source
+# its address, to the node's MAC of its veth) at --cost-rate over the hot set; one JSON line
+# "pair" per side to the results (the program at HOOK of the node's veth: ns per packet over the
+# window; kxdpgun's counts)
+pair_cell() {
+	local kxt p0 q0 p1 q1 rc pid_pod pid_probe line side
+	kxt=$((duration + kx_lead + kx_tail))
+	in_pod ip link set dev eth0 xdp off 2>/dev/null
+	ip netns exec "$NS_PROBE" ip link set dev eth0 xdp off 2>/dev/null
+	ip netns exec "$NS_POD" taskset -c 1 kxdpgun -t "$kxt" -Q "$cost_rate" -F 1 -I eth0 \
+		-l "$POD_ADDR" -R "$node_mac" -i "$work/hot.txt" "$NODE_LOCAL" >"$work/kx-pod.txt" 2>&1 &
+	pid_pod=$!
+	ip netns exec "$NS_PROBE" taskset -c 1 kxdpgun -t "$kxt" -Q "$cost_rate" -F 1 -I eth0 \
+		-l "$PROBE_ADDR" -R "$probe_mac" -i "$work/hot.txt" "$NODE_LOCAL" \
+		>"$work/kx-probe.txt" 2>&1 &
+	pid_probe=$!
+	sleep "$kx_lead"
+	kill -0 "$pid_pod" 2>/dev/null ||
+		die "$1: the pod's kxdpgun exited at start: $(tail -3 "$work/kx-pod.txt")"
+	kill -0 "$pid_probe" 2>/dev/null ||
+		die "$1: the prober pod's kxdpgun exited at start: $(tail -3 "$work/kx-probe.txt")"
+	p0=$(iface_progs eth-pod)
+	q0=$(iface_progs eth-probe)
+	sleep "$duration"
+	p1=$(iface_progs eth-pod)
+	q1=$(iface_progs eth-probe)
+	for side in pod probe; do
+		wait_pid "$([ $side = pod ] && echo "$pid_pod" || echo "$pid_probe")" $((kxt + 60)) \
+			"kxdpgun ($side)"
+		rc=$?
+		[ $rc = 0 ] ||
+			die "$1: the $side's kxdpgun failed (exit $rc): $(tail -5 "$work/kx-$side.txt")"
+	done
+	in_pod ip link set dev eth0 xdp off 2>/dev/null
+	ip netns exec "$NS_PROBE" ip link set dev eth0 xdp off 2>/dev/null
+	line=$(report paircell --pair "$1" --round "$2" --side pod --server "$3" --iface eth-pod \
+		--hook "$5" --progs "$p0" "$p1" --kx "$work/kx-pod.txt") ||
+		die "$1: cannot read round $2's cell on eth-pod"
+	echo "$line" >>"$results"
+	line=$(report paircell --pair "$1" --round "$2" --side probe --server "$4" --iface eth-probe \
+		--hook "$5" --progs "$q0" "$q1" --kx "$work/kx-probe.txt") ||
+		die "$1: cannot read round $2's cell on eth-probe"
+	echo "$line" >>"$results"
+}
+# pair_rounds PAIR HOOK POD_SERVER PROBE_SERVER FIRST LAST: rounds FIRST to LAST
+pair_rounds() {
+	local r
+	for ((r = $5; r <= $6; r++)); do
+		pair_cell "$1" "$r" "$3" "$4" "$2"
+	done
+}
+# pair_floor IFACE on|off FLOOR: the floor's program on the node's IFACE (tc ingress or XDP), or off
+pair_floor() {
+	if [ "$2" = off ]; then
+		in_node tc qdisc del dev "$1" clsact 2>/dev/null
+		in_node ip link set dev "$1" xdp off 2>/dev/null
+		return 0
+	fi
+	case "$3" in
+	*-xdp) in_node ip link set dev "$1" xdp obj "$answer_reflector" sec xdp ;;
+	*) in_node tc qdisc add dev "$1" clsact &&
+		in_node tc filter add dev "$1" ingress bpf da obj "$answer_reflector" sec tc ;;
+	esac || die "cannot attach $answer_reflector ($3) to $1"
+}
+# pair_session SERVER: the control pair (its floor on both veths), then SERVER against its floor:
+# the first half of the rounds with SERVER on eth-pod and the floor on eth-probe, the rest the
+# other way round, so that what the veths differ by (the control's ratio) weighs on each side
+# alike.
+pair_session() {
+	local s=$1 floor=answer-reflector hook=ingress kind=tc half=$(((cost_pairs + 1) / 2))
+	case "$s" in *-xdp) floor=answer-reflector-xdp hook=xdp kind=xdp ;; esac
+	# the prober's pod takes no probes here: no XDP on its eth0 but kxdpgun's own while it runs
+	ip netns exec "$NS_PROBE" ip link set dev eth0 xdp off 2>/dev/null
+	BENCH_IFACES=eth-pod
+	say "pairs: control, $floor on both veths"
+	server_start "$floor" kx || die "$floor did not start: $START_ERR"
+	pair_floor eth-probe on "$floor"
+	pair_rounds "control-$kind" "$hook" "$floor" "$floor" 1 "$cost_pairs"
+	server_stop "$floor"
+	pair_floor eth-probe off
+	say "pairs: $s on eth-pod, $floor on eth-probe (rounds 1-$half)"
+	pass_on # for check_answers: an XDP server's replies (XDP_TX) reach the pod's eth0 with it
+	if ! server_start "$s" kx; then
+		server_stop "$s"
+		die "$s did not start: $START_ERR"
+	fi
+	if ! check_answers "$s"; then
+		server_stop "$s"
+		die "$s: no answer from the pod (dig from $POD_ADDR timed out)"
+	fi
+	pair_floor eth-probe on "$floor"
+	pair_rounds "$s" "$hook" "$s" "$floor" 1 "$half"
+	server_stop "$s"
+	pair_floor eth-probe off
+	# the other way round: the agent on the prober's veth only (its answers there are what
+	# kxdpgun counts: under 99% answered is reported against the round)
+	say "pairs: $s on eth-probe, $floor on eth-pod (rounds $((half + 1))-$cost_pairs)"
+	BENCH_IFACES=eth-probe
+	if ! server_start "$s" kx; then
+		server_stop "$s"
+		die "$s did not start on eth-probe: $START_ERR"
+	fi
+	pair_floor eth-pod on "$floor"
+	pair_rounds "$s" "$hook" "$floor" "$s" $((half + 1)) "$cost_pairs"
+	server_stop "$s"
+	pair_floor eth-pod off
+	BENCH_IFACES="eth-pod eth-probe"
+	say "$s: $cost_pairs rounds done"
+}
+if [ "$cost_pairs" -gt 0 ]; then
+	probe_mac=$(in_node cat /sys/class/net/eth-probe/address) || die "no eth-probe in the node netns"
+	started=$(date -u +%Y-%m-%dT%H:%M:%SZ)
+	cpu_model=$(lscpu 2>/dev/null | sed -n 's/^Model name: *//p' | head -1)
+	say "pairs: ${servers[*]}, $cost_pairs rounds of ${duration}s at $cost_rate QPS each; about" \
+		"$((${#servers[@]} * (20 + 2 * cost_pairs * (duration + kx_lead + kx_tail + 2)) / 60 + 1)) min"
+	for s in "${servers[@]}"; do
+		pair_session "$s"
+	done
+	report pairs --results "$results" --out "$out" --date "$started" \
+		--machine "$(nproc) CPUs ($cpu_model), kernel $(uname -r)" --command "$cmdline" \
+		--rate "$cost_rate" --duration "$duration" --hot "$hot" || die "the pairs report failed"
+	exit 0
+fi
+# --- end of the pairs block ---
 
 started=$(date -u +%Y-%m-%dT%H:%M:%SZ)
 load_before=$(cut -d' ' -f1-3 /proc/loadavg)

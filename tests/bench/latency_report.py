@@ -12,6 +12,15 @@ Subcommands, each used by latency_bench.sh:
         one measurement -> one JSON object: kxdpgun's counts, the prober's summary, each
         program's ns per packet over the window, and the CPU time (server process, softirq of
         both CPUs) per answered query.
+  paircell --pair P --round N --side pod|probe --server S --iface I --hook H --progs BEFORE
+       AFTER --kx FILE
+        one cell of the paired cost run (--cost-pairs) -> one JSON object "pair": the program at
+        hook H of the node's veth I, its ns per packet over the window, and kxdpgun's counts.
+  pairs --results FILE.jsonl --out DIR --date D --machine M --command C --rate Q --duration S
+        --hot N
+        the paired cost's table on stdout and in DIR/pairs.txt: per pair and round the server's
+        ns per packet and its floor's, their ratio; per placement (the veth the server was on)
+        the median ratio, their geometric mean, and issue 35's verdict.
   field RESULTS SERVER REPEAT LABEL DOTTED.KEY
         prints one number of a measurement (an integer), e.g. kx.replies_per_s.
   report --results FILE.jsonl --meta FILE.json --out DIR
@@ -218,6 +227,100 @@ def load_results(path):
             if line:
                 rows.append(json.loads(line))
     return rows
+
+
+# --- pairs ---------------------------------------------------------------------------------
+
+
+def cmd_paircell(a):
+    kx = parse_kx(a.kx)
+    p0, p1 = json.loads(a.progs[0]), json.loads(a.progs[1])
+    before, after = p0.get(a.hook), p1.get(a.hook)
+    runs = ns = 0
+    if before and after and before["id"] == after["id"]:
+        runs = after["run_cnt"] - before["run_cnt"]
+        ns = after["run_time_ns"] - before["run_time_ns"]
+    print(json.dumps({"kind": "pair", "pair": a.pair, "round": int(a.round), "side": a.side,
+                      "server": a.server, "iface": a.iface, "hook": a.hook,
+                      "prog": after["name"] if after else None, "runs": runs,
+                      "ns_pkt": round(ns / runs, 1) if runs > 0 else None, "kx": kx},
+                     sort_keys=True))
+    return 0
+
+
+def cmd_pairs(a):
+    rows = [r for r in load_results(a.results) if r.get("kind") == "pair"]
+    if not rows:
+        die("no pair cells in %s" % a.results)
+    lines = ["Paired cost (issue 35): ns per packet of each program on the hot set (%s names), "
+             "a kxdpgun in each pod at %s QPS at the same time, %s s a round"
+             % (a.hot, a.rate, a.duration),
+             "date: %s; machine: %s" % (a.date, a.machine), "command: %s" % a.command, ""]
+    verdicts = []
+    for pair in dict.fromkeys(r["pair"] for r in rows):
+        control = pair.startswith("control")
+        cells = {(r["round"], r["side"]): r for r in rows if r["pair"] == pair}
+        # the server's cell: the pair's own name (the control: the pod's veth), the other the floor
+        by_place = {}
+        for n in sorted({k[0] for k in cells}):
+            pod, probe = cells.get((n, "pod")), cells.get((n, "probe"))
+            if not pod or not probe:
+                lines.append("  round %2d: a side is missing" % n)
+                continue
+            srv, flo = (pod, probe) if control or pod["server"] == pair else (probe, pod)
+            x, y = srv.get("ns_pkt"), flo.get("ns_pkt")
+            pct = [(c.get("kx") or {}).get("answered_pct") for c in (srv, flo)]
+            place = by_place.setdefault(srv["iface"], {"server": srv["server"],
+                                                        "floor": flo["server"],
+                                                        "floor_iface": flo["iface"],
+                                                        "rows": [], "ratios": [], "short": []})
+            ratio = round(x / y, 3) if x and y else None
+            if ratio is not None:
+                place["ratios"].append(ratio)
+            if any(p is None or p < 99.0 for p in pct):
+                place["short"].append(n)
+            place["rows"].append("  round %2d: %8s ns / %8s ns = %6s   answered %s%% / %s%%"
+                                 % (n, x, y, ratio, pct[0], pct[1]))
+        meds = []
+        short = []
+        for iface, place in by_place.items():
+            lines.append("%s: %s on %s / %s on %s" % (pair, place["server"], iface,
+                                                      place["floor"], place["floor_iface"]))
+            lines += place["rows"]
+            short += place["short"]
+            if place["ratios"]:
+                med = statistics.median(place["ratios"])
+                meds.append(med)
+                lines.append("  per-round ratio median %.3f (min %.3f, max %.3f, %d rounds)"
+                             % (med, min(place["ratios"]), max(place["ratios"]),
+                                len(place["ratios"])))
+            if place["short"]:
+                lines.append("  rounds where a side answered under 99%% of what was sent: %s"
+                             % ", ".join(str(n) for n in place["short"]))
+        if not meds:
+            lines.append("  no round measured both sides")
+            lines.append("")
+            continue
+        # each placement's median, their geometric mean: what one veth adds to a side is
+        # divided out when the server has had each veth for half of the rounds
+        fig = math.exp(sum(math.log(m) for m in meds) / len(meds))
+        if control:
+            lines.append("  what the veths differ by (eth-pod over eth-probe, the same program): "
+                         "%.3f" % fig)
+        else:
+            lines.append("  %s over the floor, geometric mean of the %d placements' medians: "
+                         "%.3f" % (pair, len(meds), fig))
+            state = "met" if fig <= TARGET35_COST and not short and len(meds) == 2 else "MISSED"
+            verdicts.append("issue 35: %s on the hot set <= %.1fx the answer reflector's "
+                            "(paired, both placements): %.3f, %s" % (pair, TARGET35_COST, fig,
+                                                                     state))
+        lines.append("")
+    lines += verdicts
+    text = "\n".join(lines) + "\n"
+    sys.stdout.write(text)
+    with open(os.path.join(a.out, "pairs.txt"), "w", encoding="utf-8") as f:
+        f.write(text)
+    return 0
 
 
 def cmd_field(a):
@@ -729,6 +832,14 @@ def main():
     c.add_argument("--qps", type=int, required=True)
     for k in ("--progs", "--cpu", "--window"):
         c.add_argument(k, nargs=2, required=True)
+    pc = sub.add_parser("paircell")
+    for k in ("--pair", "--round", "--side", "--server", "--iface", "--hook", "--kx"):
+        pc.add_argument(k, required=True)
+    pc.add_argument("--progs", nargs=2, required=True)
+    ps = sub.add_parser("pairs")
+    for k in ("--results", "--out", "--date", "--machine", "--command", "--rate", "--duration",
+              "--hot"):
+        ps.add_argument(k, required=True)
     f = sub.add_parser("field")
     for k in ("results", "server", "repeat", "label", "key"):
         f.add_argument(k)
@@ -736,7 +847,8 @@ def main():
     for k in ("--results", "--meta", "--out"):
         r.add_argument(k, required=True)
     a = ap.parse_args()
-    return {"progs": cmd_progs, "cell": cmd_cell, "field": cmd_field,
+    return {"progs": cmd_progs, "cell": cmd_cell, "paircell": cmd_paircell,
+            "pairs": cmd_pairs, "field": cmd_field,
             "report": cmd_report}[a.cmd](a)
 
 
