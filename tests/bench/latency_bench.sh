@@ -63,15 +63,16 @@
 #   --saturation      also the saturation run (issue 35): per server, the highest kxdpgun load
 #                     (no prober) of which it answers at least 99%, its program on CPU 0
 #                     (tests/bench/latency_bench.sh: saturation block)
-#   --cost-pairs N    instead of the runs above, the paired cost (issue 35): each of ndcache-tc
-#                     and ndcache-xdp in --servers (default both) and its floor that answers
-#                     (answer-reflector, answer-reflector-xdp) loaded at once on the two pods' veths, and a kxdpgun
-#                     in each pod sending the hot set at --cost-rate at the same time, N rounds
-#                     (3..50) of --duration s, the server on the pod's veth for the first half and
-#                     on the prober's for the rest; first a control pair, the floor on both veths
-#                     (what the veths differ by). Per round the two programs' ns per packet and
-#                     their ratio; per placement the median; their geometric mean is the figure
-#                     (the pairs block below). OUT/pairs.txt.
+#   --cost-pairs N    instead of the runs above, the paired cost (issue 35): each server of
+#                     ndcache-tc, ndcache-xdp, base-tc, base-xdp in --servers (default ndcache-tc,
+#                     ndcache-xdp; base-* compare two builds with --base-build) and its floor that
+#                     answers (answer-reflector, answer-reflector-xdp) loaded at once on the two
+#                     pods' veths, a kxdpgun in each pod sending the hot set at --cost-rate at the
+#                     same time, N rounds (3..50) of --duration s, the server on the pod's veth for
+#                     the first half and on the prober's for the rest; first a control pair per
+#                     kind, the floor on both veths (what the veths differ by). Per round the two
+#                     programs' ns per packet and their ratio; per placement the median; their
+#                     geometric mean is the figure (the pairs block below). OUT/pairs.txt.
 #   --saturation-names LIST  the name sets of the saturation run, comma-separated: hot (the hot
 #                     set, where the answer reflector is the floor) and all (every name, a table
 #                     load each); default hot,all. kernel.bpf_stats_enabled is 0 during it, as on a
@@ -208,8 +209,9 @@ fi
 if [ "$cost_pairs" -gt 0 ]; then
 	[ -n "$servers_opt" ] || servers=(ndcache-tc ndcache-xdp)
 	for s in "${servers[@]}"; do
-		case "$s" in ndcache-tc | ndcache-xdp) ;;
-		*) die "--cost-pairs: --servers ndcache-tc, ndcache-xdp or both (not $s)" ;; esac
+		case "$s" in ndcache-tc | ndcache-xdp | base-tc | base-xdp) ;;
+		*) die "--cost-pairs: --servers of ndcache-tc, ndcache-xdp, base-tc, base-xdp (not $s)" ;;
+		esac
 	done
 fi
 IFS=, read -r -a load_list <<<"$loads"
@@ -348,8 +350,8 @@ cpu_snap() {
 # iface_progs IFACE: the programs on the node's IFACE and their run counts (report progs)
 iface_progs() { in_node bpftool -j net show dev "$1" 2>/dev/null | report progs; }
 progs_snap() { iface_progs eth-pod; }
-# --clients, --base-clients: SERVER's per-client counting as asked, in every program of it on
-# eth-pod (they share one config)
+# observe_set SERVER [IFACE]: --clients, --base-clients: SERVER's per-client counting as asked,
+# in every program of it on the node's IFACE (default eth-pod; they share one config)
 observe_set() {
 	local setting=$clients id n=0
 	case "$1" in
@@ -358,7 +360,7 @@ observe_set() {
 	*) return 0 ;;
 	esac
 	[ -n "$setting" ] || return 0
-	for id in $(progs_snap | python3 -c 'import json, sys
+	for id in $(iface_progs "${2:-eth-pod}" | python3 -c 'import json, sys
 print(" ".join(str(p["id"]) for p in json.load(sys.stdin).values() if p["name"].startswith("ndc_")))'); do
 		"$fp_observe" "$id" "$setting" >>"$out/fp_observe.log" || return 1
 		n=$((n + 1))
@@ -706,7 +708,9 @@ pair_floor() {
 		in_node tc filter add dev "$1" ingress bpf da obj "$answer_reflector" sec tc ;;
 	esac || die "cannot attach $answer_reflector ($3) to $1"
 }
-# pair_session SERVER: the control pair (its floor on both veths), then SERVER against its floor:
+pair_controls="" # the kinds (tc, xdp) whose control pair ran
+# pair_session SERVER: the control pair (its floor on both veths, once per kind), then SERVER
+# against its floor:
 # the first half of the rounds with SERVER on eth-pod and the floor on eth-probe, the rest the
 # other way round, so that what the veths differ by (the control's ratio) weighs on each side
 # alike.
@@ -716,21 +720,24 @@ pair_session() {
 	# the prober's pod takes no probes here: no XDP on its eth0 but kxdpgun's own while it runs
 	ip netns exec "$NS_PROBE" ip link set dev eth0 xdp off 2>/dev/null
 	BENCH_IFACES=eth-pod
-	say "pairs: control, $floor on both veths"
-	server_start "$floor" kx || die "$floor did not start: $START_ERR"
-	pair_floor eth-probe on "$floor"
-	pair_rounds "control-$kind" "$hook" "$floor" "$floor" 1 "$cost_pairs"
-	server_stop "$floor"
-	pair_floor eth-probe off
+	if [[ " $pair_controls " != *" $kind "* ]]; then
+		say "pairs: control, $floor on both veths"
+		server_start "$floor" kx || die "$floor did not start: $START_ERR"
+		pair_floor eth-probe on "$floor"
+		pair_rounds "control-$kind" "$hook" "$floor" "$floor" 1 "$cost_pairs"
+		server_stop "$floor"
+		pair_floor eth-probe off
+		pair_controls+=" $kind"
+	fi
 	say "pairs: $s on eth-pod, $floor on eth-probe (rounds 1-$half)"
 	pass_on # for check_answers: an XDP server's replies (XDP_TX) reach the pod's eth0 with it
 	if ! server_start "$s" kx; then
 		server_stop "$s"
 		die "$s did not start: $START_ERR"
 	fi
-	if ! check_answers "$s"; then
+	if ! observe_set "$s" eth-pod || ! check_answers "$s"; then
 		server_stop "$s"
-		die "$s: no answer from the pod (dig from $POD_ADDR timed out)"
+		die "$s: no answer from the pod, or its per-client counting not set (--clients)"
 	fi
 	pair_floor eth-probe on "$floor"
 	pair_rounds "$s" "$hook" "$s" "$floor" 1 "$half"
@@ -740,9 +747,9 @@ pair_session() {
 	# kxdpgun counts: under 99% answered is reported against the round)
 	say "pairs: $s on eth-probe, $floor on eth-pod (rounds $((half + 1))-$cost_pairs)"
 	BENCH_IFACES=eth-probe
-	if ! server_start "$s" kx; then
+	if ! server_start "$s" kx || ! observe_set "$s" eth-probe; then
 		server_stop "$s"
-		die "$s did not start on eth-probe: $START_ERR"
+		die "$s did not start on eth-probe ($START_ERR), or its per-client counting not set"
 	fi
 	pair_floor eth-pod on "$floor"
 	pair_rounds "$s" "$hook" "$floor" "$s" $((half + 1)) "$cost_pairs"
