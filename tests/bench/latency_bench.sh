@@ -708,12 +708,22 @@ pair_floor() {
 		in_node tc filter add dev "$1" ingress bpf da obj "$answer_reflector" sec tc ;;
 	esac || die "cannot attach $answer_reflector ($3) to $1"
 }
+# pair_kernel SERVER IFACE: what the agent's kernel path answered so far (its metric), one JSON line
+# "pairkernel" to the results: the report wants it at least 99% of what kxdpgun sent the server on
+# IFACE, so that a server whose program passed the queries up (a pass costs less than an answer)
+# is not taken for a fast one
+pair_kernel() {
+	local n
+	n=$(in_node curl -s --max-time 5 http://127.0.0.1:9254/metrics 2>/dev/null |
+		awk '$1 == "ndcache_kernel_answers_total{kind=\"answer\"}" { print $2 }')
+	echo "{\"kind\": \"pairkernel\", \"pair\": \"$1\", \"iface\": \"$2\", \"answers\": ${n:-null}}" \
+		>>"$results"
+}
 pair_controls="" # the kinds (tc, xdp) whose control pair ran
 # pair_session SERVER: the control pair (its floor on both veths, once per kind), then SERVER
-# against its floor:
-# the first half of the rounds with SERVER on eth-pod and the floor on eth-probe, the rest the
-# other way round, so that what the veths differ by (the control's ratio) weighs on each side
-# alike.
+# against its floor: the first half of the rounds with SERVER on eth-pod and the floor on
+# eth-probe, the rest the other way round, so that what the veths differ by (the control's ratio)
+# weighs on each side alike.
 pair_session() {
 	local s=$1 floor=answer-reflector hook=ingress kind=tc half=$(((cost_pairs + 1) / 2))
 	case "$s" in *-xdp) floor=answer-reflector-xdp hook=xdp kind=xdp ;; esac
@@ -741,6 +751,7 @@ pair_session() {
 	fi
 	pair_floor eth-probe on "$floor"
 	pair_rounds "$s" "$hook" "$s" "$floor" 1 "$half"
+	pair_kernel "$s" eth-pod
 	server_stop "$s"
 	pair_floor eth-probe off
 	# the other way round: the agent on the prober's veth only (its answers there are what
@@ -753,6 +764,7 @@ pair_session() {
 	fi
 	pair_floor eth-pod on "$floor"
 	pair_rounds "$s" "$hook" "$floor" "$s" $((half + 1)) "$cost_pairs"
+	pair_kernel "$s" eth-probe
 	server_stop "$s"
 	pair_floor eth-pod off
 	BENCH_IFACES="eth-pod eth-probe"
