@@ -65,8 +65,9 @@
 #                     (tests/bench/latency_bench.sh: saturation block)
 #   --cost-pairs N    instead of the runs above, the paired cost (issue 35): each server of
 #                     ndcache-tc, ndcache-xdp, base-tc, base-xdp in --servers (default ndcache-tc,
-#                     ndcache-xdp; base-* compare two builds with --base-build) and its floor that
-#                     answers (answer-reflector, answer-reflector-xdp) loaded at once on the two
+#                     ndcache-xdp; base-* compare two builds with --base-build; an experiment floor
+#                     answer-reflector-load, -hot4, -hot8, -code64, -code128 (-xdp) reports its
+#                     cost over the floor, no verdict) and its floor that answers (answer-reflector, answer-reflector-xdp) loaded at once on the two
 #                     pods' veths, a kxdpgun in each pod sending the hot set at --cost-rate at the
 #                     same time, N rounds (3..50) of --duration s, the server on the pod's veth for
 #                     the first half and on the prober's for the rest; first a control pair per
@@ -209,9 +210,11 @@ fi
 if [ "$cost_pairs" -gt 0 ]; then
 	[ -n "$servers_opt" ] || servers=(ndcache-tc ndcache-xdp)
 	for s in "${servers[@]}"; do
-		case "$s" in ndcache-tc | ndcache-xdp | base-tc | base-xdp) ;;
-		*) die "--cost-pairs: --servers of ndcache-tc, ndcache-xdp, base-tc, base-xdp (not $s)" ;;
-		esac
+		[[ $s =~ ^(ndcache|base)-(tc|xdp)$ ]] ||
+			[[ $s =~ ^answer-reflector-(load|hot4|hot8|code64|code128)(-xdp)?$ ]] ||
+			die "--cost-pairs: --servers of ndcache-tc, ndcache-xdp, base-tc, base-xdp or an" \
+				"experiment floor answer-reflector-load, -hot4, -hot8, -code64, -code128 (-xdp)" \
+				"(not $s)"
 	done
 fi
 IFS=, read -r -a load_list <<<"$loads"
@@ -394,11 +397,20 @@ print(j["answered"] - j["wrong"], j["wrong"])' "$work/warm.json") ||
 	fi
 	[ "${2:-}" = all ] || return 0
 	pass_off
-	ip netns exec "$NS_POD" taskset -c 1 kxdpgun -t 3 -Q 20000 -F 1 -I eth0 -l "$POD_ADDR" \
-		-R "$node_mac" -i "$work/all.txt" "$NODE_LOCAL" >"$work/kx-warm.txt" 2>&1 ||
+	kx_start "$NS_POD" "$POD_ADDR" "$node_mac" 3 20000 "$work/all.txt" "$work/kx-warm.txt"
+	wait_pid "$KX_PID" 60 "the warm-up's kxdpgun" ||
 		die "$1: the warm-up's kxdpgun failed: $(tail -3 "$work/kx-warm.txt")"
 	in_pod ip link set dev eth0 xdp off 2>/dev/null
 	pass_on
+}
+
+# kx_start NS ADDR MAC SECS QPS LIST OUT: kxdpgun in NS on CPU 1, in the background (its PID in
+# KX_PID): SECS s at QPS of the names in LIST (a query file) from ADDR to the node-local address
+# through the node's MAC, its output to OUT
+kx_start() {
+	ip netns exec "$1" taskset -c 1 kxdpgun -t "$4" -Q "$5" -F 1 -I eth0 -l "$2" -R "$3" \
+		-i "$6" "$NODE_LOCAL" >"$7" 2>&1 &
+	KX_PID=$!
 }
 
 # cell SERVER REPEAT LABEL QPS LIST PROBE: one measurement. kxdpgun sends QPS (0: none) of LIST
@@ -413,9 +425,8 @@ cell() {
 	if [ "$qps" -gt 0 ]; then
 		pass_off
 		kxt=$((duration + kx_lead + kx_tail))
-		ip netns exec "$NS_POD" taskset -c 1 kxdpgun -t "$kxt" -Q "$qps" -F 1 -I eth0 \
-			-l "$POD_ADDR" -R "$node_mac" -i "$work/$list.txt" "$NODE_LOCAL" >"$kxf" 2>&1 &
-		GEN_PID=$!
+		kx_start "$NS_POD" "$POD_ADDR" "$node_mac" "$kxt" "$qps" "$work/$list.txt" "$kxf"
+		GEN_PID=$KX_PID
 		sleep "$kx_lead"
 		kill -0 "$GEN_PID" 2>/dev/null || die "$s: kxdpgun exited at start: $(tail -3 "$kxf")"
 	else
@@ -653,13 +664,12 @@ pair_cell() {
 	kxt=$((duration + kx_lead + kx_tail))
 	in_pod ip link set dev eth0 xdp off 2>/dev/null
 	ip netns exec "$NS_PROBE" ip link set dev eth0 xdp off 2>/dev/null
-	ip netns exec "$NS_POD" taskset -c 1 kxdpgun -t "$kxt" -Q "$cost_rate" -F 1 -I eth0 \
-		-l "$POD_ADDR" -R "$node_mac" -i "$work/hot.txt" "$NODE_LOCAL" >"$work/kx-pod.txt" 2>&1 &
-	pid_pod=$!
-	ip netns exec "$NS_PROBE" taskset -c 1 kxdpgun -t "$kxt" -Q "$cost_rate" -F 1 -I eth0 \
-		-l "$PROBE_ADDR" -R "$probe_mac" -i "$work/hot.txt" "$NODE_LOCAL" \
-		>"$work/kx-probe.txt" 2>&1 &
-	pid_probe=$!
+	kx_start "$NS_POD" "$POD_ADDR" "$node_mac" "$kxt" "$cost_rate" "$work/hot.txt" \
+		"$work/kx-pod.txt"
+	pid_pod=$KX_PID
+	kx_start "$NS_PROBE" "$PROBE_ADDR" "$probe_mac" "$kxt" "$cost_rate" "$work/hot.txt" \
+		"$work/kx-probe.txt"
+	pid_probe=$KX_PID
 	sleep "$kx_lead"
 	kill -0 "$pid_pod" 2>/dev/null ||
 		die "$1: the pod's kxdpgun exited at start: $(tail -3 "$work/kx-pod.txt")"
@@ -745,13 +755,14 @@ pair_session() {
 		server_stop "$s"
 		die "$s did not start: $START_ERR"
 	fi
-	if ! observe_set "$s" eth-pod || ! check_answers "$s"; then
+	# an experiment floor answers every name with its constant: no answer check, no agent
+	if [[ $s != answer-* ]] && { ! observe_set "$s" eth-pod || ! check_answers "$s"; }; then
 		server_stop "$s"
 		die "$s: no answer from the pod, or its per-client counting not set (--clients)"
 	fi
 	pair_floor eth-probe on "$floor"
 	pair_rounds "$s" "$hook" "$s" "$floor" 1 "$half"
-	pair_kernel "$s" eth-pod
+	[[ $s == answer-* ]] || pair_kernel "$s" eth-pod
 	server_stop "$s"
 	pair_floor eth-probe off
 	# the other way round: the agent on the prober's veth only (its answers there are what
@@ -764,7 +775,7 @@ pair_session() {
 	fi
 	pair_floor eth-pod on "$floor"
 	pair_rounds "$s" "$hook" "$floor" "$s" $((half + 1)) "$cost_pairs"
-	pair_kernel "$s" eth-probe
+	[[ $s == answer-* ]] || pair_kernel "$s" eth-probe
 	server_stop "$s"
 	pair_floor eth-pod off
 	BENCH_IFACES="eth-pod eth-probe"
