@@ -37,6 +37,13 @@
  *                                    between two); pin the process to one CPU. Each case's
  *                                    figure is then the median of its runs, not their mean (a
  *                                    cold run's time has a long tail: the host's other tenants)
+ *   NDC_BENCH_COLD_CODE_KIB=N        before every run (and after the above), run N KiB of code
+ *                                    (x86-64 only): a chain of 64-byte blocks, each a jump taken
+ *                                    over the rest of its line, so that every line is fetched and
+ *                                    every block's branch is one more the predictors track: the
+ *                                    run finds its program's code and branch history evicted as
+ *                                    the stack's and the generator's code between two packets
+ *                                    leave them under traffic (not timed; medians, as above)
  */
 #include <errno.h>
 #include <stdbool.h>
@@ -73,6 +80,43 @@ static const uint8_t client4[16] = {169, 254, 1, 2};
 static bool any_verdict;
 static uint8_t *cold;
 static size_t cold_len, cold_stride = 64;
+static void (*cold_code)(void);
+static size_t cold_code_len;
+
+/*
+ * len bytes (a multiple of 64) of code to run before each run: blocks of 64 bytes, each a short
+ * jump to the next block (taken) over int3s never run, the last a return. 0 or a negative errno.
+ */
+static int cold_code_make(size_t len)
+{
+#if defined(__x86_64__)
+	uint8_t *c;
+
+	if (len < 64 || len % 64)
+		return -EINVAL;
+	c = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	if (c == MAP_FAILED)
+		return -errno;
+	memset(c, 0xcc, len); /* int3 */
+	for (size_t b = 0; b + 64 < len; b += 64) {
+		c[b] = 0xeb;	   /* jmp rel8 */
+		c[b + 1] = 64 - 2; /* to the next block */
+	}
+	c[len - 64] = 0xc3; /* ret */
+	if (mprotect(c, len, PROT_READ | PROT_EXEC)) {
+		int err = -errno;
+
+		munmap(c, len);
+		return err;
+	}
+	cold_code = (void (*)(void))(void *)c;
+	cold_code_len = len;
+	return 0;
+#else
+	(void)len;
+	return -EOPNOTSUPP;
+#endif
+}
 
 /* Whether the environment sets name to 1. */
 static bool env_on(const char *name)
@@ -124,9 +168,10 @@ static int measure(int prog_fd, const struct frame *f, size_t nf, uint32_t want,
 {
 	uint8_t out[NDC_PKT_MAX];
 	uint64_t total = 0;
-	uint32_t *each = cold_len ? calloc(runs, sizeof(*each)) : NULL;
+	bool median = cold_len || cold_code;
+	uint32_t *each = median ? calloc(runs, sizeof(*each)) : NULL;
 
-	if (cold_len && !each)
+	if (median && !each)
 		return -ENOMEM;
 
 	for (unsigned int i = 0; i < runs; i++) {
@@ -139,6 +184,8 @@ static int measure(int prog_fd, const struct frame *f, size_t nf, uint32_t want,
 		/* volatile: the writes are what evicts, never elided */
 		for (size_t j = 0; j < cold_len; j += cold_stride)
 			((volatile uint8_t *)cold)[j] = (uint8_t)i;
+		if (cold_code)
+			cold_code();
 		err = bpf_prog_test_run_opts(prog_fd, &o);
 		if (!err && o.retval != want && !any_verdict) {
 			fprintf(stderr, "bench_testrun: verdict %u, expected %u\n", o.retval, want);
@@ -252,6 +299,15 @@ int main(int argc, char **argv)
 		if (cold_len)
 			madvise(cold, cold_len,
 				how && !strcmp(how, "huge") ? MADV_HUGEPAGE : MADV_NOHUGEPAGE);
+	}
+	if (getenv("NDC_BENCH_COLD_CODE_KIB")) {
+		size_t kib = strtoul(getenv("NDC_BENCH_COLD_CODE_KIB"), NULL, 10);
+
+		if (kib && (err = cold_code_make(kib * 1024))) {
+			fprintf(stderr, "bench_testrun: NDC_BENCH_COLD_CODE_KIB: %s\n",
+				strerror(-err));
+			goto out;
+		}
 	}
 	up4->sin_family = AF_INET;
 	up4->sin_port = htons(53);
@@ -407,6 +463,8 @@ out:
 		fprintf(stderr, "bench_testrun: %s\n", strerror(err < 0 ? -err : err));
 	free(many);
 	free(cold);
+	if (cold_code)
+		munmap((void *)cold_code, cold_code_len);
 	free(obj.iov_base);
 	bpf_object__close(aref);
 	ndc_reflector__destroy(refl);

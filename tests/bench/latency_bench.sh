@@ -74,6 +74,10 @@
 #                     kind, the floor on both veths (what the veths differ by). Per round the two
 #                     programs' ns per packet and their ratio; per placement the median; their
 #                     geometric mean is the figure (the pairs block below). OUT/pairs.txt.
+#   --pair-mode M     together (default): both kxdpgun at once, each program beside the other on
+#                     CPU 1; alternate: in each round the pod's kxdpgun alone, then the prober
+#                     pod's alone (the same programs loaded, the idle one not run), so that a
+#                     program's figure is not raised by what its neighbour's run evicts
 #   --saturation-names LIST  the name sets of the saturation run, comma-separated: hot (the hot
 #                     set, where the answer reflector is the floor) and all (every name, a table
 #                     load each); default hot,all. kernel.bpf_stats_enabled is 0 during it, as on a
@@ -125,6 +129,7 @@ out=""
 saturation=0
 profile=0
 cost_pairs=0
+pair_mode=together
 sat_names=hot,all
 sat_steps=6 # loads tried per server in the saturation run (saturation block)
 all_servers=(reflector reflector-xdp reflector-load reflector-load-xdp answer-reflector
@@ -167,6 +172,7 @@ while [ $# -gt 0 ]; do
 	--probe-rate) probe_rate=$2 ;;
 	--cost-rate) cost_rate=$2 ;;
 	--cost-pairs) cost_pairs=$2 ;;
+	--pair-mode) pair_mode=$2 ;;
 	--saturation-names) sat_names=$2 ;;
 	--hot) hot=$2 ;;
 	--services) services=$2 ;;
@@ -191,6 +197,7 @@ in_range "$probe_rate" 100000 || die "--probe-rate: 1..100000"
 in_range "$cost_rate" 5000000 || die "--cost-rate: 1..5000000"
 { is_uint0 "$cost_pairs" && [ "$cost_pairs" -le 50 ] && [ "$cost_pairs" != 1 ] &&
 	[ "$cost_pairs" != 2 ]; } || die "--cost-pairs: 3..50 rounds"
+[[ $pair_mode =~ ^(together|alternate)$ ]] || die "--pair-mode: together or alternate"
 in_range "$hot" 1000 || die "--hot: 1..1000"
 is_uint "$services" || die "--services: a positive integer"
 [ -z "$table_size" ] || { in_range "$table_size" 16777216 && [ "$table_size" -ge 1024 ]; } ||
@@ -660,33 +667,32 @@ session() {
 # "pair" per side to the results (the program at HOOK of the node's veth: ns per packet over the
 # window; kxdpgun's counts)
 pair_cell() {
-	local kxt p0 q0 p1 q1 rc pid_pod pid_probe line side
+	local kxt p0 q0 p1 q1 pid_pod pid_probe line
 	kxt=$((duration + kx_lead + kx_tail))
 	in_pod ip link set dev eth0 xdp off 2>/dev/null
 	ip netns exec "$NS_PROBE" ip link set dev eth0 xdp off 2>/dev/null
-	kx_start "$NS_POD" "$POD_ADDR" "$node_mac" "$kxt" "$cost_rate" "$work/hot.txt" \
-		"$work/kx-pod.txt"
-	pid_pod=$KX_PID
-	kx_start "$NS_PROBE" "$PROBE_ADDR" "$probe_mac" "$kxt" "$cost_rate" "$work/hot.txt" \
-		"$work/kx-probe.txt"
-	pid_probe=$KX_PID
-	sleep "$kx_lead"
-	kill -0 "$pid_pod" 2>/dev/null ||
-		die "$1: the pod's kxdpgun exited at start: $(tail -3 "$work/kx-pod.txt")"
-	kill -0 "$pid_probe" 2>/dev/null ||
-		die "$1: the prober pod's kxdpgun exited at start: $(tail -3 "$work/kx-probe.txt")"
-	p0=$(iface_progs eth-pod)
-	q0=$(iface_progs eth-probe)
-	sleep "$duration"
-	p1=$(iface_progs eth-pod)
-	q1=$(iface_progs eth-probe)
-	for side in pod probe; do
-		wait_pid "$([ $side = pod ] && echo "$pid_pod" || echo "$pid_probe")" $((kxt + 60)) \
-			"kxdpgun ($side)"
-		rc=$?
-		[ $rc = 0 ] ||
-			die "$1: the $side's kxdpgun failed (exit $rc): $(tail -5 "$work/kx-$side.txt")"
-	done
+	if [ "$pair_mode" = alternate ]; then
+		# one side at a time, the pod's first: each window's snapshots bracket its own traffic
+		pair_window "$1" pod "$kxt"
+		p0=$W0 p1=$W1
+		pair_window "$1" probe "$kxt"
+		q0=$W0 q1=$W1
+	else
+		pair_start pod "$kxt"
+		pid_pod=$KX_PID
+		pair_start probe "$kxt"
+		pid_probe=$KX_PID
+		sleep "$kx_lead"
+		pair_alive "$1" pod "$pid_pod"
+		pair_alive "$1" probe "$pid_probe"
+		p0=$(iface_progs eth-pod)
+		q0=$(iface_progs eth-probe)
+		sleep "$duration"
+		p1=$(iface_progs eth-pod)
+		q1=$(iface_progs eth-probe)
+		pair_wait "$1" pod "$pid_pod" "$kxt"
+		pair_wait "$1" probe "$pid_probe" "$kxt"
+	fi
 	in_pod ip link set dev eth0 xdp off 2>/dev/null
 	ip netns exec "$NS_PROBE" ip link set dev eth0 xdp off 2>/dev/null
 	line=$(report paircell --pair "$1" --round "$2" --side pod --server "$3" --iface eth-pod \
@@ -697,6 +703,42 @@ pair_cell() {
 		--hook "$5" --progs "$q0" "$q1" --kx "$work/kx-probe.txt") ||
 		die "$1: cannot read round $2's cell on eth-probe"
 	echo "$line" >>"$results"
+}
+# pair_start pod|probe SECS: that pod's kxdpgun (KX_PID) at --cost-rate over the hot set
+pair_start() {
+	if [ "$1" = pod ]; then
+		kx_start "$NS_POD" "$POD_ADDR" "$node_mac" "$2" "$cost_rate" "$work/hot.txt" \
+			"$work/kx-pod.txt"
+	else
+		kx_start "$NS_PROBE" "$PROBE_ADDR" "$probe_mac" "$2" "$cost_rate" "$work/hot.txt" \
+			"$work/kx-probe.txt"
+	fi
+}
+# pair_alive PAIR pod|probe PID: dies when that kxdpgun has exited already
+pair_alive() {
+	kill -0 "$3" 2>/dev/null || die "$1: the $2 side's kxdpgun exited at start: $(tail -3 \
+		"$work/kx-$2.txt")"
+}
+# pair_wait PAIR pod|probe PID SECS: waits for that kxdpgun's end; dies when it failed
+pair_wait() {
+	local rc
+	wait_pid "$3" $(($4 + 60)) "kxdpgun ($2)"
+	rc=$?
+	[ $rc = 0 ] || die "$1: the $2 side's kxdpgun failed (exit $rc): $(tail -5 "$work/kx-$2.txt")"
+}
+# pair_window PAIR pod|probe SECS: that side's kxdpgun alone; W0, W1: the side's veth's programs
+# before and after its measurement window
+pair_window() {
+	local iface=eth-pod pid
+	[ "$2" = pod ] || iface=eth-probe
+	pair_start "$2" "$3"
+	pid=$KX_PID
+	sleep "$kx_lead"
+	pair_alive "$1" "$2" "$pid"
+	W0=$(iface_progs "$iface")
+	sleep "$duration"
+	W1=$(iface_progs "$iface")
+	pair_wait "$1" "$2" "$pid" "$3"
 }
 # pair_rounds PAIR HOOK POD_SERVER PROBE_SERVER FIRST LAST: rounds FIRST to LAST
 pair_rounds() {
@@ -786,13 +828,15 @@ if [ "$cost_pairs" -gt 0 ]; then
 	started=$(date -u +%Y-%m-%dT%H:%M:%SZ)
 	cpu_model=$(lscpu 2>/dev/null | sed -n 's/^Model name: *//p' | head -1)
 	say "pairs: ${servers[*]}, $cost_pairs rounds of ${duration}s at $cost_rate QPS each; about" \
-		"$((${#servers[@]} * (20 + 2 * cost_pairs * (duration + kx_lead + kx_tail + 2)) / 60 + 1)) min"
+		"$((${#servers[@]} * (20 + 2 * cost_pairs * (duration + kx_lead + kx_tail + 2) *
+			$([ "$pair_mode" = alternate ] && echo 2 || echo 1)) / 60 + 1)) min ($pair_mode)"
 	for s in "${servers[@]}"; do
 		pair_session "$s"
 	done
 	report pairs --results "$results" --out "$out" --date "$started" \
 		--machine "$(nproc) CPUs ($cpu_model), kernel $(uname -r)" --command "$cmdline" \
-		--rate "$cost_rate" --duration "$duration" --hot "$hot" || die "the pairs report failed"
+		--rate "$cost_rate" --duration "$duration" --hot "$hot" --mode "$pair_mode" ||
+		die "the pairs report failed"
 	exit 0
 fi
 # --- end of the pairs block ---

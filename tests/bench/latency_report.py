@@ -17,7 +17,7 @@ Subcommands, each used by latency_bench.sh:
         one cell of the paired cost run (--cost-pairs) -> one JSON object "pair": the program at
         hook H of the node's veth I, its ns per packet over the window, and kxdpgun's counts.
   pairs --results FILE.jsonl --out DIR --date D --machine M --command C --rate Q --duration S
-        --hot N
+        --hot N [--mode together|alternate]
         the paired cost's table on stdout and in DIR/pairs.txt: per pair and round the server's
         ns per packet and its floor's, their ratio; per placement (the veth the server was on)
         the median ratio, their geometric mean, and issue 35's verdict.
@@ -256,8 +256,9 @@ def cmd_pairs(a):
     if not rows:
         die("no pair cells in %s" % a.results)
     lines = ["Paired cost (issue 35): ns per packet of each program on the hot set (%s names), "
-             "a kxdpgun in each pod at %s QPS at the same time, %s s a round"
-             % (a.hot, a.rate, a.duration),
+             "%s at %s QPS, %s s a window"
+             % (a.hot, "a kxdpgun in each pod at the same time" if a.mode == "together" else
+                "each pod's kxdpgun alone in turn (--pair-mode alternate)", a.rate, a.duration),
              "date: %s; machine: %s" % (a.date, a.machine), "command: %s" % a.command, ""]
     verdicts = []
     for pair in dict.fromkeys(r["pair"] for r in rows):
@@ -868,6 +869,7 @@ def main():
     for k in ("--results", "--out", "--date", "--machine", "--command", "--rate", "--duration",
               "--hot"):
         ps.add_argument(k, required=True)
+    ps.add_argument("--mode", choices=("together", "alternate"), default="together")
     f = sub.add_parser("field")
     for k in ("results", "server", "repeat", "label", "key"):
         f.add_argument(k)

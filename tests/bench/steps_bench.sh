@@ -14,7 +14,7 @@
 # memo-off rows of a name outside the memo branch off). Pinned to CPU 1.
 #
 # Usage: tests/bench/steps_bench.sh [--build DIR] [--runs N] [--rounds N] [--clients on|off]
-#                                    [--cold KIB] [--out DIR]
+#                                    [--cold KIB] [--cold-code KIB] [--out DIR]
 #   --build DIR   meson build dir (default build-lat; set up with -Dbpf=enabled if missing)
 #   --clients     per-client counting in every ndcache build (log.clients; default off, as in
 #                 the figures before ABI 11; the agent's default is on)
@@ -23,6 +23,9 @@
 #   --cold KIB    before every run, KIB KiB of memory written (bench_testrun's NDC_BENCH_COLD_KIB):
 #                 each run finds its lines evicted, as a packet does under traffic; the figures
 #                 are then medians of single runs (default 0: warm, means)
+#   --cold-code KIB  before every run, KIB KiB of code run, a taken jump per 64 bytes
+#                 (bench_testrun's NDC_BENCH_COLD_CODE_KIB, x86-64): each run finds its program's
+#                 code lines and branch history evicted; medians of single runs (default 0: off)
 #   --out DIR     results (default BUILD/steps): steps.txt, steps.json, raw.txt
 # Needs root (BPF). Exit 0 when the table was printed.
 set -u
@@ -38,6 +41,7 @@ runs=100000
 rounds=5
 clients=off
 cold=0
+cold_code=0
 out=""
 while [ $# -gt 0 ]; do
 	case "$1" in -h | --help) usage 0 ;; esac
@@ -48,6 +52,7 @@ while [ $# -gt 0 ]; do
 	--rounds) rounds=$2 ;;
 	--clients) clients=$2 ;;
 	--cold) cold=$2 ;;
+	--cold-code) cold_code=$2 ;;
 	--out) out=$2 ;;
 	*) echo "steps_bench: unknown argument '$1'" >&2; usage 2 ;;
 	esac
@@ -56,6 +61,7 @@ done
 { is_uint "$runs" && [ "$runs" -le 10000000 ]; } || die "--runs: 1..10000000"
 { is_uint "$rounds" && [ "$rounds" -le 50 ]; } || die "--rounds: 1..50"
 { is_uint0 "$cold" && [ "$cold" -le 1048576 ]; } || die "--cold: 0..1048576 (KiB)"
+{ is_uint0 "$cold_code" && [ "$cold_code" -le 65536 ]; } || die "--cold-code: 0..65536 (KiB)"
 case "$clients" in on) cl=1 ;; off) cl=0 ;; *) die "--clients: on or off" ;; esac
 [ "$(id -u)" = 0 ] || die "needs root (BPF_PROG_TEST_RUN)"
 case "$build" in /*) ;; *) build="$PWD/$build" ;; esac
@@ -80,7 +86,8 @@ raw="$out/raw.txt"
 one() {
 	local round=$1 row=$2 filter=$3 lines
 	shift 3
-	lines=$(env NDC_BENCH_COLD_KIB="$cold" "$@" taskset -c 1 "$testrun" "$runs" "$filter" 1) ||
+	lines=$(env NDC_BENCH_COLD_KIB="$cold" NDC_BENCH_COLD_CODE_KIB="$cold_code" "$@" \
+		taskset -c 1 "$testrun" "$runs" "$filter" 1) ||
 		die "bench_testrun failed for $row: $lines"
 	while read -r name value; do
 		echo "$round $row $name $value" >>"$raw"
@@ -135,6 +142,8 @@ say("machine: $(nproc) CPUs ($cpu_model), kernel $(uname -r); load average befor
 say("command: $cmdline ($runs runs per build and round, median of $rounds rounds; pinned to CPU 1; per-client counting $clients)")
 if $cold:
     say("cold: $cold KiB written before every run (its lines evicted, as under traffic); each figure the median of single runs")
+if $cold_code:
+    say("cold code: $cold_code KiB of code run before every run (a taken jump per 64 bytes: the program's code lines and branch history evicted); each figure the median of single runs")
 say("empty program (the kernel's clock reads around a run, subtracted below): tc %.1f, XDP %.1f ns"
     % (ov["tc"], ov["xdp"]))
 say("")
