@@ -67,8 +67,9 @@
 #                     ndcache-tc, ndcache-xdp, base-tc, base-xdp in --servers (default ndcache-tc,
 #                     ndcache-xdp; base-* compare two builds with --base-build; an experiment floor
 #                     answer-reflector-load, -hot4, -hot8, -code64, -code128 (-xdp) reports its
-#                     cost over the floor, no verdict) and its floor that answers (answer-reflector, answer-reflector-xdp) loaded at once on the two
-#                     pods' veths, a kxdpgun in each pod sending the hot set at --cost-rate at the
+#                     cost over the floor, no verdict) and its floor that answers
+#                     (answer-reflector, answer-reflector-xdp) loaded at once on the two pods'
+#                     veths, a kxdpgun in each pod sending the hot set at --cost-rate at the
 #                     same time, N rounds (3..50) of --duration s, the server on the pod's veth for
 #                     the first half and on the prober's for the rest; first a control pair per
 #                     kind, the floor on both veths (what the veths differ by). Per round the two
