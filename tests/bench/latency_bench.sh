@@ -406,8 +406,7 @@ print(j["answered"] - j["wrong"], j["wrong"])' "$work/warm.json") ||
 	[ "${2:-}" = all ] || return 0
 	pass_off
 	kx_start "$NS_POD" "$POD_ADDR" "$node_mac" 3 20000 "$work/all.txt" "$work/kx-warm.txt"
-	wait_pid "$KX_PID" 60 "the warm-up's kxdpgun" ||
-		die "$1: the warm-up's kxdpgun failed: $(tail -3 "$work/kx-warm.txt")"
+	kx_wait "$1: the warm-up" "$KX_PID" 60 "$work/kx-warm.txt"
 	in_pod ip link set dev eth0 xdp off 2>/dev/null
 	pass_on
 }
@@ -420,13 +419,24 @@ kx_start() {
 		-i "$6" "$NODE_LOCAL" >"$7" 2>&1 &
 	KX_PID=$!
 }
+# kx_alive WHAT PID OUT: dies when the kxdpgun PID (its output in OUT) has exited already
+kx_alive() {
+	kill -0 "$2" 2>/dev/null || die "$1: kxdpgun exited at start: $(tail -3 "$3")"
+}
+# kx_wait WHAT PID SECS OUT: waits at most SECS s for the kxdpgun PID's end; dies when it failed
+kx_wait() {
+	local rc
+	wait_pid "$2" "$3" "$1's kxdpgun"
+	rc=$?
+	[ $rc = 0 ] || die "$1: kxdpgun failed (exit $rc): $(tail -5 "$4")"
+}
 
 # cell SERVER REPEAT LABEL QPS LIST PROBE: one measurement. kxdpgun sends QPS (0: none) of LIST
 # (all or hot) from the pod on CPU 1; with PROBE=1 the prober runs meanwhile on CPU 0. One JSON
 # line to the results.
 cell() {
 	local s=$1 rep=$2 label=$3 qps=$4 list=$5 probe=$6
-	local kxf="$work/kx.txt" pf="$work/probe.json" samples="" kxt=0 rc t0 t1 c0 c1 p0 p1 echo=""
+	local kxf="$work/kx.txt" pf="$work/probe.json" samples="" kxt=0 t0 t1 c0 c1 p0 p1 echo=""
 	local line
 	rm -f "$kxf" "$pf"
 	[ "$probe" = 1 ] && warm "$s"
@@ -436,7 +446,7 @@ cell() {
 		kx_start "$NS_POD" "$POD_ADDR" "$node_mac" "$kxt" "$qps" "$work/$list.txt" "$kxf"
 		GEN_PID=$KX_PID
 		sleep "$kx_lead"
-		kill -0 "$GEN_PID" 2>/dev/null || die "$s: kxdpgun exited at start: $(tail -3 "$kxf")"
+		kx_alive "$s" "$GEN_PID" "$kxf"
 	else
 		pass_on
 	fi
@@ -464,11 +474,9 @@ cell() {
 	c1=$(cpu_snap)
 	p1=$(progs_snap)
 	if [ -n "$GEN_PID" ]; then
-		wait_pid "$GEN_PID" $((kxt + 60)) "kxdpgun"
-		rc=$?
+		kx_wait "$s" "$GEN_PID" $((kxt + 60)) "$kxf"
 		GEN_PID=""
 		in_pod ip link set dev eth0 xdp off 2>/dev/null
-		[ $rc = 0 ] || die "$s: kxdpgun failed (exit $rc): $(tail -5 "$kxf")"
 	fi
 	kill -0 "${SERVER_PID:-$$}" 2>/dev/null || die "$s exited during the $label run"
 	line=$(report cell --server "$s" --repeat "$rep" --label "$label" --qps "$qps" \
@@ -668,40 +676,25 @@ session() {
 # "pair" per side to the results (the program at HOOK of the node's veth: ns per packet over the
 # window; kxdpgun's counts)
 pair_cell() {
-	local kxt p0 q0 p1 q1 pid_pod pid_probe line
+	local kxt line
 	kxt=$((duration + kx_lead + kx_tail))
 	in_pod ip link set dev eth0 xdp off 2>/dev/null
 	ip netns exec "$NS_PROBE" ip link set dev eth0 xdp off 2>/dev/null
 	if [ "$pair_mode" = alternate ]; then
 		# one side at a time, the pod's first: each window's snapshots bracket its own traffic
-		pair_window "$1" pod "$kxt"
-		p0=$W0 p1=$W1
-		pair_window "$1" probe "$kxt"
-		q0=$W0 q1=$W1
+		pair_measure "$1" "$kxt" pod
+		pair_measure "$1" "$kxt" probe
 	else
-		pair_start pod "$kxt"
-		pid_pod=$KX_PID
-		pair_start probe "$kxt"
-		pid_probe=$KX_PID
-		sleep "$kx_lead"
-		pair_alive "$1" pod "$pid_pod"
-		pair_alive "$1" probe "$pid_probe"
-		p0=$(iface_progs eth-pod)
-		q0=$(iface_progs eth-probe)
-		sleep "$duration"
-		p1=$(iface_progs eth-pod)
-		q1=$(iface_progs eth-probe)
-		pair_wait "$1" pod "$pid_pod" "$kxt"
-		pair_wait "$1" probe "$pid_probe" "$kxt"
+		pair_measure "$1" "$kxt" pod probe
 	fi
 	in_pod ip link set dev eth0 xdp off 2>/dev/null
 	ip netns exec "$NS_PROBE" ip link set dev eth0 xdp off 2>/dev/null
 	line=$(report paircell --pair "$1" --round "$2" --side pod --server "$3" --iface eth-pod \
-		--hook "$5" --progs "$p0" "$p1" --kx "$work/kx-pod.txt") ||
+		--hook "$5" --progs "${SNAP[pod.0]}" "${SNAP[pod.1]}" --kx "$work/kx-pod.txt") ||
 		die "$1: cannot read round $2's cell on eth-pod"
 	echo "$line" >>"$results"
 	line=$(report paircell --pair "$1" --round "$2" --side probe --server "$4" --iface eth-probe \
-		--hook "$5" --progs "$q0" "$q1" --kx "$work/kx-probe.txt") ||
+		--hook "$5" --progs "${SNAP[probe.0]}" "${SNAP[probe.1]}" --kx "$work/kx-probe.txt") ||
 		die "$1: cannot read round $2's cell on eth-probe"
 	echo "$line" >>"$results"
 }
@@ -715,31 +708,27 @@ pair_start() {
 			"$work/kx-probe.txt"
 	fi
 }
-# pair_alive PAIR pod|probe PID: dies when that kxdpgun has exited already
-pair_alive() {
-	kill -0 "$3" 2>/dev/null || die "$1: the $2 side's kxdpgun exited at start: $(tail -3 \
-		"$work/kx-$2.txt")"
-}
-# pair_wait PAIR pod|probe PID SECS: waits for that kxdpgun's end; dies when it failed
-pair_wait() {
-	local rc
-	wait_pid "$3" $(($4 + 60)) "kxdpgun ($2)"
-	rc=$?
-	[ $rc = 0 ] || die "$1: the $2 side's kxdpgun failed (exit $rc): $(tail -5 "$work/kx-$2.txt")"
-}
-# pair_window PAIR pod|probe SECS: that side's kxdpgun alone; W0, W1: the side's veth's programs
-# before and after its measurement window
-pair_window() {
-	local iface=eth-pod pid
-	[ "$2" = pod ] || iface=eth-probe
-	pair_start "$2" "$3"
-	pid=$KX_PID
+declare -A SNAP # pair_measure's snapshots: SNAP[SIDE.0] before the window, SNAP[SIDE.1] after
+# pair_measure PAIR SECS SIDE...: the listed sides' (pod, probe) kxdpgun at once for SECS s; the
+# programs on each side's veth (eth-SIDE) read into SNAP before and after the measurement window
+pair_measure() {
+	local pair=$1 kxt=$2 side
+	local -A pid
+	shift 2
+	for side in "$@"; do
+		pair_start "$side" "$kxt"
+		pid[$side]=$KX_PID
+	done
 	sleep "$kx_lead"
-	pair_alive "$1" "$2" "$pid"
-	W0=$(iface_progs "$iface")
+	for side in "$@"; do
+		kx_alive "$pair: the $side side" "${pid[$side]}" "$work/kx-$side.txt"
+	done
+	for side in "$@"; do SNAP[$side.0]=$(iface_progs "eth-$side"); done
 	sleep "$duration"
-	W1=$(iface_progs "$iface")
-	pair_wait "$1" "$2" "$pid" "$3"
+	for side in "$@"; do SNAP[$side.1]=$(iface_progs "eth-$side"); done
+	for side in "$@"; do
+		kx_wait "$pair: the $side side" "${pid[$side]}" $((kxt + 60)) "$work/kx-$side.txt"
+	done
 }
 # pair_rounds PAIR HOOK POD_SERVER PROBE_SERVER FIRST LAST: rounds FIRST to LAST
 pair_rounds() {
