@@ -321,7 +321,6 @@ TOPO_ID=${NDC_LATENCY_TOPO%%:*}
 . "$root/tests/integration/lib.sh"
 TOPO_DIR=${NDC_LATENCY_TOPO#*:}
 NS_PROBE="ndc-probe-$TOPO_ID"
-GEN_PID=""
 SERVER_PID=""
 work="$TOPO_DIR"
 node_mac=$(in_node cat /sys/class/net/eth-pod/address) || die "no eth-pod in the node netns"
@@ -437,16 +436,16 @@ kx_wait() {
 cell() {
 	local s=$1 rep=$2 label=$3 qps=$4 list=$5 probe=$6
 	local kxf="$work/kx.txt" pf="$work/probe.json" samples="" kxt=0 t0 t1 c0 c1 p0 p1 echo=""
-	local line
+	local line gen_pid=""
 	rm -f "$kxf" "$pf"
 	[ "$probe" = 1 ] && warm "$s"
 	if [ "$qps" -gt 0 ]; then
 		pass_off
 		kxt=$((duration + kx_lead + kx_tail))
 		kx_start "$NS_POD" "$POD_ADDR" "$node_mac" "$kxt" "$qps" "$work/$list.txt" "$kxf"
-		GEN_PID=$KX_PID
+		gen_pid=$KX_PID
 		sleep "$kx_lead"
-		kx_alive "$s" "$GEN_PID" "$kxf"
+		kx_alive "$s" "$gen_pid" "$kxf"
 	else
 		pass_on
 	fi
@@ -473,9 +472,8 @@ cell() {
 	t1=$(date +%s.%N)
 	c1=$(cpu_snap)
 	p1=$(progs_snap)
-	if [ -n "$GEN_PID" ]; then
-		kx_wait "$s" "$GEN_PID" $((kxt + 60)) "$kxf"
-		GEN_PID=""
+	if [ -n "$gen_pid" ]; then
+		kx_wait "$s" "$gen_pid" $((kxt + 60)) "$kxf"
 		in_pod ip link set dev eth0 xdp off 2>/dev/null
 	fi
 	kill -0 "${SERVER_PID:-$$}" 2>/dev/null || die "$s exited during the $label run"
@@ -676,7 +674,7 @@ session() {
 # "pair" per side to the results (the program at HOOK of the node's veth: ns per packet over the
 # window; kxdpgun's counts)
 pair_cell() {
-	local kxt line
+	local kxt line side server
 	kxt=$((duration + kx_lead + kx_tail))
 	in_pod ip link set dev eth0 xdp off 2>/dev/null
 	ip netns exec "$NS_PROBE" ip link set dev eth0 xdp off 2>/dev/null
@@ -689,24 +687,22 @@ pair_cell() {
 	fi
 	in_pod ip link set dev eth0 xdp off 2>/dev/null
 	ip netns exec "$NS_PROBE" ip link set dev eth0 xdp off 2>/dev/null
-	line=$(report paircell --pair "$1" --round "$2" --side pod --server "$3" --iface eth-pod \
-		--hook "$5" --progs "${SNAP[pod.0]}" "${SNAP[pod.1]}" --kx "$work/kx-pod.txt") ||
-		die "$1: cannot read round $2's cell on eth-pod"
-	echo "$line" >>"$results"
-	line=$(report paircell --pair "$1" --round "$2" --side probe --server "$4" --iface eth-probe \
-		--hook "$5" --progs "${SNAP[probe.0]}" "${SNAP[probe.1]}" --kx "$work/kx-probe.txt") ||
-		die "$1: cannot read round $2's cell on eth-probe"
-	echo "$line" >>"$results"
+	for side in pod probe; do
+		server=$3
+		[ "$side" = probe ] && server=$4
+		line=$(report paircell --pair "$1" --round "$2" --side "$side" --server "$server" \
+			--iface "eth-$side" --hook "$5" --progs "${SNAP[$side.0]}" "${SNAP[$side.1]}" \
+			--kx "$(kx_out "$side")") || die "$1: cannot read round $2's cell on eth-$side"
+		echo "$line" >>"$results"
+	done
 }
+# kx_out pod|probe: the path of that side's kxdpgun output
+kx_out() { echo "$work/kx-$1.txt"; }
 # pair_start pod|probe SECS: that pod's kxdpgun (KX_PID) at --cost-rate over the hot set
 pair_start() {
-	if [ "$1" = pod ]; then
-		kx_start "$NS_POD" "$POD_ADDR" "$node_mac" "$2" "$cost_rate" "$work/hot.txt" \
-			"$work/kx-pod.txt"
-	else
-		kx_start "$NS_PROBE" "$PROBE_ADDR" "$probe_mac" "$2" "$cost_rate" "$work/hot.txt" \
-			"$work/kx-probe.txt"
-	fi
+	local ns=$NS_PROBE addr=$PROBE_ADDR mac=$probe_mac
+	[ "$1" = pod ] && ns=$NS_POD addr=$POD_ADDR mac=$node_mac
+	kx_start "$ns" "$addr" "$mac" "$2" "$cost_rate" "$work/hot.txt" "$(kx_out "$1")"
 }
 declare -A SNAP # pair_measure's snapshots: SNAP[SIDE.0] before the window, SNAP[SIDE.1] after
 # pair_measure PAIR SECS SIDE...: the listed sides' (pod, probe) kxdpgun at once for SECS s; the
@@ -721,13 +717,13 @@ pair_measure() {
 	done
 	sleep "$kx_lead"
 	for side in "$@"; do
-		kx_alive "$pair: the $side side" "${pid[$side]}" "$work/kx-$side.txt"
+		kx_alive "$pair: the $side side" "${pid[$side]}" "$(kx_out "$side")"
 	done
 	for side in "$@"; do SNAP[$side.0]=$(iface_progs "eth-$side"); done
 	sleep "$duration"
 	for side in "$@"; do SNAP[$side.1]=$(iface_progs "eth-$side"); done
 	for side in "$@"; do
-		kx_wait "$pair: the $side side" "${pid[$side]}" $((kxt + 60)) "$work/kx-$side.txt"
+		kx_wait "$pair: the $side side" "${pid[$side]}" $((kxt + 60)) "$(kx_out "$side")"
 	done
 }
 # pair_rounds PAIR HOOK POD_SERVER PROBE_SERVER FIRST LAST: rounds FIRST to LAST
