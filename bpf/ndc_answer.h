@@ -138,7 +138,7 @@ static __always_inline int ndc_answer_l4(void *ctx, const enum ndc_hook hook, st
 	void *data = ctx_data(ctx, hook), *data_end = ctx_data_end(ctx, hook);
 	const struct ndc_fp_config *cfg;
 	struct ndc_cursor c;
-	struct ndc_l3 l3;
+	struct ndc_l3 l3 = {}; /* verifier: zeroed (see pk): 15% fewer steps walked */
 	int why;
 
 	cursor_init(&c, data, data_end);
@@ -222,7 +222,12 @@ static __always_inline int ndc_answer_frame(void *ctx, const enum ndc_hook hook,
 	struct ndc_question q = {};
 	struct ndc_fp_scratch *s;
 	struct ndc_dnshdr *dh;
-	struct ndc_pkt pk;
+	/*
+	 * verifier: zeroed, as l3 is (ndc_answer_l4): a field left unwritten on a path (udp_len of
+	 * TCP) reaches the merges undefined, and clang (-mcpu=v3) then spills an undefined register
+	 * there, which the verifier refuses
+	 */
+	struct ndc_pkt pk = {};
 	__u32 hit = 0, why = 0, age = 0;
 	__u32 name_off, ans_off, dlen, reply_len, udp_len;
 	__u64 hash = 0;
