@@ -138,7 +138,7 @@ static __always_inline int ndc_answer_l4(void *ctx, const enum ndc_hook hook, st
 	void *data = ctx_data(ctx, hook), *data_end = ctx_data_end(ctx, hook);
 	const struct ndc_fp_config *cfg;
 	struct ndc_cursor c;
-	struct ndc_l3 l3 = {}; /* verifier: zeroed (see pk): 11-15% fewer steps */
+	struct ndc_l3 l3 = {}; /* verifier: zeroed (see pk): a shorter walk (FASTPATH.md) */
 	int why;
 
 	cursor_init(&c, data, data_end);

@@ -674,7 +674,7 @@ session() {
 # "pair" per side to the results (the program at HOOK of the node's veth: ns per packet over the
 # window; kxdpgun's counts)
 pair_cell() {
-	local kxt line side server
+	local kxt line side
 	kxt=$((duration + kx_lead + kx_tail))
 	in_pod ip link set dev eth0 xdp off 2>/dev/null
 	ip netns exec "$NS_PROBE" ip link set dev eth0 xdp off 2>/dev/null
@@ -688,21 +688,28 @@ pair_cell() {
 	in_pod ip link set dev eth0 xdp off 2>/dev/null
 	ip netns exec "$NS_PROBE" ip link set dev eth0 xdp off 2>/dev/null
 	for side in pod probe; do
-		server=$3
-		[ "$side" = probe ] && server=$4
-		line=$(report paircell --pair "$1" --round "$2" --side "$side" --server "$server" \
+		side_of "$side" "$3" "$4"
+		line=$(report paircell --pair "$1" --round "$2" --side "$side" --server "$SIDE_SERVER" \
 			--iface "eth-$side" --hook "$5" --progs "${SNAP[$side.0]}" "${SNAP[$side.1]}" \
-			--kx "$(kx_out "$side")") || die "$1: cannot read round $2's cell on eth-$side"
+			--kx "$SIDE_KX") || die "$1: cannot read round $2's cell on eth-$side"
 		echo "$line" >>"$results"
 	done
 }
-# kx_out pod|probe: the path of that side's kxdpgun output
-kx_out() { echo "$work/kx-$1.txt"; }
+# side_of pod|probe [POD_SERVER PROBE_SERVER]: what a pair's side is, in SIDE_NS, SIDE_ADDR and
+# SIDE_MAC (its pod's namespace and address, the node's MAC of its veth), SIDE_KX (the path of its
+# kxdpgun output) and SIDE_SERVER (which of the two servers its veth carries)
+side_of() {
+	SIDE_KX=$work/kx-$1.txt
+	if [ "$1" = pod ]; then
+		SIDE_NS=$NS_POD SIDE_ADDR=$POD_ADDR SIDE_MAC=$node_mac SIDE_SERVER=${2-}
+	else
+		SIDE_NS=$NS_PROBE SIDE_ADDR=$PROBE_ADDR SIDE_MAC=$probe_mac SIDE_SERVER=${3-}
+	fi
+}
 # pair_start pod|probe SECS: that pod's kxdpgun (KX_PID) at --cost-rate over the hot set
 pair_start() {
-	local ns=$NS_PROBE addr=$PROBE_ADDR mac=$probe_mac
-	[ "$1" = pod ] && ns=$NS_POD addr=$POD_ADDR mac=$node_mac
-	kx_start "$ns" "$addr" "$mac" "$2" "$cost_rate" "$work/hot.txt" "$(kx_out "$1")"
+	side_of "$1"
+	kx_start "$SIDE_NS" "$SIDE_ADDR" "$SIDE_MAC" "$2" "$cost_rate" "$work/hot.txt" "$SIDE_KX"
 }
 declare -A SNAP # pair_measure's snapshots: SNAP[SIDE.0] before the window, SNAP[SIDE.1] after
 # pair_measure PAIR SECS SIDE...: the listed sides' (pod, probe) kxdpgun at once for SECS s; the
@@ -717,13 +724,15 @@ pair_measure() {
 	done
 	sleep "$kx_lead"
 	for side in "$@"; do
-		kx_alive "$pair: the $side side" "${pid[$side]}" "$(kx_out "$side")"
+		side_of "$side"
+		kx_alive "$pair: the $side side" "${pid[$side]}" "$SIDE_KX"
 	done
 	for side in "$@"; do SNAP[$side.0]=$(iface_progs "eth-$side"); done
 	sleep "$duration"
 	for side in "$@"; do SNAP[$side.1]=$(iface_progs "eth-$side"); done
 	for side in "$@"; do
-		kx_wait "$pair: the $side side" "${pid[$side]}" $((kxt + 60)) "$(kx_out "$side")"
+		side_of "$side"
+		kx_wait "$pair: the $side side" "${pid[$side]}" $((kxt + 60)) "$SIDE_KX"
 	done
 }
 # pair_rounds PAIR HOOK POD_SERVER PROBE_SERVER FIRST LAST: rounds FIRST to LAST
