@@ -706,33 +706,29 @@ side_of() {
 		SIDE_NS=$NS_PROBE SIDE_ADDR=$PROBE_ADDR SIDE_MAC=$probe_mac SIDE_SERVER=${3-}
 	fi
 }
-# pair_start pod|probe SECS: that pod's kxdpgun (KX_PID) at --cost-rate over the hot set
-pair_start() {
-	side_of "$1"
-	kx_start "$SIDE_NS" "$SIDE_ADDR" "$SIDE_MAC" "$2" "$cost_rate" "$work/hot.txt" "$SIDE_KX"
-}
 declare -A SNAP # pair_measure's snapshots: SNAP[SIDE.0] before the window, SNAP[SIDE.1] after
-# pair_measure PAIR SECS SIDE...: the listed sides' (pod, probe) kxdpgun at once for SECS s; the
-# programs on each side's veth (eth-SIDE) read into SNAP before and after the measurement window
+# pair_measure PAIR SECS SIDE...: the listed sides' (pod, probe) kxdpgun at once for SECS s, at
+# --cost-rate over the hot set; the programs on each side's veth (eth-SIDE) read into SNAP before
+# and after the measurement window
 pair_measure() {
 	local pair=$1 kxt=$2 side
-	local -A pid
+	local -A pid kx # each side's kxdpgun: its PID and the path of its output
 	shift 2
 	for side in "$@"; do
-		pair_start "$side" "$kxt"
-		pid[$side]=$KX_PID
+		side_of "$side"
+		kx_start "$SIDE_NS" "$SIDE_ADDR" "$SIDE_MAC" "$kxt" "$cost_rate" "$work/hot.txt" \
+			"$SIDE_KX"
+		pid[$side]=$KX_PID kx[$side]=$SIDE_KX
 	done
 	sleep "$kx_lead"
 	for side in "$@"; do
-		side_of "$side"
-		kx_alive "$pair: the $side side" "${pid[$side]}" "$SIDE_KX"
+		kx_alive "$pair: the $side side" "${pid[$side]}" "${kx[$side]}"
 	done
 	for side in "$@"; do SNAP[$side.0]=$(iface_progs "eth-$side"); done
 	sleep "$duration"
 	for side in "$@"; do SNAP[$side.1]=$(iface_progs "eth-$side"); done
 	for side in "$@"; do
-		side_of "$side"
-		kx_wait "$pair: the $side side" "${pid[$side]}" $((kxt + 60)) "$SIDE_KX"
+		kx_wait "$pair: the $side side" "${pid[$side]}" $((kxt + 60)) "${kx[$side]}"
 	done
 }
 # pair_rounds PAIR HOOK POD_SERVER PROBE_SERVER FIRST LAST: rounds FIRST to LAST
