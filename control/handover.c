@@ -3,6 +3,7 @@
 #include <errno.h>
 #include <poll.h>
 #include <pthread.h>
+#include <signal.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -46,6 +47,7 @@ struct ndc_handover {
 	struct peer peers[PEERS_MAX];
 	atomic_bool taken;
 	atomic_int joined; /* peers connected that said HELLO */
+	bool closed;	   /* ndc_handover_close: the thread joined, every descriptor closed */
 	_Atomic uint64_t refused[NDC_HANDOVER_REFUSED_MAX];
 	/* the refusals' log, on the thread only */
 	int64_t refused_logged; /* ms of the last line */
@@ -54,6 +56,12 @@ struct ndc_handover {
 
 struct ndc_handover_peer {
 	int fd;
+	/* the watch (ndc_handover_peer_watch): its thread, woken by evfd to stop */
+	bool watched;
+	int evfd;
+	pthread_t thread;
+	void (*gone)(void *arg);
+	void *arg;
 };
 
 void ndc_handover_name(const char *addr, unsigned port, char *out, size_t cap)
@@ -297,10 +305,74 @@ int ndc_handover_takeover(struct ndc_handover_peer *p, int timeout_ms)
 	return strcmp(buf, MSG_OK) == 0 ? 0 : -EPROTO;
 }
 
+/* Only the hang-up is asked for: the OK of a takeover in progress is its reader's. */
+static void *watch_thread(void *arg)
+{
+	struct ndc_handover_peer *p = arg;
+
+	for (;;) {
+		struct pollfd pfd[2] = {{.fd = p->evfd, .events = POLLIN},
+					{.fd = p->fd, .events = POLLRDHUP}};
+		int r = poll(pfd, 2, -1);
+
+		if (r < 0 && errno != EINTR) {
+			ndc_err("handover: watching the predecessor: poll: %s", strerror(errno));
+			return NULL;
+		}
+		if (r <= 0)
+			continue;
+		if (pfd[0].revents)
+			return NULL;
+		if (pfd[1].revents & (POLLRDHUP | POLLHUP | POLLERR | POLLNVAL)) {
+			p->gone(p->arg);
+			return NULL;
+		}
+	}
+}
+
+int ndc_handover_peer_watch(struct ndc_handover_peer *p, void (*gone)(void *arg), void *arg)
+{
+	sigset_t all, old;
+	int r;
+
+	if (!p || !gone || p->watched)
+		return -EINVAL;
+	p->evfd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+	if (p->evfd < 0)
+		return -errno;
+	p->gone = gone;
+	p->arg = arg;
+	/* Signals belong to the thread that waits for them, never to this one. */
+	sigfillset(&all);
+	pthread_sigmask(SIG_SETMASK, &all, &old);
+	r = -pthread_create(&p->thread, NULL, watch_thread, p);
+	pthread_sigmask(SIG_SETMASK, &old, NULL);
+	if (r < 0) {
+		close(p->evfd);
+		return r;
+	}
+	p->watched = true;
+	return 0;
+}
+
+void ndc_handover_peer_unwatch(struct ndc_handover_peer *p)
+{
+	uint64_t one = 1;
+
+	if (!p || !p->watched)
+		return;
+	if (write(p->evfd, &one, sizeof(one)) < 0)
+		ndc_err("handover: cannot stop watching the predecessor: %s", strerror(errno));
+	pthread_join(p->thread, NULL);
+	close(p->evfd);
+	p->watched = false;
+}
+
 void ndc_handover_peer_free(struct ndc_handover_peer *p)
 {
 	if (!p)
 		return;
+	ndc_handover_peer_unwatch(p);
 	close(p->fd);
 	free(p);
 }
@@ -564,20 +636,29 @@ void ndc_handover_stats(struct ndc_handover *h, struct ndc_handover_stats *ret)
 		ret->refused[i] = atomic_load(&h->refused[i]);
 }
 
-void ndc_handover_stop(struct ndc_handover *h)
+void ndc_handover_close(struct ndc_handover *h)
 {
 	uint64_t one = 1;
 
-	if (!h)
+	if (!h || h->closed)
 		return;
 	if (write(h->evfd, &one, sizeof(one)) < 0)
 		ndc_err("handover: cannot stop: %s", strerror(errno));
 	pthread_join(h->thread, NULL);
 	for (int i = 0; i < PEERS_MAX; i++)
-		if (h->peers[i].fd >= 0)
+		if (h->peers[i].fd >= 0) {
 			close(h->peers[i].fd);
+			h->peers[i].fd = -1;
+		}
 	if (h->lfd >= 0)
 		close(h->lfd);
+	h->lfd = -1;
 	close(h->evfd);
+	h->closed = true;
+}
+
+void ndc_handover_stop(struct ndc_handover *h)
+{
+	ndc_handover_close(h);
 	free(h);
 }

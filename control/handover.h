@@ -9,8 +9,9 @@
  *   join: connect, HELLO          ------->
  *                                 <-------    FDS: its DNS sockets (UDP, TCP listeners) and its
  *                                             HTTP listener, by SCM_RIGHTS
- *   serves from the same sockets (nothing is ever closed with packets queued in it), fills its
- *   own BPF table, attaches its programs in place of the old ones (one replace per link)
+ *   holds the same sockets unread (nothing is ever closed with packets queued in it; a query it
+ *   read would die with it), fills its own BPF table, attaches its programs in place of the old
+ *   ones (one replace per link), reads the sockets
  *   takeover: TAKEOVER            ------->    stops attaching to new links; on SIGTERM it
  *                                 <-------    OK  detaches nothing, unpins nothing, stops reading,
  *                                             answers what it has in flight, exits
@@ -18,7 +19,9 @@
  * A successor that dies after TAKEOVER (its connection closes) gives the state back: the running
  * agent is told (ops.taken(false)) and attaches its programs again. A successor that fails before
  * TAKEOVER never touched the running agent's programs, maps, pins or sockets: it only held copies
- * of the socket descriptors, which closing does not affect.
+ * of the socket descriptors, which closing does not affect. A running agent that stops before
+ * the TAKEOVER (or dies) closes the connection first: the successor watching it
+ * (ndc_handover_peer_watch) reads the sockets from then on.
  *
  * Who may speak: the name is abstract, so any process in the network namespace can connect to it
  * (with hostNetwork, every such pod on the node), and a HELLO is answered with the DNS sockets.
@@ -57,7 +60,22 @@ int ndc_handover_join(const char *name, int timeout_ms, struct ndc_handover_peer
 /* Tells the predecessor that we serve and our programs are attached; waits for its OK. */
 int ndc_handover_takeover(struct ndc_handover_peer *p, int timeout_ms);
 
-/* Closes the connection (after takeover: the predecessor exits when told to). NULL is fine. */
+/*
+ * Calls gone(arg) once, on a thread of its own, when the predecessor's end of the connection
+ * closes: it stopped without our takeover, or died (or, after a takeover, exited: the caller
+ * knows which). One watch per peer at a time. 0 or -errno.
+ */
+int ndc_handover_peer_watch(struct ndc_handover_peer *p, void (*gone)(void *arg), void *arg);
+
+/*
+ * Stops the watch and waits for its thread: gone is not called after this returns (nor while
+ * this waits for a gone in progress, so call it holding nothing gone takes). NULL, or a peer
+ * not watched, is fine.
+ */
+void ndc_handover_peer_unwatch(struct ndc_handover_peer *p);
+
+/* Closes the connection (after takeover: the predecessor exits when told to), unwatched first.
+ * NULL is fine. */
 void ndc_handover_peer_free(struct ndc_handover_peer *p);
 
 struct ndc_handover_ops {
@@ -105,7 +123,15 @@ bool ndc_handover_joined(struct ndc_handover *h);
 /* The counts so far; all 0 for NULL. Any thread. */
 void ndc_handover_stats(struct ndc_handover *h, struct ndc_handover_stats *ret);
 
-/* Stops the thread and closes every connection. NULL is fine. */
+/*
+ * Stops the thread and closes the listener and every connection: a successor that joined but
+ * has not taken over sees its predecessor go (ndc_handover_peer_watch) and reads the sockets
+ * from then on, so close before the sockets stop being read. h stays valid for the queries
+ * above (taken and joined keep their last values); idempotent. NULL is fine.
+ */
+void ndc_handover_close(struct ndc_handover *h);
+
+/* ndc_handover_close, then frees h. NULL is fine. */
 void ndc_handover_stop(struct ndc_handover *h);
 
 #endif

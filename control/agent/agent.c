@@ -390,6 +390,7 @@ static int server_start(struct agent *ag)
 	    .tcp_max_conns = cfg->tcp_max_conns,
 	    .inherit = ag->up.inherit,
 	    .n_inherit = ag->up.n_inherit,
+	    .hold = ag->up.pred != NULL, /* ndc_agent_hold_start */
 	};
 	int ret = ndc_socket_start(&sopts, ndc_resolver_handle, ag->query.res, &ag->srv);
 
@@ -400,8 +401,7 @@ static int server_start(struct agent *ag)
 		ndc_err("listen: %s", strerror(-ret));
 		return ret;
 	}
-	/* Our listeners are up: a loop check that comes back can be seen now. */
-	ndc_forwarder_loop_check(ag->query.fwd);
+	ndc_agent_hold_start(ag); /* reads the sockets now, with no predecessor */
 	ndc_http_set_unready_check(ag->http, ndc_agent_upstream_unready, ag->query.fwd);
 	ndc_agent_failopen_check(cfg, ndc_agent_fastpath_loaded(ag));
 	pthread_mutex_lock(&ag->up.attach_lock);
@@ -418,6 +418,7 @@ static int server_start(struct agent *ag)
  */
 static void server_stop(struct agent *ag)
 {
+	ndc_agent_hold_stop(ag);
 	if (ag->srv)
 		ndc_socket_quiesce(ag->srv);
 }
@@ -452,15 +453,19 @@ static int handover_start(struct agent *ag)
 	return 0;
 }
 
-/* A successor that says HELLO from here on gets no sockets: they are about to close. */
+/*
+ * Before the server stops reading: a successor that joined but has not taken over (the wait for
+ * it ended) sees the connection close and reads the sockets from then on. No successor gets
+ * sockets, nor finds anything to reattach, from here on.
+ */
 static void handover_stop(struct agent *ag)
 {
 	pthread_mutex_lock(&ag->up.attach_lock);
 	ag->up.closing = true;
 	pthread_mutex_unlock(&ag->up.attach_lock);
+	ndc_handover_close(ag->up.ho);
 }
 
-/* Before the dataplane's close: a successor that dies from here on finds nothing to reattach. */
 static void handover_free(struct agent *ag)
 {
 	ndc_handover_stop(ag->up.ho);

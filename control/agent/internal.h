@@ -141,8 +141,10 @@ struct agent {
 		int *inherit; /* the predecessor's sockets, until the server owns them */
 		size_t n_inherit;
 		struct ndc_handover *ho;
-		pthread_mutex_t attach_lock; /* serving, attached, taken_over, closing; http */
-		bool serving;		     /* the DNS sockets are read */
+		pthread_mutex_t attach_lock; /* serving ... closing; http */
+		bool serving;		     /* the server runs (held, in an upgrade: reading) */
+		bool reading;		     /* it reads the DNS sockets */
+		bool pred_gone;		     /* the predecessor's connection closed */
 		bool attached;		     /* our programs are in (or there is no fast path) */
 		bool taken_over;	     /* we told the predecessor */
 		bool handed_over;	     /* at shutdown: a successor had taken over from us */
@@ -206,6 +208,14 @@ void ndc_agent_dataplane_metrics(void *arg, struct ndc_metrics_buf *b);
 
 /* Attaches the fast path once synced and serving, then tells the predecessor. Any thread. */
 void ndc_agent_maybe_attach(struct agent *ag);
+/*
+ * Step "server" in an upgrade: the server holds the predecessor's sockets unread (it reads them);
+ * they are read from our takeover, or from the moment the predecessor goes (a watch on its
+ * connection). A watch that cannot start reads them at once. Under nothing.
+ */
+void ndc_agent_hold_start(struct agent *ag);
+/* The watch stopped (before the server stops reading). Under nothing. */
+void ndc_agent_hold_stop(struct agent *ag);
 /* Listens for a successor (a failure is logged: upgrades then rebind). */
 void ndc_agent_handover_serve(struct agent *ag);
 /* At shutdown, a successor having taken over: stop reading, finish what is upstream. */

@@ -20,12 +20,74 @@
 #include "handover.h"
 #include "http/http.h"
 #include "internal.h"
+#include "query/query.h"
 #include "socket/socket.h"
 
 /*
- * Attaches the fast path once the table is filled (synced) and the sockets are read, so that what
- * it replaces (an earlier agent's program, still answering from its own table) is never replaced
- * by less; then tells the predecessor, which leaves the fast path to us from then on.
+ * Under attach_lock: the server reads its sockets from now on (held until now in an upgrade), and
+ * the loop check goes out (one that comes back can be seen only by a server that reads).
+ */
+static void read_sockets(struct agent *ag, const char *why)
+{
+	int err;
+
+	if (!ag->srv || ag->up.reading)
+		return;
+	err = ndc_socket_read_start(ag->srv);
+	if (err < 0) {
+		ndc_err("handover: cannot read the sockets %s: %s", why, strerror(-err));
+		return;
+	}
+	ag->up.reading = true;
+	if (ag->up.pred)
+		ndc_info("handover: reading the sockets %s", why);
+	ndc_forwarder_loop_check(ag->query.fwd);
+}
+
+/* On the watch's thread: the predecessor stopped without our takeover, or died. */
+static void pred_gone(void *arg)
+{
+	struct agent *ag = arg;
+
+	pthread_mutex_lock(&ag->up.attach_lock);
+	ag->up.pred_gone = true;
+	if (!ag->up.taken_over)
+		read_sockets(ag, "now: the running agent went away before our takeover");
+	pthread_mutex_unlock(&ag->up.attach_lock);
+}
+
+/*
+ * A successor that read the shared sockets before its takeover would own every query it read:
+ * killed then (a failed start, an OOM kill), it would take the forwarded ones with it, though the
+ * predecessor serves on. Held, it reads nothing until it serves all the predecessor did.
+ */
+void ndc_agent_hold_start(struct agent *ag)
+{
+	if (ag->up.pred) {
+		int err = ndc_handover_peer_watch(ag->up.pred, pred_gone, ag);
+
+		if (err == 0) {
+			ndc_info(
+			    "handover: the running agent reads the sockets until our takeover");
+			return;
+		}
+		ndc_warn("handover: cannot watch the running agent (%s)", strerror(-err));
+	}
+	pthread_mutex_lock(&ag->up.attach_lock);
+	read_sockets(ag, "now: whether the running agent goes cannot be seen");
+	pthread_mutex_unlock(&ag->up.attach_lock);
+}
+
+void ndc_agent_hold_stop(struct agent *ag)
+{
+	ndc_handover_peer_unwatch(ag->up.pred);
+}
+
+/*
+ * Attaches the fast path once the table is filled (synced) and the server runs, so that what it
+ * replaces (an earlier agent's program, still answering from its own table) is never replaced by
+ * less; then reads the sockets and tells the predecessor, which leaves the fast path to us from
+ * then on.
  */
 void ndc_agent_maybe_attach(struct agent *ag)
 {
@@ -39,7 +101,13 @@ void ndc_agent_maybe_attach(struct agent *ag)
 		ndc_warn("fast path: cannot attach (%s); answering from sockets only",
 			 strerror(-err));
 	ag->up.attached = true;
-	if (ag->up.pred && !ag->up.taken_over) {
+	/* Before the TAKEOVER: from its OK the predecessor may stop reading at any moment. */
+	read_sockets(ag, "from our takeover");
+	if (ag->up.pred && !ag->up.taken_over && ag->up.pred_gone) {
+		ndc_info(
+		    "handover: the running agent went away before our takeover; serving alone");
+		ag->up.taken_over = true;
+	} else if (ag->up.pred && !ag->up.taken_over) {
 		err = ndc_handover_takeover(ag->up.pred, 2000);
 		if (err < 0)
 			ndc_warn("handover: the previous agent did not confirm the takeover: %s",

@@ -86,6 +86,7 @@ struct ndc_socket {
 	unsigned n_workers;
 	uint32_t idle_ms, max_conns;
 	bool stopping;
+	bool reading; /* every worker watches its sockets (ndc_socket_read_start) */
 	int *inherit; /* handed-over sockets not yet used (-1: taken) */
 	size_t n_inherit, n_inherited;
 	struct worker **workers;

@@ -443,17 +443,28 @@ fail:
 	return err;
 }
 
-static int watch_sockets(struct worker *w, size_t n_addrs)
+/* EEXIST is a socket watched by an earlier call that failed part of the way. */
+static int watch(struct worker *w, struct sock *sk)
 {
-	for (size_t a = 0; a < n_addrs; a++) {
-		struct epoll_event u = {.events = EPOLLIN, .data.ptr = &w->udp[a]};
-		struct epoll_event l = {.events = EPOLLIN, .data.ptr = &w->lis[a]};
+	struct epoll_event ev = {.events = EPOLLIN, .data.ptr = sk};
 
-		if (epoll_ctl(w->epfd, EPOLL_CTL_ADD, w->udp[a].fd, &u) < 0 ||
-		    epoll_ctl(w->epfd, EPOLL_CTL_ADD, w->lis[a].fd, &l) < 0)
-			return -errno;
-	}
+	if (epoll_ctl(w->epfd, EPOLL_CTL_ADD, sk->fd, &ev) < 0 && errno != EEXIST)
+		return -errno;
 	return 0;
+}
+
+/* Any thread: epoll_ctl on a worker's instance while it waits in it is safe. */
+static int watch_sockets(struct ndc_socket *s)
+{
+	int err = 0;
+
+	for (unsigned i = 0; i < s->n_workers && !err; i++)
+		for (size_t a = 0; a < s->n_addrs && !err; a++) {
+			err = watch(s->workers[i], &s->workers[i]->udp[a]);
+			if (!err)
+				err = watch(s->workers[i], &s->workers[i]->lis[a]);
+		}
+	return err;
 }
 
 static void server_free(struct ndc_socket *s)
@@ -590,12 +601,13 @@ int ndc_socket_start(const struct ndc_socket_opts *opts, ndc_socket_handler hand
 			 s->n_inherited,
 			 unused ? " (some of its addresses are no longer configured)" : "");
 	}
-	for (unsigned i = 0; i < s->n_workers; i++) {
-		err = watch_sockets(s->workers[i], s->n_addrs);
+	if (!opts->hold) {
+		err = watch_sockets(s);
 		if (err < 0) {
 			ndc_err("server: epoll: %s", strerror(-err));
 			goto fail;
 		}
+		s->reading = true;
 	}
 	err = start_workers(s);
 	if (err < 0)
@@ -605,6 +617,18 @@ int ndc_socket_start(const struct ndc_socket_opts *opts, ndc_socket_handler hand
 
 fail:
 	server_free(s);
+	return err;
+}
+
+int ndc_socket_read_start(struct ndc_socket *s)
+{
+	int err;
+
+	if (__atomic_exchange_n(&s->reading, true, __ATOMIC_ACQ_REL))
+		return 0;
+	err = watch_sockets(s);
+	if (err < 0)
+		__atomic_store_n(&s->reading, false, __ATOMIC_RELEASE);
 	return err;
 }
 

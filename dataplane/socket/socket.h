@@ -45,6 +45,12 @@ struct ndc_socket_opts {
 	 */
 	const int *inherit;
 	size_t n_inherit;
+	/*
+	 * Read nothing (no datagram, no connection) until ndc_socket_read_start: a successor that
+	 * holds its predecessor's sockets while the predecessor still reads them, so that dying
+	 * before its takeover it has taken no query with it (control/agent/upgrade.c).
+	 */
+	bool hold;
 };
 
 /*
@@ -76,6 +82,13 @@ void ndc_socket_complete(struct ndc_pending *p, const uint8_t *msg, size_t len);
  * the workers. */
 int ndc_socket_start(const struct ndc_socket_opts *opts, ndc_socket_handler handler, void *ctx,
 		     struct ndc_socket **ret);
+
+/*
+ * Starts reading the sockets of a server started with opts.hold; 0 at once when it reads them
+ * already. Any thread. 0 or -errno (epoll_ctl: the server then still reads nothing, and a later
+ * call tries again).
+ */
+int ndc_socket_read_start(struct ndc_socket *s);
 
 /* Copies of the listening sockets' descriptors (every worker's UDP and TCP), up to cap, for a
  * successor; returns how many. They stay ours: the caller must not close them. */

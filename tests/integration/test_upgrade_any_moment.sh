@@ -6,13 +6,19 @@
 # every list for 6 s from just before the successor's start, so each SIGTERM comes before the
 # successor has synced and taken over, however fast the machine: the old agent must serve on
 # (the join wait, upgrade.join_wait_ms, for the 0 s case; then the takeover wait, upgrade.wait_s)
-# until the takeover. Meanwhile the successor reads the shared sockets and forwards cluster names
-# (the upstream knows them, as kube-dns does). Last, a successor killed (-9) before its takeover,
-# with no SIGTERM: the running agent serves on. About 50 s per mode.
+# until the takeover. Meanwhile the successor holds the shared sockets unread. Then the running
+# agent gets a second SIGTERM during that wait and stops before the takeover: the successor reads
+# the sockets from then on, forwarding cluster names until it syncs (the upstream knows them, as
+# kube-dns does), and attaches alone. Last, a successor killed (-9) before its takeover, with no
+# SIGTERM: the running agent serves on, and the successor, asked while the running agent was
+# stopped (SIGSTOP) for 0.5 s, had read nothing (a query it read would have gone with it). About
+# 50 s per mode.
 # Pass, per case: 0 lost and 0 wrong; the old agent's log says it waited and the successor took
 # over (0 s case: also that it joined after the signal); the old agent exited; the successor
 # attached (tc: its filter replaced the old one's, the kernel answers on its /metrics) and /ready
-# 200. Killed case: 0 lost, 0 wrong, the old agent alive and /ready 200.
+# 200. twice: 0 lost, 0 wrong, the old agent exited, the successor read from then on, attached
+# and /ready 200. Killed case: 0 lost, 0 wrong, the old agent alive and /ready 200, the held query
+# unanswered while the old agent was stopped.
 # Usage: test_upgrade_any_moment.sh BUILD_DIR [tc|socket]   (root: network namespaces, BPF;
 # about 60 s per mode)
 # Environment: ANYMOMENT_QPS (5000), ANYMOMENT_EXTRA (a top-level config line added to the
@@ -201,8 +207,28 @@ note() {
 steady() { sleep 1; }
 steady
 
+# The successor reads nothing before its takeover: with the running agent stopped (SIGSTOP), a
+# never-seen name (a miss in the kernel too) gets no answer within 0.5 s; a successor that read the
+# shared sockets would forward it and answer within milliseconds. The running agent, continued,
+# answers the prober's queries queued meanwhile (0.5 s, inside their 2 s timeout).
+held_check() {
+	local name="held-$RANDOM$RANDOM.fresh.example.com" out rc
+	kill -STOP "$OLD"
+	out=$(in_pod timeout 0.5 dig +time=1 +tries=1 +short "@$NODE_LOCAL" "$name" A)
+	rc=$?
+	kill -CONT "$OLD"
+	if [ "$rc" = 124 ] && [ -z "$out" ]; then
+		ok "kill: the successor read nothing before its takeover ($name unanswered while $OLD was stopped)"
+	else
+		bad "kill: the successor read the shared sockets before its takeover" "dig rc $rc: $out"
+	fi
+}
+
+# twice needs a successor that cannot sync before its predecessor goes: the API's stall.
+CASES=(0 0.2 1 3 twice kill)
+[ "$SNAP_N" = 0 ] || CASES=(0 0.2 1 3 kill)
 declare -A VERDICT
-run_case() { # run_case DELAY|kill
+run_case() { # run_case DELAY|twice|kill
 	local d=$1 new newlog prog0 k0 k1 t0 t1
 	echo "event case-$d" >&7
 	say "=== case $d"
@@ -223,6 +249,7 @@ run_case() { # run_case DELAY|kill
 			if logged "$newlog" "took over"; then
 				bad "kill: the successor took over before the kill (the API pause did not hold)"
 			fi
+			held_check
 			kill -9 "$new"
 			wait "$new" 2>/dev/null
 			note "successor $new killed (-9)"
@@ -239,25 +266,53 @@ run_case() { # run_case DELAY|kill
 		fi
 		return
 	fi
-	[ "$d" = 0 ] || sleep "$d"
-	kill -TERM "$OLD"
-	note "SIGTERM to $OLD"
-	t0=${EPOCHREALTIME/[.,]/}
-	until_ok 30 logged "$newlog" "took over from the previous agent" ||
-		bad "case $d: no takeover within 30 s" "$(tail -10 "$newlog")"
-	if wait_pid "$OLD" 30 "the old agent"; then
-		t1=${EPOCHREALTIME/[.,]/}
-		note "old agent $OLD exited $(((t1 - t0) / 1000)) ms after its SIGTERM"
+	if [ "$d" = twice ]; then
+		# The running agent goes before the takeover (a second SIGTERM ends its wait; the
+		# API stalls the successor's sync): the held successor reads the sockets from then on.
+		if until_ok 10 logged "$newlog" "joined the running agent" &&
+			until_ok 10 logged "$newlog" "listening on"; then
+			steady
+		else
+			bad "twice: the successor did not join and serve within 10 s" "$(tail -10 "$newlog")"
+		fi
+		kill -TERM "$OLD"
+		note "SIGTERM to $OLD"
+		until_ok 5 logged "$OLDLOG" "serving on until it does" ||
+			bad "twice: the old agent did not wait for its successor" "$(tail -10 "$OLDLOG")"
+		kill -TERM "$OLD"
+		note "SIGTERM again to $OLD"
+		wait_pid "$OLD" 30 "the old agent" ||
+			bad "twice: the old agent did not exit within 30 s of its second SIGTERM" "$(tail -10 "$OLDLOG")"
+		if logged "$OLDLOG" "again: not waiting for the successor any more" &&
+			until_ok 5 logged "$newlog" "reading the sockets now: the running agent went away"; then
+			ok "twice: the old agent stopped before the takeover, the successor read the sockets from then on"
+		else
+			bad "twice: no stop before the takeover, or the successor did not read" \
+				"$(grep handover "$OLDLOG" "$newlog" | tail -10)"
+		fi
+		until_ok 30 logged "$newlog" "went away before our takeover; serving alone" ||
+			bad "twice: the successor did not attach alone within 30 s" "$(tail -10 "$newlog")"
 	else
-		bad "case $d: the old agent did not exit within 30 s of the takeover" "$(tail -10 "$OLDLOG")"
-	fi
-	# What the old agent's log says of its wait (issue 34: logs say which happened).
-	VERDICT[$d]=$(grep -oE "handover: (a successor joined [0-9]+ ms after the signal|no successor joined[^;]*|the successor (took over|went away|did not take over)[^;]*)" "$OLDLOG" | paste -sd'|')
-	# Logged only by a wait that began before the takeover.
-	if [[ ${VERDICT[$d]} == *"successor took over after"* ]]; then
-		ok "case $d: the old agent served on until the takeover (${VERDICT[$d]})"
-	else
-		bad "case $d: the old agent did not wait for the takeover" "$(grep handover "$OLDLOG" | tail -8)"
+		[ "$d" = 0 ] || sleep "$d"
+		kill -TERM "$OLD"
+		note "SIGTERM to $OLD"
+		t0=${EPOCHREALTIME/[.,]/}
+		until_ok 30 logged "$newlog" "took over from the previous agent" ||
+			bad "case $d: no takeover within 30 s" "$(tail -10 "$newlog")"
+		if wait_pid "$OLD" 30 "the old agent"; then
+			t1=${EPOCHREALTIME/[.,]/}
+			note "old agent $OLD exited $(((t1 - t0) / 1000)) ms after its SIGTERM"
+		else
+			bad "case $d: the old agent did not exit within 30 s of the takeover" "$(tail -10 "$OLDLOG")"
+		fi
+		# What the old agent's log says of its wait (issue 34: logs say which happened).
+		VERDICT[$d]=$(grep -oE "handover: (a successor joined [0-9]+ ms after the signal|no successor joined[^;]*|the successor (took over|went away|did not take over)[^;]*)" "$OLDLOG" | paste -sd'|')
+		# Logged only by a wait that began before the takeover.
+		if [[ ${VERDICT[$d]} == *"successor took over after"* ]]; then
+			ok "case $d: the old agent served on until the takeover (${VERDICT[$d]})"
+		else
+			bad "case $d: the old agent did not wait for the takeover" "$(grep handover "$OLDLOG" | tail -8)"
+		fi
 	fi
 	if until_ok 10 ready_200; then
 		ok "case $d: the successor $new is ready"
@@ -280,7 +335,7 @@ run_case() { # run_case DELAY|kill
 	until_ok 5 ho_listening || bad "case $d: the successor's handover listener is not up after 5 s"
 	OLD=$new OLDLOG=$newlog
 }
-for d in 0 0.2 1 3 kill; do run_case "$d"; done
+for d in "${CASES[@]}"; do run_case "$d"; done
 echo stop >&7
 exec 7>&-
 wait_pid "$PROBER" 30 prober || bad "the prober did not finish" "$(cat "$TOPO_DIR/prober.err")"
@@ -288,7 +343,7 @@ cat "$TOPO_DIR/prober.out"
 
 # --- The verdict per window ------------------------------------------------------------------
 rate=$(awk '$1 == "rate" {print $3}' "$TOPO_DIR/prober.sum")
-for w in baseline 0 0.2 1 3 kill; do
+for w in baseline "${CASES[@]}"; do
 	win=$([ "$w" = baseline ] && echo baseline || echo "case-$w")
 	read -r sent lost wrong < <(awk -v w="$win" '$1 == w && $2 == "all" {print $3, $4, $5}' "$TOPO_DIR/prober.sum")
 	if [ -z "${sent:-}" ] || [ "$sent" = 0 ]; then

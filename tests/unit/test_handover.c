@@ -817,15 +817,77 @@ static void test_join_agent(void **state)
 	agent_stop(&a);
 }
 
+static void count_gone(void *arg)
+{
+	atomic_fetch_add((atomic_int *)arg, 1);
+}
+
+/* Joins a fresh agent named what with 3 descriptors (closed here). */
+static struct ndc_handover_peer *join_fresh(struct agent *a, const char *what)
+{
+	struct ndc_handover_peer *peer = NULL;
+	int *fds, r = -ENOENT;
+	size_t n = 0;
+
+	agent_start(a, what, 3);
+	for (int i = 0; i < WAIT_MS / 10 && r == -ENOENT; i++) {
+		r = ndc_handover_join(a->name, WAIT_MS, &peer, &fds, &n);
+		if (r == -ENOENT)
+			usleep(10000); /* the agent's listener starts on its thread */
+	}
+	assert_int_equal(r, 0);
+	for (size_t i = 0; i < n; i++)
+		close(fds[i]);
+	free(fds);
+	return peer;
+}
+
+/*
+ * The successor's watch: told once when the running agent closes the connection (it stopped
+ * without a takeover), not while it serves nor for a takeover's OK; unwatched, never told.
+ */
+static void test_watch(void **state)
+{
+	struct ndc_handover_peer *peer;
+	struct agent a;
+	atomic_int gone = 0;
+	struct pollfd p = {.fd = -1};
+
+	(void)state;
+	peer = join_fresh(&a, "watch");
+	assert_int_equal(ndc_handover_peer_watch(peer, count_gone, &gone), 0);
+	assert_int_equal(ndc_handover_peer_watch(peer, count_gone, &gone), -EINVAL);
+	assert_int_equal(ndc_handover_takeover(peer, WAIT_MS), 0);
+	poll(&p, 0, 200); /* serving on after the OK: not gone */
+	assert_int_equal(atomic_load(&gone), 0);
+	ndc_handover_close(a.h);
+	ndc_handover_close(a.h);	      /* idempotent */
+	assert_true(ndc_handover_taken(a.h)); /* its last value */
+	wait_count(&gone, 1);
+	ndc_handover_peer_free(peer);
+	agent_stop(&a);
+	assert_int_equal(atomic_load(&gone), 1);
+
+	peer = join_fresh(&a, "unwatch");
+	assert_int_equal(ndc_handover_peer_watch(peer, count_gone, &gone), 0);
+	ndc_handover_peer_unwatch(peer);
+	ndc_handover_peer_unwatch(peer);
+	agent_stop(&a);
+	poll(&p, 0, 200);
+	assert_int_equal(atomic_load(&gone), 1);
+	ndc_handover_peer_free(peer);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-	    cmocka_unit_test(test_serve_messages), cmocka_unit_test(test_serve_chunks),
-	    cmocka_unit_test(test_serve_refuses),  cmocka_unit_test(test_join_accepts),
-	    cmocka_unit_test(test_join_refuses),   cmocka_unit_test(test_join_timeout),
-	    cmocka_unit_test(test_join_nobody),	   cmocka_unit_test(test_takeover),
-	    cmocka_unit_test(test_join_agent),	   cmocka_unit_test(test_serve_other_uid),
-	    cmocka_unit_test(test_serve_idle),	   cmocka_unit_test(test_join_other_uid),
+	    cmocka_unit_test(test_serve_messages),  cmocka_unit_test(test_serve_chunks),
+	    cmocka_unit_test(test_serve_refuses),   cmocka_unit_test(test_join_accepts),
+	    cmocka_unit_test(test_watch),	    cmocka_unit_test(test_join_refuses),
+	    cmocka_unit_test(test_join_timeout),    cmocka_unit_test(test_join_nobody),
+	    cmocka_unit_test(test_takeover),	    cmocka_unit_test(test_join_agent),
+	    cmocka_unit_test(test_serve_other_uid), cmocka_unit_test(test_serve_idle),
+	    cmocka_unit_test(test_join_other_uid),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

@@ -916,6 +916,48 @@ static void test_two_addrs(void **state)
 	ndc_socket_stop(s);
 }
 
+/*
+ * A held server (a successor beside its predecessor) reads nothing: a datagram and a connection's
+ * query wait in the sockets, unanswered, and are answered once it starts reading.
+ */
+static void test_hold(void **state)
+{
+	(void)state;
+	struct ndc_ip ip = ip_of("127.0.0.1");
+	struct ndc_socket_opts o = {.n_addrs = 1, .addrs = &ip, .workers = 2, .hold = true};
+	struct ndc_socket *s = NULL;
+	const char *q = "held query";
+	uint8_t buf[256];
+	uint16_t port;
+	int u, t;
+
+	assert_int_equal(ndc_socket_start(&o, handler, NULL, &s), 0);
+	port = ndc_socket_port(s);
+	u = udp_client(AF_INET);
+	udp_send(u, "127.0.0.1", port, q, strlen(q));
+	t = tcp_client("127.0.0.1", port); /* the kernel's backlog completes the handshake */
+	send_all(t, buf, frame(buf, (const uint8_t *)q, strlen(q)));
+	expect_silence(u, 300);
+	expect_silence(t, 50);
+	{
+		struct ndc_socket_stats st;
+
+		ndc_socket_stats(s, &st);
+		assert_int_equal(st.udp_queries + st.tcp_conns, 0);
+	}
+
+	assert_int_equal(ndc_socket_read_start(s), 0);
+	assert_int_equal(recv(u, buf, sizeof(buf), 0), (ssize_t)strlen(q));
+	assert_int_equal(buf[0], (uint8_t)(q[0] ^ 0xff));
+	assert_memory_equal(buf + 1, q + 1, strlen(q) - 1);
+	expect_reply(t, (const uint8_t *)q, strlen(q));
+	assert_int_equal(ndc_socket_read_start(s), 0); /* already reading */
+	tcp_query(t, "and on");
+	close(u);
+	close(t);
+	ndc_socket_stop(s);
+}
+
 static void test_start_failure(void **state)
 {
 	(void)state;
@@ -993,6 +1035,7 @@ int main(void)
 	    cmocka_unit_test_setup(test_pending_tcp_closed, reset_held),
 	    cmocka_unit_test_setup(test_ipv6, reset_held),
 	    cmocka_unit_test_setup(test_two_addrs, reset_held),
+	    cmocka_unit_test_setup(test_hold, reset_held),
 	    cmocka_unit_test_setup(test_start_failure, reset_held),
 	    cmocka_unit_test_setup(test_stop_with_conns, reset_held),
 	};
