@@ -46,6 +46,7 @@
  *                                    leave them under traffic (not timed; medians, as above)
  */
 #include <errno.h>
+#include <signal.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -163,6 +164,19 @@ static int cmp_u32(const void *a, const void *b)
 	return (x > y) - (x < y);
 }
 
+/*
+ * SIGINT or SIGTERM (perf_lines.py's recipe ends a run with kill): the case in progress stops,
+ * and main closes the fast path, which removes its pins (/sys/fs/bpf/ndc-bench-PID), as at a
+ * normal end.
+ */
+static volatile sig_atomic_t stopped;
+
+static void on_stop(int sig)
+{
+	(void)sig;
+	stopped = 1;
+}
+
 static int measure(int prog_fd, const struct frame *f, size_t nf, uint32_t want, unsigned int runs,
 		   unsigned int repeat, double *ret_ns)
 {
@@ -181,6 +195,10 @@ static int measure(int prog_fd, const struct frame *f, size_t nf, uint32_t want,
 			    .data_size_out = sizeof(out), .repeat = repeat);
 		int err;
 
+		if (stopped) {
+			free(each);
+			return -EINTR;
+		}
 		/* volatile: the writes are what evicts, never elided */
 		for (size_t j = 0; j < cold_len; j += cold_stride)
 			((volatile uint8_t *)cold)[j] = (uint8_t)i;
@@ -277,6 +295,7 @@ int main(int argc, char **argv)
 		unsigned int repeat;
 	} cases[20];
 	int n = 0;
+	struct sigaction stop_action = {.sa_handler = on_stop};
 
 	if (geteuid() != 0) {
 		fprintf(stderr, "bench_testrun: needs root to load BPF programs\n");
@@ -284,6 +303,10 @@ int main(int argc, char **argv)
 	}
 	if (runs == 0)
 		runs = 1;
+	if (sigaction(SIGINT, &stop_action, NULL) || sigaction(SIGTERM, &stop_action, NULL)) {
+		perror("bench_testrun: sigaction");
+		return 1;
+	}
 	memcpy(addr.addr, node4, 4);
 	any_verdict = env_on("NDC_BENCH_ANY_VERDICT");
 	if (getenv("NDC_BENCH_COLD_KIB")) {
@@ -459,7 +482,9 @@ int main(int argc, char **argv)
 	}
 
 out:
-	if (err)
+	if (err && stopped)
+		fprintf(stderr, "bench_testrun: stopped by a signal\n");
+	else if (err)
 		fprintf(stderr, "bench_testrun: %s\n", strerror(err < 0 ? -err : err));
 	free(many);
 	free(cold);
