@@ -316,7 +316,9 @@ static void *watch_thread(void *arg)
 		int r = poll(pfd, 2, -1);
 
 		if (r < 0 && errno != EINTR) {
+			/* Blind from here on: told as gone, the caller reads rather than never. */
 			ndc_err("handover: watching the predecessor: poll: %s", strerror(errno));
+			p->gone(p->arg);
 			return NULL;
 		}
 		if (r <= 0)

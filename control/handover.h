@@ -63,7 +63,8 @@ int ndc_handover_takeover(struct ndc_handover_peer *p, int timeout_ms);
 /*
  * Calls gone(arg) once, on a thread of its own, when the predecessor's end of the connection
  * closes: it stopped without our takeover, or died (or, after a takeover, exited: the caller
- * knows which). One watch per peer at a time. 0 or -errno.
+ * knows which), or when it can no longer watch (a poll error, logged). One watch per peer at a
+ * time. 0 or -errno.
  */
 int ndc_handover_peer_watch(struct ndc_handover_peer *p, void (*gone)(void *arg), void *arg);
 

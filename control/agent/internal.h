@@ -142,7 +142,7 @@ struct agent {
 		size_t n_inherit;
 		struct ndc_handover *ho;
 		pthread_mutex_t attach_lock; /* serving ... closing; http */
-		bool serving;		     /* the server runs (held, in an upgrade: reading) */
+		bool serving;		     /* the server runs (upgrading: held until reading) */
 		bool reading;		     /* it reads the DNS sockets */
 		bool pred_gone;		     /* the predecessor's connection closed */
 		bool attached;		     /* our programs are in (or there is no fast path) */
@@ -209,9 +209,9 @@ void ndc_agent_dataplane_metrics(void *arg, struct ndc_metrics_buf *b);
 /* Attaches the fast path once synced and serving, then tells the predecessor. Any thread. */
 void ndc_agent_maybe_attach(struct agent *ag);
 /*
- * Step "server" in an upgrade: the server holds the predecessor's sockets unread (it reads them);
- * they are read from our takeover, or from the moment the predecessor goes (a watch on its
- * connection). A watch that cannot start reads them at once. Under nothing.
+ * Step "server" in an upgrade: the server holds the predecessor's sockets unread (the predecessor
+ * reads them); they are read from our takeover, or from the moment the predecessor goes (a watch
+ * on its connection). A watch that cannot start reads them at once. Under nothing.
  */
 void ndc_agent_hold_start(struct agent *ag);
 /* The watch stopped (before the server stops reading). Under nothing. */
