@@ -83,11 +83,14 @@ struct ndc_kscratch {
 	__u8 count_client;		 /* count it per client */
 	__u16 sport;			 /* __be16 */
 	/* the question ndc_be_recall read and did not find, for ndc_be_remember: */
-	__u16 qlen;	/* its length (0: none, not to be remembered) */
-	__u8 qidx[2];	/* the pair of memo entries it may take */
-	__u32 qtag;	/* its tag (the low half of the multiply that chose the pair) */
-	__u32 slots;	/* the client's two slots (ndc_counts_touch): A << 12 | B */
-	__u64 recalled; /* questions this CPU answered from the memo (tests read it, by BTF) */
+	__u16 qlen;   /* its length (0: none, not to be remembered) */
+	__u8 qidx[2]; /* the pair of memo entries it may take */
+	__u32 qtag;   /* its tag (the low half of the multiply that chose the pair) */
+	__u32 slots;  /* the client's two slots (ndc_counts_touch): A << 12 | B */
+	/* questions this CPU found in the memo, and those the express lane answered (ndc_express;
+	 * tests read them, by BTF) */
+	__u32 recalled;
+	__u32 expressed;
 	__u64 gen_read; /* the config gen ndc_be_get read before the table */
 	/*
 	 * This CPU's counts of the answer core (enum ndc_fp_counter; ndc_be_count), on the two
@@ -213,6 +216,11 @@ __u64 ndc_samples_lost = 0;
 struct ndc_be {
 	const struct ndc_fp_config *cfg;
 	struct ndc_kscratch *ks; /* once ndc_be_client or ndc_be_scratch looked it up */
+	/*
+	 * The express lane (ndc_express) looked this question up in the memo and did not find it:
+	 * ks->qlen, qidx and qtag hold what memo_match noted, and ndc_be_recall looks no more.
+	 */
+	__u32 recall_done;
 };
 
 static __always_inline struct ndc_kscratch *kscratch(struct ndc_be *be)
@@ -351,6 +359,10 @@ static __always_inline enum ndc_table_res ndc_be_recall(struct ndc_be *be, struc
 	struct ndc_kscratch *ks = kscratch_of(s);
 	__u32 found, i, name_len, qlen;
 
+	/* verifier: through memory, so that the core after it is verified once, not once for each
+	 */
+	if (ctx_launder(NDC_HOOK_TC, &s->launder[2], be->recall_done))
+		return NDC_TABLE_ABSENT;
 	qlen = dns_question_span(data, data_end, off, msg_end, q);
 	found = memo_match(ks, data, data_end, off, qlen, READ_ONCE_U64(be->cfg->gen));
 	/*
@@ -646,17 +658,12 @@ static __always_inline void ndc_be_client(struct ndc_be *be, const struct ndc_l3
  * core's paths, where they have merged into few states, processes 0.3% more instructions for it
  * than for a global function (tc 591,638 -> 593,304 on 6.18; XDP 464,283 -> 464,346).
  */
-static __always_inline int ndc_client_add(const struct ndc_fp_client_key *k, __u32 slots, __u32 idx)
+static __always_inline int ndc_client_add_key(__u64 w0, __u64 w1, __u32 slots, __u32 idx)
 {
-	__u64 answered = idx <= NDC_FP_NXDOMAIN, nx = idx == NDC_FP_NXDOMAIN, w0, w1;
+	__u64 answered = idx <= NDC_FP_NXDOMAIN, nx = idx == NDC_FP_NXDOMAIN;
 	struct ndc_fp_client_slot *a, *b, *s;
 	__u32 ia = NDC_FP_CLIENT_SLOTS_A(slots), ib = NDC_FP_CLIENT_SLOTS_B(slots);
 
-	if (!k)
-		return 0;
-	/* the key is 8-aligned in the scratch (a map value), as in the slot */
-	w0 = ((const __u64 *)k->addr)[0];
-	w1 = ((const __u64 *)k->addr)[1];
 	a = ndc_cpu_slot(ia);
 	if (!a)
 		return 0; /* never: both indexes are below max_entries */
@@ -688,6 +695,16 @@ count:
 	s->counts.nxdomain += nx;
 	s->counts.passed += answered ^ 1;
 	return 0;
+}
+
+/* The same for the key at k, as ndc_be_client keeps it in the scratch. */
+static __always_inline int ndc_client_add(const struct ndc_fp_client_key *k, __u32 slots, __u32 idx)
+{
+	if (!k)
+		return 0;
+	/* the key is 8-aligned in the scratch (a map value), as in the slot */
+	return ndc_client_add_key(((const __u64 *)k->addr)[0], ((const __u64 *)k->addr)[1], slots,
+				  idx);
 }
 
 /*
@@ -764,11 +781,167 @@ static __always_inline void ndc_be_reply(struct ndc_be *be, void *ctx, const enu
 		ndc_sample_skb(ctx, dns_off, dns_len, &be->ks->client, be->ks->sport);
 }
 
+/*
+ * The express lane: a question the memo holds, asked the way nearly every pod asks, answered
+ * before the core (ndc_answer_frame) is entered. Only an untagged Ethernet frame with a 20-byte
+ * IPv4 header, not a fragment (DF may be set), a UDP datagram to the config's port at one of its
+ * addresses, whole in the linear part, a plain query header and a question of the plain shape
+ * (dns_question_span) whose bytes the memo holds for the current gen, with an answer that never
+ * expires, is not a pass marker and fits the client's limit: what the core would do with it
+ * (recall, ndc_answer_result, the reply) in one straight run, with the core's own steps
+ * (memo_match, ctx_resize, ctx_copy_in, dns_reply_header, the swaps) and its counts (the answer,
+ * the client's, the sample). Answered (or, never, passed once resized): 1, with the verdict and the
+ * reason as ndc_answer_frame gives them. Anything else: 0, the frame and the counts untouched,
+ * and the core reads it from its first byte, as before: the lane decides nothing the core would
+ * decide otherwise, it only skips the generality a hit does not need (VLAN tags, IPv6, TCP, the
+ * walk, the laundered offsets that keep the core's many paths verifiable, the client slot looked
+ * up twice). Why (issue 35): the core's hit ran about 70 lines of code where the answering floor
+ * runs 28 (docs/bench/FASTPATH.md).
+ */
+#define NDC_XP_L4 (ETH_HLEN + 20)	      /* the UDP header */
+#define NDC_XP_DNS (NDC_XP_L4 + 8)	      /* the DNS header */
+#define NDC_XP_Q (NDC_XP_DNS + 12)	      /* the question */
+#define NDC_XP_MIN (NDC_XP_Q + NDC_MEMO_QMIN) /* the shortest frame the lane answers */
+/* the longest query it answers: a question the memo may hold, and a plain OPT */
+#define NDC_XP_UDP_MAX (8 + 12 + NDC_MEMO_QMAX + NDC_DNS_OPT_LEN)
+
+static __always_inline int ndc_express(void *ctx, const enum ndc_hook hook, int *ret_verdict,
+				       __u32 *ret_why, __u32 *ret_recall_done)
+{
+	void *data = ctx_data(ctx, hook), *data_end = ctx_data_end(ctx, hook);
+	const struct ndc_fp_config *cfg;
+	const struct ndc_fp_value *v;
+	struct ndc_question q = {};
+	struct ndc_kscratch *ks;
+	struct ndc_dnshdr *dh;
+	union ndc_memo *m;
+	struct iphdr *iph;
+	struct udphdr *uh;
+	__u32 udp_len, qlen, found, dlen, reply_len, ans_off, hit, sample;
+	__be16 sport;
+	__u64 key1;
+	__u8 *p;
+
+	if (data + NDC_XP_MIN > data_end)
+		return 0;
+	iph = data + ETH_HLEN;
+	uh = data + NDC_XP_L4;
+	/* the first two compares send every other frame on (ARP, IPv6, TCP, ...) */
+	if (*(__be16 *)(data + 12) != bpf_htons(ETH_P_IP) || iph->protocol != IPPROTO_UDP)
+		return 0;
+	if (*(__u8 *)iph != 0x45 || (iph->frag_off & bpf_htons(NDC_IP_MF | NDC_IP_OFFSET)))
+		return 0;
+	cfg = config_get();
+	if (!cfg || uh->dest != cfg->port || !addr4_ours(cfg, iph->daddr))
+		return 0;
+	udp_len = bpf_ntohs(uh->len);
+	if (udp_len != (__u32)bpf_ntohs(iph->tot_len) - sizeof(*iph) ||
+	    udp_len < sizeof(*uh) + sizeof(*dh) || udp_len > NDC_XP_UDP_MAX ||
+	    data + NDC_XP_L4 + udp_len > data_end)
+		return 0;
+	dh = data + NDC_XP_DNS;
+	if (dns_check_header(dh, &q) != NDC_GO)
+		return 0;
+	ks = ndc_cpu_scratch();
+	if (!ks)
+		return 0;
+	/* the lines the counts go to, read now (ndc_counts_touch), and the client's key */
+	key1 = key_word(bpf_htonl(0xffff), iph->saddr);
+	ks->count_client = (cfg->flags / NDC_FP_C_CLIENTS) & 1;
+	ndc_counts_touch(ks, 0, key1);
+	qlen = dns_question_span(data, data_end, NDC_XP_Q, NDC_XP_L4 + udp_len, &q);
+	if (!qlen)
+		return 0;
+	found = memo_match(ks, data, data_end, NDC_XP_Q, qlen, READ_ONCE_U64(cfg->gen));
+	if (found == 0 || found > NDC_MEMO_ENTRIES) {
+		/*
+		 * the core reaches the memo with this frame as it is (the same offsets: untagged,
+		 * linear) and would find what this found: it takes memo_match's notes instead
+		 */
+		*ret_recall_done = 1;
+		return 0;
+	}
+	m = &ks->memo[found - 1];
+	v = &m->v;
+	/* ndc_answer_result's verdicts for a memo entry (EXACT or OTHER, never expiring) */
+	if ((v->flags & NDC_FP_V_PASS) || v->expire_ns)
+		return 0;
+	q.qtype = m->h.qtype;
+	hit = NDC_FP_HIT;
+	if (m->h.res == NDC_TABLE_OTHER) {
+		if (q.qtype == NDC_DNS_T_ANY)
+			return 0;
+		if (!v->ancount)
+			hit = NDC_FP_NODATA;
+	}
+	dlen = v->len;
+	if (dlen > NDC_FP_DATA_MAX)
+		return 0;
+	reply_len = sizeof(*dh) + qlen + dlen + (q.has_opt ? NDC_DNS_OPT_LEN : 0);
+	if (reply_len > dns_udp_limit(&q))
+		return 0;
+	sport = uh->source; /* before the swap writes over it */
+	udp_len = sizeof(*uh) + reply_len;
+	ans_off = NDC_XP_Q + qlen;
+	if (ctx_resize(ctx, hook, ctx_len(ctx, hook), NDC_XP_L4 + udp_len, ans_off,
+		       NDC_ANS_OFF_MAX))
+		return 0; /* the frame as it was: the core tries, and counts */
+
+	/* resized: from here on nothing fails (these checks are the verifier's), as in the core */
+	data = ctx_data(ctx, hook);
+	data_end = ctx_data_end(ctx, hook);
+	hit = ctx_copy_in(hook, data, data_end, ans_off, v->data, dlen, NDC_FP_DATA_MAX)
+		  ? NDC_FP_PASS_SIZE
+		  : hit;
+	if (q.has_opt) {
+		p = data + ans_off + (dlen & (2 * NDC_FP_DATA_MAX - 1));
+		if ((void *)(p + NDC_DNS_OPT_LEN) > data_end)
+			hit = NDC_FP_PASS_SIZE;
+		else
+			dns_put_opt(p);
+	}
+	dh = data + NDC_XP_DNS;
+	if ((void *)(dh + 1) > data_end || swap_eth(data, data_end) ||
+	    swap_ipv4_udp(data, data_end, ETH_HLEN, udp_len))
+		hit = NDC_FP_PASS_SIZE;
+	else
+		dns_reply_header(dh, &q, v);
+
+	/* the counts the core keeps for an answer (ndc_handle, ndc_be_recall) */
+	ks->counts[hit & (NDC_KS_COUNTS - 1)] += 1;
+	if (ks->count_client)
+		ndc_client_add_key(0, key1, ks->slots, hit);
+	ks->recalled++;
+	ks->expressed++;
+	m->h.used = 1;
+	if (hit == NDC_FP_PASS_SIZE) {
+		*ret_why = NDC_FP_PASS_SIZE;
+		*ret_verdict = ctx_pass(hook);
+		return 1;
+	}
+	sample = cfg->sample;
+	if (sample && bpf_get_prandom_u32() < sample) {
+		((__u64 *)ks->client.addr)[0] = 0;
+		((__u64 *)ks->client.addr)[1] = key1;
+		ks->sport = sport;
+		if (hook == NDC_HOOK_XDP)
+			ndc_sample_xdp(ctx, NDC_XP_DNS, reply_len, &ks->client, ks->sport);
+		else
+			ndc_sample_skb(ctx, NDC_XP_DNS, reply_len, &ks->client, ks->sport);
+	}
+	*ret_why = NDC_GO;
+	*ret_verdict = ctx_reply(ctx, hook, cfg->flags & NDC_FP_C_REDIRECT_PEER);
+	return 1;
+}
+
 static __always_inline int ndc_handle(void *ctx, const enum ndc_hook hook, __u32 *ret_why)
 {
 	struct ndc_be be;
 	int verdict;
 
+	be.recall_done = 0;
+	if (ndc_express(ctx, hook, &verdict, ret_why, &be.recall_done))
+		return verdict;
 	be.ks = NULL;
 	verdict = ndc_answer_frame(ctx, hook, &be, ret_why);
 	if (!be.ks)

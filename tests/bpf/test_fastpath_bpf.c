@@ -1241,11 +1241,20 @@ static void scratch_cpu0(const char *member, void *out, size_t out_len)
 }
 
 /* How many questions CPU 0 found in its memo: its scratch's `recalled`. */
-static uint64_t recalled_cpu0(void)
+static uint32_t recalled_cpu0(void)
 {
-	uint64_t v;
+	uint32_t v;
 
 	scratch_cpu0("recalled", &v, sizeof(v));
+	return v;
+}
+
+/* How many of them CPU 0's express lane answered: its scratch's `expressed`. */
+static uint32_t expressed_cpu0(void)
+{
+	uint32_t v;
+
+	scratch_cpu0("expressed", &v, sizeof(v));
 	return v;
 }
 
@@ -1253,7 +1262,7 @@ static uint64_t recalled_cpu0(void)
  * both times (recalled) or never. */
 static void memo_row(const struct ndc_row *r, const struct ndc_answer *src, bool recalled)
 {
-	uint64_t before = recalled_cpu0(), after;
+	uint32_t before = recalled_cpu0(), after;
 
 	check_row(r, src, 0);
 	after = recalled_cpu0();
@@ -1393,7 +1402,7 @@ static void door_q_make(struct door_q *d, const char *prefix, unsigned i)
 static void door_ask(const struct door_q *d, const char *what, bool recalled)
 {
 	const struct ndc_row r = {what, d->name, NDC_T_A, .expect = NDC_FP_HIT};
-	uint64_t before = recalled_cpu0();
+	uint32_t before = recalled_cpu0();
 
 	check_row_on(&r, &d->ans.a, 0, TC, TC);
 	if (recalled_cpu0() - before != (recalled ? 1u : 0u))
@@ -1544,6 +1553,107 @@ static void test_memo_placement(void **state)
 		    ndc_fastpath_unpublish(env.fp, all[k]->lname, all[k]->nlen, NDC_T_A), 0);
 }
 
+/* ---------------------------------------------------------------------------------------------
+ * The express lane (bpf/ndc_fastpath.bpf.c, ndc_express): a question the memo holds, in an
+ * untagged IPv4 frame of the plain shape, answered before the core with the core's reply and
+ * counts; every other frame that carries a question the memo holds is left to the core, which
+ * gives it its own verdict. tests/planted/express_frag/ (test fastpath_bpf_planted_express) lets
+ * the lane answer a first fragment and must fail here.
+ */
+
+/* test_express saw the lane answer right: a planted build then fails later, not at the start */
+static bool express_started;
+
+/*
+ * Row r through both hooks (check_row: the socket path's reply and counts), and how CPU 0 got it:
+ * from the memo by the lane (lane), by the core (recalled), or by a full read (neither).
+ */
+static void express_row(const struct ndc_row *r, bool lane, bool recalled)
+{
+	uint32_t rec0 = recalled_cpu0(), xp0 = expressed_cpu0(), rec, xp;
+
+	check_row(r, NULL, 0);
+	rec = recalled_cpu0() - rec0;
+	xp = expressed_cpu0() - xp0;
+	if (xp != (lane ? 2u : 0u) || rec != (lane || recalled ? 2u : 0u))
+		fail_msg("%s: %u of 2 answered by the express lane, %u found in the memo; want %s",
+			 r->what, xp, rec,
+			 lane	    ? "both by the lane"
+			 : recalled ? "both by the core from the memo"
+				    : "none from the memo");
+}
+
+static void test_express(void **state)
+{
+	/* the lane's: asked twice (noted, remembered), then from the lane in both hooks */
+	static const struct ndc_row lane[] = {
+	    {"plain", K8S_NAME, NDC_T_A, .expect = NDC_FP_HIT},
+	    {"with a plain OPT of 1232", K8S_NAME, NDC_T_A, .edns = 1232, .expect = NDC_FP_HIT},
+	    {"with a plain OPT of 100 (means 512)", K8S_NAME, NDC_T_A, .edns = 100,
+	     .expect = NDC_FP_HIT},
+	    {"RD clear", K8S_NAME, NDC_T_A, .flags_xor = NDC_ROW_RD, .expect = NDC_FP_HIT},
+	    {"CD echoed, AD and Z not", K8S_NAME, NDC_T_A, .flags_xor = 0x0070,
+	     .expect = NDC_FP_HIT},
+	    {"NODATA from the other-type entry", "cart.shop.svc.cluster.local", NDC_T_AAAA,
+	     .expect = NDC_FP_NODATA},
+	    {"SRV of odd length", "_pg._tcp.postgres.data.svc.cluster.local", NDC_T_SRV,
+	     .expect = NDC_FP_HIT},
+	    {"DF set", K8S_NAME, NDC_T_A, .o.frag_off = 0x4000, .expect = NDC_FP_HIT},
+	    {"Ethernet padding", K8S_NAME, NDC_T_A, .o.l2_pad = 10, .expect = NDC_FP_HIT},
+	};
+	/* the same question in frames the lane leaves to the core: from the memo there */
+	static const struct ndc_row core_memo[] = {
+	    {"802.1Q tagged", K8S_NAME, NDC_T_A, .o.vlan = 7, .expect = NDC_FP_HIT},
+	    {"IPv6", K8S_NAME, NDC_T_A, .v6 = true, .expect = NDC_FP_HIT},
+	};
+	/* ... and in frames the core passes (or that are not ours), never from the memo */
+	static const struct ndc_row core_pass[] = {
+	    {"first fragment", K8S_NAME, NDC_T_A, .o.frag_off = 0x2000, .expect = NDC_FP_PASS_FRAG},
+	    {"later fragment", K8S_NAME, NDC_T_A, .o.frag_off = 0x0010, .expect = NDC_FP_PASS_FRAG},
+	    {"IPv4 options", K8S_NAME, NDC_T_A, .o.ihl = 6, .expect = NDC_FP_PASS_FRAG},
+	    {"UDP length short of IP", K8S_NAME, NDC_T_A, .o.udp_len_delta = -1,
+	     .expect = NDC_FP_PASS_FORMAT},
+	    {"UDP length past IP", K8S_NAME, NDC_T_A, .o.udp_len_delta = 3,
+	     .expect = NDC_FP_PASS_FORMAT},
+	    {"trailing byte", K8S_NAME, NDC_T_A, .mutate = ndc_pkt_mut_trailing,
+	     .expect = NDC_FP_PASS_FORMAT},
+	    {"QR set", K8S_NAME, NDC_T_A, .mutate = ndc_pkt_mut_set_qr,
+	     .expect = NDC_FP_PASS_FORMAT},
+	    {"OPT not announced", K8S_NAME, NDC_T_A, .edns = 1232, .mutate = mut_ar0,
+	     .expect = NDC_FP_PASS_FORMAT},
+	    {"DO bit", K8S_NAME, NDC_T_A, .edns = 1232, .edns_flags = 0x8000,
+	     .expect = NDC_FP_PASS_EDNS},
+	    {"other UDP port", K8S_NAME, NDC_T_A, .dport = 5353, .expect = NONE},
+	    {"other destination", K8S_NAME, NDC_T_A, .wrong_dst = true, .expect = NONE},
+	    {"TCP to 53", K8S_NAME, NDC_T_A, .o.protocol = 6, .expect = NONE},
+	};
+	const struct ndc_row pass_marker = {"ANY at an empty non-terminal",
+					    "shop.svc.cluster.local", NDC_T_ANY,
+					    .expect = NDC_FP_PASS_MISS};
+
+	(void)state;
+	pin_cpu(0);
+	for (size_t i = 0; i < sizeof(lane) / sizeof(lane[0]); i++) {
+		check_row(&lane[i], NULL, 0); /* noted, then remembered */
+		express_row(&lane[i], true, false);
+		express_started = true;
+		express_row(&lane[i], true, false);
+	}
+	for (size_t i = 0; i < sizeof(core_memo) / sizeof(core_memo[0]); i++) {
+		check_row(&core_memo[i], NULL, 0);
+		express_row(&core_memo[i], false, true);
+	}
+	for (size_t i = 0; i < sizeof(core_pass) / sizeof(core_pass[0]); i++) {
+		express_row(&core_pass[i], false, false);
+		express_row(&core_pass[i], false, false);
+	}
+	/* ANY, passed by rule, from the memo by the core (which counts it), not by the lane */
+	check_row(&pass_marker, NULL, 0);
+	express_row(&pass_marker, false, true);
+	/* the plain one still from the lane after all that */
+	express_row(&lane[0], true, false);
+}
+
 int main(int argc, char **argv)
 {
 	const struct CMUnitTest tests[] = {
@@ -1564,26 +1674,36 @@ int main(int argc, char **argv)
 	    cmocka_unit_test(test_memo_shapes),
 	    cmocka_unit_test(test_memo_doorkeeper),
 	    cmocka_unit_test(test_memo_placement),
+	    cmocka_unit_test(test_express),
 	};
-	/* --planted OBJ: the memo's test alone, on OBJ, a build with a planted bug it must catch */
+	/*
+	 * --planted OBJ [express]: the memo's test (or the express lane's) alone, on OBJ, a build
+	 * with a planted bug it must catch
+	 */
 	const struct CMUnitTest memo_only[] = {cmocka_unit_test(test_memo)};
+	const struct CMUnitTest express_only[] = {cmocka_unit_test(test_express)};
 
 	if (geteuid() != 0) {
 		fprintf(stderr, "test_fastpath_bpf: needs root to load BPF programs: skipped\n");
 		return 77;
 	}
 	if (argc > 2 && !strcmp(argv[1], "--planted")) {
+		bool express = argc > 3 && !strcmp(argv[3], "express");
+		bool started;
 		int failed;
 
 		setenv("NDC_TEST_OBJECT", argv[2], 1);
-		failed = cmocka_run_group_tests(memo_only, setup, teardown);
-
+		if (express)
+			failed = cmocka_run_group_tests(express_only, setup, teardown);
+		else
+			failed = cmocka_run_group_tests(memo_only, setup, teardown);
+		started = express ? express_started : memo_started;
 		fprintf(stderr,
-			"test_fastpath_bpf --planted: the memo's test %s%s (must fail after its "
+			"test_fastpath_bpf --planted: the %s test %s%s (must fail after its "
 			"first answer)\n",
-			failed ? "failed" : "passed",
-			memo_started ? " after its first answer" : "");
-		return failed == 1 && memo_started ? 0 : 1;
+			express ? "express lane's" : "memo's", failed ? "failed" : "passed",
+			started ? " after its first answer" : "");
+		return failed == 1 && started ? 0 : 1;
 	}
 	return cmocka_run_group_tests(tests, setup, teardown);
 }
