@@ -52,16 +52,17 @@ def source_line(root, loc):
 
 
 def lines_of(tool, prog_id):
+    """The program's functions' JITed ranges [(start, len)] and its line records, by address."""
     out = subprocess.run([tool, str(prog_id)], capture_output=True, text=True).stdout
-    head, recs = None, []
+    heads, recs = [], []
     for line in out.splitlines():
         if line.startswith("# ksym"):
             f = line.split()
-            head = (int(f[2], 16), int(f[4]))
+            heads.append((int(f[2], 16), int(f[4])))
             continue
         addr, loc, text = (line.split("\t") + ["", ""])[:3]
         recs.append((int(addr, 16), loc, text.strip()))
-    return head, sorted(recs)
+    return heads, sorted(recs)
 
 
 def main():
@@ -71,20 +72,31 @@ def main():
     ap.add_argument("--lines", help="the bench_prog_lines binary (without it: only the code "
                     "touched, which needs no loaded program)")
     ap.add_argument("--top", type=int, default=30)
+    ap.add_argument("--funcs", default="", help="the program's BPF-to-BPF callees whose samples "
+                    "count as its own, comma-separated (e.g. ndc_express_skb: JITed apart, each "
+                    "under a symbol of its own)")
     a = ap.parse_args()
     root = os.path.normpath(os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", ".."))
 
     smp = list(samples(a.data))
-    ips = [ip for ip, sym in smp if sym.startswith("bpf_prog_") and sym.endswith("_" + a.prog)]
+    names = [a.prog] + [f for f in a.funcs.split(",") if f]
+    mine = [(ip, sym) for ip, sym in smp
+            if sym.startswith("bpf_prog_") and any(sym.endswith("_" + n) for n in names)]
+    ips = [ip for ip, _ in mine]
     if ips:
         # The code a run goes through: the program's distinct sampled addresses and the 64-byte
         # lines of JITed code they fall in (a run's path through the program, given enough
-        # samples: each instruction it runs is sampled in proportion to its time).
+        # samples: each instruction it runs is sampled in proportion to its time); the span is
+        # summed over the functions sampled, each JITed apart.
         code = collections.Counter(ip >> 6 for ip in ips)
+        spans = collections.defaultdict(list)
+        for ip, sym in mine:
+            spans[sym].append(ip)
         print("%s: %d samples at %d distinct addresses in %d lines of code (64 bytes; %d with 5 "
-              "samples or more), spanning %d bytes" % (
-                  a.prog, len(ips), len(set(ips)), len(code),
-                  sum(1 for c in code.values() if c >= 5), max(ips) - min(ips) + 1))
+              "samples or more), spanning %d bytes in %d function(s)" % (
+                  "+".join(names), len(ips), len(set(ips)), len(code),
+                  sum(1 for c in code.values() if c >= 5),
+                  sum(max(v) - min(v) + 1 for v in spans.values()), len(spans)))
     if not a.lines:
         return 0 if ips else 1
     progs = json.loads(subprocess.run(["bpftool", "-j", "prog", "show"], capture_output=True,
@@ -93,9 +105,9 @@ def main():
     for p in progs:
         if p.get("name") != a.prog:
             continue
-        head, recs = lines_of(a.lines, p["id"])
-        if head and recs:
-            hits = sum(1 for ip in ips if head[0] <= ip < head[0] + head[1])
+        heads, recs = lines_of(a.lines, p["id"])
+        if heads and recs:
+            hits = sum(1 for ip in ips if any(h[0] <= ip < h[0] + h[1] for h in heads))
             if hits and (best is None or hits > best[0]):
                 best = (hits, p["id"], recs)
     if best is None:
