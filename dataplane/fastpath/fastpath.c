@@ -242,6 +242,15 @@ static void mount_bpffs(const char *dir)
 		ndc_info("fast path: mounted bpffs at %s", dir);
 }
 
+/* dir is /sys/fs/bpf or a path below it. */
+static bool under_sys_fs_bpf(const char *dir)
+{
+	static const char root[] = "/sys/fs/bpf";
+
+	return strncmp(dir, root, sizeof(root) - 1) == 0 &&
+	       (dir[sizeof(root) - 1] == '\0' || dir[sizeof(root) - 1] == '/');
+}
+
 static int check_bpffs(const char *dir)
 {
 	struct statfs st;
@@ -631,10 +640,12 @@ int ndc_fastpath_open(const struct ndc_fastpath_opts *opts, struct ndc_fp **ret)
 	snprintf(fp->pin_dir, sizeof(fp->pin_dir), "%s", dir);
 
 	/*
-	 * The default pin directory needs bpffs at /sys/fs/bpf. A DaemonSet mounts the host's;
-	 * where nobody did (a fresh mount namespace, `ip netns exec`) mount one, as agents do.
+	 * The default pin directory, and any under /sys/fs/bpf, need bpffs there. A DaemonSet
+	 * mounts the host's; where nobody did (a fresh mount namespace, `ip netns exec`) mount one,
+	 * as agents do. Elsewhere the directory given is the caller's to mount (check_bpffs says
+	 * so).
 	 */
-	if (!opts->pin_dir)
+	if (!opts->pin_dir || under_sys_fs_bpf(dir))
 		mount_bpffs("/sys/fs/bpf");
 	r = mkdir_p(fp->pin_dir, &fp->made_dir);
 	if (r < 0) {

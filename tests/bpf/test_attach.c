@@ -22,12 +22,15 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mount.h>
 #include <sys/stat.h>
+#include <sys/statfs.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 #include <arpa/inet.h>
 #include <linux/if_link.h>
+#include <linux/magic.h>
 #include <net/if.h>
 
 #include <bpf/bpf.h>
@@ -748,6 +751,75 @@ static void test_xdp(void **state)
 	sh("ip link del ndctest5");
 }
 
+/*
+ * A pin directory under /sys/fs/bpf where no bpffs is mounted (a fresh mount namespace, as `ip
+ * netns exec` makes one): the fast path mounts bpffs there and opens, as it does for its default
+ * directory; a directory elsewhere that is not on bpffs is refused, nothing mounted for it. In a
+ * child with a mount namespace of its own, so that the host's /sys/fs/bpf is never touched.
+ */
+static void test_pin_dir_unmounted(void **state)
+{
+	static const char *const why[] = {
+	    [1] = "the fast path did not open under an unmounted /sys/fs/bpf",
+	    [2] = "its pin directory is not on bpffs after the open",
+	    [3] = "a pin directory elsewhere, not on bpffs, was taken",
+	    [4] = "bpffs at /sys/fs/bpf could not be unmounted in the child's namespace",
+	    [5] = "mkdtemp failed",
+	};
+	pid_t pid;
+	int st;
+
+	(void)state;
+	pid = fork();
+	assert_true(pid >= 0);
+	if (pid == 0) {
+		struct ndc_fastpath_opts o;
+		char other[] = "/tmp/ndcache-notbpf-XXXXXX";
+		struct statfs sf;
+		struct ndc_fp *fp;
+		int r;
+
+		if (unshare(CLONE_NEWNS) < 0 ||
+		    mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) < 0)
+			_exit(77);
+		/* every bpffs stacked at /sys/fs/bpf, in this namespace only */
+		for (int n = 0; n < 16 && statfs("/sys/fs/bpf", &sf) == 0 &&
+				(uint32_t)sf.f_type == BPF_FS_MAGIC;
+		     n++)
+			if (umount2("/sys/fs/bpf", MNT_DETACH) < 0)
+				_exit(4);
+		if (statfs("/sys/fs/bpf", &sf) < 0 || (uint32_t)sf.f_type == BPF_FS_MAGIC)
+			_exit(4);
+		base_opts(&o, NDC_FP_ATTACH_NONE, NULL,
+			  0); /* pin_dir: /sys/fs/bpf/ndcache-test-PID */
+		if (ndc_fastpath_open(&o, &fp) < 0)
+			_exit(1);
+		r = statfs(pin_dir, &sf) == 0 && (uint32_t)sf.f_type == BPF_FS_MAGIC;
+		ndc_fastpath_close(fp);
+		if (!r)
+			_exit(2);
+		if (!mkdtemp(other))
+			_exit(5);
+		o.pin_dir = other;
+		r = ndc_fastpath_open(&o, &fp);
+		if (r == 0)
+			ndc_fastpath_close(fp);
+		rmdir(other);
+		_exit(r == -EINVAL ? 0 : 3);
+	}
+	assert_int_equal(waitpid(pid, &st, 0), pid);
+	assert_true(WIFEXITED(st));
+	if (WEXITSTATUS(st) == 77) {
+		printf(
+		    "pin directory under an unmounted /sys/fs/bpf: skipped (no mount namespace)\n");
+		skip();
+	}
+	if (WEXITSTATUS(st) != 0)
+		fail_msg("pin directory under an unmounted /sys/fs/bpf: %s (exit %d)",
+			 WEXITSTATUS(st) < 6 && why[WEXITSTATUS(st)] ? why[WEXITSTATUS(st)] : "?",
+			 WEXITSTATUS(st));
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -758,6 +830,7 @@ int main(void)
 	    cmocka_unit_test(test_publish_collision),
 	    cmocka_unit_test(test_counters),
 	    cmocka_unit_test(test_stale_pins),
+	    cmocka_unit_test(test_pin_dir_unmounted),
 	    cmocka_unit_test(test_unprivileged),
 	    cmocka_unit_test(test_tc),
 	    cmocka_unit_test(test_xdp),
