@@ -210,6 +210,52 @@ ndc_answer_result(struct ndc_be *be, const struct ndc_fp_config *cfg, struct ndc
 }
 
 /*
+ * The reply written over the query in ctx, which the caller sized (ctx_resize) to l4_off + udp_len
+ * bytes: the answer's dlen bytes of data at ans_off (where the question ends), their TTLs counted
+ * down by age seconds when the answer expires, the OPT after them when the query had one, the
+ * reply header, addresses and ports swapped, the checksums set. NDC_GO, else NDC_FP_PASS_SIZE:
+ * never once resized (the checks are the verifier's; packet pointers are derived anew after the
+ * resize). One writer for the core's reply (ndc_answer_frame) and the kernel's express lane
+ * (bpf/ndc_fastpath.bpf.c), which gives the offsets of its one shape as constants, v6 0 and
+ * expires 0 (it answers only what never expires): its inlined copy is the IPv4 one, no countdown.
+ */
+static __always_inline __u32 ndc_answer_write(void *ctx, const enum ndc_hook hook, __u32 l3_off,
+					      __u32 l4_off, int v6, __u32 ans_off, __u32 udp_len,
+					      const struct ndc_question *q,
+					      const struct ndc_fp_value *v, __u32 dlen,
+					      const int expires, __u32 age)
+{
+	void *data = ctx_data(ctx, hook), *data_end = ctx_data_end(ctx, hook);
+	struct ndc_dnshdr *dh;
+	__u8 *p;
+
+	if (ctx_copy_in(hook, data, data_end, ans_off, v->data, dlen, NDC_FP_DATA_MAX))
+		return NDC_FP_PASS_SIZE;
+	if (expires && v->expire_ns && dns_ttl_countdown(data, data_end, ans_off, v, age) != NDC_GO)
+		return NDC_FP_PASS_SIZE;
+	if (q->has_opt) {
+		p = data + ans_off + (dlen & (2 * NDC_FP_DATA_MAX - 1));
+		if ((void *)(p + NDC_DNS_OPT_LEN) > data_end)
+			return NDC_FP_PASS_SIZE;
+		dns_put_opt(p);
+	}
+	dh = data + l4_off + sizeof(struct udphdr);
+	if ((void *)(dh + 1) > data_end)
+		return NDC_FP_PASS_SIZE;
+	dns_reply_header(dh, q, v);
+	if (swap_eth(data, data_end))
+		return NDC_FP_PASS_SIZE;
+	if (v6) {
+		if (swap_ipv6_udp(data, data_end, l3_off, udp_len) ||
+		    ipv6_udp_csum_set(data, data_end, l3_off, l4_off, udp_len))
+			return NDC_FP_PASS_SIZE;
+	} else if (swap_ipv4_udp(data, data_end, l3_off, udp_len)) {
+		return NDC_FP_PASS_SIZE;
+	}
+	return NDC_GO;
+}
+
+/*
  * Answers in place (the context's verdict that sends the reply, the answer counted) or passes
  * (ctx_pass) with *ret_why: a pass reason (counted), NDC_NOT_OURS or NDC_TCP_OURS.
  */
@@ -232,7 +278,6 @@ static __always_inline int ndc_answer_frame(void *ctx, const enum ndc_hook hook,
 	__u32 name_off, ans_off, dlen, reply_len, udp_len;
 	__u64 hash = 0;
 	void *data, *data_end;
-	__u8 *p;
 
 	why = ndc_answer_l4(ctx, hook, be, &pk, &cfg);
 	if (why != NDC_GO || !cfg)
@@ -311,32 +356,10 @@ static __always_inline int ndc_answer_frame(void *ctx, const enum ndc_hook hook,
 	if (ctx_resize(ctx, hook, ctx_len(ctx, hook), pk.l4_off + udp_len, ans_off,
 		       NDC_ANS_OFF_MAX))
 		return ndc_answer_pass(be, hook, NDC_FP_PASS_SIZE, ret_why);
-	data = ctx_data(ctx, hook);
-	data_end = ctx_data_end(ctx, hook);
-	if (ctx_copy_in(hook, data, data_end, ans_off, v->data, dlen, NDC_FP_DATA_MAX))
-		return ndc_answer_pass(be, hook, NDC_FP_PASS_SIZE, ret_why);
-	if (v->expire_ns && dns_ttl_countdown(data, data_end, ans_off, v, age) != NDC_GO)
-		return ndc_answer_pass(be, hook, NDC_FP_PASS_SIZE, ret_why);
-	/* nothing below fails once resized: these checks are for the verifier */
-	if (q.has_opt) {
-		p = data + ans_off + (dlen & (2 * NDC_FP_DATA_MAX - 1));
-		if ((void *)(p + NDC_DNS_OPT_LEN) > data_end)
-			return ndc_answer_pass(be, hook, NDC_FP_PASS_SIZE, ret_why);
-		dns_put_opt(p);
-	}
-	dh = data + pk.l4_off + sizeof(struct udphdr);
-	if ((void *)(dh + 1) > data_end)
-		return ndc_answer_pass(be, hook, NDC_FP_PASS_SIZE, ret_why);
-	dns_reply_header(dh, &q, v);
-	if (swap_eth(data, data_end))
-		return ndc_answer_pass(be, hook, NDC_FP_PASS_SIZE, ret_why);
-	if (pk.v6) {
-		if (swap_ipv6_udp(data, data_end, pk.l3_off, udp_len) ||
-		    ipv6_udp_csum_set(data, data_end, pk.l3_off, pk.l4_off, udp_len))
-			return ndc_answer_pass(be, hook, NDC_FP_PASS_SIZE, ret_why);
-	} else if (swap_ipv4_udp(data, data_end, pk.l3_off, udp_len)) {
-		return ndc_answer_pass(be, hook, NDC_FP_PASS_SIZE, ret_why);
-	}
+	why = ndc_answer_write(ctx, hook, pk.l3_off, pk.l4_off, pk.v6, ans_off, udp_len, &q, v,
+			       dlen, 1, age);
+	if (why != NDC_GO)
+		return ndc_answer_pass(be, hook, why, ret_why);
 	ndc_be_count(be, hit);
 	ndc_be_answered(be, v);
 	ndc_be_reply(be, ctx, hook, pk.l4_off + sizeof(struct udphdr), reply_len);

@@ -789,7 +789,7 @@ static __always_inline void ndc_be_reply(struct ndc_be *be, void *ctx, const enu
  * (dns_question_span) whose bytes the memo holds for the current gen, with an answer that never
  * expires, is not a pass marker and fits the client's limit: what the core would do with it
  * (recall, ndc_answer_result, the reply) in one straight run, with the core's own steps
- * (memo_match, ctx_resize, ctx_copy_in, dns_reply_header, the swaps) and its counts (the answer,
+ * (memo_match, ctx_resize, ndc_answer_write: the core's reply writer) and its counts (the answer,
  * the client's, the sample). Answered (or, never, passed once resized): 1, with the verdict and the
  * reason as ndc_answer_frame gives them. Anything else: 0, the frame and the counts untouched,
  * and the core reads it from its first byte, as before: the lane decides nothing the core would
@@ -820,7 +820,6 @@ static __always_inline int ndc_express(void *ctx, const enum ndc_hook hook, int 
 	__u32 udp_len, qlen, found, dlen, reply_len, ans_off, hit, sample;
 	__be16 sport;
 	__u64 key1;
-	__u8 *p;
 
 	if (data + NDC_XP_MIN > data_end)
 		return 0;
@@ -887,25 +886,10 @@ static __always_inline int ndc_express(void *ctx, const enum ndc_hook hook, int 
 		       NDC_ANS_OFF_MAX))
 		return 0; /* the frame as it was: the core tries, and counts */
 
-	/* resized: from here on nothing fails (these checks are the verifier's), as in the core */
-	data = ctx_data(ctx, hook);
-	data_end = ctx_data_end(ctx, hook);
-	hit = ctx_copy_in(hook, data, data_end, ans_off, v->data, dlen, NDC_FP_DATA_MAX)
-		  ? NDC_FP_PASS_SIZE
-		  : hit;
-	if (q.has_opt) {
-		p = data + ans_off + (dlen & (2 * NDC_FP_DATA_MAX - 1));
-		if ((void *)(p + NDC_DNS_OPT_LEN) > data_end)
-			hit = NDC_FP_PASS_SIZE;
-		else
-			dns_put_opt(p);
-	}
-	dh = data + NDC_XP_DNS;
-	if ((void *)(dh + 1) > data_end || swap_eth(data, data_end) ||
-	    swap_ipv4_udp(data, data_end, ETH_HLEN, udp_len))
+	/* resized: nothing fails from here on (ndc_answer_write's checks are the verifier's) */
+	if (ndc_answer_write(ctx, hook, ETH_HLEN, NDC_XP_L4, 0, ans_off, udp_len, &q, v, dlen, 0,
+			     0) != NDC_GO)
 		hit = NDC_FP_PASS_SIZE;
-	else
-		dns_reply_header(dh, &q, v);
 
 	/* the counts the core keeps for an answer (ndc_handle, ndc_be_recall) */
 	ks->counts[hit & (NDC_KS_COUNTS - 1)] += 1;
