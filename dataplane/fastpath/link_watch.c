@@ -3,8 +3,9 @@
  * The attach manager: an rtnetlink link watch (RTMGRP_LINK, RTMGRP_TC) on a thread of its own,
  * plus a RTM_GETLINK dump at start and after a multicast overrun. Every link whose name matches a
  * pattern gets the tc filter (clsact ingress, handle NDC_FP_TC_HANDLE) or the XDP program, plus
- * the fail-open filters when given (tc egress; in XDP mode tc ingress too). The kernel drops them
- * with the link, so RTM_DELLINK only forgets it. The watch runs in the network namespace of the
+ * the fail-open programs when given (egress: a tcx program where the kernel has tcx, else a clsact
+ * filter, tcx_place_egress; in XDP mode a clsact ingress filter too). The kernel drops them with
+ * the link, so RTM_DELLINK only forgets it. The watch runs in the network namespace of the
  * thread that started it.
  *
  * Order: a clsact filter that returns a verdict (TC_ACT_OK, SHOT, REDIRECT) ends the hook, so
@@ -53,6 +54,8 @@
 #define MOVES_MAX 64 /* moves behind a later filter, per link: two "after" programs stop */
 /* tcx (Linux 6.6) attach types; libbpf 1.1's and Linux 6.1's headers predate them */
 #define NDC_BPF_TCX_INGRESS 46
+#define NDC_BPF_TCX_EGRESS 47
+#define TCX_MAX 64 /* programs on one tcx hook we look at */
 
 enum link_state { LINK_ATTACHED = 0, LINK_FAILED };
 
@@ -62,6 +65,7 @@ struct link {
 	enum link_state state;
 	bool own_hook;	    /* tc: we created the clsact qdisc */
 	bool tc_failed;	    /* XDP mode: the fail-open tc filters did not go in */
+	bool egress_tcx;    /* fail-open's egress program is attached with tcx, not clsact */
 	uint32_t xdp_flags; /* XDP: the mode it went in with */
 	uint32_t prio[2];   /* our filters' priority: [0] ingress, [1] egress; 0: none */
 	uint32_t foreign;   /* others' programs we run in front of here (in the gauge) */
@@ -375,6 +379,117 @@ static int tc_detach_one(struct link *l, int dir, uint32_t prog_id)
 	return bpf_tc_detach(&hook, &opts);
 }
 
+/*
+ * Our programs (named ndc_*: ours or an earlier agent's) attached with tcx to egress of ifindex,
+ * their ids into own (at most SCAN_OWN): how many, or a negative errno (-EINVAL from a kernel
+ * without tcx).
+ */
+static int tcx_own(int ifindex, uint32_t *own)
+{
+	uint32_t ids[TCX_MAX], cnt = TCX_MAX;
+	int n = 0, r;
+
+	r = bpf_prog_query(ifindex, (enum bpf_attach_type)NDC_BPF_TCX_EGRESS, 0, NULL, ids, &cnt);
+	if (r < 0)
+		return r;
+	for (uint32_t i = 0; i < cnt && i < TCX_MAX && n < SCAN_OWN; i++) {
+		struct bpf_prog_info info = {0};
+		uint32_t len = sizeof(info);
+		int fd = bpf_prog_get_fd_by_id(ids[i]);
+
+		if (fd < 0)
+			continue; /* detached meanwhile */
+		if (bpf_obj_get_info_by_fd(fd, &info, &len) == 0 &&
+		    strncmp(info.name, "ndc_", 4) == 0)
+			own[n++] = ids[i];
+		close(fd);
+	}
+	return n;
+}
+
+/* Detaches the tcx egress program whose id is given, if it is still there. */
+static int tcx_detach_id(int ifindex, uint32_t id)
+{
+	int fd = bpf_prog_get_fd_by_id(id), r;
+
+	if (fd < 0)
+		return -errno;
+	r = bpf_prog_detach2(fd, ifindex, (enum bpf_attach_type)NDC_BPF_TCX_EGRESS);
+	close(fd);
+	return r;
+}
+
+/*
+ * Fail-open's egress program with tcx (Linux 6.6): the hook then runs it without the classifier
+ * chain a clsact filter goes through, which every packet to the pod pays for (a dear indirect
+ * call and returns on a host with retpolines and Safe RET; docs/bench/FASTPATH.md, session 38).
+ * It goes last among the tcx programs there (a CNI's included) and, like every tcx program,
+ * before the clsact filters; it only gives a fail-open flow's replies their node-local source
+ * back and lets every packet go on (TCX_NEXT). An earlier agent's program is replaced in one
+ * request (BPF_F_REPLACE), so at no instant is none attached, and its clsact filter (an older
+ * agent's) removed after. A negative errno when the kernel has no tcx: the caller falls back to
+ * clsact.
+ */
+static int tcx_place_egress(struct ndc_link_watch *lw, struct link *l)
+{
+	DECLARE_LIBBPF_OPTS(bpf_prog_attach_opts, opts);
+	uint32_t own[SCAN_OWN], replaced = 0;
+	struct tc_scan s;
+	int n, r, old;
+	bool there = false;
+
+	n = tcx_own(l->ifindex, own);
+	if (n < 0)
+		return n;
+	for (int i = 0; i < n; i++)
+		there |= own[i] == lw->egress_id;
+	if (!there) {
+		old = n > 0 ? bpf_prog_get_fd_by_id(own[0]) : -1;
+		if (old >= 0) {
+			opts.flags = BPF_F_REPLACE;
+			opts.replace_prog_fd = old;
+			replaced = own[0];
+		}
+		r = bpf_prog_attach_opts(lw->egress_fd, l->ifindex,
+					 (enum bpf_attach_type)NDC_BPF_TCX_EGRESS, &opts);
+		if (old >= 0)
+			close(old);
+		if (r < 0)
+			return r;
+	}
+	/* more of ours (an agent killed between its attach and its clean-up): one is enough */
+	for (int i = 0; i < n; i++)
+		if (own[i] != lw->egress_id && own[i] != replaced)
+			tcx_detach_id(l->ifindex, own[i]);
+	/* an older agent's clsact egress filter: ours runs first now, so it finds nothing to do */
+	if (tc_scan(lw, l->ifindex, 1, &s) == 0)
+		for (size_t i = 0; i < s.n_own; i++)
+			if (tc_remove_at(l, 1, s.own[i]) == 0)
+				ndc_info("fast path: %s egress: an earlier agent's clsact filter "
+					 "(pref %u) removed, ours is a tcx program",
+					 l->name, s.own[i]);
+	l->egress_tcx = true;
+	return 0;
+}
+
+/*
+ * Fail-open's egress program: tcx where the kernel has it, else (-EINVAL: no tcx; or any refusal
+ * but a link gone) a clsact filter.
+ */
+static int place_egress(struct ndc_link_watch *lw, struct link *l)
+{
+	int r = tcx_place_egress(lw, l);
+
+	if (r < 0 && r != -ENODEV) {
+		if (r != -EINVAL)
+			ndc_info("fast path: %s egress: tcx refused (%s), a clsact filter instead",
+				 l->name, strerror(-r));
+		l->egress_tcx = false;
+		r = tc_place(lw, l, 1, lw->egress_fd);
+	}
+	return r;
+}
+
 static int attach_tc(struct ndc_link_watch *lw, struct link *l)
 {
 	DECLARE_LIBBPF_OPTS(bpf_tc_hook, hook, .ifindex = l->ifindex,
@@ -391,7 +506,7 @@ static int attach_tc(struct ndc_link_watch *lw, struct link *l)
 	else if (lw->ingress_fd >= 0)
 		r = tc_place(lw, l, 0, lw->ingress_fd);
 	if (r == 0 && lw->egress_fd >= 0)
-		r = tc_place(lw, l, 1, lw->egress_fd);
+		r = place_egress(lw, l);
 	if (r < 0 && l->own_hook) {
 		hook.attach_point = BPF_TC_INGRESS | BPF_TC_EGRESS;
 		bpf_tc_hook_destroy(&hook);
@@ -533,7 +648,11 @@ static int detach_tc(struct ndc_link_watch *lw, struct link *l)
 		r = tc_detach_one(l, 0, lw->prog_id);
 	else if (lw->ingress_fd >= 0)
 		r = tc_detach_one(l, 0, lw->ingress_id);
-	if (lw->egress_fd >= 0)
+	if (lw->egress_fd >= 0 && l->egress_tcx)
+		/* with our program's fd: a successor's that replaced it stays (-ENOENT) */
+		e = bpf_prog_detach2(lw->egress_fd, l->ifindex,
+				     (enum bpf_attach_type)NDC_BPF_TCX_EGRESS);
+	else if (lw->egress_fd >= 0)
 		e = tc_detach_one(l, 1, lw->egress_id);
 	if (r == 0 && e == 0 && l->own_hook) {
 		DECLARE_LIBBPF_OPTS(bpf_tc_hook, hook, .ifindex = l->ifindex,
@@ -597,8 +716,9 @@ static void attach_link(struct ndc_link_watch *lw, int ifindex, const char *name
 	}
 	l->state = LINK_ATTACHED;
 	if (lw->mode == NDC_FP_ATTACH_TC)
-		ndc_info("fast path: attached tc ingress%s to %s (ifindex %d, pref %u)",
-			 lw->egress_fd >= 0 ? " and egress" : "", name, ifindex, l->prio[0]);
+		ndc_info("fast path: attached tc ingress%s to %s (ifindex %d, pref %u)%s",
+			 lw->egress_fd >= 0 ? " and egress" : "", name, ifindex, l->prio[0],
+			 l->egress_tcx ? " (egress with tcx)" : "");
 	else
 		ndc_info("fast path: attached XDP (%s mode) to %s (ifindex %d)",
 			 l->xdp_flags == XDP_FLAGS_DRV_MODE ? "native" : "generic", name, ifindex);

@@ -357,8 +357,14 @@ cpu_snap() {
 		END { print busy["cpu0"], tot["cpu0"], sirq["cpu0"], busy["cpu1"], tot["cpu1"],
 		      sirq["cpu1"], srv }' /proc/stat
 }
-# iface_progs IFACE: the programs on the node's IFACE and their run counts (report progs)
-iface_progs() { in_node bpftool -j net show dev "$1" 2>/dev/null | report progs; }
+# iface_progs IFACE: the programs on the node's IFACE and their run counts (report progs); tcx
+# egress programs (ndcache's fail-open one on Linux 6.6+) from the kernel itself (tcx_progs.py)
+iface_progs() {
+	local tcx
+	tcx=$(in_node python3 "$here/../integration/tcx_progs.py" "$1" egress 2>/dev/null)
+	# shellcheck disable=SC2086 # one id per word
+	in_node bpftool -j net show dev "$1" 2>/dev/null | report progs --tcx-egress $tcx
+}
 progs_snap() { iface_progs eth-pod; }
 # observe_set SERVER [IFACE]: --clients, --base-clients: SERVER's per-client counting as asked,
 # in every program of it on the node's IFACE (default eth-pod; they share one config)

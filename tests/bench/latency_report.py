@@ -123,7 +123,7 @@ def die(msg):
 # --- progs -------------------------------------------------------------------------------
 
 
-def cmd_progs(_a):
+def cmd_progs(a):
     text = sys.stdin.read().strip()
     out = {}
     if text:
@@ -136,6 +136,9 @@ def cmd_progs(_a):
             for t in dev.get("tc", []):
                 kind = t.get("kind", "")
                 hooks.append(("ingress" if kind.endswith("ingress") else "egress", t))
+            # tcx programs (Debian 12's bpftool predates tcx: the caller asked the kernel)
+            for pid in a.tcx_egress or []:
+                hooks.append(("egress", {"id": int(pid)}))
             for hook, h in hooks:
                 if "id" not in h or hook in out:
                     continue
@@ -882,7 +885,9 @@ def floors_section(say, verdicts, csv, rows, cells, servers, cost, lat, loads, p
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     sub = ap.add_subparsers(dest="cmd", required=True)
-    sub.add_parser("progs")
+    sp = sub.add_parser("progs")
+    sp.add_argument("--tcx-egress", nargs="*", default=[],
+                    help="ids of the programs attached with tcx to the device's egress")
     c = sub.add_parser("cell")
     for k in ("--server", "--repeat", "--label", "--list", "--kx", "--probe", "--samples",
               "--hz"):

@@ -21,6 +21,9 @@
 #      every clsact filter; 0 answered.
 #   g. XDP mode with the drop policy: the agent warns (XDP runs before every tc program), the
 #      gauge counts it, and the kernel answers (the policy is bypassed: what the warning says).
+#   h. (run before g) a policy on clsact egress that counts the DNS replies reaching the pod:
+#      fail-open's egress program (tcx where the kernel has it) lets every packet go on, so the
+#      policy sees each socket-path reply.
 # Usage: test_cni_order.sh BUILD_DIR   (root: network namespaces, BPF)
 set -u
 here=$(cd "$(dirname "$0")" && pwd)
@@ -60,11 +63,17 @@ bpftool prog loadall "$TOPO_DIR/cni_policy.o" "$BPF_DIR/p" type classifier \
 NAME=kubernetes.default.svc.cluster.local
 N=20
 
-# seen: the DNS packets the policy programs saw so far (their shared .bss counter).
+# seen: the DNS packets the policy programs saw so far (their shared .bss counter, counts[0]).
 seen() {
 	bpftool -j map lookup pinned "$BPF_DIR/m/cni_poli_bss" key 0 0 0 0 2>/dev/null |
 		python3 -c 'import json,sys; v=json.load(sys.stdin)["value"]
 print(int.from_bytes(bytes(int(b,16) for b in v[:8]),"little"))' 2>/dev/null || echo 0
+}
+# replies: the DNS replies to the pod that policy_reply saw on egress (counts[1]).
+replies() {
+	bpftool -j map lookup pinned "$BPF_DIR/m/cni_poli_bss" key 0 0 0 0 2>/dev/null |
+		python3 -c 'import json,sys; v=json.load(sys.stdin)["value"]
+print(int.from_bytes(bytes(int(b,16) for b in v[8:16]),"little"))' 2>/dev/null || echo 0
 }
 hits() { metric 'ndcache_kernel_answers_total{kind="answer"}'; }
 
@@ -234,6 +243,43 @@ if policy_tcx drop 2>"$TOPO_DIR/tcx.err"; then
 else
 	echo "skip - f. tcx: the kernel refused ($(cat "$TOPO_DIR/tcx.err" | tail -1))"
 fi
+
+# h. a policy on egress behind fail-open's egress program (a tcx program where the kernel has
+# tcx, else a clsact filter behind the policy's): it still sees every reply that reaches the pod
+# through the stack (the socket path's; kernel answers leave with redirect_peer, which skips the
+# hook). Were ours to end the hook (TCX_PASS) instead of going on (TCX_NEXT) it would see none.
+in_node tc qdisc add dev eth-pod clsact 2>/dev/null
+in_node tc filter add dev eth-pod egress pref 20 handle 1 bpf da pinned "$BPF_DIR/p/policy_reply" ||
+	exit 1
+start tc after || exit 1
+# N names asked once each (never in the kernel's table: the socket path answers every one)
+r0=$(replies)
+h0=$(hits)
+pids=()
+for ((i = 0; i < N; i++)); do
+	in_pod dig +time=2 +tries=1 "@$NODE_LOCAL" "h$i.not-in-the-table.example.org" A >"$TOPO_DIR/h.$i" 2>&1 &
+	pids+=($!)
+done
+for p in "${pids[@]}"; do
+	wait_pid "$p" 10 dig >/dev/null
+done
+got=$(grep -l "status: NXDOMAIN" "$TOPO_DIR"/h.* | wc -l)
+rm -f "$TOPO_DIR"/h.*
+kernel=$(($(hits) - ${h0:-0}))
+r=$(($(replies) - r0))
+if tcx_e=$(in_node python3 "$here/tcx_progs.py" eth-pod egress 2>/dev/null) && [ -n "$tcx_e" ]; then
+	where="ours a tcx program (id $tcx_e)"
+else
+	where="ours at clsact $(in_node tc filter show dev eth-pod egress | grep 'handle 0x6e6463' | grep -o 'pref [0-9]*')"
+fi
+if [ "$got" = "$N" ] && [ "$kernel" = 0 ] && [ "$r" -ge "$N" ]; then
+	ok "h. a policy on egress (clsact pref 20) saw $r of the $N socket path's replies; $where"
+else
+	bad "h. the egress policy saw $r replies; the pod got $got of $N (kernel +$kernel); $where" \
+		"$(in_node tc filter show dev eth-pod egress; tail -5 "$TOPO_DIR/ndcache.log")"
+fi
+stop
+in_node tc filter del dev eth-pod egress pref 20 2>/dev/null
 
 # g. XDP mode
 pod_xdp_pass || exit 1

@@ -79,11 +79,13 @@ wait_exit() {
 	return 1
 }
 
-# What is attached and pinned now: "ingress-id egress-id answers-map-id"
+# What is attached and pinned now: "ingress-id egress-id answers-map-id". The egress program
+# is a tcx one where the kernel has tcx (Linux 6.6), else a clsact filter.
 state() {
 	local i e m
 	i=$(in_node tc filter show dev eth-pod ingress | sed -n 's/.* id \([0-9]*\) .*/\1/p' | head -1)
 	e=$(in_node tc filter show dev eth-pod egress | sed -n 's/.* id \([0-9]*\) .*/\1/p' | head -1)
+	[ -n "$e" ] || e=$(in_node python3 "$TOPO_TESTS/integration/tcx_progs.py" eth-pod egress | tr '\n' ',' | sed 's/,$//')
 	m=$(bpftool map show pinned "$pins/ndc_answers" 2>/dev/null | sed -n 's/^\([0-9]*\):.*/\1/p')
 	echo "${i:-none} ${e:-none} ${m:-none}"
 }
@@ -118,6 +120,19 @@ wait_log a "took over|listening on" 10 && wait_dns "$NODE_LOCAL" 53 kubernetes.d
 wait_log a "attached tc ingress and egress" 10 || bad "first agent: fast path not attached" "$(cat "$TOPO_DIR/a.log")"
 s0=$(state)
 case "$s0" in *none*) bad "first agent: filters or pins missing ($s0)" ;; *) ok "first agent attached and pinned ($s0)" ;; esac
+# Fail-open's egress program: with tcx where the kernel has it (no classifier chain for every
+# packet to the pod to pass), and then no clsact egress filter of ours beside it.
+if tcx_e=$(in_node python3 "$TOPO_TESTS/integration/tcx_progs.py" eth-pod egress 2>&1); then
+	n_cls=$(in_node tc filter show dev eth-pod egress | grep -c "ndc_")
+	if [ "$(echo "$tcx_e" | grep -c .)" = 1 ] && [ "$n_cls" = 0 ] &&
+		grep -q "attached tc ingress and egress to eth-pod .*(egress with tcx)" "$TOPO_DIR/a.log"; then
+		ok "fail-open's egress program is a tcx program (id $tcx_e), no clsact egress filter"
+	else
+		bad "fail-open's egress: tcx '$tcx_e', our clsact egress filters $n_cls" "$(grep "fast path" "$TOPO_DIR/a.log")"
+	fi
+else
+	echo "skip - fail-open's egress with tcx: this kernel has no tcx ($tcx_e)"
+fi
 
 # --- a second agent with a bad config
 printf 'listen: [%s]\nrecords: {ttl: forever}\n' "$NODE_LOCAL" >"$TOPO_DIR/bad.yaml"
@@ -181,7 +196,8 @@ else
 	bad "successor did not take over" "$(cat "$TOPO_DIR/b.log")"
 fi
 s1=$(state)
-[ "$s1" != "$s0" ] && [[ "$s1" != *none* ]] && ok "filters and pins are the successor's ($s0 -> $s1)" ||
+# one program per hook: the successor's replaced the old one (a comma: two tcx programs)
+[ "$s1" != "$s0" ] && [[ "$s1" != *none* && "$s1" != *,* ]] && ok "filters and pins are the successor's ($s0 -> $s1)" ||
 	bad "filters and pins after takeover: $s1 (before $s0)"
 kill -TERM "$A"
 if wait_exit "$A" 15 && [ "$EXIT_STATUS" = 0 ] && grep -q "stopping without detaching" "$TOPO_DIR/a.log"; then
@@ -213,7 +229,7 @@ agent_start c "$conf"
 C=$AGENT_PID
 wait_log c "attached tc ingress and egress" 15 || bad "restart: not attached" "$(cat "$TOPO_DIR/c.log")"
 s3=$(state)
-[ "$s3" != "$s2" ] && [[ "$s3" != *none* ]] && ok "restart replaced the orphaned program ($s2 -> $s3)" ||
+[ "$s3" != "$s2" ] && [[ "$s3" != *none* && "$s3" != *,* ]] && ok "restart replaced the orphaned program ($s2 -> $s3)" ||
 	bad "restart: state $s3 (orphan $s2)"
 kill -TERM "$C"
 wait_exit "$C" 15 || bad "agent did not exit on SIGTERM"
