@@ -87,8 +87,9 @@ struct ndc_link_watch {
 	enum ndc_fp_tc_order order;
 	uint64_t *foreign; /* the caller's gauge, or NULL */
 	int prog_fd;
-	int egress_fd;				 /* tc egress, or -1 */
-	int ingress_fd;				 /* XDP mode: tc ingress beside XDP, or -1 */
+	int egress_fd;	 /* tc egress, or -1 */
+	int ingress_fd;	 /* XDP mode: tc ingress beside XDP, or -1 */
+	bool egress_tcx; /* the egress program goes in with tcx where the kernel has it */
 	uint32_t prog_id, egress_id, ingress_id; /* to recognise our filters when detaching */
 	size_t n_patterns;
 	char **patterns;
@@ -428,7 +429,7 @@ static int tcx_detach_id(int ifindex, uint32_t id)
  * back and lets every packet go on (TCX_NEXT). An earlier agent's program is replaced in one
  * request (BPF_F_REPLACE), so at no instant is none attached, and its clsact filter (an older
  * agent's) removed after. A negative errno when the kernel has no tcx: the caller falls back to
- * clsact.
+ * clsact. Only where ids_readable: ours and an earlier agent's are told by name, read by id.
  */
 static int tcx_place_egress(struct ndc_link_watch *lw, struct link *l)
 {
@@ -478,7 +479,7 @@ static int tcx_place_egress(struct ndc_link_watch *lw, struct link *l)
  */
 static int place_egress(struct ndc_link_watch *lw, struct link *l)
 {
-	int r = tcx_place_egress(lw, l);
+	int r = lw->egress_tcx ? tcx_place_egress(lw, l) : -EINVAL;
 
 	if (r < 0 && r != -ENODEV) {
 		if (r != -EINVAL)
@@ -935,6 +936,29 @@ static uint32_t prog_id(int fd)
 	return info.id;
 }
 
+/*
+ * Whether this process may turn a program id into a descriptor (BPF_PROG_GET_FD_BY_ID, which
+ * takes CAP_SYS_ADMIN): tcx_place_egress needs it to tell an earlier agent's program from
+ * others'. Without it (the DaemonSet's capabilities: BPF, NET_ADMIN, PERFMON) a successor could
+ * not replace its predecessor's tcx program and each upgrade would leave one more on every
+ * link, so the egress program stays a clsact filter (found by handle and name over netlink).
+ */
+static bool ids_readable(uint32_t id)
+{
+	int fd = id ? bpf_prog_get_fd_by_id(id) : -1;
+
+	if (fd < 0) {
+		ndc_info(
+		    "fast path: fail-open's egress program goes in as a clsact filter, not with "
+		    "tcx: telling an earlier agent's tcx program from others' takes CAP_SYS_ADMIN "
+		    "(%s)",
+		    id ? strerror(errno) : "no program id");
+		return false;
+	}
+	close(fd);
+	return true;
+}
+
 int ndc_link_watch_start(const struct ndc_link_watch_opts *opts, struct ndc_link_watch **ret)
 {
 	struct ndc_link_watch *lw;
@@ -956,6 +980,7 @@ int ndc_link_watch_start(const struct ndc_link_watch_opts *opts, struct ndc_link
 	lw->prog_id = prog_id(lw->prog_fd);
 	lw->egress_id = prog_id(lw->egress_fd);
 	lw->ingress_id = prog_id(lw->ingress_fd);
+	lw->egress_tcx = lw->egress_fd >= 0 && ids_readable(lw->egress_id);
 	lw->nl_fd = -1;
 	lw->evt_fd = -1;
 	if (opts->n_patterns) {
