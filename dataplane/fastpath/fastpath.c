@@ -779,6 +779,7 @@ int ndc_fastpath_attach(struct ndc_fp *fp)
 		return 0;
 	lo.prog_fd = ndc_fastpath_prog_fd(fp, lo.mode);
 	lo.egress_fd = bpf_program__fd(fp->skel->progs.ndc_tc_egress);
+	lo.pin_dir = fp->pin_dir;
 	lo.ingress_fd =
 	    lo.mode == NDC_FP_ATTACH_XDP ? bpf_program__fd(fp->skel->progs.ndc_tc_failopen) : -1;
 	r = ndc_link_watch_start(&lo, &fp->watch);

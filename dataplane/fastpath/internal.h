@@ -25,6 +25,9 @@ struct ndc_link_watch_opts {
 	size_t n_patterns;
 	char *const *patterns; /* copied */
 	enum ndc_fp_tc_order tc_order;
+	/* where fail-open's egress tcx links are pinned (the fast path's pin directory); NULL: none
+	 */
+	const char *pin_dir;
 	/*
 	 * The gauge ndc_fastpath_foreign_programs reads (atomically): others' programs the watch's
 	 * links run us in front of, kept up to date as links and filters come and go; the caller's.
@@ -44,6 +47,23 @@ int ndc_link_watch_start(const struct ndc_link_watch_opts *opts, struct ndc_link
  * successor's programs stay); frees. NULL is fine.
  */
 void ndc_link_watch_stop(struct ndc_link_watch *lw, bool detach);
+
+/*
+ * Fail-open's egress program in a tcx link pinned in pin_dir (link_tcx.c). place: ours on
+ * ifindex's egress, swapped into the pinned link of an earlier agent or in a new one, its
+ * descriptor in *ret_link; 0 or a negative errno (-EINVAL: a kernel without tcx). close: our
+ * descriptor, and with unpin the pin (the attachment) if the link still holds prog_id (-EEXIST:
+ * a successor's). unpin: the pin of an interface that is gone. sweep: every pin whose interface
+ * is gone. ids_readable: whether program ids can be read (CAP_SYS_ADMIN), for the clean-up of
+ * programs attached without a link.
+ */
+int ndc_tcx_egress_place(const char *pin_dir, int ifindex, int prog_fd, uint32_t prog_id,
+			 bool ids_readable, int *ret_link);
+int ndc_tcx_egress_close(const char *pin_dir, int ifindex, int link_fd, uint32_t prog_id,
+			 bool unpin);
+void ndc_tcx_egress_unpin(const char *pin_dir, int ifindex);
+void ndc_tcx_egress_sweep(const char *pin_dir);
+bool ndc_tcx_ids_readable(uint32_t id);
 
 /* The two kinds of chunk of the answer table (abi.h, "The answer table"). */
 enum ndc_fp_chunk_kind { NDC_FP_CHUNK_SLOTS, NDC_FP_CHUNK_BIG };

@@ -3,10 +3,10 @@
  * The attach manager: an rtnetlink link watch (RTMGRP_LINK, RTMGRP_TC) on a thread of its own,
  * plus a RTM_GETLINK dump at start and after a multicast overrun. Every link whose name matches a
  * pattern gets the tc filter (clsact ingress, handle NDC_FP_TC_HANDLE) or the XDP program, plus
- * the fail-open programs when given (egress: a tcx program where the kernel has tcx, else a clsact
- * filter, tcx_place_egress; in XDP mode a clsact ingress filter too). The kernel drops them with
- * the link, so RTM_DELLINK only forgets it. The watch runs in the network namespace of the
- * thread that started it.
+ * the fail-open programs when given (egress: a tcx link pinned in the pin directory where the
+ * kernel has tcx, else a clsact filter: link_tcx.c; in XDP mode a clsact ingress filter too).
+ * The kernel drops them with the link, so RTM_DELLINK only forgets it (and the tcx link's pin). The
+ * watch runs in the network namespace of the thread that started it.
  *
  * Order: a clsact filter that returns a verdict (TC_ACT_OK, SHOT, REDIRECT) ends the hook, so
  * whatever sits at a greater priority never sees the packet. With tc_order after (the default)
@@ -54,8 +54,6 @@
 #define MOVES_MAX 64 /* moves behind a later filter, per link: two "after" programs stop */
 /* tcx (Linux 6.6) attach types; libbpf 1.1's and Linux 6.1's headers predate them */
 #define NDC_BPF_TCX_INGRESS 46
-#define NDC_BPF_TCX_EGRESS 47
-#define TCX_MAX 64 /* programs on one tcx hook we look at */
 
 enum link_state { LINK_ATTACHED = 0, LINK_FAILED };
 
@@ -63,9 +61,10 @@ struct link {
 	int ifindex;
 	char name[IF_NAMESIZE];
 	enum link_state state;
-	bool own_hook;	    /* tc: we created the clsact qdisc */
-	bool tc_failed;	    /* XDP mode: the fail-open tc filters did not go in */
-	bool egress_tcx;    /* fail-open's egress program is attached with tcx, not clsact */
+	bool own_hook;	 /* tc: we created the clsact qdisc */
+	bool tc_failed;	 /* XDP mode: the fail-open tc filters did not go in */
+	bool egress_tcx; /* fail-open's egress program is in a tcx link (egress_link), not clsact */
+	int egress_link; /* that link's descriptor (its pin holds it too) */
 	uint32_t xdp_flags; /* XDP: the mode it went in with */
 	uint32_t prio[2];   /* our filters' priority: [0] ingress, [1] egress; 0: none */
 	uint32_t foreign;   /* others' programs we run in front of here (in the gauge) */
@@ -87,9 +86,10 @@ struct ndc_link_watch {
 	enum ndc_fp_tc_order order;
 	uint64_t *foreign; /* the caller's gauge, or NULL */
 	int prog_fd;
-	int egress_fd;	 /* tc egress, or -1 */
-	int ingress_fd;	 /* XDP mode: tc ingress beside XDP, or -1 */
-	bool egress_tcx; /* the egress program goes in with tcx where the kernel has it */
+	int egress_fd;	   /* tc egress, or -1 */
+	int ingress_fd;	   /* XDP mode: tc ingress beside XDP, or -1 */
+	char *pin_dir;	   /* where our tcx links are pinned; NULL: no tcx */
+	bool ids_readable; /* BPF_PROG_GET_FD_BY_ID works (CAP_SYS_ADMIN): link_tcx.c */
 	uint32_t prog_id, egress_id, ingress_id; /* to recognise our filters when detaching */
 	size_t n_patterns;
 	char **patterns;
@@ -146,8 +146,11 @@ static void set_foreign(struct ndc_link_watch *lw, struct link *l, uint32_t n)
 	l->foreign = n;
 }
 
+static int tcx_link_close(struct ndc_link_watch *lw, struct link *l, bool unpin);
+
 static void forget_link(struct ndc_link_watch *lw, struct link *l)
 {
+	tcx_link_close(lw, l, false);
 	set_foreign(lw, l, 0);
 	*l = lw->links[--lw->n_links];
 }
@@ -380,112 +383,53 @@ static int tc_detach_one(struct link *l, int dir, uint32_t prog_id)
 	return bpf_tc_detach(&hook, &opts);
 }
 
-/*
- * Our programs (named ndc_*: ours or an earlier agent's) attached with tcx to egress of ifindex,
- * their ids into own (at most SCAN_OWN): how many, or a negative errno (-EINVAL from a kernel
- * without tcx).
- */
-static int tcx_own(int ifindex, uint32_t *own)
+/* Our tcx link on l (link_tcx.c): with unpin, the attachment too if it still holds ours. */
+static int tcx_link_close(struct ndc_link_watch *lw, struct link *l, bool unpin)
 {
-	uint32_t ids[TCX_MAX], cnt = TCX_MAX;
-	int n = 0, r;
+	int r;
 
-	r = bpf_prog_query(ifindex, (enum bpf_attach_type)NDC_BPF_TCX_EGRESS, 0, NULL, ids, &cnt);
-	if (r < 0)
-		return r;
-	for (uint32_t i = 0; i < cnt && i < TCX_MAX && n < SCAN_OWN; i++) {
-		struct bpf_prog_info info = {0};
-		uint32_t len = sizeof(info);
-		int fd = bpf_prog_get_fd_by_id(ids[i]);
-
-		if (fd < 0)
-			continue; /* detached meanwhile */
-		if (bpf_obj_get_info_by_fd(fd, &info, &len) == 0 &&
-		    strncmp(info.name, "ndc_", 4) == 0)
-			own[n++] = ids[i];
-		close(fd);
-	}
-	return n;
-}
-
-/* Detaches the tcx egress program whose id is given, if it is still there. */
-static int tcx_detach_id(int ifindex, uint32_t id)
-{
-	int fd = bpf_prog_get_fd_by_id(id), r;
-
-	if (fd < 0)
-		return -errno;
-	r = bpf_prog_detach2(fd, ifindex, (enum bpf_attach_type)NDC_BPF_TCX_EGRESS);
-	close(fd);
+	if (!l->egress_tcx)
+		return 0;
+	r = ndc_tcx_egress_close(lw->pin_dir, l->ifindex, l->egress_link, lw->egress_id, unpin);
+	l->egress_tcx = false;
 	return r;
 }
 
 /*
- * Fail-open's egress program with tcx (Linux 6.6): the hook then runs it without the classifier
- * chain a clsact filter goes through, which every packet to the pod pays for (a dear indirect
- * call and returns on a host with retpolines and Safe RET; docs/bench/FASTPATH.md, session 38).
- * It goes last among the tcx programs there (a CNI's included) and, like every tcx program,
- * before the clsact filters; it only gives a fail-open flow's replies their node-local source
- * back and lets every packet go on (TCX_NEXT). An earlier agent's program is replaced in one
- * request (BPF_F_REPLACE), so at no instant is none attached, and its clsact filter (an older
- * agent's) removed after. A negative errno when the kernel has no tcx: the caller falls back to
- * clsact. Only where ids_readable: ours and an earlier agent's are told by name, read by id.
+ * Fail-open's egress program in a tcx link (link_tcx.c), then an older agent's clsact egress
+ * filter removed: ours runs first now, so it would find nothing to do.
  */
-static int tcx_place_egress(struct ndc_link_watch *lw, struct link *l)
+static int tcx_link_egress(struct ndc_link_watch *lw, struct link *l)
 {
-	DECLARE_LIBBPF_OPTS(bpf_prog_attach_opts, opts);
-	uint32_t own[SCAN_OWN], replaced = 0;
 	struct tc_scan s;
-	int n, r, old;
-	bool there = false;
+	int r;
 
-	n = tcx_own(l->ifindex, own);
-	if (n < 0)
-		return n;
-	for (int i = 0; i < n; i++)
-		there |= own[i] == lw->egress_id;
-	if (!there) {
-		old = n > 0 ? bpf_prog_get_fd_by_id(own[0]) : -1;
-		if (old >= 0) {
-			opts.flags = BPF_F_REPLACE;
-			opts.replace_prog_fd = old;
-			replaced = own[0];
-		}
-		r = bpf_prog_attach_opts(lw->egress_fd, l->ifindex,
-					 (enum bpf_attach_type)NDC_BPF_TCX_EGRESS, &opts);
-		if (old >= 0)
-			close(old);
-		if (r < 0)
-			return r;
-	}
-	/* more of ours (an agent killed between its attach and its clean-up): one is enough */
-	for (int i = 0; i < n; i++)
-		if (own[i] != lw->egress_id && own[i] != replaced)
-			tcx_detach_id(l->ifindex, own[i]);
-	/* an older agent's clsact egress filter: ours runs first now, so it finds nothing to do */
+	r = ndc_tcx_egress_place(lw->pin_dir, l->ifindex, lw->egress_fd, lw->egress_id,
+				 lw->ids_readable, &l->egress_link);
+	if (r < 0)
+		return r;
+	l->egress_tcx = true;
 	if (tc_scan(lw, l->ifindex, 1, &s) == 0)
 		for (size_t i = 0; i < s.n_own; i++)
 			if (tc_remove_at(l, 1, s.own[i]) == 0)
 				ndc_info("fast path: %s egress: an earlier agent's clsact filter "
-					 "(pref %u) removed, ours is a tcx program",
+					 "(pref %u) removed, ours is a tcx link",
 					 l->name, s.own[i]);
-	l->egress_tcx = true;
 	return 0;
 }
 
 /*
- * Fail-open's egress program: tcx where the kernel has it, else (-EINVAL: no tcx; or any refusal
- * but a link gone) a clsact filter.
+ * Fail-open's egress program: a tcx link where the kernel has tcx, else (-EINVAL: no tcx; or any
+ * refusal but a link gone) a clsact filter.
  */
 static int place_egress(struct ndc_link_watch *lw, struct link *l)
 {
-	int r = lw->egress_tcx ? tcx_place_egress(lw, l) : -EINVAL;
+	int r = lw->pin_dir ? tcx_link_egress(lw, l) : -EINVAL;
 
 	if (r < 0 && r != -ENODEV) {
 		if (r != -EINVAL)
-			ndc_info("fast path: %s egress: tcx refused (%s), a clsact filter instead",
+			ndc_info("fast path: %s egress: no tcx link (%s), a clsact filter instead",
 				 l->name, strerror(-r));
-		l->egress_tcx = false;
 		r = tc_place(lw, l, 1, lw->egress_fd);
 	}
 	return r;
@@ -650,17 +594,24 @@ static int detach_tc(struct ndc_link_watch *lw, struct link *l)
 	else if (lw->ingress_fd >= 0)
 		r = tc_detach_one(l, 0, lw->ingress_id);
 	if (lw->egress_fd >= 0 && l->egress_tcx)
-		/* with our program's fd: a successor's that replaced it stays (-ENOENT) */
-		e = bpf_prog_detach2(lw->egress_fd, l->ifindex,
-				     (enum bpf_attach_type)NDC_BPF_TCX_EGRESS);
+		e = tcx_link_close(lw, l, true);
 	else if (lw->egress_fd >= 0)
 		e = tc_detach_one(l, 1, lw->egress_id);
 	if (r == 0 && e == 0 && l->own_hook) {
 		DECLARE_LIBBPF_OPTS(bpf_tc_hook, hook, .ifindex = l->ifindex,
 				    .attach_point = BPF_TC_INGRESS | BPF_TC_EGRESS);
 
-		/* Both directions: that deletes the clsact qdisc we created. */
-		r = bpf_tc_hook_destroy(&hook);
+		/*
+		 * Both directions: that deletes the clsact qdisc we created. The kernel refuses
+		 * (-EBUSY, "ongoing filter requests") while the filter just deleted still holds
+		 * the qdisc, which it lets go a moment after its reply: up to 50 ms more.
+		 */
+		for (int i = 0; i < 50; i++) {
+			r = bpf_tc_hook_destroy(&hook);
+			if (r != -EBUSY)
+				break;
+			usleep(1000);
+		}
 	}
 	return r ? r : e;
 }
@@ -756,6 +707,9 @@ static void on_dellink(struct ndc_link_watch *lw, int ifindex)
 		return;
 	if (l->state == LINK_ATTACHED)
 		ndc_info("fast path: %s (ifindex %d) is gone", l->name, ifindex);
+	/* the kernel detached the tcx link with the interface; its pin would stay */
+	if (l->egress_tcx)
+		ndc_tcx_egress_unpin(lw->pin_dir, ifindex);
 	forget_link(lw, l);
 }
 
@@ -936,29 +890,6 @@ static uint32_t prog_id(int fd)
 	return info.id;
 }
 
-/*
- * Whether this process may turn a program id into a descriptor (BPF_PROG_GET_FD_BY_ID, which
- * takes CAP_SYS_ADMIN): tcx_place_egress needs it to tell an earlier agent's program from
- * others'. Without it (the DaemonSet's capabilities: BPF, NET_ADMIN, PERFMON) a successor could
- * not replace its predecessor's tcx program and each upgrade would leave one more on every
- * link, so the egress program stays a clsact filter (found by handle and name over netlink).
- */
-static bool ids_readable(uint32_t id)
-{
-	int fd = id ? bpf_prog_get_fd_by_id(id) : -1;
-
-	if (fd < 0) {
-		ndc_info(
-		    "fast path: fail-open's egress program goes in as a clsact filter, not with "
-		    "tcx: telling an earlier agent's tcx program from others' takes CAP_SYS_ADMIN "
-		    "(%s)",
-		    id ? strerror(errno) : "no program id");
-		return false;
-	}
-	close(fd);
-	return true;
-}
-
 int ndc_link_watch_start(const struct ndc_link_watch_opts *opts, struct ndc_link_watch **ret)
 {
 	struct ndc_link_watch *lw;
@@ -980,9 +911,16 @@ int ndc_link_watch_start(const struct ndc_link_watch_opts *opts, struct ndc_link
 	lw->prog_id = prog_id(lw->prog_fd);
 	lw->egress_id = prog_id(lw->egress_fd);
 	lw->ingress_id = prog_id(lw->ingress_fd);
-	lw->egress_tcx = lw->egress_fd >= 0 && ids_readable(lw->egress_id);
+	lw->ids_readable = ndc_tcx_ids_readable(lw->egress_id);
 	lw->nl_fd = -1;
 	lw->evt_fd = -1;
+	if (opts->pin_dir && lw->egress_fd >= 0) {
+		lw->pin_dir = strdup(opts->pin_dir);
+		if (!lw->pin_dir) {
+			r = -ENOMEM;
+			goto fail;
+		}
+	}
 	if (opts->n_patterns) {
 		lw->patterns = calloc(opts->n_patterns, sizeof(*lw->patterns));
 		if (!lw->patterns) {
@@ -1009,6 +947,8 @@ int ndc_link_watch_start(const struct ndc_link_watch_opts *opts, struct ndc_link
 		r = lw->nl_fd;
 		goto fail;
 	}
+	if (lw->pin_dir)
+		ndc_tcx_egress_sweep(lw->pin_dir);
 	r = dump_links(lw);
 	if (r < 0)
 		goto fail;
@@ -1037,6 +977,8 @@ void ndc_link_watch_stop(struct ndc_link_watch *lw, bool detach)
 	for (size_t i = 0; i < lw->n_links; i++) {
 		if (detach)
 			detach_link(lw, &lw->links[i]);
+		/* without detach the pins keep our tcx links for a successor */
+		tcx_link_close(lw, &lw->links[i], false);
 		/* the gauge is what a running watch sees: a later one counts again */
 		set_foreign(lw, &lw->links[i], 0);
 	}
@@ -1048,5 +990,6 @@ void ndc_link_watch_stop(struct ndc_link_watch *lw, bool detach)
 		free(lw->patterns[i]);
 	free(lw->patterns);
 	free(lw->links);
+	free(lw->pin_dir);
 	free(lw);
 }
