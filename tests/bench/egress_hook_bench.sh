@@ -58,7 +58,10 @@ ns_a="ndc-eh-$$-a"
 ns_b="ndc-eh-$$-b"
 bpf_dir="/tmp/ndc_eh_bpf_$$" # no dot: libbpf turns dots in pin paths into underscores
 work=$(mktemp -d /tmp/ndc-eh-work.XXXXXX)
+recv_pid=""
 cleanup() {
+	# the receiver first: it lives in a namespace the next lines delete, not with it
+	[ -n "$recv_pid" ] && kill "$recv_pid" 2>/dev/null && wait "$recv_pid" 2>/dev/null
 	ip netns del "$ns_a" 2>/dev/null
 	ip netns del "$ns_b" 2>/dev/null
 	rm -f "$bpf_dir/pass"
@@ -88,7 +91,7 @@ __attribute__((section("tc"), used)) int eh_pass(struct __sk_buff *skb)
 
 	if ((void *)(udp + 1) > end)
 		return -1;
-	/* read, as fail-open's program reads a reply that is none of its flows's */
+	/* read, as fail-open's program reads a reply that belongs to none of its flows */
 	(void)*(volatile __u16 *)&eth->h_proto;
 	(void)*(volatile __u8 *)&ip->protocol;
 	(void)*(volatile __u16 *)&udp->source;
@@ -165,8 +168,6 @@ for ((r = 1; r <= rounds; r++)); do
 	echo "egress_hook_bench: round $r of $rounds done" >&2
 done
 mode none
-kill "$recv_pid" 2>/dev/null
-wait "$recv_pid" 2>/dev/null
 
 python3 - "$out/raw.txt" "$cmdline" "$cpu_model" "$(uname -r)" "$duration" <<'PY' | tee "$out/egress_hook.txt"
 import statistics, sys, time
