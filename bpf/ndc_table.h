@@ -361,6 +361,18 @@ static __always_inline struct ndc_fp_slot *table_walk(struct ndc_fp_scratch *s, 
 		chunk = bpf_map_lookup_elem(&ndc_answers, &ci);
 		if (!chunk)
 			break;
+		if (p == 0) {
+			/*
+			 * The key's preferred slot (abi.h, ndc_fp_mix_pref) read first: its line
+			 * comes from memory while the tag word does, not after it.
+			 */
+			c = chunk_slot(chunk, bi, ndc_fp_mix_pref(mix));
+			if (c) {
+				__u32 x = READ_ONCE_U32(c->check);
+
+				barrier_var(x);
+			}
+		}
 		ti = bi / 16;
 		tw = bpf_map_lookup_elem(chunk, &ti);
 		if (!tw)

@@ -379,6 +379,10 @@ static int place_plan(const struct ndc_fp_table *t, const struct ndc_fp_half *h,
 			else if (tj == tag)
 				same = j;
 		}
+		/* a new key at home takes its preferred slot when free (abi.h, ndc_fp_mix_pref) */
+		if (m == 0 && d == 0 && empty != NONE &&
+		    ndc_fp_tag_at(tags, ndc_fp_mix_pref(mix)) == NDC_FP_TAG_EMPTY)
+			empty = ndc_fp_mix_pref(mix);
 		/* a tag is in a bucket at most once (abi.h) */
 		if (empty != NONE && same == NONE) {
 			moves[m++] = (struct move){{b, empty, d}, tag};
