@@ -297,6 +297,21 @@ static void test_dense_fill(void **state)
 	free(m);
 }
 
+/* A table (over plain memory, in *ret_m) holding names 0 to n - 1, type A, a slot's answer each. */
+static void table_with(struct ndc_fp_table *t, struct mem **ret_m, uint32_t n)
+{
+	struct ndc_fp_key k;
+	struct ndc_fp_value v;
+
+	*ret_m = calloc(1, sizeof(**ret_m));
+	assert_non_null(*ret_m);
+	assert_int_equal(ndc_fp_table_init(t, &mem_ops, *ret_m, 100000, 64, 64, 0x5eed), 0);
+	for (uint32_t i = 0; i < n; i++) {
+		entry(i, 1, 16, &k, &v);
+		assert_int_equal(ndc_fp_table_put(t, &k, &v, false), 0);
+	}
+}
+
 /*
  * Keys sit in their preferred slot (abi.h, ndc_fp_mix_pref: the slot the kernel's walk reads
  * while it reads the tag word) when it was free: at a table's usual load most of them (about 60%;
@@ -305,17 +320,13 @@ static void test_dense_fill(void **state)
 static void test_preferred_slots(void **state)
 {
 	const uint32_t n = NDC_FP_CHUNK_BUCKETS * NDC_FP_BUCKET * 70 / 100;
-	struct mem *m = calloc(1, sizeof(*m));
 	struct ndc_fp_table t;
 	struct ndc_fp_key k;
 	struct ndc_fp_value v;
+	struct mem *m;
 
 	(void)state;
-	assert_int_equal(ndc_fp_table_init(&t, &mem_ops, m, 100000, 64, 64, 0x5eed), 0);
-	for (uint32_t i = 0; i < n; i++) {
-		entry(i, 1, 16, &k, &v);
-		assert_int_equal(ndc_fp_table_put(&t, &k, &v, false), 0);
-	}
+	table_with(&t, &m, n);
 	for (int round = 0; round < 2; round++) {
 		struct ndc_fp_reader r = ndc_fp_reader_mapped(&t, t.cur);
 		uint32_t pref = 0, home = 0;
