@@ -122,21 +122,10 @@ time.sleep(86400)' &
 recv_pid=$!
 # tcx FLAG: attach (1) or detach (0) the pinned program on va's egress with BPF_PROG_ATTACH
 tcx() {
-	ip netns exec "$ns_a" python3 - "$bpf_dir/pass" "$1" <<'PY'
-import ctypes, socket, struct, sys
-libc = ctypes.CDLL(None, use_errno=True)
-def bpf(cmd, attr):
-    buf = ctypes.create_string_buffer(attr, 64)
-    r = libc.syscall(321, cmd, buf, 64)  # x86-64 bpf()
-    if r < 0:
-        raise OSError(ctypes.get_errno(), "bpf cmd %d" % cmd)
-    return r
-path = ctypes.create_string_buffer(sys.argv[1].encode())
-prog = bpf(7, struct.pack("=QII", ctypes.addressof(path), 0, 0))  # BPF_OBJ_GET
-ifindex = socket.if_nametoindex("va")
-# BPF_PROG_ATTACH (8) / BPF_PROG_DETACH (9): target ifindex, prog fd, BPF_TCX_EGRESS (47)
-bpf(8 if sys.argv[2] == "1" else 9, struct.pack("=III", ifindex, prog, 47))
-PY
+	local verb=detach
+	[ "$1" = 1 ] && verb=attach
+	ip netns exec "$ns_a" python3 "$here/../integration/tcx_progs.py" "$verb" \
+		"$bpf_dir/pass" va egress
 }
 # mode none|clsact|tcx: what is on va's egress now
 mode() {

@@ -90,23 +90,8 @@ policy_off() {
 # policy_tcx drop: the policy attached with tcx (BPF_LINK_CREATE, BPF_TCX_INGRESS) and its link
 # pinned, so that it stays until the pin goes. Fails where the kernel has no tcx.
 policy_tcx() {
-	in_node python3 - "$BPF_DIR/p/policy_$1" "$BPF_DIR/tcx_link" <<'PY'
-import ctypes, socket, struct, sys
-libc = ctypes.CDLL(None, use_errno=True)
-NR_BPF = 321  # x86_64
-def bpf(cmd, attr):
-    buf = ctypes.create_string_buffer(attr, 128)
-    r = libc.syscall(NR_BPF, cmd, buf, 128)
-    if r < 0:
-        raise OSError(ctypes.get_errno(), "bpf cmd %d" % cmd)
-    return r
-path = ctypes.create_string_buffer(sys.argv[1].encode())
-prog = bpf(7, struct.pack("=QII", ctypes.addressof(path), 0, 0))  # BPF_OBJ_GET
-ifindex = socket.if_nametoindex("eth-pod")
-link = bpf(28, struct.pack("=IIII", prog, ifindex, 46, 0))  # BPF_LINK_CREATE, BPF_TCX_INGRESS
-pin = ctypes.create_string_buffer(sys.argv[2].encode())
-bpf(6, struct.pack("=QII", ctypes.addressof(pin), link, 0))  # BPF_OBJ_PIN
-PY
+	in_node python3 "$here/tcx_progs.py" link "$BPF_DIR/p/policy_$1" eth-pod ingress \
+		"$BPF_DIR/tcx_link"
 }
 
 # start MODE ORDER: the agent on eth-pod; waits until it answers and has attached.
