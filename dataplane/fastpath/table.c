@@ -358,6 +358,7 @@ static int place_plan(const struct ndc_fp_table *t, const struct ndc_fp_half *h,
 {
 	uint32_t n = h->n_buckets, m = 0, d = 0, home;
 	uint64_t mix = ndc_fp_key_mix(k->hash, t->home_key, k->qtype);
+	uint32_t pref = ndc_fp_mix_pref(mix);
 	uint8_t tag = ndc_fp_mix_tag(mix);
 
 	if (n == 0)
@@ -381,8 +382,8 @@ static int place_plan(const struct ndc_fp_table *t, const struct ndc_fp_half *h,
 		}
 		/* a new key at home takes its preferred slot when free (abi.h, ndc_fp_mix_pref) */
 		if (m == 0 && d == 0 && empty != NONE &&
-		    ndc_fp_tag_at(tags, ndc_fp_mix_pref(mix)) == NDC_FP_TAG_EMPTY)
-			empty = ndc_fp_mix_pref(mix);
+		    ndc_fp_tag_at(tags, pref) == NDC_FP_TAG_EMPTY)
+			empty = pref;
 		/* a tag is in a bucket at most once (abi.h) */
 		if (empty != NONE && same == NONE) {
 			moves[m++] = (struct move){{b, empty, d}, tag};

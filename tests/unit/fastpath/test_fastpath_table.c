@@ -252,6 +252,21 @@ static uint64_t tags_in_use(const struct ndc_fp_table *t)
 	return n;
 }
 
+/* A table (over plain memory, in *ret_m) holding names 0 to n - 1, type A, a slot's answer each. */
+static void table_with(struct ndc_fp_table *t, struct mem **ret_m, uint32_t n)
+{
+	struct ndc_fp_key k;
+	struct ndc_fp_value v;
+
+	*ret_m = calloc(1, sizeof(**ret_m));
+	assert_non_null(*ret_m);
+	assert_int_equal(ndc_fp_table_init(t, &mem_ops, *ret_m, 100000, 64, 64, 0x5eed), 0);
+	for (uint32_t i = 0; i < n; i++) {
+		entry(i, 1, 16, &k, &v);
+		assert_int_equal(ndc_fp_table_put(t, &k, &v, false), 0);
+	}
+}
+
 /*
  * Robin Hood placement fills one chunk to 92% with every key within a walk's reach: no rebuild.
  * (First come, first placed stopped near 80%: some key found no bucket within
@@ -260,18 +275,14 @@ static uint64_t tags_in_use(const struct ndc_fp_table *t)
 static void test_dense_fill(void **state)
 {
 	const uint32_t slots = NDC_FP_CHUNK_BUCKETS * NDC_FP_BUCKET, n = slots * 92 / 100;
-	struct mem *m = calloc(1, sizeof(*m));
 	struct ndc_fp_table t;
 	struct ndc_fp_table_usage u;
 	struct ndc_fp_key k;
 	struct ndc_fp_value v, got;
+	struct mem *m;
 
 	(void)state;
-	assert_int_equal(ndc_fp_table_init(&t, &mem_ops, m, 100000, 64, 64, 0x5eed), 0);
-	for (uint32_t i = 0; i < n; i++) {
-		entry(i, 1, 16, &k, &v);
-		assert_int_equal(ndc_fp_table_put(&t, &k, &v, false), 0);
-	}
+	table_with(&t, &m, n);
 	for (uint32_t i = 0; i < n; i += 3) {
 		entry(i, 1, 16, &k, &v);
 		assert_int_equal(ndc_fp_table_del(&t, &k, v.name, v.name_len, 0), 0);
@@ -295,21 +306,6 @@ static void test_dense_fill(void **state)
 	}
 	ndc_fp_table_fini(&t);
 	free(m);
-}
-
-/* A table (over plain memory, in *ret_m) holding names 0 to n - 1, type A, a slot's answer each. */
-static void table_with(struct ndc_fp_table *t, struct mem **ret_m, uint32_t n)
-{
-	struct ndc_fp_key k;
-	struct ndc_fp_value v;
-
-	*ret_m = calloc(1, sizeof(**ret_m));
-	assert_non_null(*ret_m);
-	assert_int_equal(ndc_fp_table_init(t, &mem_ops, *ret_m, 100000, 64, 64, 0x5eed), 0);
-	for (uint32_t i = 0; i < n; i++) {
-		entry(i, 1, 16, &k, &v);
-		assert_int_equal(ndc_fp_table_put(t, &k, &v, false), 0);
-	}
 }
 
 /*
