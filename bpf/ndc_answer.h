@@ -84,6 +84,14 @@ static __always_inline enum ndc_table_res ndc_be_recall(struct ndc_be *be, struc
 							__u32 msg_end, struct ndc_question *q,
 							const struct ndc_fp_value **ret_v);
 /*
+ * Whether the table is known to hold neither (q's name, qtype) nor (name, NDC_FP_QTYPE_OTHER), read
+ * for this very question before the core began, with s->name keyed as dns_name_to_key keys it
+ * (the kernel's express lane); then ndc_be_get is not called, and the walk of the name and the
+ * check of its tail decide the rest (NXDOMAIN or a pass) as they would after a read that found
+ * nothing. A backend that never reads ahead returns 0.
+ */
+static __always_inline int ndc_be_read_absent(struct ndc_be *be, struct ndc_fp_scratch *s);
+/*
  * After ndc_be_get gave r for the question at off of the frame in ctx, walked and checked in full:
  * the backend's chance to remember the answer for ndc_be_recall.
  */
@@ -317,12 +325,19 @@ static __always_inline int ndc_answer_frame(void *ctx, const enum ndc_hook hook,
 				     &q);
 		if (why != NDC_GO)
 			return ndc_answer_pass(be, hook, why, ret_why);
-		why = dns_name_to_key(data, data_end, name_off, &q, (__u64 *)s->name, &hash);
-		if (why != NDC_GO)
-			return ndc_answer_pass(be, hook, why, ret_why);
-		ndc_be_keyed(be, s, &q);
-		r = ndc_be_get(be, s, &q, hash, &v);
-		ndc_be_remember(be, ctx, hook, name_off, &q, r);
+		/*
+		 * a name whose walk and tail check pass is the one the backend read ahead for, if
+		 * it did: its bytes before QTYPE, keyed the same
+		 */
+		if (!ndc_be_read_absent(be, s)) {
+			why =
+			    dns_name_to_key(data, data_end, name_off, &q, (__u64 *)s->name, &hash);
+			if (why != NDC_GO)
+				return ndc_answer_pass(be, hook, why, ret_why);
+			ndc_be_keyed(be, s, &q);
+			r = ndc_be_get(be, s, &q, hash, &v);
+			ndc_be_remember(be, ctx, hook, name_off, &q, r);
+		}
 	}
 
 	v = ndc_answer_result(be, cfg, s, &q, r, v, &hit, &why);

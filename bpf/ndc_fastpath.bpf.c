@@ -68,6 +68,11 @@ _Static_assert(sizeof(struct ndc_memo_head) == sizeof(((struct ndc_fp_value *)0)
 _Static_assert(sizeof(union ndc_memo) % 64 == 0, "memo entries: whole cache lines");
 
 #define NDC_KS_COUNTS 16 /* a power of two: ndc_handle's mask */
+/*
+ * The word of counts[] past every counter's (never summed as one): questions the express lane
+ * answered from the table (ndc_express_get), for tests and the benchmark, by BTF.
+ */
+#define NDC_KS_LANE_READS (NDC_KS_COUNTS - 1)
 
 struct ndc_kscratch {
 	struct ndc_fp_scratch s; /* first: kscratch_of; last in it, s.launder */
@@ -132,7 +137,8 @@ _Static_assert(__builtin_offsetof(struct ndc_kscratch, client) % 8 == 0,
 	       "ndc_client_add reads the client key as two 64-bit words");
 
 _Static_assert(sizeof(struct ndc_kscratch) % 64 == 0, "a CPU's scratch: whole cache lines");
-_Static_assert(NDC_FP_COUNTER_MAX <= NDC_KS_COUNTS && (NDC_KS_COUNTS & (NDC_KS_COUNTS - 1)) == 0 &&
+_Static_assert(NDC_FP_COUNTER_MAX <= NDC_KS_LANE_READS &&
+		   (NDC_KS_COUNTS & (NDC_KS_COUNTS - 1)) == 0 &&
 		   __builtin_offsetof(struct ndc_kscratch, counts) % 64 == 0,
 	       "every counter has its word in the scratch, on lines of their own");
 
@@ -219,9 +225,13 @@ struct ndc_be {
 	/*
 	 * The express lane (ndc_express) looked this question up in the memo and did not find it:
 	 * ks->qlen, qidx and qtag hold what memo_match noted, and ndc_be_recall looks no more.
+	 * NDC_XP_READ_ABSENT: and the lane read the table for it, which holds neither its type
+	 * nor the name's other-type entry, with s.name keyed (ndc_be_read_absent).
 	 */
 	__u32 recall_done;
 };
+
+#define NDC_XP_READ_ABSENT 2
 
 static __always_inline struct ndc_kscratch *kscratch(struct ndc_be *be)
 {
@@ -416,6 +426,12 @@ static __always_inline enum ndc_table_res ndc_be_get(struct ndc_be *be, struct n
 	return r;
 }
 
+static __always_inline int ndc_be_read_absent(struct ndc_be *be, struct ndc_fp_scratch *s)
+{
+	/* verifier: through memory, as ndc_be_recall's, so that the core is verified once */
+	return ctx_launder(NDC_HOOK_TC, &s->launder[2], be->recall_done) == NDC_XP_READ_ABSENT;
+}
+
 /* Memo entry x holds an answer of config gen gen (not empty, not old). */
 static __always_inline int memo_current(const struct ndc_kscratch *ks, __u32 x, __u64 gen)
 {
@@ -511,24 +527,18 @@ __noinline int ndc_memo_put_xdp(struct xdp_md *xdp, __u32 off, __u32 res_qtype)
 	return memo_put(xdp, NDC_HOOK_XDP, off, res_qtype);
 }
 
-static __always_inline void ndc_be_remember(struct ndc_be *be, void *ctx, const enum ndc_hook hook,
-					    __u32 off, const struct ndc_question *q,
-					    enum ndc_table_res r)
+/*
+ * The answer in s.v, read in full from the table for the question memo_match noted (ks->qlen,
+ * qidx, qtag) at off of the frame in ctx: remembered the second time it is read while its note is
+ * still at one of its places, else noted at both (the doorkeeper: a name asked once never pays
+ * the fill, nor evicts a hot question); a question of the same first place asked in between
+ * overwrites one note only unless it has the same second place too. res_qtype: as memo_put's.
+ */
+static __always_inline void memo_remember(void *ctx, const enum ndc_hook hook,
+					  struct ndc_kscratch *ks, __u32 off, __u32 res_qtype)
 {
-	struct ndc_kscratch *ks = be->ks;
-	__u32 res_qtype, i, j;
+	__u32 i = ks->qidx[0], j = ks->qidx[1];
 
-	/* read in full and found the same length as ndc_be_recall (which read the plain shape) */
-	if (!ks || (r != NDC_TABLE_EXACT && r != NDC_TABLE_OTHER) || ks->s.v.expire_ns ||
-	    ks->qlen != q->name_len + NDC_DNS_QFIXED)
-		return;
-	/*
-	 * read in full for the first time lately: noted at both places, not remembered (the
-	 * doorkeeper); a question of the same first place asked in between overwrites one note only
-	 * unless it has the same second place too
-	 */
-	i = ks->qidx[0];
-	j = ks->qidx[1];
 	if (i >= NDC_MEMO_ENTRIES || j >= NDC_MEMO_ENTRIES)
 		return;
 	if (ks->seen[i] != ks->qtag && ks->seen[j] != ks->qtag) {
@@ -536,11 +546,24 @@ static __always_inline void ndc_be_remember(struct ndc_be *be, void *ctx, const 
 		ks->seen[j] = ks->qtag;
 		return;
 	}
-	res_qtype = (r == NDC_TABLE_OTHER ? NDC_TABLE_OTHER : NDC_TABLE_EXACT) << 16 | q->qtype;
 	if (hook == NDC_HOOK_XDP)
 		ndc_memo_put_xdp(ctx, off, res_qtype);
 	else
 		ndc_memo_put_skb(ctx, off, res_qtype);
+}
+
+static __always_inline void ndc_be_remember(struct ndc_be *be, void *ctx, const enum ndc_hook hook,
+					    __u32 off, const struct ndc_question *q,
+					    enum ndc_table_res r)
+{
+	struct ndc_kscratch *ks = be->ks;
+
+	/* read in full and found the same length as ndc_be_recall (which read the plain shape) */
+	if (!ks || (r != NDC_TABLE_EXACT && r != NDC_TABLE_OTHER) || ks->s.v.expire_ns ||
+	    ks->qlen != q->name_len + NDC_DNS_QFIXED)
+		return;
+	memo_remember(ctx, hook, ks, off,
+		      (r == NDC_TABLE_OTHER ? NDC_TABLE_OTHER : NDC_TABLE_EXACT) << 16 | q->qtype);
 }
 
 static __always_inline int ndc_be_nx(struct ndc_be *be, struct ndc_fp_scratch *s,
@@ -782,21 +805,8 @@ static __always_inline void ndc_be_reply(struct ndc_be *be, void *ctx, const enu
 }
 
 /*
- * The express lane: a question the memo holds, asked the way nearly every pod asks, answered
- * before the core (ndc_answer_frame) is entered. Only an untagged Ethernet frame with a 20-byte
- * IPv4 header, not a fragment (DF may be set), a UDP datagram to the config's port at one of its
- * addresses, whole in the linear part, a plain query header and a question of the plain shape
- * (dns_question_span) whose bytes the memo holds for the current gen, with an answer that never
- * expires, is not a pass marker and fits the client's limit: what the core would do with it
- * (recall, ndc_answer_result, the reply) in one straight run, with the core's own steps
- * (memo_match, ctx_resize, ndc_answer_write: the core's reply writer) and its counts (the answer,
- * the client's, the sample). Answered (or, never, passed once resized): 1, with the verdict and the
- * reason as ndc_answer_frame gives them. Anything else: 0, the frame and the counts untouched,
- * and the core reads it from its first byte, as before: the lane decides nothing the core would
- * decide otherwise, it only skips the generality a hit does not need (VLAN tags, IPv6, TCP, the
- * walk, the laundered offsets that keep the core's many paths verifiable, the client slot looked
- * up twice). Why (issue 35): the core's hit ran about 70 lines of code where the answering floor
- * runs 28 (docs/bench/FASTPATH.md).
+ * The express lane's one shape of frame (ndc_express): untagged Ethernet, a 20-byte IPv4 header,
+ * UDP, the DNS header, the question.
  */
 #define NDC_XP_L4 (ETH_HLEN + 20)	      /* the UDP header */
 #define NDC_XP_DNS (NDC_XP_L4 + 8)	      /* the DNS header */
@@ -805,6 +815,108 @@ static __always_inline void ndc_be_reply(struct ndc_be *be, void *ctx, const enu
 /* the longest query it answers: a question the memo may hold, and a plain OPT */
 #define NDC_XP_UDP_MAX (8 + 12 + NDC_MEMO_QMAX + NDC_DNS_OPT_LEN)
 
+/* What the lane's table read gives (express_get) */
+#define NDC_XP_FOUND(r) (((r) + 1) << 16) /* EXACT or OTHER, above the type's 16 bits */
+#define NDC_XP_RES(x) ((((x) >> 16) & 3) - 1)
+#define NDC_XP_SOA (1 << 20) /* a NODATA by reference, its authority not yet added */
+#define NDC_XP_ABSENT (1 << 24)
+
+/*
+ * The lane's table read (issue 35: a name beyond the hot set, which the memo does not hold, paid
+ * the core's second parse of the frame, the walk of its name and the check of its tail before the
+ * table was read): the question of qlen bytes at NDC_XP_Q of the lane's frame, which memo_match
+ * found in the plain shape and not in the memo, keyed and read from the table as ndc_be_get
+ * reads it (table_find: its type, else the name's other-type entry), into s.v:
+ * NDC_XP_FOUND(what it found) | its type for EXACT and OTHER (and NDC_XP_SOA for a NODATA by
+ * reference, whose authority the caller adds: table_soa); NDC_XP_ABSENT when the table holds
+ * neither (s.name keyed: the core, which must walk the name to decide NXDOMAIN, reads the table no
+ * more: ndc_be_read_absent); else 0 (a collision, an entry being rewritten, a question the lane
+ * does not key), and the core reads the question from its first byte. The frame is untouched.
+ *
+ * The name is not walked: it is compared. The key is the question's bytes lowercased
+ * (dns_name_to_key, which lowercases the label length bytes too: none is in 'A'..'Z', a label
+ * being at most 63 bytes), and an entry is found only when those bytes equal the entry's name
+ * (its slot's bytes and, with NDC_FP_V_SFX, the config's suffix after them), which user space
+ * published walked and lowercase. A byte that lowercases to a length byte (0 to 63) is that byte,
+ * so a question equal to an entry's name has its label lengths where the entry has them: it is
+ * that name, asked in some case. For the suffix's compare every byte may start a label
+ * (q.starts all set): the slot's bytes before it end where a label ends, and their compare puts a
+ * label start there.
+ */
+static __always_inline int express_get(void *ctx, const enum ndc_hook hook, __u32 qlen)
+{
+	void *data = ctx_data(ctx, hook), *data_end = ctx_data_end(ctx, hook);
+	const struct ndc_fp_config *cfg = config_get();
+	struct ndc_kscratch *ks = ndc_cpu_scratch();
+	struct ndc_question q = {};
+	struct ndc_fp_scratch *s;
+	struct ndc_fp_slot *sl = NULL;
+	enum ndc_table_res r;
+	__u16 found = 0;
+	__u64 hash;
+	__u8 *p;
+
+	if (!cfg || !ks || qlen < NDC_MEMO_QMIN || qlen > NDC_MEMO_QMAX)
+		return 0;
+	s = &ks->s;
+	q.name_len = qlen - NDC_DNS_QFIXED;
+	p = data + NDC_XP_Q + q.name_len;
+	if ((void *)(p + NDC_DNS_QFIXED) > data_end)
+		return 0;
+	q.qtype = bpf_ntohs(*(__be16 *)p);
+	q.qclass = bpf_ntohs(*(__be16 *)(p + 2));
+	if (q.qclass != NDC_DNS_C_IN || ndc_qtype_verdict(q.qtype))
+		return 0;
+	q.starts[0] = ~0ULL;
+	q.starts[1] = ~0ULL;
+	if (dns_name_to_key(data, data_end, NDC_XP_Q, &q, (__u64 *)s->name, &hash) != NDC_GO)
+		return 0;
+	/* as ndc_be_get: gen before anything the table read loads */
+	ks->gen_read = READ_ONCE_U64(cfg->gen);
+	table_rmb(s);
+	r = table_find(s, cfg, &q, hash, &sl, &found);
+	if (r == NDC_TABLE_ABSENT)
+		return NDC_XP_ABSENT;
+	if (r != NDC_TABLE_EXACT)
+		return 0;
+	/*
+	 * a NODATA by reference gets its authority from the caller (table_soa: a function of its
+	 * own, whose stack on top of this one's would pass the verifier's 512 bytes)
+	 */
+	return NDC_XP_FOUND(found == q.qtype ? NDC_TABLE_EXACT : NDC_TABLE_OTHER) |
+	       (s->v.flags & NDC_FP_V_SOA ? NDC_XP_SOA : 0) | q.qtype;
+}
+
+/* verifier: global functions, verified once on their own (as memo_put's) */
+__noinline int ndc_express_get_skb(struct __sk_buff *skb, __u32 qlen)
+{
+	return express_get(skb, NDC_HOOK_TC, qlen);
+}
+
+__noinline int ndc_express_get_xdp(struct xdp_md *xdp, __u32 qlen)
+{
+	return express_get(xdp, NDC_HOOK_XDP, qlen);
+}
+
+/*
+ * The express lane: a question the memo holds, asked the way nearly every pod asks, answered
+ * before the core (ndc_answer_frame) is entered. Only an untagged Ethernet frame with a 20-byte
+ * IPv4 header, not a fragment (DF may be set), a UDP datagram to the config's port at one of its
+ * addresses, whole in the linear part, a plain query header and a question of the plain shape
+ * (dns_question_span) whose bytes the memo holds for the current gen, or else that the table
+ * holds exactly for its type (express_get, then noted or remembered as the core does), with an
+ * answer that never expires, is not a pass marker and fits the client's limit: what the core would
+ * do with it (recall or the table read, ndc_answer_result, the reply) in one straight run, with
+ * the core's own steps (memo_match, table_walk and slot_read, ctx_resize, ndc_answer_write: the
+ * core's reply writer) and its counts (the answer, the client's, the sample). Answered (or, never,
+ * passed once resized): 1, with the verdict and the
+ * reason as ndc_answer_frame gives them. Anything else: 0, the frame and the counts untouched,
+ * and the core reads it from its first byte, as before: the lane decides nothing the core would
+ * decide otherwise, it only skips the generality a hit does not need (VLAN tags, IPv6, TCP, the
+ * walk, the laundered offsets that keep the core's many paths verifiable, the client slot looked
+ * up twice). Why (issue 35): the core's hit ran about 70 lines of code where the answering floor
+ * runs 28 (docs/bench/FASTPATH.md).
+ */
 static __always_inline int ndc_express(void *ctx, const enum ndc_hook hook, int *ret_verdict,
 				       __u32 *ret_why, __u32 *ret_recall_done)
 {
@@ -817,7 +929,7 @@ static __always_inline int ndc_express(void *ctx, const enum ndc_hook hook, int 
 	union ndc_memo *m;
 	struct iphdr *iph;
 	struct udphdr *uh;
-	__u32 udp_len, qlen, found, dlen, reply_len, ans_off, hit, sample;
+	__u32 udp_len, qlen, found, dlen, reply_len, ans_off, hit, sample, res;
 	__be16 sport;
 	__u64 key1;
 
@@ -858,16 +970,38 @@ static __always_inline int ndc_express(void *ctx, const enum ndc_hook hook, int 
 		 * linear) and would find what this found: it takes memo_match's notes instead
 		 */
 		*ret_recall_done = 1;
-		return 0;
+		if (!ks->qlen)
+			return 0;
+		found = hook == NDC_HOOK_XDP ? ndc_express_get_xdp(ctx, qlen)
+					     : ndc_express_get_skb(ctx, qlen);
+		if (found == NDC_XP_ABSENT)
+			*ret_recall_done = NDC_XP_READ_ABSENT;
+		if (!found || found == NDC_XP_ABSENT)
+			return 0;
+		/* packet pointers checked before the call are the verifier's no more */
+		data = ctx_data(ctx, hook);
+		data_end = ctx_data_end(ctx, hook);
+		if (data + NDC_XP_MIN > data_end)
+			return 0;
+		uh = data + NDC_XP_L4;
+		dh = data + NDC_XP_DNS;
+		if (found & NDC_XP_SOA && table_soa(&ks->s, qlen - NDC_DNS_QFIXED))
+			return 0;
+		q.qtype = (__u16)found;
+		m = NULL;
+		res = NDC_XP_RES(found);
+		v = &ks->s.v;
+	} else {
+		m = &ks->memo[found - 1];
+		q.qtype = m->h.qtype;
+		res = m->h.res;
+		v = &m->v;
 	}
-	m = &ks->memo[found - 1];
-	v = &m->v;
-	/* ndc_answer_result's verdicts for a memo entry (EXACT or OTHER, never expiring) */
+	/* ndc_answer_result's verdicts for EXACT and OTHER, and only what never expires */
 	if ((v->flags & NDC_FP_V_PASS) || v->expire_ns)
 		return 0;
-	q.qtype = m->h.qtype;
 	hit = NDC_FP_HIT;
-	if (m->h.res == NDC_TABLE_OTHER) {
+	if (res == NDC_TABLE_OTHER) {
 		if (q.qtype == NDC_DNS_T_ANY)
 			return 0;
 		if (!v->ancount)
@@ -882,6 +1016,10 @@ static __always_inline int ndc_express(void *ctx, const enum ndc_hook hook, int 
 	sport = uh->source; /* before the swap writes over it */
 	udp_len = sizeof(*uh) + reply_len;
 	ans_off = NDC_XP_Q + qlen;
+	if (!m) /* read from the table: as ndc_be_remember, before the reply is written */
+		memo_remember(ctx, hook, ks, NDC_XP_Q,
+			      (res == NDC_TABLE_OTHER ? NDC_TABLE_OTHER : NDC_TABLE_EXACT) << 16 |
+				  q.qtype);
 	if (ctx_resize(ctx, hook, ctx_len(ctx, hook), NDC_XP_L4 + udp_len, ans_off,
 		       NDC_ANS_OFF_MAX))
 		return 0; /* the frame as it was: the core tries, and counts */
@@ -895,9 +1033,13 @@ static __always_inline int ndc_express(void *ctx, const enum ndc_hook hook, int 
 	ks->counts[hit & (NDC_KS_COUNTS - 1)] += 1;
 	if (ks->count_client)
 		ndc_client_add_key(0, key1, ks->slots, hit);
-	ks->recalled++;
-	ks->expressed++;
-	m->h.used = 1;
+	if (m) {
+		ks->recalled++;
+		ks->expressed++;
+		m->h.used = 1;
+	} else {
+		ks->counts[NDC_KS_LANE_READS] += 1;
+	}
 	if (hit == NDC_FP_PASS_SIZE) {
 		*ret_why = NDC_FP_PASS_SIZE;
 		*ret_verdict = ctx_pass(hook);

@@ -405,18 +405,18 @@ static __always_inline struct ndc_fp_slot *table_walk(struct ndc_fp_scratch *s, 
 static __noinline int table_soa(struct ndc_fp_scratch *s, __u32 qlen);
 
 /*
- * The entry for (q's name, q->qtype), else for (name, NDC_FP_QTYPE_OTHER), copied into s->v; the
- * slot it came from in *ret_slot (for the hit count).
+ * The entry for (q's name, q->qtype), else for (name, NDC_FP_QTYPE_OTHER), copied into s->v as the
+ * slot holds it (a NODATA by reference without its authority: table_get adds it); the slot it
+ * came from in *ret_slot (for the hit count), the type it was found for in *ret_qtype. EXACT for
+ * either type, ABSENT, BUSY or COLLISION.
  */
-static __always_inline enum ndc_table_res table_get(struct ndc_fp_scratch *s,
-						    const struct ndc_fp_config *cfg,
-						    const struct ndc_question *q, __u64 hash,
-						    struct ndc_fp_slot **ret_slot)
+static __always_inline enum ndc_table_res
+table_find(struct ndc_fp_scratch *s, const struct ndc_fp_config *cfg, const struct ndc_question *q,
+	   __u64 hash, struct ndc_fp_slot **ret_slot, __u16 *ret_qtype)
 {
 	__u64 geom = READ_ONCE_U64(cfg->geom);
 	__u32 c = s->name[1]; /* the root's: 0, its byte past the end */
 	struct ndc_fp_slot *sl = NULL;
-	enum ndc_table_res r;
 	__u16 qtype = q->qtype;
 	int busy = 0;
 
@@ -432,12 +432,28 @@ static __always_inline enum ndc_table_res table_get(struct ndc_fp_scratch *s,
 		return NDC_TABLE_BUSY;
 	if (!sl)
 		return NDC_TABLE_ABSENT;
-	r = slot_read(s, cfg, sl, q, (__u32)(hash >> 32), qtype,
-		      NDC_FP_GEOM_HALF(geom) * cfg->half_bigs);
+	*ret_slot = sl;
+	*ret_qtype = qtype;
+	return slot_read(s, cfg, sl, q, (__u32)(hash >> 32), qtype,
+			 NDC_FP_GEOM_HALF(geom) * cfg->half_bigs);
+}
+
+/*
+ * The entry for (q's name, q->qtype), else for (name, NDC_FP_QTYPE_OTHER), copied into s->v (a
+ * NODATA by reference with its authority); the slot it came from in *ret_slot (for the hit count).
+ */
+static __always_inline enum ndc_table_res table_get(struct ndc_fp_scratch *s,
+						    const struct ndc_fp_config *cfg,
+						    const struct ndc_question *q, __u64 hash,
+						    struct ndc_fp_slot **ret_slot)
+{
+	__u16 qtype = q->qtype;
+	enum ndc_table_res r;
+
+	r = table_find(s, cfg, q, hash, ret_slot, &qtype);
 	/* a NODATA by reference gets its authority here, for whichever type found it */
 	if (r == NDC_TABLE_EXACT && s->v.flags & NDC_FP_V_SOA && table_soa(s, q->name_len))
 		r = NDC_TABLE_BUSY;
-	*ret_slot = sl;
 	return r == NDC_TABLE_EXACT && qtype != q->qtype ? NDC_TABLE_OTHER : r;
 }
 

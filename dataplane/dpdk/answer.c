@@ -91,6 +91,12 @@ static inline enum ndc_table_res ndc_be_recall(struct ndc_be *be, struct ndc_fp_
 	return NDC_TABLE_ABSENT;
 }
 
+static inline int ndc_be_read_absent(struct ndc_be *be, struct ndc_fp_scratch *s)
+{
+	(void)be, (void)s;
+	return 0; /* the lcore reads the table only where the core does */
+}
+
 static inline void ndc_be_remember(struct ndc_be *be, void *ctx, const enum ndc_hook hook,
 				   __u32 off, const struct ndc_question *q, enum ndc_table_res r)
 {

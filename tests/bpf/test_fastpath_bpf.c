@@ -1654,6 +1654,131 @@ static void test_express(void **state)
 	express_row(&lane[0], true, false);
 }
 
+/* ---------------------------------------------------------------------------------------------
+ * The express lane's table read (ndc_express_get): a question of the lane's shape that the memo
+ * does not hold is keyed and read from the table by the lane itself, its name compared, not
+ * walked; whatever the lane cannot answer that way goes to the core untouched, which decides as
+ * it always did. tests/planted/express_class/ (test fastpath_bpf_planted_express_table) lets the
+ * lane answer a question of another class and must fail here.
+ */
+
+static bool express_table_started;
+
+/* Questions CPU 0's express lane answered from the table: the last word of its scratch's counts
+ * (NDC_KS_LANE_READS in bpf/ndc_fastpath.bpf.c, past every counter of abi.h). */
+static uint64_t lane_reads_cpu0(void)
+{
+	uint64_t counts[16];
+
+	_Static_assert(NDC_FP_COUNTER_MAX < 16, "the lane's count is past every counter");
+	scratch_cpu0("counts", counts, sizeof(counts));
+	return counts[15];
+}
+
+#define LANE_ANY 3 /* lane_row: both answered by the lane, from the table or the memo */
+
+/*
+ * Row r through both hooks (check_row: the socket path's reply and counts), and how many of the
+ * two CPU 0's lane answered from the table (tables) and from the memo (memo); with tables LANE_ANY,
+ * that the lane answered both (which of them the memo held depends on the placement of the
+ * questions asked before: test_memo_placement).
+ */
+static void lane_row(const struct ndc_row *r, const struct ndc_answer *src, uint32_t age,
+		     uint32_t tables, uint32_t memo)
+{
+	uint64_t t0 = lane_reads_cpu0(), t;
+	uint32_t xp0 = expressed_cpu0(), xp;
+
+	check_row(r, src, age);
+	t = lane_reads_cpu0() - t0;
+	xp = expressed_cpu0() - xp0;
+	if (tables == LANE_ANY ? t + xp != 2 : t != tables || xp != memo)
+		fail_msg("%s: %llu of 2 answered by the lane from the table and %u from the memo; "
+			 "want %u and %u",
+			 r->what, (unsigned long long)t, xp, tables, memo);
+}
+
+/* the first label's length byte (10, "kubernetes") as 'J': lowercased it is 'j', never 10 */
+static void mut_len_upper(uint8_t *d, size_t *len)
+{
+	(void)len;
+	d[12] = 'J';
+}
+
+static void test_express_table(void **state)
+{
+	/*
+	 * answered by the lane from the table the first time they are asked, in both hooks: in a
+	 * case no other test asks them in, within the first 16 bytes (memo_match's tag is of those
+	 * and the last word), so that the doorkeeper has no note of them yet
+	 */
+	static const struct ndc_row table[] = {
+	    {"A ClusterIP", "kUBERNETES.default.svc.cluster.local", NDC_T_A, .expect = NDC_FP_HIT},
+	    {"A in another case", "KUBErnetes.Default.Svc.Cluster.Local", NDC_T_A,
+	     .expect = NDC_FP_HIT},
+	    {"AAAA dual-stack", "Frontend.shop.svc.cluster.local", NDC_T_AAAA,
+	     .expect = NDC_FP_HIT},
+	    {"A headless set", "Postgres.data.svc.cluster.local", NDC_T_A, .expect = NDC_FP_HIT},
+	    {"SRV with additional", "_PG._tcp.postgres.data.svc.cluster.local", NDC_T_SRV,
+	     .expect = NDC_FP_HIT},
+	    {"PTR v4 (a digit first: the rare region)", "1.0.96.10.IN-ADDR.arpa", NDC_T_PTR,
+	     .expect = NDC_FP_HIT},
+	    {"CNAME exact", "Payments.shop.svc.cluster.local", NDC_T_CNAME, .expect = NDC_FP_HIT},
+	    {"with a plain OPT of 1232", "Kafka.data.svc.cluster.local", NDC_T_A, .edns = 1232,
+	     .expect = NDC_FP_HIT},
+	    {"NODATA from the other-type entry", "CART.shop.svc.cluster.local", NDC_T_AAAA,
+	     .expect = NDC_FP_NODATA},
+	    {"NODATA empty non-terminal", "Shop.svc.cluster.local", NDC_T_A,
+	     .expect = NDC_FP_NODATA},
+	};
+	/* left to the core by the lane (its read finds nothing, or not what it answers) */
+	static const struct ndc_row core[] = {
+	    {"NXDOMAIN search path", "api.example.com.default.svc.cluster.local", NDC_T_A,
+	     .expect = NDC_FP_NXDOMAIN},
+	    {"class CH of a name in the table", K8S_NAME, NDC_T_A, .qclass = 3,
+	     .expect = NDC_FP_PASS_FORMAT},
+	    {"TYPE0 of a name in the table", K8S_NAME, 0, .expect = NDC_FP_PASS_FORMAT},
+	    {"a length byte in 'A'..'Z'", K8S_NAME, NDC_T_A, .mutate = mut_len_upper,
+	     .expect = NDC_FP_PASS_FORMAT},
+	    {"the name a pointer", K8S_NAME, NDC_T_A, .mutate = ndc_pkt_mut_pointer_name,
+	     .expect = NDC_FP_PASS_FORMAT},
+	    {"a label and then a pointer", K8S_NAME, NDC_T_A, .mutate = ndc_pkt_mut_pointer_tail,
+	     .expect = NDC_FP_PASS_FORMAT},
+	    {"DO bit", K8S_NAME, NDC_T_A, .edns = 1232, .edns_flags = 0x8000,
+	     .expect = NDC_FP_PASS_EDNS},
+	    {"IPv6", "frontend.shop.svc.cluster.local", NDC_T_A, .v6 = true, .expect = NDC_FP_HIT},
+	};
+	uint8_t lname[NDC_NAME_MAX];
+	union ndc_row_answer a;
+	size_t nlen;
+
+	(void)state;
+	pin_cpu(0);
+	/*
+	 * The records published again, as the agent publishes them once its NXDOMAIN template is
+	 * set (setup set it after): the zone's NODATA answers by reference now (abi.h,
+	 * NDC_FP_V_SOA), which the lane answers with their authority added (table_soa). And a
+	 * change: every answer the memo holds is of an old gen now.
+	 */
+	assert_int_equal(ndc_records_foreach(env.rec, publish_one, NULL), 0);
+	for (size_t i = 0; i < sizeof(table) / sizeof(table[0]); i++) {
+		/* tc notes it, XDP's read remembers it (if its places let it: memo_put) */
+		lane_row(&table[i], NULL, 0, 2, 0);
+		express_table_started = true;
+		lane_row(&table[i], NULL, 0, LANE_ANY, 0);
+	}
+	for (size_t i = 0; i < sizeof(core) / sizeof(core[0]); i++)
+		lane_row(&core[i], NULL, 0, 0, 0);
+
+	/* a cached answer (it expires): read by the lane, answered by the core with its countdown */
+	assert_int_equal(ndc_name_from_text("example.org", lname, sizeof(lname), &nlen), 0);
+	ndc_row_a_records(&a.a, lname, nlen, 2, 300);
+	publish_aged("example.org", NDC_T_A, &a.a, 300, 5);
+	const struct ndc_row cached = {"a cached answer", "example.org", NDC_T_A,
+				       .expect = NDC_FP_HIT};
+	lane_row(&cached, &a.a, 5, 0, 0);
+}
+
 int main(int argc, char **argv)
 {
 	const struct CMUnitTest tests[] = {
@@ -1675,33 +1800,46 @@ int main(int argc, char **argv)
 	    cmocka_unit_test(test_memo_doorkeeper),
 	    cmocka_unit_test(test_memo_placement),
 	    cmocka_unit_test(test_express),
+	    cmocka_unit_test(test_express_table),
 	};
 	/*
-	 * --planted OBJ [express]: the memo's test (or the express lane's) alone, on OBJ, a build
-	 * with a planted bug it must catch
+	 * --planted OBJ [memo|express|express_table]: the memo's test (the default), the express
+	 * lane's or the lane's table read's alone, on OBJ, a build with a planted bug it must catch
 	 */
 	const struct CMUnitTest memo_only[] = {cmocka_unit_test(test_memo)};
 	const struct CMUnitTest express_only[] = {cmocka_unit_test(test_express)};
+	const struct CMUnitTest express_table_only[] = {cmocka_unit_test(test_express_table)};
 
 	if (geteuid() != 0) {
 		fprintf(stderr, "test_fastpath_bpf: needs root to load BPF programs: skipped\n");
 		return 77;
 	}
 	if (argc > 2 && !strcmp(argv[1], "--planted")) {
-		bool express = argc > 3 && !strcmp(argv[3], "express");
+		const char *which = argc > 3 ? argv[3] : "memo";
 		bool started;
 		int failed;
 
 		setenv("NDC_TEST_OBJECT", argv[2], 1);
-		if (express)
+		if (!strcmp(which, "express")) {
 			failed = cmocka_run_group_tests(express_only, setup, teardown);
-		else
+			started = express_started;
+		} else if (!strcmp(which, "express_table")) {
+			failed = cmocka_run_group_tests(express_table_only, setup, teardown);
+			started = express_table_started;
+		} else if (!strcmp(which, "memo")) {
 			failed = cmocka_run_group_tests(memo_only, setup, teardown);
-		started = express ? express_started : memo_started;
+			started = memo_started;
+		} else {
+			fprintf(stderr,
+				"test_fastpath_bpf --planted OBJ [memo|express|express_table]: "
+				"no test '%s'\n",
+				which);
+			return 2;
+		}
 		fprintf(stderr,
 			"test_fastpath_bpf --planted: the %s test %s%s (must fail after its "
 			"first answer)\n",
-			express ? "express lane's" : "memo's", failed ? "failed" : "passed",
+			which, failed ? "failed" : "passed",
 			started ? " after its first answer" : "");
 		return failed == 1 && started ? 0 : 1;
 	}
