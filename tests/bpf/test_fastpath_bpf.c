@@ -1770,7 +1770,7 @@ static void test_express_table(void **state)
 	for (size_t i = 0; i < sizeof(core) / sizeof(core[0]); i++)
 		lane_row(&core[i], NULL, 0, 0, 0);
 
-	/* a cached answer (it expires): read by the lane, answered by the core with its countdown */
+	/* a cached answer (it expires): the lane reads it, the core counts its TTLs down */
 	assert_int_equal(ndc_name_from_text("example.org", lname, sizeof(lname), &nlen), 0);
 	ndc_row_a_records(&a.a, lname, nlen, 2, 300);
 	publish_aged("example.org", NDC_T_A, &a.a, 300, 5);
