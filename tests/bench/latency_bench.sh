@@ -494,13 +494,16 @@ cell() {
 }
 
 # profile_lines NAME PROGS: per-line profiles of the programs in PROGS (progs_snap's JSON), loaded
-# still, from OUT/profile/NAME.data
+# still, from OUT/profile/NAME.data; the samples of the fast path's functions JITed apart (its
+# global functions, bpf/ndc_fastpath.bpf.c, and table_soa) count as their caller's
+profile_funcs=ndc_express_get_skb,ndc_express_get_xdp,ndc_memo_put_skb,ndc_memo_put_xdp,table_soa
 profile_lines() {
 	local name
 	for name in $(python3 -c 'import json, sys
 print(" ".join(sorted({p["name"] for p in json.loads(sys.argv[1]).values()})))' "$2"); do
 		python3 "$here/perf_lines.py" "$out/profile/$1.data" "$name" \
-			--lines "$build/tests/bench_prog_lines" >"$out/profile/$1.$name.txt" 2>&1 ||
+			--lines "$build/tests/bench_prog_lines" --funcs "$profile_funcs" \
+			>"$out/profile/$1.$name.txt" 2>&1 ||
 			say "$1: no profile of $name ($(tail -1 "$out/profile/$1.$name.txt"))"
 	done
 }
