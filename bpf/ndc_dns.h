@@ -229,6 +229,18 @@ static __always_inline int dns_name_is(const struct ndc_fp_value *v, const __u64
 }
 
 /*
+ * Class IN only, and questions for data only (ndc_qtype_verdict, the rule user space answers the
+ * rest by: REFUSED, FORMERR); type 0 would read the "other type" entry as an exact one, a meta
+ * type would get the name's NODATA. NDC_GO, else NDC_FP_PASS_FORMAT.
+ */
+static __always_inline int dns_question_kind(const struct ndc_question *q)
+{
+	if (q->qclass != NDC_DNS_C_IN || ndc_qtype_verdict(q->qtype))
+		return NDC_FP_PASS_FORMAT;
+	return NDC_GO;
+}
+
+/*
  * QTYPE, QCLASS and the optional OPT RR (RFC 6891 6.1.2) at data + off; the message must end
  * exactly after them at msg_end.
  */
@@ -276,14 +288,7 @@ static __always_inline int dns_check_tail(void *data, void *data_end, __u32 off,
 	}
 	if (off != msg_end)
 		return NDC_FP_PASS_FORMAT; /* trailing bytes */
-	/*
-	 * Class IN only, and questions for data only (ndc_qtype_verdict, the rule user space
-	 * answers the rest by: REFUSED, FORMERR); type 0 would read the "other type" entry as an
-	 * exact one, a meta type would get the name's NODATA.
-	 */
-	if (q->qclass != NDC_DNS_C_IN || ndc_qtype_verdict(q->qtype))
-		return NDC_FP_PASS_FORMAT;
-	return NDC_GO;
+	return dns_question_kind(q);
 }
 
 /*

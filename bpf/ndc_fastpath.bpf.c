@@ -699,7 +699,7 @@ static __always_inline int express_get(void *ctx, const enum ndc_hook hook, __u3
 		return 0;
 	q.qtype = bpf_ntohs(*(__be16 *)p);
 	q.qclass = bpf_ntohs(*(__be16 *)(p + 2));
-	if (q.qclass != NDC_DNS_C_IN || ndc_qtype_verdict(q.qtype))
+	if (dns_question_kind(&q) != NDC_GO)
 		return 0;
 	q.starts[0] = ~0ULL;
 	q.starts[1] = ~0ULL;
@@ -818,7 +818,6 @@ static __always_inline int ndc_express(void *ctx, const enum ndc_hook hook, int 
 		if (data + NDC_XP_MIN > data_end)
 			return 0;
 		uh = data + NDC_XP_L4;
-		dh = data + NDC_XP_DNS;
 		if (found & NDC_XP_SOA && table_soa(&ks->s, qlen - NDC_DNS_QFIXED))
 			return 0;
 		q.qtype = (__u16)found;
