@@ -677,11 +677,11 @@ static __always_inline void ndc_be_reply(struct ndc_be *be, void *ctx, const enu
  * (q.starts all set): the slot's bytes before it end where a label ends, and their compare puts a
  * label start there.
  */
-static __always_inline int express_get(void *ctx, const enum ndc_hook hook, __u32 qlen)
+static __always_inline int express_get(void *ctx, const enum ndc_hook hook,
+				       const struct ndc_fp_config *cfg, struct ndc_kscratch *ks,
+				       __u32 qlen)
 {
 	void *data = ctx_data(ctx, hook), *data_end = ctx_data_end(ctx, hook);
-	const struct ndc_fp_config *cfg = config_get();
-	struct ndc_kscratch *ks = ndc_cpu_scratch();
 	struct ndc_question q = {};
 	struct ndc_fp_scratch *s;
 	struct ndc_fp_slot *sl = NULL;
@@ -722,14 +722,16 @@ static __always_inline int express_get(void *ctx, const enum ndc_hook hook, __u3
 }
 
 /* verifier: global functions, verified once on their own (as memo_put's) */
-__noinline int ndc_express_get_skb(struct __sk_buff *skb, __u32 qlen)
+__noinline int ndc_express_get_skb(struct __sk_buff *skb, const struct ndc_fp_config *cfg,
+				   struct ndc_kscratch *ks, __u32 qlen)
 {
-	return express_get(skb, NDC_HOOK_TC, qlen);
+	return express_get(skb, NDC_HOOK_TC, cfg, ks, qlen);
 }
 
-__noinline int ndc_express_get_xdp(struct xdp_md *xdp, __u32 qlen)
+__noinline int ndc_express_get_xdp(struct xdp_md *xdp, const struct ndc_fp_config *cfg,
+				   struct ndc_kscratch *ks, __u32 qlen)
 {
-	return express_get(xdp, NDC_HOOK_XDP, qlen);
+	return express_get(xdp, NDC_HOOK_XDP, cfg, ks, qlen);
 }
 
 /*
@@ -806,8 +808,8 @@ static __always_inline int ndc_express(void *ctx, const enum ndc_hook hook, int 
 		*ret_recall_done = 1;
 		if (!ks->qlen)
 			return 0;
-		found = hook == NDC_HOOK_XDP ? ndc_express_get_xdp(ctx, qlen)
-					     : ndc_express_get_skb(ctx, qlen);
+		found = hook == NDC_HOOK_XDP ? ndc_express_get_xdp(ctx, cfg, ks, qlen)
+					     : ndc_express_get_skb(ctx, cfg, ks, qlen);
 		if (found == NDC_XP_ABSENT)
 			*ret_recall_done = NDC_XP_READ_ABSENT;
 		if (!found || found == NDC_XP_ABSENT)
