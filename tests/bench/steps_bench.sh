@@ -11,7 +11,11 @@
 # than every round of one); the table is the median over the rounds, less the empty program's
 # (the reflector given a TCP packet: the kernel's clock reads around each run), and each step's
 # difference to the row above it (or to the row its spec names: "# base: NN_step", where the
-# memo-off rows of a name outside the memo branch off). Pinned to CPU 1.
+# memo-off rows of a name outside the memo branch off). Pinned to CPU 1. Every stop is in the
+# express lane (ndc_express), which answers the hit: the memo's rows stop only on a memo hit (the
+# first run reads the table and fills the memo), the memo-off rows (03-05) stop in the lane's
+# table read (express_get) or after its whole answer. The meson tests steps_plant_* check that
+# every spec still applies.
 #
 # Usage: tests/bench/steps_bench.sh [--build DIR] [--runs N] [--rounds N] [--clients on|off]
 #                                    [--cold KIB] [--cold-code KIB] [--out DIR]
