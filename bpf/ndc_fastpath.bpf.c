@@ -660,7 +660,8 @@ static __always_inline void ndc_be_reply(struct ndc_be *be, void *ctx, const enu
  * the core's second parse of the frame, the walk of its name and the check of its tail before the
  * table was read): the question of qlen bytes at NDC_XP_Q of the lane's frame, which memo_match
  * found in the plain shape and not in the memo, keyed and read from the table as ndc_be_get
- * reads it (table_find: its type, else the name's other-type entry), into s.v:
+ * reads it (table_find: its type, else the name's other-type entry), into s.v of ks, this CPU's
+ * scratch (cfg and ks: what the lane looked up, passed on rather than looked up again):
  * NDC_XP_FOUND(what it found) | its type for EXACT and OTHER (and NDC_XP_SOA for a NODATA by
  * reference, whose authority the caller adds: table_soa); NDC_XP_ABSENT when the table holds
  * neither (s.name keyed: the core, which must walk the name to decide NXDOMAIN, reads the table no
